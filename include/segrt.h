@@ -1,0 +1,328 @@
+/*
+ * segrt: inference for segmentation networks over large medical images.
+ *
+ * This header is the whole public C API. The library loads an ONNX model
+ * into an immutable segrt_model, optimizes it for bound input shapes, builds
+ * an immutable segrt_engine for a device, and runs it through segrt_context
+ * objects, one per thread.
+ *
+ *     segrt_model *model = NULL;
+ *     if (segrt_model_load("net.onnx", &model) != SEGRT_OK) {
+ *         fprintf(stderr, "%s\n", segrt_last_error());
+ *         return 2;
+ *     }
+ *     segrt_build_options *opts = NULL;
+ *     segrt_build_options_create(&opts);
+ *     int64_t dims[4] = {1, 3, 512, 512};
+ *     segrt_build_options_set_shape(opts, "image", 4, dims);
+ *     segrt_engine *engine = NULL;
+ *     segrt_engine_build(model, opts, &engine);
+ *     segrt_context *ctx = NULL;
+ *     segrt_context_create(engine, &ctx);
+ *     ... segrt_context_run(ctx, 1, &input, 1, &output) ...
+ *     segrt_context_destroy(ctx);
+ *     segrt_engine_destroy(engine);
+ *     segrt_build_options_destroy(opts);
+ *     segrt_model_destroy(model);
+ *
+ * Conventions that hold for every function below:
+ *  - Functions that can fail return a segrt_status. On failure the calling
+ *    thread's last-error message (segrt_last_error) says what went wrong,
+ *    naming the file, the node and the tensor involved where there is one.
+ *    The library never prints, never exits and never aborts on bad input.
+ *  - Output arguments are written only on success.
+ *  - Objects are created by *_create or *_load and released by *_destroy;
+ *    every *_destroy accepts NULL.
+ *  - Strings returned through descriptors are owned by the object they came
+ *    from and live as long as it does.
+ *  - segrt_model and segrt_engine are immutable once created: any number of
+ *    threads may use one concurrently. A segrt_context or
+ *    segrt_build_options is used by one thread at a time.
+ */
+#ifndef SEGRT_H
+#define SEGRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SEGRT_API
+#else
+#define SEGRT_API __attribute__((visibility("default")))
+#endif
+
+#define SEGRT_VERSION_MAJOR 0
+#define SEGRT_VERSION_MINOR 1
+#define SEGRT_VERSION_PATCH 0
+
+/* The most dimensions a tensor may have. */
+#define SEGRT_MAX_RANK 8
+
+/* Results. New codes are only ever added at the end. */
+typedef enum segrt_status {
+    SEGRT_OK = 0,
+    SEGRT_ERROR_INVALID_ARGUMENT = 1, /* the caller passed a bad argument */
+    SEGRT_ERROR_IO = 2,               /* a file could not be opened, read or written */
+    SEGRT_ERROR_INVALID_MODEL = 3,    /* the model or data file is malformed */
+    SEGRT_ERROR_UNSUPPORTED = 4,      /* well-formed, but uses what segrt lacks */
+    SEGRT_ERROR_SHAPE = 5,            /* shapes or dtypes contradict each other */
+    SEGRT_ERROR_OUT_OF_MEMORY = 6,    /* host or device memory ran out */
+    SEGRT_ERROR_DEVICE = 7,           /* the GPU, driver or a GPU library failed */
+    SEGRT_ERROR_INTERNAL = 8,         /* a bug in segrt: please report it */
+    SEGRT_STATUS_COUNT
+} segrt_status;
+
+/* Element types. The numbers are ONNX's TensorProto.DataType values. */
+typedef enum segrt_dtype {
+    SEGRT_DTYPE_UNDEFINED = 0,
+    SEGRT_DTYPE_FLOAT32 = 1,
+    SEGRT_DTYPE_UINT8 = 2,
+    SEGRT_DTYPE_INT8 = 3,
+    SEGRT_DTYPE_UINT16 = 4,
+    SEGRT_DTYPE_INT16 = 5,
+    SEGRT_DTYPE_INT32 = 6,
+    SEGRT_DTYPE_INT64 = 7,
+    SEGRT_DTYPE_BOOL = 9,
+    SEGRT_DTYPE_FLOAT16 = 10,
+    SEGRT_DTYPE_FLOAT64 = 11,
+    SEGRT_DTYPE_BFLOAT16 = 16
+} segrt_dtype;
+
+/* ---------------------------------------------------------------------
+ * Library
+ * ------------------------------------------------------------------- */
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded. Thread-safe. */
+SEGRT_API const char *segrt_version(void);
+
+/* The calling thread's message for the last failed call, or "" if none
+ * failed yet. Valid until the thread's next failing segrt call.
+ * Thread-safe: each thread has its own message. */
+SEGRT_API const char *segrt_last_error(void);
+
+/* Stable short name of a status ("SEGRT_ERROR_SHAPE"); "unknown" for values
+ * outside the enum. Thread-safe. */
+SEGRT_API const char *segrt_status_name(segrt_status status);
+
+/* ONNX-style name of a dtype ("float32", "int64", ...); "undefined" for
+ * values outside the enum. Thread-safe. */
+SEGRT_API const char *segrt_dtype_name(segrt_dtype dtype);
+
+/* Bytes per element; 0 for SEGRT_DTYPE_UNDEFINED and unknown values. */
+SEGRT_API size_t segrt_dtype_size(segrt_dtype dtype);
+
+/* ---------------------------------------------------------------------
+ * Models: a parsed and validated ONNX graph
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_model segrt_model;
+
+/* Loads an ONNX model file. External data files are resolved relative to
+ * the model's folder; absolute paths and paths that leave the folder are
+ * rejected. Operators, opsets (13 to 21 of the default domain) and dtypes
+ * are validated here, so an unsupported model fails at load with the node
+ * named. On success *out owns the model; release it with
+ * segrt_model_destroy.
+ * Errors: INVALID_ARGUMENT (NULL arguments), IO (cannot read the file or
+ * its external data), INVALID_MODEL (not a well-formed ONNX model),
+ * UNSUPPORTED (operator, opset or dtype segrt lacks), SHAPE (the graph's
+ * shapes contradict themselves), OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_model_load(const char *path, segrt_model **out);
+
+/* As segrt_model_load, from bytes in memory. base_dir is where external
+ * data files are looked up; NULL rejects models with external data. name is
+ * used in messages (NULL: "<memory>"). The bytes are not retained. */
+SEGRT_API segrt_status segrt_model_load_from_memory(const void *data, size_t size,
+                                                    const char *base_dir, const char *name,
+                                                    segrt_model **out);
+
+SEGRT_API void segrt_model_destroy(segrt_model *model);
+
+/* A tensor's declared or inferred type. dims[i] is -1 where the size is
+ * not known; dim_names[i] is the symbolic name ("batch", "s77") where the
+ * model gives one, else NULL. rank is -1 where the rank is unknown. */
+typedef struct segrt_tensor_desc {
+    const char *name;
+    segrt_dtype dtype;
+    int32_t rank;
+    int64_t dims[SEGRT_MAX_RANK];
+    const char *dim_names[SEGRT_MAX_RANK];
+} segrt_tensor_desc;
+
+/* Counts and descriptors of the graph's inputs and outputs, in the model's
+ * order. Initializers are not inputs. Errors: INVALID_ARGUMENT (index out of
+ * range or NULL). */
+SEGRT_API size_t segrt_model_input_count(const segrt_model *model);
+SEGRT_API size_t segrt_model_output_count(const segrt_model *model);
+SEGRT_API segrt_status segrt_model_input(const segrt_model *model, size_t index,
+                                         segrt_tensor_desc *out);
+SEGRT_API segrt_status segrt_model_output(const segrt_model *model, size_t index,
+                                          segrt_tensor_desc *out);
+
+typedef struct segrt_model_meta {
+    const char *path;             /* the file it was loaded from, or the name given */
+    const char *producer_name;    /* "" where absent */
+    const char *producer_version; /* "" where absent */
+    int64_t ir_version;
+    int64_t opset;                /* of the default ONNX domain */
+    int64_t parameter_count;      /* elements of all initializers in use */
+    int64_t parameter_bytes;      /* their bytes as stored */
+} segrt_model_meta;
+
+SEGRT_API segrt_status segrt_model_metadata(const segrt_model *model, segrt_model_meta *out);
+
+/* The value of a metadata_props entry of the model, or NULL if absent. */
+SEGRT_API const char *segrt_model_metadata_value(const segrt_model *model, const char *key);
+
+typedef struct segrt_node_desc {
+    const char *name;    /* the node's name; generated ("Conv_12") where the model gave none */
+    const char *op_type; /* ONNX operator name */
+    const char *domain;  /* "" for the default domain */
+} segrt_node_desc;
+
+/* The graph's nodes in execution order. */
+SEGRT_API size_t segrt_model_node_count(const segrt_model *model);
+SEGRT_API segrt_status segrt_model_node(const segrt_model *model, size_t index,
+                                        segrt_node_desc *out);
+
+/* Multiply-add FLOPs (2 per multiply-add) of convolutions, transposed
+ * convolutions and matrix products, plus one per output element of other
+ * arithmetic, for one run. Needs every shape known: use an optimized model
+ * with bound shapes. Errors: SHAPE (a shape is not known). */
+SEGRT_API segrt_status segrt_model_flops(const segrt_model *model, double *out);
+
+/* ---------------------------------------------------------------------
+ * Build options: shapes, device, threads
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_build_options segrt_build_options;
+
+typedef enum segrt_device_kind {
+    SEGRT_DEVICE_CPU = 0,
+    SEGRT_DEVICE_CUDA = 1
+} segrt_device_kind;
+
+SEGRT_API segrt_status segrt_build_options_create(segrt_build_options **out);
+SEGRT_API void segrt_build_options_destroy(segrt_build_options *opts);
+
+/* Binds the model input `name` to a concrete shape. A later call for the
+ * same name replaces the earlier one. Errors: INVALID_ARGUMENT (rank outside
+ * 0..SEGRT_MAX_RANK, negative dims, NULL). */
+SEGRT_API segrt_status segrt_build_options_set_shape(segrt_build_options *opts, const char *name,
+                                                     int32_t rank, const int64_t *dims);
+
+/* Worker threads for CPU execution; 0 (the default) uses every core. */
+SEGRT_API segrt_status segrt_build_options_set_threads(segrt_build_options *opts, int32_t threads);
+
+/* Where the engine runs. Default: SEGRT_DEVICE_CPU, index 0. */
+SEGRT_API segrt_status segrt_build_options_set_device(segrt_build_options *opts,
+                                                      segrt_device_kind kind, int32_t index);
+
+/* Returns a new model: input shapes bound from opts (NULL: none bound;
+ * unbound dims stay symbolic), shapes and dtypes inferred, and the graph
+ * simplified: constants folded, Identity and Dropout removed, no-op
+ * Reshape/Pad/Cast/Slice/Transpose removed, BatchNormalization folded into a
+ * preceding Conv or ConvTranspose, dead nodes removed. Results change by no
+ * more than float rounding. The input model is not changed.
+ * Errors: INVALID_ARGUMENT (an option names no input, or its rank or a fixed
+ * dim disagrees: the message gives expected and given dims), SHAPE
+ * (contradictory shapes, naming the node), UNSUPPORTED, OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_model_optimize(const segrt_model *model,
+                                            const segrt_build_options *opts, segrt_model **out);
+
+/* ---------------------------------------------------------------------
+ * Engines and contexts
+ * ------------------------------------------------------------------- */
+
+typedef enum segrt_memory_kind {
+    SEGRT_MEMORY_HOST = 0,
+    SEGRT_MEMORY_DEVICE = 1
+} segrt_memory_kind;
+
+/* A tensor passed into or out of a run: dense, row-major (C order). */
+typedef struct segrt_tensor {
+    segrt_dtype dtype;
+    int32_t rank;
+    int64_t dims[SEGRT_MAX_RANK];
+    void *data;
+    segrt_memory_kind memory;
+    int32_t device; /* device index where memory is SEGRT_MEMORY_DEVICE */
+} segrt_tensor;
+
+typedef struct segrt_engine segrt_engine;
+typedef struct segrt_context segrt_context;
+
+/* Builds an engine for the device in opts (NULL: CPU defaults). The model
+ * is optimized first with the shapes in opts; the engine keeps what it
+ * needs, so the model may be destroyed afterwards.
+ * Errors: as segrt_model_optimize; UNSUPPORTED (an operator the device
+ * cannot run, naming node and op; a device segrt was built without);
+ * DEVICE. */
+SEGRT_API segrt_status segrt_engine_build(const segrt_model *model,
+                                          const segrt_build_options *opts, segrt_engine **out);
+SEGRT_API void segrt_engine_destroy(segrt_engine *engine);
+
+/* The engine's inputs and outputs, as segrt_model_input/output. */
+SEGRT_API size_t segrt_engine_input_count(const segrt_engine *engine);
+SEGRT_API size_t segrt_engine_output_count(const segrt_engine *engine);
+SEGRT_API segrt_status segrt_engine_input(const segrt_engine *engine, size_t index,
+                                          segrt_tensor_desc *out);
+SEGRT_API segrt_status segrt_engine_output(const segrt_engine *engine, size_t index,
+                                           segrt_tensor_desc *out);
+
+/* Given input dtypes and dims (data is not read), writes each output's
+ * dtype, rank and dims so that the caller can allocate them. Errors:
+ * INVALID_ARGUMENT (count, dtype, rank or dims that do not fit an input:
+ * the message names it with expected and given dims), SHAPE. */
+SEGRT_API segrt_status segrt_engine_output_shapes(const segrt_engine *engine, size_t n_inputs,
+                                                  const segrt_tensor *inputs, size_t n_outputs,
+                                                  segrt_tensor *outputs);
+
+/* A context holds everything a run mutates. One thread at a time. */
+SEGRT_API segrt_status segrt_context_create(const segrt_engine *engine, segrt_context **out);
+SEGRT_API void segrt_context_destroy(segrt_context *ctx);
+
+/* Runs the engine. inputs and outputs follow the engine's order; outputs
+ * are caller-allocated with the dtype and dims segrt_engine_output_shapes
+ * gives, and are written only by this call. Errors: INVALID_ARGUMENT (counts,
+ * dtypes, dims or memory kinds that do not fit), SHAPE, OUT_OF_MEMORY,
+ * DEVICE, UNSUPPORTED. NaN and Inf flow through as IEEE arithmetic says. */
+SEGRT_API segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs,
+                                         const segrt_tensor *inputs, size_t n_outputs,
+                                         segrt_tensor *outputs);
+
+/* ---------------------------------------------------------------------
+ * Devices
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_device_info {
+    char name[256];
+    int32_t index;
+    int32_t compute_major, compute_minor;
+    int32_t multiprocessors;
+    uint64_t total_memory_bytes;
+    uint64_t free_memory_bytes;
+} segrt_device_info;
+
+typedef struct segrt_cuda_versions {
+    int32_t built_with_cuda;     /* 1 if this library has its CUDA backend */
+    int32_t driver_version;      /* CUDA driver API version (13000 = 13.0), 0 if none */
+    int32_t runtime_version;     /* CUDA runtime version, 0 if not built with CUDA */
+    int32_t cudnn_version;       /* cuDNN version (91900 = 9.19.0), 0 if none */
+} segrt_cuda_versions;
+
+/* Number of CUDA devices usable; 0 (and SEGRT_OK) on a machine without a
+ * GPU or driver, or when built without CUDA. */
+SEGRT_API segrt_status segrt_cuda_device_count(int32_t *out);
+SEGRT_API segrt_status segrt_cuda_device_info(int32_t index, segrt_device_info *out);
+SEGRT_API segrt_status segrt_cuda_versions_get(segrt_cuda_versions *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SEGRT_H */

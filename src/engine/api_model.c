@@ -1,0 +1,236 @@
+/* segrt_model_* and segrt_build_options_*: the public face of the graph. */
+#include "backend/ref/ref.h"
+#include "engine/api_internal.h"
+#include "graph/infer.h"
+#include "graph/passes.h"
+#include "graph/stats.h"
+#include "onnx/onnx_import.h"
+
+#include <string.h>
+
+#define CHECK_ARG(cond, what)                                                        \
+    do {                                                                             \
+        if (!(cond))                                                                 \
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %s", __func__, what); \
+    } while (0)
+
+static sg_status model_wrap(sg_graph *g, segrt_model **out)
+{
+    segrt_model *m = sg_calloc(1, sizeof *m);
+    if (!m) {
+        sg_graph_free(g);
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    m->g = g;
+    *out = m;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_model_load(const char *path, segrt_model **out)
+{
+    CHECK_ARG(path && out, "path and out must not be NULL");
+    sg_graph *g;
+    SG_TRY(sg_onnx_import_file(path, &g));
+    return model_wrap(g, out);
+}
+
+segrt_status segrt_model_load_from_memory(const void *data, size_t size, const char *base_dir,
+                                          const char *name, segrt_model **out)
+{
+    CHECK_ARG((data || !size) && out, "data and out must not be NULL");
+    sg_graph *g;
+    const char *label = name ? name : "<memory>";
+    sg_status s = sg_onnx_import(data, size, base_dir, label, &g);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s: ", label);
+    return model_wrap(g, out);
+}
+
+void segrt_model_destroy(segrt_model *model)
+{
+    if (!model)
+        return;
+    sg_graph_free(model->g);
+    free(model);
+}
+
+void sg_value_desc(const sg_graph *g, const sg_value *v, bool use_declared, segrt_tensor_desc *out)
+{
+    const sg_shape *s = use_declared && v->declared.rank >= 0 ? &v->declared : &v->shape;
+    memset(out, 0, sizeof *out);
+    out->name = v->name;
+    out->dtype = v->dtype;
+    out->rank = s->rank;
+    for (int32_t i = 0; i < s->rank && i < SEGRT_MAX_RANK; i++) {
+        out->dims[i] = s->d[i].size;
+        out->dim_names[i] = s->d[i].size < 0 && s->d[i].sym >= 0 ? g->syms[s->d[i].sym] : NULL;
+    }
+}
+
+size_t segrt_model_input_count(const segrt_model *model)
+{
+    return model ? (size_t)model->g->n_inputs : 0;
+}
+
+size_t segrt_model_output_count(const segrt_model *model)
+{
+    return model ? (size_t)model->g->n_outputs : 0;
+}
+
+segrt_status segrt_model_input(const segrt_model *model, size_t index, segrt_tensor_desc *out)
+{
+    CHECK_ARG(model && out, "model and out must not be NULL");
+    CHECK_ARG(index < (size_t)model->g->n_inputs, "input index out of range");
+    const sg_graph *g = model->g;
+    sg_value_desc(g, &g->values[g->inputs[index]], false, out);
+    return SEGRT_OK;
+}
+
+segrt_status segrt_model_output(const segrt_model *model, size_t index, segrt_tensor_desc *out)
+{
+    CHECK_ARG(model && out, "model and out must not be NULL");
+    CHECK_ARG(index < (size_t)model->g->n_outputs, "output index out of range");
+    const sg_graph *g = model->g;
+    sg_value_desc(g, &g->values[g->outputs[index]], false, out);
+    return SEGRT_OK;
+}
+
+segrt_status segrt_model_metadata(const segrt_model *model, segrt_model_meta *out)
+{
+    CHECK_ARG(model && out, "model and out must not be NULL");
+    const sg_graph *g = model->g;
+    memset(out, 0, sizeof *out);
+    out->path = g->path;
+    out->producer_name = g->producer_name;
+    out->producer_version = g->producer_version;
+    out->ir_version = g->ir_version;
+    out->opset = g->opset;
+    return sg_graph_params(g, &out->parameter_count, &out->parameter_bytes);
+}
+
+const char *segrt_model_metadata_value(const segrt_model *model, const char *key)
+{
+    if (!model || !key)
+        return NULL;
+    for (int32_t i = 0; i < model->g->n_meta; i++)
+        if (strcmp(model->g->meta[i].key, key) == 0)
+            return model->g->meta[i].value;
+    return NULL;
+}
+
+size_t segrt_model_node_count(const segrt_model *model)
+{
+    return model ? (size_t)model->g->n_nodes : 0;
+}
+
+segrt_status segrt_model_node(const segrt_model *model, size_t index, segrt_node_desc *out)
+{
+    CHECK_ARG(model && out, "model and out must not be NULL");
+    CHECK_ARG(index < (size_t)model->g->n_nodes, "node index out of range");
+    const sg_node *n = &model->g->nodes[index];
+    out->name = n->name;
+    out->op_type = sg_op_name(n->op);
+    out->domain = "";
+    return SEGRT_OK;
+}
+
+segrt_status segrt_model_flops(const segrt_model *model, double *out)
+{
+    CHECK_ARG(model && out, "model and out must not be NULL");
+    sg_status s = sg_graph_flops(model->g, out);
+    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", model->g->path);
+}
+
+/* ------------------------------------------------------------------------ */
+
+segrt_status segrt_build_options_create(segrt_build_options **out)
+{
+    CHECK_ARG(out, "out must not be NULL");
+    segrt_build_options *o = sg_calloc(1, sizeof *o);
+    if (!o)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    o->device = SEGRT_DEVICE_CPU;
+    *out = o;
+    return SEGRT_OK;
+}
+
+void segrt_build_options_destroy(segrt_build_options *opts)
+{
+    if (!opts)
+        return;
+    for (int32_t i = 0; i < opts->n_shapes; i++)
+        free(opts->shapes[i].name);
+    free(opts->shapes);
+    free(opts);
+}
+
+segrt_status segrt_build_options_set_shape(segrt_build_options *opts, const char *name,
+                                           int32_t rank, const int64_t *dims)
+{
+    CHECK_ARG(opts && name && (dims || rank == 0), "opts, name and dims must not be NULL");
+    if (rank < 0 || rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "shape of `%s`: rank %d is outside 0..%d", name,
+                        rank, SEGRT_MAX_RANK);
+    for (int32_t i = 0; i < rank; i++)
+        if (dims[i] < 0)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "shape of `%s`: dim %d is negative", name, i);
+    sg_shape_binding *b = NULL;
+    for (int32_t i = 0; i < opts->n_shapes && !b; i++)
+        if (strcmp(opts->shapes[i].name, name) == 0)
+            b = &opts->shapes[i];
+    if (!b) {
+        SG_TRY(sg_grow((void **)&opts->shapes, &opts->cap_shapes, opts->n_shapes + 1,
+                       sizeof *opts->shapes));
+        b = &opts->shapes[opts->n_shapes];
+        if (!(b->name = sg_strdup(name)))
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        opts->n_shapes++;
+    }
+    b->rank = rank;
+    memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
+    return SEGRT_OK;
+}
+
+segrt_status segrt_build_options_set_threads(segrt_build_options *opts, int32_t threads)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    CHECK_ARG(threads >= 0, "threads must be 0 (all cores) or positive");
+    opts->threads = threads;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_build_options_set_device(segrt_build_options *opts, segrt_device_kind kind,
+                                            int32_t index)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    CHECK_ARG(kind == SEGRT_DEVICE_CPU || kind == SEGRT_DEVICE_CUDA, "unknown device kind");
+    CHECK_ARG(index >= 0, "device index must not be negative");
+    opts->device = kind;
+    opts->device_index = index;
+    return SEGRT_OK;
+}
+
+sg_status sg_options_bind(const segrt_build_options *opts, sg_graph *g)
+{
+    for (int32_t i = 0; opts && i < opts->n_shapes; i++)
+        SG_TRY(sg_graph_bind_input(g, opts->shapes[i].name, opts->shapes[i].rank, opts->shapes[i].dims));
+    return SEGRT_OK;
+}
+
+static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
+
+segrt_status segrt_model_optimize(const segrt_model *model, const segrt_build_options *opts,
+                                  segrt_model **out)
+{
+    CHECK_ARG(model && out, "model and out must not be NULL");
+    sg_graph *g;
+    SG_TRY(sg_graph_clone(model->g, &g));
+    sg_status s = sg_options_bind(opts, g);
+    if (s == SEGRT_OK)
+        s = sg_graph_optimize(g, ref_lookup);
+    if (s != SEGRT_OK) {
+        sg_graph_free(g);
+        return sg_error_prefix(s, "%s: ", model->g->path);
+    }
+    return model_wrap(g, out);
+}

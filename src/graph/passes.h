@@ -1,0 +1,43 @@
+/* Graph passes. Each keeps results equal up to float rounding. */
+#ifndef SG_GRAPH_PASSES_H
+#define SG_GRAPH_PASSES_H
+
+#include "graph/ir.h"
+
+/* Computes one node on dense host tensors (the reference backend's
+ * signature); in[i] / out[j] are NULL where omitted. */
+typedef sg_status (*sg_eval_fn)(const sg_node *n, const sg_tensor *const *in, int32_t n_in,
+                                sg_tensor *const *out, int32_t n_out);
+/* The evaluator for an operator, or NULL. */
+typedef sg_eval_fn (*sg_eval_lookup)(sg_op op);
+
+typedef struct sg_fold_options {
+    sg_eval_lookup lookup;
+    int64_t max_bytes; /* largest output a fold may create; 0: no limit */
+    bool release;      /* drop intermediate data once every reader is folded */
+} sg_fold_options;
+
+/* Infers every live node in order and evaluates those whose inputs are all
+ * constant (and Shape/Size of tensors with known dims), turning their
+ * outputs into constants. With every graph input bound to data and no size
+ * limit this runs the whole graph: the reference executor. */
+sg_status sg_pass_fold_constants(sg_graph *g, const sg_fold_options *o, int32_t *changed);
+
+/* Removes Identity and inference-mode Dropout, and operators that do
+ * nothing for the bound shapes: Pad with zero pads, Reshape/Flatten/
+ * Squeeze/Unsqueeze/Expand to the same shape, Cast to the same dtype,
+ * Transpose by the identity, Slice of everything, Concat of one input. */
+sg_status sg_pass_simplify(sg_graph *g, int32_t *changed);
+
+/* Folds inference BatchNormalization into the Conv or ConvTranspose that
+ * feeds it (constant float32 weights, the conv's output read only by the
+ * BatchNormalization). */
+sg_status sg_pass_fold_batchnorm(sg_graph *g, int32_t *changed);
+
+/* Marks dead every node that no graph output depends on. */
+sg_status sg_pass_dead_nodes(sg_graph *g, int32_t *changed);
+
+/* Runs everything above to a fixed point, then compacts the graph. */
+sg_status sg_graph_optimize(sg_graph *g, sg_eval_lookup lookup);
+
+#endif

@@ -1,0 +1,21 @@
+/* NumPy .npy files (format versions 1 to 3, little-endian, C order). */
+#ifndef SG_IO_NPY_H
+#define SG_IO_NPY_H
+
+#include "core/tensor.h"
+
+/* Reads path into *out; out->data is malloc'd and owned by the caller.
+ * Errors name the file: IO (cannot read), INVALID_MODEL (malformed header,
+ * size that does not match the header), UNSUPPORTED (Fortran order,
+ * big-endian or a dtype segrt lacks). */
+sg_status sg_npy_read(const char *path, sg_tensor *out);
+
+/* Parses .npy bytes in memory; name is used in messages. out->data points
+ * into a new malloc'd copy. */
+sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tensor *out);
+
+/* Writes t to path through a temporary file renamed into place, so that a
+ * failure never leaves a partial file under the final name. */
+sg_status sg_npy_write(const char *path, const sg_tensor *t);
+
+#endif

@@ -1,0 +1,183 @@
+/* The public C API: argument checks, ownership, per-thread errors, and a
+ * whole run of basicunet2d_tiny against its reference pair. */
+#include "io/npy.h"
+#include "segrt.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *models_path(const char *file)
+{
+    const char *dir = getenv("SEGRT_MODELS");
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "../shared/models", file);
+    return buf;
+}
+
+static void test_null_arguments(void)
+{
+    segrt_model *m = NULL;
+    CHECK(segrt_model_load(NULL, &m) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "NULL") != NULL);
+    CHECK(segrt_model_load("x.onnx", NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_model_input_count(NULL) == 0);
+    segrt_model_destroy(NULL);
+    segrt_engine_destroy(NULL);
+    segrt_context_destroy(NULL);
+    segrt_build_options_destroy(NULL);
+    CHECK(segrt_model_load("/no/such/model.onnx", &m) == SEGRT_ERROR_IO);
+    CHECK(m == NULL); /* outputs are written only on success */
+    CHECK(strstr(segrt_last_error(), "/no/such/model.onnx") != NULL);
+    segrt_build_options *o;
+    CHECK(segrt_build_options_create(&o) == SEGRT_OK);
+    int64_t dims[2] = {1, -1};
+    CHECK(segrt_build_options_set_shape(o, "x", 2, dims) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_build_options_set_shape(o, "x", 9, dims) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_build_options_set_threads(o, -1) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_build_options_set_device(o, (segrt_device_kind)7, 0) == SEGRT_ERROR_INVALID_ARGUMENT);
+    segrt_build_options_destroy(o);
+    int32_t n = -1;
+    CHECK(segrt_cuda_device_count(&n) == SEGRT_OK && n >= 0);
+    segrt_device_info di;
+    CHECK(segrt_cuda_device_info(n, &di) == SEGRT_ERROR_INVALID_ARGUMENT);
+}
+
+static void *thread_error(void *arg)
+{
+    (void)arg;
+    segrt_model *m;
+    segrt_model_load("/thread/two.onnx", &m);
+    return strstr(segrt_last_error(), "/thread/two.onnx") ? (void *)1 : NULL;
+}
+
+static void test_errors_are_per_thread(void)
+{
+    segrt_model *m;
+    segrt_model_load("/thread/one.onnx", &m);
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, thread_error, NULL) == 0);
+    pthread_join(t, &ok);
+    CHECK(ok != NULL);
+    CHECK(strstr(segrt_last_error(), "/thread/one.onnx") != NULL);
+}
+
+static uint8_t *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static void test_tiny_model(void)
+{
+    size_t size = 0;
+    uint8_t *bytes = read_file(models_path("basicunet2d_tiny.onnx"), &size);
+    CHECK_MSG(bytes != NULL, "cannot read %s", models_path("basicunet2d_tiny.onnx"));
+    if (!bytes)
+        return;
+    segrt_model *m = NULL;
+    CHECK_MSG(segrt_model_load_from_memory(bytes, size, NULL, "tiny.onnx", &m) == SEGRT_OK, "%s",
+              segrt_last_error());
+    free(bytes); /* the model keeps no reference to the bytes */
+    if (!m)
+        return;
+    CHECK(segrt_model_input_count(m) == 1 && segrt_model_output_count(m) == 1);
+    segrt_tensor_desc in;
+    CHECK(segrt_model_input(m, 0, &in) == SEGRT_OK);
+    CHECK(strcmp(in.name, "image") == 0 && in.rank == 4 && in.dims[1] == 1 && in.dims[0] == -1);
+    CHECK(in.dim_names[0] && strcmp(in.dim_names[0], "s77") == 0);
+    CHECK(segrt_model_input(m, 1, &in) == SEGRT_ERROR_INVALID_ARGUMENT);
+    segrt_model_meta meta;
+    CHECK(segrt_model_metadata(m, &meta) == SEGRT_OK && meta.opset == 20 && meta.parameter_count > 0);
+    double flops;
+    CHECK(segrt_model_flops(m, &flops) == SEGRT_ERROR_SHAPE); /* shapes unbound */
+
+    sg_tensor x, want;
+    CHECK(sg_npy_read(models_path("basicunet2d_tiny.in.npy"), &x) == SEGRT_OK);
+    CHECK(sg_npy_read(models_path("basicunet2d_tiny.out.npy"), &want) == SEGRT_OK);
+    segrt_build_options *opts;
+    segrt_build_options_create(&opts);
+    segrt_build_options_set_shape(opts, "image", x.rank, x.dims);
+    segrt_engine *e = NULL;
+    CHECK_MSG(segrt_engine_build(m, opts, &e) == SEGRT_OK, "%s", segrt_last_error());
+    segrt_build_options_destroy(opts);
+    segrt_model_destroy(m); /* the engine outlives the model */
+    if (!e) {
+        free(x.data);
+        free(want.data);
+        return;
+    }
+    segrt_context *ctx;
+    CHECK(segrt_context_create(e, &ctx) == SEGRT_OK);
+    segrt_tensor input = {x.dtype, x.rank, {0}, x.data, SEGRT_MEMORY_HOST, 0};
+    memcpy(input.dims, x.dims, sizeof input.dims);
+    segrt_tensor out[2];
+    memset(out, 0, sizeof out);
+    CHECK(segrt_engine_output_shapes(e, 1, &input, 1, out) == SEGRT_OK);
+    CHECK(out[0].rank == 4 && out[0].dims[1] == 2 && out[0].dtype == SEGRT_DTYPE_FLOAT32);
+    size_t n = (size_t)(out[0].dims[0] * out[0].dims[1] * out[0].dims[2] * out[0].dims[3]);
+    float *y1 = malloc(n * 4), *y2 = malloc(n * 4);
+    out[0].data = y1;
+    CHECK_MSG(segrt_context_run(ctx, 1, &input, 1, out) == SEGRT_OK, "%s", segrt_last_error());
+    CHECK(rel_l2(y1, want.data, n) <= 1e-5);
+    out[0].data = y2;
+    CHECK(segrt_context_run(ctx, 1, &input, 1, out) == SEGRT_OK);
+    CHECK(memcmp(y1, y2, n * 4) == 0); /* repeated runs are bit-identical */
+
+    /* Wrong inputs are refused with the input named. */
+    segrt_tensor bad = input;
+    bad.dims[1] = 3;
+    CHECK(segrt_context_run(ctx, 1, &bad, 1, out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "image") != NULL);
+    bad = input;
+    bad.dtype = SEGRT_DTYPE_FLOAT64;
+    CHECK(segrt_context_run(ctx, 1, &bad, 1, out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    bad = input;
+    bad.memory = SEGRT_MEMORY_DEVICE;
+    CHECK(segrt_context_run(ctx, 1, &bad, 1, out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_context_run(ctx, 0, NULL, 1, out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    out[0].dims[2] = 1;
+    CHECK(segrt_context_run(ctx, 1, &input, 1, out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "logits") != NULL);
+
+    segrt_context_destroy(ctx);
+    segrt_engine_destroy(e);
+    free(y1);
+    free(y2);
+    free(x.data);
+    free(want.data);
+}
+
+int main(void)
+{
+    test_null_arguments();
+    test_errors_are_per_thread();
+    test_tiny_model();
+    CHECK(strlen(segrt_version()) >= 5);
+    return sg_test_finish("test_api");
+}

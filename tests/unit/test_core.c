@@ -1,0 +1,116 @@
+/* Core: dtypes and conversions, checked arithmetic, blobs, the string map,
+ * error messages. */
+#include "core/dtype.h"
+#include "core/mem.h"
+#include "core/strmap.h"
+#include "core/tensor.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <string.h>
+
+static void test_half(void)
+{
+    /* Every finite half survives half -> float -> half. */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
+            continue; /* nan payloads */
+        if (sg_float_to_half(sg_half_to_float((uint16_t)h)) != h)
+            bad++;
+    }
+    CHECK(bad == 0);
+    CHECK(sg_half_to_float(0x3c00) == 1.0f);
+    CHECK(sg_half_to_float(0xc000) == -2.0f);
+    CHECK(sg_half_to_float(0x7bff) == 65504.0f);
+    CHECK(sg_float_to_half(65520.0f) == 0x7c00);      /* rounds to inf */
+    CHECK(sg_float_to_half(65519.0f) == 0x7bff);      /* rounds down */
+    CHECK(sg_float_to_half(1.0f + 1.0f / 2048) == 0x3c00); /* tie to even */
+    CHECK(sg_float_to_half(5.9604644775390625e-8f) == 1);  /* smallest subnormal */
+    CHECK(isnan(sg_half_to_float(sg_float_to_half(NAN))));
+    CHECK(sg_bf16_to_float(sg_float_to_bf16(1.5f)) == 1.5f);
+    CHECK(sg_float_to_bf16(1.0f + 1.0f / 256) == 0x3f80); /* tie to even */
+    CHECK(isnan(sg_bf16_to_float(sg_float_to_bf16(NAN))));
+}
+
+static void test_dtype_tables(void)
+{
+    CHECK(segrt_dtype_size(SEGRT_DTYPE_FLOAT32) == 4);
+    CHECK(segrt_dtype_size(SEGRT_DTYPE_BFLOAT16) == 2);
+    CHECK(segrt_dtype_size((segrt_dtype)8) == 0); /* ONNX string: unsupported */
+    CHECK(strcmp(segrt_dtype_name(SEGRT_DTYPE_INT64), "int64") == 0);
+    CHECK(strcmp(segrt_dtype_name((segrt_dtype)99), "undefined") == 0);
+    CHECK(strcmp(segrt_status_name(SEGRT_ERROR_SHAPE), "SEGRT_ERROR_SHAPE") == 0);
+    CHECK(strcmp(segrt_status_name((segrt_status)1000), "unknown") == 0);
+    int64_t buf[2];
+    sg_dtype_store_f64(SEGRT_DTYPE_INT64, buf, 0, -3.9);
+    CHECK(buf[0] == -3); /* truncation toward zero, as Cast does */
+    sg_dtype_store_f64(SEGRT_DTYPE_INT64, buf, 1, 1e30);
+    CHECK(buf[1] == INT64_MAX);
+    uint8_t b = 7;
+    sg_dtype_store_i64(SEGRT_DTYPE_BOOL, &b, 0, 42);
+    CHECK(b == 1);
+}
+
+static void test_checked_math(void)
+{
+    int64_t out;
+    CHECK(sg_mul_i64(1 << 20, 1 << 20, &out) && out == (int64_t)1 << 40);
+    CHECK(!sg_mul_i64(INT64_MAX / 2, 3, &out));
+    CHECK(!sg_mul_i64(-1, 3, &out));
+    int64_t dims[3] = {1LL << 31, 1LL << 31, 1LL << 31};
+    CHECK(!sg_dims_product(dims, 3, &out));
+    CHECK(sg_dims_product(dims, 0, &out) && out == 1);
+    char buf[64];
+    int64_t d2[2] = {3, 4};
+    CHECK(strcmp(sg_dims_format(d2, 2, buf, sizeof buf), "3x4") == 0);
+    CHECK(strcmp(sg_dims_format(d2, 0, buf, sizeof buf), "scalar") == 0);
+}
+
+static void test_blob_and_map(void)
+{
+    sg_blob *b;
+    CHECK(sg_blob_new(100, true, &b) == SEGRT_OK);
+    CHECK(((uint8_t *)sg_blob_data(b))[99] == 0);
+    CHECK(((uintptr_t)sg_blob_data(b) % 64) == 0);
+    sg_blob *c = sg_blob_ref(b);
+    sg_blob_unref(b);
+    CHECK(sg_blob_size(c) == 100);
+    sg_blob_unref(c);
+    sg_blob_unref(NULL);
+
+    sg_strmap m;
+    sg_strmap_init(&m);
+    char keys[500][16];
+    for (int i = 0; i < 500; i++) {
+        snprintf(keys[i], sizeof keys[i], "t%d", i);
+        CHECK(sg_strmap_put(&m, keys[i], i) == SEGRT_OK);
+    }
+    int ok = 1;
+    for (int i = 0; i < 500; i++)
+        ok &= sg_strmap_get(&m, keys[i]) == i;
+    CHECK(ok);
+    CHECK(sg_strmap_get(&m, "nope") == -1);
+    CHECK(sg_strmap_put(&m, keys[7], 70) == SEGRT_OK && sg_strmap_get(&m, "t7") == 70);
+    sg_strmap_free(&m);
+}
+
+static void test_errors(void)
+{
+    sg_error_clear();
+    CHECK(strcmp(segrt_last_error(), "") == 0);
+    CHECK(sg_error(SEGRT_ERROR_SHAPE, "node `%s`: bad\nthing", "n") == SEGRT_ERROR_SHAPE);
+    CHECK(strcmp(segrt_last_error(), "node `n`: bad thing") == 0); /* one line */
+    CHECK(sg_error_prefix(SEGRT_ERROR_SHAPE, "%s: ", "m.onnx") == SEGRT_ERROR_SHAPE);
+    CHECK(strcmp(segrt_last_error(), "m.onnx: node `n`: bad thing") == 0);
+}
+
+int main(void)
+{
+    test_half();
+    test_dtype_tables();
+    test_checked_math();
+    test_blob_and_map();
+    test_errors();
+    return sg_test_finish("test_core");
+}

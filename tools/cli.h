@@ -1,0 +1,32 @@
+/* Shared pieces of the segrt command: argument helpers and exit codes. */
+#ifndef SEGRT_CLI_H
+#define SEGRT_CLI_H
+
+#include "segrt.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad input. */
+enum { CLI_OK = 0, CLI_RUNTIME = 1, CLI_BAD_INPUT = 2 };
+
+/* Prints "segrt: <message>" on one line to stderr and returns the exit code
+ * the status maps to. */
+int cli_fail(segrt_status status);
+/* Prints "segrt: <formatted>" and returns CLI_BAD_INPUT. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses "NAME=1x3x512x512" into name (pointing into arg, NUL-terminated
+ * by replacing '='), rank and dims. */
+bool cli_parse_shape(char *arg, const char **name, int32_t *rank, int64_t *dims);
+
+/* Parses a non-negative decimal integer. */
+bool cli_parse_int(const char *s, int64_t *out);
+
+/* Formats a descriptor's dims: "s77x3xs53xs0", "?" for unknown dims. */
+const char *cli_format_dims(const segrt_tensor_desc *d, char *buf, size_t cap);
+
+int cmd_info(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,214 @@
+/* segrt run: a model over NPY inputs, NPY outputs. */
+#include "cli.h"
+
+#include "core/tensor.h"
+#include "io/npy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char run_usage[] =
+    "usage: segrt run MODEL --input [NAME=]IN.npy... --output [NAME=]OUT.npy...\n"
+    "                 [--device cpu|cuda] [--threads N] [--quiet]\n"
+    "Inputs and outputs are matched by NAME, or by position when no name is given.\n";
+
+#define MAX_IO 64
+
+typedef struct io_arg {
+    char *name; /* NULL: by position */
+    char *path;
+} io_arg;
+
+static void split_io(char *arg, io_arg *out)
+{
+    /* NAME=path, unless what precedes '=' looks like a path. */
+    char *eq = strchr(arg, '=');
+    if (eq && !memchr(arg, '/', (size_t)(eq - arg))) {
+        *eq = '\0';
+        out->name = arg;
+        out->path = eq + 1;
+    } else {
+        out->name = NULL;
+        out->path = arg;
+    }
+}
+
+/* Index of the model input or output called name, or -1. */
+static int find_io(const segrt_engine *e, bool input, const char *name)
+{
+    size_t n = input ? segrt_engine_input_count(e) : segrt_engine_output_count(e);
+    for (size_t i = 0; i < n; i++) {
+        segrt_tensor_desc d;
+        if ((input ? segrt_engine_input(e, i, &d) : segrt_engine_output(e, i, &d)) == SEGRT_OK &&
+            strcmp(d.name, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+typedef struct run_state {
+    segrt_model *model;
+    segrt_build_options *opts;
+    segrt_engine *engine;
+    segrt_context *ctx;
+    sg_tensor in_data[MAX_IO];
+    int n_in_data;
+    segrt_tensor inputs[MAX_IO], outputs[MAX_IO];
+} run_state;
+
+static void run_state_free(run_state *st)
+{
+    for (int i = 0; i < st->n_in_data; i++)
+        free(st->in_data[i].data);
+    for (int i = 0; i < MAX_IO; i++)
+        free(st->outputs[i].data);
+    segrt_context_destroy(st->ctx);
+    segrt_engine_destroy(st->engine);
+    segrt_build_options_destroy(st->opts);
+    segrt_model_destroy(st->model);
+}
+
+static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *outs, int n_outs,
+               segrt_device_kind device, int64_t threads, bool quiet)
+{
+    segrt_status s;
+    if ((s = segrt_model_load(path, &st->model)) != SEGRT_OK)
+        return cli_fail(s);
+    size_t n_model_in = segrt_model_input_count(st->model);
+    size_t n_model_out = segrt_model_output_count(st->model);
+    if ((size_t)n_ins != n_model_in)
+        return cli_usage_error("%s: the model takes %zu inputs, %d given with --input", path, n_model_in, n_ins);
+    if (n_outs == 0)
+        return cli_usage_error("run: no --output given");
+    if ((size_t)n_outs > n_model_out)
+        return cli_usage_error("%s: the model gives %zu outputs, %d --output given", path, n_model_out, n_outs);
+    if ((s = segrt_build_options_create(&st->opts)) != SEGRT_OK ||
+        (s = segrt_build_options_set_device(st->opts, device, 0)) != SEGRT_OK ||
+        (s = segrt_build_options_set_threads(st->opts, (int32_t)threads)) != SEGRT_OK)
+        return cli_fail(s);
+    /* Read every input and bind the model to its dims, so that the engine
+     * is optimized for exactly these shapes. */
+    int slot_of[MAX_IO];
+    for (int i = 0; i < n_ins; i++) {
+        sg_tensor *t = &st->in_data[st->n_in_data];
+        if ((s = sg_npy_read(ins[i].path, t)) != SEGRT_OK)
+            return cli_fail(s);
+        st->n_in_data++;
+        int slot = i;
+        if (ins[i].name) {
+            slot = -1;
+            for (size_t k = 0; k < n_model_in && slot < 0; k++) {
+                segrt_tensor_desc d;
+                if (segrt_model_input(st->model, k, &d) == SEGRT_OK && strcmp(d.name, ins[i].name) == 0)
+                    slot = (int)k;
+            }
+            if (slot < 0)
+                return cli_usage_error("%s: the model has no input `%s`", path, ins[i].name);
+        }
+        for (int k = 0; k < i; k++)
+            if (slot_of[k] == slot)
+                return cli_usage_error("run: input %d is given twice", slot);
+        slot_of[i] = slot;
+        segrt_tensor_desc d;
+        segrt_model_input(st->model, (size_t)slot, &d);
+        if ((s = segrt_build_options_set_shape(st->opts, d.name, t->rank, t->dims)) != SEGRT_OK)
+            return cli_fail(s);
+        segrt_tensor *in = &st->inputs[slot];
+        in->dtype = t->dtype;
+        in->rank = t->rank;
+        memcpy(in->dims, t->dims, sizeof in->dims);
+        in->data = t->data;
+        in->memory = SEGRT_MEMORY_HOST;
+    }
+    if ((s = segrt_engine_build(st->model, st->opts, &st->engine)) != SEGRT_OK)
+        return cli_fail(s);
+    if ((s = segrt_context_create(st->engine, &st->ctx)) != SEGRT_OK)
+        return cli_fail(s);
+    if ((s = segrt_engine_output_shapes(st->engine, n_model_in, st->inputs, n_model_out, st->outputs)) !=
+        SEGRT_OK)
+        return cli_fail(s);
+    for (size_t j = 0; j < n_model_out; j++) {
+        sg_tensor t = {st->outputs[j].dtype, st->outputs[j].rank, {0}, NULL};
+        memcpy(t.dims, st->outputs[j].dims, sizeof t.dims);
+        size_t bytes = sg_tensor_bytes(&t);
+        st->outputs[j].data = malloc(bytes ? bytes : 1);
+        st->outputs[j].memory = SEGRT_MEMORY_HOST;
+        if (!st->outputs[j].data)
+            return cli_usage_error("out of memory for output %zu (%zu bytes)", j, bytes);
+    }
+    if ((s = segrt_context_run(st->ctx, n_model_in, st->inputs, n_model_out, st->outputs)) != SEGRT_OK)
+        return cli_fail(s);
+    for (int i = 0; i < n_outs; i++) {
+        int slot = outs[i].name ? find_io(st->engine, false, outs[i].name) : i;
+        if (slot < 0)
+            return cli_usage_error("%s: the model has no output `%s`", path, outs[i].name);
+        const segrt_tensor *o = &st->outputs[slot];
+        sg_tensor t = {o->dtype, o->rank, {0}, o->data};
+        memcpy(t.dims, o->dims, sizeof t.dims);
+        if ((s = sg_npy_write(outs[i].path, &t)) != SEGRT_OK) {
+            fprintf(stderr, "segrt: %s\n", segrt_last_error());
+            return CLI_RUNTIME;
+        }
+        if (!quiet) {
+            segrt_tensor_desc d;
+            char dims[256];
+            segrt_engine_output(st->engine, (size_t)slot, &d);
+            printf("wrote %s (%s %s) to %s\n", d.name, segrt_dtype_name(o->dtype),
+                   sg_dims_format(o->dims, o->rank, dims, sizeof dims), outs[i].path);
+        }
+    }
+    return CLI_OK;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *path = NULL;
+    io_arg ins[MAX_IO], outs[MAX_IO];
+    int n_ins = 0, n_outs = 0;
+    segrt_device_kind device = SEGRT_DEVICE_CPU;
+    int64_t threads = 0;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(run_usage, stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0) {
+            if (!has_value || n_ins == MAX_IO)
+                return cli_usage_error("%s wants a file", a);
+            split_io(argv[++i], &ins[n_ins++]);
+        } else if (strcmp(a, "--output") == 0 || strcmp(a, "-o") == 0) {
+            if (!has_value || n_outs == MAX_IO)
+                return cli_usage_error("%s wants a file", a);
+            split_io(argv[++i], &outs[n_outs++]);
+        } else if (strcmp(a, "--device") == 0) {
+            const char *d = has_value ? argv[++i] : "";
+            if (strcmp(d, "cpu") == 0)
+                device = SEGRT_DEVICE_CPU;
+            else if (strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0)
+                device = SEGRT_DEVICE_CUDA;
+            else
+                return cli_usage_error("--device wants cpu or cuda, not `%s`", d);
+        } else if (strcmp(a, "--threads") == 0) {
+            if (!has_value || !cli_parse_int(argv[++i], &threads) || threads > 4096)
+                return cli_usage_error("--threads wants a number of threads (0: all cores)");
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            quiet = true;
+        } else if (a[0] == '-') {
+            return cli_usage_error("run: unknown option `%s`", a);
+        } else if (!path) {
+            path = a;
+        } else {
+            return cli_usage_error("run: unexpected argument `%s`", a);
+        }
+    }
+    if (!path)
+        return cli_usage_error("run: no model given\n%s", run_usage);
+    run_state st;
+    memset(&st, 0, sizeof st);
+    int rc = run(&st, path, ins, n_ins, outs, n_outs, device, threads, quiet);
+    run_state_free(&st);
+    return rc;
+}
