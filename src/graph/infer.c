@@ -13,10 +13,6 @@ static const infer_fn infer_table[] = {
 _Static_assert(sizeof infer_table / sizeof infer_table[0] == SG_OP_COUNT,
                "every operator needs a shape-inference function");
 
-/* Dims beyond this are never real tensors; they come from hostile files or
- * arithmetic gone wrong, and would overflow byte counts downstream. */
-#define SG_MAX_DIM ((int64_t)1 << 40)
-
 sg_dim sg_dim_of(int64_t size)
 {
     sg_dim d = {size, SG_NO_SYM};

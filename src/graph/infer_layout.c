@@ -1,6 +1,5 @@
-/* Shape inference for layout and indexing operators: Concat, Split, Slice,
- * Pad, Reshape, Transpose, Flatten, Squeeze, Unsqueeze, Expand, Tile,
- * Gather, ScatterND, DepthToSpace and SpaceToDepth. */
+/* Shape inference for layout operators: Concat, Split, Slice, Pad, Reshape,
+ * Transpose, Flatten, Squeeze and Unsqueeze. */
 #include "graph/infer_util.h"
 
 #include <string.h>
@@ -9,41 +8,10 @@
  * network splits a tensor into more pieces. */
 #define SPLIT_CAP 1024
 
-/* An output of the given rank whose dims are all unknown. */
-static sg_shape unknown_dims(int32_t rank)
-{
-    sg_shape s = sg_shape_unknown();
-    s.rank = rank;
-    for (int32_t i = 0; i < rank; i++)
-        s.d[i] = sg_dim_unknown();
-    return s;
-}
-
-static sg_status want_rank_fits(const sg_node *n, int64_t rank)
-{
-    if (rank <= SEGRT_MAX_RANK)
-        return SEGRT_OK;
-    return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED,
-                         "the output would have rank %lld; segrt supports up to %d",
-                         (long long)rank, SEGRT_MAX_RANK);
-}
-
-/* An INT attribute that the operator requires. */
-static sg_status required_int(const sg_node *n, const char *name, int64_t *out)
-{
-    const sg_attr *a = sg_attr_find(n, name);
-    if (!a || a->kind != SG_ATTR_INT)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "needs the int attribute `%s`", name);
-    *out = a->i;
-    return SEGRT_OK;
-}
-
-/* Concat ------------------------------------------------------------------ */
-
 sg_status sg_infer_CONCAT(sg_graph *g, sg_node *n)
 {
     int64_t axis_attr = 0;
-    SG_TRY(required_int(n, "axis", &axis_attr));
+    SG_TRY(sg_iu_required_int(n, "axis", &axis_attr));
     int32_t first = -1;
     sg_shape ref = sg_shape_unknown();
     for (int32_t i = 0; i < n->n_inputs; i++) {
@@ -230,9 +198,9 @@ static sg_dim slice_dim(sg_dim in, int64_t start, int64_t end, int64_t step)
 {
     if (in.size < 0) {
         /* Whole-axis slices keep the dim and its symbol. */
-        bool all_fwd = step == 1 && (start == 0 || start <= -SG_IU_MAX_DIM) && end >= SG_IU_MAX_DIM;
+        bool all_fwd = step == 1 && (start == 0 || start <= -SG_MAX_DIM) && end >= SG_MAX_DIM;
         bool all_rev =
-            step == -1 && (start == -1 || start >= SG_IU_MAX_DIM) && end <= -SG_IU_MAX_DIM;
+            step == -1 && (start == -1 || start >= SG_MAX_DIM) && end <= -SG_MAX_DIM;
         return all_fwd || all_rev ? in : sg_dim_unknown();
     }
     int64_t dim = in.size;
@@ -351,7 +319,7 @@ sg_status sg_infer_PAD(sg_graph *g, sg_node *n)
         /* Pads over every axis tell the rank. */
         sg_shape out = sg_shape_unknown();
         if (!has_axes && np >= 0 && np % 2 == 0)
-            out = unknown_dims(np / 2);
+            out = sg_iu_unknown_dims(np / 2);
         return sg_infer_set_output(g, n, 0, t, &out);
     }
     int32_t ax[SEGRT_MAX_RANK];
@@ -405,16 +373,16 @@ sg_status sg_infer_RESHAPE(sg_graph *g, sg_node *n)
     if (count < 0) {
         int64_t k = sg_iu_static_len(g, n, 1);
         if (k >= 0)
-            SG_TRY(want_rank_fits(n, k));
-        sg_shape out = k >= 0 ? unknown_dims((int32_t)k) : sg_shape_unknown();
+            SG_TRY(sg_iu_rank_fits(n, k));
+        sg_shape out = k >= 0 ? sg_iu_unknown_dims((int32_t)k) : sg_shape_unknown();
         return sg_infer_set_output(g, n, 0, t, &out);
     }
-    SG_TRY(want_rank_fits(n, count));
+    SG_TRY(sg_iu_rank_fits(n, count));
     const char *xname = sg_iu_name(g, n, 0);
     char xs[SG_IU_SHAPE_BUF];
     sg_shape_format(g, &x, xs, sizeof xs);
 
-    sg_shape out = unknown_dims(count);
+    sg_shape out = sg_iu_unknown_dims(count);
     int32_t infer_at = -1;
     bool copied[SEGRT_MAX_RANK] = {false}; /* input dims a 0 copied over */
     for (int32_t i = 0; i < count; i++) {
@@ -523,7 +491,7 @@ sg_status sg_infer_TRANSPOSE(sg_graph *g, sg_node *n)
                                  np - 1, (long long)perm[i], i);
         seen[perm[i]] = true;
     }
-    sg_shape out = unknown_dims(np);
+    sg_shape out = sg_iu_unknown_dims(np);
     for (int32_t i = 0; i < np && x.rank >= 0; i++)
         out.d[i] = x.d[perm[i]];
     return sg_infer_set_output(g, n, 0, t, &out);
@@ -534,7 +502,7 @@ sg_status sg_infer_FLATTEN(sg_graph *g, sg_node *n)
     sg_shape x;
     SG_TRY(sg_iu_shape(g, n, 0, &x));
     sg_dtype t = sg_iu_dtype(g, n, 0);
-    sg_shape out = unknown_dims(2);
+    sg_shape out = sg_iu_unknown_dims(2);
     if (x.rank < 0)
         return sg_infer_set_output(g, n, 0, t, &out);
     /* Unlike most axes, this one may equal the rank: [N] -> [N, 1]. */
@@ -578,7 +546,7 @@ sg_status sg_infer_SQUEEZE(sg_graph *g, sg_node *n)
     if (count < 0) {
         int64_t k = sg_iu_static_len(g, n, 1);
         if (k > 0 && k <= x.rank)
-            out = unknown_dims(x.rank - (int32_t)k);
+            out = sg_iu_unknown_dims(x.rank - (int32_t)k);
         return sg_infer_set_output(g, n, 0, t, &out);
     }
     bool drop[SEGRT_MAX_RANK] = {false};
@@ -605,7 +573,7 @@ sg_status sg_infer_SQUEEZE(sg_graph *g, sg_node *n)
             drop[ax[i]] = true;
         }
     }
-    out = unknown_dims(0);
+    out = sg_iu_unknown_dims(0);
     for (int32_t i = 0; i < x.rank; i++)
         if (!drop[i])
             out.d[out.rank++] = x.d[i];
@@ -626,247 +594,22 @@ sg_status sg_infer_UNSQUEEZE(sg_graph *g, sg_node *n)
     if (count < 0) {
         int64_t k = sg_iu_static_len(g, n, 1);
         if (k >= 0) {
-            SG_TRY(want_rank_fits(n, x.rank + k));
-            out = unknown_dims(x.rank + (int32_t)k);
+            SG_TRY(sg_iu_rank_fits(n, x.rank + k));
+            out = sg_iu_unknown_dims(x.rank + (int32_t)k);
         }
         return sg_infer_set_output(g, n, 0, t, &out);
     }
-    SG_TRY(want_rank_fits(n, (int64_t)x.rank + count));
+    SG_TRY(sg_iu_rank_fits(n, (int64_t)x.rank + count));
     int32_t rank = x.rank + count;
     int32_t ax[SEGRT_MAX_RANK];
     SG_TRY(sg_iu_axes(n, axes, count, rank, ax, "`axes`"));
     bool ins[SEGRT_MAX_RANK] = {false};
     for (int32_t i = 0; i < count; i++)
         ins[ax[i]] = true;
-    out = unknown_dims(rank);
+    out = sg_iu_unknown_dims(rank);
     for (int32_t i = 0, k = 0; i < rank; i++)
         out.d[i] = ins[i] ? sg_dim_of(1) : x.d[k++];
     return sg_infer_set_output(g, n, 0, t, &out);
 }
 
 /* Expand, Tile ---------------------------------------------------------------- */
-
-sg_status sg_infer_EXPAND(sg_graph *g, sg_node *n)
-{
-    sg_shape x;
-    SG_TRY(sg_iu_shape(g, n, 0, &x));
-    sg_dtype t = sg_iu_dtype(g, n, 0);
-    int64_t dims[SG_IU_CONST_CAP];
-    int32_t count;
-    SG_TRY(sg_infer_const_ints(g, n, 1, dims, SG_IU_CONST_CAP, &count));
-    if (count < 0) {
-        /* Only the rank (the larger of the two) and input dims above 1,
-         * which the shape must leave alone, are knowable. */
-        int64_t k = sg_iu_static_len(g, n, 1);
-        sg_shape out = sg_shape_unknown();
-        if (k >= 0 && x.rank >= 0) {
-            int64_t rank = k > x.rank ? k : x.rank;
-            SG_TRY(want_rank_fits(n, rank));
-            out = unknown_dims((int32_t)rank);
-            for (int32_t i = 0; i < x.rank; i++)
-                if (x.d[i].size > 1)
-                    out.d[rank - x.rank + i] = x.d[i];
-        }
-        return sg_infer_set_output(g, n, 0, t, &out);
-    }
-    SG_TRY(want_rank_fits(n, count));
-    for (int32_t i = 0; i < count; i++)
-        if (dims[i] < 0)
-            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "the shape has %lld at index %d",
-                                 (long long)dims[i], i);
-    sg_shape s = sg_shape_of_dims(dims, count), out;
-    SG_TRY(sg_iu_broadcast(g, n, 0, &x, 1, &s, &out));
-    return sg_infer_set_output(g, n, 0, t, &out);
-}
-
-sg_status sg_infer_TILE(sg_graph *g, sg_node *n)
-{
-    sg_shape x;
-    SG_TRY(sg_iu_shape(g, n, 0, &x));
-    sg_dtype t = sg_iu_dtype(g, n, 0);
-    int64_t reps[SEGRT_MAX_RANK];
-    int32_t count;
-    SG_TRY(sg_infer_const_ints(g, n, 1, reps, SEGRT_MAX_RANK, &count));
-    sg_shape out = sg_shape_unknown();
-    if (x.rank < 0) {
-        if (count >= 0)
-            out = unknown_dims(count);
-        return sg_infer_set_output(g, n, 0, t, &out);
-    }
-    if (count < 0) {
-        out = unknown_dims(x.rank);
-        return sg_infer_set_output(g, n, 0, t, &out);
-    }
-    if (count != x.rank) {
-        char buf[SG_IU_SHAPE_BUF];
-        return sg_node_error(n, SEGRT_ERROR_SHAPE,
-                             "repeats `%s` has %d values but input `%s` (%s) has rank %d",
-                             sg_iu_name(g, n, 1), count, sg_iu_name(g, n, 0),
-                             sg_shape_format(g, &x, buf, sizeof buf), x.rank);
-    }
-    out = x;
-    for (int32_t i = 0; i < count; i++) {
-        if (reps[i] < 0)
-            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "repeats[%d] is negative (%lld)", i,
-                                 (long long)reps[i]);
-        if (reps[i] == 0)
-            out.d[i] = sg_dim_of(0);
-        else if (x.d[i].size < 0)
-            out.d[i] = reps[i] == 1 ? x.d[i] : sg_dim_unknown();
-        else {
-            int64_t o;
-            if (!sg_mul_i64(x.d[i].size, reps[i], &o))
-                return sg_node_error(n, SEGRT_ERROR_SHAPE, "tiled dim %d overflows", i);
-            SG_TRY(sg_infer_check_dim(n, o, "a tiled dim"));
-            out.d[i] = sg_dim_of(o);
-        }
-    }
-    return sg_infer_set_output(g, n, 0, t, &out);
-}
-
-/* Gather, ScatterND ------------------------------------------------------------ */
-
-sg_status sg_infer_GATHER(sg_graph *g, sg_node *n)
-{
-    sg_shape x, idx;
-    SG_TRY(sg_iu_shape(g, n, 0, &x));
-    SG_TRY(sg_iu_shape(g, n, 1, &idx));
-    SG_TRY(sg_iu_want_index(g, n, 1));
-    sg_dtype t = sg_iu_dtype(g, n, 0);
-    sg_shape out = sg_shape_unknown();
-    if (x.rank < 0)
-        return sg_infer_set_output(g, n, 0, t, &out);
-    int32_t axis;
-    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), x.rank, &axis));
-    if (idx.rank < 0)
-        return sg_infer_set_output(g, n, 0, t, &out);
-    SG_TRY(want_rank_fits(n, (int64_t)x.rank - 1 + idx.rank));
-    out = unknown_dims(0);
-    for (int32_t i = 0; i < axis; i++)
-        out.d[out.rank++] = x.d[i];
-    for (int32_t i = 0; i < idx.rank; i++)
-        out.d[out.rank++] = idx.d[i];
-    for (int32_t i = axis + 1; i < x.rank; i++)
-        out.d[out.rank++] = x.d[i];
-    return sg_infer_set_output(g, n, 0, t, &out);
-}
-
-sg_status sg_infer_SCATTER_ND(sg_graph *g, sg_node *n)
-{
-    sg_shape x, idx, upd;
-    SG_TRY(sg_iu_shape(g, n, 0, &x));
-    SG_TRY(sg_iu_shape(g, n, 1, &idx));
-    SG_TRY(sg_iu_shape(g, n, 2, &upd));
-    SG_TRY(sg_iu_want_index(g, n, 1));
-    SG_TRY(sg_iu_same_dtype(g, n, 0, 2));
-    const char *red = sg_attr_string(n, "reduction", "none");
-    if (strcmp(red, "none") != 0 && strcmp(red, "add") != 0 && strcmp(red, "mul") != 0 &&
-        strcmp(red, "max") != 0 && strcmp(red, "min") != 0)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
-                             "reduction `%s` is not none, add, mul, max or min", red);
-    /* updates must be indices.shape[:-1] + data.shape[k:], k = indices.shape[-1]. */
-    char a[SG_IU_SHAPE_BUF], b[SG_IU_SHAPE_BUF], c[SG_IU_SHAPE_BUF];
-    if (idx.rank == 0)
-        return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices `%s` must have rank 1 or more",
-                             sg_iu_name(g, n, 1));
-    if (x.rank >= 0 && idx.rank >= 1 && upd.rank >= 0 && idx.d[idx.rank - 1].size >= 0) {
-        int64_t k = idx.d[idx.rank - 1].size;
-        bool ok = k <= x.rank && upd.rank == idx.rank - 1 + x.rank - k;
-        for (int32_t i = 0; ok && i < upd.rank; i++) {
-            sg_dim want = i < idx.rank - 1 ? idx.d[i] : x.d[k + i - (idx.rank - 1)];
-            ok = want.size < 0 || upd.d[i].size < 0 || want.size == upd.d[i].size;
-        }
-        if (!ok)
-            return sg_node_error(n, SEGRT_ERROR_SHAPE,
-                                 "updates `%s` (%s) do not fit data `%s` (%s) indexed by `%s` (%s)",
-                                 sg_iu_name(g, n, 2), sg_shape_format(g, &upd, a, sizeof a),
-                                 sg_iu_name(g, n, 0), sg_shape_format(g, &x, b, sizeof b),
-                                 sg_iu_name(g, n, 1), sg_shape_format(g, &idx, c, sizeof c));
-    }
-    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &x);
-}
-
-/* DepthToSpace, SpaceToDepth ----------------------------------------------------- */
-
-static sg_status block_attrs(const sg_graph *g, const sg_node *n, const sg_shape *x, int64_t *b,
-                             int64_t *bb)
-{
-    SG_TRY(required_int(n, "blocksize", b));
-    if (*b < 1 || !sg_mul_i64(*b, *b, bb))
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "blocksize is %lld", (long long)*b);
-    if (x->rank >= 0 && x->rank != 4) {
-        char buf[SG_IU_SHAPE_BUF];
-        return sg_node_error(
-            n, SEGRT_ERROR_SHAPE, "input `%s` is %s; %s needs rank 4 (N x C x H x W)",
-            sg_iu_name(g, n, 0), sg_shape_format(g, x, buf, sizeof buf), sg_op_name(n->op));
-    }
-    return SEGRT_OK;
-}
-
-sg_status sg_infer_DEPTH_TO_SPACE(sg_graph *g, sg_node *n)
-{
-    sg_shape x;
-    SG_TRY(sg_iu_shape(g, n, 0, &x));
-    int64_t b, bb;
-    SG_TRY(block_attrs(g, n, &x, &b, &bb));
-    const char *mode = sg_attr_string(n, "mode", "DCR");
-    if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` is not DCR or CRD", mode);
-    sg_shape out = unknown_dims(4);
-    if (x.rank == 4) {
-        out.d[0] = x.d[0];
-        int64_t c = x.d[1].size;
-        if (c >= 0 && c % bb != 0)
-            return sg_node_error(
-                n, SEGRT_ERROR_SHAPE,
-                "input `%s` has %lld channels, not a multiple of blocksize^2 = %lld",
-                sg_iu_name(g, n, 0), (long long)c, (long long)bb);
-        if (c >= 0)
-            out.d[1] = sg_dim_of(c / bb);
-        for (int32_t i = 2; i < 4; i++) {
-            int64_t o;
-            if (x.d[i].size < 0)
-                out.d[i] = b == 1 ? x.d[i] : sg_dim_unknown();
-            else if (!sg_mul_i64(x.d[i].size, b, &o))
-                return sg_node_error(n, SEGRT_ERROR_SHAPE, "output dim %d overflows", i);
-            else {
-                SG_TRY(sg_infer_check_dim(n, o, "an output dim"));
-                out.d[i] = sg_dim_of(o);
-            }
-        }
-        if (b == 1)
-            out.d[1] = x.d[1];
-    }
-    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &out);
-}
-
-sg_status sg_infer_SPACE_TO_DEPTH(sg_graph *g, sg_node *n)
-{
-    sg_shape x;
-    SG_TRY(sg_iu_shape(g, n, 0, &x));
-    int64_t b, bb;
-    SG_TRY(block_attrs(g, n, &x, &b, &bb));
-    sg_shape out = unknown_dims(4);
-    if (x.rank == 4) {
-        out.d[0] = x.d[0];
-        for (int32_t i = 2; i < 4; i++) {
-            int64_t s = x.d[i].size;
-            if (s >= 0 && s % b != 0)
-                return sg_node_error(
-                    n, SEGRT_ERROR_SHAPE,
-                    "dim %d of input `%s` is %lld, not a multiple of blocksize %lld", i,
-                    sg_iu_name(g, n, 0), (long long)s, (long long)b);
-            out.d[i] = s >= 0 ? sg_dim_of(s / b) : b == 1 ? x.d[i] : sg_dim_unknown();
-        }
-        int64_t o;
-        if (x.d[1].size < 0)
-            out.d[1] = b == 1 ? x.d[1] : sg_dim_unknown();
-        else if (!sg_mul_i64(x.d[1].size, bb, &o))
-            return sg_node_error(n, SEGRT_ERROR_SHAPE, "output channels overflow");
-        else {
-            SG_TRY(sg_infer_check_dim(n, o, "the output channels"));
-            out.d[1] = sg_dim_of(o);
-        }
-    }
-    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &out);
-}

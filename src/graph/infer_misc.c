@@ -183,7 +183,7 @@ sg_status sg_infer_RANGE(sg_graph *g, sg_node *n)
                 float fq = ((float)f[1] - (float)f[0]) / (float)f[2];
                 q = ceilf(fq);
             }
-            if (isnan(q) || q > 4.0 * (double)SG_IU_MAX_DIM)
+            if (isnan(q) || q > 4.0 * (double)SG_MAX_DIM)
                 return sg_node_error(n, SEGRT_ERROR_SHAPE,
                                      "the range from %g to %g by %g has too many elements", f[0],
                                      f[1], f[2]);

@@ -36,7 +36,7 @@ static sg_status scaled_dim(const sg_node *n, sg_dim in, float scale, sg_dim *ou
         return SEGRT_OK;
     }
     float o = floorf((float)in.size * scale);
-    if (!(o <= (float)SG_IU_MAX_DIM))
+    if (!(o <= (float)SG_MAX_DIM))
         return sg_node_error(n, SEGRT_ERROR_SHAPE, "scaling %lld by %g gives too large a dim",
                              (long long)in.size, (double)scale);
     *out = sg_dim_of((int64_t)o);
@@ -147,7 +147,7 @@ sg_status sg_infer_RESIZE(sg_graph *g, sg_node *n)
     for (int32_t i = 0; i < n_axes; i++) {
         int64_t in = x.d[ax[i]].size;
         float o = in == 0 || isinf(scale) ? 0.0f : roundf(scale * (float)in);
-        if (!(o <= (float)SG_IU_MAX_DIM))
+        if (!(o <= (float)SG_MAX_DIM))
             return sg_node_error(n, SEGRT_ERROR_SHAPE, "resized dim %d is too large", ax[i]);
         out.d[ax[i]] = sg_dim_of((int64_t)o);
     }

@@ -336,3 +336,34 @@ sg_status sg_conv_transpose_out_dim(const sg_node *n, const sg_conv_attrs *a, in
     *out = sg_dim_of(o);
     return SEGRT_OK;
 }
+
+/* An output of the given rank whose dims are all unknown. */
+sg_shape sg_iu_unknown_dims(int32_t rank)
+{
+    sg_shape s = sg_shape_unknown();
+    s.rank = rank;
+    for (int32_t i = 0; i < rank; i++)
+        s.d[i] = sg_dim_unknown();
+    return s;
+}
+
+sg_status sg_iu_rank_fits(const sg_node *n, int64_t rank)
+{
+    if (rank <= SEGRT_MAX_RANK)
+        return SEGRT_OK;
+    return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED,
+                         "the output would have rank %lld; segrt supports up to %d",
+                         (long long)rank, SEGRT_MAX_RANK);
+}
+
+/* An INT attribute that the operator requires. */
+sg_status sg_iu_required_int(const sg_node *n, const char *name, int64_t *out)
+{
+    const sg_attr *a = sg_attr_find(n, name);
+    if (!a || a->kind != SG_ATTR_INT)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "needs the int attribute `%s`", name);
+    *out = a->i;
+    return SEGRT_OK;
+}
+
+/* Concat ------------------------------------------------------------------ */

@@ -13,10 +13,8 @@
  * rejected as malformed rather than read. */
 #define SG_IU_CONST_CAP 64
 
-/* The largest dim a tensor may have (as infer.c enforces): a slice end or
- * pad at or past it means "to the end" whatever a symbolic dim turns out
- * to be. */
-#define SG_IU_MAX_DIM ((int64_t)1 << 40)
+/* A slice end or pad at or past SG_MAX_DIM (ir.h) means "to the end",
+ * whatever a symbolic dim turns out to be. */
 
 /* Input i's shape; unknown when the input is omitted. INVALID_MODEL when
  * its rank is beyond SEGRT_MAX_RANK (only a hostile importer gets there). */
@@ -116,5 +114,14 @@ sg_status sg_conv_out_dim(const sg_node *n, const sg_conv_attrs *a, int32_t i, s
  * explicit output_shape. */
 sg_status sg_conv_transpose_out_dim(const sg_node *n, const sg_conv_attrs *a, int32_t i, sg_dim in,
                                     int64_t output_padding, sg_dim *out);
+
+/* An output of the given rank whose dims are all unknown. */
+sg_shape sg_iu_unknown_dims(int32_t rank);
+
+/* UNSUPPORTED naming the node when an output would exceed SEGRT_MAX_RANK. */
+sg_status sg_iu_rank_fits(const sg_node *n, int64_t rank);
+
+/* An INT attribute that the operator requires (INVALID_MODEL if absent). */
+sg_status sg_iu_required_int(const sg_node *n, const char *name, int64_t *out);
 
 #endif

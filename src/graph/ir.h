@@ -23,6 +23,11 @@
 #define SG_RANK_UNKNOWN (-1)
 #define SG_NO_SYM (-1)
 
+/* The largest dim segrt accepts anywhere. Real tensors are far smaller;
+ * larger values come from hostile files or arithmetic gone wrong, and would
+ * overflow byte counts downstream. */
+#define SG_MAX_DIM ((int64_t)1 << 40)
+
 /* One dimension: a known size, or unknown with an optional symbolic name
  * (an index into sg_graph.syms) kept for messages and for binding. */
 typedef struct sg_dim {

@@ -412,7 +412,7 @@ REF_KERNEL(sg_ref_conv_transpose)
              * one going to the end for SAME_UPPER and to the start
              * otherwise. output_shape may list all dims or only spatial. */
             want = os ? os[os_count - nsp + i] : g.in[d] * g.stride[d];
-            if (want < 0 || want > REF_MAX_DIM)
+            if (want < 0 || want > SG_MAX_DIM)
                 return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "output_shape is out of range");
             /* A requested size beyond the full one pads at the end only. */
             int64_t total = full > want ? full - want : 0;

@@ -61,15 +61,14 @@ REF_KERNEL(sg_ref_einsum);
 REF_KERNEL(sg_ref_resize);
 REF_KERNEL(sg_ref_upsample);
 
-/* The largest dim a kernel accepts, as shape inference enforces. */
-#define REF_MAX_DIM ((int64_t)1 << 40)
+/* Kernels accept dims up to SG_MAX_DIM (graph/ir.h), as shape inference does. */
 
 /* Inputs and outputs ------------------------------------------------------- */
 
 /* Input i, or NULL when omitted or past n_in. */
 const sg_tensor *sg_ref_in(const sg_tensor *const *in, int32_t n_in, int32_t i);
 
-/* Input i, checked (rank, dims each <= REF_MAX_DIM with a product that
+/* Input i, checked (rank, dims each <= SG_MAX_DIM with a product that
  * fits, dtype, data present); INVALID_MODEL when it is omitted. */
 sg_status sg_ref_need_in(const sg_node *n, const sg_tensor *const *in, int32_t n_in, int32_t i,
                          const sg_tensor **t);

@@ -313,7 +313,7 @@ REF_KERNEL(sg_ref_pad)
         int32_t a = 0;
         SG_TRY(sg_ref_axis(n, axes[i], r, &a));
         int64_t b = pads[i], e = pads[na + i];
-        if (b < -x->dims[a] || e < -x->dims[a] || b > REF_MAX_DIM || e > REF_MAX_DIM)
+        if (b < -x->dims[a] || e < -x->dims[a] || b > SG_MAX_DIM || e > SG_MAX_DIM)
             return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "pads for axis %d are out of range",
                                  a);
         pb[a] = b;

@@ -24,7 +24,7 @@ static sg_status check_tensor(const sg_node *n, const sg_tensor *t, const char *
      * same bound keeps their index arithmetic far from overflow even for
      * empty tensors with a huge dim. */
     for (int32_t d = 0; d < t->rank; d++)
-        if (t->dims[d] > REF_MAX_DIM)
+        if (t->dims[d] > SG_MAX_DIM)
             return sg_node_error(n, SEGRT_ERROR_SHAPE, "%s %d has a dim of %lld", what, i,
                                  (long long)t->dims[d]);
     if (!sg_dtype_is_supported(t->dtype))

@@ -1,0 +1,230 @@
+/* Shape inference for indexing and replicating operators: Expand, Tile,
+ * Gather, ScatterND, DepthToSpace and SpaceToDepth. */
+#include "graph/infer_util.h"
+
+#include <string.h>
+
+sg_status sg_infer_EXPAND(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    int64_t dims[SG_IU_CONST_CAP];
+    int32_t count;
+    SG_TRY(sg_infer_const_ints(g, n, 1, dims, SG_IU_CONST_CAP, &count));
+    if (count < 0) {
+        /* Only the rank (the larger of the two) and input dims above 1,
+         * which the shape must leave alone, are knowable. */
+        int64_t k = sg_iu_static_len(g, n, 1);
+        sg_shape out = sg_shape_unknown();
+        if (k >= 0 && x.rank >= 0) {
+            int64_t rank = k > x.rank ? k : x.rank;
+            SG_TRY(sg_iu_rank_fits(n, rank));
+            out = sg_iu_unknown_dims((int32_t)rank);
+            for (int32_t i = 0; i < x.rank; i++)
+                if (x.d[i].size > 1)
+                    out.d[rank - x.rank + i] = x.d[i];
+        }
+        return sg_infer_set_output(g, n, 0, t, &out);
+    }
+    SG_TRY(sg_iu_rank_fits(n, count));
+    for (int32_t i = 0; i < count; i++)
+        if (dims[i] < 0)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "the shape has %lld at index %d",
+                                 (long long)dims[i], i);
+    sg_shape s = sg_shape_of_dims(dims, count), out;
+    SG_TRY(sg_iu_broadcast(g, n, 0, &x, 1, &s, &out));
+    return sg_infer_set_output(g, n, 0, t, &out);
+}
+
+sg_status sg_infer_TILE(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    int64_t reps[SEGRT_MAX_RANK];
+    int32_t count;
+    SG_TRY(sg_infer_const_ints(g, n, 1, reps, SEGRT_MAX_RANK, &count));
+    sg_shape out = sg_shape_unknown();
+    if (x.rank < 0) {
+        if (count >= 0)
+            out = sg_iu_unknown_dims(count);
+        return sg_infer_set_output(g, n, 0, t, &out);
+    }
+    if (count < 0) {
+        out = sg_iu_unknown_dims(x.rank);
+        return sg_infer_set_output(g, n, 0, t, &out);
+    }
+    if (count != x.rank) {
+        char buf[SG_IU_SHAPE_BUF];
+        return sg_node_error(n, SEGRT_ERROR_SHAPE,
+                             "repeats `%s` has %d values but input `%s` (%s) has rank %d",
+                             sg_iu_name(g, n, 1), count, sg_iu_name(g, n, 0),
+                             sg_shape_format(g, &x, buf, sizeof buf), x.rank);
+    }
+    out = x;
+    for (int32_t i = 0; i < count; i++) {
+        if (reps[i] < 0)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "repeats[%d] is negative (%lld)", i,
+                                 (long long)reps[i]);
+        if (reps[i] == 0)
+            out.d[i] = sg_dim_of(0);
+        else if (x.d[i].size < 0)
+            out.d[i] = reps[i] == 1 ? x.d[i] : sg_dim_unknown();
+        else {
+            int64_t o;
+            if (!sg_mul_i64(x.d[i].size, reps[i], &o))
+                return sg_node_error(n, SEGRT_ERROR_SHAPE, "tiled dim %d overflows", i);
+            SG_TRY(sg_infer_check_dim(n, o, "a tiled dim"));
+            out.d[i] = sg_dim_of(o);
+        }
+    }
+    return sg_infer_set_output(g, n, 0, t, &out);
+}
+
+/* Gather, ScatterND ------------------------------------------------------------ */
+
+sg_status sg_infer_GATHER(sg_graph *g, sg_node *n)
+{
+    sg_shape x, idx;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_shape(g, n, 1, &idx));
+    SG_TRY(sg_iu_want_index(g, n, 1));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    sg_shape out = sg_shape_unknown();
+    if (x.rank < 0)
+        return sg_infer_set_output(g, n, 0, t, &out);
+    int32_t axis;
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), x.rank, &axis));
+    if (idx.rank < 0)
+        return sg_infer_set_output(g, n, 0, t, &out);
+    SG_TRY(sg_iu_rank_fits(n, (int64_t)x.rank - 1 + idx.rank));
+    out = sg_iu_unknown_dims(0);
+    for (int32_t i = 0; i < axis; i++)
+        out.d[out.rank++] = x.d[i];
+    for (int32_t i = 0; i < idx.rank; i++)
+        out.d[out.rank++] = idx.d[i];
+    for (int32_t i = axis + 1; i < x.rank; i++)
+        out.d[out.rank++] = x.d[i];
+    return sg_infer_set_output(g, n, 0, t, &out);
+}
+
+sg_status sg_infer_SCATTER_ND(sg_graph *g, sg_node *n)
+{
+    sg_shape x, idx, upd;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_shape(g, n, 1, &idx));
+    SG_TRY(sg_iu_shape(g, n, 2, &upd));
+    SG_TRY(sg_iu_want_index(g, n, 1));
+    SG_TRY(sg_iu_same_dtype(g, n, 0, 2));
+    const char *red = sg_attr_string(n, "reduction", "none");
+    if (strcmp(red, "none") != 0 && strcmp(red, "add") != 0 && strcmp(red, "mul") != 0 &&
+        strcmp(red, "max") != 0 && strcmp(red, "min") != 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
+                             "reduction `%s` is not none, add, mul, max or min", red);
+    /* updates must be indices.shape[:-1] + data.shape[k:], k = indices.shape[-1]. */
+    char a[SG_IU_SHAPE_BUF], b[SG_IU_SHAPE_BUF], c[SG_IU_SHAPE_BUF];
+    if (idx.rank == 0)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices `%s` must have rank 1 or more",
+                             sg_iu_name(g, n, 1));
+    if (x.rank >= 0 && idx.rank >= 1 && upd.rank >= 0 && idx.d[idx.rank - 1].size >= 0) {
+        int64_t k = idx.d[idx.rank - 1].size;
+        bool ok = k <= x.rank && upd.rank == idx.rank - 1 + x.rank - k;
+        for (int32_t i = 0; ok && i < upd.rank; i++) {
+            sg_dim want = i < idx.rank - 1 ? idx.d[i] : x.d[k + i - (idx.rank - 1)];
+            ok = want.size < 0 || upd.d[i].size < 0 || want.size == upd.d[i].size;
+        }
+        if (!ok)
+            return sg_node_error(n, SEGRT_ERROR_SHAPE,
+                                 "updates `%s` (%s) do not fit data `%s` (%s) indexed by `%s` (%s)",
+                                 sg_iu_name(g, n, 2), sg_shape_format(g, &upd, a, sizeof a),
+                                 sg_iu_name(g, n, 0), sg_shape_format(g, &x, b, sizeof b),
+                                 sg_iu_name(g, n, 1), sg_shape_format(g, &idx, c, sizeof c));
+    }
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &x);
+}
+
+/* DepthToSpace, SpaceToDepth ----------------------------------------------------- */
+
+static sg_status block_attrs(const sg_graph *g, const sg_node *n, const sg_shape *x, int64_t *b,
+                             int64_t *bb)
+{
+    SG_TRY(sg_iu_required_int(n, "blocksize", b));
+    if (*b < 1 || !sg_mul_i64(*b, *b, bb))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "blocksize is %lld", (long long)*b);
+    if (x->rank >= 0 && x->rank != 4) {
+        char buf[SG_IU_SHAPE_BUF];
+        return sg_node_error(
+            n, SEGRT_ERROR_SHAPE, "input `%s` is %s; %s needs rank 4 (N x C x H x W)",
+            sg_iu_name(g, n, 0), sg_shape_format(g, x, buf, sizeof buf), sg_op_name(n->op));
+    }
+    return SEGRT_OK;
+}
+
+sg_status sg_infer_DEPTH_TO_SPACE(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    int64_t b, bb;
+    SG_TRY(block_attrs(g, n, &x, &b, &bb));
+    const char *mode = sg_attr_string(n, "mode", "DCR");
+    if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` is not DCR or CRD", mode);
+    sg_shape out = sg_iu_unknown_dims(4);
+    if (x.rank == 4) {
+        out.d[0] = x.d[0];
+        int64_t c = x.d[1].size;
+        if (c >= 0 && c % bb != 0)
+            return sg_node_error(
+                n, SEGRT_ERROR_SHAPE,
+                "input `%s` has %lld channels, not a multiple of blocksize^2 = %lld",
+                sg_iu_name(g, n, 0), (long long)c, (long long)bb);
+        if (c >= 0)
+            out.d[1] = sg_dim_of(c / bb);
+        for (int32_t i = 2; i < 4; i++) {
+            int64_t o;
+            if (x.d[i].size < 0)
+                out.d[i] = b == 1 ? x.d[i] : sg_dim_unknown();
+            else if (!sg_mul_i64(x.d[i].size, b, &o))
+                return sg_node_error(n, SEGRT_ERROR_SHAPE, "output dim %d overflows", i);
+            else {
+                SG_TRY(sg_infer_check_dim(n, o, "an output dim"));
+                out.d[i] = sg_dim_of(o);
+            }
+        }
+        if (b == 1)
+            out.d[1] = x.d[1];
+    }
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &out);
+}
+
+sg_status sg_infer_SPACE_TO_DEPTH(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    int64_t b, bb;
+    SG_TRY(block_attrs(g, n, &x, &b, &bb));
+    sg_shape out = sg_iu_unknown_dims(4);
+    if (x.rank == 4) {
+        out.d[0] = x.d[0];
+        for (int32_t i = 2; i < 4; i++) {
+            int64_t s = x.d[i].size;
+            if (s >= 0 && s % b != 0)
+                return sg_node_error(
+                    n, SEGRT_ERROR_SHAPE,
+                    "dim %d of input `%s` is %lld, not a multiple of blocksize %lld", i,
+                    sg_iu_name(g, n, 0), (long long)s, (long long)b);
+            out.d[i] = s >= 0 ? sg_dim_of(s / b) : b == 1 ? x.d[i] : sg_dim_unknown();
+        }
+        int64_t o;
+        if (x.d[1].size < 0)
+            out.d[1] = b == 1 ? x.d[1] : sg_dim_unknown();
+        else if (!sg_mul_i64(x.d[1].size, bb, &o))
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "output channels overflow");
+        else {
+            SG_TRY(sg_infer_check_dim(n, o, "the output channels"));
+            out.d[1] = sg_dim_of(o);
+        }
+    }
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &out);
+}
