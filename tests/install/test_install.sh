@@ -35,7 +35,8 @@ int main(int argc, char **argv)
 }
 C
 export PKG_CONFIG_PATH=$libdir/pkgconfig
-cc -std=c11 -Wall -Werror "$prefix/user.c" -o "$prefix/user" $(pkg-config --cflags --libs segrt)
+# SEGRT_USER_CFLAGS: the sanitizer build's library needs a sanitized program.
+cc -std=c11 -Wall -Werror ${SEGRT_USER_CFLAGS:-} "$prefix/user.c" -o "$prefix/user" $(pkg-config --cflags --libs segrt)
 LD_LIBRARY_PATH=$libdir "$prefix/user" "$models/basicunet2d_tiny.onnx"
 "$prefix/bin/segrt" --version >/dev/null
 echo "install: 1 passed, 0 failed"
