@@ -28,5 +28,7 @@ const char *cli_format_dims(const segrt_tensor_desc *d, char *buf, size_t cap);
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

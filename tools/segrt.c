@@ -17,6 +17,15 @@ static const char usage[] =
     "  info --devices      the GPUs segrt can use, with CUDA and cuDNN versions\n"
     "  run MODEL --input [NAME=]IN.npy... --output [NAME=]OUT.npy... [--device cpu]\n"
     "                      runs the model on NPY inputs and writes NPY outputs\n"
+    "  compare A.npy B.npy [--class-axis N] [--json] [--max-rel-l2 X] [--min-psnr DB]\n"
+    "          [--min-argmax-agreement F]\n"
+    "                      errors of A against the reference B: max abs, mean abs,\n"
+    "                      relative L2, PSNR; with --class-axis, argmax agreement and\n"
+    "                      Dice per class; exit 1 when a threshold is not met\n"
+    "  bench MODEL --shape NAME=DIMS... [--device cpu] [--iters N] [--warmup N]\n"
+    "          [--threads N] [--json]\n"
+    "                      latency percentiles, throughput, peak memory and GFLOP/s\n"
+    "                      on random inputs\n"
     "\n"
     "options:\n"
     "  -h, --help          this text (also after a command: segrt run --help)\n"
@@ -56,6 +65,10 @@ int main(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0)
+        return cmd_compare(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "segrt: unknown command `%s` (try segrt --help)\n", cmd);
     return CLI_BAD_INPUT;
 }
