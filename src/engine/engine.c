@@ -1,11 +1,12 @@
 /* Engines and contexts.
  *
- * This first engine runs on the CPU through the reference backend: a run
- * binds the inputs' dims to a copy of the optimized graph, attaches the
- * input data as constants and lets constant folding evaluate everything,
- * releasing each intermediate as soon as its last reader is done. It is
- * the oracle, not the fast path: the optimized CPU (oneDNN) and CUDA
- * engines plug in behind the same handles. */
+ * An engine holds the model optimized for the build options' shapes and,
+ * when those fix every shape, a CPU plan compiled once. A context owns the
+ * plan's executor (arena, stream, scratchpad), so runs allocate nothing. A
+ * run with other input dims (the model allows them) specializes the graph
+ * for those dims and keeps that plan in the context until the dims change
+ * again. */
+#include "backend/cpu/cpu_backend.h"
 #include "backend/ref/ref.h"
 #include "engine/api_internal.h"
 #include "graph/infer.h"
@@ -14,15 +15,32 @@
 #include <string.h>
 
 struct segrt_engine {
-    sg_graph *g; /* optimized for the build options' shapes; never modified */
+    sg_graph *g;        /* optimized for the build options' shapes; never modified */
     int32_t threads;
+    sg_cpu_plan *plan;  /* when g's shapes are all known */
 };
 
 struct segrt_context {
     const segrt_engine *engine;
+    sg_cpu_exec *exec;      /* runs engine->plan */
+    sg_graph *own_g;        /* a specialization for other input dims, */
+    sg_cpu_plan *own_plan;  /* its plan */
+    sg_cpu_exec *own_exec;
 };
 
 static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
+
+static bool graph_is_static(const sg_graph *g)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] >= 0 && !sg_shape_is_static(&g->values[g->nodes[i].outputs[k]].shape))
+                return false;
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        if (!sg_shape_is_static(&g->values[g->inputs[i]].shape))
+            return false;
+    return true;
+}
 
 segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_options *opts,
                                 segrt_engine **out)
@@ -56,6 +74,14 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
     }
     e->g = g;
     e->threads = opts ? opts->threads : 0;
+    if (graph_is_static(g)) {
+        sg_status s = sg_cpu_plan_build(g, e->threads, &e->plan);
+        if (s != SEGRT_OK) {
+            s = sg_error_prefix(s, "%s: ", g->path);
+            segrt_engine_destroy(e);
+            return s;
+        }
+    }
     *out = e;
     return SEGRT_OK;
 }
@@ -64,6 +90,7 @@ void segrt_engine_destroy(segrt_engine *engine)
 {
     if (!engine)
         return;
+    sg_cpu_plan_free(engine->plan);
     sg_graph_free(engine->g);
     free(engine);
 }
@@ -96,10 +123,8 @@ segrt_status segrt_engine_output(const segrt_engine *engine, size_t index, segrt
 
 /* A copy of the engine's graph with the inputs' dims bound and shapes
  * inferred. Input dtypes and counts are checked here. */
-static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
-                            sg_graph **out)
+static sg_status check_inputs(const sg_graph *eg, size_t n_inputs, const segrt_tensor *inputs)
 {
-    const sg_graph *eg = e->g;
     if (n_inputs != (size_t)eg->n_inputs)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model takes %d inputs, given %zu",
                         eg->path, eg->n_inputs, n_inputs);
@@ -115,8 +140,19 @@ static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                             "%s: input `%s` is in device memory, which a CPU engine cannot read",
                             eg->path, v->name);
+        if (inputs[i].rank < 0 || inputs[i].rank > SEGRT_MAX_RANK)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: input `%s` has rank %d", eg->path, v->name,
+                            inputs[i].rank);
     }
-    sg_graph *g;
+    return SEGRT_OK;
+}
+
+static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
+                            sg_graph **out)
+{
+    const sg_graph *eg = e->g;
+    SG_TRY(check_inputs(eg, n_inputs, inputs));
+    sg_graph *g = NULL;
     SG_TRY(sg_graph_clone(eg, &g));
     sg_status s = SEGRT_OK;
     for (size_t i = 0; i < n_inputs && s == SEGRT_OK; i++)
@@ -148,7 +184,7 @@ segrt_status segrt_engine_output_shapes(const segrt_engine *engine, size_t n_inp
     if (n_outputs != (size_t)engine->g->n_outputs)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, asked for %zu",
                         engine->g->path, engine->g->n_outputs, n_outputs);
-    sg_graph *g;
+    sg_graph *g = NULL;
     SG_TRY(specialize(engine, n_inputs, inputs, &g));
     for (size_t j = 0; j < n_outputs; j++) {
         const sg_value *v = &g->values[g->outputs[j]];
@@ -174,32 +210,34 @@ segrt_status segrt_context_create(const segrt_engine *engine, segrt_context **ou
     if (!c)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     c->engine = engine;
+    if (engine->plan) {
+        sg_status s = sg_cpu_exec_create(engine->plan, &c->exec);
+        if (s != SEGRT_OK) {
+            free(c);
+            return s;
+        }
+    }
     *out = c;
     return SEGRT_OK;
 }
 
-void segrt_context_destroy(segrt_context *ctx) { free(ctx); }
-
-static sg_status attach_inputs(sg_graph *g, const segrt_tensor *inputs)
+void segrt_context_destroy(segrt_context *ctx)
 {
-    for (int32_t i = 0; i < g->n_inputs; i++) {
-        sg_value *v = &g->values[g->inputs[i]];
-        sg_tensor t = sg_value_tensor(v);
-        size_t bytes = sg_tensor_bytes(&t);
-        if (bytes && !inputs[i].data)
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "input `%s` has no data", v->name);
-        SG_TRY(sg_blob_new(bytes, false, &v->data));
-        if (bytes)
-            memcpy(sg_blob_data(v->data), inputs[i].data, bytes);
-    }
-    return SEGRT_OK;
+    if (!ctx)
+        return;
+    sg_cpu_exec_free(ctx->exec);
+    sg_cpu_exec_free(ctx->own_exec);
+    sg_cpu_plan_free(ctx->own_plan);
+    sg_graph_free(ctx->own_g);
+    free(ctx);
 }
 
-static sg_status copy_outputs(const sg_graph *g, size_t n_outputs, segrt_tensor *outputs)
+/* Checks the caller's output buffers against the shapes of this run. */
+static sg_status check_outputs(const sg_graph *g, size_t n_outputs, const segrt_tensor *outputs)
 {
     for (size_t j = 0; j < n_outputs; j++) {
         const sg_value *v = &g->values[g->outputs[j]];
-        segrt_tensor *o = &outputs[j];
+        const segrt_tensor *o = &outputs[j];
         segrt_tensor want;
         memset(&want, 0, sizeof want);
         fill_output_shape(v, &want);
@@ -213,42 +251,151 @@ static sg_status copy_outputs(const sg_graph *g, size_t n_outputs, segrt_tensor 
                             v->name, segrt_dtype_name(want.dtype),
                             sg_dims_format(want.dims, want.rank, a, sizeof a),
                             segrt_dtype_name(o->dtype),
-                            sg_dims_format(o->dims, o->rank < 0 ? 0 : o->rank, b, sizeof b));
+                            sg_dims_format(o->dims, o->rank < 0 || o->rank > SEGRT_MAX_RANK ? 0 : o->rank, b,
+                                           sizeof b));
         }
         if (o->memory != SEGRT_MEMORY_HOST)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                             "%s: output `%s` is in device memory, which a CPU engine cannot write",
                             g->path, v->name);
-        if (!v->data)
-            return sg_error(SEGRT_ERROR_INTERNAL, "%s: output `%s` was not computed", g->path, v->name);
-        size_t bytes = sg_blob_size(v->data);
-        if (bytes && !o->data)
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "output `%s` has no buffer", v->name);
-        if (bytes)
-            memcpy(o->data, sg_blob_data(v->data), bytes);
+        int64_t numel = 1;
+        for (int32_t d = 0; d < want.rank; d++)
+            numel *= want.dims[d];
+        if (numel && !o->data)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: output `%s` has no buffer", g->path, v->name);
     }
     return SEGRT_OK;
 }
 
+/* Whether the run's input dims are those plan p was built for. */
+static bool dims_match(const sg_graph *g, size_t n_inputs, const segrt_tensor *inputs)
+{
+    for (size_t i = 0; i < n_inputs; i++) {
+        const sg_shape *s = &g->values[g->inputs[i]].shape;
+        if (inputs[i].rank != s->rank)
+            return false;
+        for (int32_t d = 0; d < s->rank; d++)
+            if (s->d[d].size != inputs[i].dims[d])
+                return false;
+    }
+    return true;
+}
+
+/* Picks the executor for this run's input dims: the engine's plan, the
+ * context's specialization, or a new specialization that replaces it. */
+static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
+                          const sg_graph **g_out, sg_cpu_exec **out)
+{
+    const segrt_engine *e = ctx->engine;
+    if (e->plan && dims_match(e->g, n_inputs, inputs)) {
+        *g_out = e->g;
+        *out = ctx->exec;
+        return SEGRT_OK;
+    }
+    if (ctx->own_g && dims_match(ctx->own_g, n_inputs, inputs)) {
+        *g_out = ctx->own_g;
+        *out = ctx->own_exec;
+        return SEGRT_OK;
+    }
+    sg_graph *g = NULL;
+    SG_TRY(specialize(e, n_inputs, inputs, &g));
+    sg_cpu_plan *plan = NULL;
+    sg_cpu_exec *exec = NULL;
+    sg_status s = sg_graph_optimize(g, ref_lookup);
+    if (s == SEGRT_OK && !graph_is_static(g)) {
+        /* Shapes that depend on input values: no plan can be made ahead. */
+        sg_graph_free(g);
+        *g_out = NULL;
+        *out = NULL;
+        return SEGRT_OK;
+    }
+    if (s == SEGRT_OK)
+        s = sg_cpu_plan_build(g, e->threads, &plan);
+    if (s == SEGRT_OK)
+        s = sg_cpu_exec_create(plan, &exec);
+    if (s != SEGRT_OK) {
+        sg_cpu_plan_free(plan);
+        s = strncmp(sg_last_error(), g->path, strlen(g->path)) ? sg_error_prefix(s, "%s: ", g->path) : s;
+        sg_graph_free(g);
+        return s;
+    }
+    sg_cpu_exec_free(ctx->own_exec);
+    sg_cpu_plan_free(ctx->own_plan);
+    sg_graph_free(ctx->own_g);
+    ctx->own_g = g;
+    ctx->own_plan = plan;
+    ctx->own_exec = exec;
+    *g_out = g;
+    *out = exec;
+    return SEGRT_OK;
+}
+
+/* The interpreter path, for graphs whose shapes depend on input values:
+ * bind the inputs' data as constants and let constant folding evaluate the
+ * graph with the reference kernels, inferring each shape as it goes and
+ * dropping intermediates once read. Slower than a plan, and it allocates. */
+static sg_status run_interpreted(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
+                                 size_t n_outputs, segrt_tensor *outputs)
+{
+    sg_graph *g = NULL;
+    SG_TRY(specialize(e, n_inputs, inputs, &g));
+    sg_status s = SEGRT_OK;
+    for (int32_t i = 0; i < g->n_inputs && s == SEGRT_OK; i++) {
+        sg_value *v = &g->values[g->inputs[i]];
+        sg_tensor t = sg_value_tensor(v);
+        size_t bytes = sg_tensor_bytes(&t);
+        s = sg_blob_new(bytes, false, &v->data);
+        if (s == SEGRT_OK && bytes)
+            memcpy(sg_blob_data(v->data), inputs[i].data, bytes);
+    }
+    sg_fold_options fold = {ref_lookup, 0, true};
+    if (s == SEGRT_OK)
+        s = sg_pass_fold_constants(g, &fold, NULL);
+    if (s == SEGRT_OK)
+        s = check_outputs(g, n_outputs, outputs);
+    for (size_t j = 0; j < n_outputs && s == SEGRT_OK; j++) {
+        const sg_value *v = &g->values[g->outputs[j]];
+        if (!v->data)
+            s = sg_error(SEGRT_ERROR_INTERNAL, "output `%s` was not computed", v->name);
+        else if (sg_blob_size(v->data))
+            memcpy(outputs[j].data, sg_blob_data(v->data), sg_blob_size(v->data));
+    }
+    if (s != SEGRT_OK && strncmp(sg_last_error(), g->path, strlen(g->path)) != 0)
+        s = sg_error_prefix(s, "%s: ", g->path);
+    sg_graph_free(g);
+    return s;
+}
+
+/* Inputs and outputs beyond this many would need a heap allocation per run. */
+#define SG_MAX_IO 64
+
 segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
                                size_t n_outputs, segrt_tensor *outputs)
 {
-    if (!ctx || (n_outputs && !outputs))
+    if (!ctx || (n_outputs && !outputs) || (n_inputs && !inputs))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_run: NULL argument");
     const segrt_engine *e = ctx->engine;
     if (n_outputs != (size_t)e->g->n_outputs)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
                         e->g->path, e->g->n_outputs, n_outputs);
-    sg_graph *g;
-    SG_TRY(specialize(e, n_inputs, inputs, &g));
-    sg_fold_options fold = {ref_lookup, 0, true};
-    sg_status s = attach_inputs(g, inputs);
-    if (s == SEGRT_OK)
-        s = sg_pass_fold_constants(g, &fold, NULL);
-    if (s == SEGRT_OK)
-        s = copy_outputs(g, n_outputs, outputs);
-    if (s != SEGRT_OK && strncmp(sg_last_error(), g->path, strlen(g->path)) != 0)
-        s = sg_error_prefix(s, "%s: ", g->path);
-    sg_graph_free(g);
-    return s;
+    if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
+    SG_TRY(check_inputs(e->g, n_inputs, inputs));
+    const sg_graph *g = NULL;
+    sg_cpu_exec *exec = NULL;
+    SG_TRY(exec_for(ctx, n_inputs, inputs, &g, &exec));
+    if (!exec)
+        return run_interpreted(e, n_inputs, inputs, n_outputs, outputs);
+    SG_TRY(check_outputs(g, n_outputs, outputs));
+    sg_tensor in[SG_MAX_IO], out[SG_MAX_IO];
+    for (size_t i = 0; i < n_inputs; i++) {
+        in[i] = (sg_tensor){inputs[i].dtype, inputs[i].rank, {0}, inputs[i].data};
+        memcpy(in[i].dims, inputs[i].dims, sizeof in[i].dims);
+    }
+    for (size_t j = 0; j < n_outputs; j++) {
+        out[j] = (sg_tensor){outputs[j].dtype, outputs[j].rank, {0}, outputs[j].data};
+        memcpy(out[j].dims, outputs[j].dims, sizeof out[j].dims);
+    }
+    sg_status s = sg_cpu_exec_run(exec, in, out);
+    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }

@@ -1,0 +1,150 @@
+/* The CPU plan's pieces, shared by the files of src/backend/cpu/. */
+#ifndef SG_BACKEND_CPU_INTERNAL_H
+#define SG_BACKEND_CPU_INTERNAL_H
+
+#include "backend/cpu/cpu_backend.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdbool.h>
+
+/* Records the failing oneDNN call with file and line, and returns. */
+#define DNNL_TRY(call)                                                                     \
+    do {                                                                                   \
+        dnnl_status_t dnnl_s_ = (call);                                                    \
+        if (dnnl_s_ != dnnl_success)                                                       \
+            return sg_error(dnnl_s_ == dnnl_out_of_memory ? SEGRT_ERROR_OUT_OF_MEMORY      \
+                                                          : SEGRT_ERROR_INTERNAL,          \
+                            "oneDNN %s failed: %s (%s:%d)", #call, cpu_dnnl_status(dnnl_s_), \
+                            __FILE__, __LINE__);                                           \
+    } while (0)
+
+typedef enum cpu_tensor_kind {
+    CPU_T_CONST, /* data owned by the plan (or a graph blob it references) */
+    CPU_T_ARENA, /* an activation at an offset in the exec's arena */
+    CPU_T_INPUT, /* the caller's input buffer */
+    CPU_T_OUTPUT /* the caller's output buffer */
+} cpu_tensor_kind;
+
+typedef struct cpu_tensor {
+    cpu_tensor_kind kind;
+    sg_dtype dtype;
+    int32_t rank;
+    int64_t dims[SEGRT_MAX_RANK];
+    bool has_md;            /* oneDNN knows the dtype: md is valid */
+    dnnl_memory_desc_t md;  /* layout, possibly blocked */
+    size_t bytes;           /* including any layout padding */
+    int32_t io_index;       /* graph input / output index for INPUT / OUTPUT */
+    void *data;             /* CONST */
+    size_t offset;          /* ARENA */
+    int32_t first, last;    /* steps that write it first and read it last */
+} cpu_tensor;
+
+typedef struct cpu_step cpu_step;
+typedef struct sg_cpu_exec sg_cpu_exec;
+typedef sg_status (*cpu_kernel_fn)(const cpu_step *s, sg_cpu_exec *e);
+
+#define CPU_MAX_ARGS 64
+
+typedef struct cpu_arg {
+    int dnnl_arg;   /* DNNL_ARG_* for primitives; position for kernels */
+    int32_t tensor; /* -1 when absent */
+} cpu_arg;
+
+struct cpu_step {
+    const char *name;       /* the node's name (points into the plan's graph) */
+    dnnl_primitive_t prim;  /* a oneDNN primitive, or NULL for a kernel */
+    cpu_kernel_fn kernel;
+    cpu_arg args[CPU_MAX_ARGS];
+    int32_t n_args;
+    int32_t n_outputs;      /* kernels: args[0..n_in) inputs, then outputs */
+    const sg_node *node;    /* reference-kernel steps */
+    void *params;           /* kernel parameters, freed with the plan */
+    bool fallback;
+};
+
+struct sg_cpu_plan {
+    sg_graph *g;            /* private copy: reference steps point at its nodes */
+    dnnl_engine_t engine;
+    int32_t threads;
+    cpu_tensor *tensors;
+    int32_t n_tensors, cap_tensors;
+    cpu_step *steps;
+    int32_t n_steps, cap_steps;
+    int32_t *value_tensor;  /* graph value -> tensor holding it, or -1 */
+    uint8_t *fused;         /* graph nodes absorbed into an earlier step */
+    int32_t *uses;          /* readers of each graph value */
+    int32_t *inputs;        /* tensors of the graph inputs */
+    int32_t *outputs;       /* tensors of the caller's output buffers */
+    size_t arena_bytes;
+    size_t scratch_bytes;
+    void **owned;           /* buffers freed with the plan */
+    int32_t n_owned, cap_owned;
+};
+
+struct sg_cpu_exec {
+    const sg_cpu_plan *plan;
+    dnnl_stream_t stream;
+    uint8_t *arena;
+    void *scratch;
+    dnnl_memory_t scratch_mem;
+    dnnl_memory_t *mem;     /* one per plan tensor with a descriptor */
+    void **ptr;             /* each tensor's data during a run */
+};
+
+const char *cpu_dnnl_status(dnnl_status_t s);
+bool cpu_dnnl_dtype(sg_dtype t, dnnl_data_type_t *out);
+
+/* Tensors and steps ----------------------------------------------------- */
+
+/* A new tensor of the given kind, dtype and dims in plain row-major layout. */
+sg_status cpu_tensor_new_plain(sg_cpu_plan *p, cpu_tensor_kind kind, sg_dtype dt, int32_t rank,
+                               const int64_t *dims, int32_t *out);
+/* A new arena tensor with layout md (float32 or another oneDNN type). */
+sg_status cpu_tensor_new_md(sg_cpu_plan *p, sg_dtype dt, const dnnl_memory_desc_t *md, int32_t *out);
+bool cpu_tensor_is_plain(const cpu_tensor *t);
+void cpu_plain_md(const cpu_tensor *t, dnnl_memory_desc_t *md);
+
+/* Appends a step and returns it (valid until the next append). */
+sg_status cpu_step_new(sg_cpu_plan *p, const char *name, cpu_step **out);
+/* Creates a primitive from pd, adds its scratchpad size to the plan's, and
+ * takes ownership of pd. */
+sg_status cpu_primitive(sg_cpu_plan *p, dnnl_primitive_desc_t pd, dnnl_primitive_t *out);
+/* An attribute with user-managed scratchpad (so that contexts own it). */
+sg_status cpu_attr_new(dnnl_primitive_attr_t *out);
+
+/* The tensor holding graph value v in layout md, adding a reorder step the
+ * first time another layout is asked for. */
+sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, int32_t *out);
+/* The tensor holding graph value v in plain layout. */
+sg_status cpu_value_plain(sg_cpu_plan *p, int32_t v, int32_t *out);
+/* The tensor for graph value v (whatever its layout). */
+int32_t cpu_value(const sg_cpu_plan *p, int32_t v);
+
+/* Copies constant data into plan-owned memory in layout md (reordering). */
+sg_status cpu_const_reordered(sg_cpu_plan *p, const dnnl_memory_desc_t *src_md, const void *src,
+                              const dnnl_memory_desc_t *dst_md, void **out);
+void *cpu_plan_alloc(sg_cpu_plan *p, size_t bytes);
+
+/* The only live reader of value v (not a graph output), or -1. */
+int32_t cpu_single_reader(const sg_cpu_plan *p, int32_t v);
+
+/* Operator builders. Each returns SEGRT_ERROR_UNSUPPORTED (without a
+ * message the caller needs) when the node's variant is not handled, and
+ * the node then runs on its reference kernel. */
+sg_status cpu_build_conv(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_pool(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_concat(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_eltwise(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t node);
+
+/* Kernels of cpu_exec.c: a plain copy of args[0] into args[1], and a
+ * reference kernel running step->node on plain tensors. */
+sg_status cpu_copy_kernel(const cpu_step *s, sg_cpu_exec *e);
+sg_status cpu_fallback_kernel(const cpu_step *s, sg_cpu_exec *e);
+
+/* Maps an activation node to a oneDNN eltwise algorithm; false if none. */
+bool cpu_eltwise_of(const sg_cpu_plan *p, const sg_node *n, dnnl_alg_kind_t *alg, float *alpha,
+                    float *beta);
+
+#endif

@@ -1,0 +1,473 @@
+/* Building a CPU plan: one pass over the graph choosing an implementation
+ * per node, layout conversions where producer and consumer disagree, then a
+ * lifetime-based memory plan for the activation arena. */
+#include "backend/cpu/cpu_internal.h"
+
+#include <string.h>
+
+const char *cpu_dnnl_status(dnnl_status_t s)
+{
+    switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    case dnnl_iterator_ends: return "iterator ends";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    }
+    return "unknown status";
+}
+
+bool cpu_dnnl_dtype(sg_dtype t, dnnl_data_type_t *out)
+{
+    switch (t) {
+    case SEGRT_DTYPE_FLOAT32: *out = dnnl_f32; return true;
+    case SEGRT_DTYPE_FLOAT16: *out = dnnl_f16; return true;
+    case SEGRT_DTYPE_BFLOAT16: *out = dnnl_bf16; return true;
+    case SEGRT_DTYPE_INT32: *out = dnnl_s32; return true;
+    case SEGRT_DTYPE_INT8: *out = dnnl_s8; return true;
+    case SEGRT_DTYPE_UINT8: *out = dnnl_u8; return true;
+    default: return false;
+    }
+}
+
+void *cpu_plan_alloc(sg_cpu_plan *p, size_t bytes)
+{
+    if (sg_grow((void **)&p->owned, &p->cap_owned, p->n_owned + 1, sizeof *p->owned) != SEGRT_OK)
+        return NULL;
+    void *m = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!m) {
+        sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    p->owned[p->n_owned++] = m;
+    return m;
+}
+
+static void plain_strides(int32_t rank, const int64_t *dims, dnnl_dims_t strides)
+{
+    int64_t s = 1;
+    for (int32_t i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i] > 0 ? dims[i] : 1;
+    }
+}
+
+void cpu_plain_md(const cpu_tensor *t, dnnl_memory_desc_t *md)
+{
+    dnnl_data_type_t dt = dnnl_f32;
+    cpu_dnnl_dtype(t->dtype, &dt);
+    /* oneDNN has no rank-0 tensors: a scalar is one element of rank 1. */
+    int32_t rank = t->rank ? t->rank : 1;
+    dnnl_dims_t dims, strides;
+    for (int32_t i = 0; i < rank; i++)
+        dims[i] = t->rank ? t->dims[i] : 1;
+    plain_strides(rank, dims, strides);
+    dnnl_memory_desc_init_by_strides(md, rank, dims, dt, strides);
+}
+
+static sg_status tensor_push(sg_cpu_plan *p, const cpu_tensor *t, int32_t *out)
+{
+    SG_TRY(sg_grow((void **)&p->tensors, &p->cap_tensors, p->n_tensors + 1, sizeof *p->tensors));
+    p->tensors[p->n_tensors] = *t;
+    *out = p->n_tensors++;
+    return SEGRT_OK;
+}
+
+sg_status cpu_tensor_new_plain(sg_cpu_plan *p, cpu_tensor_kind kind, sg_dtype dt, int32_t rank,
+                               const int64_t *dims, int32_t *out)
+{
+    cpu_tensor t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    t.dtype = dt;
+    t.rank = rank;
+    memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+    int64_t numel = 1;
+    for (int32_t i = 0; i < rank; i++)
+        numel *= dims[i];
+    t.bytes = (size_t)numel * segrt_dtype_size(dt);
+    dnnl_data_type_t ddt;
+    t.has_md = cpu_dnnl_dtype(dt, &ddt);
+    if (t.has_md)
+        cpu_plain_md(&t, &t.md);
+    t.first = t.last = -1;
+    t.io_index = -1;
+    return tensor_push(p, &t, out);
+}
+
+sg_status cpu_tensor_new_md(sg_cpu_plan *p, sg_dtype dt, const dnnl_memory_desc_t *md, int32_t *out)
+{
+    cpu_tensor t;
+    memset(&t, 0, sizeof t);
+    t.kind = CPU_T_ARENA;
+    t.dtype = dt;
+    t.rank = md->ndims;
+    for (int32_t i = 0; i < md->ndims; i++)
+        t.dims[i] = md->dims[i];
+    t.has_md = true;
+    t.md = *md;
+    t.bytes = dnnl_memory_desc_get_size(md);
+    t.first = t.last = -1;
+    t.io_index = -1;
+    return tensor_push(p, &t, out);
+}
+
+bool cpu_tensor_is_plain(const cpu_tensor *t)
+{
+    if (!t->has_md)
+        return true;
+    dnnl_memory_desc_t md;
+    cpu_plain_md(t, &md);
+    return dnnl_memory_desc_equal(&md, &t->md) != 0;
+}
+
+sg_status cpu_step_new(sg_cpu_plan *p, const char *name, cpu_step **out)
+{
+    SG_TRY(sg_grow((void **)&p->steps, &p->cap_steps, p->n_steps + 1, sizeof *p->steps));
+    cpu_step *s = &p->steps[p->n_steps++];
+    memset(s, 0, sizeof *s);
+    s->name = name;
+    *out = s;
+    return SEGRT_OK;
+}
+
+sg_status cpu_attr_new(dnnl_primitive_attr_t *out)
+{
+    DNNL_TRY(dnnl_primitive_attr_create(out));
+    dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(*out, dnnl_scratchpad_mode_user);
+    if (s != dnnl_success) {
+        dnnl_primitive_attr_destroy(*out);
+        DNNL_TRY(s);
+    }
+    return SEGRT_OK;
+}
+
+sg_status cpu_primitive(sg_cpu_plan *p, dnnl_primitive_desc_t pd, dnnl_primitive_t *out)
+{
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+    if (bytes > p->scratch_bytes)
+        p->scratch_bytes = bytes;
+    dnnl_status_t s = dnnl_primitive_create(out, pd);
+    dnnl_primitive_desc_destroy(pd);
+    DNNL_TRY(s);
+    return SEGRT_OK;
+}
+
+int32_t cpu_value(const sg_cpu_plan *p, int32_t v) { return v < 0 ? -1 : p->value_tensor[v]; }
+
+int32_t cpu_single_reader(const sg_cpu_plan *p, int32_t v)
+{
+    const sg_graph *g = p->g;
+    if (v < 0 || g->values[v].is_output || p->uses[v] != 1)
+        return -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] == v)
+                return p->fused[i] ? -1 : i;
+    return -1;
+}
+
+/* Conversions made so far: (source tensor, converted tensor). A value read
+ * in another layout by several consumers is converted once. */
+sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, int32_t *out)
+{
+    int32_t src = cpu_value(p, v);
+    SG_ASSERT(src >= 0);
+    if (p->tensors[src].has_md && dnnl_memory_desc_equal(&p->tensors[src].md, md)) {
+        *out = src;
+        return SEGRT_OK;
+    }
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        const cpu_step *s = &p->steps[i];
+        if (s->prim && s->n_args == 2 && s->args[0].dnnl_arg == DNNL_ARG_FROM &&
+            s->args[0].tensor == src && dnnl_memory_desc_equal(&p->tensors[s->args[1].tensor].md, md)) {
+            *out = s->args[1].tensor;
+            return SEGRT_OK;
+        }
+    }
+    if (!p->tensors[src].has_md)
+        return sg_error(SEGRT_ERROR_INTERNAL, "value `%s` (%s) has no oneDNN layout to convert",
+                        p->g->values[v].name, segrt_dtype_name(p->tensors[src].dtype));
+    int32_t dst;
+    SG_TRY(cpu_tensor_new_md(p, p->tensors[src].dtype, md, &dst));
+    dnnl_primitive_desc_t pd;
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, &p->tensors[src].md, p->engine, md, p->engine, NULL));
+    cpu_step *s;
+    SG_TRY(cpu_step_new(p, p->g->values[v].name, &s));
+    SG_TRY(cpu_primitive(p, pd, &s->prim));
+    s->args[0] = (cpu_arg){DNNL_ARG_FROM, src};
+    s->args[1] = (cpu_arg){DNNL_ARG_TO, dst};
+    s->n_args = 2;
+    *out = dst;
+    return SEGRT_OK;
+}
+
+sg_status cpu_value_plain(sg_cpu_plan *p, int32_t v, int32_t *out)
+{
+    int32_t t = cpu_value(p, v);
+    SG_ASSERT(t >= 0);
+    if (cpu_tensor_is_plain(&p->tensors[t])) {
+        *out = t;
+        return SEGRT_OK;
+    }
+    dnnl_memory_desc_t md;
+    cpu_plain_md(&p->tensors[t], &md);
+    return cpu_value_as(p, v, &md, out);
+}
+
+sg_status cpu_const_reordered(sg_cpu_plan *p, const dnnl_memory_desc_t *src_md, const void *src,
+                              const dnnl_memory_desc_t *dst_md, void **out)
+{
+    void *dst = cpu_plan_alloc(p, dnnl_memory_desc_get_size(dst_md));
+    if (!dst)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    if (dnnl_memory_desc_equal(src_md, dst_md)) {
+        memcpy(dst, src, dnnl_memory_desc_get_size(dst_md));
+        *out = dst;
+        return SEGRT_OK;
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t ms = NULL, md = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, src_md, p->engine, dst_md, p->engine, NULL);
+    if (s == dnnl_success)
+        s = dnnl_primitive_create(&prim, pd);
+    if (s == dnnl_success)
+        s = dnnl_memory_create(&ms, src_md, p->engine, (void *)src);
+    if (s == dnnl_success)
+        s = dnnl_memory_create(&md, dst_md, p->engine, dst);
+    if (s == dnnl_success)
+        s = dnnl_stream_create(&stream, p->engine, dnnl_stream_default_flags);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, ms}, {DNNL_ARG_TO, md}};
+        s = dnnl_primitive_execute(prim, stream, 2, args);
+        if (s == dnnl_success)
+            s = dnnl_stream_wait(stream);
+    }
+    dnnl_stream_destroy(stream);
+    dnnl_memory_destroy(ms);
+    dnnl_memory_destroy(md);
+    dnnl_primitive_destroy(prim);
+    dnnl_primitive_desc_destroy(pd);
+    DNNL_TRY(s);
+    *out = dst;
+    return SEGRT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static sg_status bind_graph_values(sg_cpu_plan *p)
+{
+    const sg_graph *g = p->g;
+    for (int32_t v = 0; v < g->n_values; v++) {
+        const sg_value *val = &g->values[v];
+        p->value_tensor[v] = -1;
+        if (!val->data && !val->is_input)
+            continue;
+        int64_t dims[SEGRT_MAX_RANK];
+        if (!sg_shape_dims(&val->shape, dims))
+            return sg_error(SEGRT_ERROR_INTERNAL, "value `%s` has no static shape", val->name);
+        int32_t t;
+        SG_TRY(cpu_tensor_new_plain(p, val->data ? CPU_T_CONST : CPU_T_INPUT, val->dtype, val->shape.rank,
+                                    dims, &t));
+        if (val->data)
+            p->tensors[t].data = sg_blob_data(val->data);
+        p->value_tensor[v] = t;
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        p->inputs[i] = p->value_tensor[g->inputs[i]];
+        p->tensors[p->inputs[i]].io_index = i;
+    }
+    return SEGRT_OK;
+}
+
+static sg_status build_node(sg_cpu_plan *p, int32_t i)
+{
+    const sg_node *n = &p->g->nodes[i];
+    sg_status s = SEGRT_ERROR_UNSUPPORTED;
+    int32_t steps_before = p->n_steps;
+    switch (n->op) {
+    case SG_OP_CONV:
+    case SG_OP_CONV_TRANSPOSE: s = cpu_build_conv(p, i); break;
+    case SG_OP_MAX_POOL:
+    case SG_OP_AVERAGE_POOL:
+    case SG_OP_GLOBAL_AVERAGE_POOL:
+    case SG_OP_GLOBAL_MAX_POOL: s = cpu_build_pool(p, i); break;
+    case SG_OP_CONCAT: s = cpu_build_concat(p, i); break;
+    case SG_OP_INSTANCE_NORMALIZATION: s = cpu_build_instance_norm(p, i); break;
+    default: s = cpu_build_eltwise(p, i); break;
+    }
+    if (s != SEGRT_ERROR_UNSUPPORTED)
+        return s;
+    /* A builder declines before adding steps, so the reference kernel
+     * takes the node from a clean slate. */
+    SG_ASSERT(p->n_steps == steps_before);
+    sg_error_clear();
+    return cpu_build_fallback(p, i);
+}
+
+/* The caller's output buffers are plain: each graph output is copied (or
+ * reordered) into them by a final step. */
+static sg_status bind_outputs(sg_cpu_plan *p)
+{
+    const sg_graph *g = p->g;
+    for (int32_t j = 0; j < g->n_outputs; j++) {
+        int32_t v = g->outputs[j];
+        int32_t src = cpu_value(p, v);
+        SG_ASSERT(src >= 0);
+        const cpu_tensor *ts = &p->tensors[src];
+        int32_t dst;
+        SG_TRY(cpu_tensor_new_plain(p, CPU_T_OUTPUT, ts->dtype, ts->rank, ts->dims, &dst));
+        p->tensors[dst].io_index = j;
+        p->outputs[j] = dst;
+        cpu_step *s;
+        SG_TRY(cpu_step_new(p, g->values[v].name, &s));
+        s->args[0] = (cpu_arg){DNNL_ARG_FROM, src};
+        s->args[1] = (cpu_arg){DNNL_ARG_TO, dst};
+        s->n_args = 2;
+        if (ts->has_md && !cpu_tensor_is_plain(ts)) {
+            dnnl_primitive_desc_t pd;
+            DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, &ts->md, p->engine, &p->tensors[dst].md,
+                                                        p->engine, NULL));
+            SG_TRY(cpu_primitive(p, pd, &p->steps[p->n_steps - 1].prim));
+        } else {
+            s->kernel = cpu_copy_kernel;
+            s->n_outputs = 1;
+        }
+    }
+    return SEGRT_OK;
+}
+
+/* Lifetimes in steps, then first-fit offsets: a tensor may reuse memory of
+ * tensors whose last reader ran before its first writer. */
+static sg_status plan_memory(sg_cpu_plan *p)
+{
+    for (int32_t si = 0; si < p->n_steps; si++) {
+        const cpu_step *s = &p->steps[si];
+        for (int32_t a = 0; a < s->n_args; a++) {
+            int32_t t = s->args[a].tensor;
+            if (t < 0)
+                continue;
+            cpu_tensor *ct = &p->tensors[t];
+            if (ct->first < 0)
+                ct->first = si;
+            ct->last = si;
+        }
+    }
+    typedef struct {
+        size_t off, end;
+        int32_t last;
+    } live_t;
+    live_t *live = sg_calloc((size_t)p->n_tensors + 1, sizeof *live);
+    if (!live)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    int32_t n_live = 0;
+    size_t peak = 0;
+    /* Tensors in order of first use; arena tensors only. */
+    for (int32_t si = 0; si < p->n_steps; si++) {
+        int32_t k = 0;
+        for (int32_t i = 0; i < n_live; i++)
+            if (live[i].last >= si)
+                live[k++] = live[i];
+        n_live = k;
+        for (int32_t t = 0; t < p->n_tensors; t++) {
+            cpu_tensor *ct = &p->tensors[t];
+            if (ct->kind != CPU_T_ARENA || ct->first != si)
+                continue;
+            size_t need = (ct->bytes + 63) & ~(size_t)63;
+            /* live is kept sorted by offset: take the first gap that fits. */
+            size_t off = 0;
+            int32_t at = 0;
+            for (; at < n_live; at++) {
+                if (live[at].off >= off + need)
+                    break;
+                if (live[at].end > off)
+                    off = live[at].end;
+            }
+            memmove(&live[at + 1], &live[at], sizeof *live * (size_t)(n_live - at));
+            live[at] = (live_t){off, off + need, ct->last};
+            n_live++;
+            ct->offset = off;
+            if (off + need > peak)
+                peak = off + need;
+        }
+    }
+    free(live);
+    p->arena_bytes = peak;
+    return SEGRT_OK;
+}
+
+sg_status sg_cpu_plan_build(const sg_graph *g, int32_t threads, sg_cpu_plan **out)
+{
+    sg_cpu_plan *p = sg_calloc(1, sizeof *p);
+    if (!p)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    p->threads = threads;
+    sg_status s = sg_graph_clone(g, &p->g);
+    if (s == SEGRT_OK && dnnl_engine_create(&p->engine, dnnl_cpu, 0) != dnnl_success)
+        s = sg_error(SEGRT_ERROR_INTERNAL, "oneDNN could not create its CPU engine");
+    if (s == SEGRT_OK) {
+        p->value_tensor = sg_calloc((size_t)p->g->n_values + 1, sizeof *p->value_tensor);
+        p->fused = sg_calloc((size_t)p->g->n_nodes + 1, 1);
+        p->inputs = sg_calloc((size_t)p->g->n_inputs + 1, sizeof *p->inputs);
+        p->outputs = sg_calloc((size_t)p->g->n_outputs + 1, sizeof *p->outputs);
+        p->uses = sg_graph_use_counts(p->g);
+        if (!p->value_tensor || !p->fused || !p->inputs || !p->outputs || !p->uses)
+            s = SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    if (s == SEGRT_OK)
+        s = bind_graph_values(p);
+    for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
+        if (!p->g->nodes[i].dead && !p->fused[i])
+            s = build_node(p, i);
+    if (s == SEGRT_OK)
+        s = bind_outputs(p);
+    if (s == SEGRT_OK)
+        s = plan_memory(p);
+    if (s != SEGRT_OK) {
+        sg_cpu_plan_free(p);
+        return s;
+    }
+    *out = p;
+    return SEGRT_OK;
+}
+
+void sg_cpu_plan_free(sg_cpu_plan *p)
+{
+    if (!p)
+        return;
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        dnnl_primitive_destroy(p->steps[i].prim);
+        free(p->steps[i].params);
+    }
+    free(p->steps);
+    free(p->tensors);
+    for (int32_t i = 0; i < p->n_owned; i++)
+        free(p->owned[i]);
+    free(p->owned);
+    free(p->value_tensor);
+    free(p->fused);
+    free(p->uses);
+    free(p->inputs);
+    free(p->outputs);
+    if (p->engine)
+        dnnl_engine_destroy(p->engine);
+    sg_graph_free(p->g);
+    free(p);
+}
+
+size_t sg_cpu_plan_arena_bytes(const sg_cpu_plan *p) { return p->arena_bytes; }
+
+int32_t sg_cpu_plan_step_count(const sg_cpu_plan *p, int32_t *fallback_steps)
+{
+    int32_t f = 0;
+    for (int32_t i = 0; i < p->n_steps; i++)
+        f += p->steps[i].fallback;
+    if (fallback_steps)
+        *fallback_steps = f;
+    return p->n_steps;
+}
