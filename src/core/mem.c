@@ -33,7 +33,8 @@ char *sg_strndup(const char *s, size_t n)
 {
     char *d = sg_malloc(n + 1);
     if (d) {
-        memcpy(d, s, n);
+        if (n) /* protobuf-c gives NULL data for empty bytes */
+            memcpy(d, s, n);
         d[n] = '\0';
     }
     return d;

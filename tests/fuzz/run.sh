@@ -9,6 +9,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/onnx" "$work/npy" "$build/fuzz-artifacts"
 cp "$models"/*.onnx "$work/onnx/"
 cp "$models"/*.in.npy "$work/npy/"
+# Inputs that once crashed a target run first, every time.
+cp tests/fuzz/regressions/onnx/* "$work/onnx/" 2>/dev/null || true
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
