@@ -54,8 +54,9 @@ static sg_status fold_node(sg_graph *g, sg_node *n, const sg_fold_options *o, bo
             return SEGRT_OK;
     /* Identity and Dropout of a constant share its data rather than copy:
      * weights tied through Identity stay one buffer. */
-    if ((n->op == SG_OP_IDENTITY || n->op == SG_OP_DROPOUT) && n->n_outputs == 1 &&
-        n->outputs[0] >= 0) {
+    /* (Dropout only when not in training mode: its kernel judges that.) */
+    bool dropout_inference = n->op == SG_OP_DROPOUT && (n->n_inputs < 3 || n->inputs[2] < 0);
+    if ((n->op == SG_OP_IDENTITY || dropout_inference) && n->n_outputs == 1 && n->outputs[0] >= 0) {
         sg_value *out = &g->values[n->outputs[0]];
         sg_blob_unref(out->data);
         out->data = sg_blob_ref(g->values[n->inputs[0]].data);

@@ -136,7 +136,8 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *params = ip;
     int32_t y, g, b;
-    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &p->tensors[x].md, &y);
+    const dnnl_memory_desc_t x_md = p->tensors[x].md; /* new tensors may move the array */
+    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &x_md, &y);
     if (s == SEGRT_OK)
         s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.c, &g);
     if (s == SEGRT_OK)

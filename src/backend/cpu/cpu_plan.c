@@ -319,7 +319,9 @@ static sg_status bind_outputs(sg_cpu_plan *p)
         int32_t v = g->outputs[j];
         int32_t src = cpu_value(p, v);
         SG_ASSERT(src >= 0);
-        const cpu_tensor *ts = &p->tensors[src];
+        /* A copy: adding tensors below may move the array. */
+        const cpu_tensor ts_copy = p->tensors[src];
+        const cpu_tensor *ts = &ts_copy;
         int32_t dst;
         SG_TRY(cpu_tensor_new_plain(p, CPU_T_OUTPUT, ts->dtype, ts->rank, ts->dims, &dst));
         p->tensors[dst].io_index = j;

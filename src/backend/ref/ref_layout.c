@@ -26,10 +26,16 @@ REF_KERNEL(sg_ref_dropout)
 {
     const sg_tensor *training;
     sg_tensor *mask;
+    const sg_tensor *ratio;
+    SG_TRY(sg_ref_opt_in(n, in, n_in, 1, &ratio));
     SG_TRY(sg_ref_opt_in(n, in, n_in, 2, &training));
-    if (training && sg_ref_numel(training) >= 1 &&
-        sg_dtype_load_i64(training->dtype, training->data, 0) != 0)
-        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "training_mode=true is not supported");
+    /* Training mode drops elements at random: an inference engine has no
+     * business doing that, except with ratio 0, where it is the identity. */
+    bool train = training && sg_ref_numel(training) >= 1 &&
+                 sg_dtype_load_i64(training->dtype, training->data, 0) != 0;
+    double r = ratio && sg_ref_numel(ratio) >= 1 ? sg_dtype_load_f64(ratio->dtype, ratio->data, 0) : 0.5;
+    if (train && r != 0)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "training_mode=true with ratio %g is not supported", r);
     SG_TRY(sg_ref_copy(n, in, n_in, out, n_out > 1 ? 1 : n_out));
     SG_TRY(sg_ref_opt_out(n, out, n_out, 1, &mask));
     if (mask) {

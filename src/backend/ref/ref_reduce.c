@@ -48,7 +48,9 @@ REF_KERNEL(sg_ref_reduce)
     SG_TRY(sg_ref_need_out(n, out, n_out, 0, &y));
     SG_TRY(sg_ref_check_dtype(n, y, x->dtype, "output"));
     bool fl = sg_dtype_is_float(x->dtype);
-    if (!fl && !sg_dtype_is_integer(x->dtype))
+    /* ReduceMax/Min take bool from opset 20: any and all. */
+    bool is_bool = x->dtype == SEGRT_DTYPE_BOOL && (n->op == SG_OP_REDUCE_MAX || n->op == SG_OP_REDUCE_MIN);
+    if (!fl && !sg_dtype_is_integer(x->dtype) && !is_bool)
         return sg_ref_unsupported_dtype(n, x->dtype);
     bool flags[SEGRT_MAX_RANK], noop = false;
     SG_TRY(reduce_axes(n, x, taxes, flags, &noop));
@@ -80,7 +82,9 @@ REF_KERNEL(sg_ref_reduce)
         if (fl)
             af[i] = op == SG_OP_REDUCE_MAX ? -INFINITY : op == SG_OP_REDUCE_MIN ? INFINITY : 0;
         else
-            ai[i] = op == SG_OP_REDUCE_MAX ? INT64_MIN : op == SG_OP_REDUCE_MIN ? INT64_MAX : 0;
+            ai[i] = op == SG_OP_REDUCE_MAX ? (is_bool ? 0 : INT64_MIN)
+                    : op == SG_OP_REDUCE_MIN ? (is_bool ? 1 : INT64_MAX)
+                                             : 0;
     }
     const sg_tensor *kp = &kept;
     ref_bcast bc;
