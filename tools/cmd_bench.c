@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "engine/engine_profile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 
 static const char bench_usage[] =
     "usage: segrt bench MODEL --shape NAME=DIMS... [--device cpu|cuda] [--iters N]\n"
-    "                   [--warmup N] [--threads N] [--seed N] [--json]\n"
+    "                   [--warmup N] [--threads N] [--seed N] [--json] [--profile]\n"
     "Builds an engine for the shapes given (every input with symbolic dims needs one),\n"
     "fills the inputs with seeded random data (normal floats, integers 0 to 3, bools\n"
     "0 or 1), runs --warmup untimed runs (default 3), then --iters timed runs (default\n"
@@ -34,7 +35,10 @@ static const char bench_usage[] =
     "                  threads, shapes (name -> dims), iters, warmup, seed, batch,\n"
     "                  median_ms, p50_ms, p90_ms, p99_ms, min_ms, max_ms, mean_ms,\n"
     "                  times_ms, throughput_per_s, peak_bytes, gflop, gflops_per_s;\n"
-    "                  a number JSON cannot hold is the string \"inf\" or \"nan\".\n";
+    "                  a number JSON cannot hold is the string \"inf\" or \"nan\".\n"
+    "--profile         after the timed runs, --iters more runs with every step of the\n"
+    "                  plan timed: a table of steps, slowest first, with the kernel\n"
+    "                  that ran each (oneDNN's implementation, or segrt's)\n";
 
 #define MAX_IO 64
 
@@ -51,6 +55,7 @@ typedef struct bench_args {
     segrt_device_kind device;
     int64_t threads, iters, warmup, seed;
     bool json;
+    bool profile;
 } bench_args;
 
 typedef struct bench_state {
@@ -245,6 +250,20 @@ static int prepare(const bench_args *args, bench_state *st)
     return CLI_OK;
 }
 
+/* Separate runs, so that the step clocks do not touch the timed ones. */
+static int profile(const bench_args *args, bench_state *st)
+{
+    segrt_status s = sg_context_profile(st->ctx, true);
+    for (int64_t i = 0; s == SEGRT_OK && i < args->iters; i++)
+        s = segrt_context_run(st->ctx, st->n_in, st->inputs, st->n_out, st->outputs);
+    if (s != SEGRT_OK)
+        return cli_fail(s);
+    FILE *f = args->json ? stderr : stdout;
+    fprintf(f, "\nprofile (%lld runs):\n", (long long)args->iters);
+    sg_context_profile_print(st->ctx, f);
+    return CLI_OK;
+}
+
 static int measure(const bench_args *args, bench_state *st, bench_result *r)
 {
     segrt_status s;
@@ -433,6 +452,8 @@ static int parse_args(int argc, char **argv, bench_args *args)
                 return cli_usage_error("--seed wants a non-negative integer");
         } else if (strcmp(a, "--json") == 0) {
             args->json = true;
+        } else if (strcmp(a, "--profile") == 0) {
+            args->profile = true;
         } else if (a[0] == '-') {
             return cli_usage_error("bench: unknown option `%s`", a);
         } else if (!args->path) {
@@ -471,6 +492,8 @@ int cmd_bench(int argc, char **argv)
             else
                 print_text(args, st, &r);
         }
+        if (rc == CLI_OK && args->profile)
+            rc = profile(args, st);
     }
     bench_state_free(st);
     free(st);

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ref/ref.h"
 #include "engine/api_internal.h"
+#include "engine/engine_profile.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
 
@@ -26,7 +27,27 @@ struct segrt_context {
     sg_graph *own_g;        /* a specialization for other input dims, */
     sg_cpu_plan *own_plan;  /* its plan */
     sg_cpu_exec *own_exec;
+    sg_cpu_exec *last;      /* the executor of the last run */
+    bool profiling;
 };
+
+sg_status sg_context_profile(segrt_context *ctx, bool on)
+{
+    ctx->profiling = on;
+    if (ctx->exec)
+        SG_TRY(sg_cpu_exec_profile(ctx->exec, on));
+    if (ctx->own_exec)
+        SG_TRY(sg_cpu_exec_profile(ctx->own_exec, on));
+    return SEGRT_OK;
+}
+
+void sg_context_profile_print(const segrt_context *ctx, FILE *f)
+{
+    if (ctx->last)
+        sg_cpu_exec_profile_print(ctx->last, f);
+    else
+        fprintf(f, "no plan ran: the model's shapes depend on input values, so it ran interpreted\n");
+}
 
 static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
 
@@ -313,12 +334,16 @@ static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tenso
         s = sg_cpu_plan_build(g, e->threads, &plan);
     if (s == SEGRT_OK)
         s = sg_cpu_exec_create(plan, &exec);
+    if (s == SEGRT_OK && ctx->profiling)
+        s = sg_cpu_exec_profile(exec, true);
     if (s != SEGRT_OK) {
         sg_cpu_plan_free(plan);
         s = strncmp(sg_last_error(), g->path, strlen(g->path)) ? sg_error_prefix(s, "%s: ", g->path) : s;
         sg_graph_free(g);
         return s;
     }
+    if (ctx->last == ctx->own_exec)
+        ctx->last = NULL;
     sg_cpu_exec_free(ctx->own_exec);
     sg_cpu_plan_free(ctx->own_plan);
     sg_graph_free(ctx->own_g);
@@ -396,6 +421,7 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
         out[j] = (sg_tensor){outputs[j].dtype, outputs[j].rank, {0}, outputs[j].data};
         memcpy(out[j].dims, outputs[j].dims, sizeof out[j].dims);
     }
+    ctx->last = exec;
     sg_status s = sg_cpu_exec_run(exec, in, out);
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }

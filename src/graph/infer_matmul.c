@@ -172,14 +172,11 @@ static sg_status parse_term(const sg_node *n, const char *p, const char *end, bo
             if (l < 0)
                 return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
                                      "the equation has `%c`; labels are letters", *p);
-            if (seen[l]) {
-                if (output)
-                    return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
-                                         "the output of the equation repeats `%c`", *p);
-                return sg_node_error(
-                    n, SEGRT_ERROR_UNSUPPORTED,
-                    "an operand repeats label `%c` (a diagonal); segrt does not support that", *p);
-            }
+            /* A label repeated in an operand takes its diagonal; the sizes
+             * must agree, which the caller's merge checks. */
+            if (seen[l] && output)
+                return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
+                                     "the output of the equation repeats `%c`", *p);
             if (t->n_labels == SEGRT_MAX_RANK)
                 return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED,
                                      "a term of the equation has more than %d labels",

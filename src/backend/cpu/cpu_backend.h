@@ -9,6 +9,8 @@
 
 #include "graph/ir.h"
 
+#include <stdio.h>
+
 typedef struct sg_cpu_plan sg_cpu_plan;
 typedef struct sg_cpu_exec sg_cpu_exec;
 
@@ -31,5 +33,11 @@ void sg_cpu_exec_free(sg_cpu_exec *e);
 /* Runs the plan on dense row-major host tensors in the graph's input and
  * output order; dtypes and dims must be those the plan was built for. */
 sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *outputs);
+
+/* Profiling: while on, each run adds every step's wall time. */
+sg_status sg_cpu_exec_profile(sg_cpu_exec *e, bool on);
+/* Prints one line per step, slowest first: name, implementation (oneDNN's
+ * or segrt's kernel), mean ms per run, share of the total. */
+void sg_cpu_exec_profile_print(const sg_cpu_exec *e, FILE *f);
 
 #endif

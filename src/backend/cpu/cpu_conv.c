@@ -252,7 +252,10 @@ sg_status cpu_build_conv(sg_cpu_plan *p, int32_t i)
         if (s == SEGRT_OK) {
             const char *impl = "";
             dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-            if (strncmp(impl, "ref", 3) != 0 || f.n_post == 0)
+            /* Its reference kernel, and the im2col+gemm path it takes for
+             * some fused 3D layouts, are many times slower than fusing less. */
+            bool slow = strncmp(impl, "ref", 3) == 0 || strstr(impl, "gemm") != NULL;
+            if (!slow || f.n_post == 0)
                 break;
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;

@@ -5,6 +5,66 @@
 
 #include <omp.h>
 #include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+sg_status sg_cpu_exec_profile(sg_cpu_exec *e, bool on)
+{
+    free(e->step_ms);
+    e->step_ms = NULL;
+    e->profiled_runs = 0;
+    if (on && !(e->step_ms = sg_calloc((size_t)e->plan->n_steps + 1, sizeof *e->step_ms)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    return SEGRT_OK;
+}
+
+static const char *step_impl(const cpu_step *s)
+{
+    if (s->prim) {
+        const_dnnl_primitive_desc_t pd = NULL;
+        const char *impl = "oneDNN";
+        if (dnnl_primitive_get_primitive_desc(s->prim, &pd) == dnnl_success)
+            dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        return impl;
+    }
+    return s->fallback ? "segrt:reference" : "segrt";
+}
+
+void sg_cpu_exec_profile_print(const sg_cpu_exec *e, FILE *f)
+{
+    const sg_cpu_plan *p = e->plan;
+    if (!e->step_ms || !e->profiled_runs)
+        return;
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(p->n_steps + 1));
+    if (!order)
+        return;
+    double total = 0;
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        order[i] = i;
+        total += e->step_ms[i];
+    }
+    for (int32_t i = 1; i < p->n_steps; i++) /* insertion sort: slowest first */
+        for (int32_t j = i; j > 0 && e->step_ms[order[j]] > e->step_ms[order[j - 1]]; j--) {
+            int32_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    fprintf(f, "%-8s %6s  %-26s %s\n", "ms/run", "share", "implementation", "step");
+    for (int32_t k = 0; k < p->n_steps; k++) {
+        const cpu_step *s = &p->steps[order[k]];
+        double ms = e->step_ms[order[k]] / (double)e->profiled_runs;
+        fprintf(f, "%8.3f %5.1f%%  %-26s %s%s\n", ms, total > 0 ? 100 * e->step_ms[order[k]] / total : 0,
+                step_impl(s), s->name, s->prim && s->n_args == 2 && s->args[0].dnnl_arg == DNNL_ARG_FROM ? " (layout)" : "");
+    }
+    fprintf(f, "%8.3f total over %d steps\n", total / (double)e->profiled_runs, p->n_steps);
+    free(order);
+}
 
 sg_status sg_cpu_exec_create(const sg_cpu_plan *p, sg_cpu_exec **out)
 {
@@ -19,7 +79,8 @@ sg_status sg_cpu_exec_create(const sg_cpu_plan *p, sg_cpu_exec **out)
      * on the run path. */
     e->arena = aligned_alloc(64, p->arena_bytes ? p->arena_bytes : 64);
     e->scratch = aligned_alloc(64, p->scratch_bytes ? (p->scratch_bytes + 63) & ~(size_t)63 : 64);
-    if (!e->mem || !e->ptr || !e->arena || !e->scratch)
+    e->kscratch = aligned_alloc(64, p->kscratch_bytes ? (p->kscratch_bytes + 63) & ~(size_t)63 : 64);
+    if (!e->mem || !e->ptr || !e->arena || !e->scratch || !e->kscratch)
         s = sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "out of memory for a CPU context (%zu bytes of activations)",
                      p->arena_bytes);
     if (s == SEGRT_OK && dnnl_stream_create(&e->stream, p->engine, dnnl_stream_default_flags) != dnnl_success)
@@ -63,6 +124,8 @@ void sg_cpu_exec_free(sg_cpu_exec *e)
     free(e->ptr);
     free(e->arena);
     free(e->scratch);
+    free(e->kscratch);
+    free(e->step_ms);
     free(e);
 }
 
@@ -125,6 +188,7 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
     omp_set_num_threads(p->threads > 0 ? p->threads : omp_get_num_procs());
     for (int32_t i = 0; i < p->n_steps; i++) {
         const cpu_step *s = &p->steps[i];
+        double t0 = e->step_ms ? now_ms() : 0;
         sg_status st;
         if (s->prim) {
             dnnl_exec_arg_t args[CPU_MAX_ARGS + 1];
@@ -143,7 +207,11 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
         }
         if (st != SEGRT_OK)
             return st;
+        if (e->step_ms) /* CPU primitives run synchronously: the clock sees them */
+            e->step_ms[i] += now_ms() - t0;
     }
     DNNL_TRY(dnnl_stream_wait(e->stream));
+    if (e->step_ms)
+        e->profiled_runs++;
     return SEGRT_OK;
 }

@@ -76,7 +76,8 @@ struct sg_cpu_plan {
     int32_t *inputs;        /* tensors of the graph inputs */
     int32_t *outputs;       /* tensors of the caller's output buffers */
     size_t arena_bytes;
-    size_t scratch_bytes;
+    size_t scratch_bytes;   /* oneDNN's scratchpad, the largest primitive's */
+    size_t kscratch_bytes;  /* segrt kernels' scratch, the largest step's */
     void **owned;           /* buffers freed with the plan */
     int32_t n_owned, cap_owned;
 };
@@ -87,6 +88,9 @@ struct sg_cpu_exec {
     uint8_t *arena;
     void *scratch;
     dnnl_memory_t scratch_mem;
+    void *kscratch;         /* scratch for segrt's own kernels */
+    double *step_ms;        /* summed time of each step while profiling, or NULL */
+    int64_t profiled_runs;
     dnnl_memory_t *mem;     /* one per plan tensor with a descriptor */
     void **ptr;             /* each tensor's data during a run */
 };
@@ -128,6 +132,21 @@ void *cpu_plan_alloc(sg_cpu_plan *p, size_t bytes);
 /* The only live reader of value v (not a graph output), or -1. */
 int32_t cpu_single_reader(const sg_cpu_plan *p, int32_t v);
 
+/* Layouts where each (sample, channel group) is `spatial` rows of `block`
+ * contiguous channels: plain nchw (block 1), oneDNN's channel-blocked
+ * nChw8c/16c, and channels-last nhwc (one group of all channels). */
+#define CPU_MAX_CHANNEL_GROUP 1024
+
+typedef struct cpu_channel_layout_t {
+    int64_t n, c, spatial; /* batch, channels, product of spatial dims */
+    int64_t block;         /* channels per group, contiguous in memory */
+    int64_t stride_n;      /* elements between samples */
+    int64_t stride_cb;     /* elements between channel groups */
+    int64_t padded_c;      /* channels including layout padding */
+} cpu_channel_layout_t;
+
+bool cpu_channel_layout(const dnnl_memory_desc_t *md, cpu_channel_layout_t *out);
+
 /* Operator builders. Each returns SEGRT_ERROR_UNSUPPORTED (without a
  * message the caller needs) when the node's variant is not handled, and
  * the node then runs on its reference kernel. */
@@ -135,7 +154,9 @@ sg_status cpu_build_conv(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_pool(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_concat(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_eltwise(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_prelu(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t node);
 
 /* Kernels of cpu_exec.c: a plain copy of args[0] into args[1], and a

@@ -4,25 +4,22 @@
  * activation. oneDNN has no instance normalization. */
 #include "backend/cpu/cpu_internal.h"
 
+#include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 typedef struct inorm_params {
-    int64_t n, c, spatial;  /* batch, channels, product of spatial dims */
-    int64_t block;          /* channels per block (1: plain layout) */
-    int64_t stride_n;       /* elements between samples */
-    int64_t stride_cb;      /* elements between channel blocks */
-    int64_t padded_c;       /* channels including layout padding */
+    cpu_channel_layout_t l;
     float eps;
-    float slope;            /* fused activation: y = y < 0 ? slope * y : y */
+    float slope;            /* fused LeakyReLU: y < 0 ? slope * y : y */
     bool act;
+    bool relu;              /* fused ReLU: y < 0 ? 0 : y (NaN stays, -inf gives 0) */
 } inorm_params;
 
-/* Reads the layout of md: plain, or one inner block over channels with the
- * spatial dims dense inside each block. */
-static bool layout_of(const dnnl_memory_desc_t *md, inorm_params *ip)
+bool cpu_channel_layout(const dnnl_memory_desc_t *md, cpu_channel_layout_t *cl)
 {
-    if (md->format_kind != dnnl_blocked || md->ndims < 3)
+    if (md->format_kind != dnnl_blocked || md->ndims < 2)
         return false;
     const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
     int64_t block = 1;
@@ -30,24 +27,154 @@ static bool layout_of(const dnnl_memory_desc_t *md, inorm_params *ip)
         block = b->inner_blks[0];
     else if (b->inner_nblks != 0)
         return false;
+    int64_t cgroups = md->padded_dims[1] / block;
+    if (block == 1 && b->strides[1] == 1 && cgroups > 1) {
+        block = md->padded_dims[1]; /* channels-last */
+        cgroups = 1;
+    }
     int64_t expect = block;
     for (int32_t d = md->ndims - 1; d >= 2; d--) {
         if (b->strides[d] != expect)
             return false;
         expect *= md->padded_dims[d];
     }
-    if (block > 64 || b->strides[1] < expect)
+    if (block > CPU_MAX_CHANNEL_GROUP || (cgroups > 1 && b->strides[1] < expect))
         return false;
-    ip->block = block;
-    ip->stride_cb = b->strides[1];
-    ip->stride_n = b->strides[0];
-    ip->padded_c = md->padded_dims[1];
-    ip->n = md->dims[0];
-    ip->c = md->dims[1];
-    ip->spatial = 1;
+    cl->block = block;
+    cl->stride_cb = cgroups > 1 ? b->strides[1] : 0;
+    cl->stride_n = b->strides[0];
+    cl->padded_c = md->padded_dims[1];
+    cl->n = md->dims[0];
+    cl->c = md->dims[1];
+    cl->spatial = 1;
     for (int32_t d = 2; d < md->ndims; d++)
-        ip->spatial *= md->dims[d];
+        cl->spatial *= md->dims[d];
     return true;
+}
+
+/* Turns the sums of one group into per-channel scale and shift. */
+static void group_affine(const inorm_params *ip, int64_t cb, const double *mean, const double *sq,
+                         const float *gamma, const float *beta, float *scale, float *shift)
+{
+    for (int64_t k = 0; k < ip->l.block; k++) {
+        int64_t c = cb * ip->l.block + k;
+        if (c >= ip->l.c) { /* layout padding stays zero */
+            scale[k] = shift[k] = 0;
+            continue;
+        }
+        double inv = 1.0 / sqrt(sq[k] / (double)ip->l.spatial + ip->eps);
+        scale[k] = (float)(gamma[c] * inv);
+        shift[k] = (float)(beta[c] - gamma[c] * inv * mean[k]);
+    }
+}
+
+static void apply(const inorm_params *ip, const float *xs, float *ys, int64_t from, int64_t to,
+                  const float *scale, const float *shift)
+{
+    int64_t B = ip->l.block;
+    for (int64_t i = from; i < to; i++) {
+        const float *xr = xs + i * B;
+        float *yr = ys + i * B;
+        if (ip->relu)
+            for (int64_t k = 0; k < B; k++) {
+                float v = xr[k] * scale[k] + shift[k];
+                yr[k] = v < 0 ? 0.0f : v;
+            }
+        else if (ip->act)
+            for (int64_t k = 0; k < B; k++) {
+                float v = xr[k] * scale[k] + shift[k];
+                yr[k] = v < 0 ? v * ip->slope : v;
+            }
+        else
+            for (int64_t k = 0; k < B; k++)
+                yr[k] = xr[k] * scale[k] + shift[k];
+    }
+}
+
+/* Few large groups (channels-last, or a small batch of blocked channels):
+ * every thread takes a slice of the spatial rows of each group in turn. */
+static void inorm_split_spatial(const inorm_params *ip, const float *x, const float *gamma, const float *beta,
+                                float *y, int64_t groups)
+{
+    int64_t S = ip->l.spatial, B = ip->l.block;
+    static_assert(CPU_MAX_CHANNEL_GROUP <= 1024, "stack arrays below");
+    double mean[CPU_MAX_CHANNEL_GROUP], sq[CPU_MAX_CHANNEL_GROUP];
+    float scale[CPU_MAX_CHANNEL_GROUP], shift[CPU_MAX_CHANNEL_GROUP];
+    for (int64_t job = 0; job < ip->l.n * groups; job++) {
+        int64_t n = job / groups, cb = job % groups;
+        const float *xs = x + n * ip->l.stride_n + cb * ip->l.stride_cb;
+        float *ys = y + n * ip->l.stride_n + cb * ip->l.stride_cb;
+        for (int64_t k = 0; k < B; k++)
+            mean[k] = sq[k] = 0;
+#pragma omp parallel
+        {
+            double part[CPU_MAX_CHANNEL_GROUP];
+            for (int64_t k = 0; k < B; k++)
+                part[k] = 0;
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < S; i++)
+                for (int64_t k = 0; k < B; k++)
+                    part[k] += xs[i * B + k];
+#pragma omp critical
+            for (int64_t k = 0; k < B; k++)
+                mean[k] += part[k];
+#pragma omp barrier
+#pragma omp single
+            for (int64_t k = 0; k < B; k++)
+                mean[k] /= (double)S;
+            for (int64_t k = 0; k < B; k++)
+                part[k] = 0;
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < S; i++)
+                for (int64_t k = 0; k < B; k++) {
+                    double d = xs[i * B + k] - mean[k];
+                    part[k] += d * d;
+                }
+#pragma omp critical
+            for (int64_t k = 0; k < B; k++)
+                sq[k] += part[k];
+#pragma omp barrier
+#pragma omp single
+            group_affine(ip, cb, mean, sq, gamma, beta, scale, shift);
+            /* The implicit barrier after single publishes scale and shift. */
+            int nt = omp_get_num_threads(), t = omp_get_thread_num();
+            int64_t chunk = (S + nt - 1) / nt;
+            int64_t from = t * chunk, to = from + chunk < S ? from + chunk : S;
+            if (from < to)
+                apply(ip, xs, ys, from, to, scale, shift);
+        }
+    }
+}
+
+/* Many small groups: one thread per group. */
+static void inorm_split_groups(const inorm_params *ip, const float *x, const float *gamma, const float *beta,
+                               float *y, int64_t groups)
+{
+    int64_t S = ip->l.spatial, B = ip->l.block;
+#pragma omp parallel for schedule(static)
+    for (int64_t job = 0; job < ip->l.n * groups; job++) {
+        int64_t n = job / groups, cb = job % groups;
+        const float *xs = x + n * ip->l.stride_n + cb * ip->l.stride_cb;
+        float *ys = y + n * ip->l.stride_n + cb * ip->l.stride_cb;
+        double mean[64], sq[64];
+        float scale[64], shift[64];
+        for (int64_t k = 0; k < B; k++)
+            mean[k] = sq[k] = 0;
+        /* Statistics in double, the mean first and then squared deviations:
+         * the results match a float64 reference to float rounding. */
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t k = 0; k < B; k++)
+                mean[k] += xs[i * B + k];
+        for (int64_t k = 0; k < B; k++)
+            mean[k] /= (double)S;
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t k = 0; k < B; k++) {
+                double d = xs[i * B + k] - mean[k];
+                sq[k] += d * d;
+            }
+        group_affine(ip, cb, mean, sq, gamma, beta, scale, shift);
+        apply(ip, xs, ys, 0, S, scale, shift);
+    }
 }
 
 static sg_status inorm_kernel(const cpu_step *s, sg_cpu_exec *e)
@@ -57,51 +184,11 @@ static sg_status inorm_kernel(const cpu_step *s, sg_cpu_exec *e)
     const float *gamma = e->ptr[s->args[1].tensor];
     const float *beta = e->ptr[s->args[2].tensor];
     float *y = e->ptr[s->args[3].tensor];
-    int64_t nb = (ip->padded_c + ip->block - 1) / ip->block;
-    int64_t jobs = ip->n * nb, S = ip->spatial, B = ip->block;
-#pragma omp parallel for schedule(static)
-    for (int64_t job = 0; job < jobs; job++) {
-        int64_t n = job / nb, cb = job % nb;
-        const float *xs = x + n * ip->stride_n + cb * ip->stride_cb;
-        float *ys = y + n * ip->stride_n + cb * ip->stride_cb;
-        double sum[64], sq[64];
-        float scale[64], shift[64];
-        for (int64_t k = 0; k < B; k++)
-            sum[k] = sq[k] = 0;
-        /* Statistics in double, the mean first and then squared deviations:
-         * the results match a float64 reference to float rounding. */
-        for (int64_t i = 0; i < S; i++)
-            for (int64_t k = 0; k < B; k++)
-                sum[k] += xs[i * B + k];
-        for (int64_t k = 0; k < B; k++)
-            sum[k] /= (double)S;
-        for (int64_t i = 0; i < S; i++)
-            for (int64_t k = 0; k < B; k++) {
-                double d = xs[i * B + k] - sum[k];
-                sq[k] += d * d;
-            }
-        for (int64_t k = 0; k < B; k++) {
-            int64_t c = cb * B + k;
-            if (c >= ip->c) { /* layout padding stays zero */
-                scale[k] = shift[k] = 0;
-                continue;
-            }
-            double inv = 1.0 / sqrt(sq[k] / (double)S + ip->eps);
-            scale[k] = (float)(gamma[c] * inv);
-            shift[k] = (float)(beta[c] - gamma[c] * inv * sum[k]);
-        }
-        if (ip->act) {
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t k = 0; k < B; k++) {
-                    float v = xs[i * B + k] * scale[k] + shift[k];
-                    ys[i * B + k] = v < 0 ? v * ip->slope : v;
-                }
-        } else {
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t k = 0; k < B; k++)
-                    ys[i * B + k] = xs[i * B + k] * scale[k] + shift[k];
-        }
-    }
+    int64_t groups = ip->l.padded_c / ip->l.block;
+    if (ip->l.block <= 64 && ip->l.n * groups >= 4 * (int64_t)omp_get_max_threads())
+        inorm_split_groups(ip, x, gamma, beta, y, groups);
+    else
+        inorm_split_spatial(ip, x, gamma, beta, y, groups);
     return SEGRT_OK;
 }
 
@@ -115,11 +202,11 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
     inorm_params ip;
     memset(&ip, 0, sizeof ip);
     if (x < 0 || !p->tensors[x].has_md || p->tensors[x].dtype != SEGRT_DTYPE_FLOAT32 ||
-        !layout_of(&p->tensors[x].md, &ip) || !sv->data || !bv->data || sv->dtype != SEGRT_DTYPE_FLOAT32 ||
+        !cpu_channel_layout(&p->tensors[x].md, &ip.l) || !sv->data || !bv->data || sv->dtype != SEGRT_DTYPE_FLOAT32 ||
         bv->dtype != SEGRT_DTYPE_FLOAT32)
         return SEGRT_ERROR_UNSUPPORTED;
     int64_t ns, nbias;
-    if (!sg_shape_numel(&sv->shape, &ns) || !sg_shape_numel(&bv->shape, &nbias) || ns != ip.c || nbias != ip.c)
+    if (!sg_shape_numel(&sv->shape, &ns) || !sg_shape_numel(&bv->shape, &nbias) || ns != ip.l.c || nbias != ip.l.c)
         return SEGRT_ERROR_UNSUPPORTED;
     ip.eps = sg_attr_float(n, "epsilon", 1e-5f);
     int32_t out_value = n->outputs[0];
@@ -127,6 +214,7 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
     if (r >= 0 && (p->g->nodes[r].op == SG_OP_RELU || p->g->nodes[r].op == SG_OP_LEAKY_RELU) &&
         p->g->nodes[r].outputs[0] >= 0) {
         ip.act = true;
+        ip.relu = p->g->nodes[r].op == SG_OP_RELU;
         ip.slope = p->g->nodes[r].op == SG_OP_RELU ? 0.0f : sg_attr_float(&p->g->nodes[r], "alpha", 0.01f);
         p->fused[r] = 1;
         out_value = p->g->nodes[r].outputs[0];
@@ -139,9 +227,9 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
     const dnnl_memory_desc_t x_md = p->tensors[x].md; /* new tensors may move the array */
     sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &x_md, &y);
     if (s == SEGRT_OK)
-        s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.c, &g);
+        s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.l.c, &g);
     if (s == SEGRT_OK)
-        s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.c, &b);
+        s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.l.c, &b);
     cpu_step *st;
     if (s == SEGRT_OK)
         s = cpu_step_new(p, n->name, &st);

@@ -83,13 +83,20 @@ static sg_status new_output(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t 
 sg_status cpu_build_eltwise(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
+    /* oneDNN's ReLU maps NaN to 0; ONNX keeps NaN. segrt's kernel does. */
+    if (n->op == SG_OP_RELU || n->op == SG_OP_LEAKY_RELU)
+        return cpu_build_prelu(p, i);
     dnnl_alg_kind_t alg;
     float alpha, beta;
     if (!cpu_eltwise_of(p, n, &alg, &alpha, &beta) || !f32_with_md(p, n->inputs[0]) || n->outputs[0] < 0)
         return SEGRT_ERROR_UNSUPPORTED;
     int32_t x = cpu_value(p, n->inputs[0]);
     dnnl_eltwise_desc_t d;
-    DNNL_TRY(dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, alg, &p->tensors[x].md, alpha, beta));
+    /* oneDNN refuses some valid ONNX cases (Clip with min > max, empty
+     * tensors): those run on the reference kernel. */
+    if (dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, alg, &p->tensors[x].md, alpha, beta) !=
+        dnnl_success)
+        return SEGRT_ERROR_UNSUPPORTED;
     dnnl_primitive_attr_t attr;
     SG_TRY(cpu_attr_new(&attr));
     dnnl_primitive_desc_t pd;
@@ -170,8 +177,9 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
         ydims[d] = yv->shape.d[d].size;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, yv->shape.rank, ydims, dnnl_f32, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t d;
-    DNNL_TRY(dnnl_pooling_v2_forward_desc_init(&d, dnnl_forward_inference, alg, &p->tensors[x].md, &dst_any,
-                                               strides, kernel, dil, pl, pr));
+    if (dnnl_pooling_v2_forward_desc_init(&d, dnnl_forward_inference, alg, &p->tensors[x].md, &dst_any, strides,
+                                          kernel, dil, pl, pr) != dnnl_success)
+        return SEGRT_ERROR_UNSUPPORTED; /* e.g. padding as large as the window */
     dnnl_primitive_attr_t attr;
     SG_TRY(cpu_attr_new(&attr));
     dnnl_primitive_desc_t pd;
@@ -196,35 +204,74 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
     return SEGRT_OK;
 }
 
+/* The format tag of md among the layouts oneDNN's primitives produce
+ * for 3-5 dims (plain, channels-last, channel-blocked by 8 or 16), or
+ * dnnl_format_tag_undef. */
+static dnnl_format_tag_t tag_of(const dnnl_memory_desc_t *md)
+{
+    static const dnnl_format_tag_t tags[3][4] = {
+        {dnnl_abc, dnnl_acb, dnnl_aBc16b, dnnl_aBc8b},
+        {dnnl_abcd, dnnl_acdb, dnnl_aBcd16b, dnnl_aBcd8b},
+        {dnnl_abcde, dnnl_acdeb, dnnl_aBcde16b, dnnl_aBcde8b},
+    };
+    if (md->ndims < 3 || md->ndims > 5)
+        return dnnl_format_tag_undef;
+    for (int k = 0; k < 4; k++) {
+        dnnl_memory_desc_t t;
+        if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, md->data_type, tags[md->ndims - 3][k]) ==
+                dnnl_success &&
+            dnnl_memory_desc_equal(&t, md))
+            return tags[md->ndims - 3][k];
+    }
+    return dnnl_format_tag_undef;
+}
+
+static bool is_channels_last(dnnl_format_tag_t t) { return t == dnnl_acb || t == dnnl_acdb || t == dnnl_acdeb; }
+
 sg_status cpu_build_concat(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
     if (n->n_inputs < 1 || n->n_inputs >= CPU_MAX_ARGS || n->outputs[0] < 0)
         return SEGRT_ERROR_UNSUPPORTED;
-    dnnl_memory_desc_t srcs[CPU_MAX_ARGS];
-    int32_t tensors[CPU_MAX_ARGS];
-    for (int32_t k = 0; k < n->n_inputs; k++) {
+    for (int32_t k = 0; k < n->n_inputs; k++)
         if (n->inputs[k] < 0 || !f32_with_md(p, n->inputs[k]))
             return SEGRT_ERROR_UNSUPPORTED;
-        tensors[k] = cpu_value(p, n->inputs[k]);
-        srcs[k] = p->tensors[tensors[k]].md;
-    }
     const sg_value *yv = &p->g->values[n->outputs[0]];
     int32_t axis;
     if (yv->shape.rank < 1 || sg_infer_axis(n, sg_attr_int(n, "axis", 0), yv->shape.rank, &axis) != SEGRT_OK)
         return SEGRT_ERROR_UNSUPPORTED;
-    dnnl_memory_desc_t dst_any;
+    /* oneDNN's fast concat wants every input in one layout, else it falls to
+     * a slow reference kernel. Pick channels-last when any input has it (the
+     * layout oneDNN's convolutions prefer here), else the first input's. */
+    dnnl_format_tag_t tag = tag_of(&p->tensors[cpu_value(p, n->inputs[0])].md);
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        dnnl_format_tag_t t = tag_of(&p->tensors[cpu_value(p, n->inputs[k])].md);
+        if (is_channels_last(t))
+            tag = t;
+    }
+    dnnl_memory_desc_t srcs[CPU_MAX_ARGS];
+    int32_t tensors[CPU_MAX_ARGS];
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        tensors[k] = cpu_value(p, n->inputs[k]);
+        if (tag != dnnl_format_tag_undef) {
+            dnnl_memory_desc_t want;
+            const cpu_tensor *t = &p->tensors[tensors[k]];
+            DNNL_TRY(dnnl_memory_desc_init_by_tag(&want, t->md.ndims, t->md.dims, dnnl_f32, tag));
+            SG_TRY(cpu_value_as(p, n->inputs[k], &want, &tensors[k]));
+        }
+        srcs[k] = p->tensors[tensors[k]].md;
+    }
+    dnnl_memory_desc_t dst_md;
     dnnl_dims_t ydims;
     for (int32_t d = 0; d < yv->shape.rank; d++)
         ydims[d] = yv->shape.d[d].size;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, yv->shape.rank, ydims, dnnl_f32, dnnl_format_tag_any));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, yv->shape.rank, ydims, dnnl_f32,
+                                          tag != dnnl_format_tag_undef ? tag : dnnl_format_tag_any));
     dnnl_primitive_attr_t attr;
     SG_TRY(cpu_attr_new(&attr));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t ds = dnnl_concat_primitive_desc_create(&pd, &dst_any, n->n_inputs, axis, srcs, attr, p->engine);
+    dnnl_status_t ds = dnnl_concat_primitive_desc_create(&pd, &dst_md, n->n_inputs, axis, srcs, attr, p->engine);
     dnnl_primitive_attr_destroy(attr);
-    if (ds == dnnl_unimplemented)
-        return SEGRT_ERROR_UNSUPPORTED;
     DNNL_TRY(ds);
     int32_t y;
     sg_status s = new_output(p, n->outputs[0], dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &y);

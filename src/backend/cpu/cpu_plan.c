@@ -291,13 +291,18 @@ static sg_status build_node(sg_cpu_plan *p, int32_t i)
     sg_status s = SEGRT_ERROR_UNSUPPORTED;
     int32_t steps_before = p->n_steps;
     switch (n->op) {
-    case SG_OP_CONV:
-    case SG_OP_CONV_TRANSPOSE: s = cpu_build_conv(p, i); break;
+    case SG_OP_CONV: s = cpu_build_conv(p, i); break;
+    case SG_OP_CONV_TRANSPOSE:
+        s = cpu_build_deconv_gemm(p, i);
+        if (s == SEGRT_ERROR_UNSUPPORTED)
+            s = cpu_build_conv(p, i);
+        break;
     case SG_OP_MAX_POOL:
     case SG_OP_AVERAGE_POOL:
     case SG_OP_GLOBAL_AVERAGE_POOL:
     case SG_OP_GLOBAL_MAX_POOL: s = cpu_build_pool(p, i); break;
     case SG_OP_CONCAT: s = cpu_build_concat(p, i); break;
+    case SG_OP_PRELU: s = cpu_build_prelu(p, i); break;
     case SG_OP_INSTANCE_NORMALIZATION: s = cpu_build_instance_norm(p, i); break;
     default: s = cpu_build_eltwise(p, i); break;
     }

@@ -39,6 +39,32 @@ static sg_status reduce_axes(const sg_node *n, const sg_tensor *x, const sg_tens
     return SEGRT_OK;
 }
 
+/* The identities of max and min over an empty set: the dtype's extremes
+ * (for bool, false and true). */
+static int64_t int_lowest(sg_dtype t)
+{
+    switch (t) {
+    case SEGRT_DTYPE_INT8: return INT8_MIN;
+    case SEGRT_DTYPE_INT16: return INT16_MIN;
+    case SEGRT_DTYPE_INT32: return INT32_MIN;
+    case SEGRT_DTYPE_INT64: return INT64_MIN;
+    default: return 0; /* unsigned and bool */
+    }
+}
+
+static int64_t int_highest(sg_dtype t)
+{
+    switch (t) {
+    case SEGRT_DTYPE_INT8: return INT8_MAX;
+    case SEGRT_DTYPE_UINT8: return UINT8_MAX;
+    case SEGRT_DTYPE_INT16: return INT16_MAX;
+    case SEGRT_DTYPE_UINT16: return UINT16_MAX;
+    case SEGRT_DTYPE_INT32: return INT32_MAX;
+    case SEGRT_DTYPE_BOOL: return 1;
+    default: return INT64_MAX;
+    }
+}
+
 REF_KERNEL(sg_ref_reduce)
 {
     const sg_tensor *x, *taxes;
@@ -82,9 +108,7 @@ REF_KERNEL(sg_ref_reduce)
         if (fl)
             af[i] = op == SG_OP_REDUCE_MAX ? -INFINITY : op == SG_OP_REDUCE_MIN ? INFINITY : 0;
         else
-            ai[i] = op == SG_OP_REDUCE_MAX ? (is_bool ? 0 : INT64_MIN)
-                    : op == SG_OP_REDUCE_MIN ? (is_bool ? 1 : INT64_MAX)
-                                             : 0;
+            ai[i] = op == SG_OP_REDUCE_MAX ? int_lowest(x->dtype) : op == SG_OP_REDUCE_MIN ? int_highest(x->dtype) : 0;
     }
     const sg_tensor *kp = &kept;
     ref_bcast bc;
