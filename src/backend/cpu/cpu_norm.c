@@ -52,9 +52,65 @@ bool cpu_channel_layout(const dnnl_memory_desc_t *md, cpu_channel_layout_t *cl)
     return true;
 }
 
-/* Turns the sums of one group into per-channel scale and shift. */
-static void group_affine(const inorm_params *ip, int64_t cb, const double *mean, const double *sq,
-                         const float *gamma, const float *beta, float *scale, float *shift)
+/* Running statistics of one channel group: count, mean and the sum of
+ * squared deviations (M2), in double. */
+typedef struct group_stats {
+    double count;
+    double mean[CPU_MAX_CHANNEL_GROUP];
+    double m2[CPU_MAX_CHANNEL_GROUP];
+} group_stats;
+
+/* Rows per chunk: a chunk of up to 1024 channels stays in L1/L2 between
+ * its two passes. */
+#define INORM_CHUNK_ROWS 32
+
+/* Adds rows [from, to) of a group to st: float sums per small chunk (these
+ * vectorize), then each chunk's mean and M2 merged in double with Chan's
+ * formula, so precision does not depend on the number of rows. */
+static void stats_add_rows(const float *xs, int64_t B, int64_t from, int64_t to, group_stats *st)
+{
+    float csum[CPU_MAX_CHANNEL_GROUP], cm2[CPU_MAX_CHANNEL_GROUP], cmean[CPU_MAX_CHANNEL_GROUP];
+    for (int64_t r0 = from; r0 < to; r0 += INORM_CHUNK_ROWS) {
+        int64_t r1 = r0 + INORM_CHUNK_ROWS < to ? r0 + INORM_CHUNK_ROWS : to;
+        float n = (float)(r1 - r0);
+        for (int64_t k = 0; k < B; k++)
+            csum[k] = cm2[k] = 0;
+        for (int64_t i = r0; i < r1; i++)
+            for (int64_t k = 0; k < B; k++)
+                csum[k] += xs[i * B + k];
+        for (int64_t k = 0; k < B; k++)
+            cmean[k] = csum[k] / n;
+        for (int64_t i = r0; i < r1; i++)
+            for (int64_t k = 0; k < B; k++) {
+                float d = xs[i * B + k] - cmean[k];
+                cm2[k] += d * d;
+            }
+        double tot = st->count + n, w = st->count * n / tot;
+        for (int64_t k = 0; k < B; k++) {
+            double delta = cmean[k] - st->mean[k];
+            st->mean[k] += delta * n / tot;
+            st->m2[k] += cm2[k] + delta * delta * w;
+        }
+        st->count = tot;
+    }
+}
+
+static void stats_merge(group_stats *into, const group_stats *from, int64_t B)
+{
+    if (from->count == 0)
+        return;
+    double tot = into->count + from->count, w = into->count * from->count / tot;
+    for (int64_t k = 0; k < B; k++) {
+        double delta = from->mean[k] - into->mean[k];
+        into->mean[k] += delta * from->count / tot;
+        into->m2[k] += from->m2[k] + delta * delta * w;
+    }
+    into->count = tot;
+}
+
+/* Turns a group's statistics into per-channel scale and shift. */
+static void group_affine(const inorm_params *ip, int64_t cb, const group_stats *st, const float *gamma,
+                         const float *beta, float *scale, float *shift)
 {
     for (int64_t k = 0; k < ip->l.block; k++) {
         int64_t c = cb * ip->l.block + k;
@@ -62,9 +118,9 @@ static void group_affine(const inorm_params *ip, int64_t cb, const double *mean,
             scale[k] = shift[k] = 0;
             continue;
         }
-        double inv = 1.0 / sqrt(sq[k] / (double)ip->l.spatial + ip->eps);
+        double inv = 1.0 / sqrt(st->m2[k] / (double)ip->l.spatial + ip->eps);
         scale[k] = (float)(gamma[c] * inv);
-        shift[k] = (float)(beta[c] - gamma[c] * inv * mean[k]);
+        shift[k] = (float)(beta[c] - gamma[c] * inv * st->mean[k]);
     }
 }
 
@@ -92,54 +148,35 @@ static void apply(const inorm_params *ip, const float *xs, float *ys, int64_t fr
 }
 
 /* Few large groups (channels-last, or a small batch of blocked channels):
- * every thread takes a slice of the spatial rows of each group in turn. */
+ * the threads share the spatial rows of each group in turn. */
 static void inorm_split_spatial(const inorm_params *ip, const float *x, const float *gamma, const float *beta,
                                 float *y, int64_t groups)
 {
     int64_t S = ip->l.spatial, B = ip->l.block;
-    static_assert(CPU_MAX_CHANNEL_GROUP <= 1024, "stack arrays below");
-    double mean[CPU_MAX_CHANNEL_GROUP], sq[CPU_MAX_CHANNEL_GROUP];
+    group_stats total;
     float scale[CPU_MAX_CHANNEL_GROUP], shift[CPU_MAX_CHANNEL_GROUP];
     for (int64_t job = 0; job < ip->l.n * groups; job++) {
         int64_t n = job / groups, cb = job % groups;
         const float *xs = x + n * ip->l.stride_n + cb * ip->l.stride_cb;
         float *ys = y + n * ip->l.stride_n + cb * ip->l.stride_cb;
-        for (int64_t k = 0; k < B; k++)
-            mean[k] = sq[k] = 0;
+        memset(&total, 0, sizeof total);
 #pragma omp parallel
         {
-            double part[CPU_MAX_CHANNEL_GROUP];
-            for (int64_t k = 0; k < B; k++)
-                part[k] = 0;
-#pragma omp for schedule(static)
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t k = 0; k < B; k++)
-                    part[k] += xs[i * B + k];
-#pragma omp critical
-            for (int64_t k = 0; k < B; k++)
-                mean[k] += part[k];
-#pragma omp barrier
-#pragma omp single
-            for (int64_t k = 0; k < B; k++)
-                mean[k] /= (double)S;
-            for (int64_t k = 0; k < B; k++)
-                part[k] = 0;
-#pragma omp for schedule(static)
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t k = 0; k < B; k++) {
-                    double d = xs[i * B + k] - mean[k];
-                    part[k] += d * d;
-                }
-#pragma omp critical
-            for (int64_t k = 0; k < B; k++)
-                sq[k] += part[k];
-#pragma omp barrier
-#pragma omp single
-            group_affine(ip, cb, mean, sq, gamma, beta, scale, shift);
-            /* The implicit barrier after single publishes scale and shift. */
             int nt = omp_get_num_threads(), t = omp_get_thread_num();
             int64_t chunk = (S + nt - 1) / nt;
             int64_t from = t * chunk, to = from + chunk < S ? from + chunk : S;
+            group_stats part;
+            part.count = 0;
+            for (int64_t k = 0; k < B; k++)
+                part.mean[k] = part.m2[k] = 0;
+            if (from < to)
+                stats_add_rows(xs, B, from, to, &part);
+#pragma omp critical
+            stats_merge(&total, &part, B);
+#pragma omp barrier
+#pragma omp single
+            group_affine(ip, cb, &total, gamma, beta, scale, shift);
+            /* The implicit barrier after single publishes scale and shift. */
             if (from < to)
                 apply(ip, xs, ys, from, to, scale, shift);
         }
@@ -156,23 +193,13 @@ static void inorm_split_groups(const inorm_params *ip, const float *x, const flo
         int64_t n = job / groups, cb = job % groups;
         const float *xs = x + n * ip->l.stride_n + cb * ip->l.stride_cb;
         float *ys = y + n * ip->l.stride_n + cb * ip->l.stride_cb;
-        double mean[64], sq[64];
-        float scale[64], shift[64];
+        group_stats st;
+        float scale[CPU_MAX_CHANNEL_GROUP], shift[CPU_MAX_CHANNEL_GROUP];
+        st.count = 0;
         for (int64_t k = 0; k < B; k++)
-            mean[k] = sq[k] = 0;
-        /* Statistics in double, the mean first and then squared deviations:
-         * the results match a float64 reference to float rounding. */
-        for (int64_t i = 0; i < S; i++)
-            for (int64_t k = 0; k < B; k++)
-                mean[k] += xs[i * B + k];
-        for (int64_t k = 0; k < B; k++)
-            mean[k] /= (double)S;
-        for (int64_t i = 0; i < S; i++)
-            for (int64_t k = 0; k < B; k++) {
-                double d = xs[i * B + k] - mean[k];
-                sq[k] += d * d;
-            }
-        group_affine(ip, cb, mean, sq, gamma, beta, scale, shift);
+            st.mean[k] = st.m2[k] = 0;
+        stats_add_rows(xs, B, 0, S, &st);
+        group_affine(ip, cb, &st, gamma, beta, scale, shift);
         apply(ip, xs, ys, 0, S, scale, shift);
     }
 }
