@@ -57,7 +57,7 @@ static sg_status deconv_kernel(const cpu_step *s, sg_cpu_exec *e)
         if (ds != dnnl_success)
             return sg_error(SEGRT_ERROR_INTERNAL, "step `%s`: dnnl_sgemm failed: %s", s->name, cpu_dnnl_status(ds));
         float *yn = y + n * dp->s_out * dp->oc;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (dp->s_out * dp->oc >= CPU_PARALLEL_MIN)
         for (int64_t p = 0; p < dp->s_out; p++) {
             int64_t o2 = p % out[2], o1 = (p / out[2]) % out[1], o0 = p / (out[2] * out[1]);
             float acc[DECONV_MAX_OC];

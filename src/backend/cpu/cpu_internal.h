@@ -132,6 +132,11 @@ void *cpu_plan_alloc(sg_cpu_plan *p, size_t bytes);
 /* The only live reader of value v (not a graph output), or -1. */
 int32_t cpu_single_reader(const sg_cpu_plan *p, int32_t v);
 
+/* Elements below which a segrt kernel stays on the calling thread: waking
+ * a team costs more than it saves, and on a loaded machine a barrier waits
+ * for whichever thread was descheduled. */
+#define CPU_PARALLEL_MIN 65536
+
 /* Layouts where each (sample, channel group) is `spatial` rows of `block`
  * contiguous channels: plain nchw (block 1), oneDNN's channel-blocked
  * nChw8c/16c, and channels-last nhwc (one group of all channels). */

@@ -160,7 +160,7 @@ static void inorm_split_spatial(const inorm_params *ip, const float *x, const fl
         const float *xs = x + n * ip->l.stride_n + cb * ip->l.stride_cb;
         float *ys = y + n * ip->l.stride_n + cb * ip->l.stride_cb;
         memset(&total, 0, sizeof total);
-#pragma omp parallel
+#pragma omp parallel if (S * B >= CPU_PARALLEL_MIN)
         {
             int nt = omp_get_num_threads(), t = omp_get_thread_num();
             int64_t chunk = (S + nt - 1) / nt;
@@ -188,7 +188,7 @@ static void inorm_split_groups(const inorm_params *ip, const float *x, const flo
                                float *y, int64_t groups)
 {
     int64_t S = ip->l.spatial, B = ip->l.block;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ip->l.n * groups * S * B >= CPU_PARALLEL_MIN)
     for (int64_t job = 0; job < ip->l.n * groups; job++) {
         int64_t n = job / groups, cb = job % groups;
         const float *xs = x + n * ip->l.stride_n + cb * ip->l.stride_cb;

@@ -25,11 +25,11 @@ static sg_status prelu_kernel(const cpu_step *s, sg_cpu_exec *e)
         /* One slope: the layout does not matter; padding zeros stay zero. */
         float a = pp->slope_value;
         if (pp->relu) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (pp->elements >= CPU_PARALLEL_MIN)
             for (int64_t k = 0; k < pp->elements; k++)
                 y[k] = x[k] < 0 ? 0.0f : x[k];
         } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (pp->elements >= CPU_PARALLEL_MIN)
             for (int64_t k = 0; k < pp->elements; k++)
                 y[k] = x[k] < 0 ? x[k] * a : x[k];
         }
@@ -37,7 +37,7 @@ static sg_status prelu_kernel(const cpu_step *s, sg_cpu_exec *e)
     }
     int64_t groups = l->padded_c / l->block, B = l->block, S = l->spatial;
     int64_t rows = l->n * groups * S;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * B >= CPU_PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = r % S, cb = (r / S) % groups, n = r / (S * groups);
         int64_t off = n * l->stride_n + cb * l->stride_cb + i * B;
