@@ -166,7 +166,7 @@ static sg_status tensor_convert(const importer *im, const Onnx__TensorProto *t, 
     sg_status s = SEGRT_OK;
     if (external)
         s = tensor_external(im, t, name, bytes, sg_blob_data(b));
-    else if (t->has_raw_data)
+    else if (t->has_raw_data && bytes) /* empty raw_data has a NULL pointer */
         memcpy(sg_blob_data(b), t->raw_data.data, bytes);
     else if (numel > 0)
         s = tensor_typed_data(t, name, dt, numel, sg_blob_data(b));

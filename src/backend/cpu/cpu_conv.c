@@ -1,6 +1,6 @@
 /* Convolution and transposed convolution through oneDNN, with the
- * operators that follow fused as post-ops: activations (ReLU, LeakyReLU
- * through ReLU's slope, sigmoid, ...), per-channel PReLU and a residual Add.
+ * operators that follow fused as post-ops where oneDNN keeps their IEEE
+ * semantics: per-channel PReLU and a residual Add.
  * Weights are reordered once, at plan build, into the layout oneDNN picked. */
 #include "backend/cpu/cpu_internal.h"
 #include "graph/infer_util.h"
@@ -91,11 +91,10 @@ static sg_status fuse_post_ops(sg_cpu_plan *p, int32_t conv_node, int64_t k, int
         const sg_node *n = &p->g->nodes[r];
         if (n->n_outputs < 1 || n->outputs[0] < 0 || p->g->values[n->outputs[0]].dtype != SEGRT_DTYPE_FLOAT32)
             break;
-        dnnl_alg_kind_t alg;
-        float alpha, beta;
-        if (n->inputs[0] == cur && cpu_eltwise_of(p, n, &alg, &alpha, &beta)) {
-            DNNL_TRY(dnnl_post_ops_append_eltwise(f->po, 1.0f, alg, alpha, beta));
-        } else if (n->op == SG_OP_PRELU && n->inputs[0] == cur) {
+        /* No eltwise post-ops: oneDNN's lose NaN (Relu(NaN) = 0, Exp(NaN) =
+         * inf) and mix up the parameters of two of the same kind. PReLU and
+         * addition keep IEEE semantics. */
+        if (n->op == SG_OP_PRELU && n->inputs[0] == cur) {
             int64_t ch = prelu_channels(p, n, k, rank);
             if (!ch)
                 break;

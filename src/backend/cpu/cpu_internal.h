@@ -169,8 +169,4 @@ sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t node);
 sg_status cpu_copy_kernel(const cpu_step *s, sg_cpu_exec *e);
 sg_status cpu_fallback_kernel(const cpu_step *s, sg_cpu_exec *e);
 
-/* Maps an activation node to a oneDNN eltwise algorithm; false if none. */
-bool cpu_eltwise_of(const sg_cpu_plan *p, const sg_node *n, dnnl_alg_kind_t *alg, float *alpha,
-                    float *beta);
-
 #endif

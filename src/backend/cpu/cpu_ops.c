@@ -6,64 +6,8 @@
 #include "graph/infer_util.h"
 
 #include <float.h>
+#include <math.h>
 #include <string.h>
-
-/* A float32 scalar constant input, or def when absent; false when present
- * but not a constant scalar. */
-static bool const_scalar(const sg_cpu_plan *p, const sg_node *n, int32_t i, float def, float *out)
-{
-    if (i >= n->n_inputs || n->inputs[i] < 0) {
-        *out = def;
-        return true;
-    }
-    const sg_value *v = &p->g->values[n->inputs[i]];
-    int64_t numel;
-    if (!v->data || v->dtype != SEGRT_DTYPE_FLOAT32 || !sg_shape_numel(&v->shape, &numel) || numel != 1)
-        return false;
-    *out = *(const float *)sg_blob_data(v->data);
-    return true;
-}
-
-bool cpu_eltwise_of(const sg_cpu_plan *p, const sg_node *n, dnnl_alg_kind_t *alg, float *alpha,
-                    float *beta)
-{
-    if (n->n_inputs < 1 || n->inputs[0] < 0 || p->g->values[n->inputs[0]].dtype != SEGRT_DTYPE_FLOAT32)
-        return false;
-    *alpha = 0;
-    *beta = 0;
-    switch (n->op) {
-    case SG_OP_RELU: *alg = dnnl_eltwise_relu; return true;
-    case SG_OP_LEAKY_RELU:
-        *alg = dnnl_eltwise_relu;
-        *alpha = sg_attr_float(n, "alpha", 0.01f);
-        return true;
-    case SG_OP_SIGMOID: *alg = dnnl_eltwise_logistic; return true;
-    case SG_OP_TANH: *alg = dnnl_eltwise_tanh; return true;
-    case SG_OP_ELU:
-        *alg = dnnl_eltwise_elu;
-        *alpha = sg_attr_float(n, "alpha", 1.0f);
-        return true;
-    case SG_OP_EXP: *alg = dnnl_eltwise_exp; return true;
-    case SG_OP_SQRT: *alg = dnnl_eltwise_sqrt; return true;
-    case SG_OP_ABS: *alg = dnnl_eltwise_abs; return true;
-    case SG_OP_NEG:
-        *alg = dnnl_eltwise_linear;
-        *alpha = -1;
-        return true;
-    case SG_OP_HARD_SWISH: *alg = dnnl_eltwise_hardswish; return true;
-    case SG_OP_GELU: {
-        const char *approx = sg_attr_string(n, "approximate", "none");
-        *alg = strcmp(approx, "tanh") == 0 ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf;
-        return strcmp(approx, "tanh") == 0 || strcmp(approx, "none") == 0;
-    }
-    case SG_OP_CLIP:
-        /* Clip without a bound leaves that side open (ONNX: the dtype's
-         * largest value), as the reference kernel does. */
-        *alg = dnnl_eltwise_clip_v2;
-        return const_scalar(p, n, 1, -FLT_MAX, alpha) && const_scalar(p, n, 2, FLT_MAX, beta);
-    default: return false;
-    }
-}
 
 static bool f32_with_md(const sg_cpu_plan *p, int32_t v)
 {
@@ -80,43 +24,250 @@ static sg_status new_output(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t 
     return SEGRT_OK;
 }
 
+/* Unary elementwise operators run their reference kernel on the flat
+ * buffer, whatever its layout (a layout without padding holds each element
+ * once), split into chunks across threads. The reference kernels use libm,
+ * so results, NaN and Inf included, are those of the spec's formulas; oneDNN's
+ * eltwise approximations lose NaN (Exp(NaN) = inf, Clip(NaN) = min). */
+typedef struct flat_params {
+    int64_t elements;
+} flat_params;
+
+#define FLAT_CHUNK 65536
+
+static sg_status flat_chunk(const cpu_step *s, sg_cpu_exec *e, int64_t from, int64_t to)
+{
+    sg_ref_kernel_fn fn = sg_ref_kernel(s->node->op);
+    sg_tensor views[CPU_MAX_ARGS];
+    const sg_tensor *in[CPU_MAX_ARGS];
+    sg_tensor *out[1];
+    int32_t n_in = s->n_args - 1;
+    for (int32_t a = 0; a < s->n_args; a++) {
+        if (s->args[a].tensor < 0) { /* an omitted optional operand */
+            in[a] = NULL;
+            continue;
+        }
+        const cpu_tensor *t = &e->plan->tensors[s->args[a].tensor];
+        sg_tensor *v = &views[a];
+        memset(v, 0, sizeof *v);
+        v->dtype = t->dtype;
+        if (a == 0 || a == s->n_args - 1) { /* the flat input and output */
+            v->rank = 1;
+            v->dims[0] = to - from;
+            v->data = (char *)e->ptr[s->args[a].tensor] + from * (int64_t)segrt_dtype_size(t->dtype);
+        } else { /* a constant operand (Clip's bounds) as it is */
+            v->rank = t->rank;
+            memcpy(v->dims, t->dims, sizeof v->dims);
+            v->data = e->ptr[s->args[a].tensor];
+        }
+        if (a < n_in)
+            in[a] = v;
+    }
+    out[0] = &views[s->n_args - 1];
+    return fn(s->node, in, n_in, out, 1);
+}
+
+static sg_status flat_kernel(const cpu_step *s, sg_cpu_exec *e)
+{
+    const flat_params *fp = s->params;
+    int64_t chunks = (fp->elements + FLAT_CHUNK - 1) / FLAT_CHUNK;
+    int failed = 0;
+#pragma omp parallel for schedule(static) if (chunks > 1) reduction(| : failed)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t from = c * FLAT_CHUNK, to = from + FLAT_CHUNK < fp->elements ? from + FLAT_CHUNK : fp->elements;
+        failed |= flat_chunk(s, e, from, to) != SEGRT_OK;
+    }
+    /* A worker's message is in its own thread's buffer: redo the first
+     * chunk here so that the caller's message says what went wrong. */
+    if (failed)
+        return flat_chunk(s, e, 0, fp->elements < FLAT_CHUNK ? fp->elements : FLAT_CHUNK);
+    return SEGRT_OK;
+}
+
+static bool is_unary_elementwise(sg_op op)
+{
+    switch (op) {
+    case SG_OP_ELU: case SG_OP_SELU: case SG_OP_SIGMOID: case SG_OP_HARD_SIGMOID: case SG_OP_HARD_SWISH:
+    case SG_OP_TANH: case SG_OP_SOFTPLUS: case SG_OP_GELU: case SG_OP_ERF: case SG_OP_CLIP: case SG_OP_SQRT:
+    case SG_OP_EXP: case SG_OP_LOG: case SG_OP_NEG: case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR:
+    case SG_OP_CEIL:
+        return true;
+    default:
+        return false;
+    }
+}
+
 sg_status cpu_build_eltwise(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
-    /* oneDNN's ReLU maps NaN to 0; ONNX keeps NaN. segrt's kernel does. */
     if (n->op == SG_OP_RELU || n->op == SG_OP_LEAKY_RELU)
         return cpu_build_prelu(p, i);
-    dnnl_alg_kind_t alg;
-    float alpha, beta;
-    if (!cpu_eltwise_of(p, n, &alg, &alpha, &beta) || !f32_with_md(p, n->inputs[0]) || n->outputs[0] < 0)
+    if (!is_unary_elementwise(n->op) || n->outputs[0] < 0 || n->n_outputs != 1 || !f32_with_md(p, n->inputs[0]))
         return SEGRT_ERROR_UNSUPPORTED;
     int32_t x = cpu_value(p, n->inputs[0]);
-    dnnl_eltwise_desc_t d;
-    /* oneDNN refuses some valid ONNX cases (Clip with min > max, empty
-     * tensors): those run on the reference kernel. */
-    if (dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, alg, &p->tensors[x].md, alpha, beta) !=
-        dnnl_success)
+    const dnnl_memory_desc_t x_md = p->tensors[x].md; /* new tensors may move the array */
+    for (int32_t d = 0; d < x_md.ndims; d++)
+        if (x_md.padded_dims[d] != x_md.dims[d])
+            return SEGRT_ERROR_UNSUPPORTED; /* padding would be overwritten with f(0) */
+    const sg_value *yv = &p->g->values[n->outputs[0]];
+    if (yv->dtype != SEGRT_DTYPE_FLOAT32)
         return SEGRT_ERROR_UNSUPPORTED;
-    dnnl_primitive_attr_t attr;
-    SG_TRY(cpu_attr_new(&attr));
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &d, attr, p->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (ds == dnnl_unimplemented)
-        return SEGRT_ERROR_UNSUPPORTED;
-    DNNL_TRY(ds);
+    int32_t args[CPU_MAX_ARGS];
+    args[0] = x;
+    for (int32_t k = 1; k < n->n_inputs; k++) {
+        /* Other operands (Clip's bounds) must be constants or omitted. */
+        if (n->inputs[k] >= 0 && !p->g->values[n->inputs[k]].data)
+            return SEGRT_ERROR_UNSUPPORTED;
+        args[k] = n->inputs[k] >= 0 ? cpu_value(p, n->inputs[k]) : -1;
+    }
+    flat_params *fp = sg_malloc(sizeof *fp);
+    if (!fp)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    fp->elements = (int64_t)(dnnl_memory_desc_get_size(&x_md) / sizeof(float));
     int32_t y;
-    sg_status s = new_output(p, n->outputs[0], dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &y);
     cpu_step *st;
+    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &x_md, &y);
     if (s == SEGRT_OK)
         s = cpu_step_new(p, n->name, &st);
     if (s != SEGRT_OK) {
-        dnnl_primitive_desc_destroy(pd);
+        free(fp);
         return s;
     }
-    SG_TRY(cpu_primitive(p, pd, &st->prim));
-    st->args[0] = (cpu_arg){DNNL_ARG_SRC, x};
-    st->args[1] = (cpu_arg){DNNL_ARG_DST, y};
+    p->value_tensor[n->outputs[0]] = y;
+    st->kernel = flat_kernel;
+    st->params = fp;
+    st->node = n;
+    st->n_outputs = 1;
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        st->args[k] = (cpu_arg){k, args[k]};
+    st->args[n->n_inputs] = (cpu_arg){n->n_inputs, y};
+    st->n_args = n->n_inputs + 1;
+    return SEGRT_OK;
+}
+
+/* The format tag of md among the layouts oneDNN's primitives produce
+ * for 3-5 dims (plain, channels-last, channel-blocked by 8 or 16), or
+ * dnnl_format_tag_undef. */
+static dnnl_format_tag_t tag_of(const dnnl_memory_desc_t *md)
+{
+    static const dnnl_format_tag_t tags[3][4] = {
+        {dnnl_abc, dnnl_acb, dnnl_aBc16b, dnnl_aBc8b},
+        {dnnl_abcd, dnnl_acdb, dnnl_aBcd16b, dnnl_aBcd8b},
+        {dnnl_abcde, dnnl_acdeb, dnnl_aBcde16b, dnnl_aBcde8b},
+    };
+    if (md->ndims < 3 || md->ndims > 5)
+        return dnnl_format_tag_undef;
+    for (int k = 0; k < 4; k++) {
+        dnnl_memory_desc_t t;
+        if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, md->data_type, tags[md->ndims - 3][k]) ==
+                dnnl_success &&
+            dnnl_memory_desc_equal(&t, md))
+            return tags[md->ndims - 3][k];
+    }
+    return dnnl_format_tag_undef;
+}
+
+static bool is_channels_last(dnnl_format_tag_t t) { return t == dnnl_acb || t == dnnl_acdb || t == dnnl_acdeb; }
+
+/* MaxPool in plain, channel-blocked or channels-last layout. oneDNN's max
+ * pooling skips NaN; ONNX's max takes it (NaN in a window gives NaN). */
+typedef struct maxpool_params {
+    cpu_channel_layout_t lx, ly;
+    int64_t in[3], out[3], k[3], st[3], dl[3], pl[3]; /* spatial, padded to 3 with 1s */
+} maxpool_params;
+
+static sg_status maxpool_kernel(const cpu_step *s, sg_cpu_exec *e)
+{
+    const maxpool_params *mp = s->params;
+    const float *x = e->ptr[s->args[0].tensor];
+    float *y = e->ptr[s->args[1].tensor];
+    const cpu_channel_layout_t *lx = &mp->lx, *ly = &mp->ly;
+    int64_t B = lx->block, groups = lx->padded_c / B;
+    int64_t s_out = mp->out[0] * mp->out[1] * mp->out[2];
+    int64_t rows = lx->n * groups * s_out;
+#pragma omp parallel for schedule(static) if (rows * B >= CPU_PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t p = r % s_out, cb = (r / s_out) % groups, n = r / (s_out * groups);
+        int64_t o2 = p % mp->out[2], o1 = (p / mp->out[2]) % mp->out[1], o0 = p / (mp->out[2] * mp->out[1]);
+        const float *xs = x + n * lx->stride_n + cb * lx->stride_cb;
+        float m[CPU_MAX_CHANNEL_GROUP];
+        for (int64_t k = 0; k < B; k++)
+            m[k] = -INFINITY;
+        for (int64_t a = 0; a < mp->k[0]; a++) {
+            int64_t i0 = o0 * mp->st[0] - mp->pl[0] + a * mp->dl[0];
+            if (i0 < 0 || i0 >= mp->in[0])
+                continue;
+            for (int64_t b = 0; b < mp->k[1]; b++) {
+                int64_t i1 = o1 * mp->st[1] - mp->pl[1] + b * mp->dl[1];
+                if (i1 < 0 || i1 >= mp->in[1])
+                    continue;
+                for (int64_t c = 0; c < mp->k[2]; c++) {
+                    int64_t i2 = o2 * mp->st[2] - mp->pl[2] + c * mp->dl[2];
+                    if (i2 < 0 || i2 >= mp->in[2])
+                        continue;
+                    const float *v = xs + ((i0 * mp->in[1] + i1) * mp->in[2] + i2) * B;
+                    for (int64_t k = 0; k < B; k++)
+                        m[k] = (v[k] > m[k] || v[k] != v[k]) ? v[k] : m[k];
+                }
+            }
+        }
+        float *ys = y + n * ly->stride_n + cb * ly->stride_cb + p * B;
+        for (int64_t k = 0; k < B; k++)
+            ys[k] = cb * B + k < lx->c ? m[k] : 0.0f; /* layout padding stays zero */
+    }
+    return SEGRT_OK;
+}
+
+static sg_status build_maxpool(sg_cpu_plan *p, int32_t i, int32_t spatial, const dnnl_dims_t strides,
+                               const dnnl_dims_t kernel, const dnnl_dims_t dil, const dnnl_dims_t pl)
+{
+    const sg_node *n = &p->g->nodes[i];
+    int32_t x = cpu_value(p, n->inputs[0]);
+    const dnnl_memory_desc_t x_md = p->tensors[x].md; /* new tensors may move the array */
+    maxpool_params mp;
+    memset(&mp, 0, sizeof mp);
+    dnnl_format_tag_t tag = tag_of(&x_md);
+    if (tag == dnnl_format_tag_undef || !cpu_channel_layout(&x_md, &mp.lx))
+        return SEGRT_ERROR_UNSUPPORTED;
+    const sg_value *yv = &p->g->values[n->outputs[0]];
+    dnnl_dims_t ydims;
+    for (int32_t d = 0; d < yv->shape.rank; d++)
+        ydims[d] = yv->shape.d[d].size;
+    dnnl_memory_desc_t y_md;
+    if (dnnl_memory_desc_init_by_tag(&y_md, yv->shape.rank, ydims, dnnl_f32, tag) != dnnl_success ||
+        !cpu_channel_layout(&y_md, &mp.ly) || mp.ly.block != mp.lx.block)
+        return SEGRT_ERROR_UNSUPPORTED;
+    for (int32_t d = 0; d < 3; d++) {
+        mp.in[d] = mp.out[d] = mp.k[d] = mp.st[d] = mp.dl[d] = 1;
+        mp.pl[d] = 0;
+    }
+    for (int32_t d = 0; d < spatial; d++) {
+        int32_t at = 3 - spatial + d;
+        mp.in[at] = x_md.dims[2 + d];
+        mp.out[at] = ydims[2 + d];
+        mp.k[at] = kernel[d];
+        mp.st[at] = strides[d];
+        mp.dl[at] = dil[d] + 1; /* oneDNN counts dilation from 0 */
+        mp.pl[at] = pl[d];
+    }
+    maxpool_params *params = sg_malloc(sizeof *params);
+    if (!params)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *params = mp;
+    int32_t y;
+    cpu_step *st;
+    sg_status s = new_output(p, n->outputs[0], &y_md, &y);
+    if (s == SEGRT_OK)
+        s = cpu_step_new(p, n->name, &st);
+    if (s != SEGRT_OK) {
+        free(params);
+        return s;
+    }
+    st->kernel = maxpool_kernel;
+    st->params = params;
+    st->n_outputs = 1;
+    st->args[0] = (cpu_arg){0, x};
+    st->args[1] = (cpu_arg){1, y};
     st->n_args = 2;
     return SEGRT_OK;
 }
@@ -167,6 +318,8 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
         if (pr[d] < 0 || (!is_max && pr[d] != model_end))
             return SEGRT_ERROR_UNSUPPORTED;
     }
+    if (is_max)
+        return build_maxpool(p, i, spatial, strides, kernel, dil, pl);
     dnnl_alg_kind_t alg = is_max ? dnnl_pooling_max
                           : sg_attr_int(n, "count_include_pad", 0) ? dnnl_pooling_avg_include_padding
                                                                    : dnnl_pooling_avg_exclude_padding;
@@ -203,30 +356,6 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
     st->n_args = 2;
     return SEGRT_OK;
 }
-
-/* The format tag of md among the layouts oneDNN's primitives produce
- * for 3-5 dims (plain, channels-last, channel-blocked by 8 or 16), or
- * dnnl_format_tag_undef. */
-static dnnl_format_tag_t tag_of(const dnnl_memory_desc_t *md)
-{
-    static const dnnl_format_tag_t tags[3][4] = {
-        {dnnl_abc, dnnl_acb, dnnl_aBc16b, dnnl_aBc8b},
-        {dnnl_abcd, dnnl_acdb, dnnl_aBcd16b, dnnl_aBcd8b},
-        {dnnl_abcde, dnnl_acdeb, dnnl_aBcde16b, dnnl_aBcde8b},
-    };
-    if (md->ndims < 3 || md->ndims > 5)
-        return dnnl_format_tag_undef;
-    for (int k = 0; k < 4; k++) {
-        dnnl_memory_desc_t t;
-        if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, md->data_type, tags[md->ndims - 3][k]) ==
-                dnnl_success &&
-            dnnl_memory_desc_equal(&t, md))
-            return tags[md->ndims - 3][k];
-    }
-    return dnnl_format_tag_undef;
-}
-
-static bool is_channels_last(dnnl_format_tag_t t) { return t == dnnl_acb || t == dnnl_acdb || t == dnnl_acdeb; }
 
 sg_status cpu_build_concat(sg_cpu_plan *p, int32_t i)
 {
