@@ -5,7 +5,8 @@
 # machine's own numpy/onnx/onnxruntime. Logs go to $OUT; a short table last.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-carry=$root/.carry
+carry=/tmp/segrt-carry
+mkdir -p "$carry" && tar -C "$carry" -xJf "$root/.carry/segrt-carry.tar.xz"
 out=${OUT:-/tmp/segrt-gpu-check}
 mkdir -p "$out"
 cudnn_new=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
@@ -23,7 +24,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 step version "$SEGRT" --version
 step info-devices "$SEGRT" info --devices
 step pytest python3 -m pytest -q -p no:cacheprovider "$root/tests/python"
+# The CPU engine beside onnxruntime with every core of this machine.
+step cpu-bench python3 "$root/bench/cpu_vs_onnxruntime.py" --segrt "$SEGRT" --models "$SEGRT_MODELS" \
+    --threads "$(nproc)" --out "$out/cpu_vs_onnxruntime.json"
 cat "$out/version.log" "$out/info-devices.log"
 tail -n 3 "$out/pytest.log"
+tail -n 6 "$out/cpu-bench.log"
 echo "---- $(cat "$out/gpu.txt")"
 printf '%s\n' "${rows[@]}"

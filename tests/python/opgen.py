@@ -521,9 +521,15 @@ def check_case(case, tmp_path, label, rerun):
     if case.oracle == "ort":
         try:
             want = ort_run(path, case.feeds)
-        except Exception as e:  # noqa: BLE001 - any rejection is a generator bug
-            raise AssertionError(f"{head}\nonnxruntime rejects the generated case "
-                                 f"(a generator bug): {e}") from None
+        except Exception as e:  # noqa: BLE001 - any other rejection is a generator bug
+            # onnxruntime builds differ in the dtypes they implement (1.30
+            # has no int8 Where, 1.31 does): there the spec's reference
+            # implementation is the oracle.
+            if "NOT_IMPLEMENTED" not in str(e):
+                raise AssertionError(f"{head}\nonnxruntime rejects the generated case "
+                                     f"(a generator bug): {e}") from None
+            case.oracle = "reference"
+            want = reference_outputs(oracle_model, case.feeds)
     elif case.oracle == "numpy":
         want = case.expected
     else:
