@@ -60,7 +60,7 @@ void sg_cpu_exec_profile_print(const sg_cpu_exec *e, FILE *f)
         const cpu_step *s = &p->steps[order[k]];
         double ms = e->step_ms[order[k]] / (double)e->profiled_runs;
         fprintf(f, "%8.3f %5.1f%%  %-26s %s%s\n", ms, total > 0 ? 100 * e->step_ms[order[k]] / total : 0,
-                step_impl(s), s->name, s->prim && s->n_args == 2 && s->args[0].dnnl_arg == DNNL_ARG_FROM ? " (layout)" : "");
+                step_impl(s), s->name, s->layout ? " (layout)" : "");
     }
     fprintf(f, "%8.3f total over %d steps\n", total / (double)e->profiled_runs, p->n_steps);
     free(order);

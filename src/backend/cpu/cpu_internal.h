@@ -60,6 +60,7 @@ struct cpu_step {
     const sg_node *node;    /* reference-kernel steps */
     void *params;           /* kernel parameters, freed with the plan */
     bool fallback;
+    bool layout;            /* a reorder between layouts, args FROM and TO */
 };
 
 struct sg_cpu_plan {
@@ -160,6 +161,9 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_concat(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_eltwise(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_prelu(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_binary(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_matmul(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_resize(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t node);

@@ -182,8 +182,8 @@ sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, 
     }
     for (int32_t i = 0; i < p->n_steps; i++) {
         const cpu_step *s = &p->steps[i];
-        if (s->prim && s->n_args == 2 && s->args[0].dnnl_arg == DNNL_ARG_FROM &&
-            s->args[0].tensor == src && dnnl_memory_desc_equal(&p->tensors[s->args[1].tensor].md, md)) {
+        if (s->layout && s->args[0].tensor == src &&
+            dnnl_memory_desc_equal(&p->tensors[s->args[1].tensor].md, md)) {
             *out = s->args[1].tensor;
             return SEGRT_OK;
         }
@@ -201,6 +201,7 @@ sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, 
     s->args[0] = (cpu_arg){DNNL_ARG_FROM, src};
     s->args[1] = (cpu_arg){DNNL_ARG_TO, dst};
     s->n_args = 2;
+    s->layout = true;
     *out = dst;
     return SEGRT_OK;
 }
@@ -303,6 +304,12 @@ static sg_status build_node(sg_cpu_plan *p, int32_t i)
     case SG_OP_GLOBAL_MAX_POOL: s = cpu_build_pool(p, i); break;
     case SG_OP_CONCAT: s = cpu_build_concat(p, i); break;
     case SG_OP_PRELU: s = cpu_build_prelu(p, i); break;
+    case SG_OP_ADD:
+    case SG_OP_SUB:
+    case SG_OP_MUL:
+    case SG_OP_DIV: s = cpu_build_binary(p, i); break;
+    case SG_OP_MAT_MUL: s = cpu_build_matmul(p, i); break;
+    case SG_OP_RESIZE: s = cpu_build_resize(p, i); break;
     case SG_OP_INSTANCE_NORMALIZATION: s = cpu_build_instance_norm(p, i); break;
     default: s = cpu_build_eltwise(p, i); break;
     }
