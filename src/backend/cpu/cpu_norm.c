@@ -1,7 +1,7 @@
-/* InstanceNormalization on the CPU, in plain or channel-blocked layouts
- * (oneDNN's nChw8c / nChw16c, whatever the producing convolution chose), with
- * a following ReLU or LeakyReLU fused: two reads and one write of the
- * activation. oneDNN has no instance normalization. */
+/* InstanceNormalization and GroupNormalization on the CPU, in plain,
+ * channel-blocked or channels-last layouts (whatever the producing
+ * convolution chose), with a following ReLU or LeakyReLU fused: two reads and
+ * one write of the activation. oneDNN has neither. */
 #include "backend/cpu/cpu_internal.h"
 
 #include <assert.h>
@@ -11,6 +11,7 @@
 
 typedef struct inorm_params {
     cpu_channel_layout_t l;
+    int64_t norm_group;     /* channels normalized together: 1 for InstanceNorm */
     float eps;
     float slope;            /* fused LeakyReLU: y < 0 ? slope * y : y */
     bool act;
@@ -125,19 +126,32 @@ static void stats_merge(group_stats *into, const group_stats *from, int64_t B)
     into->count = tot;
 }
 
-/* Turns a group's statistics into per-channel scale and shift. */
+/* Turns a memory block's per-channel statistics into per-channel scale and
+ * shift. With GroupNorm, the statistics of each norm group's channels (all
+ * inside this block) are merged first. */
 static void group_affine(const inorm_params *ip, int64_t cb, const group_stats *st, const float *gamma,
                          const float *beta, float *scale, float *shift)
 {
-    for (int64_t k = 0; k < ip->l.block; k++) {
-        int64_t c = cb * ip->l.block + k;
-        if (c >= ip->l.c) { /* layout padding stays zero */
-            scale[k] = shift[k] = 0;
-            continue;
+    int64_t B = ip->l.block, G = ip->norm_group;
+    for (int64_t k0 = 0; k0 < B; k0 += G) {
+        double mean = st->mean[k0], m2 = st->m2[k0], count = st->count;
+        for (int64_t k = k0 + 1; k < k0 + G && k < B; k++) {
+            /* Chan's merge of equal counts. */
+            double tot = count + st->count, delta = st->mean[k] - mean;
+            mean += delta * st->count / tot;
+            m2 += st->m2[k] + delta * delta * count * st->count / tot;
+            count = tot;
         }
-        double inv = 1.0 / sqrt(st->m2[k] / (double)ip->l.spatial + ip->eps);
-        scale[k] = (float)(gamma[c] * inv);
-        shift[k] = (float)(beta[c] - gamma[c] * inv * st->mean[k]);
+        double inv = 1.0 / sqrt(m2 / count + ip->eps);
+        for (int64_t k = k0; k < k0 + G && k < B; k++) {
+            int64_t c = cb * B + k;
+            if (c >= ip->l.c) { /* layout padding stays zero */
+                scale[k] = shift[k] = 0;
+                continue;
+            }
+            scale[k] = (float)(gamma[c] * inv);
+            shift[k] = (float)(beta[c] - gamma[c] * inv * mean);
+        }
     }
 }
 
@@ -254,22 +268,68 @@ static sg_status inorm_kernel(const cpu_step *s, sg_cpu_exec *e)
     return SEGRT_OK;
 }
 
+/* Per-channel gamma and beta: the constant as is, or (GroupNormalization
+ * before opset 21) one value per norm group repeated over its channels. */
+static const float *per_channel(sg_cpu_plan *p, const sg_value *v, int64_t c, int64_t norm_group)
+{
+    int64_t numel;
+    if (!v->data || v->dtype != SEGRT_DTYPE_FLOAT32 || !sg_shape_numel(&v->shape, &numel))
+        return NULL;
+    const float *src = sg_blob_data(v->data);
+    if (numel == c)
+        return src;
+    if (norm_group <= 1 || numel * norm_group != c)
+        return NULL;
+    float *dst = cpu_plan_alloc(p, (size_t)c * sizeof(float));
+    if (!dst)
+        return NULL;
+    for (int64_t k = 0; k < c; k++)
+        dst[k] = src[k / norm_group];
+    return dst;
+}
+
+/* InstanceNormalization and GroupNormalization (with a ReLU or LeakyReLU
+ * that follows fused). */
 sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
-    if (n->n_inputs != 3 || n->outputs[0] < 0)
+    bool group_norm = n->op == SG_OP_GROUP_NORMALIZATION;
+    if (n->n_inputs != 3 || n->outputs[0] < 0 || n->n_outputs != 1)
         return SEGRT_ERROR_UNSUPPORTED;
     int32_t x = cpu_value(p, n->inputs[0]);
-    const sg_value *sv = &p->g->values[n->inputs[1]], *bv = &p->g->values[n->inputs[2]];
     inorm_params ip;
     memset(&ip, 0, sizeof ip);
     if (x < 0 || !p->tensors[x].has_md || p->tensors[x].dtype != SEGRT_DTYPE_FLOAT32 ||
-        !cpu_channel_layout(&p->tensors[x].md, &ip.l) || !sv->data || !bv->data || sv->dtype != SEGRT_DTYPE_FLOAT32 ||
-        bv->dtype != SEGRT_DTYPE_FLOAT32)
+        !cpu_channel_layout(&p->tensors[x].md, &ip.l))
         return SEGRT_ERROR_UNSUPPORTED;
-    int64_t ns, nbias;
-    if (!sg_shape_numel(&sv->shape, &ns) || !sg_shape_numel(&bv->shape, &nbias) || ns != ip.l.c || nbias != ip.l.c)
+    ip.norm_group = 1;
+    if (group_norm) {
+        int64_t groups = sg_attr_int(n, "num_groups", 0);
+        if (groups < 1 || ip.l.c % groups)
+            return SEGRT_ERROR_UNSUPPORTED;
+        ip.norm_group = ip.l.c / groups;
+    }
+    /* Checked before any conversion below: declining after adding a step
+     * would leave it behind. */
+    const float *gamma = per_channel(p, &p->g->values[n->inputs[1]], ip.l.c, ip.norm_group);
+    const float *beta = per_channel(p, &p->g->values[n->inputs[2]], ip.l.c, ip.norm_group);
+    if (!gamma || !beta)
         return SEGRT_ERROR_UNSUPPORTED;
+    if (group_norm) {
+        /* A norm group must lie inside one memory block: else work in
+         * channels-last, where one block holds every channel. */
+        if (ip.l.block % ip.norm_group || ip.l.padded_c != ip.l.c) {
+            dnnl_memory_desc_t cl;
+            const cpu_tensor *t = &p->tensors[x];
+            dnnl_format_tag_t tag = t->rank == 3 ? dnnl_acb : t->rank == 4 ? dnnl_acdb : dnnl_acdeb;
+            if (t->rank < 3 || t->rank > 5 ||
+                dnnl_memory_desc_init_by_tag(&cl, t->md.ndims, t->md.dims, dnnl_f32, tag) != dnnl_success)
+                return SEGRT_ERROR_UNSUPPORTED;
+            SG_TRY(cpu_value_as(p, n->inputs[0], &cl, &x));
+            if (!cpu_channel_layout(&p->tensors[x].md, &ip.l) || ip.l.block % ip.norm_group)
+                return sg_error(SEGRT_ERROR_INTERNAL, "node `%s`: channels-last layout not understood", n->name);
+        }
+    }
     ip.eps = sg_attr_float(n, "epsilon", 1e-5f);
     int32_t out_value = n->outputs[0];
     int32_t r = cpu_single_reader(p, out_value);
@@ -277,7 +337,7 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
         p->g->nodes[r].outputs[0] >= 0) {
         ip.act = true;
         ip.relu = p->g->nodes[r].op == SG_OP_RELU;
-        ip.slope = p->g->nodes[r].op == SG_OP_RELU ? 0.0f : sg_attr_float(&p->g->nodes[r], "alpha", 0.01f);
+        ip.slope = ip.relu ? 0.0f : sg_attr_float(&p->g->nodes[r], "alpha", 0.01f);
         p->fused[r] = 1;
         out_value = p->g->nodes[r].outputs[0];
     }
@@ -299,8 +359,8 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
         free(params);
         return s;
     }
-    p->tensors[g].data = sg_blob_data(sv->data);
-    p->tensors[b].data = sg_blob_data(bv->data);
+    p->tensors[g].data = (void *)gamma;
+    p->tensors[b].data = (void *)beta;
     p->value_tensor[out_value] = y;
     st->kernel = inorm_kernel;
     st->params = params;
