@@ -171,7 +171,7 @@ static sg_status resize_run(const sg_node *n, const sg_tensor *x, sg_tensor *y,
     if (!taps)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     resize_taps *dt[SEGRT_MAX_RANK];
-    int64_t at = 0, xs[SEGRT_MAX_RANK], idx[SEGRT_MAX_RANK] = {0};
+    int64_t at = 0, xs[SEGRT_MAX_RANK];
     for (int32_t d = 0; d < r; d++) {
         dt[d] = taps + at;
         for (int64_t o = 0; o < y->dims[d]; o++)
@@ -181,79 +181,86 @@ static sg_status resize_run(const sg_node *n, const sg_tensor *x, sg_tensor *y,
     sg_ref_strides(x->dims, r, xs);
     /* Walk the output a row (last dim) at a time: the taps of the outer
      * dims are combined once per row into (offset, weight) pairs, so the
-     * inner loop only adds the last dim's taps. */
+     * inner loop only adds the last dim's taps. Rows are independent: the
+     * CPU backend runs this kernel for the modes oneDNN lacks, so they are
+     * shared among threads, each with its own pair buffers. */
     int64_t max_combos = 1;
     for (int32_t d = 0; d < r - 1; d++)
         max_combos *= p->mode == M_CUBIC ? 4 : p->mode == M_LINEAR ? 2 : 1;
-    int64_t *coff = sg_malloc(sizeof(int64_t) * 2 * (size_t)max_combos);
-    double *cw = sg_malloc(sizeof(double) * 2 * (size_t)max_combos);
-    if (!coff || !cw) {
-        free(coff);
-        free(cw);
-        free(taps);
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    }
     size_t es = segrt_dtype_size(x->dtype);
     const float *xf = x->dtype == SEGRT_DTYPE_FLOAT32 ? x->data : NULL;
     const resize_taps *tl = dt[r - 1];
     int64_t inner = y->dims[r - 1];
-    for (int64_t row = 0; row < numel / inner; row++) {
-        bool outside = false;
-        int64_t n_comb = 1;
-        int64_t *co = coff, *cn = coff + max_combos;
-        double *wo = cw, *wn = cw + max_combos;
-        co[0] = 0;
-        wo[0] = 1;
-        for (int32_t d = 0; d < r - 1; d++) {
-            const resize_taps *t = &dt[d][idx[d]];
-            outside |= t->outside;
-            if (outside)
-                break;
-            int64_t m = 0;
-            for (int64_t c = 0; c < n_comb; c++)
-                for (int32_t k = 0; k < t->count; k++, m++) {
-                    cn[m] = co[c] + t->idx[k] * xs[d];
-                    wn[m] = wo[c] * t->w[k];
-                }
-            n_comb = m;
-            int64_t *ts = co;
-            co = cn, cn = ts;
-            double *tw = wo;
-            wo = wn, wn = tw;
-        }
-        int64_t yo = row * inner;
-        for (int64_t j = 0; j < inner; j++) {
-            const resize_taps *t = &tl[j];
-            if (outside || t->outside) {
-                sg_dtype_store_f64(y->dtype, y->data, yo + j, p->extrapolation);
+    int64_t rows = numel / inner;
+    int failed = 0;
+#pragma omp parallel if (numel >= 65536) reduction(| : failed)
+    {
+        int64_t *coff = malloc(sizeof(int64_t) * 2 * (size_t)max_combos);
+        double *cw = malloc(sizeof(double) * 2 * (size_t)max_combos);
+        failed |= !coff || !cw;
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < rows; row++) {
+            if (!coff || !cw)
                 continue;
+            int64_t idx[SEGRT_MAX_RANK] = {0};
+            for (int64_t d = r - 2, rest = row; d >= 0; d--) {
+                idx[d] = rest % y->dims[d];
+                rest /= y->dims[d];
             }
-            if (p->mode == M_NEAREST) {
-                int64_t off = co[0] + t->idx[0];
-                ref_copy_elem((char *)y->data + (size_t)(yo + j) * es,
-                              (const char *)x->data + (size_t)off * es, es);
-                continue;
+            bool outside = false;
+            int64_t n_comb = 1;
+            int64_t *co = coff, *cn = coff + max_combos;
+            double *wo = cw, *wn = cw + max_combos;
+            co[0] = 0;
+            wo[0] = 1;
+            for (int32_t d = 0; d < r - 1; d++) {
+                const resize_taps *t = &dt[d][idx[d]];
+                outside |= t->outside;
+                if (outside)
+                    break;
+                int64_t m = 0;
+                for (int64_t c = 0; c < n_comb; c++)
+                    for (int32_t k = 0; k < t->count; k++, m++) {
+                        cn[m] = co[c] + t->idx[k] * xs[d];
+                        wn[m] = wo[c] * t->w[k];
+                    }
+                n_comb = m;
+                int64_t *ts = co;
+                co = cn, cn = ts;
+                double *tw = wo;
+                wo = wn, wn = tw;
             }
-            double acc = 0;
-            for (int64_t c = 0; c < n_comb; c++) {
-                double part = 0;
-                for (int32_t k = 0; k < t->count; k++) {
-                    int64_t off = co[c] + t->idx[k];
-                    part += t->w[k] * (xf ? xf[off] : sg_dtype_load_f64(x->dtype, x->data, off));
+            int64_t yo = row * inner;
+            for (int64_t j = 0; j < inner; j++) {
+                const resize_taps *t = &tl[j];
+                if (outside || t->outside) {
+                    sg_dtype_store_f64(y->dtype, y->data, yo + j, p->extrapolation);
+                    continue;
                 }
-                acc += wo[c] * part;
+                if (p->mode == M_NEAREST) {
+                    int64_t off = co[0] + t->idx[0];
+                    ref_copy_elem((char *)y->data + (size_t)(yo + j) * es,
+                                  (const char *)x->data + (size_t)off * es, es);
+                    continue;
+                }
+                double acc = 0;
+                for (int64_t c = 0; c < n_comb; c++) {
+                    double part = 0;
+                    for (int32_t k = 0; k < t->count; k++) {
+                        int64_t off = co[c] + t->idx[k];
+                        part += t->w[k] * (xf ? xf[off] : sg_dtype_load_f64(x->dtype, x->data, off));
+                    }
+                    acc += wo[c] * part;
+                }
+                sg_dtype_store_f64(y->dtype, y->data, yo + j, acc);
             }
-            sg_dtype_store_f64(y->dtype, y->data, yo + j, acc);
         }
-        for (int32_t d = r - 2; d >= 0; d--) {
-            if (++idx[d] < y->dims[d])
-                break;
-            idx[d] = 0;
-        }
+        free(coff);
+        free(cw);
     }
-    free(coff);
-    free(cw);
     free(taps);
+    if (failed)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "node `%s` (Resize): out of memory", n->name);
     return SEGRT_OK;
 }
 
