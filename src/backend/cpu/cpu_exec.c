@@ -91,6 +91,7 @@ sg_status sg_cpu_exec_create(const sg_cpu_plan *p, sg_cpu_exec **out)
             e->ptr[t] = e->arena + ct->offset;
         else if (ct->kind == CPU_T_CONST)
             e->ptr[t] = ct->data;
+        /* Views of the caller's buffers are bound at each run. */
         if (ct->has_md && dnnl_memory_create(&e->mem[t], &ct->md, p->engine, e->ptr[t]) != dnnl_success)
             s = sg_error(SEGRT_ERROR_INTERNAL, "oneDNN could not create a memory object");
     }
@@ -182,6 +183,12 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
         e->ptr[t] = outputs[j].data;
         if (e->mem[t])
             DNNL_TRY(dnnl_memory_set_data_handle(e->mem[t], outputs[j].data));
+    }
+    for (int32_t k = 0; k < p->n_aliases; k++) {
+        int32_t t = p->aliases[k];
+        e->ptr[t] = e->ptr[p->tensors[t].alias];
+        if (e->mem[t])
+            DNNL_TRY(dnnl_memory_set_data_handle(e->mem[t], e->ptr[t]));
     }
     /* OpenMP's team size is a per-thread setting: this affects only the
      * parallel regions this run starts, not other contexts' threads. */

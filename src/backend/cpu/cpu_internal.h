@@ -37,6 +37,7 @@ typedef struct cpu_tensor {
     void *data;             /* CONST */
     size_t offset;          /* ARENA */
     int32_t first, last;    /* steps that write it first and read it last */
+    int32_t alias;          /* another tensor whose memory this one views, or -1 */
 } cpu_tensor;
 
 typedef struct cpu_step cpu_step;
@@ -76,6 +77,8 @@ struct sg_cpu_plan {
     int32_t *uses;          /* readers of each graph value */
     int32_t *inputs;        /* tensors of the graph inputs */
     int32_t *outputs;       /* tensors of the caller's output buffers */
+    int32_t *aliases;       /* tensors viewing an input's memory, rebound per run */
+    int32_t n_aliases;
     size_t arena_bytes;
     size_t scratch_bytes;   /* oneDNN's scratchpad, the largest primitive's */
     size_t kscratch_bytes;  /* segrt kernels' scratch, the largest step's */
@@ -106,6 +109,9 @@ sg_status cpu_tensor_new_plain(sg_cpu_plan *p, cpu_tensor_kind kind, sg_dtype dt
                                const int64_t *dims, int32_t *out);
 /* A new arena tensor with layout md (float32 or another oneDNN type). */
 sg_status cpu_tensor_new_md(sg_cpu_plan *p, sg_dtype dt, const dnnl_memory_desc_t *md, int32_t *out);
+/* A tensor reading the memory of tensor `of` through descriptor md (a
+ * transposed or reshaped view). It lives as long as it is used. */
+sg_status cpu_tensor_new_alias(sg_cpu_plan *p, int32_t of, const dnnl_memory_desc_t *md, int32_t *out);
 bool cpu_tensor_is_plain(const cpu_tensor *t);
 void cpu_plain_md(const cpu_tensor *t, dnnl_memory_desc_t *md);
 
@@ -164,6 +170,8 @@ sg_status cpu_build_prelu(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_binary(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_matmul(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_resize(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_transpose(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_rows(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t node);

@@ -94,6 +94,22 @@ sg_status cpu_tensor_new_plain(sg_cpu_plan *p, cpu_tensor_kind kind, sg_dtype dt
         cpu_plain_md(&t, &t.md);
     t.first = t.last = -1;
     t.io_index = -1;
+    t.alias = -1;
+    return tensor_push(p, &t, out);
+}
+
+sg_status cpu_tensor_new_alias(sg_cpu_plan *p, int32_t of, const dnnl_memory_desc_t *md, int32_t *out)
+{
+    cpu_tensor t = p->tensors[of];
+    while (t.alias >= 0) /* a view of a view reads the original */
+        t = p->tensors[of = t.alias];
+    t.md = *md;
+    t.has_md = true;
+    t.rank = md->ndims;
+    for (int32_t d = 0; d < md->ndims; d++)
+        t.dims[d] = md->dims[d];
+    t.alias = of;
+    t.first = t.last = -1;
     return tensor_push(p, &t, out);
 }
 
@@ -111,6 +127,7 @@ sg_status cpu_tensor_new_md(sg_cpu_plan *p, sg_dtype dt, const dnnl_memory_desc_
     t.bytes = dnnl_memory_desc_get_size(md);
     t.first = t.last = -1;
     t.io_index = -1;
+    t.alias = -1;
     return tensor_push(p, &t, out);
 }
 
@@ -310,6 +327,10 @@ static sg_status build_node(sg_cpu_plan *p, int32_t i)
     case SG_OP_DIV: s = cpu_build_binary(p, i); break;
     case SG_OP_MAT_MUL: s = cpu_build_matmul(p, i); break;
     case SG_OP_RESIZE: s = cpu_build_resize(p, i); break;
+    case SG_OP_TRANSPOSE: s = cpu_build_transpose(p, i); break;
+    case SG_OP_SOFTMAX:
+    case SG_OP_LOG_SOFTMAX:
+    case SG_OP_LAYER_NORMALIZATION: s = cpu_build_rows(p, i); break;
     case SG_OP_INSTANCE_NORMALIZATION:
     case SG_OP_GROUP_NORMALIZATION: s = cpu_build_instance_norm(p, i); break;
     default: s = cpu_build_eltwise(p, i); break;
@@ -373,6 +394,17 @@ static sg_status plan_memory(sg_cpu_plan *p)
             ct->last = si;
         }
     }
+    /* A view keeps the memory it reads alive. */
+    for (int32_t t = 0; t < p->n_tensors; t++) {
+        cpu_tensor *ct = &p->tensors[t];
+        if (ct->alias < 0 || ct->first < 0)
+            continue;
+        cpu_tensor *of = &p->tensors[ct->alias];
+        if (of->first < 0 || ct->first < of->first)
+            of->first = ct->first;
+        if (ct->last > of->last)
+            of->last = ct->last;
+    }
     typedef struct {
         size_t off, end;
         int32_t last;
@@ -391,7 +423,7 @@ static sg_status plan_memory(sg_cpu_plan *p)
         n_live = k;
         for (int32_t t = 0; t < p->n_tensors; t++) {
             cpu_tensor *ct = &p->tensors[t];
-            if (ct->kind != CPU_T_ARENA || ct->first != si)
+            if (ct->kind != CPU_T_ARENA || ct->first != si || ct->alias >= 0)
                 continue;
             size_t need = (ct->bytes + 63) & ~(size_t)63;
             /* live is kept sorted by offset: take the first gap that fits. */
@@ -413,6 +445,21 @@ static sg_status plan_memory(sg_cpu_plan *p)
     }
     free(live);
     p->arena_bytes = peak;
+    int32_t n_aliases = 0;
+    for (int32_t t = 0; t < p->n_tensors; t++) {
+        cpu_tensor *ct = &p->tensors[t];
+        if (ct->alias < 0)
+            continue;
+        ct->offset = p->tensors[ct->alias].offset;
+        if (ct->kind == CPU_T_INPUT || ct->kind == CPU_T_OUTPUT)
+            n_aliases++;
+    }
+    p->aliases = sg_calloc((size_t)n_aliases + 1, sizeof *p->aliases);
+    if (!p->aliases)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    for (int32_t t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].alias >= 0 && (p->tensors[t].kind == CPU_T_INPUT || p->tensors[t].kind == CPU_T_OUTPUT))
+            p->aliases[p->n_aliases++] = t;
     return SEGRT_OK;
 }
 
@@ -469,6 +516,7 @@ void sg_cpu_plan_free(sg_cpu_plan *p)
     free(p->uses);
     free(p->inputs);
     free(p->outputs);
+    free(p->aliases);
     if (p->engine)
         dnnl_engine_destroy(p->engine);
     sg_graph_free(p->g);
