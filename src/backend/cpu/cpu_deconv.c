@@ -23,6 +23,12 @@ typedef struct deconv_params {
     int64_t n, ic, oc;
     int64_t in[3], out[3], k[3], stride[3], dil[3], pad[3];
     int64_t s_in, s_out, kvol;
+    int64_t batch;      /* samples per matrix product */
+    /* Per spatial dim (padded to 3) and output coordinate o: the taps k
+     * that reach o and the input index each reads, from tap_first[o] for
+     * tap_count[o] entries. Built once, so runs do no integer division. */
+    int32_t *tap_first[3], *tap_count[3], *tap_k[3], *tap_i[3];
+    int64_t dims3_in[3], dims3_out[3], k3[3];
     const float *wt;    /* [ic][kvol * oc]: the weights regrouped at build */
     const float *bias;  /* [oc] or NULL */
     deconv_act act;
@@ -38,66 +44,89 @@ static sg_status deconv_kernel(const cpu_step *s, sg_cpu_exec *e)
     float *y = e->ptr[s->args[1].tensor];
     float *cols = e->kscratch;
     int64_t ncols = dp->kvol * dp->oc;
-    /* Unused spatial dims act as size 1. */
-    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1},
-            pd[3] = {0, 0, 0};
-    for (int32_t d = 0; d < dp->sd; d++) {
-        int32_t at = 3 - dp->sd + d;
-        in[at] = dp->in[d];
-        out[at] = dp->out[d];
-        k[at] = dp->k[d];
-        st[at] = dp->stride[d];
-        dl[at] = dp->dil[d];
-        pd[at] = dp->pad[d];
-    }
-    for (int64_t n = 0; n < dp->n; n++) {
-        /* One sample at a time keeps the scratch to s_in x kvol x oc. */
-        dnnl_status_t ds = dnnl_sgemm('N', 'N', dp->s_in, ncols, dp->ic, 1.0f, x + n * dp->s_in * dp->ic, dp->ic,
-                                      dp->wt, ncols, 0.0f, cols, ncols);
+    const int64_t *in = dp->dims3_in, *out = dp->dims3_out, *k = dp->k3;
+    /* As many samples per product as the scratch holds (sized at build):
+     * small layers at large batch otherwise pay per-sample call costs. */
+    for (int64_t n0 = 0; n0 < dp->n; n0 += dp->batch) {
+        int64_t nb = n0 + dp->batch <= dp->n ? dp->batch : dp->n - n0;
+        dnnl_status_t ds = dnnl_sgemm('N', 'N', nb * dp->s_in, ncols, dp->ic, 1.0f, x + n0 * dp->s_in * dp->ic,
+                                      dp->ic, dp->wt, ncols, 0.0f, cols, ncols);
         if (ds != dnnl_success)
             return sg_error(SEGRT_ERROR_INTERNAL, "step `%s`: dnnl_sgemm failed: %s", s->name, cpu_dnnl_status(ds));
-        float *yn = y + n * dp->s_out * dp->oc;
-#pragma omp parallel for schedule(static) if (dp->s_out * dp->oc >= CPU_PARALLEL_MIN)
-        for (int64_t p = 0; p < dp->s_out; p++) {
-            int64_t o2 = p % out[2], o1 = (p / out[2]) % out[1], o0 = p / (out[2] * out[1]);
-            float acc[DECONV_MAX_OC];
-            for (int64_t c = 0; c < dp->oc; c++)
-                acc[c] = dp->bias ? dp->bias[c] : 0.0f;
-            for (int64_t k0 = 0; k0 < k[0]; k0++) {
-                int64_t t0 = o0 + pd[0] - k0 * dl[0];
-                if (t0 < 0 || t0 % st[0] || t0 / st[0] >= in[0])
-                    continue;
-                for (int64_t k1 = 0; k1 < k[1]; k1++) {
-                    int64_t t1 = o1 + pd[1] - k1 * dl[1];
-                    if (t1 < 0 || t1 % st[1] || t1 / st[1] >= in[1])
-                        continue;
-                    for (int64_t k2 = 0; k2 < k[2]; k2++) {
-                        int64_t t2 = o2 + pd[2] - k2 * dl[2];
-                        if (t2 < 0 || t2 % st[2] || t2 / st[2] >= in[2])
-                            continue;
-                        int64_t si = ((t0 / st[0]) * in[1] + t1 / st[1]) * in[2] + t2 / st[2];
-                        int64_t kf = (k0 * k[1] + k1) * k[2] + k2;
-                        const float *src = cols + si * ncols + kf * dp->oc;
-                        for (int64_t c = 0; c < dp->oc; c++)
-                            acc[c] += src[c];
+        int64_t rows = nb * out[0] * out[1];
+#pragma omp parallel for schedule(static) if (rows * out[2] * dp->oc >= CPU_PARALLEL_MIN)
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t o1 = r % out[1], o0 = (r / out[1]) % out[0], nl = r / (out[0] * out[1]);
+            const float *cn = cols + nl * dp->s_in * ncols;
+            float *yrow = y + (((n0 + nl) * out[0] + o0) * out[1] + o1) * out[2] * dp->oc;
+            for (int64_t o2 = 0; o2 < out[2]; o2++) {
+                float acc[DECONV_MAX_OC];
+                for (int64_t c = 0; c < dp->oc; c++)
+                    acc[c] = dp->bias ? dp->bias[c] : 0.0f;
+                for (int32_t a0 = 0; a0 < dp->tap_count[0][o0]; a0++) {
+                    int32_t t0 = dp->tap_first[0][o0] + a0;
+                    for (int32_t a1 = 0; a1 < dp->tap_count[1][o1]; a1++) {
+                        int32_t t1 = dp->tap_first[1][o1] + a1;
+                        for (int32_t a2 = 0; a2 < dp->tap_count[2][o2]; a2++) {
+                            int32_t t2 = dp->tap_first[2][o2] + a2;
+                            int64_t si = ((int64_t)dp->tap_i[0][t0] * in[1] + dp->tap_i[1][t1]) * in[2] +
+                                         dp->tap_i[2][t2];
+                            int64_t kf = ((int64_t)dp->tap_k[0][t0] * k[1] + dp->tap_k[1][t1]) * k[2] +
+                                         dp->tap_k[2][t2];
+                            const float *src = cn + si * ncols + kf * dp->oc;
+                            for (int64_t c = 0; c < dp->oc; c++)
+                                acc[c] += src[c];
+                        }
                     }
                 }
+                float *dst = yrow + o2 * dp->oc;
+                if (dp->act == DECONV_NONE)
+                    for (int64_t c = 0; c < dp->oc; c++)
+                        dst[c] = acc[c];
+                else if (dp->slopes)
+                    for (int64_t c = 0; c < dp->oc; c++)
+                        dst[c] = acc[c] < 0 ? acc[c] * dp->slopes[c] : acc[c];
+                else if (dp->relu)
+                    for (int64_t c = 0; c < dp->oc; c++)
+                        dst[c] = acc[c] < 0 ? 0.0f : acc[c];
+                else
+                    for (int64_t c = 0; c < dp->oc; c++)
+                        dst[c] = acc[c] < 0 ? acc[c] * dp->slope : acc[c];
             }
-            float *dst = yn + p * dp->oc;
-            if (dp->act == DECONV_NONE)
-                for (int64_t c = 0; c < dp->oc; c++)
-                    dst[c] = acc[c];
-            else if (dp->slopes)
-                for (int64_t c = 0; c < dp->oc; c++)
-                    dst[c] = acc[c] < 0 ? acc[c] * dp->slopes[c] : acc[c];
-            else if (dp->relu)
-                for (int64_t c = 0; c < dp->oc; c++)
-                    dst[c] = acc[c] < 0 ? 0.0f : acc[c];
-            else
-                for (int64_t c = 0; c < dp->oc; c++)
-                    dst[c] = acc[c] < 0 ? acc[c] * dp->slope : acc[c];
         }
     }
+    return SEGRT_OK;
+}
+
+/* Builds the tap tables of one (padded) dim: for each output coordinate o,
+ * the taps k with (o + pad - k * dil) a multiple of stride landing inside
+ * the input. */
+static sg_status build_taps(sg_cpu_plan *p, deconv_params *dp, int32_t d, int64_t in, int64_t out, int64_t k,
+                            int64_t st, int64_t dl, int64_t pad)
+{
+    int32_t *first = cpu_plan_alloc(p, (size_t)out * sizeof(int32_t));
+    int32_t *count = cpu_plan_alloc(p, (size_t)out * sizeof(int32_t));
+    int32_t *tk = cpu_plan_alloc(p, (size_t)(out * k) * sizeof(int32_t));
+    int32_t *ti = cpu_plan_alloc(p, (size_t)(out * k) * sizeof(int32_t));
+    if (!first || !count || !tk || !ti)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    int32_t n = 0;
+    for (int64_t o = 0; o < out; o++) {
+        first[o] = n;
+        for (int64_t kk = 0; kk < k; kk++) {
+            int64_t t = o + pad - kk * dl;
+            if (t < 0 || t % st || t / st >= in)
+                continue;
+            tk[n] = (int32_t)kk;
+            ti[n] = (int32_t)(t / st);
+            n++;
+        }
+        count[o] = n - first[o];
+    }
+    dp->tap_first[d] = first;
+    dp->tap_count[d] = count;
+    dp->tap_k[d] = tk;
+    dp->tap_i[d] = ti;
     return SEGRT_OK;
 }
 
@@ -209,6 +238,20 @@ sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t i)
     int32_t x, y;
     SG_TRY(cpu_value_as(p, n->inputs[0], &x_md, &x));
     SG_TRY(cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &y_md, &y));
+    for (int32_t d = 0; d < 3; d++) {
+        int32_t src = d - (3 - sd); /* unused leading dims act as size 1 */
+        dp.dims3_in[d] = src >= 0 ? dp.in[src] : 1;
+        dp.dims3_out[d] = src >= 0 ? dp.out[src] : 1;
+        dp.k3[d] = src >= 0 ? dp.k[src] : 1;
+        if (dp.dims3_in[d] > INT32_MAX || dp.dims3_out[d] * dp.k3[d] > INT32_MAX)
+            return SEGRT_ERROR_UNSUPPORTED;
+        SG_TRY(build_taps(p, &dp, d, dp.dims3_in[d], dp.dims3_out[d], dp.k3[d], src >= 0 ? dp.stride[src] : 1,
+                          src >= 0 ? dp.dil[src] : 1, src >= 0 ? dp.pad[src] : 0));
+    }
+    /* Samples per product: up to 16 MiB of scratch, at least one. */
+    int64_t per_sample = dp.s_in * dp.kvol * dp.oc * (int64_t)sizeof(float);
+    dp.batch = per_sample > 0 ? ((int64_t)16 << 20) / per_sample : 1;
+    dp.batch = dp.batch < 1 ? 1 : dp.batch > dp.n ? dp.n : dp.batch;
     deconv_params *params = sg_malloc(sizeof *params);
     if (!params)
         return SEGRT_ERROR_OUT_OF_MEMORY;
@@ -226,7 +269,7 @@ sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t i)
     st->args[1] = (cpu_arg){1, y};
     st->n_args = 2;
     p->value_tensor[out_value] = y;
-    size_t scratch = (size_t)(dp.s_in * dp.kvol * dp.oc) * sizeof(float);
+    size_t scratch = (size_t)(params->batch * dp.s_in * dp.kvol * dp.oc) * sizeof(float);
     if (scratch > p->kscratch_bytes)
         p->kscratch_bytes = scratch;
     return SEGRT_OK;
