@@ -367,3 +367,13 @@ sg_status sg_iu_required_int(const sg_node *n, const char *name, int64_t *out)
 }
 
 /* Concat ------------------------------------------------------------------ */
+
+int64_t sg_conv_pad_begin(const sg_conv_attrs *a, int32_t i, int64_t total)
+{
+    if (a->auto_pad == SG_AUTO_PAD_NOTSET)
+        return a->pads[i];
+    if (a->auto_pad == SG_AUTO_PAD_VALID)
+        return 0;
+    int64_t t = total > 0 ? total : 0;
+    return a->auto_pad == SG_AUTO_PAD_SAME_UPPER ? t / 2 : t - t / 2;
+}

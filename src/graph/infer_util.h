@@ -110,6 +110,11 @@ sg_status sg_conv_attrs_read(const sg_graph *g, const sg_node *n, int32_t spatia
 sg_status sg_conv_out_dim(const sg_node *n, const sg_conv_attrs *a, int32_t i, sg_dim in,
                           const char *xname, sg_dim *out);
 
+/* The begin padding along spatial axis i of a convolution or pool whose
+ * padded extent exceeds the input by total elements: the explicit pad, or
+ * what auto_pad gives (SAME_UPPER puts the odd element at the end). */
+int64_t sg_conv_pad_begin(const sg_conv_attrs *a, int32_t i, int64_t total);
+
 /* Output size along spatial axis i of a transposed convolution without an
  * explicit output_shape. */
 sg_status sg_conv_transpose_out_dim(const sg_node *n, const sg_conv_attrs *a, int32_t i, sg_dim in,

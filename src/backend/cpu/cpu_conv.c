@@ -197,14 +197,7 @@ sg_status cpu_build_conv(sg_cpu_plan *p, int32_t i)
             pr[d] = (in - 1) * a.strides[d] + k_eff - pl[d] - out; /* output_padding included */
         } else {
             int64_t total = (out - 1) * a.strides[d] + k_eff - in;
-            if (a.auto_pad == SG_AUTO_PAD_NOTSET)
-                pl[d] = a.pads[d];
-            else if (a.auto_pad == SG_AUTO_PAD_VALID)
-                pl[d] = 0;
-            else {
-                int64_t t = total > 0 ? total : 0;
-                pl[d] = a.auto_pad == SG_AUTO_PAD_SAME_UPPER ? t / 2 : t - t / 2;
-            }
+            pl[d] = sg_conv_pad_begin(&a, d, total);
             pr[d] = total - pl[d];
         }
         if (pr[d] < 0)

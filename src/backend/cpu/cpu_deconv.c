@@ -235,9 +235,8 @@ sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t i)
     }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&x_md, rank, xdims, dnnl_f32, channels_last_tag(rank)));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&y_md, rank, ydims, dnnl_f32, channels_last_tag(rank)));
-    int32_t x, y;
+    int32_t x;
     SG_TRY(cpu_value_as(p, n->inputs[0], &x_md, &x));
-    SG_TRY(cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &y_md, &y));
     for (int32_t d = 0; d < 3; d++) {
         int32_t src = d - (3 - sd); /* unused leading dims act as size 1 */
         dp.dims3_in[d] = src >= 0 ? dp.in[src] : 1;
@@ -256,20 +255,8 @@ sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t i)
     if (!params)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *params = dp;
-    cpu_step *st;
-    sg_status s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        free(params);
-        return s;
-    }
-    st->kernel = deconv_kernel;
-    st->params = params;
-    st->n_outputs = 1;
-    st->args[0] = (cpu_arg){0, x};
-    st->args[1] = (cpu_arg){1, y};
-    st->n_args = 2;
-    p->value_tensor[out_value] = y;
-    size_t scratch = (size_t)(params->batch * dp.s_in * dp.kvol * dp.oc) * sizeof(float);
+    SG_TRY(cpu_kernel_step(p, n, deconv_kernel, params, &x, 1, &y_md, out_value, NULL));
+    size_t scratch = (size_t)(dp.batch * dp.s_in * dp.kvol * dp.oc) * sizeof(float);
     if (scratch > p->kscratch_bytes)
         p->kscratch_bytes = scratch;
     return SEGRT_OK;

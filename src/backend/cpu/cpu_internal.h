@@ -117,6 +117,15 @@ void cpu_plain_md(const cpu_tensor *t, dnnl_memory_desc_t *md);
 
 /* Appends a step and returns it (valid until the next append). */
 sg_status cpu_step_new(sg_cpu_plan *p, const char *name, cpu_step **out);
+/* Appends a segrt-kernel step for node n: args are the n_in tensors in,
+ * then a new arena tensor with layout md that becomes graph value `value`.
+ * Takes ownership of params, freeing it on failure too. The step is
+ * returned for extra settings (valid until the next append). */
+sg_status cpu_kernel_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, void *params, const int32_t *in,
+                          int32_t n_in, const dnnl_memory_desc_t *md, int32_t value, cpu_step **out);
+/* New plain arena tensors for every present output of n, which become its
+ * values; out[k] is -1 for an omitted output. */
+sg_status cpu_plain_outputs(sg_cpu_plan *p, const sg_node *n, int32_t *out);
 /* Creates a primitive from pd, adds its scratchpad size to the plan's, and
  * takes ownership of pd. */
 sg_status cpu_primitive(sg_cpu_plan *p, dnnl_primitive_desc_t pd, dnnl_primitive_t *out);

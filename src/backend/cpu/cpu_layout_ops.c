@@ -163,25 +163,10 @@ sg_status cpu_build_rows(sg_cpu_plan *p, int32_t i)
     rp->row_elems = 1;
     for (int32_t d = 1; d < rank; d++)
         rp->row_elems *= xv->shape.d[d].size;
-    for (int32_t k = 0; k < n->n_outputs; k++) {
-        int32_t v = n->outputs[k];
-        args[n->n_inputs + k] = -1;
-        if (v < 0)
-            continue;
-        const sg_value *val = &p->g->values[v];
-        int64_t dims[SEGRT_MAX_RANK];
-        sg_status s = sg_shape_dims(&val->shape, dims)
-                          ? cpu_tensor_new_plain(p, CPU_T_ARENA, val->dtype, val->shape.rank, dims,
-                                                 &args[n->n_inputs + k])
-                          : sg_node_error(n, SEGRT_ERROR_INTERNAL, "output `%s` has no static shape", val->name);
-        if (s != SEGRT_OK) {
-            free(rp);
-            return s;
-        }
-        p->value_tensor[v] = args[n->n_inputs + k];
-    }
+    sg_status s = cpu_plain_outputs(p, n, args + n->n_inputs);
     cpu_step *st;
-    sg_status s = cpu_step_new(p, n->name, &st);
+    if (s == SEGRT_OK)
+        s = cpu_step_new(p, n->name, &st);
     if (s != SEGRT_OK) {
         free(rp);
         return s;

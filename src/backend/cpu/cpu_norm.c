@@ -341,34 +341,14 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
         p->fused[r] = 1;
         out_value = p->g->nodes[r].outputs[0];
     }
+    int32_t in[3] = {x, -1, -1};
+    SG_TRY(cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.l.c, &in[1]));
+    p->tensors[in[1]].data = (void *)gamma;
+    SG_TRY(cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.l.c, &in[2]));
+    p->tensors[in[2]].data = (void *)beta;
     inorm_params *params = sg_malloc(sizeof *params);
     if (!params)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *params = ip;
-    int32_t y, g, b;
-    const dnnl_memory_desc_t x_md = p->tensors[x].md; /* new tensors may move the array */
-    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &x_md, &y);
-    if (s == SEGRT_OK)
-        s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.l.c, &g);
-    if (s == SEGRT_OK)
-        s = cpu_tensor_new_plain(p, CPU_T_CONST, SEGRT_DTYPE_FLOAT32, 1, &ip.l.c, &b);
-    cpu_step *st;
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        free(params);
-        return s;
-    }
-    p->tensors[g].data = (void *)gamma;
-    p->tensors[b].data = (void *)beta;
-    p->value_tensor[out_value] = y;
-    st->kernel = inorm_kernel;
-    st->params = params;
-    st->n_outputs = 1;
-    st->args[0] = (cpu_arg){0, x};
-    st->args[1] = (cpu_arg){1, g};
-    st->args[2] = (cpu_arg){2, b};
-    st->args[3] = (cpu_arg){3, y};
-    st->n_args = 4;
-    return SEGRT_OK;
+    return cpu_kernel_step(p, n, inorm_kernel, params, in, 3, &p->tensors[x].md, out_value, NULL);
 }

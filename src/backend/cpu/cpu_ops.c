@@ -124,24 +124,9 @@ sg_status cpu_build_eltwise(sg_cpu_plan *p, int32_t i)
     if (!fp)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     fp->elements = (int64_t)(dnnl_memory_desc_get_size(&x_md) / sizeof(float));
-    int32_t y;
     cpu_step *st;
-    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &x_md, &y);
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        free(fp);
-        return s;
-    }
-    p->value_tensor[n->outputs[0]] = y;
-    st->kernel = flat_kernel;
-    st->params = fp;
+    SG_TRY(cpu_kernel_step(p, n, flat_kernel, fp, args, n->n_inputs, &x_md, n->outputs[0], &st));
     st->node = n;
-    st->n_outputs = 1;
-    for (int32_t k = 0; k < n->n_inputs; k++)
-        st->args[k] = (cpu_arg){k, args[k]};
-    st->args[n->n_inputs] = (cpu_arg){n->n_inputs, y};
-    st->n_args = n->n_inputs + 1;
     return SEGRT_OK;
 }
 
@@ -254,22 +239,7 @@ static sg_status build_maxpool(sg_cpu_plan *p, int32_t i, int32_t spatial, const
     if (!params)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *params = mp;
-    int32_t y;
-    cpu_step *st;
-    sg_status s = new_output(p, n->outputs[0], &y_md, &y);
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        free(params);
-        return s;
-    }
-    st->kernel = maxpool_kernel;
-    st->params = params;
-    st->n_outputs = 1;
-    st->args[0] = (cpu_arg){0, x};
-    st->args[1] = (cpu_arg){1, y};
-    st->n_args = 2;
-    return SEGRT_OK;
+    return cpu_kernel_step(p, n, maxpool_kernel, params, &x, 1, &y_md, n->outputs[0], NULL);
 }
 
 sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
@@ -302,14 +272,7 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
         kernel[d] = a.kernel[d];
         strides[d] = a.strides[d];
         dil[d] = a.dilations[d] - 1;
-        if (a.auto_pad == SG_AUTO_PAD_NOTSET)
-            pl[d] = a.pads[d];
-        else if (a.auto_pad == SG_AUTO_PAD_VALID)
-            pl[d] = 0;
-        else {
-            int64_t t = total > 0 ? total : 0;
-            pl[d] = a.auto_pad == SG_AUTO_PAD_SAME_UPPER ? t / 2 : t - t / 2;
-        }
+        pl[d] = sg_conv_pad_begin(&a, d, total);
         pr[d] = total - pl[d];
         /* oneDNN wants the padding that yields exactly this output size.
          * Average pooling whose ceil mode adds padding beyond the model's
@@ -432,18 +395,7 @@ sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t i)
         if (n->inputs[k] >= 0)
             SG_TRY(cpu_value_plain(p, n->inputs[k], &args[k]));
     }
-    for (int32_t k = 0; k < n->n_outputs; k++) {
-        int32_t v = n->outputs[k];
-        args[n->n_inputs + k] = -1;
-        if (v < 0)
-            continue;
-        const sg_value *val = &p->g->values[v];
-        int64_t dims[SEGRT_MAX_RANK];
-        if (!sg_shape_dims(&val->shape, dims))
-            return sg_node_error(n, SEGRT_ERROR_INTERNAL, "output `%s` has no static shape", val->name);
-        SG_TRY(cpu_tensor_new_plain(p, CPU_T_ARENA, val->dtype, val->shape.rank, dims, &args[n->n_inputs + k]));
-        p->value_tensor[v] = args[n->n_inputs + k];
-    }
+    SG_TRY(cpu_plain_outputs(p, n, args + n->n_inputs));
     cpu_step *st;
     SG_TRY(cpu_step_new(p, n->name, &st));
     st->kernel = cpu_fallback_kernel;

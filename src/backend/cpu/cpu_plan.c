@@ -150,6 +150,51 @@ sg_status cpu_step_new(sg_cpu_plan *p, const char *name, cpu_step **out)
     return SEGRT_OK;
 }
 
+sg_status cpu_kernel_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, void *params, const int32_t *in,
+                          int32_t n_in, const dnnl_memory_desc_t *md, int32_t value, cpu_step **out)
+{
+    const dnnl_memory_desc_t y_md = *md; /* md may point into the tensor array */
+    int32_t y;
+    cpu_step *st = NULL;
+    sg_status s = n_in < CPU_MAX_ARGS ? SEGRT_OK : sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "too many inputs");
+    if (s == SEGRT_OK)
+        s = cpu_tensor_new_md(p, p->g->values[value].dtype, &y_md, &y);
+    if (s == SEGRT_OK)
+        s = cpu_step_new(p, n->name, &st);
+    if (s != SEGRT_OK) {
+        free(params);
+        return s;
+    }
+    st->kernel = kernel;
+    st->params = params;
+    st->n_outputs = 1;
+    for (int32_t k = 0; k < n_in; k++)
+        st->args[k] = (cpu_arg){k, in[k]};
+    st->args[n_in] = (cpu_arg){n_in, y};
+    st->n_args = n_in + 1;
+    p->value_tensor[value] = y;
+    if (out)
+        *out = st;
+    return SEGRT_OK;
+}
+
+sg_status cpu_plain_outputs(sg_cpu_plan *p, const sg_node *n, int32_t *out)
+{
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        int32_t v = n->outputs[k];
+        out[k] = -1;
+        if (v < 0)
+            continue;
+        const sg_value *val = &p->g->values[v];
+        int64_t dims[SEGRT_MAX_RANK];
+        if (!sg_shape_dims(&val->shape, dims))
+            return sg_node_error(n, SEGRT_ERROR_INTERNAL, "output `%s` has no static shape", val->name);
+        SG_TRY(cpu_tensor_new_plain(p, CPU_T_ARENA, val->dtype, val->shape.rank, dims, &out[k]));
+        p->value_tensor[v] = out[k];
+    }
+    return SEGRT_OK;
+}
+
 sg_status cpu_attr_new(dnnl_primitive_attr_t *out)
 {
     DNNL_TRY(dnnl_primitive_attr_create(out));

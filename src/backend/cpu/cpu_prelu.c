@@ -93,22 +93,5 @@ sg_status cpu_build_prelu(sg_cpu_plan *p, int32_t i)
     if (!params)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *params = pp;
-    const dnnl_memory_desc_t x_md = p->tensors[x].md; /* new tensors may move the array */
-    int32_t y;
-    cpu_step *st;
-    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, &x_md, &y);
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        free(params);
-        return s;
-    }
-    p->value_tensor[n->outputs[0]] = y;
-    st->kernel = prelu_kernel;
-    st->params = params;
-    st->n_outputs = 1;
-    st->args[0] = (cpu_arg){0, x};
-    st->args[1] = (cpu_arg){1, y};
-    st->n_args = 2;
-    return SEGRT_OK;
+    return cpu_kernel_step(p, n, prelu_kernel, params, &x, 1, &p->tensors[x].md, n->outputs[0], NULL);
 }
