@@ -1,10 +1,12 @@
-/* Data movement and row-wise operators on the CPU with threads:
+/* Data movement and everything else oneDNN lacks, on the CPU with threads:
  *  - Transpose as a oneDNN reorder from a strided view of its input (a
  *    transpose is exactly that), threaded by oneDNN;
- *  - Softmax, LogSoftmax and LayerNormalization, whose rows along axis 0 are
- *    independent when their axis is past it, on their reference kernels over
- *    chunks of axis 0 in parallel: exact libm arithmetic (oneDNN's softmax
- *    loses NaN), on every core. */
+ *  - every other operator that computes each index of axis 0 from that index
+ *    alone (Softmax, LayerNorm, reductions and gathers along other axes, Pad
+ *    and Slice that leave axis 0 alone, elementwise operators with
+ *    broadcasting, ...) on its reference kernel over chunks of axis 0 in
+ *    parallel: exact libm arithmetic (oneDNN's softmax loses NaN), on every
+ *    core. */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/ref/ref.h"
 
@@ -71,6 +73,7 @@ sg_status cpu_build_transpose(sg_cpu_plan *p, int32_t i)
 
 typedef struct rows_params {
     int64_t rows;      /* extent of axis 0 */
+    int32_t rank;      /* of the outputs, and of the operands that are cut */
     int64_t row_elems; /* elements of one index of axis 0, per tensor arg */
 } rows_params;
 
@@ -97,9 +100,10 @@ static sg_status rows_chunk(const cpu_step *s, sg_cpu_exec *e, int64_t from, int
         v->rank = t->rank;
         memcpy(v->dims, t->dims, sizeof v->dims);
         v->data = e->ptr[s->args[a].tensor];
-        /* Tensors with the full axis 0 (data in, outputs) are cut to the
-         * chunk; parameters (scale, bias) stay whole. */
-        if (t->rank >= 1 && t->dims[0] == rp->rows && (a == 0 || a >= n_in)) {
+        /* Tensors of the output's rank with the full axis 0 are cut to the
+         * chunk; the rest (broadcast operands, scale, bias, pads, indices
+         * of lower rank) stay whole. */
+        if (t->rank == rp->rank && t->dims[0] == rp->rows) {
             int64_t per = 1;
             for (int32_t d = 1; d < t->rank; d++)
                 per *= t->dims[d];
@@ -131,24 +135,92 @@ static sg_status rows_kernel(const cpu_step *s, sg_cpu_exec *e)
     return failed ? rows_chunk(s, e, 0, rp->rows) : SEGRT_OK;
 }
 
+/* A constant int input's values, or false. */
+static bool const_ints(const sg_cpu_plan *p, const sg_node *n, int32_t i, int64_t *vals, int32_t cap, int32_t *count)
+{
+    if (i >= n->n_inputs || n->inputs[i] < 0)
+        return false;
+    const sg_value *v = &p->g->values[n->inputs[i]];
+    int64_t numel;
+    if (!v->data || !sg_dtype_is_integer(v->dtype) || !sg_shape_numel(&v->shape, &numel) || numel > cap)
+        return false;
+    for (int64_t k = 0; k < numel; k++)
+        vals[k] = sg_dtype_load_i64(v->dtype, sg_blob_data(v->data), k);
+    *count = (int32_t)numel;
+    return true;
+}
+
+/* Whether node n computes each index of axis 0 from that index alone, so
+ * that chunks of axis 0 can run apart. Beyond the shape rule checked by the
+ * caller (outputs of the same rank with the same axis 0), the operators
+ * that act along an axis must not act along axis 0. */
+static bool rows_independent(const sg_cpu_plan *p, const sg_node *n, int32_t rank)
+{
+    int64_t v[2 * SEGRT_MAX_RANK];
+    int32_t c = 0;
+    switch (n->op) {
+    case SG_OP_SOFTMAX:
+    case SG_OP_LOG_SOFTMAX:
+    case SG_OP_LAYER_NORMALIZATION:
+    case SG_OP_ARG_MAX:
+    case SG_OP_GATHER:
+    case SG_OP_SPLIT:
+    case SG_OP_CONCAT: {
+        int64_t axis = sg_attr_int(n, "axis", n->op == SG_OP_SOFTMAX || n->op == SG_OP_LOG_SOFTMAX ||
+                                                      n->op == SG_OP_LAYER_NORMALIZATION ? -1 : 0);
+        return (axis < 0 ? axis + rank : axis) >= 1;
+    }
+    case SG_OP_PAD: /* pads [begin..., end...]: none on axis 0 */
+        if (!const_ints(p, n, 1, v, 2 * SEGRT_MAX_RANK, &c) || c != 2 * rank || (n->n_inputs > 3 && n->inputs[3] >= 0))
+            return false;
+        return v[0] == 0 && v[rank] == 0;
+    case SG_OP_SLICE: /* explicit axes, none of them 0 */
+        if (!const_ints(p, n, 3, v, SEGRT_MAX_RANK, &c))
+            return false;
+        for (int32_t k = 0; k < c; k++)
+            if (v[k] == 0 || v[k] == -rank)
+                return false;
+        return true;
+    case SG_OP_TRANSPOSE: {
+        int32_t np;
+        const int64_t *perm = sg_attr_ints(n, "perm", &np);
+        return perm && np == rank && perm[0] == 0;
+    }
+    case SG_OP_REDUCE_MEAN: case SG_OP_REDUCE_SUM: case SG_OP_REDUCE_MAX: case SG_OP_REDUCE_MIN:
+    case SG_OP_CAST: case SG_OP_WHERE: case SG_OP_EQUAL: case SG_OP_LESS: case SG_OP_GREATER: case SG_OP_NOT:
+    case SG_OP_AND: case SG_OP_OR: case SG_OP_POW: case SG_OP_MAX: case SG_OP_MIN: case SG_OP_SUM: case SG_OP_MEAN:
+    case SG_OP_ADD: case SG_OP_SUB: case SG_OP_MUL: case SG_OP_DIV: case SG_OP_CLIP: case SG_OP_PRELU:
+    case SG_OP_BATCH_NORMALIZATION: case SG_OP_TILE: case SG_OP_EXPAND: case SG_OP_DEPTH_TO_SPACE:
+    case SG_OP_SPACE_TO_DEPTH: case SG_OP_RELU: case SG_OP_LEAKY_RELU: case SG_OP_ELU: case SG_OP_SELU:
+    case SG_OP_SIGMOID: case SG_OP_HARD_SIGMOID: case SG_OP_HARD_SWISH: case SG_OP_TANH: case SG_OP_SOFTPLUS:
+    case SG_OP_GELU: case SG_OP_ERF: case SG_OP_SQRT: case SG_OP_EXP: case SG_OP_LOG: case SG_OP_NEG:
+    case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR: case SG_OP_CEIL:
+        /* Elementwise, per-channel or along other axes: the shape rule
+         * (same rank, same axis 0 in and out) is the whole condition. A
+         * reduction over axis 0 changes it, or the rank. */
+        return true;
+    default:
+        return false;
+    }
+}
+
 sg_status cpu_build_rows(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
     const sg_value *xv = n->n_inputs > 0 && n->inputs[0] >= 0 ? &p->g->values[n->inputs[0]] : NULL;
-    if (!xv || xv->shape.rank < 2 || n->outputs[0] < 0)
+    if (!xv || xv->shape.rank < 2 || n->outputs[0] < 0 || !sg_ref_kernel(n->op))
         return SEGRT_ERROR_UNSUPPORTED;
     int32_t rank = xv->shape.rank;
-    int64_t axis = sg_attr_int(n, "axis", -1);
-    if (axis < 0)
-        axis += rank;
-    /* The reduction must not cross axis 0, and every output must keep it. */
-    if (axis < 1 || axis >= rank)
-        return SEGRT_ERROR_UNSUPPORTED;
     int64_t rows = xv->shape.d[0].size;
-    for (int32_t k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] >= 0 && p->g->values[n->outputs[k]].shape.d[0].size != rows)
+    /* Every output keeps the rank and axis 0 of input 0. */
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        const sg_value *ov = n->outputs[k] >= 0 ? &p->g->values[n->outputs[k]] : NULL;
+        if (ov && (ov->shape.rank != rank || ov->shape.d[0].size != rows))
             return SEGRT_ERROR_UNSUPPORTED;
-    if (n->n_inputs + n->n_outputs > CPU_MAX_ARGS)
+    }
+    /* LayerNormalization's optional Mean/InvStdDev keep axis 0 too; a
+     * reference kernel with fewer outputs is handled by the same rule. */
+    if (rows < 2 || !rows_independent(p, n, rank) || n->n_inputs + n->n_outputs > CPU_MAX_ARGS)
         return SEGRT_ERROR_UNSUPPORTED;
     int32_t args[CPU_MAX_ARGS];
     for (int32_t k = 0; k < n->n_inputs; k++) {
@@ -160,6 +232,7 @@ sg_status cpu_build_rows(sg_cpu_plan *p, int32_t i)
     if (!rp)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     rp->rows = rows;
+    rp->rank = rank;
     rp->row_elems = 1;
     for (int32_t d = 1; d < rank; d++)
         rp->row_elems *= xv->shape.d[d].size;
@@ -174,6 +247,7 @@ sg_status cpu_build_rows(sg_cpu_plan *p, int32_t i)
     st->kernel = rows_kernel;
     st->params = rp;
     st->node = n;
+    st->fallback = true;
     st->n_outputs = n->n_outputs;
     st->n_args = n->n_inputs + n->n_outputs;
     for (int32_t k = 0; k < st->n_args; k++)

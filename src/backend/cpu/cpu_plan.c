@@ -373,13 +373,14 @@ static sg_status build_node(sg_cpu_plan *p, int32_t i)
     case SG_OP_MAT_MUL: s = cpu_build_matmul(p, i); break;
     case SG_OP_RESIZE: s = cpu_build_resize(p, i); break;
     case SG_OP_TRANSPOSE: s = cpu_build_transpose(p, i); break;
-    case SG_OP_SOFTMAX:
-    case SG_OP_LOG_SOFTMAX:
-    case SG_OP_LAYER_NORMALIZATION: s = cpu_build_rows(p, i); break;
     case SG_OP_INSTANCE_NORMALIZATION:
     case SG_OP_GROUP_NORMALIZATION: s = cpu_build_instance_norm(p, i); break;
     default: s = cpu_build_eltwise(p, i); break;
     }
+    /* What no specific builder took runs on its reference kernel: over
+     * chunks of axis 0 in parallel where the operator allows, else whole. */
+    if (s == SEGRT_ERROR_UNSUPPORTED)
+        s = cpu_build_rows(p, i);
     if (s != SEGRT_ERROR_UNSUPPORTED)
         return s;
     /* A builder declines before adding steps, so the reference kernel
