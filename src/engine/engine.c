@@ -305,8 +305,9 @@ static bool dims_match(const sg_graph *g, size_t n_inputs, const segrt_tensor *i
 /* Picks the executor for this run's input dims: the engine's plan, the
  * context's specialization, or a new specialization that replaces it. */
 static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
-                          const sg_graph **g_out, sg_cpu_exec **out)
+                          const sg_graph **g_out, sg_cpu_exec **out, sg_graph **interpret)
 {
+    *interpret = NULL;
     const segrt_engine *e = ctx->engine;
     if (e->plan && dims_match(e->g, n_inputs, inputs)) {
         *g_out = e->g;
@@ -324,8 +325,9 @@ static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tenso
     sg_cpu_exec *exec = NULL;
     sg_status s = sg_graph_optimize(g, ref_lookup);
     if (s == SEGRT_OK && !graph_is_static(g)) {
-        /* Shapes that depend on input values: no plan can be made ahead. */
-        sg_graph_free(g);
+        /* Shapes that depend on input values: no plan can be made ahead;
+         * the caller interprets this specialization and frees it. */
+        *interpret = g;
         *g_out = NULL;
         *out = NULL;
         return SEGRT_OK;
@@ -356,14 +358,13 @@ static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tenso
 }
 
 /* The interpreter path, for graphs whose shapes depend on input values:
- * bind the inputs' data as constants and let constant folding evaluate the
- * graph with the reference kernels, inferring each shape as it goes and
- * dropping intermediates once read. Slower than a plan, and it allocates. */
-static sg_status run_interpreted(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
-                                 size_t n_outputs, segrt_tensor *outputs)
+ * bind the inputs' data as constants to g (specialized for their dims, and
+ * consumed) and let constant folding evaluate the graph with the reference
+ * kernels, inferring each shape as it goes and dropping intermediates once
+ * read. Slower than a plan, and it allocates. */
+static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t n_outputs,
+                                 segrt_tensor *outputs)
 {
-    sg_graph *g = NULL;
-    SG_TRY(specialize(e, n_inputs, inputs, &g));
     sg_status s = SEGRT_OK;
     for (int32_t i = 0; i < g->n_inputs && s == SEGRT_OK; i++) {
         sg_value *v = &g->values[g->inputs[i]];
@@ -408,9 +409,10 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
     SG_TRY(check_inputs(e->g, n_inputs, inputs));
     const sg_graph *g = NULL;
     sg_cpu_exec *exec = NULL;
-    SG_TRY(exec_for(ctx, n_inputs, inputs, &g, &exec));
-    if (!exec)
-        return run_interpreted(e, n_inputs, inputs, n_outputs, outputs);
+    sg_graph *interpret = NULL;
+    SG_TRY(exec_for(ctx, n_inputs, inputs, &g, &exec, &interpret));
+    if (interpret)
+        return run_interpreted(interpret, inputs, n_outputs, outputs);
     SG_TRY(check_outputs(g, n_outputs, outputs));
     sg_tensor in[SG_MAX_IO], out[SG_MAX_IO];
     for (size_t i = 0; i < n_inputs; i++) {
