@@ -123,6 +123,11 @@ sg_status cpu_step_new(sg_cpu_plan *p, const char *name, cpu_step **out);
  * returned for extra settings (valid until the next append). */
 sg_status cpu_kernel_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, void *params, const int32_t *in,
                           int32_t n_in, const dnnl_memory_desc_t *md, int32_t value, cpu_step **out);
+/* Appends the step of primitive pd (ownership taken, destroyed on failure)
+ * for node n: args, then a new arena tensor in pd's destination layout
+ * that becomes n's first output, passed as dst_arg. */
+sg_status cpu_primitive_step(sg_cpu_plan *p, const sg_node *n, dnnl_primitive_desc_t pd, const cpu_arg *args,
+                             int32_t n_args, int dst_arg);
 /* New plain arena tensors for every present output of n, which become its
  * values; out[k] is -1 for an omitted output. */
 sg_status cpu_plain_outputs(sg_cpu_plan *p, const sg_node *n, int32_t *out);

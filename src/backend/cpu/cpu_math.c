@@ -37,28 +37,6 @@ static bool md_at_rank(sg_cpu_plan *p, int32_t v, int32_t rank, int32_t *tensor,
     return true;
 }
 
-static sg_status finish(sg_cpu_plan *p, const sg_node *n, dnnl_primitive_desc_t pd, const cpu_arg *args,
-                        int32_t n_args, int dst_arg)
-{
-    int32_t y;
-    sg_status s = cpu_tensor_new_md(p, SEGRT_DTYPE_FLOAT32, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-                                    &y);
-    cpu_step *st;
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        dnnl_primitive_desc_destroy(pd);
-        return s;
-    }
-    p->value_tensor[n->outputs[0]] = y;
-    SG_TRY(cpu_primitive(p, pd, &st->prim));
-    for (int32_t a = 0; a < n_args; a++)
-        st->args[a] = args[a];
-    st->args[n_args] = (cpu_arg){dst_arg, y};
-    st->n_args = n_args + 1;
-    return SEGRT_OK;
-}
-
 static sg_status create(sg_cpu_plan *p, const_dnnl_op_desc_t desc, dnnl_primitive_desc_t *pd)
 {
     dnnl_primitive_attr_t attr;
@@ -138,7 +116,7 @@ sg_status cpu_build_binary(sg_cpu_plan *p, int32_t i)
         return SEGRT_ERROR_UNSUPPORTED;
     }
     cpu_arg args[2] = {{DNNL_ARG_SRC_0, ta}, {DNNL_ARG_SRC_1, tb}};
-    return finish(p, n, pd, args, 2, DNNL_ARG_DST);
+    return cpu_primitive_step(p, n, pd, args, 2, DNNL_ARG_DST);
 }
 
 sg_status cpu_build_matmul(sg_cpu_plan *p, int32_t i)
@@ -170,7 +148,7 @@ sg_status cpu_build_matmul(sg_cpu_plan *p, int32_t i)
         return SEGRT_ERROR_UNSUPPORTED;
     }
     cpu_arg args[2] = {{DNNL_ARG_SRC, ta}, {DNNL_ARG_WEIGHTS, tb}};
-    return finish(p, n, pd, args, 2, DNNL_ARG_DST);
+    return cpu_primitive_step(p, n, pd, args, 2, DNNL_ARG_DST);
 }
 
 sg_status cpu_build_resize(sg_cpu_plan *p, int32_t i)
@@ -222,5 +200,5 @@ sg_status cpu_build_resize(sg_cpu_plan *p, int32_t i)
         create(p, &d, &pd) != SEGRT_OK)
         return SEGRT_ERROR_UNSUPPORTED;
     cpu_arg args[1] = {{DNNL_ARG_SRC, x}};
-    return finish(p, n, pd, args, 1, DNNL_ARG_DST);
+    return cpu_primitive_step(p, n, pd, args, 1, DNNL_ARG_DST);
 }

@@ -15,15 +15,6 @@ static bool f32_with_md(const sg_cpu_plan *p, int32_t v)
     return t >= 0 && p->tensors[t].dtype == SEGRT_DTYPE_FLOAT32 && p->tensors[t].has_md;
 }
 
-/* Gives graph value v (the output of a oneDNN step) a new arena tensor
- * with layout md. */
-static sg_status new_output(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, int32_t *out)
-{
-    SG_TRY(cpu_tensor_new_md(p, p->g->values[v].dtype, md, out));
-    p->value_tensor[v] = *out;
-    return SEGRT_OK;
-}
-
 /* Unary elementwise operators run their reference kernel on the flat
  * buffer, whatever its layout (a layout without padding holds each element
  * once), split into chunks across threads. The reference kernels use libm,
@@ -304,20 +295,8 @@ sg_status cpu_build_pool(sg_cpu_plan *p, int32_t i)
     if (ds == dnnl_unimplemented)
         return SEGRT_ERROR_UNSUPPORTED;
     DNNL_TRY(ds);
-    int32_t y;
-    sg_status s = new_output(p, n->outputs[0], dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &y);
-    cpu_step *st;
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        dnnl_primitive_desc_destroy(pd);
-        return s;
-    }
-    SG_TRY(cpu_primitive(p, pd, &st->prim));
-    st->args[0] = (cpu_arg){DNNL_ARG_SRC, x};
-    st->args[1] = (cpu_arg){DNNL_ARG_DST, y};
-    st->n_args = 2;
-    return SEGRT_OK;
+    cpu_arg args[1] = {{DNNL_ARG_SRC, x}};
+    return cpu_primitive_step(p, n, pd, args, 1, DNNL_ARG_DST);
 }
 
 sg_status cpu_build_concat(sg_cpu_plan *p, int32_t i)
@@ -365,21 +344,10 @@ sg_status cpu_build_concat(sg_cpu_plan *p, int32_t i)
     dnnl_status_t ds = dnnl_concat_primitive_desc_create(&pd, &dst_md, n->n_inputs, axis, srcs, attr, p->engine);
     dnnl_primitive_attr_destroy(attr);
     DNNL_TRY(ds);
-    int32_t y;
-    sg_status s = new_output(p, n->outputs[0], dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &y);
-    cpu_step *st;
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        dnnl_primitive_desc_destroy(pd);
-        return s;
-    }
-    SG_TRY(cpu_primitive(p, pd, &st->prim));
+    cpu_arg args[CPU_MAX_ARGS];
     for (int32_t k = 0; k < n->n_inputs; k++)
-        st->args[k] = (cpu_arg){DNNL_ARG_MULTIPLE_SRC + k, tensors[k]};
-    st->args[n->n_inputs] = (cpu_arg){DNNL_ARG_DST, y};
-    st->n_args = n->n_inputs + 1;
-    return SEGRT_OK;
+        args[k] = (cpu_arg){DNNL_ARG_MULTIPLE_SRC + k, tensors[k]};
+    return cpu_primitive_step(p, n, pd, args, n->n_inputs, DNNL_ARG_DST);
 }
 
 sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t i)

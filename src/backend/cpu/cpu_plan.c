@@ -178,6 +178,30 @@ sg_status cpu_kernel_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel
     return SEGRT_OK;
 }
 
+sg_status cpu_primitive_step(sg_cpu_plan *p, const sg_node *n, dnnl_primitive_desc_t pd, const cpu_arg *args,
+                             int32_t n_args, int dst_arg)
+{
+    int32_t y;
+    sg_status s = n_args < CPU_MAX_ARGS ? SEGRT_OK : sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "too many inputs");
+    if (s == SEGRT_OK)
+        s = cpu_tensor_new_md(p, p->g->values[n->outputs[0]].dtype,
+                              dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &y);
+    cpu_step *st;
+    if (s == SEGRT_OK)
+        s = cpu_step_new(p, n->name, &st);
+    if (s != SEGRT_OK) {
+        dnnl_primitive_desc_destroy(pd);
+        return s;
+    }
+    p->value_tensor[n->outputs[0]] = y;
+    SG_TRY(cpu_primitive(p, pd, &st->prim));
+    for (int32_t a = 0; a < n_args; a++)
+        st->args[a] = args[a];
+    st->args[n_args] = (cpu_arg){dst_arg, y};
+    st->n_args = n_args + 1;
+    return SEGRT_OK;
+}
+
 sg_status cpu_plain_outputs(sg_cpu_plan *p, const sg_node *n, int32_t *out)
 {
     for (int32_t k = 0; k < n->n_outputs; k++) {
