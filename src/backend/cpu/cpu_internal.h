@@ -128,6 +128,10 @@ sg_status cpu_kernel_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel
  * that becomes n's first output, passed as dst_arg. */
 sg_status cpu_primitive_step(sg_cpu_plan *p, const sg_node *n, dnnl_primitive_desc_t pd, const cpu_arg *args,
                              int32_t n_args, int dst_arg);
+/* Appends a step running kernel (with params, taken and freed on failure)
+ * over n's inputs converted to plain layout and new plain outputs: how
+ * reference kernels run. */
+sg_status cpu_reference_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, void *params);
 /* New plain arena tensors for every present output of n, which become its
  * values; out[k] is -1 for an omitted output. */
 sg_status cpu_plain_outputs(sg_cpu_plan *p, const sg_node *n, int32_t *out);

@@ -222,12 +222,6 @@ sg_status cpu_build_rows(sg_cpu_plan *p, int32_t i)
      * reference kernel with fewer outputs is handled by the same rule. */
     if (rows < 2 || !rows_independent(p, n, rank) || n->n_inputs + n->n_outputs > CPU_MAX_ARGS)
         return SEGRT_ERROR_UNSUPPORTED;
-    int32_t args[CPU_MAX_ARGS];
-    for (int32_t k = 0; k < n->n_inputs; k++) {
-        args[k] = -1;
-        if (n->inputs[k] >= 0)
-            SG_TRY(cpu_value_plain(p, n->inputs[k], &args[k]));
-    }
     rows_params *rp = sg_malloc(sizeof *rp);
     if (!rp)
         return SEGRT_ERROR_OUT_OF_MEMORY;
@@ -236,21 +230,5 @@ sg_status cpu_build_rows(sg_cpu_plan *p, int32_t i)
     rp->row_elems = 1;
     for (int32_t d = 1; d < rank; d++)
         rp->row_elems *= xv->shape.d[d].size;
-    sg_status s = cpu_plain_outputs(p, n, args + n->n_inputs);
-    cpu_step *st;
-    if (s == SEGRT_OK)
-        s = cpu_step_new(p, n->name, &st);
-    if (s != SEGRT_OK) {
-        free(rp);
-        return s;
-    }
-    st->kernel = rows_kernel;
-    st->params = rp;
-    st->node = n;
-    st->fallback = true;
-    st->n_outputs = n->n_outputs;
-    st->n_args = n->n_inputs + n->n_outputs;
-    for (int32_t k = 0; k < st->n_args; k++)
-        st->args[k] = (cpu_arg){k, args[k]};
-    return SEGRT_OK;
+    return cpu_reference_step(p, n, rows_kernel, rp);
 }

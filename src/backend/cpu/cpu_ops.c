@@ -350,23 +350,28 @@ sg_status cpu_build_concat(sg_cpu_plan *p, int32_t i)
     return cpu_primitive_step(p, n, pd, args, n->n_inputs, DNNL_ARG_DST);
 }
 
-sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t i)
+sg_status cpu_reference_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, void *params)
 {
-    const sg_node *n = &p->g->nodes[i];
-    if (!sg_ref_kernel(n->op))
-        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "the CPU backend has no kernel for this operator");
-    if (n->n_inputs + n->n_outputs > CPU_MAX_ARGS)
-        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "more than %d inputs and outputs", CPU_MAX_ARGS);
+    sg_status s = n->n_inputs + n->n_outputs <= CPU_MAX_ARGS
+                      ? SEGRT_OK
+                      : sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "more than %d inputs and outputs", CPU_MAX_ARGS);
     int32_t args[CPU_MAX_ARGS];
-    for (int32_t k = 0; k < n->n_inputs; k++) {
+    for (int32_t k = 0; s == SEGRT_OK && k < n->n_inputs; k++) {
         args[k] = -1;
         if (n->inputs[k] >= 0)
-            SG_TRY(cpu_value_plain(p, n->inputs[k], &args[k]));
+            s = cpu_value_plain(p, n->inputs[k], &args[k]);
     }
-    SG_TRY(cpu_plain_outputs(p, n, args + n->n_inputs));
+    if (s == SEGRT_OK)
+        s = cpu_plain_outputs(p, n, args + n->n_inputs);
     cpu_step *st;
-    SG_TRY(cpu_step_new(p, n->name, &st));
-    st->kernel = cpu_fallback_kernel;
+    if (s == SEGRT_OK)
+        s = cpu_step_new(p, n->name, &st);
+    if (s != SEGRT_OK) {
+        free(params);
+        return s;
+    }
+    st->kernel = kernel;
+    st->params = params;
     st->node = n;
     st->fallback = true;
     st->n_outputs = n->n_outputs;
@@ -374,4 +379,12 @@ sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t i)
     for (int32_t k = 0; k < st->n_args; k++)
         st->args[k] = (cpu_arg){k, args[k]};
     return SEGRT_OK;
+}
+
+sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t i)
+{
+    const sg_node *n = &p->g->nodes[i];
+    if (!sg_ref_kernel(n->op))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "the CPU backend has no kernel for this operator");
+    return cpu_reference_step(p, n, cpu_fallback_kernel, NULL);
 }
