@@ -222,6 +222,48 @@ SEGRT_API segrt_status segrt_build_options_set_threads(segrt_build_options *opts
 SEGRT_API segrt_status segrt_build_options_set_device(segrt_build_options *opts,
                                                       segrt_device_kind kind, int32_t index);
 
+/* Binds input `name` to a range of shapes, as TensorRT's optimization
+ * profiles do: each dim d may take any size in [min[d], max[d]] at run
+ * time; the engine is compiled for opt and its memory sized for max. A dim
+ * with min == opt == max is fixed. Errors: INVALID_ARGUMENT (min > opt or
+ * opt > max, a negative dim, rank outside 0..SEGRT_MAX_RANK, NULL). */
+SEGRT_API segrt_status segrt_build_options_set_shape_range(segrt_build_options *opts,
+                                                           const char *name, int32_t rank,
+                                                           const int64_t *min,
+                                                           const int64_t *opt,
+                                                           const int64_t *max);
+
+/* Arithmetic precision of a CUDA engine. Convolutions and matrix products
+ * take float16/bfloat16 operands at those precisions and accumulate in
+ * float32; normalisation statistics, softmax and reductions are computed
+ * in float32 at every precision; inputs and outputs stay float32. */
+typedef enum segrt_precision {
+    SEGRT_PRECISION_FP32 = 0, /* float32 everywhere, TF32 off */
+    SEGRT_PRECISION_TF32 = 1, /* float32 storage, TF32 tensor-core products */
+    SEGRT_PRECISION_FP16 = 2, /* float16 activations and weights */
+    SEGRT_PRECISION_BF16 = 3  /* bfloat16 activations and weights */
+} segrt_precision;
+
+/* Default SEGRT_PRECISION_FP32. The CPU engine computes in float32 whatever
+ * is set. Errors: INVALID_ARGUMENT (a value outside the enum). */
+SEGRT_API segrt_status segrt_build_options_set_precision(segrt_build_options *opts,
+                                                         segrt_precision precision);
+/* "fp32", "tf32", "fp16", "bf16"; NULL for values outside the enum. */
+SEGRT_API const char *segrt_precision_name(segrt_precision precision);
+
+/* Comma-separated op types ("Softmax") or node names kept in float32 at
+ * reduced precisions (NULL or "": none). The list is copied. */
+SEGRT_API segrt_status segrt_build_options_set_fp32_ops(segrt_build_options *opts, const char *list);
+
+/* Lets a CUDA engine run operators the GPU backend cannot run on the CPU
+ * (copying their inputs and outputs through host memory) instead of
+ * failing the build. Off by default. */
+SEGRT_API segrt_status segrt_build_options_set_allow_cpu_fallback(segrt_build_options *opts,
+                                                                  int allow);
+
+/* The most cuDNN/cuBLASLt workspace one layer may use (default 1 GiB). */
+SEGRT_API segrt_status segrt_build_options_set_workspace(segrt_build_options *opts, size_t bytes);
+
 /* Returns a new model: input shapes bound from opts (NULL: none bound;
  * unbound dims stay symbolic), shapes and dtypes inferred, and the graph
  * simplified: constants folded, Identity and Dropout removed, no-op
@@ -294,6 +336,71 @@ SEGRT_API void segrt_context_destroy(segrt_context *ctx);
 SEGRT_API segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs,
                                          const segrt_tensor *inputs, size_t n_outputs,
                                          segrt_tensor *outputs);
+
+/* What an engine was built as. */
+typedef struct segrt_engine_info {
+    segrt_device_kind device;
+    int32_t device_index;
+    segrt_precision precision;
+    uint64_t weight_bytes;      /* device memory of the weights (CUDA) */
+    uint64_t arena_bytes;       /* activation memory each context allocates */
+    uint64_t workspace_bytes;   /* cuDNN/cuBLASLt workspace each context allocates */
+    int32_t steps;              /* steps of the plan for the profile's opt shape */
+    int32_t fallback_steps;     /* steps that run on the CPU (--allow-cpu-fallback) */
+} segrt_engine_info;
+
+SEGRT_API segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out);
+
+/* ---------------------------------------------------------------------
+ * Plan files and the plan cache (CUDA engines)
+ *
+ * A plan file holds the optimized graph, the weights converted to the
+ * plan's layout and precision and every per-layer choice, behind a header
+ * with a format version and a key: the model's hash, the GPU's name and
+ * compute capability, the CUDA runtime, cuDNN and segrt versions and the
+ * build options. A plan loads only where its key matches.
+ * ------------------------------------------------------------------- */
+
+/* Writes the engine's plan to path (through a temporary file renamed when
+ * complete). Errors: UNSUPPORTED (a CPU engine), IO. */
+SEGRT_API segrt_status segrt_engine_save(const segrt_engine *engine, const char *path);
+
+/* Loads a plan file onto device `device`. Errors: IO, INVALID_MODEL (not a
+ * plan, truncated, corrupt), UNSUPPORTED (a format version or a key that
+ * does not match this machine: the message says what differs), DEVICE,
+ * OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **out);
+
+/* Builds a CUDA engine through the on-disk plan cache: a plan in cache_dir
+ * (NULL: $XDG_CACHE_HOME/segrt, else ~/.cache/segrt) with the same key is
+ * loaded; otherwise the engine is built and its plan stored there. Failing
+ * to write the cache is not an error. *hit (may be NULL) says whether the
+ * cache served it. Other engines are built as segrt_engine_build does. */
+SEGRT_API segrt_status segrt_engine_build_cached(const segrt_model *model,
+                                                 const segrt_build_options *opts,
+                                                 const char *cache_dir, int *hit,
+                                                 segrt_engine **out);
+
+/* ---------------------------------------------------------------------
+ * Context pools: contexts handed to concurrent callers
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_context_pool segrt_context_pool;
+
+/* Creates `size` contexts of the engine up front. The engine must outlive
+ * the pool. Thread-safe after creation. */
+SEGRT_API segrt_status segrt_context_pool_create(const segrt_engine *engine, size_t size,
+                                                 segrt_context_pool **out);
+/* Destroys the pool and its contexts; every context must be released. */
+SEGRT_API void segrt_context_pool_destroy(segrt_context_pool *pool);
+/* Takes a free context, waiting until one is released. */
+SEGRT_API segrt_status segrt_context_pool_acquire(segrt_context_pool *pool, segrt_context **out);
+/* Gives a context taken with acquire back to the pool. */
+SEGRT_API segrt_status segrt_context_pool_release(segrt_context_pool *pool, segrt_context *ctx);
+/* Acquire, run, release in one call. */
+SEGRT_API segrt_status segrt_context_pool_run(segrt_context_pool *pool, size_t n_inputs,
+                                              const segrt_tensor *inputs, size_t n_outputs,
+                                              segrt_tensor *outputs);
 
 /* ---------------------------------------------------------------------
  * Devices

@@ -161,6 +161,7 @@ void segrt_build_options_destroy(segrt_build_options *opts)
     for (int32_t i = 0; i < opts->n_shapes; i++)
         free(opts->shapes[i].name);
     free(opts->shapes);
+    free(opts->fp32_ops);
     free(opts);
 }
 
@@ -168,12 +169,27 @@ segrt_status segrt_build_options_set_shape(segrt_build_options *opts, const char
                                            int32_t rank, const int64_t *dims)
 {
     CHECK_ARG(opts && name && (dims || rank == 0), "opts, name and dims must not be NULL");
+    return segrt_build_options_set_shape_range(opts, name, rank, dims, dims, dims);
+}
+
+segrt_status segrt_build_options_set_shape_range(segrt_build_options *opts, const char *name,
+                                                 int32_t rank, const int64_t *min, const int64_t *opt,
+                                                 const int64_t *max)
+{
+    CHECK_ARG(opts && name && ((min && opt && max) || rank == 0),
+              "opts, name, min, opt and max must not be NULL");
+    const int64_t *dims = opt;
     if (rank < 0 || rank > SEGRT_MAX_RANK)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "shape of `%s`: rank %d is outside 0..%d", name,
                         rank, SEGRT_MAX_RANK);
-    for (int32_t i = 0; i < rank; i++)
-        if (dims[i] < 0)
+    for (int32_t i = 0; i < rank; i++) {
+        if (min[i] < 0)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "shape of `%s`: dim %d is negative", name, i);
+        if (min[i] > opt[i] || opt[i] > max[i])
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "shape of `%s`: dim %d has min %lld, opt %lld, max %lld; it needs min <= opt <= max",
+                            name, i, (long long)min[i], (long long)opt[i], (long long)max[i]);
+    }
     sg_shape_binding *b = NULL;
     for (int32_t i = 0; i < opts->n_shapes && !b; i++)
         if (strcmp(opts->shapes[i].name, name) == 0)
@@ -187,7 +203,57 @@ segrt_status segrt_build_options_set_shape(segrt_build_options *opts, const char
         opts->n_shapes++;
     }
     b->rank = rank;
-    memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
+    b->ranged = false;
+    for (int32_t i = 0; i < rank; i++) {
+        b->dims[i] = dims[i];
+        b->min[i] = min[i];
+        b->max[i] = max[i];
+        b->ranged |= min[i] != max[i];
+    }
+    return SEGRT_OK;
+}
+
+segrt_status segrt_build_options_set_precision(segrt_build_options *opts, segrt_precision precision)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    CHECK_ARG(segrt_precision_name(precision), "unknown precision");
+    opts->precision = precision;
+    return SEGRT_OK;
+}
+
+const char *segrt_precision_name(segrt_precision precision)
+{
+    switch (precision) {
+    case SEGRT_PRECISION_FP32: return "fp32";
+    case SEGRT_PRECISION_TF32: return "tf32";
+    case SEGRT_PRECISION_FP16: return "fp16";
+    case SEGRT_PRECISION_BF16: return "bf16";
+    }
+    return NULL;
+}
+
+segrt_status segrt_build_options_set_fp32_ops(segrt_build_options *opts, const char *list)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    char *copy = NULL;
+    if (list && *list && !(copy = sg_strdup(list)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    free(opts->fp32_ops);
+    opts->fp32_ops = copy;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_build_options_set_allow_cpu_fallback(segrt_build_options *opts, int allow)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    opts->allow_cpu_fallback = allow != 0;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_build_options_set_workspace(segrt_build_options *opts, size_t bytes)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    opts->workspace = bytes;
     return SEGRT_OK;
 }
 
@@ -214,6 +280,14 @@ sg_status sg_options_bind(const segrt_build_options *opts, sg_graph *g)
 {
     for (int32_t i = 0; opts && i < opts->n_shapes; i++)
         SG_TRY(sg_graph_bind_input(g, opts->shapes[i].name, opts->shapes[i].rank, opts->shapes[i].dims));
+    return SEGRT_OK;
+}
+
+sg_status sg_options_bind_fixed(const segrt_build_options *opts, sg_graph *g)
+{
+    for (int32_t i = 0; opts && i < opts->n_shapes; i++)
+        if (!opts->shapes[i].ranged)
+            SG_TRY(sg_graph_bind_input(g, opts->shapes[i].name, opts->shapes[i].rank, opts->shapes[i].dims));
     return SEGRT_OK;
 }
 
