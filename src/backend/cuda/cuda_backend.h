@@ -1,0 +1,98 @@
+/* The CUDA backend as the engine sees it: plans compiled for one set of
+ * input dims, a weight store shared by an engine's plans, and executors
+ * (the device half of a context).
+ *
+ * A plan and the weight store are immutable once built (the store is
+ * filled under a lock while plans are built) and shared by threads; an
+ * executor owns a stream, cuDNN and cuBLASLt handles, the activation arena,
+ * workspaces and pinned staging buffers, and serves one thread at a time.
+ * Nothing is allocated while a plan runs. */
+#ifndef SG_BACKEND_CUDA_H
+#define SG_BACKEND_CUDA_H
+
+#include "graph/ir.h"
+
+#include <stdio.h>
+
+typedef struct sg_cuda_options {
+    int32_t device;
+    segrt_precision precision;
+    bool allow_cpu_fallback;   /* run nodes the GPU cannot on the CPU instead of failing */
+    size_t workspace_limit;    /* largest cuDNN/cuBLASLt workspace one step may use */
+    const char *fp32_ops;      /* comma-separated op types or node names kept in float32, or NULL */
+} sg_cuda_options;
+
+typedef struct sg_cuda_weights sg_cuda_weights;
+typedef struct sg_cuda_plan sg_cuda_plan;
+typedef struct sg_cuda_exec sg_cuda_exec;
+
+/* The device constants of an engine: uploaded once, converted to the
+ * dtype and layout each step wants, shared by every plan of the engine. */
+sg_status sg_cuda_weights_new(int32_t device, sg_cuda_weights **out);
+void sg_cuda_weights_free(sg_cuda_weights *w);
+size_t sg_cuda_weights_bytes(const sg_cuda_weights *w);
+
+/* Compiles g (every shape known) for the device. `given` choices (from a
+ * plan file, may be NULL) are used instead of searching where present.
+ * Fails with UNSUPPORTED naming the node and op for an operator the GPU
+ * cannot run, unless opts->allow_cpu_fallback. */
+sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_cuda_weights *w,
+                             const sg_cuda_plan *given, sg_cuda_plan **out);
+void sg_cuda_plan_free(sg_cuda_plan *p);
+
+typedef struct sg_cuda_plan_info {
+    size_t arena_bytes, scratch_bytes, workspace_bytes;
+    size_t io_bytes;           /* staging for the caller's host inputs and outputs */
+    int32_t steps, fallback_steps;
+} sg_cuda_plan_info;
+void sg_cuda_plan_get_info(const sg_cuda_plan *p, sg_cuda_plan_info *out);
+const sg_graph *sg_cuda_plan_graph(const sg_cuda_plan *p);
+
+/* Per-layer choices of a plan, for plan files: count, and each one's key
+ * and bytes. sg_cuda_plan_choices_new builds an empty holder a loader
+ * fills and passes as `given` to sg_cuda_plan_build. */
+int32_t sg_cuda_plan_choice_count(const sg_cuda_plan *p);
+void sg_cuda_plan_choice(const sg_cuda_plan *p, int32_t i, const char **key, const void **data, size_t *size);
+sg_status sg_cuda_plan_choices_new(sg_cuda_plan **out);
+sg_status sg_cuda_plan_choices_add(sg_cuda_plan *holder, const char *key, const void *data, size_t size);
+
+/* Weight store entries, for plan files. */
+int32_t sg_cuda_weights_count(const sg_cuda_weights *w);
+/* Entry i: the constant's value name in the plan's graph, the tag saying
+ * how it was converted, and a host copy of its device bytes (caller frees). */
+sg_status sg_cuda_weights_entry(const sg_cuda_weights *w, const sg_graph *g, int32_t i, const char **value,
+                                const char **tag, void **host, size_t *size);
+/* Seeds the store with an entry read from a plan file, for graph value
+ * `value` of g (its blob is the key). */
+sg_status sg_cuda_weights_seed(sg_cuda_weights *w, const sg_graph *g, const char *value, const char *tag,
+                               const void *host, size_t size);
+
+/* Executors: sized for the largest of the plans given; a later run of a
+ * plan needing more grows the arena once (the only allocation outside
+ * creation, on the first run of a new input shape). */
+sg_status sg_cuda_exec_create(int32_t device, const sg_cuda_plan *const *plans, int32_t n_plans,
+                              sg_cuda_exec **out);
+void sg_cuda_exec_free(sg_cuda_exec *e);
+
+/* Runs plan p. inputs and outputs are the caller's tensors (host or
+ * device memory) in the graph's order, checked by the caller for dtype
+ * and dims. Returns when the outputs are written. */
+sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
+                           segrt_tensor *outputs);
+
+/* Profiling: while on, each run records every step's device time. */
+sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on);
+void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f);
+/* Peak device memory of the executor's buffers (arena, workspaces, staging). */
+size_t sg_cuda_exec_device_bytes(const sg_cuda_exec *e);
+
+/* The machine's identity for plan keys: GPU name and compute capability,
+ * CUDA runtime and cuDNN versions. */
+typedef struct sg_cuda_identity {
+    char gpu[256];
+    int32_t cc_major, cc_minor;
+    int32_t cuda_runtime, cudnn;
+} sg_cuda_identity;
+sg_status sg_cuda_identity_get(int32_t device, sg_cuda_identity *out);
+
+#endif

@@ -1,0 +1,264 @@
+/* Builders for InstanceNormalization, GroupNormalization (with a following
+ * Relu or LeakyRelu fused) and LayerNormalization.
+ *
+ * The input is taken in the layout it has and the output keeps it: the
+ * kernels are coalesced for channels-last activations (what the plan keeps
+ * between convolutions) and correct for any strides. Scale and bias become
+ * per-channel float32 arrays; GroupNormalization's per-group parameters
+ * (opset 18) are repeated over each group's channels once, at build. */
+#include "backend/cuda/cuda_internal.h"
+
+#include "graph/infer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static sgk_view geometry_view(const sg_cuda_plan *p, int32_t t)
+{
+    const cuda_tensor *ct = &p->tensors[t];
+    sgk_view v;
+    memset(&v, 0, sizeof v);
+    v.dtype = ct->dtype;
+    v.rank = ct->rank;
+    for (int32_t d = 0; d < ct->rank; d++) {
+        v.dims[d] = ct->dims[d];
+        v.strides[d] = ct->strides[d];
+    }
+    return v;
+}
+
+static cuda_layout same_layout(const sg_cuda_plan *p, int32_t t)
+{
+    cuda_layout l = cuda_tensor_layout(&p->tensors[t]);
+    return l == CUDA_LAYOUT_CHANNELS_LAST ? l : CUDA_LAYOUT_PLAIN;
+}
+
+static int64_t value_numel(const sg_value *v)
+{
+    int64_t numel = -1;
+    return sg_shape_numel(&v->shape, &numel) ? numel : -1;
+}
+
+/* Instance and group normalisation --------------------------------------------- */
+
+typedef struct gn_params {
+    int64_t groups;
+    float eps;
+    sgk_act act;
+    float act_alpha;
+} gn_params;
+
+static sg_status gn_run(const cuda_step *s, cuda_run *r)
+{
+    const gn_params *gp = s->params;
+    sgk_view x = cuda_view(r, s->args[0]);
+    sgk_view scale = cuda_view(r, s->args[1]);
+    sgk_view bias = cuda_view(r, s->args[2]);
+    sgk_view y = cuda_view(r, s->args[3]);
+    return sgk_group_norm(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act, gp->act_alpha,
+                          r->scratch);
+}
+
+/* Scale or bias (input i) as a float32 tensor of c values: a constant is
+ * converted on the host (per-group values repeated over their channels)
+ * and kept by the weight store; a computed one must already be per
+ * channel and is converted on the device. Checked by gn_param_ok first. */
+static sg_status gn_param(sg_cuda_plan *p, const sg_node *n, int32_t i, int64_t c, int32_t *out)
+{
+    const sg_value *v = &p->g->values[n->inputs[i]];
+    if (!v->data)
+        return cuda_value_as(p, n->inputs[i], SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, out);
+    int64_t numel = value_numel(v);
+    float *host = cuda_const_f32(p, n->inputs[i]);
+    if (!host)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    const char *tag = "f32";
+    if (numel != c) {
+        float *per_channel = sg_malloc(sizeof(float) * (size_t)c);
+        if (!per_channel) {
+            free(host);
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        }
+        int64_t per_group = c / numel;
+        for (int64_t k = 0; k < c; k++)
+            per_channel[k] = host[k / per_group];
+        free(host);
+        host = per_channel;
+        tag = "f32 per group to per channel";
+    }
+    void *dev = NULL;
+    sg_status s = cuda_const_upload(p, v->data, tag, host, sizeof(float) * (size_t)c, &dev);
+    free(host);
+    SG_TRY(s);
+    int64_t stride = 1;
+    return cuda_tensor_const(p, dev, SEGRT_DTYPE_FLOAT32, 1, &c, &stride, out);
+}
+
+/* Whether input i can serve as per-channel scale or bias: c values, or
+ * (GroupNormalization, constant) one per group. */
+static sg_status gn_param_ok(const sg_cuda_plan *p, const sg_node *n, int32_t i, int64_t c, int64_t groups)
+{
+    const sg_value *v = &p->g->values[n->inputs[i]];
+    int64_t numel = value_numel(v);
+    const char *what = i == 1 ? "scale" : "bias";
+    if (!sg_dtype_is_float(v->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s of dtype %s", what, segrt_dtype_name(v->dtype));
+    if (numel == c)
+        return SEGRT_OK;
+    if (numel != groups || n->op != SG_OP_GROUP_NORMALIZATION)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "%s has %lld values; expected %lld", what, (long long)numel,
+                             (long long)c);
+    if (!v->data)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "per-group %s computed at run time", what);
+    return SEGRT_OK;
+}
+
+static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
+{
+    if (n->n_inputs < 3 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->inputs[2] < 0 || n->n_outputs < 1 ||
+        n->outputs[0] < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "needs X, scale, B and an output");
+    const sg_value *xv = &p->g->values[n->inputs[0]];
+    int32_t rank = xv->shape.rank;
+    if (!sg_dtype_is_float(xv->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s input", segrt_dtype_name(xv->dtype));
+    if (rank < 2)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 2");
+    int64_t c = xv->shape.d[1].size, groups = c;
+    if (n->op == SG_OP_GROUP_NORMALIZATION) {
+        groups = sg_attr_int(n, "num_groups", 0);
+        if (!sg_attr_find(n, "num_groups") || groups < 1 || c % groups != 0)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
+                                 "num_groups (%lld) must be >= 1 and divide the %lld channels", (long long)groups,
+                                 (long long)c);
+    }
+    SG_TRY(gn_param_ok(p, n, 1, c, groups));
+    SG_TRY(gn_param_ok(p, n, 2, c, groups));
+
+    gn_params gp;
+    memset(&gp, 0, sizeof gp);
+    gp.groups = groups;
+    gp.eps = sg_attr_float(n, "epsilon", 1e-5f);
+    gp.act = SGK_ACT_NONE;
+    /* A Relu or LeakyRelu that alone reads the result is applied before
+     * the store: the activation is not written and read back. */
+    const sg_node *fuse = NULL;
+    int32_t out_value = n->outputs[0];
+    int32_t reader = cuda_single_reader(p, out_value);
+    if (reader >= 0) {
+        const sg_node *rn = &p->g->nodes[reader];
+        if ((rn->op == SG_OP_RELU || rn->op == SG_OP_LEAKY_RELU) && rn->n_outputs >= 1 && rn->outputs[0] >= 0) {
+            fuse = rn;
+            gp.act = rn->op == SG_OP_RELU ? SGK_ACT_RELU : SGK_ACT_LEAKY_RELU;
+            gp.act_alpha = rn->op == SG_OP_LEAKY_RELU ? sg_attr_float(rn, "alpha", 0.01f) : 0.0f;
+        }
+    }
+
+    int32_t args[4];
+    SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &args[0]));
+    SG_TRY(gn_param(p, n, 1, c, &args[1]));
+    SG_TRY(gn_param(p, n, 2, c, &args[2]));
+    sg_dtype yt = fuse ? cuda_out_dtype(p, fuse, fuse->outputs[0]) : cuda_out_dtype(p, n, out_value);
+    SG_TRY(cuda_output_new(p, n, 0, yt, same_layout(p, args[0]), &args[3]));
+    if (fuse) {
+        cuda_mark_fused(p, reader);
+        cuda_value_set(p, fuse->outputs[0], args[3]);
+    }
+    sgk_view xg = geometry_view(p, args[0]);
+    size_t scratch = sgk_group_norm_scratch(&xg, groups);
+    gn_params *params = sg_malloc(sizeof *params);
+    if (!params)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *params = gp;
+    cuda_step *st;
+    const char *impl = n->op == SG_OP_GROUP_NORMALIZATION ? "segrt group norm" : "segrt instance norm";
+    SG_TRY(cuda_step_new(p, n, impl, gn_run, args, 4, 1, params, NULL, &st));
+    st->scratch_bytes = scratch;
+    return SEGRT_OK;
+}
+
+/* Layer normalisation ------------------------------------------------------------ */
+
+typedef struct ln_params {
+    int32_t axis;
+    float eps;
+    int32_t rank;
+    bool has_bias, has_mean, has_inv;
+} ln_params;
+
+static sg_status ln_run(const cuda_step *s, cuda_run *r)
+{
+    const ln_params *lp = s->params;
+    /* args: x, scale, [bias], y, [mean], [inv_std] */
+    int32_t k = 0;
+    sgk_view x = cuda_view(r, s->args[k++]);
+    sgk_view scale = cuda_view_bcast(r, s->args[k++], x.rank, x.dims);
+    sgk_view none;
+    memset(&none, 0, sizeof none);
+    sgk_view bias = lp->has_bias ? cuda_view_bcast(r, s->args[k++], x.rank, x.dims) : none;
+    sgk_view y = cuda_view(r, s->args[k++]);
+    sgk_view mean = lp->has_mean ? cuda_view(r, s->args[k++]) : none;
+    sgk_view inv = lp->has_inv ? cuda_view(r, s->args[k++]) : none;
+    return sgk_layer_norm(r->stream, &y, &mean, &inv, &x, &scale, lp->has_bias ? &bias : &none, lp->axis, lp->eps);
+}
+
+static sg_status build_layer_norm(sg_cuda_plan *p, const sg_node *n)
+{
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "needs X, Scale and an output");
+    const sg_value *xv = &p->g->values[n->inputs[0]];
+    int32_t rank = xv->shape.rank;
+    if (!sg_dtype_is_float(xv->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s input", segrt_dtype_name(xv->dtype));
+    if (rank < 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 1");
+    ln_params lp;
+    memset(&lp, 0, sizeof lp);
+    lp.rank = rank;
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), rank, &lp.axis));
+    lp.eps = sg_attr_float(n, "epsilon", 1e-5f);
+    lp.has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
+    lp.has_mean = n->n_outputs > 1 && n->outputs[1] >= 0;
+    lp.has_inv = n->n_outputs > 2 && n->outputs[2] >= 0;
+    for (int32_t i = 1; i <= (lp.has_bias ? 2 : 1); i++) {
+        const sg_value *v = &p->g->values[n->inputs[i]];
+        if (!sg_dtype_is_float(v->dtype))
+            return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s of dtype %s", i == 1 ? "scale" : "bias",
+                                 segrt_dtype_name(v->dtype));
+        if (v->shape.rank > rank)
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "%s has a higher rank than the input",
+                                 i == 1 ? "scale" : "bias");
+    }
+    int32_t args[6], k = 0;
+    SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &args[k]));
+    int32_t x = args[k++];
+    /* Scale and bias in float32 (the kernel reads any dtype, but a
+     * constant would otherwise be stored at the activations' precision). */
+    SG_TRY(cuda_value_as(p, n->inputs[1], SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, &args[k++]));
+    if (lp.has_bias)
+        SG_TRY(cuda_value_as(p, n->inputs[2], SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, &args[k++]));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), same_layout(p, x), &args[k++]));
+    /* Mean and InvStdDev are float32 whatever stash_type says: the
+     * statistics are computed in float32. */
+    if (lp.has_mean)
+        SG_TRY(cuda_output_new(p, n, 1, SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, &args[k++]));
+    if (lp.has_inv)
+        SG_TRY(cuda_output_new(p, n, 2, SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, &args[k++]));
+    int32_t n_out = 1 + lp.has_mean + lp.has_inv;
+    ln_params *params = sg_malloc(sizeof *params);
+    if (!params)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *params = lp;
+    cuda_step *st;
+    return cuda_step_new(p, n, "segrt layer norm", ln_run, args, k, n_out, params, NULL, &st);
+}
+
+sg_status cuda_build_norm(sg_cuda_plan *p, const sg_node *n)
+{
+    switch (n->op) {
+    case SG_OP_INSTANCE_NORMALIZATION:
+    case SG_OP_GROUP_NORMALIZATION: return build_group_norm(p, n);
+    case SG_OP_LAYER_NORMALIZATION: return build_layer_norm(p, n);
+    default: return sg_node_error(n, SEGRT_ERROR_INTERNAL, "not a normalisation");
+    }
+}

@@ -1,0 +1,657 @@
+/* Conv and ConvTranspose through cuDNN's backend (graph) API.
+ *
+ * Conv is a forward convolution; where the convolution's only reader is a
+ * Relu or LeakyRelu, that activation and the bias join it in one
+ * runtime-fusion graph (conv -> add bias -> relu), so the output is
+ * written once. When no engine takes the fused graph, the convolution
+ * runs alone and a segrt map adds the bias and applies the activation.
+ * ConvTranspose is cuDNN's backward-data convolution (dgrad) with the
+ * op's input as dy; its bias and activation are always a separate map
+ * (Hopper's fusion engines do not take strided dgrad epilogues).
+ *
+ * Tensors are channels-last (NHWC / NDHWC; weights KRSC), described to
+ * cuDNN with logical N, C, (D,) H, W dims and their strides; 1-D
+ * convolutions are 2-D ones with a unit H.
+ *
+ * The engine is chosen once, at plan build (or read back from a plan
+ * file), and recorded as data: engine index, knob choices, graph variant,
+ * workspace. cuDNN execution plans must not be shared between threads, so
+ * each context rebuilds the plan from that record in ctx_init with its
+ * own handle (fast: cuDNN caches the compiled kernels) and keeps it, with
+ * its variant pack, as the step's per-context state. */
+#include "backend/cuda/cudnn_graph.h"
+#include "graph/infer_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Unique ids of the tensors in the graphs below. */
+enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_B = 4, UID_ADD = 5, UID_ACT = 6 };
+
+/* The graphs a choice can be for. */
+enum {
+    VARIANT_PLAIN = 0,        /* the convolution alone */
+    VARIANT_FUSED_F32_BIAS = 1,/* conv -> [add float32 bias] -> [activation] */
+    VARIANT_FUSED_IO_BIAS = 2 /* the same with the bias in the input dtype */
+};
+
+#define CONV_MAX_UIDS 4
+
+/* Everything needed to describe the op graph again, in any context. */
+typedef struct conv_spec {
+    bool dgrad;
+    int32_t rank; /* 4 or 5 as cuDNN sees it */
+    cdg_conv_geom geom;
+    cdg_tensor x, w, y;  /* X (dY for dgrad), W, Y (dX); y is the convolution's own output */
+    int64_t channels;    /* output channels: the bias length */
+    bool has_bias;
+    sgk_act act;         /* activation fused after the bias, or NONE */
+    float act_alpha;
+    cudnnDataType_t out; /* dtype of the fused graph's final output */
+    cdg_filter filter;
+} conv_spec;
+
+typedef struct conv_params {
+    conv_spec spec;
+    cdg_choice choice;
+    int32_t n_uids;
+    int64_t uids[CONV_MAX_UIDS]; /* per step arg, in arg order */
+} conv_params;
+
+/* Per-context state: the plan and its descriptors, and the variant pack
+ * of the pointers it was last made for. */
+typedef struct conv_state {
+    cdg_pool pool;
+    cudnnBackendDescriptor_t plan;
+    cudnnBackendDescriptor_t pack;
+    void *ptrs[CONV_MAX_UIDS];
+    void *workspace;
+} conv_state;
+
+/* The bias and activation a map applies after a convolution that ran
+ * without its epilogue. */
+typedef struct epi_params {
+    sgk_map_params mp;
+    bool has_bias;
+} epi_params;
+
+static const char *variant_name(int32_t v)
+{
+    switch (v) {
+    case VARIANT_PLAIN: return "convolution alone";
+    case VARIANT_FUSED_F32_BIAS: return "fused epilogue, float32 bias";
+    case VARIANT_FUSED_IO_BIAS: return "fused epilogue, bias in the input dtype";
+    default: return "unknown";
+    }
+}
+
+/* Op graphs ------------------------------------------------------------------ */
+
+/* The [1, K, 1, 1(, 1)] bias, channels-last. */
+static cdg_tensor bias_tensor(const conv_spec *cs, cudnnDataType_t dt)
+{
+    cdg_tensor b;
+    memset(&b, 0, sizeof b);
+    b.uid = UID_B;
+    b.dtype = dt;
+    b.rank = cs->rank;
+    for (int32_t i = 0; i < cs->rank; i++)
+        b.dims[i] = i == 1 ? cs->channels : 1;
+    cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, b.rank, b.dims, b.strides);
+    return b;
+}
+
+/* The operation graph of a variant, in pool. *ok false (with why) when
+ * cuDNN does not take the pattern. */
+static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs, int32_t variant,
+                            cudnnBackendDescriptor_t *graph, bool *ok, char *why, size_t why_cap)
+{
+    cudnnBackendDescriptor_t x, w, y, conv, ops[3];
+    int32_t n_ops = 0;
+    cdg_tensor yt = cs->y;
+    bool fused = variant != VARIANT_PLAIN;
+    if (fused) { /* the convolution's result stays on chip */
+        yt.is_virtual = true;
+        yt.dtype = CUDNN_DATA_FLOAT;
+    }
+    SG_TRY(cdg_tensor_desc(pool, &cs->x, &x));
+    SG_TRY(cdg_tensor_desc(pool, &cs->w, &w));
+    SG_TRY(cdg_tensor_desc(pool, &yt, &y));
+    SG_TRY(cdg_conv_desc(pool, &cs->geom, CUDNN_DATA_FLOAT, &conv));
+    SG_TRY(cdg_conv_op(pool, cs->dgrad, conv, x, w, y, &ops[n_ops++]));
+    if (fused) {
+        cudnnBackendDescriptor_t cur = y;
+        if (cs->has_bias) {
+            cdg_tensor bt = bias_tensor(cs, variant == VARIANT_FUSED_IO_BIAS ? cs->x.dtype : CUDNN_DATA_FLOAT);
+            cdg_tensor at = cs->y;
+            at.uid = UID_ADD;
+            at.is_virtual = cs->act != SGK_ACT_NONE;
+            at.dtype = at.is_virtual ? CUDNN_DATA_FLOAT : cs->out;
+            cudnnBackendDescriptor_t b, a;
+            SG_TRY(cdg_tensor_desc(pool, &bt, &b));
+            SG_TRY(cdg_tensor_desc(pool, &at, &a));
+            /* The convolution's output must be the first operand. */
+            SG_TRY(cdg_pointwise_op(pool, CUDNN_POINTWISE_ADD, 0.0, cur, b, a, &ops[n_ops++]));
+            cur = a;
+        }
+        if (cs->act != SGK_ACT_NONE) {
+            cdg_tensor rt = cs->y;
+            rt.uid = UID_ACT;
+            rt.dtype = cs->out;
+            cudnnBackendDescriptor_t r;
+            SG_TRY(cdg_tensor_desc(pool, &rt, &r));
+            double slope = cs->act == SGK_ACT_LEAKY_RELU ? (double)cs->act_alpha : 0.0;
+            SG_TRY(cdg_pointwise_op(pool, CUDNN_POINTWISE_RELU_FWD, slope, cur, NULL, r, &ops[n_ops++]));
+        }
+    }
+    return cdg_graph(pool, h, ops, n_ops, graph, ok, why, why_cap);
+}
+
+/* The UID of the tensor a variant writes. */
+static int64_t output_uid(const conv_spec *cs, int32_t variant)
+{
+    if (variant == VARIANT_PLAIN)
+        return UID_Y;
+    return cs->act != SGK_ACT_NONE ? UID_ACT : UID_ADD;
+}
+
+/* Per-context plans ---------------------------------------------------------------- */
+
+static void conv_ctx_free(void *state)
+{
+    conv_state *st = state;
+    if (!st)
+        return;
+    if (st->pack)
+        cudnnBackendDestroyDescriptor(st->pack);
+    cdg_pool_clear(&st->pool);
+    free(st);
+}
+
+static sg_status conv_ctx_build(const cuda_step *s, cudnnHandle_t cudnn, conv_state *st)
+{
+    const conv_params *cp = s->params;
+    cudnnBackendDescriptor_t graph;
+    bool ok = false;
+    char why[600];
+    SG_TRY(conv_graph(&st->pool, cudnn, &cp->spec, cp->choice.variant, &graph, &ok, why, sizeof why));
+    if (!ok)
+        return sg_error(SEGRT_ERROR_DEVICE, "the cuDNN operation graph (%s) that finalized at plan build does not "
+                        "finalize in this context: %s", variant_name(cp->choice.variant), why);
+    int64_t ws = 0;
+    SG_TRY(cdg_plan_from_choice(&st->pool, cudnn, graph, &cp->choice, &st->plan, &ws, &ok, why, sizeof why));
+    if (!ok)
+        return sg_error(SEGRT_ERROR_DEVICE, "cuDNN engine %lld (%s), chosen at plan build, does not finalize in "
+                        "this context: %s", (long long)cp->choice.engine, variant_name(cp->choice.variant), why);
+    if ((size_t)ws > s->workspace_bytes)
+        return sg_error(SEGRT_ERROR_DEVICE, "cuDNN engine %lld needs %lld bytes of workspace in this context, "
+                        "%zu at plan build", (long long)cp->choice.engine, (long long)ws, s->workspace_bytes);
+    return SEGRT_OK;
+}
+
+static sg_status conv_ctx_init(const cuda_step *s, cudnnHandle_t cudnn, cublasLtHandle_t lt, void **state)
+{
+    (void)lt;
+    *state = NULL;
+    conv_state *st = sg_calloc(1, sizeof *st);
+    if (!st)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    sg_status s_ = conv_ctx_build(s, cudnn, st);
+    if (s_ != SEGRT_OK) {
+        conv_ctx_free(st);
+        return s_;
+    }
+    *state = st;
+    return SEGRT_OK;
+}
+
+/* Runs the context's plan. The variant pack is kept while the pointers
+ * stay the same (arena tensors do; the caller's buffers may not); cuDNN
+ * has no documented way to update a finalized pack, so a new pointer set
+ * makes a new one (a host allocation, only when the pointers changed). */
+static sg_status conv_run(const cuda_step *s, cuda_run *r)
+{
+    const conv_params *cp = s->params;
+    conv_state *st = r->state;
+    if (!st || !st->plan)
+        return sg_error(SEGRT_ERROR_INTERNAL, "the cuDNN plan of this context was not built (ctx_init)");
+    if (s->workspace_bytes > r->workspace_bytes || (s->workspace_bytes && !r->workspace))
+        return sg_error(SEGRT_ERROR_INTERNAL, "cuDNN needs %zu bytes of workspace; the context has %zu",
+                        s->workspace_bytes, r->workspace_bytes);
+    void *ptrs[CONV_MAX_UIDS];
+    bool same = st->pack != NULL && st->workspace == r->workspace;
+    for (int32_t i = 0; i < cp->n_uids; i++) {
+        ptrs[i] = r->ptr[s->args[i]];
+        if (((uintptr_t)ptrs[i] & 15u) != 0)
+            return sg_error(SEGRT_ERROR_INTERNAL, "cuDNN tensor %lld is at %p, not 16-byte aligned as the plan "
+                            "declared", (long long)cp->uids[i], ptrs[i]);
+        same = same && ptrs[i] == st->ptrs[i];
+    }
+    if (!same) {
+        if (st->pack) {
+            cudnnBackendDestroyDescriptor(st->pack);
+            st->pack = NULL;
+        }
+        SG_TRY(cdg_variant_pack(cp->n_uids, cp->uids, ptrs, r->workspace, &st->pack));
+        memcpy(st->ptrs, ptrs, sizeof(void *) * (size_t)cp->n_uids);
+        st->workspace = r->workspace;
+    }
+    CUDNN_TRY(cudnnBackendExecute(r->cudnn, st->plan, st->pack));
+    return SEGRT_OK;
+}
+
+/* The epilogue map: out = act(conv + bias), with a dtype change. */
+static sg_status epi_run(const cuda_step *s, cuda_run *r)
+{
+    const epi_params *ep = s->params;
+    sgk_view in[2];
+    in[0] = cuda_view(r, s->args[0]);
+    sgk_view out = cuda_view(r, s->args[s->n_args - 1]);
+    int32_t n_in = 1;
+    if (ep->has_bias) {
+        /* The 1-D bias seen as [1, K, 1, ...] over the output. */
+        sgk_view b = cuda_view(r, s->args[1]);
+        int64_t stride = b.strides[0];
+        b.rank = out.rank;
+        for (int32_t i = 0; i < SGK_MAX_RANK; i++) {
+            b.dims[i] = out.dims[i];
+            b.strides[i] = i == 1 ? stride : 0;
+        }
+        in[n_in++] = b;
+    }
+    return sgk_map(r->stream, &ep->mp, &out, n_in, in);
+}
+
+/* Building ------------------------------------------------------------------------ */
+
+/* Whether t is dense in layout l (dims of size 1 may have any stride:
+ * they never move an address). */
+static bool dense_as(const cuda_tensor *t, cuda_layout l)
+{
+    int64_t want[SEGRT_MAX_RANK];
+    cuda_layout_strides(l, t->rank, t->dims, want);
+    for (int32_t i = 0; i < t->rank; i++)
+        if (t->dims[i] > 1 && t->strides[i] != want[i])
+            return false;
+    return true;
+}
+
+/* A channels-last tensor description from the graph's dims, with a unit H
+ * inserted for 1-D convolutions. */
+static cdg_tensor describe(int64_t uid, cudnnDataType_t dt, int32_t rank, const int64_t *dims)
+{
+    cdg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.uid = uid;
+    t.dtype = dt;
+    if (rank == 3) {
+        t.rank = 4;
+        t.dims[0] = dims[0];
+        t.dims[1] = dims[1];
+        t.dims[2] = 1;
+        t.dims[3] = dims[2];
+    } else {
+        t.rank = rank;
+        memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+    }
+    cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, t.rank, t.dims, t.strides);
+    return t;
+}
+
+/* cuDNN's post padding: the smallest non-negative one for which a
+ * convolution over `big` positions padded by pre gives `small` outputs.
+ * False when that would need a negative padding. */
+static bool post_padding(int64_t big, int64_t small, int64_t pre, int64_t ext, int64_t stride, int64_t *post)
+{
+    int64_t need = (small - 1) * stride + ext - big - pre; /* exact fit */
+    int64_t v = need < 0 ? 0 : need;
+    if (v > need + stride - 1)
+        return false;
+    *post = v;
+    return true;
+}
+
+/* The following Relu or LeakyRelu that can join the convolution's step,
+ * or -1. */
+static int32_t fusable_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
+{
+    int32_t y = n->outputs[0];
+    int32_t r = cuda_single_reader(p, y);
+    if (r < 0 || p->fused[r])
+        return -1;
+    const sg_node *a = &p->g->nodes[r];
+    if ((a->op != SG_OP_RELU && a->op != SG_OP_LEAKY_RELU) || a->n_inputs < 1 || a->inputs[0] != y ||
+        a->n_outputs < 1 || a->outputs[0] < 0 || p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype)
+        return -1;
+    *act = a->op == SG_OP_RELU ? SGK_ACT_RELU : SGK_ACT_LEAKY_RELU;
+    *alpha = a->op == SG_OP_RELU ? 0.0f : sg_attr_float(a, "alpha", 0.01f);
+    return r;
+}
+
+/* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
+ * a message) for what cuDNN is not asked to do. */
+static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dgrad, cudnnDataType_t io,
+                                conv_spec *cs, double *flops)
+{
+    memset(cs, 0, sizeof *cs);
+    const sg_graph *g = p->g;
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "needs X, W and an output");
+    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
+    int32_t rank = xv->shape.rank;
+    if (rank < 3 || rank > 5)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "input of rank %d: the CUDA backend runs 1-D, 2-D and "
+                             "3-D convolutions", rank);
+    sg_dtype xdt = xv->dtype;
+    if (xdt != SEGRT_DTYPE_FLOAT32 && xdt != SEGRT_DTYPE_FLOAT16 && xdt != SEGRT_DTYPE_BFLOAT16)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s data: cuDNN convolutions take float32, float16 and "
+                             "bfloat16", segrt_dtype_name(xdt));
+    int64_t xd[5], wd[5], yd[5];
+    if (!sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd) ||
+        wv->shape.rank != rank || yv->shape.rank != rank)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "needs static X, W and output shapes of one rank");
+    int64_t numel_x = 1, numel_y = 1;
+    for (int32_t i = 0; i < rank; i++) {
+        numel_x *= xd[i];
+        numel_y *= yd[i];
+    }
+    if (numel_x == 0 || numel_y == 0 || wd[0] == 0 || wd[1] == 0)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "empty tensors are not run through cuDNN");
+    int32_t nsp = rank - 2;
+    sg_conv_attrs a;
+    SG_TRY(sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a));
+    int64_t group = sg_attr_int(n, "group", 1);
+    if (group < 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "group is %lld", (long long)group);
+    int64_t opad[SEGRT_MAX_RANK] = {0};
+    int32_t n_os = 0;
+    const int64_t *os = NULL;
+    if (dgrad) {
+        SG_TRY(sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL));
+        os = sg_attr_ints(n, "output_shape", &n_os);
+        if (os && n_os < nsp)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "output_shape has %d values for %d spatial dims",
+                                 n_os, nsp);
+    }
+    /* Spatial geometry; 1-D gets a leading unit H. */
+    int32_t off = nsp == 1 ? 1 : 0;
+    cs->geom.nsp = nsp + off;
+    for (int32_t i = 0; i < cs->geom.nsp; i++) {
+        cs->geom.stride[i] = cs->geom.dil[i] = 1;
+        cs->geom.pre[i] = cs->geom.post[i] = 0;
+    }
+    double macs = 1.0;
+    for (int32_t i = 0; i < nsp; i++) {
+        int64_t in = xd[2 + i], out = yd[2 + i], s = a.strides[i], d = a.dilations[i], k = wd[2 + i];
+        int64_t ext = (k - 1) * d + 1, pre;
+        bool fits;
+        if (!dgrad) {
+            pre = sg_conv_pad_begin(&a, i, (out - 1) * s + ext - in);
+            fits = post_padding(in, out, pre, ext, s, &cs->geom.post[off + i]);
+            macs *= (double)out * (double)k;
+        } else {
+            /* As the reference does: pads from output_shape or SAME
+             * (the odd one at the end for SAME_UPPER, at the start
+             * otherwise), else the explicit ones. */
+            bool same = a.auto_pad == SG_AUTO_PAD_SAME_UPPER || a.auto_pad == SG_AUTO_PAD_SAME_LOWER;
+            if (os || same) {
+                int64_t full = s * (in - 1) + opad[i] + ext;
+                int64_t want = os ? os[n_os - nsp + i] : in * s;
+                int64_t total = full > want ? full - want : 0;
+                pre = a.auto_pad == SG_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            } else {
+                pre = a.auto_pad == SG_AUTO_PAD_VALID ? 0 : a.pads[i];
+            }
+            /* The forward convolution this is the data gradient of maps
+             * the op's output (dx) back to its input (dy). */
+            fits = post_padding(out, in, pre, ext, s, &cs->geom.post[off + i]);
+            macs *= (double)in * (double)k;
+        }
+        if (!fits || pre < 0)
+            return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "spatial dim %d: output %lld from input %lld would "
+                                 "need a negative cuDNN padding", i, (long long)out, (long long)in);
+        cs->geom.pre[off + i] = pre;
+        cs->geom.stride[off + i] = s;
+        cs->geom.dil[off + i] = d;
+    }
+    cs->dgrad = dgrad;
+    cs->rank = rank == 3 ? 4 : rank;
+    cs->x = describe(UID_X, io, rank, xd);
+    cs->w = describe(UID_W, io, rank, wd);
+    cs->y = describe(UID_Y, io, rank, yd);
+    cs->channels = yd[1];
+    cs->has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
+    /* cuDNN infers the groups as C_x / C_w (forward) or C_dx / C_w (dgrad). */
+    bool channels_ok = dgrad ? (yd[1] == wd[1] * group && xd[1] == wd[0])
+                             : (xd[1] == wd[1] * group && yd[1] == wd[0]);
+    if (!channels_ok || wd[0] % group != 0)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE,
+                             "channels do not agree: input %lld, output %lld, weight %lldx%lld, group %lld",
+                             (long long)xd[1], (long long)yd[1], (long long)wd[0], (long long)wd[1],
+                             (long long)group);
+    /* 2 * N * (output channels of the small side) * positions * taps * C/g. */
+    double cpg = dgrad ? (double)yd[1] / (double)group : (double)wd[1];
+    double kout = dgrad ? (double)xd[1] : (double)yd[1];
+    *flops = 2.0 * (double)xd[0] * kout * macs * cpg;
+    return SEGRT_OK;
+}
+
+/* Engine choice --------------------------------------------------------------------- */
+
+/* Searches one variant with the build handle. */
+static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, int32_t variant,
+                             cdg_choice *out, bool *found, char *why, size_t why_cap)
+{
+    cdg_pool pool;
+    pool.n = 0;
+    cudnnBackendDescriptor_t graph;
+    bool ok = false;
+    *found = false;
+    sg_status s = conv_graph(&pool, p->build_cudnn, cs, variant, &graph, &ok, why, why_cap);
+    if (s == SEGRT_OK && ok)
+        s = cdg_search(p->build_cudnn, graph, &cs->filter, out, found, why, why_cap);
+    cdg_pool_clear(&pool);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "node `%s` (%s): engine search (%s): ", n->name, sg_op_name(n->op),
+                               variant_name(variant));
+    if (*found)
+        out->variant = variant;
+    return SEGRT_OK;
+}
+
+/* Rebuilds a recorded choice with the build handle; its workspace. */
+static sg_status check_given(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, cdg_choice *c)
+{
+    cdg_pool pool;
+    pool.n = 0;
+    cudnnBackendDescriptor_t graph, plan;
+    bool ok = false;
+    char why[600];
+    int64_t ws = 0;
+    sg_status s = conv_graph(&pool, p->build_cudnn, cs, c->variant, &graph, &ok, why, sizeof why);
+    if (s == SEGRT_OK && ok)
+        s = cdg_plan_from_choice(&pool, p->build_cudnn, graph, c, &plan, &ws, &ok, why, sizeof why);
+    cdg_pool_clear(&pool);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "node `%s` (%s): rebuilding the plan file's cuDNN choice: ", n->name,
+                               sg_op_name(n->op));
+    if (!ok)
+        return sg_node_error(n, SEGRT_ERROR_DEVICE, "the plan file's cuDNN choice (engine %lld, %d knobs, %s) "
+                             "does not finalize: %s", (long long)c->engine, c->n_knobs, variant_name(c->variant),
+                             why);
+    c->workspace = ws;
+    return SEGRT_OK;
+}
+
+/* The choice for this node: the plan file's, checked, or a search over
+ * the variants, fused ones first. */
+static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, cdg_choice *out)
+{
+    const cuda_choice *given = cuda_choice_find(p, n->name, "cudnn");
+    if (given) {
+        if (given->size != sizeof(cdg_choice))
+            return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice has %zu bytes; "
+                                 "this build records %zu", given->size, sizeof(cdg_choice));
+        memcpy(out, given->data, sizeof *out);
+        if (out->version != CDG_CHOICE_VERSION)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice is version %u; "
+                                 "this build reads version %u", out->version, CDG_CHOICE_VERSION);
+        if (out->cudnn_version != (uint32_t)cudnnGetVersion())
+            return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice was made with "
+                                 "cuDNN %u; this is cuDNN %zu", out->cudnn_version, cudnnGetVersion());
+        bool fusable = !cs->dgrad && (cs->has_bias || cs->act != SGK_ACT_NONE);
+        if (out->variant != VARIANT_PLAIN && !(fusable && (out->variant == VARIANT_FUSED_F32_BIAS ||
+                                                           out->variant == VARIANT_FUSED_IO_BIAS)))
+            return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice is for a %s graph, "
+                                 "which this node does not have", variant_name(out->variant));
+        return check_given(p, n, cs, out);
+    }
+    int32_t variants[3], nv = 0;
+    if (!cs->dgrad && (cs->has_bias || cs->act != SGK_ACT_NONE)) {
+        variants[nv++] = VARIANT_FUSED_F32_BIAS;
+        if (cs->has_bias && cs->x.dtype != CUDNN_DATA_FLOAT)
+            variants[nv++] = VARIANT_FUSED_IO_BIAS;
+    }
+    variants[nv++] = VARIANT_PLAIN;
+    char why[3][700];
+    for (int32_t i = 0; i < nv; i++) {
+        bool found = false;
+        why[i][0] = '\0';
+        SG_TRY(try_variant(p, n, cs, variants[i], out, &found, why[i], sizeof why[i]));
+        if (found)
+            return SEGRT_OK;
+    }
+    char msg[1800];
+    size_t len = 0;
+    msg[0] = '\0';
+    for (int32_t i = 0; i < nv && len < sizeof msg; i++) {
+        int w = snprintf(msg + len, sizeof msg - len, "%s%s: %s", i ? "; " : "", variant_name(variants[i]), why[i]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "cuDNN has no engine for this %s (%s data): %s",
+                         cs->dgrad ? "data-gradient convolution" : "convolution",
+                         cs->x.dtype == CUDNN_DATA_HALF       ? "float16"
+                         : cs->x.dtype == CUDNN_DATA_BFLOAT16 ? "bfloat16"
+                                                              : "float32",
+                         msg);
+}
+
+/* Steps ------------------------------------------------------------------------------ */
+
+/* The tensor of value v in dtype dt, dense in layout l. */
+static sg_status input_as(sg_cuda_plan *p, const sg_node *n, int32_t v, sg_dtype dt, cuda_layout l, int32_t *out)
+{
+    SG_TRY(cuda_value_as(p, v, dt, l, out));
+    if (!dense_as(&p->tensors[*out], l))
+        return sg_node_error(n, SEGRT_ERROR_INTERNAL, "input `%s` is not dense %s", p->g->values[v].name,
+                             l == CUDA_LAYOUT_PLAIN ? "row-major" : "channels-last");
+    return SEGRT_OK;
+}
+
+static sg_dtype io_dtype(cuda_math m)
+{
+    switch (m) {
+    case CUDA_MATH_FP16: return SEGRT_DTYPE_FLOAT16;
+    case CUDA_MATH_BF16: return SEGRT_DTYPE_BFLOAT16;
+    default: return SEGRT_DTYPE_FLOAT32;
+    }
+}
+
+static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
+{
+    cuda_math math = cuda_node_math(p, n);
+    sg_dtype io = io_dtype(math);
+    conv_spec cs;
+    double flops = 0;
+    SG_TRY(conv_spec_read(p, n, dgrad, cdg_dtype(io), &cs, &flops));
+    cs.filter.no_tensor_core = math == CUDA_MATH_FP32;
+    cs.filter.max_workspace = p->opts.workspace_limit > (size_t)INT64_MAX ? INT64_MAX
+                                                                          : (int64_t)p->opts.workspace_limit;
+    int32_t act_node = fusable_activation(p, n, &cs.act, &cs.act_alpha);
+    if (act_node < 0)
+        cs.act = SGK_ACT_NONE;
+    int32_t out_value = act_node >= 0 ? p->g->nodes[act_node].outputs[0] : n->outputs[0];
+    sg_dtype out_dt = cuda_out_dtype(p, act_node >= 0 ? &p->g->nodes[act_node] : n, out_value);
+    cs.out = cdg_dtype(out_dt);
+
+    /* Choose before touching the plan: an UNSUPPORTED here leaves it as
+     * it was, for the CPU fallback. */
+    cdg_choice choice;
+    memset(&choice, 0, sizeof choice);
+    SG_TRY(conv_choose(p, n, &cs, &choice));
+    SG_TRY(cuda_choice_put(p, n->name, "cudnn", &choice, sizeof choice));
+
+    int32_t xt, wt, bt = -1, outt;
+    SG_TRY(input_as(p, n, n->inputs[0], io, CUDA_LAYOUT_CHANNELS_LAST, &xt));
+    SG_TRY(input_as(p, n, n->inputs[1], io, CUDA_LAYOUT_CHANNELS_LAST, &wt));
+    bool fused = choice.variant != VARIANT_PLAIN;
+    if (cs.has_bias) {
+        sg_dtype bdt = choice.variant == VARIANT_FUSED_IO_BIAS ? io : SEGRT_DTYPE_FLOAT32;
+        SG_TRY(input_as(p, n, n->inputs[2], bdt, CUDA_LAYOUT_PLAIN, &bt));
+        if (p->tensors[bt].rank != 1 || p->tensors[bt].dims[0] != cs.channels)
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "bias has %lld values for %lld output channels",
+                                 (long long)(p->tensors[bt].rank ? p->tensors[bt].dims[0] : 1),
+                                 (long long)cs.channels);
+    }
+    SG_TRY(cuda_output_new(p, n, 0, out_dt, CUDA_LAYOUT_CHANNELS_LAST, &outt));
+    /* Without a fused epilogue the convolution writes its own dtype, into
+     * a scratch tensor when a map still has to finish the job. */
+    bool need_epi = !fused && (cs.has_bias || cs.act != SGK_ACT_NONE || out_dt != io);
+    int32_t convt = outt;
+    if (need_epi) {
+        const cuda_tensor *o = &p->tensors[outt];
+        SG_TRY(cuda_tensor_new(p, io, o->rank, o->dims, CUDA_LAYOUT_CHANNELS_LAST, &convt));
+    }
+
+    conv_params *cp = sg_calloc(1, sizeof *cp);
+    if (!cp)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    cp->spec = cs;
+    cp->choice = choice;
+    int32_t args[CONV_MAX_UIDS], na = 0;
+    args[na] = xt;
+    cp->uids[na++] = UID_X;
+    args[na] = wt;
+    cp->uids[na++] = UID_W;
+    if (fused && cs.has_bias) {
+        args[na] = bt;
+        cp->uids[na++] = UID_B;
+    }
+    args[na] = convt;
+    cp->uids[na++] = output_uid(&cs, choice.variant);
+    cp->n_uids = na;
+    const char *impl = dgrad ? "cudnn dgrad" : fused ? "cudnn conv+epilogue" : "cudnn conv";
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, impl, conv_run, args, na, 1, cp, NULL, &st));
+    st->workspace_bytes = (size_t)choice.workspace;
+    st->flops = flops;
+    st->ctx_init = conv_ctx_init;
+    st->ctx_free = conv_ctx_free;
+
+    if (need_epi) {
+        epi_params *ep = sg_calloc(1, sizeof *ep);
+        if (!ep)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        ep->has_bias = cs.has_bias;
+        ep->mp.op = cs.has_bias ? SGK_ADD : SGK_COPY;
+        ep->mp.act = cs.act;
+        ep->mp.act_alpha = cs.act_alpha;
+        int32_t eargs[3], ne = 0;
+        eargs[ne++] = convt;
+        if (cs.has_bias)
+            eargs[ne++] = bt;
+        eargs[ne++] = outt;
+        SG_TRY(cuda_step_new(p, n, "segrt bias+act", epi_run, eargs, ne, 1, ep, NULL, NULL));
+    }
+    if (act_node >= 0) {
+        cuda_mark_fused(p, act_node);
+        cuda_value_set(p, out_value, outt);
+    }
+    return SEGRT_OK;
+}
+
+sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n) { return build(p, n, false); }
+
+sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n) { return build(p, n, true); }

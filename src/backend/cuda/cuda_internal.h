@@ -1,0 +1,311 @@
+/* The CUDA plan's pieces, shared by the files of src/backend/cuda/.
+ *
+ * A plan is a list of steps over tensors. A tensor is a strided view of
+ * device memory: an activation at an offset of the context's arena, a
+ * constant on the device (the engine's weight store), the caller's input
+ * or output, or a view of another tensor's memory. Its layout is only its
+ * strides, so kernels written against sgk_view serve every layout; the
+ * plan keeps 4-D and 5-D activations channels-last (NHWC/NDHWC) from the
+ * first convolution on and converts only where an operator needs another
+ * layout (a Reshape, a matrix product, the graph's outputs).
+ *
+ * Builders (cuda_build_*.c) turn one graph node into steps: they ask for
+ * their inputs with cuda_value_as (which adds a conversion step the first
+ * time a dtype or layout is asked for that the value does not have yet),
+ * create their outputs with cuda_output_new, and append a step whose run
+ * function launches the kernel. A builder returns SEGRT_ERROR_UNSUPPORTED
+ * for a variant it does not handle; the plan then fails naming the node,
+ * or, when the user allowed it, runs that node on the CPU. */
+#ifndef SG_BACKEND_CUDA_INTERNAL_H
+#define SG_BACKEND_CUDA_INTERNAL_H
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
+
+/* cublasLt.h declares a function without a prototype, which our
+ * warning flags reject in C; the header is not ours to fix. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <stdbool.h>
+
+/* Every CUDA runtime, cuDNN and cuBLASLt call goes through one of these:
+ * on failure they record the call, the library's message, file and line,
+ * and return the status from the enclosing function. */
+#define CUDA_TRY(call)                                                                      \
+    do {                                                                                    \
+        cudaError_t cuda_e_ = (call);                                                       \
+        if (cuda_e_ != cudaSuccess)                                                         \
+            return cuda_error(cuda_e_, #call, __FILE__, __LINE__);                          \
+    } while (0)
+#define CUDNN_TRY(call)                                                                     \
+    do {                                                                                    \
+        cudnnStatus_t cudnn_s_ = (call);                                                    \
+        if (cudnn_s_ != CUDNN_STATUS_SUCCESS)                                               \
+            return cudnn_error(cudnn_s_, #call, __FILE__, __LINE__);                        \
+    } while (0)
+#define CUBLAS_TRY(call)                                                                    \
+    do {                                                                                    \
+        cublasStatus_t cublas_s_ = (call);                                                  \
+        if (cublas_s_ != CUBLAS_STATUS_SUCCESS)                                             \
+            return cublas_error(cublas_s_, #call, __FILE__, __LINE__);                      \
+    } while (0)
+
+sg_status cuda_error(cudaError_t e, const char *call, const char *file, int line);
+sg_status cudnn_error(cudnnStatus_t s, const char *call, const char *file, int line);
+sg_status cublas_error(cublasStatus_t s, const char *call, const char *file, int line);
+
+/* Tensors ------------------------------------------------------------------ */
+
+typedef enum cuda_tensor_kind {
+    CUDA_T_CONST,  /* device constant from the weight store (dev set at build) */
+    CUDA_T_ARENA,  /* an activation at `offset` in the context's arena */
+    CUDA_T_INPUT,  /* graph input io_index (caller's device buffer or the context's upload) */
+    CUDA_T_OUTPUT, /* graph output io_index (caller's device buffer or the context's download) */
+    CUDA_T_ALIAS   /* tensor `alias`'s memory from element `alias_offset`, other dims and strides */
+} cuda_tensor_kind;
+
+typedef enum cuda_layout {
+    CUDA_LAYOUT_ANY = 0,     /* in requests: whatever the value has */
+    CUDA_LAYOUT_PLAIN,       /* row-major over the logical dims */
+    CUDA_LAYOUT_CHANNELS_LAST/* rank >= 3: dim 1 (channels) innermost, then the others in order */
+} cuda_layout;
+
+typedef struct cuda_tensor {
+    cuda_tensor_kind kind;
+    sg_dtype dtype;
+    cuda_layout layout;             /* PLAIN or CHANNELS_LAST for dense tensors; ANY for other views */
+    int32_t rank;
+    int64_t dims[SEGRT_MAX_RANK];
+    int64_t strides[SEGRT_MAX_RANK];/* elements */
+    size_t bytes;                   /* storage this tensor owns (0 for aliases) */
+    int32_t io_index;               /* INPUT / OUTPUT */
+    void *dev;                      /* CONST */
+    size_t offset;                  /* ARENA: bytes into the arena */
+    int32_t alias;                  /* ALIAS: the tensor whose memory this views */
+    int64_t alias_offset;           /* ALIAS: elements from the start of that memory */
+    int32_t first, last;            /* first step writing it, last step reading it */
+} cuda_tensor;
+
+/* Steps -------------------------------------------------------------------- */
+
+typedef struct cuda_step cuda_step;
+typedef struct cuda_run cuda_run;
+typedef sg_status (*cuda_run_fn)(const cuda_step *s, cuda_run *r);
+
+#define CUDA_MAX_ARGS 64
+
+struct cuda_step {
+    const char *name;      /* the node's name (points into the plan's graph) */
+    const char *impl;      /* what runs it, for profiles: "cudnn conv", "segrt map", ... */
+    const sg_node *node;   /* the node, for CPU fallback steps and messages */
+    cuda_run_fn run;
+    int32_t args[CUDA_MAX_ARGS]; /* tensor indices; inputs first, then outputs; -1 absent */
+    int32_t n_args;
+    int32_t n_outputs;     /* the last n_outputs args are written */
+    void *params;          /* builder's parameters; freed with params_free (NULL: free) */
+    void (*params_free)(void *);
+    size_t scratch_bytes;  /* device scratch the step needs during its run */
+    size_t workspace_bytes;/* cuDNN / cuBLASLt workspace the step needs */
+    double flops;          /* for profiles */
+    bool fallback;         /* runs on the CPU */
+    /* Per-context state (optional): cuDNN execution plans are not safe to
+     * share between threads, so each context finalizes its own from the
+     * choice the engine recorded. ctx_init runs at context creation with
+     * the context's handles; run sees the result as r->state. */
+    sg_status (*ctx_init)(const cuda_step *s, cudnnHandle_t cudnn, cublasLtHandle_t lt, void **state);
+    void (*ctx_free)(void *state);
+};
+
+/* What a step's run function sees: the context's stream and handles and
+ * each tensor's device pointer for this run. */
+struct cuda_run {
+    const sg_cuda_plan *plan;
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasLtHandle_t lt;
+    void **ptr;             /* device pointer of every plan tensor */
+    void *scratch;          /* device scratch, plan->scratch_bytes */
+    void *workspace;        /* cuDNN/cuBLASLt workspace, plan->workspace_bytes */
+    size_t workspace_bytes;
+    int *err;               /* device error word (sgk SGK_ERR_*) */
+    void *host_scratch;     /* pinned host memory for CPU fallback steps */
+    void *state;            /* the running step's per-context state (ctx_init) */
+};
+
+/* The view of tensor t for this run. */
+sgk_view cuda_view(const cuda_run *r, int32_t t);
+
+/* Per-layer choices that a plan file keeps so a load does not redo them:
+ * for each step that chose among implementations, an opaque record the
+ * builder writes and reads back (cuDNN's engine and knobs, cuBLASLt's
+ * algorithm). Keyed by the node's name and a tag. */
+typedef struct cuda_choice {
+    char *key;
+    void *data;
+    size_t size;
+} cuda_choice;
+
+/* The plan ------------------------------------------------------------------ */
+
+struct sg_cuda_plan {
+    sg_graph *g;             /* private copy: steps point at its nodes and names */
+    sg_cuda_options opts;
+    sg_cuda_weights *weights;/* shared with the engine and its other plans */
+    int device;
+    int sm_major, sm_minor;
+    cuda_tensor *tensors;
+    int32_t n_tensors, cap_tensors;
+    cuda_step *steps;
+    int32_t n_steps, cap_steps;
+    int32_t *value_tensor;   /* graph value -> tensor holding it as produced, or -1 */
+    int32_t *uses;           /* readers of each graph value */
+    uint8_t *fused;          /* graph nodes absorbed into an earlier node's step */
+    int32_t *inputs;         /* INPUT tensor of each graph input */
+    int32_t *outputs;        /* OUTPUT tensor of each graph output */
+    size_t arena_bytes;
+    size_t scratch_bytes;    /* largest step scratch */
+    size_t workspace_bytes;  /* largest step workspace */
+    size_t host_scratch_bytes;
+    void *conv;              /* cuda_value_as's remembered conversions */
+    int32_t n_conv, cap_conv;
+    cuda_choice *choices;    /* recorded while building */
+    const sg_cuda_plan *given;/* while building: choices to reuse (from a plan file), or NULL */
+    int32_t n_choices, cap_choices;
+    bool has_fallback;
+    /* Valid while the plan is built (NULL afterwards): handles for
+     * searching and checking cuDNN/cuBLASLt configurations. */
+    cudnnHandle_t build_cudnn;
+    cublasLtHandle_t build_lt;
+    cudaStream_t build_stream;
+};
+
+/* Builder API ----------------------------------------------------------------- */
+
+/* Storage dtype of node n's float outputs: the plan's activation dtype
+ * (float16/bfloat16 at those precisions), float32 for ops the user pinned
+ * with --fp32-ops, or the graph's dtype for non-float values. */
+sg_dtype cuda_out_dtype(const sg_cuda_plan *p, const sg_node *n, int32_t value);
+/* Whether node n computes in float32 only (pinned by the user). */
+bool cuda_node_fp32(const sg_cuda_plan *p, const sg_node *n);
+/* The math type for convolutions and matrix products of node n. */
+typedef enum cuda_math { CUDA_MATH_FP32, CUDA_MATH_TF32, CUDA_MATH_FP16, CUDA_MATH_BF16 } cuda_math;
+cuda_math cuda_node_math(const sg_cuda_plan *p, const sg_node *n);
+
+/* The tensor holding graph value v with dtype dt (UNDEFINED: as it is) in
+ * layout l (ANY: as it is), adding a conversion step the first time. A
+ * constant value is uploaded converted. */
+sg_status cuda_value_as(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t *out);
+/* The tensor for graph value v as it is, or -1 when it has none yet. */
+int32_t cuda_value(const sg_cuda_plan *p, int32_t v);
+/* A new arena tensor for output k of node n with the given dtype, dims of
+ * the graph's value and layout (PLAIN or CHANNELS_LAST; ANY: PLAIN); it
+ * becomes the value's tensor. */
+sg_status cuda_output_new(sg_cuda_plan *p, const sg_node *n, int32_t k, sg_dtype dt, cuda_layout l,
+                          int32_t *out);
+/* The caller's input or output io as a dense plain tensor. */
+sg_status cuda_tensor_io(sg_cuda_plan *p, cuda_tensor_kind kind, int32_t io, sg_dtype dt, int32_t rank,
+                         const int64_t *dims, int32_t *out);
+/* Appends a step copying (converting dtype and layout) tensor from into to. */
+sg_status cuda_copy_step(sg_cuda_plan *p, const sg_node *n, int32_t from, int32_t to);
+/* The weight store's device copy under (blob, tag), if it has one. */
+bool sg_cuda_weights_lookup(sg_cuda_weights *w, const void *blob, const char *tag, void **dev);
+/* A new arena tensor not tied to a value (a builder's intermediate). */
+sg_status cuda_tensor_new(sg_cuda_plan *p, sg_dtype dt, int32_t rank, const int64_t *dims, cuda_layout l,
+                          int32_t *out);
+/* A view of tensor `of` with other dims and strides starting elem_offset
+ * elements in: transposes, slices, reshapes of plain tensors, channel
+ * slices of a concatenation. Lives as long as it is used. */
+sg_status cuda_tensor_alias(sg_cuda_plan *p, int32_t of, int32_t rank, const int64_t *dims,
+                            const int64_t *strides, int64_t elem_offset, int32_t *out);
+/* Makes tensor t graph value v's tensor (for steps that produce a view). */
+void cuda_value_set(sg_cuda_plan *p, int32_t v, int32_t t);
+/* Strides of a dense tensor with these dims in layout l. */
+void cuda_layout_strides(cuda_layout l, int32_t rank, const int64_t *dims, int64_t *strides);
+/* The dense layout tensor t has (PLAIN, CHANNELS_LAST) or ANY for other views. */
+cuda_layout cuda_tensor_layout(const cuda_tensor *t);
+
+/* Appends a step for node n (NULL for plan-made steps) running fn with
+ * args (inputs then n_outputs outputs). Takes params (freed on failure
+ * too). The step is returned for extra settings, valid until the next
+ * append. */
+sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
+                        const int32_t *args, int32_t n_args, int32_t n_outputs, void *params,
+                        void (*params_free)(void *), cuda_step **out);
+
+/* A device copy of constant host data (dtype dt, n_bytes) owned by the
+ * weight store under key (blob, tag): uploads once per engine. */
+sg_status cuda_const_upload(sg_cuda_plan *p, const void *key_blob, const char *tag, const void *host,
+                            size_t n_bytes, void **dev);
+/* A CONST tensor over device memory dev with the given dims and strides. */
+sg_status cuda_tensor_const(sg_cuda_plan *p, void *dev, sg_dtype dt, int32_t rank, const int64_t *dims,
+                            const int64_t *strides, int32_t *out);
+/* A float32 host copy of constant value v's data (caller frees), or NULL
+ * with OUT_OF_MEMORY recorded; NULL without error if v is not constant. */
+float *cuda_const_f32(const sg_cuda_plan *p, int32_t v);
+
+/* The only live reader of value v (not a graph output), or -1. */
+int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v);
+
+/* Choices: the record stored under (node name, tag), or NULL. */
+const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
+sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, const void *data, size_t size);
+
+/* Broadcast view: tensor t's view (at run time) seen with out's rank and
+ * dims, stride 0 along broadcast dims (numpy rules, aligned right). */
+sgk_view cuda_view_bcast(const cuda_run *r, int32_t t, int32_t rank, const int64_t *dims);
+
+/* Operator builders. Each returns SEGRT_ERROR_UNSUPPORTED when the node's
+ * variant is not handled (with a message saying what), other errors as
+ * usual. */
+typedef sg_status (*cuda_builder_fn)(sg_cuda_plan *p, const sg_node *n);
+
+/* cuda_build_map.c: unary, binary, variadic, Where, Clip, Cast, PRelu, BatchNormalization (inference) */
+sg_status cuda_build_unary(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_binary(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_variadic(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_where(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_clip(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_cast(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_prelu(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_batch_norm(sg_cuda_plan *p, const sg_node *n);
+/* cuda_build_layout.c: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Transpose,
+ * Slice, Concat, Split, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Gather, ScatterND */
+sg_status cuda_build_reshape(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_transpose(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_slice(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_split(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_expand(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_tile(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_pad(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_depth_space(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_gather(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_einsum(sg_cuda_plan *p, const sg_node *n);
+/* cuda_build_reduce.c: reductions, ArgMax, global pools, Softmax, LogSoftmax */
+sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_softmax(sg_cuda_plan *p, const sg_node *n);
+/* cuda_build_norm.c: Instance-, Group-, LayerNormalization (with a following ReLU/LeakyRelu fused) */
+sg_status cuda_build_norm(sg_cuda_plan *p, const sg_node *n);
+/* cuda_build_pool.c: MaxPool, AveragePool; Resize, Upsample */
+sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
+/* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
+sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
+/* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
+sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_gemm(sg_cuda_plan *p, const sg_node *n);
+
+/* Marks graph node index `node` as fused into the step being built (a
+ * following activation, say), so the plan skips it; its output value
+ * becomes an alias of the fusing step's output (cuda_value_set). */
+void cuda_mark_fused(sg_cuda_plan *p, int32_t node);
+/* Index of node n in the plan's graph. */
+int32_t cuda_node_index(const sg_cuda_plan *p, const sg_node *n);
+
+#endif

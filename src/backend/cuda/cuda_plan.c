@@ -1,0 +1,572 @@
+/* Building a CUDA plan: one pass over the graph asking each node's builder
+ * for steps (or a CPU fallback step where the user allowed it), copies of
+ * the results into the caller's outputs, then a lifetime-based memory plan
+ * for the activation arena. */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/ref/ref.h"
+
+#include <string.h>
+
+/* Operators and their builders. */
+static cuda_builder_fn builder_of(sg_op op)
+{
+    switch (op) {
+    case SG_OP_CONV: return cuda_build_conv;
+    case SG_OP_CONV_TRANSPOSE: return cuda_build_conv_transpose;
+    case SG_OP_BATCH_NORMALIZATION: return cuda_build_batch_norm;
+    case SG_OP_INSTANCE_NORMALIZATION:
+    case SG_OP_GROUP_NORMALIZATION:
+    case SG_OP_LAYER_NORMALIZATION: return cuda_build_norm;
+    case SG_OP_RELU: case SG_OP_LEAKY_RELU: case SG_OP_ELU: case SG_OP_SELU: case SG_OP_SIGMOID:
+    case SG_OP_HARD_SIGMOID: case SG_OP_HARD_SWISH: case SG_OP_TANH: case SG_OP_SOFTPLUS:
+    case SG_OP_GELU: case SG_OP_ERF: case SG_OP_SQRT: case SG_OP_EXP: case SG_OP_LOG: case SG_OP_NEG:
+    case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR: case SG_OP_CEIL: case SG_OP_NOT:
+        return cuda_build_unary;
+    case SG_OP_PRELU: return cuda_build_prelu;
+    case SG_OP_CLIP: return cuda_build_clip;
+    case SG_OP_SOFTMAX: case SG_OP_LOG_SOFTMAX: return cuda_build_softmax;
+    case SG_OP_ADD: case SG_OP_SUB: case SG_OP_MUL: case SG_OP_DIV: case SG_OP_POW: case SG_OP_EQUAL:
+    case SG_OP_LESS: case SG_OP_GREATER: case SG_OP_AND: case SG_OP_OR:
+        return cuda_build_binary;
+    case SG_OP_MIN: case SG_OP_MAX: case SG_OP_SUM: case SG_OP_MEAN: return cuda_build_variadic;
+    case SG_OP_WHERE: return cuda_build_where;
+    case SG_OP_MAX_POOL: case SG_OP_AVERAGE_POOL: return cuda_build_pool;
+    case SG_OP_GLOBAL_AVERAGE_POOL: case SG_OP_GLOBAL_MAX_POOL: return cuda_build_reduce;
+    case SG_OP_RESIZE: case SG_OP_UPSAMPLE: return cuda_build_resize;
+    case SG_OP_CONCAT: return cuda_build_concat;
+    case SG_OP_SPLIT: return cuda_build_split;
+    case SG_OP_SLICE: return cuda_build_slice;
+    case SG_OP_PAD: return cuda_build_pad;
+    case SG_OP_RESHAPE: case SG_OP_FLATTEN: case SG_OP_SQUEEZE: case SG_OP_UNSQUEEZE:
+    case SG_OP_IDENTITY: case SG_OP_DROPOUT:
+        return cuda_build_reshape;
+    case SG_OP_TRANSPOSE: return cuda_build_transpose;
+    case SG_OP_EXPAND: return cuda_build_expand;
+    case SG_OP_TILE: return cuda_build_tile;
+    case SG_OP_GATHER: return cuda_build_gather;
+    case SG_OP_SCATTER_ND: return cuda_build_scatter_nd;
+    case SG_OP_DEPTH_TO_SPACE: case SG_OP_SPACE_TO_DEPTH: return cuda_build_depth_space;
+    case SG_OP_CAST: return cuda_build_cast;
+    case SG_OP_REDUCE_MEAN: case SG_OP_REDUCE_SUM: case SG_OP_REDUCE_MAX: case SG_OP_REDUCE_MIN:
+    case SG_OP_ARG_MAX:
+        return cuda_build_reduce;
+    case SG_OP_MAT_MUL: return cuda_build_matmul;
+    case SG_OP_GEMM: return cuda_build_gemm;
+    case SG_OP_EINSUM: return cuda_build_einsum;
+    default: return NULL; /* Shape, Size, Range, ConstantOfShape, Constant: folded at build */
+    }
+}
+
+/* Precision ------------------------------------------------------------------ */
+
+bool cuda_node_fp32(const sg_cuda_plan *p, const sg_node *n)
+{
+    const char *list = p->opts.fp32_ops;
+    if (!list || !*list)
+        return false;
+    const char *op = sg_op_name(n->op);
+    for (const char *s = list; *s;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if ((strlen(op) == len && strncmp(op, s, len) == 0) ||
+            (n->name && strlen(n->name) == len && strncmp(n->name, s, len) == 0))
+            return true;
+        s += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+cuda_math cuda_node_math(const sg_cuda_plan *p, const sg_node *n)
+{
+    /* A model's own float16/bfloat16 tensors keep their type: the plan's
+     * precision only lowers what the model computes in float32. */
+    sg_dtype in = n->n_inputs > 0 && n->inputs[0] >= 0 ? p->g->values[n->inputs[0]].dtype : SEGRT_DTYPE_FLOAT32;
+    if (in == SEGRT_DTYPE_FLOAT16)
+        return CUDA_MATH_FP16;
+    if (in == SEGRT_DTYPE_BFLOAT16)
+        return CUDA_MATH_BF16;
+    if (cuda_node_fp32(p, n))
+        return CUDA_MATH_FP32;
+    switch (p->opts.precision) {
+    case SEGRT_PRECISION_TF32: return CUDA_MATH_TF32;
+    case SEGRT_PRECISION_FP16: return CUDA_MATH_FP16;
+    case SEGRT_PRECISION_BF16: return CUDA_MATH_BF16;
+    default: return CUDA_MATH_FP32;
+    }
+}
+
+sg_dtype cuda_out_dtype(const sg_cuda_plan *p, const sg_node *n, int32_t value)
+{
+    sg_dtype dt = p->g->values[value].dtype;
+    if (dt != SEGRT_DTYPE_FLOAT32 || cuda_node_fp32(p, n))
+        return dt;
+    /* A graph output goes to the caller in float32: segrt's own kernels
+     * write it so directly instead of rounding it first. Convolutions and
+     * products keep their compute dtype (cuDNN's and cuBLASLt's engines for
+     * mixed output types are few), and the final copy widens it. */
+    bool product = n->op == SG_OP_CONV || n->op == SG_OP_CONV_TRANSPOSE || n->op == SG_OP_MAT_MUL ||
+                   n->op == SG_OP_GEMM || n->op == SG_OP_EINSUM;
+    if (p->g->values[value].is_output && !product)
+        return dt;
+    if (p->opts.precision == SEGRT_PRECISION_FP16)
+        return SEGRT_DTYPE_FLOAT16;
+    if (p->opts.precision == SEGRT_PRECISION_BF16)
+        return SEGRT_DTYPE_BFLOAT16;
+    return dt;
+}
+
+/* Steps ------------------------------------------------------------------------ */
+
+sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
+                        const int32_t *args, int32_t n_args, int32_t n_outputs, void *params,
+                        void (*params_free)(void *), cuda_step **out)
+{
+    sg_status s = SEGRT_OK;
+    if (n_args > CUDA_MAX_ARGS)
+        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "a step with %d tensors (at most %d)", n_args, CUDA_MAX_ARGS);
+    if (s == SEGRT_OK)
+        s = sg_grow((void **)&p->steps, &p->cap_steps, p->n_steps + 1, sizeof *p->steps);
+    if (s != SEGRT_OK) {
+        if (params)
+            (params_free ? params_free : free)(params);
+        return s;
+    }
+    cuda_step *st = &p->steps[p->n_steps++];
+    memset(st, 0, sizeof *st);
+    st->name = n ? n->name : "";
+    st->impl = impl;
+    st->node = n;
+    st->run = fn;
+    if (n_args)
+        memcpy(st->args, args, sizeof(int32_t) * (size_t)n_args);
+    st->n_args = n_args;
+    st->n_outputs = n_outputs;
+    st->params = params;
+    st->params_free = params_free;
+    if (out)
+        *out = st;
+    return SEGRT_OK;
+}
+
+int32_t cuda_node_index(const sg_cuda_plan *p, const sg_node *n) { return (int32_t)(n - p->g->nodes); }
+
+void cuda_mark_fused(sg_cuda_plan *p, int32_t node) { p->fused[node] = 1; }
+
+int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v)
+{
+    if (p->uses[v] != 1 || p->g->values[v].is_output)
+        return -1;
+    for (int32_t i = 0; i < p->g->n_nodes; i++) {
+        const sg_node *n = &p->g->nodes[i];
+        if (n->dead)
+            continue;
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == v)
+                return i;
+    }
+    return -1;
+}
+
+/* Choices ----------------------------------------------------------------------- */
+
+static char *choice_key(const char *node, const char *tag)
+{
+    size_t len = strlen(node) + strlen(tag) + 2;
+    char *k = sg_malloc(len);
+    if (k)
+        snprintf(k, len, "%s\x1f%s", tag, node);
+    return k;
+}
+
+const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag)
+{
+    const sg_cuda_plan *src = p->given ? p->given : NULL;
+    if (!src)
+        return NULL;
+    char *k = choice_key(node, tag);
+    if (!k)
+        return NULL;
+    const cuda_choice *found = NULL;
+    for (int32_t i = 0; i < src->n_choices && !found; i++)
+        if (strcmp(src->choices[i].key, k) == 0)
+            found = &src->choices[i];
+    free(k);
+    return found;
+}
+
+static sg_status choice_add(sg_cuda_plan *p, char *key, const void *data, size_t size)
+{
+    SG_TRY(sg_grow((void **)&p->choices, &p->cap_choices, p->n_choices + 1, sizeof *p->choices));
+    void *d = sg_malloc(size ? size : 1);
+    if (!d) {
+        free(key);
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    if (size)
+        memcpy(d, data, size);
+    p->choices[p->n_choices++] = (cuda_choice){key, d, size};
+    return SEGRT_OK;
+}
+
+sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, const void *data, size_t size)
+{
+    char *k = choice_key(node, tag);
+    if (!k)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    return choice_add(p, k, data, size);
+}
+
+int32_t sg_cuda_plan_choice_count(const sg_cuda_plan *p) { return p->n_choices; }
+
+void sg_cuda_plan_choice(const sg_cuda_plan *p, int32_t i, const char **key, const void **data, size_t *size)
+{
+    *key = p->choices[i].key;
+    *data = p->choices[i].data;
+    *size = p->choices[i].size;
+}
+
+sg_status sg_cuda_plan_choices_new(sg_cuda_plan **out)
+{
+    *out = sg_calloc(1, sizeof **out);
+    return *out ? SEGRT_OK : SEGRT_ERROR_OUT_OF_MEMORY;
+}
+
+sg_status sg_cuda_plan_choices_add(sg_cuda_plan *holder, const char *key, const void *data, size_t size)
+{
+    char *k = sg_strdup(key);
+    if (!k)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    return choice_add(holder, k, data, size);
+}
+
+/* CPU fallback ------------------------------------------------------------------ */
+
+/* A node the GPU cannot run, run by its reference kernel on the CPU:
+ * inputs come down through pinned memory, outputs go back up. Only with
+ * --allow-cpu-fallback, and slow by nature (the stream is synchronised). */
+static sg_status run_fallback(const cuda_step *s, cuda_run *r)
+{
+    const sg_node *n = s->node;
+    int32_t n_in = s->n_args - s->n_outputs;
+    sg_tensor tin[CUDA_MAX_ARGS], tout[CUDA_MAX_ARGS];
+    const sg_tensor *pin[CUDA_MAX_ARGS];
+    sg_tensor *pout[CUDA_MAX_ARGS];
+    uint8_t *host = r->host_scratch;
+    size_t off = 0;
+    for (int32_t i = 0; i < s->n_args; i++) {
+        int32_t t = s->args[i];
+        bool is_in = i < n_in;
+        sg_tensor *x = is_in ? &tin[i] : &tout[i - n_in];
+        if (is_in)
+            pin[i] = t < 0 ? NULL : x;
+        else
+            pout[i - n_in] = t < 0 ? NULL : x;
+        if (t < 0)
+            continue;
+        const cuda_tensor *ct = &r->plan->tensors[t];
+        memset(x, 0, sizeof *x);
+        x->dtype = ct->dtype;
+        x->rank = ct->rank;
+        memcpy(x->dims, ct->dims, sizeof x->dims);
+        x->data = host + off;
+        size_t bytes = sg_tensor_bytes(x);
+        if (is_in && bytes)
+            CUDA_TRY(cudaMemcpyAsync(x->data, r->ptr[t], bytes, cudaMemcpyDeviceToHost, r->stream));
+        off += (bytes + 255) & ~(size_t)255;
+    }
+    CUDA_TRY(cudaStreamSynchronize(r->stream));
+    SG_TRY(sg_ref_kernel(n->op)(n, pin, n_in, pout, s->n_outputs));
+    for (int32_t j = 0; j < s->n_outputs; j++) {
+        int32_t t = s->args[n_in + j];
+        if (t >= 0 && sg_tensor_bytes(&tout[j]))
+            CUDA_TRY(cudaMemcpyAsync(r->ptr[t], tout[j].data, sg_tensor_bytes(&tout[j]), cudaMemcpyHostToDevice,
+                                     r->stream));
+    }
+    /* The next fallback step reuses the host buffer: let the uploads finish. */
+    CUDA_TRY(cudaStreamSynchronize(r->stream));
+    return SEGRT_OK;
+}
+
+static sg_status build_fallback(sg_cuda_plan *p, const sg_node *n)
+{
+    if (!sg_ref_kernel(n->op))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "no kernel on the GPU or the CPU");
+    int32_t args[CUDA_MAX_ARGS];
+    int32_t na = 0;
+    size_t host = 0;
+    if (n->n_inputs + n->n_outputs > CUDA_MAX_ARGS)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "too many inputs and outputs for a CPU fallback");
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        int32_t v = n->inputs[i];
+        args[na] = -1;
+        if (v >= 0) {
+            SG_TRY(cuda_value_as(p, v, p->g->values[v].dtype, CUDA_LAYOUT_PLAIN, &args[na]));
+            host += (p->tensors[args[na]].bytes + 255) & ~(size_t)255;
+        }
+        na++;
+    }
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        int32_t v = n->outputs[k];
+        args[na] = -1;
+        if (v >= 0) {
+            SG_TRY(cuda_output_new(p, n, k, p->g->values[v].dtype, CUDA_LAYOUT_PLAIN, &args[na]));
+            host += (p->tensors[args[na]].bytes + 255) & ~(size_t)255;
+        }
+        na++;
+    }
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, "cpu fallback", run_fallback, args, na, n->n_outputs, NULL, NULL, &st));
+    st->fallback = true;
+    if (host > p->host_scratch_bytes)
+        p->host_scratch_bytes = host;
+    p->has_fallback = true;
+    return SEGRT_OK;
+}
+
+/* Building ------------------------------------------------------------------------ */
+
+static sg_status build_node(sg_cuda_plan *p, int32_t i)
+{
+    const sg_node *n = &p->g->nodes[i];
+    cuda_builder_fn fn = builder_of(n->op);
+    sg_status s;
+    int32_t mark_steps = p->n_steps;
+    if (fn) {
+        s = fn(p, n);
+    } else {
+        s = sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "the CUDA backend has no kernel for this operator");
+    }
+    if (s != SEGRT_ERROR_UNSUPPORTED)
+        return s;
+    if (!p->opts.allow_cpu_fallback) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", sg_last_error());
+        return sg_error(s, "%s; the GPU cannot run it (--allow-cpu-fallback runs such nodes on the CPU)", why);
+    }
+    /* Drop whatever the builder appended before giving up. */
+    for (int32_t k = mark_steps; k < p->n_steps; k++)
+        if (p->steps[k].params)
+            (p->steps[k].params_free ? p->steps[k].params_free : free)(p->steps[k].params);
+    p->n_steps = mark_steps;
+    sg_error_clear();
+    return build_fallback(p, n);
+}
+
+/* Copies of the results into the caller's output buffers (float32 and
+ * plain whatever the plan computed in). */
+static sg_status build_outputs(sg_cuda_plan *p)
+{
+    const sg_graph *g = p->g;
+    for (int32_t j = 0; j < g->n_outputs; j++) {
+        const sg_value *v = &g->values[g->outputs[j]];
+        int64_t dims[SEGRT_MAX_RANK];
+        if (!sg_shape_dims(&v->shape, dims))
+            return sg_error(SEGRT_ERROR_SHAPE, "output `%s` has no static shape", v->name);
+        int32_t src, dst;
+        SG_TRY(cuda_value_as(p, g->outputs[j], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &src));
+        SG_TRY(cuda_tensor_io(p, CUDA_T_OUTPUT, j, v->dtype, v->shape.rank, dims, &dst));
+        p->outputs[j] = dst;
+        SG_TRY(cuda_copy_step(p, NULL, src, dst));
+        p->steps[p->n_steps - 1].name = v->name;
+    }
+    return SEGRT_OK;
+}
+
+static int32_t tensor_root(const sg_cuda_plan *p, int32_t t)
+{
+    return p->tensors[t].kind == CUDA_T_ALIAS ? p->tensors[t].alias : t;
+}
+
+/* Lifetimes in steps, then first-fit offsets: a tensor may take memory
+ * that no tensor alive at the same time holds. Views keep their base
+ * alive. Steps run in order on one stream, so reuse after the last read
+ * is safe. */
+static sg_status plan_memory(sg_cuda_plan *p)
+{
+    for (int32_t t = 0; t < p->n_tensors; t++)
+        p->tensors[t].first = p->tensors[t].last = -1;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const cuda_step *st = &p->steps[s];
+        for (int32_t a = 0; a < st->n_args; a++) {
+            if (st->args[a] < 0)
+                continue;
+            cuda_tensor *t = &p->tensors[tensor_root(p, st->args[a])];
+            if (t->first < 0)
+                t->first = s;
+            t->last = s;
+        }
+    }
+    int32_t *order = sg_malloc(sizeof(int32_t) * (size_t)(p->n_tensors ? p->n_tensors : 1));
+    if (!order)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    int32_t n = 0;
+    for (int32_t t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].kind == CUDA_T_ARENA && p->tensors[t].first >= 0)
+            order[n++] = t;
+    /* Largest first packs better; ties by first use keep it stable. */
+    for (int32_t i = 1; i < n; i++)
+        for (int32_t j = i; j > 0; j--) {
+            const cuda_tensor *a = &p->tensors[order[j - 1]], *b = &p->tensors[order[j]];
+            if (a->bytes > b->bytes || (a->bytes == b->bytes && a->first <= b->first))
+                break;
+            int32_t x = order[j - 1];
+            order[j - 1] = order[j];
+            order[j] = x;
+        }
+    size_t top = 0;
+    for (int32_t i = 0; i < n; i++) {
+        cuda_tensor *t = &p->tensors[order[i]];
+        size_t off = 0;
+        bool moved = true;
+        while (moved) { /* lowest offset clear of every placed tensor alive at the same time */
+            moved = false;
+            for (int32_t j = 0; j < i; j++) {
+                const cuda_tensor *u = &p->tensors[order[j]];
+                bool overlap_time = u->first <= t->last && t->first <= u->last;
+                bool overlap_mem = u->offset < off + t->bytes && off < u->offset + u->bytes;
+                if (overlap_time && overlap_mem) {
+                    off = u->offset + u->bytes;
+                    moved = true;
+                }
+            }
+        }
+        t->offset = off;
+        if (off + t->bytes > top)
+            top = off + t->bytes;
+    }
+    free(order);
+    p->arena_bytes = top;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        if (p->steps[s].scratch_bytes > p->scratch_bytes)
+            p->scratch_bytes = p->steps[s].scratch_bytes;
+        if (p->steps[s].workspace_bytes > p->workspace_bytes)
+            p->workspace_bytes = p->steps[s].workspace_bytes;
+    }
+    return SEGRT_OK;
+}
+
+static sg_status plan_init(sg_cuda_plan *p, const sg_graph *g)
+{
+    SG_TRY(sg_graph_clone(g, &p->g));
+    int32_t nv = p->g->n_values ? p->g->n_values : 1, nn = p->g->n_nodes ? p->g->n_nodes : 1;
+    p->value_tensor = sg_malloc(sizeof(int32_t) * (size_t)nv);
+    p->fused = sg_calloc((size_t)nn, 1);
+    p->inputs = sg_malloc(sizeof(int32_t) * (size_t)(p->g->n_inputs ? p->g->n_inputs : 1));
+    p->outputs = sg_malloc(sizeof(int32_t) * (size_t)(p->g->n_outputs ? p->g->n_outputs : 1));
+    p->uses = sg_graph_use_counts(p->g);
+    if (!p->value_tensor || !p->fused || !p->inputs || !p->outputs || !p->uses)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    for (int32_t v = 0; v < p->g->n_values; v++)
+        p->value_tensor[v] = -1;
+    for (int32_t i = 0; i < p->g->n_inputs; i++) {
+        const sg_value *v = &p->g->values[p->g->inputs[i]];
+        int64_t dims[SEGRT_MAX_RANK];
+        if (!sg_shape_dims(&v->shape, dims))
+            return sg_error(SEGRT_ERROR_SHAPE, "input `%s` has no static shape", v->name);
+        SG_TRY(cuda_tensor_io(p, CUDA_T_INPUT, i, v->dtype, v->shape.rank, dims, &p->inputs[i]));
+        p->value_tensor[p->g->inputs[i]] = p->inputs[i];
+    }
+    return SEGRT_OK;
+}
+
+static sg_status build_handles(sg_cuda_plan *p)
+{
+    CUDA_TRY(cudaSetDevice(p->device));
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, p->device));
+    p->sm_major = prop.major;
+    p->sm_minor = prop.minor;
+    CUDA_TRY(cudaStreamCreateWithFlags(&p->build_stream, cudaStreamNonBlocking));
+    CUDNN_TRY(cudnnCreate(&p->build_cudnn));
+    CUDNN_TRY(cudnnSetStream(p->build_cudnn, p->build_stream));
+    CUBLAS_TRY(cublasLtCreate(&p->build_lt));
+    return SEGRT_OK;
+}
+
+static void free_handles(sg_cuda_plan *p)
+{
+    if (p->build_lt)
+        cublasLtDestroy(p->build_lt);
+    if (p->build_cudnn)
+        cudnnDestroy(p->build_cudnn);
+    if (p->build_stream)
+        cudaStreamDestroy(p->build_stream);
+    p->build_lt = NULL;
+    p->build_cudnn = NULL;
+    p->build_stream = NULL;
+}
+
+sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_cuda_weights *w,
+                             const sg_cuda_plan *given, sg_cuda_plan **out)
+{
+    sg_cuda_plan *p = sg_calloc(1, sizeof *p);
+    if (!p)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    p->opts = *opts;
+    p->weights = w;
+    p->device = opts->device;
+    p->given = given;
+    int prev_dev = 0;
+    cudaGetDevice(&prev_dev);
+    sg_status s = build_handles(p);
+    if (s == SEGRT_OK)
+        s = plan_init(p, g);
+    for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
+        if (!p->g->nodes[i].dead && !p->fused[i])
+            s = build_node(p, i);
+    if (s == SEGRT_OK)
+        s = build_outputs(p);
+    if (s == SEGRT_OK)
+        s = plan_memory(p);
+    free_handles(p);
+    p->given = NULL;
+    cudaSetDevice(prev_dev);
+    if (s != SEGRT_OK) {
+        sg_cuda_plan_free(p);
+        return s;
+    }
+    *out = p;
+    return SEGRT_OK;
+}
+
+void sg_cuda_plan_free(sg_cuda_plan *p)
+{
+    if (!p)
+        return;
+    free_handles(p);
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].params)
+            (p->steps[i].params_free ? p->steps[i].params_free : free)(p->steps[i].params);
+    for (int32_t i = 0; i < p->n_choices; i++) {
+        free(p->choices[i].key);
+        free(p->choices[i].data);
+    }
+    free(p->choices);
+    free(p->steps);
+    free(p->tensors);
+    free(p->conv);
+    free(p->value_tensor);
+    free(p->uses);
+    free(p->fused);
+    free(p->inputs);
+    free(p->outputs);
+    sg_graph_free(p->g);
+    free(p);
+}
+
+void sg_cuda_plan_get_info(const sg_cuda_plan *p, sg_cuda_plan_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->arena_bytes = p->arena_bytes;
+    out->scratch_bytes = p->scratch_bytes;
+    out->workspace_bytes = p->workspace_bytes;
+    for (int32_t i = 0; i < p->g->n_inputs; i++)
+        out->io_bytes += p->tensors[p->inputs[i]].bytes;
+    for (int32_t j = 0; j < p->g->n_outputs; j++)
+        out->io_bytes += p->tensors[p->outputs[j]].bytes;
+    out->steps = p->n_steps;
+    for (int32_t i = 0; i < p->n_steps; i++)
+        out->fallback_steps += p->steps[i].fallback;
+}
+
+const sg_graph *sg_cuda_plan_graph(const sg_cuda_plan *p) { return p->g; }

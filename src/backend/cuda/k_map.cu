@@ -1,0 +1,892 @@
+// sgk_map: every elementwise operator of the CUDA backend (activations,
+// arithmetic with broadcasting, comparisons, Where, casts and layout
+// copies) as one kernel family over strided views.
+//
+// The launcher first simplifies the iteration space, because these maps
+// run on every activation of a network and are bound by memory traffic:
+//   1. dims of size 1 are dropped and the rest put in the output's memory
+//      order (outermost first), so consecutive threads write consecutive
+//      addresses whatever the output's layout;
+//   2. adjacent dims contiguous in every operand are merged, which turns
+//      the common cases (same-layout operands, broadcast of a scalar or of
+//      a whole trailing block) into one or two dims.
+// It then picks a path:
+//   - a plain device copy for a same-dtype contiguous COPY;
+//   - a vectorized kernel (4 elements per thread, 8/16-byte accesses)
+//     for float dtypes over one dim, or two with a row length divisible by
+//     4, where every input is contiguous or broadcast along the last dim;
+//   - a tiled transpose for one-input maps whose input runs contiguously
+//     along another dim than the output (layout conversions NCHW <->
+//     NHWC), which keeps both reads and writes coalesced;
+//   - a linear kernel for one remaining dim (any strides, 0 included);
+//   - the general kernel, which turns each linear output index into
+//     coordinates (32-bit multiply-shift division when the index fits).
+//
+// Values are loaded into a compute type chosen once per launch: float64
+// when any operand is float64, float32 when any input is a float, int64
+// otherwise (integer and bool operands; integer Div truncates, arithmetic
+// wraps as in the reference kernels), and raw bits for a COPY between
+// equal dtypes. Stores convert as ONNX Cast does (floats to integers
+// truncate toward zero with NaN -> 0 and saturation to int64 before
+// narrowing, anything to bool is != 0).
+#include "backend/cuda/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <string.h>
+
+// core/status.h is a C header without extern "C"; declare the recorder here.
+extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
+
+namespace {
+
+// Operand 0 is the output, 1..n_in the inputs.
+#define MAP_OPERANDS (SGK_MAP_MAX_IN + 1)
+#define MAP_THREADS 256
+// Enough blocks to fill any current GPU many times over; larger maps loop.
+#define MAP_MAX_BLOCKS (1 << 18)
+
+enum map_class {
+    CLS_RAW, // COPY between equal dtypes: move bits, no conversion
+    CLS_F32,
+    CLS_F64,
+    CLS_I64
+};
+
+// Unsigned 32-bit division by a constant as a multiply and a shift
+// (Granlund-Montgomery): integer division is tens of instructions on the
+// GPU and the general path needs one per dim per element.
+struct fastdiv {
+    uint32_t d, m, s;
+};
+
+struct map_args {
+    int32_t op, act, cls, n_in, rank;
+    float alpha, beta, act_alpha;
+    int64_t n; // elements of the output
+    int64_t dims[SGK_MAX_RANK];
+    fastdiv div[SGK_MAX_RANK];
+    void *data[MAP_OPERANDS];
+    int32_t dtype[MAP_OPERANDS];
+    int64_t strides[MAP_OPERANDS][SGK_MAX_RANK];
+};
+
+fastdiv fastdiv_make(uint32_t d)
+{
+    fastdiv f;
+    f.d = d;
+    uint32_t l = 0;
+    while (l < 32 && ((uint64_t)1 << l) < d)
+        l++;
+    f.s = l;
+    f.m = (uint32_t)((((uint64_t)1 << l) - d) * ((uint64_t)1 << 32) / d + 1);
+    return f;
+}
+
+__device__ __forceinline__ uint32_t fastdiv_div(uint32_t x, const fastdiv &f)
+{
+    return (uint32_t)(((uint64_t)__umulhi(x, f.m) + x) >> f.s);
+}
+
+// Element loads and stores ------------------------------------------------
+
+__device__ __forceinline__ int64_t f2i(double v)
+{
+    // ONNX Cast: NaN gives 0; out-of-range values saturate to int64 first.
+    if (!(v == v))
+        return 0;
+    if (v >= 9.2233720368547758e18)
+        return INT64_MAX;
+    if (v <= -9.2233720368547758e18)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+__device__ __forceinline__ float ld_f32(const void *p, int64_t i, int32_t dt)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: return ((const float *)p)[i];
+    case SEGRT_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
+    case SEGRT_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case SEGRT_DTYPE_FLOAT64: return (float)((const double *)p)[i];
+    case SEGRT_DTYPE_INT64: return (float)((const int64_t *)p)[i];
+    case SEGRT_DTYPE_INT32: return (float)((const int32_t *)p)[i];
+    case SEGRT_DTYPE_INT16: return (float)((const int16_t *)p)[i];
+    case SEGRT_DTYPE_UINT16: return (float)((const uint16_t *)p)[i];
+    case SEGRT_DTYPE_INT8: return (float)((const int8_t *)p)[i];
+    case SEGRT_DTYPE_UINT8: return (float)((const uint8_t *)p)[i];
+    case SEGRT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0 ? 1.0f : 0.0f;
+    default: return 0.0f;
+    }
+}
+
+__device__ __forceinline__ double ld_f64(const void *p, int64_t i, int32_t dt)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT64: return ((const double *)p)[i];
+    case SEGRT_DTYPE_INT64: return (double)((const int64_t *)p)[i];
+    case SEGRT_DTYPE_INT32: return (double)((const int32_t *)p)[i];
+    default: return (double)ld_f32(p, i, dt); // exact for every other dtype
+    }
+}
+
+__device__ __forceinline__ int64_t ld_i64(const void *p, int64_t i, int32_t dt)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_INT64: return ((const int64_t *)p)[i];
+    case SEGRT_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case SEGRT_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case SEGRT_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case SEGRT_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case SEGRT_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case SEGRT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: {
+        // A float read as an integer, as the reference's loader does it
+        // (NaN reads as INT64_MIN there, unlike a Cast's store).
+        double v = ld_f64(p, i, dt);
+        if (!(v == v))
+            return INT64_MIN;
+        return f2i(v);
+    }
+    }
+}
+
+__device__ __forceinline__ void st_int(void *p, int64_t i, int32_t dt, int64_t v)
+{
+    // Narrowing wraps, as the reference's fixed-width store does.
+    switch (dt) {
+    case SEGRT_DTYPE_INT64: ((int64_t *)p)[i] = v; break;
+    case SEGRT_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case SEGRT_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case SEGRT_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+__device__ __forceinline__ void st_f32(void *p, int64_t i, int32_t dt, float v)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = v; break;
+    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; break;
+    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0f; break; // NaN is true
+    default: st_int(p, i, dt, f2i((double)v)); break;
+    }
+}
+
+__device__ __forceinline__ void st_f64(void *p, int64_t i, int32_t dt, double v)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = v; break;
+    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
+    // Direct conversions: through float would round twice.
+    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __double2half(v); break;
+    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __double2bfloat16(v); break;
+    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
+    default: st_int(p, i, dt, f2i(v)); break;
+    }
+}
+
+__device__ __forceinline__ void st_i64(void *p, int64_t i, int32_t dt, int64_t v)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break; // one rounding, as Cast
+    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; break;
+    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __double2half((double)v); break;
+    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __double2bfloat16((double)v); break;
+    default: st_int(p, i, dt, v); break;
+    }
+}
+
+// Raw element moves by size, for COPY between equal dtypes.
+__device__ __forceinline__ uint64_t ld_raw(const void *p, int64_t i, int32_t es)
+{
+    switch (es) {
+    case 1: return ((const uint8_t *)p)[i];
+    case 2: return ((const uint16_t *)p)[i];
+    case 4: return ((const uint32_t *)p)[i];
+    default: return ((const uint64_t *)p)[i];
+    }
+}
+
+__device__ __forceinline__ void st_raw(void *p, int64_t i, int32_t es, uint64_t v)
+{
+    switch (es) {
+    case 1: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case 2: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case 4: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    default: ((uint64_t *)p)[i] = v; break;
+    }
+}
+
+__host__ __device__ __forceinline__ int32_t dtype_bytes(int32_t dt)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT64:
+    case SEGRT_DTYPE_INT64: return 8;
+    case SEGRT_DTYPE_FLOAT32:
+    case SEGRT_DTYPE_INT32: return 4;
+    case SEGRT_DTYPE_FLOAT16:
+    case SEGRT_DTYPE_BFLOAT16:
+    case SEGRT_DTYPE_INT16:
+    case SEGRT_DTYPE_UINT16: return 2;
+    case SEGRT_DTYPE_INT8:
+    case SEGRT_DTYPE_UINT8:
+    case SEGRT_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+// The operators ----------------------------------------------------------
+
+// max and min that return NaN when either operand is NaN (numpy's
+// maximum/minimum, the reference's ref_max_nan/ref_min_nan).
+template <typename T> __device__ __forceinline__ T max_nan(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> __device__ __forceinline__ T min_nan(T a, T b) { return (a < b || a != a) ? a : b; }
+
+// The float operators, written once for float32 and float64: the CUDA
+// math functions are overloaded on both, so one template gives each
+// precision its own arithmetic without two copies of every formula.
+template <typename T> __device__ __forceinline__ T map_fp(const map_args &a, const T *x)
+{
+    const T v = x[0];
+    const T alpha = (T)a.alpha, beta = (T)a.beta;
+    switch (a.op) {
+    case SGK_COPY: return v;
+    case SGK_RELU: return v < 0 ? (T)0 : v; // NaN stays NaN
+    case SGK_LEAKY_RELU: return v < 0 ? alpha * v : v;
+    case SGK_ELU: return v < 0 ? alpha * expm1(v) : v;
+    case SGK_SELU: return v <= 0 ? beta * alpha * expm1(v) : beta * v; // gamma in beta
+    case SGK_SIGMOID:
+        // Neither branch overflows exp.
+        if (v >= 0)
+            return (T)1 / ((T)1 + exp(-v));
+        else {
+            T e = exp(v);
+            return e / ((T)1 + e);
+        }
+    case SGK_HARD_SIGMOID: {
+        T h = alpha * v + beta;
+        return h < 0 ? (T)0 : (h > 1 ? (T)1 : h);
+    }
+    case SGK_HARD_SWISH: {
+        // alpha = 1/6 as the spec's float attribute, as the reference has it.
+        T h = v * (T)(1.0f / 6.0f) + (T)0.5;
+        return v * (h < 0 ? (T)0 : (h > 1 ? (T)1 : h));
+    }
+    case SGK_TANH: return tanh(v);
+    case SGK_SOFTPLUS: return v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));
+    case SGK_GELU: return (T)0.5 * v * ((T)1 + erf(v * (T)0.7071067811865476));
+    case SGK_GELU_TANH:
+        return (T)0.5 * v * ((T)1 + tanh((T)0.7978845608028654 * (v + (T)0.044715 * v * v * v)));
+    case SGK_ERF: return erf(v);
+    case SGK_CLIP: {
+        T c = v < alpha ? alpha : v; // NaN compares false both times
+        return c > beta ? beta : c;
+    }
+    case SGK_SQRT: return sqrt(v);
+    case SGK_EXP: return exp(v);
+    case SGK_LOG: return log(v);
+    case SGK_NEG: return -v;
+    case SGK_ABS: return fabs(v);
+    case SGK_RECIPROCAL: return (T)1 / v;
+    case SGK_FLOOR: return floor(v);
+    case SGK_CEIL: return ceil(v);
+    case SGK_NOT: return v != 0 ? (T)0 : (T)1;
+    case SGK_AFFINE: return v * alpha + beta;
+    case SGK_ADD: return v + x[1];
+    case SGK_SUB: return v - x[1];
+    case SGK_MUL: return v * x[1];
+    case SGK_DIV: return v / x[1];
+    case SGK_POW: return pow(v, x[1]);
+    case SGK_EQUAL: return v == x[1] ? (T)1 : (T)0;
+    case SGK_LESS: return v < x[1] ? (T)1 : (T)0;
+    case SGK_GREATER: return v > x[1] ? (T)1 : (T)0;
+    case SGK_AND: return (v != 0 && x[1] != 0) ? (T)1 : (T)0;
+    case SGK_OR: return (v != 0 || x[1] != 0) ? (T)1 : (T)0;
+    case SGK_PRELU: return v < 0 ? v * x[1] : v;
+    case SGK_MIN:
+    case SGK_MAX:
+    case SGK_SUM:
+    case SGK_MEAN: {
+        T r = v;
+#pragma unroll
+        for (int k = 1; k < SGK_MAP_MAX_IN; k++) {
+            if (k >= a.n_in)
+                break;
+            r = a.op == SGK_MIN ? min_nan(r, x[k]) : a.op == SGK_MAX ? max_nan(r, x[k]) : r + x[k];
+        }
+        return a.op == SGK_MEAN ? r / (T)a.n_in : r;
+    }
+    case SGK_WHERE: return v != 0 ? x[1] : x[2];
+    case SGK_FMA: return fma(v, x[1], x[2]); // one rounding, closest to the reference's double
+    default: return v;
+    }
+}
+
+template <typename T> __device__ __forceinline__ T apply_act(const map_args &a, T r)
+{
+    switch (a.act) {
+    case SGK_ACT_RELU: return r < 0 ? (T)0 : r;
+    case SGK_ACT_LEAKY_RELU: return r < 0 ? (T)a.act_alpha * r : r;
+    default: return r;
+    }
+}
+
+// Wrapping integer arithmetic without signed overflow.
+__device__ __forceinline__ int64_t add_w(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+__device__ __forceinline__ int64_t sub_w(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+__device__ __forceinline__ int64_t mul_w(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
+__device__ __forceinline__ int64_t ipow(int64_t base, int64_t e)
+{
+    if (e < 0) {
+        // |base^e| < 1 truncates to 0; 0 to a negative power, an error in
+        // the reference, has no way out of a kernel and gives 0 too.
+        if (base == 1)
+            return 1;
+        if (base == -1)
+            return (e & 1) ? -1 : 1;
+        return 0;
+    }
+    uint64_t r = 1, b = (uint64_t)base;
+    while (e > 0) {
+        if (e & 1)
+            r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+
+// Operators with an integer form; the others compute in float64 on
+// integer operands.
+__host__ __device__ __forceinline__ bool int_op(int32_t op)
+{
+    switch (op) {
+    case SGK_COPY: case SGK_RELU: case SGK_NEG: case SGK_ABS: case SGK_NOT:
+    case SGK_ADD: case SGK_SUB: case SGK_MUL: case SGK_DIV: case SGK_POW:
+    case SGK_EQUAL: case SGK_LESS: case SGK_GREATER: case SGK_AND: case SGK_OR:
+    case SGK_PRELU: case SGK_MIN: case SGK_MAX: case SGK_SUM: case SGK_MEAN:
+    case SGK_WHERE: case SGK_FMA:
+        return true;
+    default:
+        return false;
+    }
+}
+
+__device__ __forceinline__ int64_t map_int(const map_args &a, const int64_t *x)
+{
+    const int64_t v = x[0];
+    switch (a.op) {
+    case SGK_RELU: return v < 0 ? 0 : v;
+    case SGK_NEG: return sub_w(0, v);
+    case SGK_ABS: return v < 0 ? sub_w(0, v) : v;
+    case SGK_NOT: return v == 0;
+    case SGK_ADD: return add_w(v, x[1]);
+    case SGK_SUB: return sub_w(v, x[1]);
+    case SGK_MUL: return mul_w(v, x[1]);
+    case SGK_DIV:
+        // Truncating, as C and the reference; division by zero (an error
+        // there) gives 0 here; INT64_MIN / -1 wraps.
+        if (x[1] == 0)
+            return 0;
+        return x[1] == -1 ? sub_w(0, v) : v / x[1];
+    case SGK_POW: return ipow(v, x[1]);
+    case SGK_EQUAL: return v == x[1];
+    case SGK_LESS: return v < x[1];
+    case SGK_GREATER: return v > x[1];
+    case SGK_AND: return v != 0 && x[1] != 0;
+    case SGK_OR: return v != 0 || x[1] != 0;
+    case SGK_PRELU: return v < 0 ? mul_w(v, x[1]) : v;
+    case SGK_MIN:
+    case SGK_MAX:
+    case SGK_SUM:
+    case SGK_MEAN: {
+        int64_t r = v;
+#pragma unroll
+        for (int k = 1; k < SGK_MAP_MAX_IN; k++) {
+            if (k >= a.n_in)
+                break;
+            r = a.op == SGK_MIN ? (r < x[k] ? r : x[k]) : a.op == SGK_MAX ? (r > x[k] ? r : x[k]) : add_w(r, x[k]);
+        }
+        return a.op == SGK_MEAN ? r / a.n_in : r;
+    }
+    case SGK_WHERE: return v != 0 ? x[1] : x[2];
+    case SGK_FMA: return add_w(mul_w(v, x[1]), x[2]);
+    default: return v; // SGK_COPY
+    }
+}
+
+// One output element from its operands' element offsets (off[0] the
+// output's). The class and op are uniform across the launch.
+__device__ __forceinline__ void map_element(const map_args &a, const int64_t *off)
+{
+    switch (a.cls) {
+    case CLS_RAW: {
+        int32_t es = dtype_bytes(a.dtype[0]);
+        st_raw(a.data[0], off[0], es, ld_raw(a.data[1], off[1], es));
+        break;
+    }
+    case CLS_F32: {
+        float x[SGK_MAP_MAX_IN];
+#pragma unroll
+        for (int k = 0; k < SGK_MAP_MAX_IN; k++)
+            x[k] = k < a.n_in ? ld_f32(a.data[k + 1], off[k + 1], a.dtype[k + 1]) : 0.0f;
+        st_f32(a.data[0], off[0], a.dtype[0], apply_act(a, map_fp<float>(a, x)));
+        break;
+    }
+    case CLS_F64: {
+        double x[SGK_MAP_MAX_IN];
+#pragma unroll
+        for (int k = 0; k < SGK_MAP_MAX_IN; k++)
+            x[k] = k < a.n_in ? ld_f64(a.data[k + 1], off[k + 1], a.dtype[k + 1]) : 0.0;
+        st_f64(a.data[0], off[0], a.dtype[0], apply_act(a, map_fp<double>(a, x)));
+        break;
+    }
+    default: {
+        if (int_op(a.op)) {
+            int64_t x[SGK_MAP_MAX_IN];
+#pragma unroll
+            for (int k = 0; k < SGK_MAP_MAX_IN; k++)
+                x[k] = k < a.n_in ? ld_i64(a.data[k + 1], off[k + 1], a.dtype[k + 1]) : 0;
+            st_i64(a.data[0], off[0], a.dtype[0], map_int(a, x));
+        } else {
+            double x[SGK_MAP_MAX_IN];
+#pragma unroll
+            for (int k = 0; k < SGK_MAP_MAX_IN; k++)
+                x[k] = k < a.n_in ? ld_f64(a.data[k + 1], off[k + 1], a.dtype[k + 1]) : 0.0;
+            st_f64(a.data[0], off[0], a.dtype[0], map_fp<double>(a, x));
+        }
+        break;
+    }
+    }
+}
+
+// Kernels -----------------------------------------------------------------
+
+// Rank 0 or 1 after simplification: operand k's element i is at
+// i * strides[k][0] (0 for a broadcast scalar).
+__global__ void map_linear_kernel(const map_args a)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+        int64_t off[MAP_OPERANDS];
+#pragma unroll
+        for (int k = 0; k < MAP_OPERANDS; k++)
+            off[k] = a.rank ? i * a.strides[k][0] : 0;
+        map_element(a, off);
+    }
+}
+
+// Any rank, fewer than 2^31 elements: coordinates by multiply-shift division.
+__global__ void map_nd32_kernel(const map_args a)
+{
+    uint32_t step = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (uint32_t)a.n; i += step) {
+        int64_t off[MAP_OPERANDS];
+#pragma unroll
+        for (int k = 0; k < MAP_OPERANDS; k++)
+            off[k] = 0;
+        uint32_t rest = i;
+        for (int d = a.rank - 1; d >= 0; d--) {
+            uint32_t q = d ? fastdiv_div(rest, a.div[d]) : 0;
+            int64_t c = d ? (int64_t)(rest - q * a.div[d].d) : (int64_t)rest;
+            rest = q;
+#pragma unroll
+            for (int k = 0; k < MAP_OPERANDS; k++)
+                if (k <= a.n_in)
+                    off[k] += c * a.strides[k][d];
+        }
+        map_element(a, off);
+    }
+}
+
+// Any rank and size: 64-bit division (tensors of 2^31 elements and more).
+__global__ void map_nd64_kernel(const map_args a)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+        int64_t off[MAP_OPERANDS];
+#pragma unroll
+        for (int k = 0; k < MAP_OPERANDS; k++)
+            off[k] = 0;
+        int64_t rest = i;
+        for (int d = a.rank - 1; d >= 0; d--) {
+            int64_t c = rest % a.dims[d];
+            rest /= a.dims[d];
+#pragma unroll
+            for (int k = 0; k < MAP_OPERANDS; k++)
+                if (k <= a.n_in)
+                    off[k] += c * a.strides[k][d];
+        }
+        map_element(a, off);
+    }
+}
+
+// Four consecutive float-dtype elements with one 8- or 16-byte access.
+__device__ __forceinline__ void ld4(const void *p, int64_t q, int32_t dt, float *v)
+{
+    if (dt == SEGRT_DTYPE_FLOAT32) {
+        float4 f = ((const float4 *)p)[q];
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+        return;
+    }
+    uint2 u = ((const uint2 *)p)[q];
+    unsigned short h[4] = {(unsigned short)(u.x & 0xffff), (unsigned short)(u.x >> 16),
+                           (unsigned short)(u.y & 0xffff), (unsigned short)(u.y >> 16)};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        v[j] = dt == SEGRT_DTYPE_FLOAT16 ? __half2float(__ushort_as_half(h[j]))
+                                         : __bfloat162float(__ushort_as_bfloat16(h[j]));
+}
+
+__device__ __forceinline__ void st4(void *p, int64_t q, int32_t dt, const float *v)
+{
+    if (dt == SEGRT_DTYPE_FLOAT32) {
+        ((float4 *)p)[q] = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+    unsigned short h[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        h[j] = dt == SEGRT_DTYPE_FLOAT16 ? __half_as_ushort(__float2half_rn(v[j]))
+                                         : __bfloat16_as_ushort(__float2bfloat16_rn(v[j]));
+    ((uint2 *)p)[q] = make_uint2((uint32_t)h[0] | ((uint32_t)h[1] << 16),
+                                 (uint32_t)h[2] | ((uint32_t)h[3] << 16));
+}
+
+// Four consecutive elements per thread, one 8- or 16-byte access per
+// operand, float dtypes in float32 math. The space is [rows, cols] (one
+// row at rank 1; cols % 4 == 0 at rank 2); along cols each input is
+// contiguous or broadcast (stride 0: one scalar load), and rows start at
+// 4-element boundaries. That covers residual adds, scalar and per-channel
+// ops on channels-last tensors, gates, casts and a concatenation's copies
+// at full memory speed. At rank 1 the last n % 4 elements go through
+// map_element.
+__global__ void map_vec4_kernel(const map_args a, int64_t nq, fastdiv qcols)
+{
+    const bool two = a.rank == 2;
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < nq; q += step) {
+        int64_t row = 0, col = q * 4;
+        if (two) {
+            uint32_t rq = fastdiv_div((uint32_t)q, qcols);
+            row = rq;
+            col = ((int64_t)q - (int64_t)rq * qcols.d) * 4;
+        }
+        float x[SGK_MAP_MAX_IN][4];
+#pragma unroll
+        for (int k = 0; k < SGK_MAP_MAX_IN; k++) {
+            if (k >= a.n_in)
+                break;
+            int64_t base = two ? row * a.strides[k + 1][0] : 0;
+            if (a.strides[k + 1][a.rank - 1] == 0) {
+                float v = ld_f32(a.data[k + 1], base, a.dtype[k + 1]);
+                x[k][0] = x[k][1] = x[k][2] = x[k][3] = v;
+            } else {
+                ld4(a.data[k + 1], (base + col) / 4, a.dtype[k + 1], x[k]);
+            }
+        }
+        float r[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float xj[SGK_MAP_MAX_IN];
+#pragma unroll
+            for (int k = 0; k < SGK_MAP_MAX_IN; k++)
+                xj[k] = k < a.n_in ? x[k][j] : 0.0f;
+            r[j] = apply_act(a, map_fp<float>(a, xj));
+        }
+        st4(a.data[0], ((two ? row * a.strides[0][0] : 0) + col) / 4, a.dtype[0], r);
+    }
+    int64_t tail = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (!two && tail < a.n - nq * 4) {
+        int64_t off[MAP_OPERANDS];
+#pragma unroll
+        for (int k = 0; k < MAP_OPERANDS; k++)
+            off[k] = (nq * 4 + tail) * a.strides[k][0];
+        map_element(a, off);
+    }
+}
+
+// One-input maps where the input is contiguous along dim X and the output
+// along dim Y (dims [B, X, Y] after simplification): a 32x32 tile is read
+// along X and written along Y through shared memory, so both sides are
+// coalesced. Covers NCHW <-> NHWC conversions of every size.
+#define TILE 32
+#define TILE_ROWS 8
+__global__ void map_transpose_kernel(const map_args a, int64_t B, int64_t X, int64_t Y, int64_t ob,
+                                     int64_t ox, int64_t ib, int64_t iy)
+{
+    // Raw bits or float32 values; +1 column avoids bank conflicts.
+    __shared__ uint64_t tile[TILE][TILE + 1];
+    int64_t xt = (X + TILE - 1) / TILE, yt = (Y + TILE - 1) / TILE;
+    int32_t es = dtype_bytes(a.dtype[0]);
+    for (int64_t b = blockIdx.z; b < B; b += gridDim.z)
+        for (int64_t ty = blockIdx.y; ty < yt; ty += gridDim.y)
+            for (int64_t tx = blockIdx.x; tx < xt; tx += gridDim.x) {
+                int64_t x0 = tx * TILE, y0 = ty * TILE;
+                // Read: threadIdx.x runs along X, the input's contiguous dim.
+                int64_t x = x0 + threadIdx.x;
+                for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
+                    int64_t y = y0 + j;
+                    if (x < X && y < Y) {
+                        int64_t o = b * ib + x + y * iy;
+                        tile[j][threadIdx.x] =
+                            a.cls == CLS_RAW ? ld_raw(a.data[1], o, es)
+                                             : (uint64_t)__float_as_uint(ld_f32(a.data[1], o, a.dtype[1]));
+                    }
+                }
+                __syncthreads();
+                // Write: threadIdx.x runs along Y, the output's contiguous dim.
+                int64_t y = y0 + threadIdx.x;
+                for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
+                    int64_t xw = x0 + j;
+                    if (xw < X && y < Y) {
+                        int64_t o = b * ob + xw * ox + y;
+                        uint64_t v = tile[threadIdx.x][j];
+                        if (a.cls == CLS_RAW) {
+                            st_raw(a.data[0], o, es, v);
+                        } else {
+                            float f = __uint_as_float((uint32_t)v);
+                            st_f32(a.data[0], o, a.dtype[0], apply_act(a, map_fp<float>(a, &f)));
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+}
+
+// Host side ---------------------------------------------------------------
+
+bool is_float_dtype(int32_t dt)
+{
+    return dt == SEGRT_DTYPE_FLOAT32 || dt == SEGRT_DTYPE_FLOAT16 || dt == SEGRT_DTYPE_BFLOAT16 ||
+           dt == SEGRT_DTYPE_FLOAT64;
+}
+
+int32_t op_arity(sgk_map_op op, int32_t n_in)
+{
+    if (op < SGK_ADD)
+        return 1;
+    if (op <= SGK_PRELU)
+        return 2;
+    if (op <= SGK_MEAN)
+        return n_in >= 1 && n_in <= SGK_MAP_MAX_IN ? n_in : -1;
+    return 3;
+}
+
+int32_t pick_class(const sgk_map_params *p, const sgk_view *out, int32_t n_in, const sgk_view *in)
+{
+    if (p->op == SGK_COPY && in[0].dtype == out->dtype && p->act == SGK_ACT_NONE)
+        return CLS_RAW;
+    bool f64 = out->dtype == SEGRT_DTYPE_FLOAT64, fl = false;
+    for (int32_t k = 0; k < n_in; k++) {
+        f64 |= in[k].dtype == SEGRT_DTYPE_FLOAT64;
+        fl |= is_float_dtype(in[k].dtype);
+    }
+    return f64 ? CLS_F64 : fl ? CLS_F32 : CLS_I64;
+}
+
+unsigned blocks_for(int64_t work)
+{
+    int64_t b = (work + MAP_THREADS - 1) / MAP_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > MAP_MAX_BLOCKS ? MAP_MAX_BLOCKS : b);
+}
+
+int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+// Drops size-1 dims, orders the rest by the output's stride (largest
+// first) and merges dims contiguous in every operand. Fills a's rank,
+// dims and strides.
+void simplify(map_args *a, int32_t n_ops, const sgk_view *const *ops)
+{
+    int32_t rank = 0;
+    int32_t order[SGK_MAX_RANK];
+    const sgk_view *out = ops[0];
+    for (int32_t d = 0; d < out->rank; d++)
+        if (out->dims[d] != 1)
+            order[rank++] = d;
+    // Insertion sort, stable: equal output strides keep the logical order.
+    for (int32_t i = 1; i < rank; i++) {
+        int32_t d = order[i], j = i;
+        while (j > 0 && abs64(out->strides[order[j - 1]]) < abs64(out->strides[d])) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = d;
+    }
+    int32_t r = 0;
+    for (int32_t i = 0; i < rank; i++) {
+        int32_t d = order[i];
+        bool merge = r > 0;
+        for (int32_t k = 0; merge && k < n_ops; k++)
+            merge = a->strides[k][r - 1] == ops[k]->strides[d] * ops[k]->dims[d];
+        if (merge) {
+            a->dims[r - 1] *= out->dims[d];
+            for (int32_t k = 0; k < n_ops; k++)
+                a->strides[k][r - 1] = ops[k]->strides[d];
+        } else {
+            a->dims[r] = out->dims[d];
+            for (int32_t k = 0; k < n_ops; k++)
+                a->strides[k][r] = ops[k]->strides[d];
+            r++;
+        }
+    }
+    a->rank = r;
+}
+
+bool aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+segrt_status launched(const char *name)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return sg_error(SEGRT_ERROR_DEVICE, "%s: %s", name, cudaGetErrorString(e));
+    return SEGRT_OK;
+}
+
+bool vec_dtype(int32_t dt)
+{
+    return dt == SEGRT_DTYPE_FLOAT32 || dt == SEGRT_DTYPE_FLOAT16 || dt == SEGRT_DTYPE_BFLOAT16;
+}
+
+// The vectorized path (see map_vec4_kernel) where its conditions hold. A
+// COPY between equal float dtypes runs there as a float32 map: the values
+// convert exactly.
+bool try_vec(cudaStream_t stream, const map_args *in, segrt_status *st)
+{
+    map_args a = *in;
+    if (a.cls == CLS_RAW && vec_dtype(a.dtype[0]))
+        a.cls = CLS_F32;
+    if (a.cls != CLS_F32 || a.rank < 1 || a.rank > 2 || a.n < 4)
+        return false;
+    int32_t r = a.rank;
+    int64_t cols = a.dims[r - 1];
+    if (r == 2 && (cols % 4 != 0 || a.n / 4 > (int64_t)INT32_MAX))
+        return false;
+    for (int32_t k = 0; k <= a.n_in; k++) {
+        int64_t inner = a.strides[k][r - 1];
+        if (!vec_dtype(a.dtype[k]))
+            return false;
+        if (inner == 0 && k > 0)
+            continue;
+        if (inner != 1 || !aligned(a.data[k], 4 * (size_t)dtype_bytes(a.dtype[k])) ||
+            (r == 2 && a.strides[k][0] % 4 != 0))
+            return false;
+    }
+    fastdiv qcols = fastdiv_make(r == 2 ? (uint32_t)(cols / 4) : 1);
+    map_vec4_kernel<<<blocks_for(a.n / 4), MAP_THREADS, 0, stream>>>(a, a.n / 4, qcols);
+    *st = launched("sgk_map (vec4)");
+    return true;
+}
+
+// The tiled path applies to one-input maps of rank 2 or 3 after
+// simplification whose output is contiguous along the last dim and whose
+// input is contiguous along the one before (and not along the last).
+bool try_transpose(cudaStream_t stream, const map_args *a, segrt_status *st)
+{
+    if (a->n_in != 1 || (a->cls != CLS_RAW && a->cls != CLS_F32) || a->rank < 2 || a->rank > 3)
+        return false;
+    int32_t r = a->rank;
+    if (a->strides[0][r - 1] != 1 || a->strides[1][r - 2] != 1 || a->strides[1][r - 1] == 1)
+        return false;
+    int64_t X = a->dims[r - 2], Y = a->dims[r - 1], B = r == 3 ? a->dims[0] : 1;
+    // Thin transposes gain nothing from tiles that are mostly empty.
+    if (X < 8 || Y < 8)
+        return false;
+    int64_t ob = r == 3 ? a->strides[0][0] : 0, ib = r == 3 ? a->strides[1][0] : 0;
+    int64_t xt = (X + TILE - 1) / TILE, yt = (Y + TILE - 1) / TILE;
+    dim3 grid((unsigned)(xt < (1 << 30) ? xt : (1 << 30)), (unsigned)(yt < 65535 ? yt : 65535),
+              (unsigned)(B < 65535 ? B : 65535));
+    map_transpose_kernel<<<grid, dim3(TILE, TILE_ROWS), 0, stream>>>(*a, B, X, Y, ob, a->strides[0][r - 2], ib,
+                                                                   a->strides[1][r - 1]);
+    *st = launched("sgk_map (transpose)");
+    return true;
+}
+
+} // namespace
+
+extern "C" segrt_status sgk_map(cudaStream_t stream, const sgk_map_params *p, const sgk_view *out,
+                                int32_t n_in, const sgk_view *in)
+{
+    if (!p || !out || (n_in > 0 && !in) || (int32_t)p->op < 0 || p->op >= SGK_MAP_OP_COUNT)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_map: bad arguments");
+    if (op_arity(p->op, n_in) != n_in)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_map: op %d takes a different number of inputs than %d",
+                        (int)p->op, n_in);
+    if (out->rank < 0 || out->rank > SGK_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_map: rank %d", out->rank);
+    int64_t n = 1;
+    for (int32_t d = 0; d < out->rank; d++)
+        n *= out->dims[d];
+    for (int32_t k = 0; k < n_in; k++) {
+        bool ok = in[k].rank == out->rank && dtype_bytes(in[k].dtype) != 0;
+        for (int32_t d = 0; ok && d < out->rank; d++)
+            ok = in[k].dims[d] == out->dims[d];
+        if (!ok)
+            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_map: input %d does not match the output's dims", k);
+    }
+    if (dtype_bytes(out->dtype) == 0)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_map: output dtype %d", (int)out->dtype);
+    if (n == 0)
+        return SEGRT_OK;
+
+    map_args a;
+    memset(&a, 0, sizeof a);
+    a.op = p->op;
+    a.act = p->act;
+    a.alpha = p->alpha;
+    a.beta = p->beta;
+    a.act_alpha = p->act_alpha;
+    a.n_in = n_in;
+    a.n = n;
+    a.cls = pick_class(p, out, n_in, in);
+    a.data[0] = out->data;
+    a.dtype[0] = out->dtype;
+    const sgk_view *ops[MAP_OPERANDS];
+    ops[0] = out;
+    for (int32_t k = 0; k < n_in; k++) {
+        a.data[k + 1] = in[k].data;
+        a.dtype[k + 1] = in[k].dtype;
+        ops[k + 1] = &in[k];
+    }
+    simplify(&a, n_in + 1, ops);
+
+    bool contiguous = a.rank <= 1;
+    for (int32_t k = 0; contiguous && a.rank == 1 && k <= n_in; k++)
+        contiguous = a.strides[k][0] == 1;
+
+    if (contiguous && a.cls == CLS_RAW) {
+        cudaError_t e = cudaMemcpyAsync(out->data, in[0].data, (size_t)n * dtype_bytes(out->dtype),
+                                        cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess)
+            return sg_error(SEGRT_ERROR_DEVICE, "sgk_map (copy): %s", cudaGetErrorString(e));
+        return SEGRT_OK;
+    }
+    segrt_status st;
+    if (try_vec(stream, &a, &st))
+        return st;
+    if (a.rank <= 1) {
+        map_linear_kernel<<<blocks_for(n), MAP_THREADS, 0, stream>>>(a);
+        return launched("sgk_map (linear)");
+    }
+    if (try_transpose(stream, &a, &st))
+        return st;
+    // 32-bit indices while i + grid stride cannot wrap.
+    if (n <= (int64_t)INT32_MAX) {
+        for (int32_t d = 0; d < a.rank; d++)
+            a.div[d] = fastdiv_make((uint32_t)a.dims[d]);
+        map_nd32_kernel<<<blocks_for(n), MAP_THREADS, 0, stream>>>(a);
+        return launched("sgk_map");
+    }
+    map_nd64_kernel<<<blocks_for(n), MAP_THREADS, 0, stream>>>(a);
+    return launched("sgk_map (64-bit)");
+}

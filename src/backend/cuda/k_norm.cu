@@ -1,0 +1,759 @@
+// Group normalisation (InstanceNormalization: one channel per group) and
+// LayerNormalization over strided views.
+//
+// Group normalisation runs as three kernels:
+//  1. statistics: blocks over (sample, spatial tile); per (sample, channel,
+//     tile) a mean and sum of squared deviations (M2) go to scratch. For a
+//     channels-last input the threads of a block lie across the channels,
+//     so a warp reads neighbouring elements; otherwise across the spatial
+//     positions of one channel (plain NCHW: contiguous).
+//  2. combination: a warp per (sample, group) merges the partials of the
+//     group's channels and tiles (Chan's formula, in double, in a fixed
+//     order) into mean and 1/std, and turns them into a per-channel
+//     y = (x - mean) * a + bias.
+//  3. application: y = act(((x - mean_hi) - mean_lo) * a + bias), with the
+//     same thread layout as 1. The mean is kept as two floats (hi + lo):
+//     with a large mean and a small deviation, x * a + b or a rounded mean
+//     would lose about |mean| / std units in the last place.
+// Statistics are float32: each thread sums deviations from a shift (the
+// tile's first value) over chunks of about 64 elements and merges the
+// chunks' (count, mean, M2) with Chan's formula, so neither large spatial extents
+// nor large offsets lose precision. Nothing is combined with atomics; the
+// order of every combination is fixed, so results are bit-identical from
+// run to run.
+#include "backend/cuda/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
+
+typedef long long ll;
+
+// Element access ---------------------------------------------------------------
+
+__device__ __forceinline__ float ldf(const void *p, segrt_dtype dt, ll i)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: return ((const float *)p)[i];
+    case SEGRT_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
+    case SEGRT_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case SEGRT_DTYPE_FLOAT64: return (float)((const double *)p)[i];
+    default: return 0.0f;
+    }
+}
+
+__device__ __forceinline__ void stf(void *p, segrt_dtype dt, ll i, float v)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = v; return;
+    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn(v); return;
+    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); return;
+    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; return;
+    default: return;
+    }
+}
+
+// ReLU keeps NaN and maps -inf to 0 (not v * 0, which would give NaN).
+__device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
+{
+    if (act == SGK_ACT_RELU)
+        return v < 0.0f ? 0.0f : v;
+    if (act == SGK_ACT_LEAKY_RELU)
+        return v < 0.0f ? v * alpha : v;
+    return v;
+}
+
+static bool is_float(segrt_dtype t)
+{
+    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16 ||
+           t == SEGRT_DTYPE_FLOAT64;
+}
+
+static segrt_status launch_check(const char *kernel)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return sg_error(SEGRT_ERROR_DEVICE, "%s: %s", kernel, cudaGetErrorString(e));
+    return SEGRT_OK;
+}
+
+static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
+static ll llabs_(ll v) { return v < 0 ? -v : v; }
+
+// Dim lists (as in k_reduce.cu): outermost first, a size and up to NSTR
+// strides each, walked together.
+#define NSTR 4
+
+struct dimlist {
+    int n;
+    ll d[SGK_MAX_RANK];
+    ll s[NSTR][SGK_MAX_RANK];
+};
+
+__device__ __forceinline__ void dl_offsets(const dimlist &l, int ns, ll idx, ll *off)
+{
+    for (int j = 0; j < ns; j++)
+        off[j] = 0;
+    for (int k = l.n - 1; k > 0; k--) {
+        ll q = idx / l.d[k], c = idx - q * l.d[k];
+        for (int j = 0; j < ns; j++)
+            off[j] += c * l.s[j][k];
+        idx = q;
+    }
+    if (l.n > 0)
+        for (int j = 0; j < ns; j++)
+            off[j] += idx * l.s[j][0];
+}
+
+// Offset along stride j of index idx; one dim needs no division.
+__device__ __forceinline__ ll dl_offset1(const dimlist &l, int j, ll idx)
+{
+    if (l.n == 1)
+        return idx * l.s[j][0];
+    ll off = 0;
+    for (int k = l.n - 1; k > 0; k--) {
+        ll q = idx / l.d[k];
+        off += (idx - q * l.d[k]) * l.s[j][k];
+        idx = q;
+    }
+    return l.n > 0 ? off + idx * l.s[j][0] : 0;
+}
+
+// Orders by the first stride's magnitude, largest first (stable), and
+// merges neighbours every stride walks as one dim.
+static void dl_normalise(dimlist *l, int ns)
+{
+    for (int i = 1; i < l->n; i++)
+        for (int k = i; k > 0 && llabs_(l->s[0][k - 1]) < llabs_(l->s[0][k]); k--) {
+            ll t = l->d[k];
+            l->d[k] = l->d[k - 1];
+            l->d[k - 1] = t;
+            for (int j = 0; j < ns; j++) {
+                t = l->s[j][k];
+                l->s[j][k] = l->s[j][k - 1];
+                l->s[j][k - 1] = t;
+            }
+        }
+    int m = 0;
+    for (int k = 0; k < l->n; k++) {
+        bool merge = m > 0;
+        for (int j = 0; merge && j < ns; j++)
+            merge = l->s[j][m - 1] == l->s[j][k] * l->d[k];
+        if (merge) {
+            l->d[m - 1] *= l->d[k];
+            for (int j = 0; j < ns; j++)
+                l->s[j][m - 1] = l->s[j][k];
+            continue;
+        }
+        l->d[m] = l->d[k];
+        for (int j = 0; j < ns; j++)
+            l->s[j][m] = l->s[j][k];
+        m++;
+    }
+    l->n = m;
+}
+
+static ll dl_count(const dimlist *l)
+{
+    ll c = 1;
+    for (int k = 0; k < l->n; k++)
+        c *= l->d[k];
+    return c;
+}
+
+// Typed element access: T is the storage dtype where it is known when the
+// kernel is compiled (float32, float16, bfloat16: the activations), 0 for a
+// switch at run time. The hot loops then load without a branch per element.
+template <int T>
+__device__ __forceinline__ float ldt(const void *p, segrt_dtype dt, ll i)
+{
+    if (T == SEGRT_DTYPE_FLOAT16)
+        return __half2float(((const __half *)p)[i]);
+    if (T == SEGRT_DTYPE_BFLOAT16)
+        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    if (T == SEGRT_DTYPE_FLOAT32)
+        return ((const float *)p)[i];
+    return ldf(p, dt, i);
+}
+
+template <int T>
+__device__ __forceinline__ void stt(void *p, segrt_dtype dt, ll i, float v)
+{
+    if (T == SEGRT_DTYPE_FLOAT16)
+        ((__half *)p)[i] = __float2half_rn(v);
+    else if (T == SEGRT_DTYPE_BFLOAT16)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else if (T == SEGRT_DTYPE_FLOAT32)
+        ((float *)p)[i] = v;
+    else
+        stf(p, dt, i, v);
+}
+
+// Running statistics ---------------------------------------------------------------
+
+struct mstat {
+    float n, mean, m2;
+};
+
+// Chan's parallel merge of two sets' (count, mean, M2).
+__device__ __forceinline__ mstat mstat_merge(mstat a, mstat b)
+{
+    if (b.n == 0.0f)
+        return a;
+    if (a.n == 0.0f)
+        return b;
+    float n = a.n + b.n, d = b.mean - a.mean;
+    mstat r;
+    r.n = n;
+    r.mean = a.mean + d * (b.n / n);
+    r.m2 = a.m2 + b.m2 + d * d * (a.n * (b.n / n));
+    return r;
+}
+
+// A chunk of cn values summed as deviations from shift k.
+__device__ __forceinline__ mstat mstat_chunk(float cn, float s1, float s2, float k)
+{
+    mstat r;
+    r.n = cn;
+    r.mean = k + s1 / cn;
+    float m2 = s2 - s1 * (s1 / cn);
+    r.m2 = m2 > 0.0f ? m2 : 0.0f;
+    return r;
+}
+
+// One thread's statistics: deviations from the shift k summed in float,
+// folded into the running (count, mean, M2) once a chunk holds CHUNK or
+// more values.
+#define CHUNK 64
+
+struct macc {
+    mstat total;
+    float s1, s2, k;
+    int cn;
+};
+
+__device__ __forceinline__ void macc_init(macc *a, float k)
+{
+    a->total.n = a->total.mean = a->total.m2 = 0.0f;
+    a->s1 = a->s2 = 0.0f;
+    a->k = k;
+    a->cn = 0;
+}
+
+__device__ __forceinline__ void macc_add(macc *a, float v)
+{
+    float d = v - a->k;
+    a->s1 += d;
+    a->s2 += d * d;
+    a->cn++;
+}
+
+__device__ __forceinline__ void macc_fold(macc *a)
+{
+    a->total = mstat_merge(a->total, mstat_chunk((float)a->cn, a->s1, a->s2, a->k));
+    a->s1 = a->s2 = 0.0f;
+    a->cn = 0;
+}
+
+__device__ __forceinline__ void macc_check(macc *a)
+{
+    if (a->cn >= CHUNK)
+        macc_fold(a);
+}
+
+__device__ __forceinline__ mstat macc_done(macc *a)
+{
+    if (a->cn)
+        macc_fold(a);
+    return a->total;
+}
+
+// Group normalisation -------------------------------------------------------------------
+
+#define GN_THREADS 256
+#define GN_TARGET_BLOCKS 1024
+#define GN_UNROLL 8      // rows loaded before they are used: loads in flight per thread
+#define GN_APPLY_ROWS 16 // rows per thread in the application kernels
+
+struct gngeom {
+    ll N, C, S, groups, cg;
+    ll xn, xc, yn, yc; // strides of dims 0 and 1
+    dimlist sp;        // spatial dims; s[0]: x strides, s[1]: y strides
+    bool cl;           // channels-last statistics: threads across channels
+    bool cl_apply;     // channels-last application (y too)
+    int nct, ct, ry;   // channels-last: channel chunks, channels per chunk, rows of threads
+    ll tiles, rpt;     // statistics: spatial tiles per sample and rows per tile
+    ll tiles3, rpt3;   // application: likewise
+};
+
+// Plans the kernels for x (and y, where given: the scratch size only needs
+// x). Returns false for views that are not [N, C, ...].
+static bool gn_plan(const sgk_view *x, const sgk_view *y, int64_t groups, gngeom *g)
+{
+    memset(g, 0, sizeof *g);
+    if (x->rank < 2 || groups < 1 || x->dims[1] % groups != 0)
+        return false;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->groups = groups;
+    g->cg = g->C / groups;
+    g->xn = x->strides[0];
+    g->xc = x->strides[1];
+    g->yn = y ? y->strides[0] : 0;
+    g->yc = y ? y->strides[1] : 0;
+    for (int d = 2; d < x->rank; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        int k = g->sp.n++;
+        g->sp.d[k] = x->dims[d];
+        g->sp.s[0][k] = x->strides[d];
+        g->sp.s[1][k] = y ? y->strides[d] : 0;
+    }
+    dl_normalise(&g->sp, 2);
+    g->S = dl_count(&g->sp);
+    g->cl = g->C > 1 && g->xc == 1;
+    g->cl_apply = g->cl && y && g->yc == 1;
+    ll NC = g->N * g->C;
+    if (g->cl) {
+        // Threads across channels: ct channels per block (chunks of at most
+        // 256), ry rows of them; tiles so that about GN_TARGET_BLOCKS blocks
+        // share the work, each thread taking at least 32 rows.
+        g->nct = (int)ceil_div(g->C, GN_THREADS);
+        g->ct = (int)ceil_div(g->C, g->nct);
+        g->ry = GN_THREADS / g->ct;
+        ll want = ceil_div(GN_TARGET_BLOCKS, g->N * g->nct), by_len = ceil_div(g->S, (ll)g->ry * 32);
+        g->tiles = want < by_len ? want : by_len;
+    } else {
+        ll want = NC > 0 ? ceil_div(GN_TARGET_BLOCKS, NC) : 1, by_len = ceil_div(g->S, GN_THREADS * 16);
+        g->tiles = want < by_len ? want : by_len;
+    }
+    if (g->tiles < 1)
+        g->tiles = 1;
+    g->rpt = g->S > 0 ? ceil_div(g->S, g->tiles) : 1;
+    g->tiles = g->S > 0 ? ceil_div(g->S, g->rpt) : 1;
+    g->rpt3 = g->cl_apply ? (ll)g->ry * GN_APPLY_ROWS : (ll)GN_THREADS * GN_APPLY_ROWS;
+    g->tiles3 = g->S > 0 ? ceil_div(g->S, g->rpt3) : 1;
+    return true;
+}
+
+// Scratch: per (n, c, tile) mean and M2, then per (n, c) the mean (hi, lo),
+// a and bias (rounded up so that the float4 array stays aligned).
+static size_t gn_part_bytes(const gngeom *g)
+{
+    return ((size_t)(g->N * g->C * g->tiles) * sizeof(float2) + 15) & ~(size_t)15;
+}
+
+extern "C" size_t sgk_group_norm_scratch(const sgk_view *x, int64_t groups)
+{
+    gngeom g;
+    if (!gn_plan(x, NULL, groups, &g))
+        return 0;
+    return gn_part_bytes(&g) + (size_t)(g.N * g.C) * sizeof(float4);
+}
+
+// Merges the block's per-thread statistics along rows of threads: entry
+// (row, col) at sh[row * cols + col]; rows need not be a power of two.
+__device__ __forceinline__ void block_merge_rows(mstat *sh, int row, int col, int rows, int cols)
+{
+    int p = 1;
+    while (p < rows)
+        p *= 2;
+    for (int h = p / 2; h > 0; h /= 2) {
+        __syncthreads();
+        if (row < h && row + h < rows)
+            sh[row * cols + col] = mstat_merge(sh[row * cols + col], sh[(row + h) * cols + col]);
+    }
+    __syncthreads();
+}
+
+// Adds x[base + spatial offset of r] for r = r0, r0 + step, ... < r1,
+// GN_UNROLL rows loaded at a time.
+template <int T>
+__device__ __forceinline__ mstat stats_rows(const void *x, segrt_dtype xt, const dimlist &sp, ll base, ll r0, ll r1,
+                                            ll step, ll first)
+{
+    macc a;
+    macc_init(&a, ldt<T>(x, xt, base + dl_offset1(sp, 0, first)));
+    ll r = r0;
+    for (; r + (GN_UNROLL - 1) * step < r1; r += GN_UNROLL * step) {
+        float v[GN_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GN_UNROLL; u++)
+            v[u] = ldt<T>(x, xt, base + dl_offset1(sp, 0, r + u * step));
+#pragma unroll
+        for (int u = 0; u < GN_UNROLL; u++)
+            macc_add(&a, v[u]);
+        macc_check(&a);
+    }
+    for (; r < r1; r += step) {
+        macc_add(&a, ldt<T>(x, xt, base + dl_offset1(sp, 0, r)));
+        macc_check(&a);
+    }
+    return macc_done(&a);
+}
+
+// 1, channels-last: block (n, chunk, tile); thread (tx: channel, ty: row).
+template <int T>
+__global__ void __launch_bounds__(GN_THREADS) gn_stats_cl(const void *x, segrt_dtype xt, gngeom g, float2 *part)
+{
+    __shared__ mstat sh[GN_THREADS];
+    ll bx = blockIdx.x;
+    ll t = bx % g.tiles, rest = bx / g.tiles;
+    int chunk = (int)(rest % g.nct);
+    ll n = rest / g.nct;
+    int tx = threadIdx.x % g.ct, ty = threadIdx.x / g.ct;
+    ll c = (ll)chunk * g.ct + tx;
+    bool valid = ty < g.ry && c < g.C;
+    ll r0 = t * g.rpt, r1 = r0 + g.rpt < g.S ? r0 + g.rpt : g.S;
+    mstat m = {0.0f, 0.0f, 0.0f};
+    if (valid)
+        m = stats_rows<T>(x, xt, g.sp, n * g.xn + c, r0 + ty, r1, g.ry, r0);
+    if (ty < g.ry)
+        sh[ty * g.ct + tx] = m;
+    block_merge_rows(sh, ty, tx, g.ry, g.ct);
+    if (valid && ty == 0)
+        part[(n * g.C + c) * g.tiles + t] = make_float2(sh[tx].mean, sh[tx].m2);
+}
+
+// 1, other layouts: block (n, c, tile); threads across spatial positions
+// (contiguous for plain NCHW).
+template <int T>
+__global__ void __launch_bounds__(GN_THREADS) gn_stats_sp(const void *x, segrt_dtype xt, gngeom g, float2 *part)
+{
+    __shared__ mstat sh[GN_THREADS];
+    ll bx = blockIdx.x;
+    ll t = bx % g.tiles, nc = bx / g.tiles;
+    ll n = nc / g.C, c = nc % g.C;
+    ll r0 = t * g.rpt, r1 = r0 + g.rpt < g.S ? r0 + g.rpt : g.S;
+    sh[threadIdx.x] = stats_rows<T>(x, xt, g.sp, n * g.xn + c * g.xc, r0 + threadIdx.x, r1, GN_THREADS, r0);
+    block_merge_rows(sh, threadIdx.x, 0, GN_THREADS, 1);
+    if (threadIdx.x == 0)
+        part[nc * g.tiles + t] = make_float2(sh[0].mean, sh[0].m2);
+}
+
+struct dstat {
+    double n, mean, m2;
+};
+
+__device__ __forceinline__ dstat dstat_merge(dstat a, dstat b)
+{
+    if (b.n == 0.0)
+        return a;
+    if (a.n == 0.0)
+        return b;
+    double n = a.n + b.n, d = b.mean - a.mean;
+    dstat r;
+    r.n = n;
+    r.mean = a.mean + d * (b.n / n);
+    r.m2 = a.m2 + b.m2 + d * d * (a.n * (b.n / n));
+    return r;
+}
+
+// 2: a warp per (n, group); writes ab[n * C + c] = (mean_hi, mean_lo, a,
+// bias[c]) with a = scale[c] / std.
+__global__ void gn_combine(gngeom g, const float2 *part, const float *scale, const float *bias, double eps,
+                           float4 *ab)
+{
+    int lane = threadIdx.x & 31;
+    ll w = (ll)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (w >= g.N * g.groups)
+        return;
+    ll n = w / g.groups, gi = w % g.groups;
+    ll c0 = gi * g.cg;
+    ll count = g.cg * g.tiles;
+    dstat a = {0.0, 0.0, 0.0};
+    for (ll q = lane; q < count; q += 32) {
+        ll c = c0 + q / g.tiles, t = q % g.tiles;
+        ll rows = g.S - t * g.rpt < g.rpt ? g.S - t * g.rpt : g.rpt;
+        float2 pm = part[(n * g.C + c) * g.tiles + t];
+        dstat b = {(double)rows, (double)pm.x, (double)pm.y};
+        a = dstat_merge(a, b);
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+        dstat b;
+        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
+        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
+        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
+        a = dstat_merge(a, b);
+    }
+    double mean = __shfl_sync(0xffffffffu, a.mean, 0);
+    double var = __shfl_sync(0xffffffffu, a.n > 0.0 ? a.m2 / a.n : 0.0, 0);
+    double inv = 1.0 / sqrt(var + eps);
+    float hi = (float)mean, lo = (float)(mean - (double)hi);
+    for (ll k = lane; k < g.cg; k += 32) {
+        ll c = c0 + k;
+        ab[n * g.C + c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
+    }
+}
+
+// y = act(((x - mean_hi) - mean_lo) * a + bias) for rows r0, r0 + step, ...
+// < r1 of one (n, c), GN_UNROLL rows loaded at a time.
+template <int TX, int TY>
+__device__ __forceinline__ void apply_rows(const void *x, segrt_dtype xt, void *y, segrt_dtype yt, const dimlist &sp,
+                                           ll xb, ll yb, ll r0, ll r1, ll step, float4 k, sgk_act act, float alpha)
+{
+    ll r = r0;
+    for (; r + (GN_UNROLL - 1) * step < r1; r += GN_UNROLL * step) {
+        float v[GN_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GN_UNROLL; u++)
+            v[u] = ldt<TX>(x, xt, xb + dl_offset1(sp, 0, r + u * step));
+#pragma unroll
+        for (int u = 0; u < GN_UNROLL; u++)
+            stt<TY>(y, yt, yb + dl_offset1(sp, 1, r + u * step), act_apply(((v[u] - k.x) - k.y) * k.z + k.w, act, alpha));
+    }
+    for (; r < r1; r += step) {
+        float v = ldt<TX>(x, xt, xb + dl_offset1(sp, 0, r));
+        stt<TY>(y, yt, yb + dl_offset1(sp, 1, r), act_apply(((v - k.x) - k.y) * k.z + k.w, act, alpha));
+    }
+}
+
+// 3, channels-last: block (n, chunk, tile); each thread keeps its channel's
+// statistics.
+template <int TX, int TY>
+__global__ void __launch_bounds__(GN_THREADS) gn_apply_cl(const void *x, segrt_dtype xt, void *y, segrt_dtype yt,
+                                                          gngeom g, const float4 *ab, sgk_act act, float alpha)
+{
+    ll bx = blockIdx.x;
+    ll t = bx % g.tiles3, rest = bx / g.tiles3;
+    int chunk = (int)(rest % g.nct);
+    ll n = rest / g.nct;
+    int tx = threadIdx.x % g.ct, ty = threadIdx.x / g.ct;
+    ll c = (ll)chunk * g.ct + tx;
+    if (ty >= g.ry || c >= g.C)
+        return;
+    ll r0 = t * g.rpt3, r1 = r0 + g.rpt3 < g.S ? r0 + g.rpt3 : g.S;
+    apply_rows<TX, TY>(x, xt, y, yt, g.sp, n * g.xn + c, n * g.yn + c, r0 + ty, r1, g.ry, ab[n * g.C + c], act,
+                       alpha);
+}
+
+// 3, other layouts: block (n, c, tile); threads across spatial positions.
+template <int TX, int TY>
+__global__ void __launch_bounds__(GN_THREADS) gn_apply_sp(const void *x, segrt_dtype xt, void *y, segrt_dtype yt,
+                                                          gngeom g, const float4 *ab, sgk_act act, float alpha)
+{
+    ll bx = blockIdx.x;
+    ll t = bx % g.tiles3, nc = bx / g.tiles3;
+    ll n = nc / g.C, c = nc % g.C;
+    ll r0 = t * g.rpt3, r1 = r0 + g.rpt3 < g.S ? r0 + g.rpt3 : g.S;
+    apply_rows<TX, TY>(x, xt, y, yt, g.sp, n * g.xn + c * g.xc, n * g.yn + c * g.yc, r0 + threadIdx.x, r1, GN_THREADS,
+                       ab[nc], act, alpha);
+}
+
+template <int T>
+static segrt_status gn_stats_launch(cudaStream_t stream, const sgk_view *x, const gngeom &g, float2 *part)
+{
+    if (g.cl) {
+        gn_stats_cl<T><<<(unsigned)(g.N * g.nct * g.tiles), GN_THREADS, 0, stream>>>(x->data, x->dtype, g, part);
+        return launch_check("gn_stats_cl");
+    }
+    gn_stats_sp<T><<<(unsigned)(g.N * g.C * g.tiles), GN_THREADS, 0, stream>>>(x->data, x->dtype, g, part);
+    return launch_check("gn_stats_sp");
+}
+
+template <int TX, int TY>
+static segrt_status gn_apply_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
+                                    const float4 *ab, sgk_act act, float alpha)
+{
+    if (g.cl_apply) {
+        gn_apply_cl<TX, TY><<<(unsigned)(g.N * g.nct * g.tiles3), GN_THREADS, 0, stream>>>(
+            x->data, x->dtype, y->data, y->dtype, g, ab, act, alpha);
+        return launch_check("gn_apply_cl");
+    }
+    gn_apply_sp<TX, TY><<<(unsigned)(g.N * g.C * g.tiles3), GN_THREADS, 0, stream>>>(x->data, x->dtype, y->data,
+                                                                                    y->dtype, g, ab, act, alpha);
+    return launch_check("gn_apply_sp");
+}
+
+extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *scale,
+                                       const float *bias, int64_t groups, float eps, sgk_act act, float act_alpha,
+                                       void *scratch)
+{
+    if (!is_float(x->dtype) || !is_float(y->dtype) || y->rank != x->rank)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm: unsupported views");
+    for (int d = 0; d < x->rank; d++)
+        if (x->dims[d] != y->dims[d])
+            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm: output dims differ from the input's");
+    gngeom g;
+    if (!gn_plan(x, y, groups, &g))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm: %lld groups for a view of rank %d",
+                        (long long)groups, x->rank);
+    if (g.N * g.C * g.S == 0)
+        return SEGRT_OK;
+    float2 *part = (float2 *)scratch;
+    float4 *ab = (float4 *)((char *)scratch + gn_part_bytes(&g));
+    segrt_status s;
+    switch (x->dtype) {
+    case SEGRT_DTYPE_FLOAT16: s = gn_stats_launch<SEGRT_DTYPE_FLOAT16>(stream, x, g, part); break;
+    case SEGRT_DTYPE_BFLOAT16: s = gn_stats_launch<SEGRT_DTYPE_BFLOAT16>(stream, x, g, part); break;
+    case SEGRT_DTYPE_FLOAT32: s = gn_stats_launch<SEGRT_DTYPE_FLOAT32>(stream, x, g, part); break;
+    default: s = gn_stats_launch<0>(stream, x, g, part); break;
+    }
+    if (s != SEGRT_OK)
+        return s;
+    gn_combine<<<(unsigned)ceil_div(g.N * g.groups, 8), 256, 0, stream>>>(g, part, scale, bias, (double)eps, ab);
+    if ((s = launch_check("gn_combine")) != SEGRT_OK)
+        return s;
+    segrt_dtype same = x->dtype == y->dtype ? x->dtype : SEGRT_DTYPE_UNDEFINED;
+    switch (same) {
+    case SEGRT_DTYPE_FLOAT16:
+        return gn_apply_launch<SEGRT_DTYPE_FLOAT16, SEGRT_DTYPE_FLOAT16>(stream, y, x, g, ab, act, act_alpha);
+    case SEGRT_DTYPE_BFLOAT16:
+        return gn_apply_launch<SEGRT_DTYPE_BFLOAT16, SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, ab, act, act_alpha);
+    case SEGRT_DTYPE_FLOAT32:
+        return gn_apply_launch<SEGRT_DTYPE_FLOAT32, SEGRT_DTYPE_FLOAT32>(stream, y, x, g, ab, act, act_alpha);
+    default: return gn_apply_launch<0, 0>(stream, y, x, g, ab, act, act_alpha);
+    }
+}
+
+// Layer normalisation ---------------------------------------------------------------------
+//
+// A warp per row (a block for long rows when there are few of them) reads
+// its row three times: the mean, the mean of squared deviations from it
+// (two passes, as the reference), then y = (x - mean) * inv_std * scale +
+// bias. The row's dims are walked in x's memory order.
+
+struct lngeom {
+    dimlist outer; // dims [0, axis); s: x, y, mean, inv_std
+    dimlist inner; // dims [axis, rank); s: x, y, scale, bias
+    ll R, L;
+    float eps;
+};
+
+struct lnio {
+    const void *x;
+    segrt_dtype xt;
+    void *y;
+    segrt_dtype yt;
+    void *mean, *inv;
+    segrt_dtype mt, it;
+    const void *scale, *bias;
+    segrt_dtype st, bt;
+};
+
+// The sum over a group of `width` threads (a warp, or the whole block),
+// in a fixed order.
+__device__ __forceinline__ float group_sum(float v, int width, float *sh)
+{
+    for (int d = 16; d > 0; d >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, d);
+    if (width == 32)
+        return v;
+    __syncthreads(); // sh may still be read from the previous call
+    if ((threadIdx.x & 31) == 0)
+        sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = sh[0];
+    for (int k = 1; k < (int)(blockDim.x >> 5); k++)
+        r += sh[k];
+    return r;
+}
+
+#define LN_BATCH 4
+
+__global__ void layer_norm_rows(lnio io, lngeom g, int width)
+{
+    __shared__ float sh[32];
+    int lane = threadIdx.x % width;
+    ll row = (ll)blockIdx.x * (blockDim.x / width) + threadIdx.x / width;
+    if (row >= g.R)
+        return; // a whole warp or a whole block: no barrier is left waiting
+    ll ob[NSTR];
+    dl_offsets(g.outer, 4, row, ob);
+    // Loads LN_BATCH elements before using them: several in flight.
+    float sum = 0.0f;
+    ll i = lane;
+    for (; i + (LN_BATCH - 1) * width < g.L; i += LN_BATCH * width) {
+        float v[LN_BATCH];
+#pragma unroll
+        for (int u = 0; u < LN_BATCH; u++)
+            v[u] = ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i + u * width));
+#pragma unroll
+        for (int u = 0; u < LN_BATCH; u++)
+            sum += v[u];
+    }
+    for (; i < g.L; i += width)
+        sum += ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i));
+    float mean = group_sum(sum, width, sh) / (float)g.L;
+    float q = 0.0f;
+    for (i = lane; i + (LN_BATCH - 1) * width < g.L; i += LN_BATCH * width) {
+        float v[LN_BATCH];
+#pragma unroll
+        for (int u = 0; u < LN_BATCH; u++)
+            v[u] = ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i + u * width)) - mean;
+#pragma unroll
+        for (int u = 0; u < LN_BATCH; u++)
+            q += v[u] * v[u];
+    }
+    for (; i < g.L; i += width) {
+        float d = ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i)) - mean;
+        q += d * d;
+    }
+    float var = group_sum(q, width, sh) / (float)g.L;
+    float inv = 1.0f / sqrtf(var + g.eps);
+    for (ll i = lane; i < g.L; i += width) {
+        ll off[NSTR];
+        dl_offsets(g.inner, 4, i, off);
+        float v = (ldf(io.x, io.xt, ob[0] + off[0]) - mean) * inv * ldf(io.scale, io.st, off[2]);
+        if (io.bias)
+            v += ldf(io.bias, io.bt, off[3]);
+        stf(io.y, io.yt, ob[1] + off[1], v);
+    }
+    if (lane == 0) {
+        if (io.mean)
+            stf(io.mean, io.mt, ob[2], mean);
+        if (io.inv)
+            stf(io.inv, io.it, ob[3], inv);
+    }
+}
+
+extern "C" segrt_status sgk_layer_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *mean,
+                                       const sgk_view *inv_std, const sgk_view *x, const sgk_view *scale,
+                                       const sgk_view *bias, int32_t axis, float eps)
+{
+    int r = x->rank;
+    if (axis < 0 || axis > r || y->rank != r || scale->rank != r || (bias->data && bias->rank != r) ||
+        (mean->data && mean->rank != r) || (inv_std->data && inv_std->rank != r) || !is_float(x->dtype) ||
+        !is_float(y->dtype) || !is_float(scale->dtype) || (bias->data && !is_float(bias->dtype)))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_layer_norm: unsupported views");
+    lngeom g;
+    memset(&g, 0, sizeof g);
+    g.eps = eps;
+    for (int d = 0; d < r; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        bool in = d >= axis;
+        dimlist *l = in ? &g.inner : &g.outer;
+        int k = l->n++;
+        l->d[k] = x->dims[d];
+        l->s[0][k] = x->strides[d];
+        l->s[1][k] = y->strides[d];
+        if (in) {
+            l->s[2][k] = scale->strides[d];
+            l->s[3][k] = bias->data ? bias->strides[d] : 0;
+        } else {
+            l->s[2][k] = mean->data ? mean->strides[d] : 0;
+            l->s[3][k] = inv_std->data ? inv_std->strides[d] : 0;
+        }
+    }
+    dl_normalise(&g.outer, 4);
+    dl_normalise(&g.inner, 4);
+    g.R = dl_count(&g.outer);
+    g.L = dl_count(&g.inner);
+    if (g.R == 0)
+        return SEGRT_OK;
+    // An empty row has NaN statistics, as the reference gives; it only
+    // writes them.
+    lnio io = {x->data, x->dtype, y->data, y->dtype, mean->data, inv_std->data, mean->dtype, inv_std->dtype,
+               scale->data, bias->data, scale->dtype, bias->dtype};
+    int width = g.L > 4096 && g.R < 2048 ? 256 : 32;
+    ll blocks = ceil_div(g.R, 256 / width);
+    layer_norm_rows<<<(unsigned)blocks, 256, 0, stream>>>(io, g, width);
+    return launch_check("layer_norm_rows");
+}

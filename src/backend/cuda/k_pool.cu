@@ -1,0 +1,334 @@
+// MaxPool and AveragePool over 1 to 3 spatial dims of strided views.
+//
+// One thread per output element walks its window tap by tap in the
+// reference's order (loading a batch of taps before using them) (src/backend/ref/ref_pool.c), so that the choice among
+// equal maxima, the first NaN winning, the index written and the average's
+// divisor all come out as the reference's. Consecutive threads take
+// consecutive indices along the output dim with the smallest stride
+// (channels, for channels-last tensors), so loads and stores coalesce.
+// Lower ranks run as 3-D with leading spatial dims of size 1.
+#include "backend/cuda/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
+
+typedef long long ll;
+
+// Element access ---------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ T ld(const void *p, segrt_dtype dt, ll i)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: return (T)((const float *)p)[i];
+    case SEGRT_DTYPE_FLOAT16: return (T)__half2float(((const __half *)p)[i]);
+    case SEGRT_DTYPE_BFLOAT16: return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case SEGRT_DTYPE_FLOAT64: return (T)((const double *)p)[i];
+    case SEGRT_DTYPE_INT8: return (T)((const int8_t *)p)[i];
+    case SEGRT_DTYPE_UINT8: return (T)((const uint8_t *)p)[i];
+    default: return (T)0;
+    }
+}
+
+// Loads with the storage dtype fixed when the kernel is compiled (the
+// activations' float16, bfloat16, float32), or switched on at run time
+// (XT 0): no branch per tap in the common cases.
+template <int XT, typename T>
+__device__ __forceinline__ T ldp(const void *p, segrt_dtype dt, ll i)
+{
+    if (XT == SEGRT_DTYPE_FLOAT16)
+        return (T)__half2float(((const __half *)p)[i]);
+    if (XT == SEGRT_DTYPE_BFLOAT16)
+        return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    if (XT == SEGRT_DTYPE_FLOAT32)
+        return (T)((const float *)p)[i];
+    return ld<T>(p, dt, i);
+}
+
+#define POOL_BATCH 8
+
+// Float to integer as the reference's store does: NaN gives 0, values
+// beyond int64 saturate, the rest truncate toward zero; then the narrowing
+// wraps.
+__device__ __forceinline__ ll to_i64(double v)
+{
+    if (!(v == v))
+        return 0;
+    if (v >= 9.2233720368547758e18)
+        return LLONG_MAX;
+    if (v <= -9.2233720368547758e18)
+        return LLONG_MIN;
+    return (ll)v;
+}
+
+template <typename T>
+__device__ __forceinline__ void st(void *p, segrt_dtype dt, ll i, T v)
+{
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; return;
+    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn((float)v); return;
+    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); return;
+    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; return;
+    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)to_i64((double)v); return;
+    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)to_i64((double)v); return;
+    default: return;
+    }
+}
+
+static bool pool_dtype(segrt_dtype t, bool is_max)
+{
+    switch (t) {
+    case SEGRT_DTYPE_FLOAT32:
+    case SEGRT_DTYPE_FLOAT16:
+    case SEGRT_DTYPE_BFLOAT16:
+    case SEGRT_DTYPE_FLOAT64: return true;
+    case SEGRT_DTYPE_INT8:
+    case SEGRT_DTYPE_UINT8: return is_max;
+    default: return false;
+    }
+}
+
+static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
+static ll llabs_(ll v) { return v < 0 ? -v : v; }
+
+// Division by a runtime constant through a multiply (Granlund-Montgomery,
+// as PyTorch's IntDivider), for dividends below 2^31: 64-bit division is a
+// long subroutine on the GPU and would cost more than a small window.
+struct udivider {
+    unsigned d, m;
+    int s;
+};
+
+static udivider udiv_make(unsigned d)
+{
+    udivider f;
+    f.d = d;
+    f.s = 0;
+    while (f.s < 32 && (1ull << f.s) < d)
+        f.s++;
+    f.m = (unsigned)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
+    return f;
+}
+
+__device__ __forceinline__ unsigned udiv_q(const udivider &f, unsigned n) { return (__umulhi(n, f.m) + n) >> f.s; }
+
+#define PRANK 5 // N, C and up to 3 spatial dims
+
+struct pgeom {
+    int rank;
+    int perm[PRANK];              // output dims, fastest-varying thread index first
+    udivider fd[PRANK];           // yd[perm[j]], for the 32-bit path
+    bool small;                   // every index fits the 32-bit path
+    ll yd[PRANK], ys[PRANK], is[PRANK]; // output dims, y strides, indices strides
+    ll xn, xc, xs[3];             // x strides: N, C, spatial (embedded in 3-D; 0 where padded)
+    ll C, in_plane, total, taps;
+    ll in[3], out[3], k[3], st[3], dil[3], pb[3], pe[3];
+    bool is_max, include_pad, col_major, want_idx;
+};
+
+template <int XT, typename T>
+__global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype yt, ll *indices, pgeom g)
+{
+    int ns = g.rank - 2;
+    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < g.total; i += (ll)gridDim.x * blockDim.x) {
+        ll co[PRANK];
+        if (g.small) {
+            unsigned rest = (unsigned)i;
+            for (int j = 0; j < g.rank; j++) {
+                unsigned q = udiv_q(g.fd[j], rest);
+                co[g.perm[j]] = rest - q * g.fd[j].d;
+                rest = q;
+            }
+        } else {
+            ll rest = i;
+            for (int j = 0; j < g.rank; j++) {
+                int d = g.perm[j];
+                ll q = rest / g.yd[d];
+                co[d] = rest - q * g.yd[d];
+                rest = q;
+            }
+        }
+        ll o[3];
+        for (int a = 0; a < 3; a++) {
+            int s = a - (3 - ns);
+            o[a] = s >= 0 ? co[2 + s] : 0;
+        }
+        ll base = co[0] * g.xn + co[1] * g.xc;
+        T best = -INFINITY, sum = 0;
+        ll count = 0, best_t = -1;
+        // Taps in the reference's order (kd, kh, kw), POOL_BATCH at a time:
+        // the batch's loads are issued before any is used, so several are
+        // in flight; then they are consumed in order.
+        ll kd = 0, kh = 0, kw = 0;
+        for (ll t0 = 0; t0 < g.taps; t0 += POOL_BATCH) {
+            T v[POOL_BATCH];
+            unsigned valid = 0, padded = 0;
+#pragma unroll
+            for (int b = 0; b < POOL_BATCH; b++) {
+                v[b] = 0;
+                if (t0 + b >= g.taps)
+                    break;
+                ll pd = o[0] * g.st[0] + kd * g.dil[0] - g.pb[0];
+                ll ph = o[1] * g.st[1] + kh * g.dil[1] - g.pb[1];
+                ll pw = o[2] * g.st[2] + kw * g.dil[2] - g.pb[2];
+                bool in_x = pd >= 0 && pd < g.in[0] && ph >= 0 && ph < g.in[1] && pw >= 0 && pw < g.in[2];
+                // Padding counts toward the average's divisor when asked to
+                // and inside the declared pads.
+                bool in_pads = pd >= -g.pb[0] && pd < g.in[0] + g.pe[0] && ph >= -g.pb[1] &&
+                               ph < g.in[1] + g.pe[1] && pw >= -g.pb[2] && pw < g.in[2] + g.pe[2];
+                if (in_x) {
+                    valid |= 1u << b;
+                    v[b] = ldp<XT, T>(x, xt, base + pd * g.xs[0] + ph * g.xs[1] + pw * g.xs[2]);
+                } else if (in_pads) {
+                    padded |= 1u << b;
+                }
+                if (++kw == g.k[2]) {
+                    kw = 0;
+                    if (++kh == g.k[1]) {
+                        kh = 0;
+                        kd++;
+                    }
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < POOL_BATCH; b++) {
+                if (!(valid >> b & 1u)) {
+                    count += g.include_pad && (padded >> b & 1u);
+                    continue;
+                }
+                count++;
+                if (g.is_max) {
+                    // The first NaN wins and stays, as numpy's max.
+                    if (best_t < 0 || v[b] > best || (v[b] != v[b] && best == best)) {
+                        best = v[b];
+                        best_t = t0 + b;
+                    }
+                } else {
+                    sum += v[b];
+                }
+            }
+        }
+        ll yo = 0, io = 0;
+        for (int d = 0; d < g.rank; d++) {
+            yo += co[d] * g.ys[d];
+            io += co[d] * g.is[d];
+        }
+        if (g.is_max) {
+            st<T>(y, yt, yo, best);
+            if (g.want_idx) {
+                // The chosen tap's input position, flat over the spatial
+                // dims (row-major, or column-major for storage_order 1).
+                ll at = 0;
+                if (best_t >= 0) {
+                    ll td = best_t / (g.k[1] * g.k[2]), th = best_t / g.k[2] % g.k[1], tw = best_t % g.k[2];
+                    ll pd = o[0] * g.st[0] + td * g.dil[0] - g.pb[0];
+                    ll ph = o[1] * g.st[1] + th * g.dil[1] - g.pb[1];
+                    ll pw = o[2] * g.st[2] + tw * g.dil[2] - g.pb[2];
+                    at = g.col_major ? (pw * g.in[1] + ph) * g.in[0] + pd : (pd * g.in[1] + ph) * g.in[2] + pw;
+                }
+                indices[io] = (co[0] * g.C + co[1]) * g.in_plane + at;
+            }
+        } else {
+            st<T>(y, yt, yo, sum / (T)count); // an empty window gives NaN, as the reference
+        }
+    }
+}
+
+extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, const sgk_view *y,
+                                 const sgk_view *indices, const sgk_view *x)
+{
+    int ns = p->n_spatial;
+    bool is_max = p->kind == SGK_POOL_MAX;
+    if (ns < 1 || ns > 3 || x->rank != ns + 2 || y->rank != ns + 2 || y->dims[0] != x->dims[0] ||
+        y->dims[1] != x->dims[1])
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_pool: views do not match %d spatial dims", ns);
+    if (!pool_dtype(x->dtype, is_max) || !pool_dtype(y->dtype, is_max))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_pool: unsupported dtype %s", segrt_dtype_name(x->dtype));
+    bool want_idx = is_max && indices && indices->data;
+    if (want_idx && (indices->dtype != SEGRT_DTYPE_INT64 || indices->rank != y->rank))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_pool: indices must be int64 of the output's dims");
+    pgeom g;
+    memset(&g, 0, sizeof g);
+    g.rank = y->rank;
+    g.total = 1;
+    for (int d = 0; d < g.rank; d++) {
+        g.yd[d] = y->dims[d];
+        g.ys[d] = y->strides[d];
+        g.is[d] = want_idx ? indices->strides[d] : 0;
+        g.total *= y->dims[d];
+        g.perm[d] = d;
+    }
+    if (g.total == 0)
+        return SEGRT_OK;
+    // Thread order: smallest output stride first; among equals, later dims
+    // first (size-1 dims and broadcasts do not matter).
+    for (int i = 1; i < g.rank; i++)
+        for (int k = i; k > 0; k--) {
+            int a = g.perm[k - 1], b = g.perm[k];
+            bool swap = llabs_(g.ys[b]) < llabs_(g.ys[a]) || (llabs_(g.ys[b]) == llabs_(g.ys[a]) && b > a);
+            if (!swap)
+                break;
+            g.perm[k - 1] = b;
+            g.perm[k] = a;
+        }
+    g.small = g.total < ((ll)1 << 31);
+    for (int j = 0; g.small && j < g.rank; j++)
+        g.fd[j] = udiv_make((unsigned)g.yd[g.perm[j]]);
+    g.xn = x->strides[0];
+    g.xc = x->strides[1];
+    g.C = x->dims[1];
+    g.in_plane = 1;
+    for (int a = 0; a < 3; a++) {
+        int s = a - (3 - ns);
+        bool real = s >= 0;
+        g.in[a] = real ? x->dims[2 + s] : 1;
+        g.out[a] = real ? y->dims[2 + s] : 1;
+        g.xs[a] = real ? x->strides[2 + s] : 0;
+        g.k[a] = real ? p->kernel[s] : 1;
+        g.st[a] = real ? p->strides[s] : 1;
+        g.dil[a] = real ? p->dilations[s] : 1;
+        g.pb[a] = real ? p->pads_begin[s] : 0;
+        g.pe[a] = real ? p->pads_end[s] : 0;
+        g.in_plane *= g.in[a];
+    }
+    g.taps = g.k[0] * g.k[1] * g.k[2];
+    g.is_max = is_max;
+    g.include_pad = p->count_include_pad;
+    g.col_major = p->storage_order == 1;
+    g.want_idx = want_idx;
+    ll blocks = ceil_div(g.total, 256);
+    blocks = blocks > (1 << 20) ? (1 << 20) : blocks;
+    ll *idx = want_idx ? (ll *)indices->data : NULL;
+    switch (x->dtype) {
+    case SEGRT_DTYPE_FLOAT16:
+        pool_kernel<SEGRT_DTYPE_FLOAT16, float>
+            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        break;
+    case SEGRT_DTYPE_BFLOAT16:
+        pool_kernel<SEGRT_DTYPE_BFLOAT16, float>
+            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        break;
+    case SEGRT_DTYPE_FLOAT32:
+        pool_kernel<SEGRT_DTYPE_FLOAT32, float>
+            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        break;
+    case SEGRT_DTYPE_FLOAT64:
+        pool_kernel<0, double><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        break;
+    default:
+        pool_kernel<0, float><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        break;
+    }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return sg_error(SEGRT_ERROR_DEVICE, "pool_kernel: %s", cudaGetErrorString(e));
+    return SEGRT_OK;
+}
