@@ -8,32 +8,18 @@
  * again. */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ref/ref.h"
-#include "engine/api_internal.h"
+#include "engine/engine_internal.h"
 #include "engine/engine_profile.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
 
 #include <string.h>
 
-struct segrt_engine {
-    sg_graph *g;        /* optimized for the build options' shapes; never modified */
-    int32_t threads;
-    sg_cpu_plan *plan;  /* when g's shapes are all known */
-};
-
-struct segrt_context {
-    const segrt_engine *engine;
-    sg_cpu_exec *exec;      /* runs engine->plan */
-    sg_graph *own_g;        /* a specialization for other input dims, */
-    sg_cpu_plan *own_plan;  /* its plan */
-    sg_cpu_exec *own_exec;
-    sg_cpu_exec *last;      /* the executor of the last run */
-    bool profiling;
-};
-
 sg_status sg_context_profile(segrt_context *ctx, bool on)
 {
     ctx->profiling = on;
+    if (ctx->cuda)
+        return sg_cuda_engine_exec_profile(ctx->cuda, on);
     if (ctx->exec)
         SG_TRY(sg_cpu_exec_profile(ctx->exec, on));
     if (ctx->own_exec)
@@ -43,7 +29,9 @@ sg_status sg_context_profile(segrt_context *ctx, bool on)
 
 void sg_context_profile_print(const segrt_context *ctx, FILE *f)
 {
-    if (ctx->last)
+    if (ctx->cuda)
+        sg_cuda_engine_exec_profile_print(ctx->cuda, f);
+    else if (ctx->last)
         sg_cpu_exec_profile_print(ctx->last, f);
     else
         fprintf(f, "no plan ran: the model's shapes depend on input values, so it ran interpreted\n");
@@ -63,16 +51,43 @@ static bool graph_is_static(const sg_graph *g)
     return true;
 }
 
+/* A CUDA engine: the model optimized with the fixed shapes bound (ranged
+ * inputs stay symbolic), and its CUDA half compiling the profile's plans. */
+static sg_status build_cuda(const segrt_model *model, const segrt_build_options *opts, segrt_engine **out)
+{
+    sg_graph *g = NULL;
+    SG_TRY(sg_graph_clone(model->g, &g));
+    sg_status s = sg_options_bind_fixed(opts, g);
+    if (s == SEGRT_OK)
+        s = sg_graph_optimize(g, ref_lookup);
+    segrt_engine *e = s == SEGRT_OK ? sg_calloc(1, sizeof *e) : NULL;
+    if (s == SEGRT_OK && !e)
+        s = SEGRT_ERROR_OUT_OF_MEMORY;
+    if (s != SEGRT_OK) {
+        sg_graph_free(g);
+        return sg_error_prefix(s, "%s: ", model->g->path);
+    }
+    e->g = g;
+    e->device = SEGRT_DEVICE_CUDA;
+    e->model_hash = sg_graph_content_hash(model->g);
+    s = sg_cuda_engine_new(g, opts, NULL, &e->cuda);
+    if (s != SEGRT_OK) {
+        segrt_engine_destroy(e);
+        return strncmp(sg_last_error(), model->g->path, strlen(model->g->path)) == 0
+                   ? s
+                   : sg_error_prefix(s, "%s: ", model->g->path);
+    }
+    *out = e;
+    return SEGRT_OK;
+}
+
 segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_options *opts,
                                 segrt_engine **out)
 {
     if (!model || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build: model and out must not be NULL");
-    if (opts && opts->device != SEGRT_DEVICE_CPU)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED,
-                        "%s: this version of segrt runs models on the CPU only; the CUDA engine is "
-                        "not implemented yet",
-                        model->g->path);
+    if (opts && opts->device == SEGRT_DEVICE_CUDA)
+        return build_cuda(model, opts, out);
     segrt_model *optimized;
     SG_TRY(segrt_model_optimize(model, opts, &optimized));
     sg_graph *g = optimized->g;
@@ -112,6 +127,7 @@ void segrt_engine_destroy(segrt_engine *engine)
     if (!engine)
         return;
     sg_cpu_plan_free(engine->plan);
+    sg_cuda_engine_free(engine->cuda);
     sg_graph_free(engine->g);
     free(engine);
 }
@@ -144,7 +160,7 @@ segrt_status segrt_engine_output(const segrt_engine *engine, size_t index, segrt
 
 /* A copy of the engine's graph with the inputs' dims bound and shapes
  * inferred. Input dtypes and counts are checked here. */
-static sg_status check_inputs(const sg_graph *eg, size_t n_inputs, const segrt_tensor *inputs)
+static sg_status check_inputs(const sg_graph *eg, size_t n_inputs, const segrt_tensor *inputs, bool device_ok)
 {
     if (n_inputs != (size_t)eg->n_inputs)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model takes %d inputs, given %zu",
@@ -157,9 +173,12 @@ static sg_status check_inputs(const sg_graph *eg, size_t n_inputs, const segrt_t
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: input `%s` expects %s, given %s",
                             eg->path, v->name, segrt_dtype_name(v->dtype),
                             segrt_dtype_name(inputs[i].dtype));
-        if (inputs[i].memory != SEGRT_MEMORY_HOST)
+        if (inputs[i].memory != SEGRT_MEMORY_HOST && !device_ok)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                             "%s: input `%s` is in device memory, which a CPU engine cannot read",
+                            eg->path, v->name);
+        if (inputs[i].memory != SEGRT_MEMORY_HOST && inputs[i].memory != SEGRT_MEMORY_DEVICE)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: input `%s` has an unknown memory kind",
                             eg->path, v->name);
         if (inputs[i].rank < 0 || inputs[i].rank > SEGRT_MAX_RANK)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: input `%s` has rank %d", eg->path, v->name,
@@ -172,7 +191,7 @@ static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_
                             sg_graph **out)
 {
     const sg_graph *eg = e->g;
-    SG_TRY(check_inputs(eg, n_inputs, inputs));
+    SG_TRY(check_inputs(eg, n_inputs, inputs, e->cuda != NULL));
     sg_graph *g = NULL;
     SG_TRY(sg_graph_clone(eg, &g));
     sg_status s = SEGRT_OK;
@@ -231,7 +250,13 @@ segrt_status segrt_context_create(const segrt_engine *engine, segrt_context **ou
     if (!c)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     c->engine = engine;
-    if (engine->plan) {
+    if (engine->cuda) {
+        sg_status s = sg_cuda_engine_exec_new(engine->cuda, &c->cuda);
+        if (s != SEGRT_OK) {
+            free(c);
+            return sg_error_prefix(s, "%s: ", engine->g->path);
+        }
+    } else if (engine->plan) {
         sg_status s = sg_cpu_exec_create(engine->plan, &c->exec);
         if (s != SEGRT_OK) {
             free(c);
@@ -246,6 +271,7 @@ void segrt_context_destroy(segrt_context *ctx)
 {
     if (!ctx)
         return;
+    sg_cuda_engine_exec_free(ctx->cuda);
     sg_cpu_exec_free(ctx->exec);
     sg_cpu_exec_free(ctx->own_exec);
     sg_cpu_plan_free(ctx->own_plan);
@@ -254,7 +280,7 @@ void segrt_context_destroy(segrt_context *ctx)
 }
 
 /* Checks the caller's output buffers against the shapes of this run. */
-static sg_status check_outputs(const sg_graph *g, size_t n_outputs, const segrt_tensor *outputs)
+static sg_status check_outputs(const sg_graph *g, size_t n_outputs, const segrt_tensor *outputs, bool device_ok)
 {
     for (size_t j = 0; j < n_outputs; j++) {
         const sg_value *v = &g->values[g->outputs[j]];
@@ -275,7 +301,7 @@ static sg_status check_outputs(const sg_graph *g, size_t n_outputs, const segrt_
                             sg_dims_format(o->dims, o->rank < 0 || o->rank > SEGRT_MAX_RANK ? 0 : o->rank, b,
                                            sizeof b));
         }
-        if (o->memory != SEGRT_MEMORY_HOST)
+        if (o->memory != SEGRT_MEMORY_HOST && (!device_ok || o->memory != SEGRT_MEMORY_DEVICE))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                             "%s: output `%s` is in device memory, which a CPU engine cannot write",
                             g->path, v->name);
@@ -378,7 +404,7 @@ static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t
     if (s == SEGRT_OK)
         s = sg_pass_fold_constants(g, &fold, NULL);
     if (s == SEGRT_OK)
-        s = check_outputs(g, n_outputs, outputs);
+        s = check_outputs(g, n_outputs, outputs, false);
     for (size_t j = 0; j < n_outputs && s == SEGRT_OK; j++) {
         const sg_value *v = &g->values[g->outputs[j]];
         if (!v->data)
@@ -393,7 +419,32 @@ static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t
 }
 
 /* Inputs and outputs beyond this many would need a heap allocation per run. */
-#define SG_MAX_IO 64
+#define SG_MAX_IO SG_MAX_IO_ENGINE
+
+static sg_status run_cuda(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                          segrt_tensor *outputs)
+{
+    const segrt_engine *e = ctx->engine;
+    const struct sg_cuda_plan *plan = NULL;
+    sg_graph *interpret = NULL;
+    sg_status s = sg_cuda_engine_plan(e->cuda, e->g, n_inputs, inputs, &plan, &interpret);
+    if (s != SEGRT_OK)
+        return strncmp(sg_last_error(), e->g->path, strlen(e->g->path)) == 0 ? s
+                                                                             : sg_error_prefix(s, "%s: ", e->g->path);
+    if (interpret) { /* data-dependent shapes, CPU fallback allowed */
+        for (size_t i = 0; i < n_inputs; i++)
+            if (inputs[i].memory != SEGRT_MEMORY_HOST) {
+                sg_graph_free(interpret);
+                return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                                "%s: this model runs interpreted on the CPU, which needs host inputs", e->g->path);
+            }
+        return run_interpreted(interpret, inputs, n_outputs, outputs);
+    }
+    s = check_outputs(sg_cuda_engine_plan_graph(plan), n_outputs, outputs, true);
+    if (s == SEGRT_OK)
+        s = sg_cuda_engine_run(ctx->cuda, plan, inputs, outputs);
+    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
+}
 
 segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
                                size_t n_outputs, segrt_tensor *outputs)
@@ -406,14 +457,16 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
                         e->g->path, e->g->n_outputs, n_outputs);
     if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
-    SG_TRY(check_inputs(e->g, n_inputs, inputs));
+    SG_TRY(check_inputs(e->g, n_inputs, inputs, e->cuda != NULL));
+    if (e->cuda)
+        return run_cuda(ctx, n_inputs, inputs, n_outputs, outputs);
     const sg_graph *g = NULL;
     sg_cpu_exec *exec = NULL;
     sg_graph *interpret = NULL;
     SG_TRY(exec_for(ctx, n_inputs, inputs, &g, &exec, &interpret));
     if (interpret)
         return run_interpreted(interpret, inputs, n_outputs, outputs);
-    SG_TRY(check_outputs(g, n_outputs, outputs));
+    SG_TRY(check_outputs(g, n_outputs, outputs, false));
     sg_tensor in[SG_MAX_IO], out[SG_MAX_IO];
     for (size_t i = 0; i < n_inputs; i++) {
         in[i] = (sg_tensor){inputs[i].dtype, inputs[i].rank, {0}, inputs[i].data};
@@ -426,4 +479,50 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
     ctx->last = exec;
     sg_status s = sg_cpu_exec_run(exec, in, out);
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
+}
+
+sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,
+                              uint64_t model_hash, segrt_engine **out)
+{
+    segrt_engine *e = sg_calloc(1, sizeof *e);
+    if (!e) {
+        sg_graph_free(g);
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    e->g = g;
+    e->device = SEGRT_DEVICE_CUDA;
+    e->model_hash = model_hash;
+    /* The exported graph keeps its inputs' declared dims: bind the fixed
+     * shapes again, as the engine was built with them. */
+    sg_status s = sg_options_bind_fixed(opts, g);
+    if (s == SEGRT_OK)
+        s = sg_graph_infer(g);
+    if (s == SEGRT_OK)
+        s = sg_cuda_engine_new(g, opts, seed, &e->cuda);
+    if (s != SEGRT_OK) {
+        segrt_engine_destroy(e);
+        return s;
+    }
+    *out = e;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out)
+{
+    if (!engine || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_get_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (engine->cuda) {
+        sg_cuda_engine_info(engine->cuda, out);
+        return SEGRT_OK;
+    }
+    out->device = SEGRT_DEVICE_CPU;
+    out->precision = SEGRT_PRECISION_FP32;
+    if (engine->plan) {
+        out->arena_bytes = sg_cpu_plan_arena_bytes(engine->plan);
+        int32_t fb = 0;
+        out->steps = sg_cpu_plan_step_count(engine->plan, &fb);
+        out->fallback_steps = fb;
+    }
+    return SEGRT_OK;
 }

@@ -1,0 +1,39 @@
+/* Engines and contexts, shared by the files of src/engine/. */
+#ifndef SG_ENGINE_INTERNAL_H
+#define SG_ENGINE_INTERNAL_H
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/api_internal.h"
+#include "engine/engine_cuda.h"
+
+struct segrt_engine {
+    sg_graph *g;             /* CPU: optimized for the build options' shapes; CUDA: with fixed shapes
+                                bound and ranged inputs symbolic. Never modified. */
+    int32_t threads;
+    segrt_device_kind device;
+    sg_cpu_plan *plan;       /* CPU, when g's shapes are all known */
+    sg_cuda_engine *cuda;    /* CUDA */
+    uint64_t model_hash;     /* CUDA: the source model's content hash, for plan keys */
+};
+
+struct segrt_context {
+    const segrt_engine *engine;
+    sg_cpu_exec *exec;       /* runs engine->plan */
+    sg_graph *own_g;         /* a specialization for other input dims, */
+    sg_cpu_plan *own_plan;   /* its plan */
+    sg_cpu_exec *own_exec;
+    sg_cpu_exec *last;       /* the executor of the last run */
+    struct sg_cuda_exec *cuda; /* CUDA engines: the device half */
+    bool profiling;
+};
+
+/* A 64-bit hash of everything that defines g's computation: values
+ * (names, dtypes, shapes, constant bytes), nodes (ops, names, wiring,
+ * attributes) and the graph's inputs and outputs. */
+uint64_t sg_graph_content_hash(const sg_graph *g);
+
+/* Builds an engine from a plan file's graph and seed (plan_file.c). */
+sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,
+                              uint64_t model_hash, segrt_engine **out);
+
+#endif

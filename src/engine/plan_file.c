@@ -1,0 +1,695 @@
+/* Plan files and the on-disk plan cache.
+ *
+ * Layout (little-endian):
+ *   "SEGRTPLN"  u32 format  u32 header_bytes  header (text, "key=value\n")
+ *   u64 payload_bytes  u64 payload_hash  payload:
+ *     u64 n + the optimized graph as ONNX
+ *     u32 choices, each: u32 n + key, u64 n + bytes   (per-layer choices)
+ *     u32 weights, each: u32 n + value name, u32 n + tag, u64 n + bytes (converted weights)
+ * The header is the plan's key: format, segrt version, GPU name and compute
+ * capability, CUDA runtime and cuDNN versions, the model's content hash and
+ * the build options. A plan loads only where the machine's part of the key
+ * matches; the cache also requires the model and options to match. */
+#include "engine/engine_internal.h"
+#include "onnx/onnx_export.h"
+#include "onnx/onnx_import.h"
+
+#ifdef SEGRT_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PLAN_MAGIC "SEGRTPLN"
+#define PLAN_FORMAT 1u
+
+/* Hashing ---------------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t w)
+{
+    h ^= w;
+    h *= 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *b = data;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = mix(h, w);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, b + i, n - i);
+    return mix(mix(h, tail), (uint64_t)n);
+}
+
+static uint64_t hash_str(uint64_t h, const char *s) { return hash_bytes(h, s ? s : "", s ? strlen(s) : 0); }
+
+uint64_t sg_graph_content_hash(const sg_graph *g)
+{
+    uint64_t h = 0x5E6A7C0DEull;
+    for (int32_t v = 0; v < g->n_values; v++) {
+        const sg_value *val = &g->values[v];
+        h = hash_str(h, val->name);
+        h = mix(h, (uint64_t)val->dtype);
+        h = mix(h, (uint64_t)(int64_t)val->shape.rank);
+        for (int32_t d = 0; d < val->shape.rank; d++)
+            h = mix(h, (uint64_t)val->shape.d[d].size);
+        if (val->data)
+            h = hash_bytes(h, sg_blob_data(val->data), sg_blob_size(val->data));
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const sg_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        h = mix(h, (uint64_t)n->op);
+        h = hash_str(h, n->name);
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            h = mix(h, (uint64_t)(int64_t)n->inputs[k]);
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            h = mix(h, (uint64_t)(int64_t)n->outputs[k]);
+        for (int32_t a = 0; a < n->n_attrs; a++) {
+            const sg_attr *at = &n->attrs[a];
+            h = hash_str(h, at->name);
+            h = mix(h, (uint64_t)at->kind);
+            h = mix(h, (uint64_t)at->i);
+            uint32_t fb;
+            memcpy(&fb, &at->f, 4);
+            h = mix(h, fb);
+            h = hash_str(h, at->s);
+            if (at->ints)
+                h = hash_bytes(h, at->ints, sizeof(int64_t) * (size_t)at->n);
+            if (at->floats)
+                h = hash_bytes(h, at->floats, sizeof(float) * (size_t)at->n);
+            for (int32_t k = 0; at->strings && k < at->n; k++)
+                h = hash_str(h, at->strings[k]);
+            if (at->t_data)
+                h = hash_bytes(h, sg_blob_data(at->t_data), sg_blob_size(at->t_data));
+        }
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        h = mix(h, (uint64_t)g->inputs[i]);
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        h = mix(h, 0x8000000000000000ull | (uint64_t)g->outputs[i]);
+    return h;
+}
+
+#ifdef SEGRT_HAVE_CUDA
+
+/* A growing byte buffer and a bounded reader ---------------------------------- */
+
+typedef struct wbuf {
+    uint8_t *b;
+    size_t n, cap;
+    bool failed;
+} wbuf;
+
+static void put(wbuf *w, const void *data, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->n + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->n + n)
+            cap *= 2;
+        uint8_t *nb = sg_realloc(w->b, cap);
+        if (!nb) {
+            w->failed = true;
+            return;
+        }
+        w->b = nb;
+        w->cap = cap;
+    }
+    if (n)
+        memcpy(w->b + w->n, data, n);
+    w->n += n;
+}
+static void put_u32(wbuf *w, uint32_t v) { put(w, &v, 4); }
+static void put_u64(wbuf *w, uint64_t v) { put(w, &v, 8); }
+static void put_blob32(wbuf *w, const void *d, size_t n)
+{
+    put_u32(w, (uint32_t)n);
+    put(w, d, n);
+}
+static void put_blob64(wbuf *w, const void *d, size_t n)
+{
+    put_u64(w, (uint64_t)n);
+    put(w, d, n);
+}
+
+typedef struct rbuf {
+    const uint8_t *b;
+    size_t n, at;
+    bool bad;
+} rbuf;
+
+static const void *take(rbuf *r, uint64_t n)
+{
+    if (r->bad || n > r->n - r->at) {
+        r->bad = true;
+        return NULL;
+    }
+    const void *p = r->b + r->at;
+    r->at += (size_t)n;
+    return p;
+}
+static uint32_t take_u32(rbuf *r)
+{
+    uint32_t v = 0;
+    const void *p = take(r, 4);
+    if (p)
+        memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t take_u64(rbuf *r)
+{
+    uint64_t v = 0;
+    const void *p = take(r, 8);
+    if (p)
+        memcpy(&v, p, 8);
+    return v;
+}
+/* A length-prefixed string, NUL-terminated into a fresh allocation. */
+static char *take_str(rbuf *r)
+{
+    uint32_t n = take_u32(r);
+    const char *p = take(r, n);
+    if (!p || memchr(p, '\0', n))
+        return r->bad = true, NULL;
+    return sg_strndup(p, n);
+}
+
+/* Options as key text ----------------------------------------------------------- */
+
+static void options_text(wbuf *w, const segrt_build_options *o)
+{
+    char line[1024];
+    size_t ws = o->workspace ? o->workspace : SG_DEFAULT_WORKSPACE;
+    int n = snprintf(line, sizeof line, "precision=%s\nallow_cpu_fallback=%d\nworkspace=%zu\nfp32_ops=%s\n",
+                     segrt_precision_name(o->precision), o->allow_cpu_fallback ? 1 : 0, ws,
+                     o->fp32_ops ? o->fp32_ops : "");
+    put(w, line, (size_t)n);
+    for (int32_t i = 0; i < o->n_shapes; i++) {
+        const sg_shape_binding *b = &o->shapes[i];
+        n = snprintf(line, sizeof line, "shape=%s=", b->name);
+        put(w, line, (size_t)n);
+        for (int32_t d = 0; d < b->rank; d++) {
+            n = snprintf(line, sizeof line, "%s%lld:%lld:%lld", d ? "x" : "", (long long)b->min[d],
+                         (long long)b->dims[d], (long long)b->max[d]);
+            put(w, line, (size_t)n);
+        }
+        put(w, "\n", 1);
+    }
+}
+
+/* The machine's part of the key. */
+static sg_status machine_text(wbuf *w, int32_t device)
+{
+    sg_cuda_identity id;
+    SG_TRY(sg_cuda_identity_get(device, &id));
+    char line[512];
+    int n = snprintf(line, sizeof line, "format=%u\nsegrt=%s\ngpu=%s\ncompute=%d.%d\ncuda=%d\ncudnn=%d\n",
+                     PLAN_FORMAT, segrt_version(), id.gpu, id.cc_major, id.cc_minor, id.cuda_runtime, id.cudnn);
+    put(w, line, (size_t)n);
+    return SEGRT_OK;
+}
+
+static sg_status key_text(const segrt_build_options *o, int32_t device, uint64_t model_hash, wbuf *w)
+{
+    SG_TRY(machine_text(w, device));
+    char line[64];
+    int n = snprintf(line, sizeof line, "model=%016llx\n", (unsigned long long)model_hash);
+    put(w, line, (size_t)n);
+    options_text(w, o);
+    put(w, "", 1); /* NUL, so the text is a C string; not counted below */
+    w->n--;
+    return w->failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
+}
+
+/* Value of key in header text, copied into buf ("" if absent). */
+static const char *header_get(const char *text, const char *key, char *buf, size_t cap)
+{
+    size_t kl = strlen(key);
+    buf[0] = '\0';
+    for (const char *l = text; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        if (len > kl && strncmp(l, key, kl) == 0 && l[kl] == '=') {
+            size_t vl = len - kl - 1;
+            if (vl >= cap)
+                vl = cap - 1;
+            memcpy(buf, l + kl + 1, vl);
+            buf[vl] = '\0';
+            break;
+        }
+        l += len + (e ? 1 : 0);
+    }
+    return buf;
+}
+
+/* Saving --------------------------------------------------------------------------- */
+
+static sg_status write_atomic(const char *path, const void *a, size_t na, const void *b, size_t nb)
+{
+    size_t len = strlen(path) + 32;
+    char *tmp = sg_malloc(len);
+    if (!tmp)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    sg_status s = SEGRT_OK;
+    if (!f)
+        s = sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
+    else {
+        bool ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb);
+        ok &= fflush(f) == 0;
+        ok &= fclose(f) == 0;
+        if (!ok)
+            s = sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(errno));
+        else if (rename(tmp, path) != 0)
+            s = sg_error(SEGRT_ERROR_IO, "%s: cannot rename the finished file into place: %s", path,
+                         strerror(errno));
+        if (s != SEGRT_OK)
+            unlink(tmp);
+    }
+    free(tmp);
+    return s;
+}
+
+static sg_status payload_write(const segrt_engine *e, wbuf *w)
+{
+    const struct sg_cuda_plan *first = sg_cuda_engine_first_plan(e->cuda);
+    if (!first)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: the engine has no compiled plan (bind the inputs' shapes with --shape to build one)",
+                        e->g->path);
+    uint8_t *onnx = NULL;
+    size_t onnx_n = 0;
+    SG_TRY(sg_onnx_export(e->g, &onnx, &onnx_n));
+    put_blob64(w, onnx, onnx_n);
+    free(onnx);
+    int32_t nc = sg_cuda_plan_choice_count(first);
+    put_u32(w, (uint32_t)nc);
+    for (int32_t i = 0; i < nc; i++) {
+        const char *key;
+        const void *data;
+        size_t size;
+        sg_cuda_plan_choice(first, i, &key, &data, &size);
+        put_blob32(w, key, strlen(key));
+        put_blob64(w, data, size);
+    }
+    const sg_cuda_weights *ws = sg_cuda_engine_weights(e->cuda);
+    const sg_graph *pg = sg_cuda_plan_graph(first);
+    int32_t nw = sg_cuda_weights_count(ws), kept = 0;
+    size_t count_at = w->n;
+    put_u32(w, 0);
+    for (int32_t i = 0; i < nw; i++) {
+        const char *value, *tag;
+        void *host = NULL;
+        size_t size = 0;
+        SG_TRY(sg_cuda_weights_entry(ws, pg, i, &value, &tag, &host, &size));
+        if (!value)
+            continue;
+        put_blob32(w, value, strlen(value));
+        put_blob32(w, tag, strlen(tag));
+        put_blob64(w, host, size);
+        free(host);
+        kept++;
+    }
+    if (!w->failed)
+        memcpy(w->b + count_at, &kept, 4);
+    return w->failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
+}
+
+segrt_status segrt_engine_save(const segrt_engine *engine, const char *path)
+{
+    if (!engine || !path)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_save: engine and path must not be NULL");
+    if (!engine->cuda)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan files hold CUDA engines; this one runs on the CPU",
+                        path);
+    const segrt_build_options *o = sg_cuda_engine_options(engine->cuda);
+    wbuf head = {0}, pay = {0}, file = {0};
+    sg_status s = key_text(o, o->device_index, engine->model_hash, &head);
+    if (s == SEGRT_OK)
+        s = payload_write(engine, &pay);
+    if (s == SEGRT_OK) {
+        put(&file, PLAN_MAGIC, 8);
+        put_u32(&file, PLAN_FORMAT);
+        put_blob32(&file, head.b, head.n);
+        put_u64(&file, pay.n);
+        put_u64(&file, hash_bytes(0, pay.b, pay.n));
+        s = file.failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
+    }
+    if (s == SEGRT_OK)
+        s = write_atomic(path, file.b, file.n, pay.b, pay.n);
+    free(head.b);
+    free(pay.b);
+    free(file.b);
+    return s;
+}
+
+/* Loading --------------------------------------------------------------------------- */
+
+static sg_status read_file(const char *path, uint8_t **out, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
+    }
+    uint8_t *b = sg_malloc((size_t)st.st_size + 1);
+    if (!b) {
+        fclose(f);
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    size_t n = fread(b, 1, (size_t)st.st_size, f);
+    fclose(f);
+    if (n != (size_t)st.st_size) {
+        free(b);
+        return sg_error(SEGRT_ERROR_IO, "%s: read failed", path);
+    }
+    *out = b;
+    *size = n;
+    return SEGRT_OK;
+}
+
+/* Says which machine fields differ between the plan's key and this machine's. */
+static sg_status check_machine(const char *path, const char *have, const char *want)
+{
+    static const char *const keys[] = {"format", "segrt", "gpu", "compute", "cuda", "cudnn"};
+    static const char *const what[] = {"plan format", "segrt version", "GPU", "compute capability",
+                                       "CUDA runtime", "cuDNN version"};
+    char diff[1024] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        char a[256], b[256];
+        header_get(have, keys[i], a, sizeof a);
+        header_get(want, keys[i], b, sizeof b);
+        if (strcmp(a, b) != 0 && n < sizeof diff)
+            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s: plan has %s, this machine %s", n ? "; " : "",
+                                  what[i], a[0] ? a : "(none)", b);
+    }
+    if (n)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: the plan was built for another machine (%s); rebuild it with "
+                                                 "`segrt build`",
+                        path, diff);
+    return SEGRT_OK;
+}
+
+/* Options from the header's option lines. */
+static sg_status options_from_header(const char *text, int32_t device, segrt_build_options **out)
+{
+    segrt_build_options *o;
+    SG_TRY(segrt_build_options_create(&o));
+    char buf[4096];
+    sg_status s = segrt_build_options_set_device(o, SEGRT_DEVICE_CUDA, device);
+    header_get(text, "precision", buf, sizeof buf);
+    segrt_precision prec = SEGRT_PRECISION_FP32;
+    for (int p = 0; p < 4; p++)
+        if (strcmp(buf, segrt_precision_name((segrt_precision)p)) == 0)
+            prec = (segrt_precision)p;
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_precision(o, prec);
+    o->allow_cpu_fallback = atoi(header_get(text, "allow_cpu_fallback", buf, sizeof buf)) != 0;
+    o->workspace = (size_t)strtoull(header_get(text, "workspace", buf, sizeof buf), NULL, 10);
+    header_get(text, "fp32_ops", buf, sizeof buf);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_fp32_ops(o, buf);
+    /* shape=NAME=min:opt:maxx... lines */
+    for (const char *l = text; s == SEGRT_OK && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        if (len > 6 && strncmp(l, "shape=", 6) == 0 && len < sizeof buf) {
+            memcpy(buf, l + 6, len - 6);
+            buf[len - 6] = '\0';
+            char *eq = strrchr(buf, '=');
+            int64_t mn[SEGRT_MAX_RANK], op[SEGRT_MAX_RANK], mx[SEGRT_MAX_RANK];
+            int32_t rank = 0;
+            if (!eq)
+                s = sg_error(SEGRT_ERROR_INVALID_MODEL, "a shape line of the plan's header is malformed");
+            else {
+                *eq = '\0';
+                for (char *d = eq + 1; s == SEGRT_OK && *d && rank < SEGRT_MAX_RANK; rank++) {
+                    char *end;
+                    mn[rank] = strtoll(d, &end, 10);
+                    op[rank] = *end == ':' ? strtoll(end + 1, &end, 10) : -1;
+                    mx[rank] = *end == ':' ? strtoll(end + 1, &end, 10) : -1;
+                    if (*end == 'x')
+                        end++;
+                    else if (*end)
+                        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "a shape line of the plan's header is malformed");
+                    d = end;
+                }
+                if (s == SEGRT_OK)
+                    s = segrt_build_options_set_shape_range(o, buf, rank, mn, op, mx);
+            }
+        }
+        l += len + (e ? 1 : 0);
+    }
+    if (s != SEGRT_OK) {
+        segrt_build_options_destroy(o);
+        return s;
+    }
+    *out = o;
+    return SEGRT_OK;
+}
+
+static void seed_free(sg_plan_seed *seed)
+{
+    sg_cuda_plan_free(seed->choices);
+    for (int32_t i = 0; i < seed->n_weights; i++) {
+        free(seed->weights[i].value);
+        free(seed->weights[i].tag);
+    }
+    free(seed->weights);
+}
+
+static sg_status payload_read(const char *path, rbuf *r, sg_graph **g, sg_plan_seed *seed)
+{
+    uint64_t onnx_n = take_u64(r);
+    const void *onnx = take(r, onnx_n);
+    if (!onnx)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's graph is cut short", path);
+    SG_TRY(sg_onnx_import(onnx, (size_t)onnx_n, NULL, path, g));
+    SG_TRY(sg_cuda_plan_choices_new(&seed->choices));
+    uint32_t nc = take_u32(r);
+    for (uint32_t i = 0; i < nc && !r->bad; i++) {
+        char *key = take_str(r);
+        uint64_t dn = take_u64(r);
+        const void *d = take(r, dn);
+        sg_status s = key && d ? sg_cuda_plan_choices_add(seed->choices, key, d, (size_t)dn) : SEGRT_OK;
+        free(key);
+        SG_TRY(s);
+    }
+    uint32_t nw = take_u32(r);
+    if (!r->bad && nw > r->n / 16)
+        r->bad = true;
+    if (!r->bad && nw) {
+        seed->weights = sg_calloc(nw, sizeof *seed->weights);
+        if (!seed->weights)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < nw && !r->bad; i++) {
+        sg_plan_weight *w = &seed->weights[seed->n_weights++];
+        w->value = take_str(r);
+        w->tag = take_str(r);
+        uint64_t n = take_u64(r);
+        w->data = (void *)take(r, n);
+        w->size = (size_t)n;
+    }
+    if (r->bad)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's payload is malformed", path);
+    return SEGRT_OK;
+}
+
+segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **out)
+{
+    if (!path || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_load: path and out must not be NULL");
+    int32_t n_dev = 0;
+    segrt_cuda_device_count(&n_dev);
+    if (device < 0 || device >= n_dev)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: CUDA device %d does not exist (this machine has %d)",
+                        path, device, n_dev);
+    uint8_t *file = NULL;
+    size_t size = 0;
+    SG_TRY(read_file(path, &file, &size));
+    rbuf r = {file, size, 0, false};
+    const char *magic = take(&r, 8);
+    sg_status s = SEGRT_OK;
+    if (!magic || memcmp(magic, PLAN_MAGIC, 8) != 0)
+        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: not a segrt plan file", path);
+    uint32_t format = take_u32(&r);
+    if (s == SEGRT_OK && format != PLAN_FORMAT)
+        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan format %u, this segrt reads format %u; rebuild the plan",
+                     path, format, PLAN_FORMAT);
+    char *header = s == SEGRT_OK ? take_str(&r) : NULL;
+    uint64_t pay_n = take_u64(&r), pay_h = take_u64(&r);
+    if (s == SEGRT_OK && (r.bad || !header))
+        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's header is cut short or malformed", path);
+    wbuf mine = {0};
+    if (s == SEGRT_OK)
+        s = machine_text(&mine, device);
+    if (s == SEGRT_OK) {
+        put(&mine, "", 1);
+        s = mine.failed ? SEGRT_ERROR_OUT_OF_MEMORY : check_machine(path, header, (const char *)mine.b);
+    }
+    free(mine.b);
+    if (s == SEGRT_OK && pay_n != size - r.at)
+        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan is truncated or padded: %zu payload bytes, expected %llu",
+                     path, size - r.at, (unsigned long long)pay_n);
+    if (s == SEGRT_OK && hash_bytes(0, file + r.at, (size_t)pay_n) != pay_h)
+        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan is corrupt (its checksum does not match)", path);
+    sg_graph *g = NULL;
+    sg_plan_seed seed = {0};
+    segrt_build_options *opts = NULL;
+    rbuf pr = {file + r.at, (size_t)pay_n, 0, false};
+    if (s == SEGRT_OK)
+        s = payload_read(path, &pr, &g, &seed);
+    if (s == SEGRT_OK)
+        s = options_from_header(header, device, &opts);
+    char model[64];
+    uint64_t model_hash = s == SEGRT_OK ? strtoull(header_get(header, "model", model, sizeof model), NULL, 16) : 0;
+    if (s == SEGRT_OK) {
+        s = sg_engine_from_plan(g, opts, &seed, model_hash, out);
+        g = NULL; /* taken */
+        if (s != SEGRT_OK && strncmp(sg_last_error(), path, strlen(path)) != 0)
+            s = sg_error_prefix(s, "%s: ", path);
+    }
+    sg_graph_free(g);
+    seed_free(&seed);
+    segrt_build_options_destroy(opts);
+    free(header);
+    free(file);
+    return s;
+}
+
+/* The cache ---------------------------------------------------------------------------- */
+
+static sg_status cache_dir_path(const char *dir, char *buf, size_t cap)
+{
+    if (dir) {
+        snprintf(buf, cap, "%s", dir);
+        return SEGRT_OK;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(buf, cap, "%s/segrt", xdg);
+    else if (home && *home)
+        snprintf(buf, cap, "%s/.cache/segrt", home);
+    else
+        return sg_error(SEGRT_ERROR_IO, "no cache folder: neither XDG_CACHE_HOME nor HOME is set");
+    return SEGRT_OK;
+}
+
+/* mkdir -p for the cache folder. */
+static bool make_dirs(char *path)
+{
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    return mkdir(path, 0755) == 0 || errno == EEXIST;
+}
+
+/* Whether the plan at path has exactly this key (read from its header). */
+static bool plan_key_matches(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    uint8_t head[16];
+    bool ok = fread(head, 1, 16, f) == 16 && memcmp(head, PLAN_MAGIC, 8) == 0;
+    uint32_t n = 0;
+    if (ok)
+        memcpy(&n, head + 12, 4);
+    ok = ok && n == strlen(key);
+    char *h = ok ? sg_malloc(n + 1) : NULL;
+    ok = h && fread(h, 1, n, f) == n && memcmp(h, key, n) == 0;
+    free(h);
+    fclose(f);
+    return ok;
+}
+
+segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts,
+                                       const char *cache_dir, int *hit, segrt_engine **out)
+{
+    if (hit)
+        *hit = 0;
+    if (!model || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build_cached: model and out must not be NULL");
+    if (!opts || opts->device != SEGRT_DEVICE_CUDA)
+        return segrt_engine_build(model, opts, out);
+    int32_t n_dev = 0;
+    segrt_cuda_device_count(&n_dev);
+    if (opts->device_index >= n_dev)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "CUDA device %d does not exist (this machine has %d)",
+                        opts->device_index, n_dev);
+    wbuf key = {0};
+    sg_status s = key_text(opts, opts->device_index, sg_graph_content_hash(model->g), &key);
+    char dir[4096], path[4200];
+    if (s == SEGRT_OK)
+        s = cache_dir_path(cache_dir, dir, sizeof dir);
+    if (s != SEGRT_OK) { /* no cache to use: just build */
+        free(key.b);
+        sg_error_clear();
+        return segrt_engine_build(model, opts, out);
+    }
+    snprintf(path, sizeof path, "%s/%016llx.plan", dir, (unsigned long long)hash_bytes(7, key.b, key.n));
+    if (plan_key_matches(path, (const char *)key.b) && segrt_engine_load(path, opts->device_index, out) == SEGRT_OK) {
+        free(key.b);
+        if (hit)
+            *hit = 1;
+        return SEGRT_OK;
+    }
+    free(key.b);
+    sg_error_clear();
+    SG_TRY(segrt_engine_build(model, opts, out));
+    /* A cache that cannot be written only costs the next run a build. */
+    if (make_dirs(dir))
+        segrt_engine_save(*out, path);
+    sg_error_clear();
+    return SEGRT_OK;
+}
+
+#else /* built without CUDA */
+
+segrt_status segrt_engine_save(const segrt_engine *engine, const char *path)
+{
+    (void)engine;
+    return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan files hold CUDA engines; this segrt was built without CUDA",
+                    path ? path : "");
+}
+
+segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **out)
+{
+    (void)device;
+    (void)out;
+    return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan files hold CUDA engines; this segrt was built without CUDA",
+                    path ? path : "");
+}
+
+segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts,
+                                       const char *cache_dir, int *hit, segrt_engine **out)
+{
+    (void)cache_dir;
+    if (hit)
+        *hit = 0;
+    return segrt_engine_build(model, opts, out);
+}
+
+#endif
