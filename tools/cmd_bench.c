@@ -1,6 +1,6 @@
 /* segrt bench: latency, throughput, memory and GFLOP/s of a model on
  * random inputs of the bound shapes. */
-#include "cli.h"
+#include "cli_engine.h"
 #include "json_out.h"
 
 #include "core/dtype.h"
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 static const char bench_usage[] =
-    "usage: segrt bench MODEL --shape NAME=DIMS... [--device cpu|cuda] [--iters N]\n"
+    "usage: segrt bench MODEL --shape NAME=DIMS... [--device cpu|cuda|cuda:N] [--precision P] [--iters N]\n"
     "                   [--warmup N] [--threads N] [--seed N] [--json] [--profile]\n"
     "Builds an engine for the shapes given (every input with symbolic dims needs one),\n"
     "fills the inputs with seeded random data (normal floats, integers 0 to 3, bools\n"
@@ -53,6 +53,8 @@ typedef struct bench_args {
     shape_arg shapes[MAX_IO];
     int n_shapes;
     segrt_device_kind device;
+    cli_engine_opts eo;     /* --device, --precision and the other engine options */
+    char device_label[32];
     int64_t threads, iters, warmup, seed;
     bool json;
     bool profile;
@@ -214,9 +216,10 @@ static int prepare(const bench_args *args, bench_state *st)
         t->rank = d.rank;
         memcpy(t->dims, d.dims, sizeof t->dims);
     }
-    if ((s = segrt_build_options_create(&st->opts)) != SEGRT_OK ||
-        (s = segrt_build_options_set_device(st->opts, args->device, 0)) != SEGRT_OK ||
-        (s = segrt_build_options_set_threads(st->opts, (int32_t)args->threads)) != SEGRT_OK)
+    int rc = cli_engine_options(&args->eo, &st->opts);
+    if (rc != CLI_OK)
+        return rc;
+    if ((s = segrt_build_options_set_threads(st->opts, (int32_t)args->threads)) != SEGRT_OK)
         return cli_fail(s);
     for (size_t i = 0; i < st->n_in; i++)
         if ((s = segrt_build_options_set_shape(st->opts, st->input_names[i], st->inputs[i].rank,
@@ -225,8 +228,8 @@ static int prepare(const bench_args *args, bench_state *st)
     /* The engine optimizes on its own; this copy is for counting FLOPs. */
     if ((s = segrt_model_optimize(st->model, st->opts, &st->optimized)) != SEGRT_OK)
         return cli_fail(s);
-    if ((s = segrt_engine_build(st->model, st->opts, &st->engine)) != SEGRT_OK)
-        return cli_fail(s);
+    if ((rc = cli_engine_build(st->model, st->opts, &args->eo, &st->engine, NULL)) != CLI_OK)
+        return rc;
     if ((s = segrt_context_create(st->engine, &st->ctx)) != SEGRT_OK)
         return cli_fail(s);
     uint64_t rng = (uint64_t)args->seed;
@@ -321,7 +324,7 @@ static int measure(const bench_args *args, bench_state *st, bench_result *r)
 
 static const char *device_name(const bench_args *args)
 {
-    return args->device == SEGRT_DEVICE_CUDA ? "cuda:0" : "cpu";
+    return args->device == SEGRT_DEVICE_CUDA ? args->device_label : "cpu";
 }
 
 static void print_text(const bench_args *args, const bench_state *st, const bench_result *r)
@@ -411,6 +414,7 @@ static void print_json(const bench_args *args, const bench_state *st, const benc
 static int parse_args(int argc, char **argv, bench_args *args)
 {
     memset(args, 0, sizeof *args);
+    cli_engine_opts_init(&args->eo);
     args->device = SEGRT_DEVICE_CPU;
     args->iters = 20;
     args->warmup = 3;
@@ -418,6 +422,7 @@ static int parse_args(int argc, char **argv, bench_args *args)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
+        int taken;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(bench_usage, stdout);
             return -1;
@@ -429,14 +434,11 @@ static int parse_args(int argc, char **argv, bench_args *args)
             if (!v || !cli_parse_shape(v, &sh->name, &sh->rank, sh->dims))
                 return cli_usage_error("--shape wants NAME=DIMS, like image=1x3x512x512");
             args->n_shapes++;
-        } else if (strcmp(a, "--device") == 0) {
-            const char *d = has_value ? argv[++i] : "";
-            if (strcmp(d, "cpu") == 0)
-                args->device = SEGRT_DEVICE_CPU;
-            else if (strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0)
-                args->device = SEGRT_DEVICE_CUDA;
-            else
-                return cli_usage_error("--device wants cpu or cuda, not `%s`", d);
+        } else if (strcmp(a, "--threads") != 0 && (taken = cli_engine_option(&args->eo, argc, argv, &i)) != 0) {
+            if (taken < 0)
+                return CLI_BAD_INPUT;
+            args->device = args->eo.device;
+            snprintf(args->device_label, sizeof args->device_label, "cuda:%d", (int)args->eo.device_index);
         } else if (strcmp(a, "--iters") == 0) {
             if (!has_value || !cli_parse_int(argv[++i], &args->iters) || args->iters < 1 ||
                 args->iters > 10000000)

@@ -1,5 +1,5 @@
 /* segrt run: a model over NPY inputs, NPY outputs. */
-#include "cli.h"
+#include "cli_engine.h"
 
 #include "core/tensor.h"
 #include "io/npy.h"
@@ -9,9 +9,11 @@
 #include <string.h>
 
 static const char run_usage[] =
-    "usage: segrt run MODEL --input [NAME=]IN.npy... --output [NAME=]OUT.npy...\n"
-    "                 [--device cpu|cuda] [--threads N] [--quiet]\n"
-    "Inputs and outputs are matched by NAME, or by position when no name is given.\n";
+    "usage: segrt run MODEL|PLAN --input [NAME=]IN.npy... --output [NAME=]OUT.npy...\n"
+    "                 [engine options] [--quiet]\n"
+    "Inputs and outputs are matched by NAME, or by position when no name is given.\n"
+    "MODEL is an .onnx file (on CUDA, built through the plan cache) or a plan from `segrt build`.\n"
+    CLI_ENGINE_USAGE;
 
 #define MAX_IO 64
 
@@ -69,24 +71,31 @@ static void run_state_free(run_state *st)
     segrt_model_destroy(st->model);
 }
 
+/* Index of the engine input named name, or -1. */
+static int input_slot(const segrt_engine *e, const char *name) { return find_io(e, true, name); }
+
 static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *outs, int n_outs,
-               segrt_device_kind device, int64_t threads, bool quiet)
+               const cli_engine_opts *eo, bool quiet)
 {
     segrt_status s;
-    if ((s = segrt_model_load(path, &st->model)) != SEGRT_OK)
+    bool plan = cli_is_plan_file(path);
+    int rc;
+    if (plan) {
+        if ((rc = cli_plan_load(path, eo, &st->engine)) != CLI_OK)
+            return rc;
+    } else if ((s = segrt_model_load(path, &st->model)) != SEGRT_OK) {
         return cli_fail(s);
-    size_t n_model_in = segrt_model_input_count(st->model);
-    size_t n_model_out = segrt_model_output_count(st->model);
+    }
+    size_t n_model_in = plan ? segrt_engine_input_count(st->engine) : segrt_model_input_count(st->model);
+    size_t n_model_out = plan ? segrt_engine_output_count(st->engine) : segrt_model_output_count(st->model);
     if ((size_t)n_ins != n_model_in)
         return cli_usage_error("%s: the model takes %zu inputs, %d given with --input", path, n_model_in, n_ins);
     if (n_outs == 0)
         return cli_usage_error("run: no --output given");
     if ((size_t)n_outs > n_model_out)
         return cli_usage_error("%s: the model gives %zu outputs, %d --output given", path, n_model_out, n_outs);
-    if ((s = segrt_build_options_create(&st->opts)) != SEGRT_OK ||
-        (s = segrt_build_options_set_device(st->opts, device, 0)) != SEGRT_OK ||
-        (s = segrt_build_options_set_threads(st->opts, (int32_t)threads)) != SEGRT_OK)
-        return cli_fail(s);
+    if (!plan && (rc = cli_engine_options(eo, &st->opts)) != CLI_OK)
+        return rc;
     /* Read every input and bind the model to its dims, so that the engine
      * is optimized for exactly these shapes. */
     int slot_of[MAX_IO];
@@ -98,11 +107,13 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
         int slot = i;
         if (ins[i].name) {
             slot = -1;
-            for (size_t k = 0; k < n_model_in && slot < 0; k++) {
+            for (size_t k = 0; k < n_model_in && slot < 0 && !plan; k++) {
                 segrt_tensor_desc d;
                 if (segrt_model_input(st->model, k, &d) == SEGRT_OK && strcmp(d.name, ins[i].name) == 0)
                     slot = (int)k;
             }
+            if (plan)
+                slot = input_slot(st->engine, ins[i].name);
             if (slot < 0)
                 return cli_usage_error("%s: the model has no input `%s`", path, ins[i].name);
         }
@@ -111,8 +122,15 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
                 return cli_usage_error("run: input %d is given twice", slot);
         slot_of[i] = slot;
         segrt_tensor_desc d;
-        segrt_model_input(st->model, (size_t)slot, &d);
-        if ((s = segrt_build_options_set_shape(st->opts, d.name, t->rank, t->dims)) != SEGRT_OK)
+        if (plan)
+            segrt_engine_input(st->engine, (size_t)slot, &d);
+        else
+            segrt_model_input(st->model, (size_t)slot, &d);
+        /* Bind the model to the inputs' dims, unless --shape gave it a profile. */
+        bool profiled = false;
+        for (int k = 0; k < eo->n_shapes; k++)
+            profiled |= strncmp(eo->shapes[k], d.name, strlen(d.name)) == 0 && eo->shapes[k][strlen(d.name)] == '=';
+        if (!plan && !profiled && (s = segrt_build_options_set_shape(st->opts, d.name, t->rank, t->dims)) != SEGRT_OK)
             return cli_fail(s);
         segrt_tensor *in = &st->inputs[slot];
         in->dtype = t->dtype;
@@ -121,8 +139,8 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
         in->data = t->data;
         in->memory = SEGRT_MEMORY_HOST;
     }
-    if ((s = segrt_engine_build(st->model, st->opts, &st->engine)) != SEGRT_OK)
-        return cli_fail(s);
+    if (!plan && (rc = cli_engine_build(st->model, st->opts, eo, &st->engine, NULL)) != CLI_OK)
+        return rc;
     if ((s = segrt_context_create(st->engine, &st->ctx)) != SEGRT_OK)
         return cli_fail(s);
     if ((s = segrt_engine_output_shapes(st->engine, n_model_in, st->inputs, n_model_out, st->outputs)) !=
@@ -166,12 +184,17 @@ int cmd_run(int argc, char **argv)
     const char *path = NULL;
     io_arg ins[MAX_IO], outs[MAX_IO];
     int n_ins = 0, n_outs = 0;
-    segrt_device_kind device = SEGRT_DEVICE_CPU;
-    int64_t threads = 0;
+    cli_engine_opts eo;
+    cli_engine_opts_init(&eo);
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
+        int taken = cli_engine_option(&eo, argc, argv, &i);
+        if (taken < 0)
+            return CLI_BAD_INPUT;
+        if (taken)
+            continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(run_usage, stdout);
             return CLI_OK;
@@ -183,17 +206,6 @@ int cmd_run(int argc, char **argv)
             if (!has_value || n_outs == MAX_IO)
                 return cli_usage_error("%s wants a file", a);
             split_io(argv[++i], &outs[n_outs++]);
-        } else if (strcmp(a, "--device") == 0) {
-            const char *d = has_value ? argv[++i] : "";
-            if (strcmp(d, "cpu") == 0)
-                device = SEGRT_DEVICE_CPU;
-            else if (strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0)
-                device = SEGRT_DEVICE_CUDA;
-            else
-                return cli_usage_error("--device wants cpu or cuda, not `%s`", d);
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!has_value || !cli_parse_int(argv[++i], &threads) || threads > 4096)
-                return cli_usage_error("--threads wants a number of threads (0: all cores)");
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             quiet = true;
         } else if (a[0] == '-') {
@@ -208,7 +220,7 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run: no model given\n%s", run_usage);
     run_state st;
     memset(&st, 0, sizeof st);
-    int rc = run(&st, path, ins, n_ins, outs, n_outs, device, threads, quiet);
+    int rc = run(&st, path, ins, n_ins, outs, n_outs, &eo, quiet);
     run_state_free(&st);
     return rc;
 }

@@ -15,14 +15,18 @@ static const char usage[] =
     "                      ONNX model; with --shape, GFLOP for those input shapes; with\n"
     "                      --optimized, the graph after segrt's passes too\n"
     "  info --devices      the GPUs segrt can use, with CUDA and cuDNN versions\n"
-    "  run MODEL --input [NAME=]IN.npy... --output [NAME=]OUT.npy... [--device cpu]\n"
+    "  build MODEL.onnx -o OUT.plan [--precision fp16] [--shape NAME=MIN:OPT:MAXx...]\n"
+    "          [--device N] [--workspace 4G] [--fp32-ops LIST] [--allow-cpu-fallback]\n"
+    "                      compiles the model for a GPU into a plan file\n"
+    "  run MODEL|PLAN --input [NAME=]IN.npy... --output [NAME=]OUT.npy...\n"
+    "          [--device cpu|cuda|cuda:N] [--precision P] [--no-cache]\n"
     "                      runs the model on NPY inputs and writes NPY outputs\n"
     "  compare A.npy B.npy [--class-axis N] [--json] [--max-rel-l2 X] [--min-psnr DB]\n"
     "          [--min-argmax-agreement F]\n"
     "                      errors of A against the reference B: max abs, mean abs,\n"
     "                      relative L2, PSNR; with --class-axis, argmax agreement and\n"
     "                      Dice per class; exit 1 when a threshold is not met\n"
-    "  bench MODEL --shape NAME=DIMS... [--device cpu] [--iters N] [--warmup N]\n"
+    "  bench MODEL --shape NAME=DIMS... [--device cpu|cuda] [--precision P] [--iters N] [--warmup N]\n"
     "          [--threads N] [--json]\n"
     "                      latency percentiles, throughput, peak memory and GFLOP/s\n"
     "                      on random inputs\n"
@@ -69,6 +73,8 @@ int main(int argc, char **argv)
         return cmd_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(argv[1], "build") == 0)
+        return cmd_build(argc - 1, argv + 1);
     fprintf(stderr, "segrt: unknown command `%s` (try segrt --help)\n", cmd);
     return CLI_BAD_INPUT;
 }

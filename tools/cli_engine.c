@@ -1,0 +1,231 @@
+/* The engine options run, bench and build share, and opening a model or a
+ * plan file as an engine. */
+#include "cli_engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_engine_opts_init(cli_engine_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device = SEGRT_DEVICE_CPU;
+    o->precision = SEGRT_PRECISION_FP32;
+}
+
+/* "cpu", "cuda", "gpu", "cuda:N" or "N" (a CUDA device index). */
+static bool parse_device(const char *d, cli_engine_opts *o)
+{
+    int64_t idx = 0;
+    if (strcmp(d, "cpu") == 0) {
+        o->device = SEGRT_DEVICE_CPU;
+        o->explicit_cpu = true;
+        return true;
+    }
+    if (strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0) {
+        o->device = SEGRT_DEVICE_CUDA;
+        return true;
+    }
+    if (strncmp(d, "cuda:", 5) == 0)
+        d += 5;
+    if (!cli_parse_int(d, &idx) || idx > 1 << 20)
+        return false;
+    o->device = SEGRT_DEVICE_CUDA;
+    o->device_index = (int32_t)idx;
+    return true;
+}
+
+/* "4G", "512M", "1024K", or bytes. */
+static bool parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return false;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ull << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ull << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ull << 30;
+    else if (*end)
+        return false;
+    if (mul > 1 && end[1] && !(end[1] == 'B' || end[1] == 'b' || (end[1] == 'i' && end[2] == 'B')))
+        return false;
+    *out = (size_t)(v * mul);
+    return true;
+}
+
+int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    bool has_value = *i + 1 < argc;
+    if (strcmp(a, "--device") == 0) {
+        const char *d = has_value ? argv[++*i] : "";
+        if (!parse_device(d, o)) {
+            cli_usage_error("--device wants cpu, cuda or cuda:N, not `%s`", d);
+            return -1;
+        }
+    } else if (strcmp(a, "--precision") == 0) {
+        const char *p = has_value ? argv[++*i] : "";
+        bool ok = false;
+        for (int k = 0; k < 4 && !ok; k++)
+            if (strcmp(p, segrt_precision_name((segrt_precision)k)) == 0) {
+                o->precision = (segrt_precision)k;
+                ok = true;
+            }
+        if (!ok) {
+            cli_usage_error("--precision wants fp32, tf32, fp16 or bf16, not `%s`", p);
+            return -1;
+        }
+        o->precision_set = true;
+    } else if (strcmp(a, "--shape") == 0) {
+        if (!has_value || o->n_shapes == CLI_MAX_SHAPES) {
+            cli_usage_error("--shape wants NAME=DIMS (1x3x512x512, or MIN:OPT:MAX per dim)");
+            return -1;
+        }
+        o->shapes[o->n_shapes++] = argv[++*i];
+    } else if (strcmp(a, "--fp32-ops") == 0) {
+        if (!has_value) {
+            cli_usage_error("--fp32-ops wants a list of op types or node names");
+            return -1;
+        }
+        o->fp32_ops = argv[++*i];
+    } else if (strcmp(a, "--allow-cpu-fallback") == 0) {
+        o->allow_cpu_fallback = true;
+    } else if (strcmp(a, "--workspace") == 0) {
+        if (!has_value || !parse_size(argv[++*i], &o->workspace)) {
+            cli_usage_error("--workspace wants a size such as 4G or 512M");
+            return -1;
+        }
+    } else if (strcmp(a, "--no-cache") == 0) {
+        o->no_cache = true;
+    } else if (strcmp(a, "--cache-dir") == 0) {
+        if (!has_value) {
+            cli_usage_error("--cache-dir wants a folder");
+            return -1;
+        }
+        o->cache_dir = argv[++*i];
+    } else if (strcmp(a, "--threads") == 0) {
+        if (!has_value || !cli_parse_int(argv[++*i], &o->threads) || o->threads > 4096) {
+            cli_usage_error("--threads wants a number of threads (0: all cores)");
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* NAME=DIMS where each dim is N or MIN:OPT:MAX. */
+static bool parse_range_shape(char *arg, const char **name, int32_t *rank, int64_t *mn, int64_t *op, int64_t *mx)
+{
+    char *eq = strrchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+        return false;
+    *eq = '\0';
+    *name = arg;
+    *rank = 0;
+    for (char *p = eq + 1; *p;) {
+        if (*rank == SEGRT_MAX_RANK)
+            return false;
+        char *x = strchr(p, 'x');
+        if (x)
+            *x = '\0';
+        char *c1 = strchr(p, ':');
+        int32_t r = *rank;
+        if (!c1) {
+            if (!cli_parse_int(p, &mn[r]))
+                return false;
+            op[r] = mx[r] = mn[r];
+        } else {
+            char *c2 = strchr(c1 + 1, ':');
+            if (!c2)
+                return false;
+            *c1 = *c2 = '\0';
+            if (!cli_parse_int(p, &mn[r]) || !cli_parse_int(c1 + 1, &op[r]) || !cli_parse_int(c2 + 1, &mx[r]))
+                return false;
+        }
+        (*rank)++;
+        if (!x)
+            break;
+        p = x + 1;
+        if (!*p)
+            return false;
+    }
+    return *rank > 0;
+}
+
+int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out)
+{
+    segrt_build_options *opts;
+    segrt_status s;
+    if ((s = segrt_build_options_create(&opts)) != SEGRT_OK)
+        return cli_fail(s);
+    if ((s = segrt_build_options_set_device(opts, o->device, o->device_index)) != SEGRT_OK ||
+        (s = segrt_build_options_set_threads(opts, (int32_t)o->threads)) != SEGRT_OK ||
+        (s = segrt_build_options_set_precision(opts, o->precision)) != SEGRT_OK ||
+        (s = segrt_build_options_set_fp32_ops(opts, o->fp32_ops)) != SEGRT_OK ||
+        (s = segrt_build_options_set_allow_cpu_fallback(opts, o->allow_cpu_fallback)) != SEGRT_OK ||
+        (o->workspace && (s = segrt_build_options_set_workspace(opts, o->workspace)) != SEGRT_OK)) {
+        segrt_build_options_destroy(opts);
+        return cli_fail(s);
+    }
+    for (int i = 0; i < o->n_shapes; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", o->shapes[i]);
+        const char *name;
+        int32_t rank;
+        int64_t mn[SEGRT_MAX_RANK], op[SEGRT_MAX_RANK], mx[SEGRT_MAX_RANK];
+        if (!parse_range_shape(buf, &name, &rank, mn, op, mx)) {
+            segrt_build_options_destroy(opts);
+            return cli_usage_error("--shape `%s`: want NAME=DIMS, e.g. image=1x3x512x512 or image=1:8:16x3x512x512",
+                                   o->shapes[i]);
+        }
+        if ((s = segrt_build_options_set_shape_range(opts, name, rank, mn, op, mx)) != SEGRT_OK) {
+            segrt_build_options_destroy(opts);
+            return cli_fail(s);
+        }
+    }
+    *out = opts;
+    return CLI_OK;
+}
+
+bool cli_is_plan_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char magic[8];
+    bool yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, "SEGRTPLN", 8) == 0;
+    fclose(f);
+    return yes;
+}
+
+int cli_engine_build(const segrt_model *model, const segrt_build_options *opts, const cli_engine_opts *o,
+                     segrt_engine **out, bool *cache_hit)
+{
+    segrt_status s;
+    int hit = 0;
+    if (o->device == SEGRT_DEVICE_CUDA && !o->no_cache)
+        s = segrt_engine_build_cached(model, opts, o->cache_dir, &hit, out);
+    else
+        s = segrt_engine_build(model, opts, out);
+    if (cache_hit)
+        *cache_hit = hit != 0;
+    return s == SEGRT_OK ? CLI_OK : cli_fail(s);
+}
+
+int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out)
+{
+    if (o->device == SEGRT_DEVICE_CPU && o->device_index == 0 && o->explicit_cpu)
+        return cli_usage_error("%s: a plan file runs on a CUDA device, not the CPU", path);
+    if (o->precision_set || o->n_shapes || o->fp32_ops || o->allow_cpu_fallback || o->workspace)
+        return cli_usage_error("%s: a plan file keeps the options it was built with; "
+                               "--precision, --shape, --fp32-ops, --allow-cpu-fallback and --workspace apply "
+                               "to `segrt build`",
+                               path);
+    segrt_status s = segrt_engine_load(path, o->device_index, out);
+    return s == SEGRT_OK ? CLI_OK : cli_fail(s);
+}
