@@ -1,0 +1,97 @@
+"""The GPU tests: the CUDA engine against the CPU engine, the CLI at every
+precision on the shared models, plan files and the plan cache, and the
+CUDA sanitizers. Run as a pytest session of its own (tests/python has a
+conftest.py of the same module name):
+
+    SEGRT=build/segrt SEGRT_MODELS=../shared/models python -m pytest -q -s tests/gpu
+
+Everything is skipped (reported as skipped, never passed) where the library
+has no CUDA backend or sees no CUDA device. With SEGRT_GPU_SKIP_EXIT=77 (as
+ctest sets it) a session skipped for that reason exits 77, so that ctest
+reports it skipped too.
+
+Environment: SEGRT (the binary), SEGRT_LIB (libsegrt.so; default next to
+the binary), SEGRT_MODELS (the shared models), SEGRT_GPU_SCALE (multiplies
+the op cases per family), SEGRT_GPU_REPORT (a file the measured figures are
+appended to as JSON lines), SEGRT_DIFF_SEED (rerun chosen op cases, as in
+tests/python)."""
+import importlib.util
+import os
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+PY_TESTS = HERE.parent / "python"
+if str(PY_TESTS) not in sys.path:
+    sys.path.insert(0, str(PY_TESTS))
+
+# tests/python/conftest.py, loaded under another name; its names are
+# re-exported here, because modules there (opgen) do `from conftest import
+# ...` and find this file as `conftest` in this session.
+_spec = importlib.util.spec_from_file_location("segrt_python_conftest", PY_TESTS / "conftest.py")
+_py_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_py_conftest)
+SEGRT = _py_conftest.SEGRT
+MODELS = _py_conftest.MODELS
+SANITIZED = _py_conftest.SANITIZED
+run_segrt = _py_conftest.run_segrt
+segrt = _py_conftest.segrt
+models = _py_conftest.models
+
+import segrt_capi  # noqa: E402 - after the sys.path change
+
+
+def _gpu_state():
+    """(available, reason, fatal). fatal: a GPU is there but the library
+    cannot be used, which must fail rather than skip."""
+    try:
+        ok, why = segrt_capi.cuda_available()
+    except OSError as e:
+        if segrt_capi.gpu_visible_to_driver():
+            return False, f"nvidia-smi lists a GPU but libsegrt cannot be loaded: {e}", True
+        return False, f"no GPU, and libsegrt cannot be loaded: {e}", False
+    except segrt_capi.SegrtError as e:
+        return False, f"querying CUDA failed: {e}", True
+    return ok, why, False
+
+
+GPU_OK, GPU_WHY, GPU_FATAL = _gpu_state()
+
+
+def pytest_report_header(config):
+    if GPU_OK:
+        d = segrt_capi.cuda_device_info(0)
+        v = segrt_capi.cuda_versions()
+        return (f"segrt GPU tests: {segrt_capi.library_path()}, {d['name']} (compute {d['compute_major']}."
+                f"{d['compute_minor']}), CUDA runtime {v['runtime_version']}, cuDNN {v['cudnn_version']}")
+    return f"segrt GPU tests: {'FAILING' if GPU_FATAL else 'skipped'}: {GPU_WHY}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU_OK:
+        return
+    if GPU_FATAL:
+        return  # _gpu_setup_broken fails every test, naming the cause
+    skip = pytest.mark.skip(reason=f"GPU tests: {GPU_WHY}")
+    for item in items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_setup_broken():
+    if GPU_FATAL:
+        pytest.fail(GPU_WHY)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    code = os.environ.get("SEGRT_GPU_SKIP_EXIT")
+    if code and not GPU_OK and not GPU_FATAL and exitstatus in (0, 5):
+        session.exitstatus = int(code)
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """Device 0's description; the tests that need the GPU take it."""
+    return segrt_capi.cuda_device_info(0)
