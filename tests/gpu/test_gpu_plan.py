@@ -251,6 +251,20 @@ def test_missing_device_is_refused(tiny, tmp_path):
     assert not (tmp_path / "x.plan").exists()
 
 
+def test_model_too_large_for_the_gpu(tiny, tmp_path):
+    """A profile whose largest shape needs far more activation memory than
+    any GPU has: a clear out-of-memory message and exit 1, no crash, no
+    output file."""
+    n, c, h, w = tiny["x"].shape
+    out = tmp_path / "out.npy"
+    p = cli("run", tiny["onnx"], "--input", f"{INPUT}={tiny['src']}", "--output", out, "--device", "cuda",
+            "--precision", PRECISION, "--no-cache", "--shape", f"{INPUT}={n}:{n}:200000x{c}x{h}x{w}")
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert p.returncode == 1, f"exit {p.returncode}: {p.stderr}"
+    assert len(lines) == 1 and "allocate" in lines[0] and "MiB" in lines[0], p.stderr
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def engine(tiny):
     with sc.Model.load(tiny["onnx"]) as m, \
