@@ -12,16 +12,10 @@
 // letters, the first out->rank are the free ones, in output order (out's
 // dim d is letter d); the others are summed. out_strides in the params is
 // informational: the output's own view gives its strides.
-#include "backend/cuda/cuda_kernels.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "backend/cuda/k_common.cuh"
 
 #include <stdint.h>
 #include <string.h>
-
-extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
 
 namespace {
 
@@ -29,134 +23,7 @@ namespace {
 #define IX_MAX_BLOCKS (1 << 18)
 #define IX_MAX_OPS (SGK_EINSUM_MAX_IN + 1)
 
-// Element access (the same rules as k_map.cu) --------------------------------
-
-__host__ __device__ __forceinline__ int32_t dtype_bytes(int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT64:
-    case SEGRT_DTYPE_INT64: return 8;
-    case SEGRT_DTYPE_FLOAT32:
-    case SEGRT_DTYPE_INT32: return 4;
-    case SEGRT_DTYPE_FLOAT16:
-    case SEGRT_DTYPE_BFLOAT16:
-    case SEGRT_DTYPE_INT16:
-    case SEGRT_DTYPE_UINT16: return 2;
-    case SEGRT_DTYPE_INT8:
-    case SEGRT_DTYPE_UINT8:
-    case SEGRT_DTYPE_BOOL: return 1;
-    default: return 0;
-    }
-}
-
-__host__ __device__ __forceinline__ bool is_float(int32_t dt)
-{
-    return dt == SEGRT_DTYPE_FLOAT32 || dt == SEGRT_DTYPE_FLOAT16 || dt == SEGRT_DTYPE_BFLOAT16 ||
-           dt == SEGRT_DTYPE_FLOAT64;
-}
-
-__device__ __forceinline__ int64_t f2i(double v)
-{
-    if (!(v == v))
-        return 0;
-    if (v >= 9.2233720368547758e18)
-        return INT64_MAX;
-    if (v <= -9.2233720368547758e18)
-        return INT64_MIN;
-    return (int64_t)v;
-}
-
-__device__ __forceinline__ double ld_f64(const void *p, int64_t i, int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return ((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case SEGRT_DTYPE_FLOAT64: return ((const double *)p)[i];
-    case SEGRT_DTYPE_INT64: return (double)((const int64_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case SEGRT_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case SEGRT_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case SEGRT_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case SEGRT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return 0;
-    }
-}
-
-__device__ __forceinline__ float ld_f32(const void *p, int64_t i, int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return ((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return (float)ld_f64(p, i, dt);
-    }
-}
-
-__device__ __forceinline__ int64_t ld_i64(const void *p, int64_t i, int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_INT64: return ((const int64_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case SEGRT_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case SEGRT_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case SEGRT_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case SEGRT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: {
-        double v = ld_f64(p, i, dt);
-        return v == v ? f2i(v) : INT64_MIN;
-    }
-    }
-}
-
-__device__ __forceinline__ void st_int(void *p, int64_t i, int32_t dt, int64_t v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_INT64: ((int64_t *)p)[i] = v; break;
-    case SEGRT_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case SEGRT_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case SEGRT_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: break;
-    }
-}
-
-__device__ __forceinline__ void st_f64(void *p, int64_t i, int32_t dt, double v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = v; break;
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __double2half(v); break;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __double2bfloat16(v); break;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
-    default: st_int(p, i, dt, f2i(v)); break;
-    }
-}
-
-__device__ __forceinline__ void st_f32(void *p, int64_t i, int32_t dt, float v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = v; break;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: st_f64(p, i, dt, (double)v); break;
-    }
-}
-
-__device__ __forceinline__ void st_i64(void *p, int64_t i, int32_t dt, int64_t v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case SEGRT_DTYPE_FLOAT64:
-    case SEGRT_DTYPE_FLOAT16:
-    case SEGRT_DTYPE_BFLOAT16: st_f64(p, i, dt, (double)v); break;
-    default: st_int(p, i, dt, v); break;
-    }
-}
+// Element moves ----------------------------------------------------------------
 
 // One element from src (element si, dtype sdt) to dst (di, ddt):
 // raw bits when the dtypes agree, a converting load and store otherwise.
@@ -178,28 +45,6 @@ __device__ __forceinline__ void move_elem(void *dst, int64_t di, int32_t ddt, co
 }
 
 // Walking an iteration space -----------------------------------------------
-
-// Unsigned 32-bit division by a constant as a multiply and a shift.
-struct fastdiv {
-    uint32_t d, m, s;
-};
-
-fastdiv fastdiv_make(uint32_t d)
-{
-    fastdiv f;
-    f.d = d;
-    uint32_t l = 0;
-    while (l < 32 && ((uint64_t)1 << l) < d)
-        l++;
-    f.s = l;
-    f.m = (uint32_t)((((uint64_t)1 << l) - d) * ((uint64_t)1 << 32) / d + 1);
-    return f;
-}
-
-__device__ __forceinline__ uint32_t fastdiv_div(uint32_t x, const fastdiv &f)
-{
-    return (uint32_t)(((uint64_t)__umulhi(x, f.m) + x) >> f.s);
-}
 
 // An iteration space of `rank` dims (outermost first) and, per dim, the
 // stride of each of n_ops operands: index i maps to one element offset per
@@ -297,14 +142,6 @@ unsigned blocks_for(int64_t work)
 {
     int64_t b = (work + IX_THREADS - 1) / IX_THREADS;
     return (unsigned)(b < 1 ? 1 : b > IX_MAX_BLOCKS ? IX_MAX_BLOCKS : b);
-}
-
-segrt_status launched(const char *name)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return sg_error(SEGRT_ERROR_DEVICE, "%s: %s", name, cudaGetErrorString(e));
-    return SEGRT_OK;
 }
 
 // Pad ------------------------------------------------------------------------

@@ -29,17 +29,10 @@
 // equal dtypes. Stores convert as ONNX Cast does (floats to integers
 // truncate toward zero with NaN -> 0 and saturation to int64 before
 // narrowing, anything to bool is != 0).
-#include "backend/cuda/cuda_kernels.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "backend/cuda/k_common.cuh"
 
 #include <stdint.h>
 #include <string.h>
-
-// core/status.h is a C header without extern "C"; declare the recorder here.
-extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
 
 namespace {
 
@@ -56,13 +49,6 @@ enum map_class {
     CLS_I64
 };
 
-// Unsigned 32-bit division by a constant as a multiply and a shift
-// (Granlund-Montgomery): integer division is tens of instructions on the
-// GPU and the general path needs one per dim per element.
-struct fastdiv {
-    uint32_t d, m, s;
-};
-
 struct map_args {
     int32_t op, act, cls, n_in, rank;
     float alpha, beta, act_alpha;
@@ -74,136 +60,7 @@ struct map_args {
     int64_t strides[MAP_OPERANDS][SGK_MAX_RANK];
 };
 
-fastdiv fastdiv_make(uint32_t d)
-{
-    fastdiv f;
-    f.d = d;
-    uint32_t l = 0;
-    while (l < 32 && ((uint64_t)1 << l) < d)
-        l++;
-    f.s = l;
-    f.m = (uint32_t)((((uint64_t)1 << l) - d) * ((uint64_t)1 << 32) / d + 1);
-    return f;
-}
-
-__device__ __forceinline__ uint32_t fastdiv_div(uint32_t x, const fastdiv &f)
-{
-    return (uint32_t)(((uint64_t)__umulhi(x, f.m) + x) >> f.s);
-}
-
 // Element loads and stores ------------------------------------------------
-
-__device__ __forceinline__ int64_t f2i(double v)
-{
-    // ONNX Cast: NaN gives 0; out-of-range values saturate to int64 first.
-    if (!(v == v))
-        return 0;
-    if (v >= 9.2233720368547758e18)
-        return INT64_MAX;
-    if (v <= -9.2233720368547758e18)
-        return INT64_MIN;
-    return (int64_t)v;
-}
-
-__device__ __forceinline__ float ld_f32(const void *p, int64_t i, int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return ((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case SEGRT_DTYPE_FLOAT64: return (float)((const double *)p)[i];
-    case SEGRT_DTYPE_INT64: return (float)((const int64_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return (float)((const int32_t *)p)[i];
-    case SEGRT_DTYPE_INT16: return (float)((const int16_t *)p)[i];
-    case SEGRT_DTYPE_UINT16: return (float)((const uint16_t *)p)[i];
-    case SEGRT_DTYPE_INT8: return (float)((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return (float)((const uint8_t *)p)[i];
-    case SEGRT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0 ? 1.0f : 0.0f;
-    default: return 0.0f;
-    }
-}
-
-__device__ __forceinline__ double ld_f64(const void *p, int64_t i, int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT64: return ((const double *)p)[i];
-    case SEGRT_DTYPE_INT64: return (double)((const int64_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return (double)((const int32_t *)p)[i];
-    default: return (double)ld_f32(p, i, dt); // exact for every other dtype
-    }
-}
-
-__device__ __forceinline__ int64_t ld_i64(const void *p, int64_t i, int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_INT64: return ((const int64_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case SEGRT_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case SEGRT_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case SEGRT_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case SEGRT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: {
-        // A float read as an integer, as the reference's loader does it
-        // (NaN reads as INT64_MIN there, unlike a Cast's store).
-        double v = ld_f64(p, i, dt);
-        if (!(v == v))
-            return INT64_MIN;
-        return f2i(v);
-    }
-    }
-}
-
-__device__ __forceinline__ void st_int(void *p, int64_t i, int32_t dt, int64_t v)
-{
-    // Narrowing wraps, as the reference's fixed-width store does.
-    switch (dt) {
-    case SEGRT_DTYPE_INT64: ((int64_t *)p)[i] = v; break;
-    case SEGRT_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case SEGRT_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case SEGRT_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: break;
-    }
-}
-
-__device__ __forceinline__ void st_f32(void *p, int64_t i, int32_t dt, float v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = v; break;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; break;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0f; break; // NaN is true
-    default: st_int(p, i, dt, f2i((double)v)); break;
-    }
-}
-
-__device__ __forceinline__ void st_f64(void *p, int64_t i, int32_t dt, double v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = v; break;
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
-    // Direct conversions: through float would round twice.
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __double2half(v); break;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __double2bfloat16(v); break;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
-    default: st_int(p, i, dt, f2i(v)); break;
-    }
-}
-
-__device__ __forceinline__ void st_i64(void *p, int64_t i, int32_t dt, int64_t v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break; // one rounding, as Cast
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; break;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __double2half((double)v); break;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __double2bfloat16((double)v); break;
-    default: st_int(p, i, dt, v); break;
-    }
-}
 
 // Raw element moves by size, for COPY between equal dtypes.
 __device__ __forceinline__ uint64_t ld_raw(const void *p, int64_t i, int32_t es)
@@ -223,24 +80,6 @@ __device__ __forceinline__ void st_raw(void *p, int64_t i, int32_t es, uint64_t 
     case 2: ((uint16_t *)p)[i] = (uint16_t)v; break;
     case 4: ((uint32_t *)p)[i] = (uint32_t)v; break;
     default: ((uint64_t *)p)[i] = v; break;
-    }
-}
-
-__host__ __device__ __forceinline__ int32_t dtype_bytes(int32_t dt)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT64:
-    case SEGRT_DTYPE_INT64: return 8;
-    case SEGRT_DTYPE_FLOAT32:
-    case SEGRT_DTYPE_INT32: return 4;
-    case SEGRT_DTYPE_FLOAT16:
-    case SEGRT_DTYPE_BFLOAT16:
-    case SEGRT_DTYPE_INT16:
-    case SEGRT_DTYPE_UINT16: return 2;
-    case SEGRT_DTYPE_INT8:
-    case SEGRT_DTYPE_UINT8:
-    case SEGRT_DTYPE_BOOL: return 1;
-    default: return 0;
     }
 }
 
@@ -666,12 +505,6 @@ __global__ void map_transpose_kernel(const map_args a, int64_t B, int64_t X, int
 
 // Host side ---------------------------------------------------------------
 
-bool is_float_dtype(int32_t dt)
-{
-    return dt == SEGRT_DTYPE_FLOAT32 || dt == SEGRT_DTYPE_FLOAT16 || dt == SEGRT_DTYPE_BFLOAT16 ||
-           dt == SEGRT_DTYPE_FLOAT64;
-}
-
 int32_t op_arity(sgk_map_op op, int32_t n_in)
 {
     if (op < SGK_ADD)
@@ -690,7 +523,7 @@ int32_t pick_class(const sgk_map_params *p, const sgk_view *out, int32_t n_in, c
     bool f64 = out->dtype == SEGRT_DTYPE_FLOAT64, fl = false;
     for (int32_t k = 0; k < n_in; k++) {
         f64 |= in[k].dtype == SEGRT_DTYPE_FLOAT64;
-        fl |= is_float_dtype(in[k].dtype);
+        fl |= is_float(in[k].dtype);
     }
     return f64 ? CLS_F64 : fl ? CLS_F32 : CLS_I64;
 }
@@ -744,14 +577,6 @@ void simplify(map_args *a, int32_t n_ops, const sgk_view *const *ops)
 }
 
 bool aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
-
-segrt_status launched(const char *name)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return sg_error(SEGRT_ERROR_DEVICE, "%s: %s", name, cudaGetErrorString(e));
-    return SEGRT_OK;
-}
 
 bool vec_dtype(int32_t dt)
 {

@@ -21,43 +21,11 @@
 // nor large offsets lose precision. Nothing is combined with atomics; the
 // order of every combination is fixed, so results are bit-identical from
 // run to run.
-#include "backend/cuda/cuda_kernels.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "backend/cuda/k_common.cuh"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
-
-typedef long long ll;
-
-// Element access ---------------------------------------------------------------
-
-__device__ __forceinline__ float ldf(const void *p, segrt_dtype dt, ll i)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return ((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case SEGRT_DTYPE_FLOAT64: return (float)((const double *)p)[i];
-    default: return 0.0f;
-    }
-}
-
-__device__ __forceinline__ void stf(void *p, segrt_dtype dt, ll i, float v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = v; return;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn(v); return;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); return;
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; return;
-    default: return;
-    }
-}
 
 // ReLU keeps NaN and maps -inf to 0 (not v * 0, which would give NaN).
 __device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
@@ -67,48 +35,6 @@ __device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
     if (act == SGK_ACT_LEAKY_RELU)
         return v < 0.0f ? v * alpha : v;
     return v;
-}
-
-static bool is_float(segrt_dtype t)
-{
-    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16 ||
-           t == SEGRT_DTYPE_FLOAT64;
-}
-
-static segrt_status launch_check(const char *kernel)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return sg_error(SEGRT_ERROR_DEVICE, "%s: %s", kernel, cudaGetErrorString(e));
-    return SEGRT_OK;
-}
-
-static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
-static ll llabs_(ll v) { return v < 0 ? -v : v; }
-
-// Dim lists (as in k_reduce.cu): outermost first, a size and up to NSTR
-// strides each, walked together.
-#define NSTR 4
-
-struct dimlist {
-    int n;
-    ll d[SGK_MAX_RANK];
-    ll s[NSTR][SGK_MAX_RANK];
-};
-
-__device__ __forceinline__ void dl_offsets(const dimlist &l, int ns, ll idx, ll *off)
-{
-    for (int j = 0; j < ns; j++)
-        off[j] = 0;
-    for (int k = l.n - 1; k > 0; k--) {
-        ll q = idx / l.d[k], c = idx - q * l.d[k];
-        for (int j = 0; j < ns; j++)
-            off[j] += c * l.s[j][k];
-        idx = q;
-    }
-    if (l.n > 0)
-        for (int j = 0; j < ns; j++)
-            off[j] += idx * l.s[j][0];
 }
 
 // Offset along stride j of index idx; one dim needs no division.
@@ -123,76 +49,6 @@ __device__ __forceinline__ ll dl_offset1(const dimlist &l, int j, ll idx)
         idx = q;
     }
     return l.n > 0 ? off + idx * l.s[j][0] : 0;
-}
-
-// Orders by the first stride's magnitude, largest first (stable), and
-// merges neighbours every stride walks as one dim.
-static void dl_normalise(dimlist *l, int ns)
-{
-    for (int i = 1; i < l->n; i++)
-        for (int k = i; k > 0 && llabs_(l->s[0][k - 1]) < llabs_(l->s[0][k]); k--) {
-            ll t = l->d[k];
-            l->d[k] = l->d[k - 1];
-            l->d[k - 1] = t;
-            for (int j = 0; j < ns; j++) {
-                t = l->s[j][k];
-                l->s[j][k] = l->s[j][k - 1];
-                l->s[j][k - 1] = t;
-            }
-        }
-    int m = 0;
-    for (int k = 0; k < l->n; k++) {
-        bool merge = m > 0;
-        for (int j = 0; merge && j < ns; j++)
-            merge = l->s[j][m - 1] == l->s[j][k] * l->d[k];
-        if (merge) {
-            l->d[m - 1] *= l->d[k];
-            for (int j = 0; j < ns; j++)
-                l->s[j][m - 1] = l->s[j][k];
-            continue;
-        }
-        l->d[m] = l->d[k];
-        for (int j = 0; j < ns; j++)
-            l->s[j][m] = l->s[j][k];
-        m++;
-    }
-    l->n = m;
-}
-
-static ll dl_count(const dimlist *l)
-{
-    ll c = 1;
-    for (int k = 0; k < l->n; k++)
-        c *= l->d[k];
-    return c;
-}
-
-// Typed element access: T is the storage dtype where it is known when the
-// kernel is compiled (float32, float16, bfloat16: the activations), 0 for a
-// switch at run time. The hot loops then load without a branch per element.
-template <int T>
-__device__ __forceinline__ float ldt(const void *p, segrt_dtype dt, ll i)
-{
-    if (T == SEGRT_DTYPE_FLOAT16)
-        return __half2float(((const __half *)p)[i]);
-    if (T == SEGRT_DTYPE_BFLOAT16)
-        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    if (T == SEGRT_DTYPE_FLOAT32)
-        return ((const float *)p)[i];
-    return ldf(p, dt, i);
-}
-
-template <int T>
-__device__ __forceinline__ void stt(void *p, segrt_dtype dt, ll i, float v)
-{
-    if (T == SEGRT_DTYPE_FLOAT16)
-        ((__half *)p)[i] = __float2half_rn(v);
-    else if (T == SEGRT_DTYPE_BFLOAT16)
-        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-    else if (T == SEGRT_DTYPE_FLOAT32)
-        ((float *)p)[i] = v;
-    else
-        stf(p, dt, i, v);
 }
 
 // Running statistics ---------------------------------------------------------------
@@ -379,20 +235,20 @@ __device__ __forceinline__ mstat stats_rows(const void *x, segrt_dtype xt, const
                                             ll step, ll first)
 {
     macc a;
-    macc_init(&a, ldt<T>(x, xt, base + dl_offset1(sp, 0, first)));
+    macc_init(&a, ldr<T, float>(x, xt, base + dl_offset1(sp, 0, first)));
     ll r = r0;
     for (; r + (GN_UNROLL - 1) * step < r1; r += GN_UNROLL * step) {
         float v[GN_UNROLL];
 #pragma unroll
         for (int u = 0; u < GN_UNROLL; u++)
-            v[u] = ldt<T>(x, xt, base + dl_offset1(sp, 0, r + u * step));
+            v[u] = ldr<T, float>(x, xt, base + dl_offset1(sp, 0, r + u * step));
 #pragma unroll
         for (int u = 0; u < GN_UNROLL; u++)
             macc_add(&a, v[u]);
         macc_check(&a);
     }
     for (; r < r1; r += step) {
-        macc_add(&a, ldt<T>(x, xt, base + dl_offset1(sp, 0, r)));
+        macc_add(&a, ldr<T, float>(x, xt, base + dl_offset1(sp, 0, r)));
         macc_check(&a);
     }
     return macc_done(&a);
@@ -503,13 +359,13 @@ __device__ __forceinline__ void apply_rows(const void *x, segrt_dtype xt, void *
         float v[GN_UNROLL];
 #pragma unroll
         for (int u = 0; u < GN_UNROLL; u++)
-            v[u] = ldt<TX>(x, xt, xb + dl_offset1(sp, 0, r + u * step));
+            v[u] = ldr<TX, float>(x, xt, xb + dl_offset1(sp, 0, r + u * step));
 #pragma unroll
         for (int u = 0; u < GN_UNROLL; u++)
             stt<TY>(y, yt, yb + dl_offset1(sp, 1, r + u * step), act_apply(((v[u] - k.x) - k.y) * k.z + k.w, act, alpha));
     }
     for (; r < r1; r += step) {
-        float v = ldt<TX>(x, xt, xb + dl_offset1(sp, 0, r));
+        float v = ldr<TX, float>(x, xt, xb + dl_offset1(sp, 0, r));
         stt<TY>(y, yt, yb + dl_offset1(sp, 1, r), act_apply(((v - k.x) - k.y) * k.z + k.w, act, alpha));
     }
 }
@@ -551,10 +407,10 @@ static segrt_status gn_stats_launch(cudaStream_t stream, const sgk_view *x, cons
 {
     if (g.cl) {
         gn_stats_cl<T><<<(unsigned)(g.N * g.nct * g.tiles), GN_THREADS, 0, stream>>>(x->data, x->dtype, g, part);
-        return launch_check("gn_stats_cl");
+        return launched("gn_stats_cl");
     }
     gn_stats_sp<T><<<(unsigned)(g.N * g.C * g.tiles), GN_THREADS, 0, stream>>>(x->data, x->dtype, g, part);
-    return launch_check("gn_stats_sp");
+    return launched("gn_stats_sp");
 }
 
 template <int TX, int TY>
@@ -564,11 +420,11 @@ static segrt_status gn_apply_launch(cudaStream_t stream, const sgk_view *y, cons
     if (g.cl_apply) {
         gn_apply_cl<TX, TY><<<(unsigned)(g.N * g.nct * g.tiles3), GN_THREADS, 0, stream>>>(
             x->data, x->dtype, y->data, y->dtype, g, ab, act, alpha);
-        return launch_check("gn_apply_cl");
+        return launched("gn_apply_cl");
     }
     gn_apply_sp<TX, TY><<<(unsigned)(g.N * g.C * g.tiles3), GN_THREADS, 0, stream>>>(x->data, x->dtype, y->data,
                                                                                     y->dtype, g, ab, act, alpha);
-    return launch_check("gn_apply_sp");
+    return launched("gn_apply_sp");
 }
 
 extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *scale,
@@ -598,7 +454,7 @@ extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, c
     if (s != SEGRT_OK)
         return s;
     gn_combine<<<(unsigned)ceil_div(g.N * g.groups, 8), 256, 0, stream>>>(g, part, scale, bias, (double)eps, ab);
-    if ((s = launch_check("gn_combine")) != SEGRT_OK)
+    if ((s = launched("gn_combine")) != SEGRT_OK)
         return s;
     segrt_dtype same = x->dtype == y->dtype ? x->dtype : SEGRT_DTYPE_UNDEFINED;
     switch (same) {
@@ -673,26 +529,26 @@ __global__ void layer_norm_rows(lnio io, lngeom g, int width)
         float v[LN_BATCH];
 #pragma unroll
         for (int u = 0; u < LN_BATCH; u++)
-            v[u] = ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i + u * width));
+            v[u] = ld<float>(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i + u * width));
 #pragma unroll
         for (int u = 0; u < LN_BATCH; u++)
             sum += v[u];
     }
     for (; i < g.L; i += width)
-        sum += ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i));
+        sum += ld<float>(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i));
     float mean = group_sum(sum, width, sh) / (float)g.L;
     float q = 0.0f;
     for (i = lane; i + (LN_BATCH - 1) * width < g.L; i += LN_BATCH * width) {
         float v[LN_BATCH];
 #pragma unroll
         for (int u = 0; u < LN_BATCH; u++)
-            v[u] = ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i + u * width)) - mean;
+            v[u] = ld<float>(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i + u * width)) - mean;
 #pragma unroll
         for (int u = 0; u < LN_BATCH; u++)
             q += v[u] * v[u];
     }
     for (; i < g.L; i += width) {
-        float d = ldf(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i)) - mean;
+        float d = ld<float>(io.x, io.xt, ob[0] + dl_offset1(g.inner, 0, i)) - mean;
         q += d * d;
     }
     float var = group_sum(q, width, sh) / (float)g.L;
@@ -700,16 +556,16 @@ __global__ void layer_norm_rows(lnio io, lngeom g, int width)
     for (ll i = lane; i < g.L; i += width) {
         ll off[NSTR];
         dl_offsets(g.inner, 4, i, off);
-        float v = (ldf(io.x, io.xt, ob[0] + off[0]) - mean) * inv * ldf(io.scale, io.st, off[2]);
+        float v = (ld<float>(io.x, io.xt, ob[0] + off[0]) - mean) * inv * ld<float>(io.scale, io.st, off[2]);
         if (io.bias)
-            v += ldf(io.bias, io.bt, off[3]);
-        stf(io.y, io.yt, ob[1] + off[1], v);
+            v += ld<float>(io.bias, io.bt, off[3]);
+        st<float>(io.y, io.yt, ob[1] + off[1], v);
     }
     if (lane == 0) {
         if (io.mean)
-            stf(io.mean, io.mt, ob[2], mean);
+            st<float>(io.mean, io.mt, ob[2], mean);
         if (io.inv)
-            stf(io.inv, io.it, ob[3], inv);
+            st<float>(io.inv, io.it, ob[3], inv);
     }
 }
 
@@ -755,5 +611,5 @@ extern "C" segrt_status sgk_layer_norm(cudaStream_t stream, const sgk_view *y, c
     int width = g.L > 4096 && g.R < 2048 ? 256 : 32;
     ll blocks = ceil_div(g.R, 256 / width);
     layer_norm_rows<<<(unsigned)blocks, 256, 0, stream>>>(io, g, width);
-    return launch_check("layer_norm_rows");
+    return launched("layer_norm_rows");
 }

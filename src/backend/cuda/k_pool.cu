@@ -7,81 +7,13 @@
 // consecutive indices along the output dim with the smallest stride
 // (channels, for channels-last tensors), so loads and stores coalesce.
 // Lower ranks run as 3-D with leading spatial dims of size 1.
-#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_common.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
-
-typedef long long ll;
-
-// Element access ---------------------------------------------------------------
-
-template <typename T>
-__device__ __forceinline__ T ld(const void *p, segrt_dtype dt, ll i)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return (T)((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return (T)__half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case SEGRT_DTYPE_FLOAT64: return (T)((const double *)p)[i];
-    case SEGRT_DTYPE_INT8: return (T)((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return (T)((const uint8_t *)p)[i];
-    default: return (T)0;
-    }
-}
-
-// Loads with the storage dtype fixed when the kernel is compiled (the
-// activations' float16, bfloat16, float32), or switched on at run time
-// (XT 0): no branch per tap in the common cases.
-template <int XT, typename T>
-__device__ __forceinline__ T ldp(const void *p, segrt_dtype dt, ll i)
-{
-    if (XT == SEGRT_DTYPE_FLOAT16)
-        return (T)__half2float(((const __half *)p)[i]);
-    if (XT == SEGRT_DTYPE_BFLOAT16)
-        return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    if (XT == SEGRT_DTYPE_FLOAT32)
-        return (T)((const float *)p)[i];
-    return ld<T>(p, dt, i);
-}
-
 #define POOL_BATCH 8
-
-// Float to integer as the reference's store does: NaN gives 0, values
-// beyond int64 saturate, the rest truncate toward zero; then the narrowing
-// wraps.
-__device__ __forceinline__ ll to_i64(double v)
-{
-    if (!(v == v))
-        return 0;
-    if (v >= 9.2233720368547758e18)
-        return LLONG_MAX;
-    if (v <= -9.2233720368547758e18)
-        return LLONG_MIN;
-    return (ll)v;
-}
-
-template <typename T>
-__device__ __forceinline__ void st(void *p, segrt_dtype dt, ll i, T v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; return;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn((float)v); return;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); return;
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; return;
-    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)to_i64((double)v); return;
-    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)to_i64((double)v); return;
-    default: return;
-    }
-}
 
 static bool pool_dtype(segrt_dtype t, bool is_max)
 {
@@ -96,36 +28,12 @@ static bool pool_dtype(segrt_dtype t, bool is_max)
     }
 }
 
-static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
-static ll llabs_(ll v) { return v < 0 ? -v : v; }
-
-// Division by a runtime constant through a multiply (Granlund-Montgomery,
-// as PyTorch's IntDivider), for dividends below 2^31: 64-bit division is a
-// long subroutine on the GPU and would cost more than a small window.
-struct udivider {
-    unsigned d, m;
-    int s;
-};
-
-static udivider udiv_make(unsigned d)
-{
-    udivider f;
-    f.d = d;
-    f.s = 0;
-    while (f.s < 32 && (1ull << f.s) < d)
-        f.s++;
-    f.m = (unsigned)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
-    return f;
-}
-
-__device__ __forceinline__ unsigned udiv_q(const udivider &f, unsigned n) { return (__umulhi(n, f.m) + n) >> f.s; }
-
 #define PRANK 5 // N, C and up to 3 spatial dims
 
 struct pgeom {
     int rank;
     int perm[PRANK];              // output dims, fastest-varying thread index first
-    udivider fd[PRANK];           // yd[perm[j]], for the 32-bit path
+    fastdiv fd[PRANK];           // yd[perm[j]], for the 32-bit path
     bool small;                   // every index fits the 32-bit path
     ll yd[PRANK], ys[PRANK], is[PRANK]; // output dims, y strides, indices strides
     ll xn, xc, xs[3];             // x strides: N, C, spatial (embedded in 3-D; 0 where padded)
@@ -143,7 +51,7 @@ __global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype 
         if (g.small) {
             unsigned rest = (unsigned)i;
             for (int j = 0; j < g.rank; j++) {
-                unsigned q = udiv_q(g.fd[j], rest);
+                unsigned q = fastdiv_div(rest, g.fd[j]);
                 co[g.perm[j]] = rest - q * g.fd[j].d;
                 rest = q;
             }
@@ -186,7 +94,7 @@ __global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype 
                                ph < g.in[1] + g.pe[1] && pw >= -g.pb[2] && pw < g.in[2] + g.pe[2];
                 if (in_x) {
                     valid |= 1u << b;
-                    v[b] = ldp<XT, T>(x, xt, base + pd * g.xs[0] + ph * g.xs[1] + pw * g.xs[2]);
+                    v[b] = ldr<XT, T>(x, xt, base + pd * g.xs[0] + ph * g.xs[1] + pw * g.xs[2]);
                 } else if (in_pads) {
                     padded |= 1u << b;
                 }
@@ -281,7 +189,7 @@ extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, 
         }
     g.small = g.total < ((ll)1 << 31);
     for (int j = 0; g.small && j < g.rank; j++)
-        g.fd[j] = udiv_make((unsigned)g.yd[g.perm[j]]);
+        g.fd[j] = fastdiv_make((unsigned)g.yd[g.perm[j]]);
     g.xn = x->strides[0];
     g.xc = x->strides[1];
     g.C = x->dims[1];
@@ -327,8 +235,5 @@ extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, 
         pool_kernel<0, float><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
         break;
     }
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return sg_error(SEGRT_ERROR_DEVICE, "pool_kernel: %s", cudaGetErrorString(e));
-    return SEGRT_OK;
+    return launched("pool_kernel");
 }

@@ -17,179 +17,11 @@
 // writes a partial result to scratch and a second kernel combines them in
 // a fixed order. Every combination order is fixed, so results are
 // bit-identical from run to run.
-#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_common.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
-
-typedef long long ll;
-
-// Element access ---------------------------------------------------------------
-
-// Element i of a buffer of dtype dt, converted to T (bool reads as 0 or 1).
-template <typename T>
-__device__ __forceinline__ T ld(const void *p, segrt_dtype dt, ll i)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return (T)((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return (T)__half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case SEGRT_DTYPE_FLOAT64: return (T)((const double *)p)[i];
-    case SEGRT_DTYPE_INT8: return (T)((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return (T)((const uint8_t *)p)[i];
-    case SEGRT_DTYPE_INT16: return (T)((const int16_t *)p)[i];
-    case SEGRT_DTYPE_UINT16: return (T)((const uint16_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return (T)((const int32_t *)p)[i];
-    case SEGRT_DTYPE_INT64: return (T)((const ll *)p)[i];
-    case SEGRT_DTYPE_BOOL: return (T)(((const uint8_t *)p)[i] != 0);
-    default: return (T)0;
-    }
-}
-
-// Loads with the storage dtype fixed when the kernel is compiled (float16,
-// bfloat16, float32), or switched on at run time (XT 0).
-template <int XT, typename T>
-__device__ __forceinline__ T ldr(const void *p, segrt_dtype dt, ll i)
-{
-    if (XT == SEGRT_DTYPE_FLOAT16)
-        return (T)__half2float(((const __half *)p)[i]);
-    if (XT == SEGRT_DTYPE_BFLOAT16)
-        return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    if (XT == SEGRT_DTYPE_FLOAT32)
-        return (T)((const float *)p)[i];
-    return ld<T>(p, dt, i);
-}
-
-// Float to integer as the reference's store does: NaN gives 0, values
-// beyond int64 saturate, the rest truncate toward zero.
-__device__ __forceinline__ ll to_i64(double v)
-{
-    if (!(v == v))
-        return 0;
-    if (v >= 9.2233720368547758e18)
-        return LLONG_MAX;
-    if (v <= -9.2233720368547758e18)
-        return LLONG_MIN;
-    return (ll)v;
-}
-__device__ __forceinline__ ll to_i64(float v) { return to_i64((double)v); }
-__device__ __forceinline__ ll to_i64(ll v) { return v; }
-
-// Stores v into element i of a buffer of dtype dt (ONNX Cast rules).
-template <typename T>
-__device__ __forceinline__ void st(void *p, segrt_dtype dt, ll i, T v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; return;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn((float)v); return;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); return;
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; return;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != (T)0; return;
-    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)to_i64(v); return;
-    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)to_i64(v); return;
-    case SEGRT_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)to_i64(v); return;
-    case SEGRT_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)to_i64(v); return;
-    case SEGRT_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)to_i64(v); return;
-    case SEGRT_DTYPE_INT64: ((ll *)p)[i] = to_i64(v); return;
-    default: return;
-    }
-}
-
-static bool is_float(segrt_dtype t)
-{
-    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16 ||
-           t == SEGRT_DTYPE_FLOAT64;
-}
-
-static segrt_status launch_check(const char *kernel)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return sg_error(SEGRT_ERROR_DEVICE, "%s: %s", kernel, cudaGetErrorString(e));
-    return SEGRT_OK;
-}
-
-static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
-static ll llabs_(ll v) { return v < 0 ? -v : v; }
-
-// Dim lists ----------------------------------------------------------------------
-//
-// Up to SGK_MAX_RANK dims, outermost first, each with a size and up to three
-// strides (the views that walk it together). Offsets of a linear index are
-// found innermost first; a single dim needs no division.
-
-#define NSTR 3
-
-struct dimlist {
-    int n;
-    ll d[SGK_MAX_RANK];
-    ll s[NSTR][SGK_MAX_RANK];
-};
-
-__device__ __forceinline__ void dl_offsets(const dimlist &l, int ns, ll idx, ll *off)
-{
-    for (int j = 0; j < ns; j++)
-        off[j] = 0;
-    for (int k = l.n - 1; k > 0; k--) {
-        ll q = idx / l.d[k], c = idx - q * l.d[k];
-        for (int j = 0; j < ns; j++)
-            off[j] += c * l.s[j][k];
-        idx = q;
-    }
-    if (l.n > 0)
-        for (int j = 0; j < ns; j++)
-            off[j] += idx * l.s[j][0];
-}
-
-// Orders the list by the first stride's magnitude, largest first (stable),
-// then merges neighbours that every stride walks as one dim.
-static void dl_normalise(dimlist *l, int ns)
-{
-    for (int i = 1; i < l->n; i++)
-        for (int k = i; k > 0 && llabs_(l->s[0][k - 1]) < llabs_(l->s[0][k]); k--) {
-            ll t = l->d[k];
-            l->d[k] = l->d[k - 1];
-            l->d[k - 1] = t;
-            for (int j = 0; j < ns; j++) {
-                t = l->s[j][k];
-                l->s[j][k] = l->s[j][k - 1];
-                l->s[j][k - 1] = t;
-            }
-        }
-    int m = 0;
-    for (int k = 0; k < l->n; k++) {
-        bool merge = m > 0;
-        for (int j = 0; merge && j < ns; j++)
-            merge = l->s[j][m - 1] == l->s[j][k] * l->d[k];
-        if (merge) {
-            l->d[m - 1] *= l->d[k];
-            for (int j = 0; j < ns; j++)
-                l->s[j][m - 1] = l->s[j][k];
-            continue;
-        }
-        l->d[m] = l->d[k];
-        for (int j = 0; j < ns; j++)
-            l->s[j][m] = l->s[j][k];
-        m++;
-    }
-    l->n = m;
-}
-
-static ll dl_count(const dimlist *l)
-{
-    ll c = 1;
-    for (int k = 0; k < l->n; k++)
-        c *= l->d[k];
-    return c;
-}
 
 // Reductions ------------------------------------------------------------------------
 
@@ -549,20 +381,20 @@ static segrt_status reduce_launch(cudaStream_t stream, const rio &io, const rgeo
     if (g.cols) {
         dim3 grid((unsigned)(g.tiles * (g.M / g.kept.d[g.kept.n - 1])), (unsigned)g.S);
         reduce_cols<XT, T><<<grid, COL_THREADS, 0, stream>>>(io, g, part);
-        segrt_status s = launch_check("reduce_cols");
+        segrt_status s = launched("reduce_cols");
         if (s != SEGRT_OK)
             return s;
     } else {
         dim3 grid((unsigned)ceil_div(g.M, ROW_WARPS), (unsigned)g.S);
         reduce_rows<XT, T><<<grid, ROW_WARPS * 32, 0, stream>>>(io, g, part);
-        segrt_status s = launch_check("reduce_rows");
+        segrt_status s = launched("reduce_rows");
         if (s != SEGRT_OK)
             return s;
     }
     if (g.S == 1)
         return SEGRT_OK;
     reduce_finish<T><<<(unsigned)ceil_div(g.M, ROW_WARPS), ROW_WARPS * 32, 0, stream>>>(io, g, part);
-    return launch_check("reduce_finish");
+    return launched("reduce_finish");
 }
 
 // The identities of max and min over an empty set for integer dtypes: the
@@ -606,7 +438,7 @@ static segrt_status reduce_empty(cudaStream_t stream, sgk_reduce_op op, const sg
     ll blocks = ceil_div(count, 256);
     blocks = blocks > 4096 ? 4096 : blocks;
     reduce_fill<<<(unsigned)blocks, 256, 0, stream>>>(out->data, out->dtype, l, count, fl, fv, iv);
-    return launch_check("reduce_fill");
+    return launched("reduce_fill");
 }
 
 extern "C" segrt_status sgk_reduce(cudaStream_t stream, sgk_reduce_op op, const sgk_view *out,
@@ -744,14 +576,14 @@ static segrt_status softmax_launch(cudaStream_t stream, const sgk_view *out, con
         ll blocks = ceil_div(g.R, 256);
         blocks = blocks > 65535 ? 65535 : blocks;
         softmax_thread<T><<<(unsigned)blocks, 256, 0, stream>>>(in->data, in->dtype, out->data, out->dtype, g);
-        return launch_check("softmax_thread");
+        return launched("softmax_thread");
     }
     if (g.L > 8192 && g.R < 1024) {
         softmax_group<T><<<(unsigned)g.R, 1024, 0, stream>>>(in->data, in->dtype, out->data, out->dtype, g, 1024);
-        return launch_check("softmax_group");
+        return launched("softmax_group");
     }
     softmax_group<T><<<(unsigned)ceil_div(g.R, 8), 256, 0, stream>>>(in->data, in->dtype, out->data, out->dtype, g, 32);
-    return launch_check("softmax_group");
+    return launched("softmax_group");
 }
 
 extern "C" segrt_status sgk_softmax(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int32_t axis,

@@ -13,123 +13,13 @@
 // transform maps onto themselves (batch, channels) take their one tap
 // directly. Consecutive threads take consecutive indices along the
 // output's smallest-stride dim, so stores coalesce.
-#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_common.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-extern "C" segrt_status sg_error(segrt_status status, const char *fmt, ...);
-
-typedef long long ll;
-
-// Element access ---------------------------------------------------------------
-
-template <typename T>
-__device__ __forceinline__ T ld(const void *p, segrt_dtype dt, ll i)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: return (T)((const float *)p)[i];
-    case SEGRT_DTYPE_FLOAT16: return (T)__half2float(((const __half *)p)[i]);
-    case SEGRT_DTYPE_BFLOAT16: return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case SEGRT_DTYPE_FLOAT64: return (T)((const double *)p)[i];
-    case SEGRT_DTYPE_INT8: return (T)((const int8_t *)p)[i];
-    case SEGRT_DTYPE_UINT8: return (T)((const uint8_t *)p)[i];
-    case SEGRT_DTYPE_INT16: return (T)((const int16_t *)p)[i];
-    case SEGRT_DTYPE_UINT16: return (T)((const uint16_t *)p)[i];
-    case SEGRT_DTYPE_INT32: return (T)((const int32_t *)p)[i];
-    case SEGRT_DTYPE_INT64: return (T)((const ll *)p)[i];
-    case SEGRT_DTYPE_BOOL: return (T)(((const uint8_t *)p)[i] != 0);
-    default: return (T)0;
-    }
-}
-
-// Float to integer as the reference's store does: NaN gives 0, values
-// beyond int64 saturate, the rest truncate toward zero; then the narrowing
-// wraps.
-__device__ __forceinline__ ll to_i64(double v)
-{
-    if (!(v == v))
-        return 0;
-    if (v >= 9.2233720368547758e18)
-        return LLONG_MAX;
-    if (v <= -9.2233720368547758e18)
-        return LLONG_MIN;
-    return (ll)v;
-}
-
-template <typename T>
-__device__ __forceinline__ void st(void *p, segrt_dtype dt, ll i, T v)
-{
-    switch (dt) {
-    case SEGRT_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; return;
-    case SEGRT_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn((float)v); return;
-    case SEGRT_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); return;
-    case SEGRT_DTYPE_FLOAT64: ((double *)p)[i] = (double)v; return;
-    case SEGRT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != (T)0; return;
-    case SEGRT_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)to_i64((double)v); return;
-    case SEGRT_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)to_i64((double)v); return;
-    case SEGRT_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)to_i64((double)v); return;
-    case SEGRT_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)to_i64((double)v); return;
-    case SEGRT_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)to_i64((double)v); return;
-    case SEGRT_DTYPE_INT64: ((ll *)p)[i] = to_i64((double)v); return;
-    default: return;
-    }
-}
-
-// Loads with the storage dtype fixed when the kernel is compiled (float16,
-// bfloat16, float32: no branch per tap), or switched on at run time (XT 0).
-template <int XT, typename T>
-__device__ __forceinline__ T ldr(const void *p, segrt_dtype dt, ll i)
-{
-    if (XT == SEGRT_DTYPE_FLOAT16)
-        return (T)__half2float(((const __half *)p)[i]);
-    if (XT == SEGRT_DTYPE_BFLOAT16)
-        return (T)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    if (XT == SEGRT_DTYPE_FLOAT32)
-        return (T)((const float *)p)[i];
-    return ld<T>(p, dt, i);
-}
-
 #define RS_BATCH 8
-
-static bool is_float(segrt_dtype t)
-{
-    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16 ||
-           t == SEGRT_DTYPE_FLOAT64;
-}
-
-static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
-static ll llabs_(ll v) { return v < 0 ? -v : v; }
-
-// Index arithmetic -----------------------------------------------------------------
-//
-// Division by a runtime constant through a multiply (Granlund-Montgomery,
-// as PyTorch's IntDivider): valid for dividends below 2^31, which the host
-// checks before choosing this path. 64-bit division is a long subroutine on
-// the GPU and would dominate a resize otherwise.
-struct udivider {
-    unsigned d, m;
-    int s;
-};
-
-static udivider udiv_make(unsigned d)
-{
-    udivider f;
-    f.d = d;
-    f.s = 0;
-    while (f.s < 32 && (1ull << f.s) < d)
-        f.s++;
-    f.m = (unsigned)(((1ull << 32) * ((1ull << f.s) - d)) / d + 1);
-    return f;
-}
-
-__device__ __forceinline__ unsigned udiv_q(const udivider &f, unsigned n) { return (__umulhi(n, f.m) + n) >> f.s; }
 
 // Geometry ---------------------------------------------------------------------------
 
@@ -137,12 +27,12 @@ struct rsgeom {
     int rank;
     int nd;                   // dims the work index is decomposed over
     int order[SGK_MAX_RANK];  // those dims, fastest-varying first
-    udivider fd[SGK_MAX_RANK];    // their sizes, for the 32-bit path
+    fastdiv fd[SGK_MAX_RANK];    // their sizes, for the 32-bit path
     ll xd[SGK_MAX_RANK], xs[SGK_MAX_RANK], yd[SGK_MAX_RANK], ys[SGK_MAX_RANK];
     bool ident[SGK_MAX_RANK]; // output coordinate i reads input i alone
     int vdim;                 // identity dim a thread walks V elements of (-1: none)
     ll nv;                    // chunks of V along vdim
-    udivider fnv;
+    fastdiv fnv;
     ll work;                  // work items: output elements / V
     bool small;               // every index fits the 32-bit path
     bool raw;                 // nearest between equal dtypes: copy the element's bytes
@@ -279,12 +169,12 @@ __global__ void __launch_bounds__(256, 2) resize_kernel(const void *x, segrt_dty
         if (g.small) {
             unsigned rest = (unsigned)i;
             if (g.vdim >= 0) {
-                unsigned q = udiv_q(g.fnv, rest);
+                unsigned q = fastdiv_div(rest, g.fnv);
                 j0 = (ll)(rest - q * g.fnv.d) * V;
                 rest = q;
             }
             for (int k = 0; k < g.nd; k++) {
-                unsigned q = udiv_q(g.fd[k], rest);
+                unsigned q = fastdiv_div(rest, g.fd[k]);
                 co[g.order[k]] = rest - q * g.fd[k].d;
                 rest = q;
             }
@@ -495,9 +385,9 @@ extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params 
     g.small = g.work < ((ll)1 << 31);
     if (g.small) {
         for (int k = 0; k < g.nd; k++)
-            g.fd[k] = udiv_make((unsigned)g.yd[g.order[k]]);
+            g.fd[k] = fastdiv_make((unsigned)g.yd[g.order[k]]);
         if (g.vdim >= 0)
-            g.fnv = udiv_make((unsigned)g.nv);
+            g.fnv = fastdiv_make((unsigned)g.nv);
     }
     g.raw = x->dtype == y->dtype;
     g.esize = (int)segrt_dtype_size(x->dtype);
@@ -507,8 +397,5 @@ extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params 
     case SEGRT_DTYPE_FLOAT32: resize_launch<SEGRT_DTYPE_FLOAT32, float>(stream, y, x, g, v); break;
     default: resize_launch<0, double>(stream, y, x, g, v); break; // float64, and integers (nearest)
     }
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return sg_error(SEGRT_ERROR_DEVICE, "resize_kernel: %s", cudaGetErrorString(e));
-    return SEGRT_OK;
+    return launched("resize_kernel");
 }
