@@ -12,6 +12,7 @@
  * dense output), Tile and Pad (sgk_pad), DepthToSpace/SpaceToDepth (a COPY
  * between 6-D views), Gather, ScatterND and Einsum. */
 #include "backend/cuda/cuda_internal.h"
+#include "graph/einsum.h"
 #include "graph/infer.h"
 
 #include <string.h>
@@ -40,13 +41,6 @@ static sg_status need_output(const sg_node *n, int32_t k)
     if (k >= n->n_outputs || n->outputs[k] < 0)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "output %d is missing", k);
     return SEGRT_OK;
-}
-
-/* The dense layout of tensor t, or PLAIN for other views. */
-static cuda_layout dense_layout(const sg_cuda_plan *p, int32_t t)
-{
-    return cuda_tensor_layout(&p->tensors[t]) == CUDA_LAYOUT_CHANNELS_LAST ? CUDA_LAYOUT_CHANNELS_LAST
-                                                                          : CUDA_LAYOUT_PLAIN;
 }
 
 /* Checks that a view's dims are the graph's for value v. */
@@ -504,7 +498,7 @@ sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n)
     if (s == SEGRT_OK && at != dims[axis])
         s = sg_node_error(n, SEGRT_ERROR_INTERNAL, "inputs do not add up to the output along axis %d", axis);
     if (s == SEGRT_OK)
-        s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), dense_layout(p, args[0]), &args[n_in]);
+        s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, args[0]), &args[n_in]);
     if (s != SEGRT_OK) {
         free(c);
         return s;
@@ -544,7 +538,7 @@ static sg_status run_pad(const cuda_step *s, cuda_run *r)
 static sg_status pad_step_add(sg_cuda_plan *p, const sg_node *n, int32_t x, pad_step *ps)
 {
     int32_t args[2] = {x, -1};
-    sg_status s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), dense_layout(p, x), &args[1]);
+    sg_status s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &args[1]);
     if (s != SEGRT_OK) {
         free(ps);
         return s;
@@ -743,7 +737,7 @@ sg_status cuda_build_depth_space(sg_cuda_plan *p, const sg_node *n)
     ds->crd = crd;
     ds->b = b;
     int32_t args[2] = {x, -1};
-    sg_status s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), dense_layout(p, x), &args[1]);
+    sg_status s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &args[1]);
     if (s != SEGRT_OK) {
         free(ds);
         return s;
@@ -852,7 +846,7 @@ sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n)
     const cuda_tensor it = p->tensors[args[1]];
     if ((it.dtype != SEGRT_DTYPE_INT32 && it.dtype != SEGRT_DTYPE_INT64) || it.rank < 1)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "indices must be int32 or int64 of rank >= 1");
-    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), dense_layout(p, args[0]), &args[3]));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, args[0]), &args[3]));
     scatter_step *ss = sg_calloc(1, sizeof *ss);
     if (!ss)
         return SEGRT_ERROR_OUT_OF_MEMORY;
@@ -862,65 +856,6 @@ sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n)
 }
 
 /* Einsum ------------------------------------------------------------------------------------------- */
-
-/* Labels as the reference numbers them: 'a'-'z' 0-25, 'A'-'Z' 26-51,
- * then one per broadcast ("...") dim, aligned right. */
-#define EIN_LETTERS 52
-#define EIN_LABELS (EIN_LETTERS + SEGRT_MAX_RANK)
-
-typedef struct ein_term {
-    int32_t n_letters;
-    int32_t letters[EIN_LABELS]; /* -1 marks the ellipsis */
-    bool has_ellipsis;
-} ein_term;
-
-static int32_t letter_id(char c)
-{
-    if (c >= 'a' && c <= 'z')
-        return c - 'a';
-    if (c >= 'A' && c <= 'Z')
-        return 26 + (c - 'A');
-    return -1;
-}
-
-static sg_status parse_term(const sg_node *n, const char *s, size_t len, ein_term *t)
-{
-    memset(t, 0, sizeof *t);
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == ' ')
-            continue;
-        if (s[i] == '.') {
-            if (t->has_ellipsis || i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.')
-                return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "malformed ellipsis in equation");
-            t->has_ellipsis = true;
-            t->letters[t->n_letters++] = -1;
-            i += 2;
-            continue;
-        }
-        int32_t id = letter_id(s[i]);
-        if (id < 0 || t->n_letters >= EIN_LETTERS)
-            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "bad character '%c' in equation", s[i]);
-        t->letters[t->n_letters++] = id;
-    }
-    return SEGRT_OK;
-}
-
-static sg_status expand_term(const sg_node *n, const ein_term *t, int32_t rank, int32_t ell_rank, int32_t *labels)
-{
-    int32_t fixed = t->n_letters - (t->has_ellipsis ? 1 : 0), ell = rank - fixed;
-    if (ell < 0 || (!t->has_ellipsis && ell != 0) || ell > ell_rank || rank > SEGRT_MAX_RANK)
-        return sg_node_error(n, SEGRT_ERROR_SHAPE, "equation term does not match rank %d", rank);
-    int32_t k = 0;
-    for (int32_t i = 0; i < t->n_letters; i++) {
-        if (t->letters[i] >= 0) {
-            labels[k++] = t->letters[i];
-            continue;
-        }
-        for (int32_t e = 0; e < ell; e++)
-            labels[k++] = EIN_LETTERS + (ell_rank - ell) + e;
-    }
-    return SEGRT_OK;
-}
 
 /* The contraction as sgk_einsum takes it: letters numbered free first
  * (output order), then summed; each input's dims name their letter. */
@@ -955,108 +890,25 @@ static sg_status run_einsum(const cuda_step *s, cuda_run *r)
     return sgk_einsum(r->stream, &ep, &out);
 }
 
-/* Parses the equation against the inputs' ranks and dims into es. */
+/* Resolves the equation against the inputs' ranks and dims into es. */
 static sg_status einsum_parse(const sg_cuda_plan *p, const sg_node *n, const int32_t *ts, einsum_step *es)
 {
-    const char *eq = sg_attr_string(n, "equation", NULL);
-    if (!eq)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "attribute equation is required");
-    int32_t n_in = es->n_in;
-    const char *arrow = strstr(eq, "->");
-    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq), start = 0;
-    ein_term terms[SGK_EINSUM_MAX_IN];
-    int32_t nt = 0;
-    for (size_t i = 0; i <= lhs_len; i++) {
-        if (i == lhs_len || eq[i] == ',') {
-            if (nt >= n_in)
-                return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "equation has more terms than inputs");
-            SG_TRY(parse_term(n, eq + start, i - start, &terms[nt++]));
-            start = i + 1;
-        }
+    int32_t rank[SGK_EINSUM_MAX_IN];
+    int64_t dims[SGK_EINSUM_MAX_IN][SEGRT_MAX_RANK];
+    for (int32_t i = 0; i < es->n_in; i++) {
+        rank[i] = p->tensors[ts[i]].rank;
+        memcpy(dims[i], p->tensors[ts[i]].dims, sizeof dims[i]);
     }
-    if (nt != n_in)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "equation has %d terms for %d inputs", nt, n_in);
-    int32_t ell_rank = 0;
-    for (int32_t i = 0; i < n_in; i++) {
-        int32_t ell = p->tensors[ts[i]].rank - (terms[i].n_letters - (terms[i].has_ellipsis ? 1 : 0));
-        if (terms[i].has_ellipsis && ell > ell_rank)
-            ell_rank = ell;
-    }
-    int64_t size[EIN_LABELS];
-    int32_t uses[EIN_LABELS] = {0}, labels[SGK_EINSUM_MAX_IN][SEGRT_MAX_RANK];
-    bool present[EIN_LABELS] = {false};
-    for (int32_t l = 0; l < EIN_LABELS; l++)
-        size[l] = 1;
-    for (int32_t i = 0; i < n_in; i++) {
-        const cuda_tensor *t = &p->tensors[ts[i]];
-        SG_TRY(expand_term(n, &terms[i], t->rank, ell_rank, labels[i]));
-        es->rank[i] = t->rank;
-        for (int32_t d = 0; d < t->rank; d++) {
-            int32_t l = labels[i][d];
-            if (!present[l] || size[l] == 1)
-                size[l] = t->dims[d];
-            else if (t->dims[d] != size[l] && t->dims[d] != 1)
-                return sg_node_error(n, SEGRT_ERROR_SHAPE, "label sizes %lld and %lld disagree",
-                                     (long long)size[l], (long long)t->dims[d]);
-            present[l] = true;
-            uses[l]++;
-        }
-    }
-    int32_t out_labels[EIN_LABELS], n_out = 0;
-    bool in_out[EIN_LABELS] = {false};
-    if (arrow) {
-        ein_term ot;
-        SG_TRY(parse_term(n, arrow + 2, strlen(arrow + 2), &ot));
-        for (int32_t i = 0; i < ot.n_letters; i++) {
-            int32_t l = ot.letters[i];
-            if (l < 0) {
-                for (int32_t e = 0; e < ell_rank; e++) {
-                    out_labels[n_out++] = EIN_LETTERS + e;
-                    in_out[EIN_LETTERS + e] = true;
-                }
-                continue;
-            }
-            if (!present[l] || in_out[l])
-                return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "output label is repeated or not in any input");
-            out_labels[n_out++] = l;
-            in_out[l] = true;
-        }
-    } else {
-        for (int32_t e = 0; e < ell_rank; e++) {
-            out_labels[n_out++] = EIN_LETTERS + e;
-            in_out[EIN_LETTERS + e] = true;
-        }
-        /* Letters used once, in ASCII order (uppercase first), as numpy. */
-        for (int32_t k = 0; k < EIN_LETTERS; k++) {
-            int32_t l = k < 26 ? 26 + k : k - 26;
-            if (present[l] && uses[l] == 1) {
-                out_labels[n_out++] = l;
-                in_out[l] = true;
-            }
-        }
-    }
-    /* Letter numbers: free ones in output order, then the summed ones. */
-    int32_t n_sum = 0;
-    for (int32_t l = 0; l < EIN_LABELS; l++)
-        n_sum += present[l] && !in_out[l];
-    if (n_out + n_sum > SGK_EINSUM_MAX_LETTERS)
+    sg_einsum e;
+    SG_TRY(sg_einsum_resolve(n, es->n_in, rank, (const int64_t(*)[SEGRT_MAX_RANK])dims, &e));
+    if (e.n_letters > SGK_EINSUM_MAX_LETTERS)
         return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%d distinct letters; at most %d are supported",
-                             n_out + n_sum, SGK_EINSUM_MAX_LETTERS);
-    int32_t letter_of[EIN_LABELS], nl = 0;
-    for (int32_t i = 0; i < n_out; i++) {
-        letter_of[out_labels[i]] = nl;
-        es->letter_dims[nl++] = size[out_labels[i]];
-    }
-    for (int32_t l = 0; l < EIN_LABELS; l++)
-        if (present[l] && !in_out[l]) {
-            letter_of[l] = nl;
-            es->letter_dims[nl++] = size[l];
-        }
-    es->n_letters = nl;
-    for (int32_t i = 0; i < n_in; i++)
-        for (int32_t d = 0; d < es->rank[i]; d++)
-            es->letter[i][d] = letter_of[labels[i][d]];
-    return check_dims(p, n, n->outputs[0], n_out, es->letter_dims);
+                             e.n_letters, SGK_EINSUM_MAX_LETTERS);
+    es->n_letters = e.n_letters;
+    memcpy(es->letter_dims, e.size, sizeof(int64_t) * (size_t)e.n_letters);
+    memcpy(es->rank, e.rank, sizeof es->rank);
+    memcpy(es->letter, e.letter, sizeof es->letter);
+    return check_dims(p, n, n->outputs[0], e.n_out, es->letter_dims);
 }
 
 sg_status cuda_build_einsum(sg_cuda_plan *p, const sg_node *n)
