@@ -88,10 +88,8 @@ static cuda_layout out_layout(const sg_cuda_plan *p, const int32_t *in, int32_t 
 {
     for (int32_t i = 0; i < n_in; i++) {
         const cuda_tensor *t = &p->tensors[in[i]];
-        if (t->rank != rank || memcmp(t->dims, dims, sizeof(int64_t) * (size_t)rank) != 0)
-            continue;
-        cuda_layout l = cuda_tensor_layout(t);
-        return l == CUDA_LAYOUT_CHANNELS_LAST ? l : CUDA_LAYOUT_PLAIN;
+        if (t->rank == rank && memcmp(t->dims, dims, sizeof(int64_t) * (size_t)rank) == 0)
+            return cuda_dense_layout(p, in[i]);
     }
     return CUDA_LAYOUT_PLAIN;
 }
@@ -553,9 +551,7 @@ static sg_status build_bn_dynamic(sg_cuda_plan *p, const sg_node *n)
     int64_t c = xt->dims[1];
     for (int32_t i = 5; i < 8; i++)
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &c, CUDA_LAYOUT_PLAIN, &args[i]));
-    cuda_layout l = cuda_tensor_layout(xt);
-    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), l == CUDA_LAYOUT_ANY ? CUDA_LAYOUT_PLAIN : l,
-                           &args[8]));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, args[0]), &args[8]));
     bn_dyn *bp = sg_malloc(sizeof *bp);
     if (!bp)
         return SEGRT_ERROR_OUT_OF_MEMORY;

@@ -13,26 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static sgk_view geometry_view(const sg_cuda_plan *p, int32_t t)
-{
-    const cuda_tensor *ct = &p->tensors[t];
-    sgk_view v;
-    memset(&v, 0, sizeof v);
-    v.dtype = ct->dtype;
-    v.rank = ct->rank;
-    for (int32_t d = 0; d < ct->rank; d++) {
-        v.dims[d] = ct->dims[d];
-        v.strides[d] = ct->strides[d];
-    }
-    return v;
-}
-
-static cuda_layout same_layout(const sg_cuda_plan *p, int32_t t)
-{
-    cuda_layout l = cuda_tensor_layout(&p->tensors[t]);
-    return l == CUDA_LAYOUT_CHANNELS_LAST ? l : CUDA_LAYOUT_PLAIN;
-}
-
 static int64_t value_numel(const sg_value *v)
 {
     int64_t numel = -1;
@@ -159,12 +139,12 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     SG_TRY(gn_param(p, n, 1, c, &args[1]));
     SG_TRY(gn_param(p, n, 2, c, &args[2]));
     sg_dtype yt = fuse ? cuda_out_dtype(p, fuse, fuse->outputs[0]) : cuda_out_dtype(p, n, out_value);
-    SG_TRY(cuda_output_new(p, n, 0, yt, same_layout(p, args[0]), &args[3]));
+    SG_TRY(cuda_output_new(p, n, 0, yt, cuda_dense_layout(p, args[0]), &args[3]));
     if (fuse) {
         cuda_mark_fused(p, reader);
         cuda_value_set(p, fuse->outputs[0], args[3]);
     }
-    sgk_view xg = geometry_view(p, args[0]);
+    sgk_view xg = cuda_geometry_view(p, args[0]);
     size_t scratch = sgk_group_norm_scratch(&xg, groups);
     gn_params *params = sg_malloc(sizeof *params);
     if (!params)
@@ -237,7 +217,7 @@ static sg_status build_layer_norm(sg_cuda_plan *p, const sg_node *n)
     SG_TRY(cuda_value_as(p, n->inputs[1], SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, &args[k++]));
     if (lp.has_bias)
         SG_TRY(cuda_value_as(p, n->inputs[2], SEGRT_DTYPE_FLOAT32, CUDA_LAYOUT_PLAIN, &args[k++]));
-    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), same_layout(p, x), &args[k++]));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &args[k++]));
     /* Mean and InvStdDev are float32 whatever stash_type says: the
      * statistics are computed in float32. */
     if (lp.has_mean)

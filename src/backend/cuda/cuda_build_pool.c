@@ -16,11 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static cuda_layout same_layout(const sg_cuda_plan *p, int32_t t)
-{
-    cuda_layout l = cuda_tensor_layout(&p->tensors[t]);
-    return l == CUDA_LAYOUT_CHANNELS_LAST ? l : CUDA_LAYOUT_PLAIN;
-}
 
 /* Pooling ------------------------------------------------------------------------ */
 
@@ -90,7 +85,7 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
 
     int32_t args[3], x;
     sg_status s = cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x);
-    cuda_layout l = s == SEGRT_OK ? same_layout(p, x) : CUDA_LAYOUT_PLAIN;
+    cuda_layout l = s == SEGRT_OK ? cuda_dense_layout(p, x) : CUDA_LAYOUT_PLAIN;
     args[0] = x;
     if (s == SEGRT_OK)
         s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), l, &args[1]);
@@ -322,7 +317,7 @@ sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n)
             return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "cannot resize an empty input");
     int32_t x, y;
     SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x));
-    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), same_layout(p, x), &y));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &y));
     sgk_resize_params *params = sg_malloc(sizeof *params);
     if (!params)
         return SEGRT_ERROR_OUT_OF_MEMORY;

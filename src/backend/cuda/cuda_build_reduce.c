@@ -13,30 +13,6 @@
 
 #include <string.h>
 
-/* An sgk_view of tensor t's geometry (no memory): for sizing scratch at
- * build time, when strides are known but pointers are not. */
-static sgk_view geometry_view(const sg_cuda_plan *p, int32_t t)
-{
-    const cuda_tensor *ct = &p->tensors[t];
-    sgk_view v;
-    memset(&v, 0, sizeof v);
-    v.dtype = ct->dtype;
-    v.rank = ct->rank;
-    for (int32_t d = 0; d < ct->rank; d++) {
-        v.dims[d] = ct->dims[d];
-        v.strides[d] = ct->strides[d];
-    }
-    return v;
-}
-
-/* The layout of an output that keeps its input's dims: the input's when
- * dense (PLAIN or CHANNELS_LAST), else PLAIN. */
-static cuda_layout same_layout(const sg_cuda_plan *p, int32_t t)
-{
-    cuda_layout l = cuda_tensor_layout(&p->tensors[t]);
-    return l == CUDA_LAYOUT_CHANNELS_LAST ? l : CUDA_LAYOUT_PLAIN;
-}
-
 typedef struct reduce_params {
     sgk_reduce_op op;
     bool select_last;
@@ -127,13 +103,13 @@ static sg_status reduce_step(sg_cuda_plan *p, const sg_node *n, const reduce_par
     int32_t xv = n->inputs[0], yv = n->outputs[0];
     int32_t x, y;
     SG_TRY(cuda_value_as(p, xv, SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x));
-    cuda_layout l = proto->drop ? CUDA_LAYOUT_PLAIN : same_layout(p, x);
+    cuda_layout l = proto->drop ? CUDA_LAYOUT_PLAIN : cuda_dense_layout(p, x);
     SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, yv), l, &y));
     reduce_params *rp = sg_malloc(sizeof *rp);
     if (!rp)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *rp = *proto;
-    sgk_view xg = geometry_view(p, x), yg = geometry_view(p, y);
+    sgk_view xg = cuda_geometry_view(p, x), yg = cuda_geometry_view(p, y);
     sgk_view kg = keepdims_view(rp, &yg);
     size_t scratch = sgk_reduce_scratch(rp->op, &kg, &xg);
     int32_t args[2] = {x, y};
@@ -204,7 +180,7 @@ sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
         if (count == 0 && sg_attr_int(n, "noop_with_empty_axes", 0) != 0) {
             int32_t x, y;
             SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x));
-            SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), same_layout(p, x), &y));
+            SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &y));
             int32_t args[2] = {x, y};
             cuda_step *st;
             return cuda_step_new(p, n, "segrt copy", copy_run, args, 2, 1, NULL, NULL, &st);
@@ -273,7 +249,7 @@ sg_status cuda_build_softmax(sg_cuda_plan *p, const sg_node *n)
     SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), xv->shape.rank, &axis));
     int32_t x, y;
     SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x));
-    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), same_layout(p, x), &y));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &y));
     softmax_params *sp = sg_malloc(sizeof *sp);
     if (!sp)
         return SEGRT_ERROR_OUT_OF_MEMORY;

@@ -138,6 +138,9 @@ struct cuda_run {
 
 /* The view of tensor t for this run. */
 sgk_view cuda_view(const cuda_run *r, int32_t t);
+/* Tensor t's dims and strides without memory: for sizing scratch at build
+ * time, when strides are known but pointers are not. */
+sgk_view cuda_geometry_view(const sg_cuda_plan *p, int32_t t);
 
 /* Per-layer choices that a plan file keeps so a load does not redo them:
  * for each step that chose among implementations, an opaque record the
@@ -227,6 +230,9 @@ void cuda_value_set(sg_cuda_plan *p, int32_t v, int32_t t);
 void cuda_layout_strides(cuda_layout l, int32_t rank, const int64_t *dims, int64_t *strides);
 /* The dense layout tensor t has (PLAIN, CHANNELS_LAST) or ANY for other views. */
 cuda_layout cuda_tensor_layout(const cuda_tensor *t);
+/* The layout of a new tensor that keeps t's dims: CHANNELS_LAST where t is
+ * dense channels-last, else PLAIN. */
+cuda_layout cuda_dense_layout(const sg_cuda_plan *p, int32_t t);
 
 /* Appends a step for node n (NULL for plan-made steps) running fn with
  * args (inputs then n_outputs outputs). Takes params (freed on failure

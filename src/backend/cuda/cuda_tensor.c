@@ -51,6 +51,12 @@ cuda_layout cuda_tensor_layout(const cuda_tensor *t)
     return CUDA_LAYOUT_ANY;
 }
 
+cuda_layout cuda_dense_layout(const sg_cuda_plan *p, int32_t t)
+{
+    return cuda_tensor_layout(&p->tensors[t]) == CUDA_LAYOUT_CHANNELS_LAST ? CUDA_LAYOUT_CHANNELS_LAST
+                                                                          : CUDA_LAYOUT_PLAIN;
+}
+
 static bool tensor_has_layout(const cuda_tensor *t, cuda_layout l)
 {
     if (l == CUDA_LAYOUT_ANY)
@@ -315,17 +321,24 @@ float *cuda_const_f32(const sg_cuda_plan *p, int32_t v)
 
 /* Run-time views ------------------------------------------------------------ */
 
-sgk_view cuda_view(const cuda_run *r, int32_t t)
+sgk_view cuda_geometry_view(const sg_cuda_plan *p, int32_t t)
 {
-    const cuda_tensor *ct = &r->plan->tensors[t];
+    const cuda_tensor *ct = &p->tensors[t];
     sgk_view v;
-    v.data = r->ptr[t];
+    v.data = NULL;
     v.dtype = ct->dtype;
     v.rank = ct->rank;
     for (int32_t i = 0; i < SGK_MAX_RANK; i++) {
         v.dims[i] = i < ct->rank ? ct->dims[i] : 1;
         v.strides[i] = i < ct->rank ? ct->strides[i] : 0;
     }
+    return v;
+}
+
+sgk_view cuda_view(const cuda_run *r, int32_t t)
+{
+    sgk_view v = cuda_geometry_view(r->plan, t);
+    v.data = r->ptr[t];
     return v;
 }
 
