@@ -39,18 +39,6 @@ void sg_context_profile_print(const segrt_context *ctx, FILE *f)
 
 static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
 
-static bool graph_is_static(const sg_graph *g)
-{
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
-            if (g->nodes[i].outputs[k] >= 0 && !sg_shape_is_static(&g->values[g->nodes[i].outputs[k]].shape))
-                return false;
-    for (int32_t i = 0; i < g->n_inputs; i++)
-        if (!sg_shape_is_static(&g->values[g->inputs[i]].shape))
-            return false;
-    return true;
-}
-
 /* A CUDA engine: the model optimized with the fixed shapes bound (ranged
  * inputs stay symbolic), and its CUDA half compiling the profile's plans. */
 static sg_status build_cuda(const segrt_model *model, const segrt_build_options *opts, segrt_engine **out)
@@ -110,7 +98,7 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
     }
     e->g = g;
     e->threads = opts ? opts->threads : 0;
-    if (graph_is_static(g)) {
+    if (sg_graph_is_static(g)) {
         sg_status s = sg_cpu_plan_build(g, e->threads, &e->plan);
         if (s != SEGRT_OK) {
             s = sg_error_prefix(s, "%s: ", g->path);
@@ -350,7 +338,7 @@ static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tenso
     sg_cpu_plan *plan = NULL;
     sg_cpu_exec *exec = NULL;
     sg_status s = sg_graph_optimize(g, ref_lookup);
-    if (s == SEGRT_OK && !graph_is_static(g)) {
+    if (s == SEGRT_OK && !sg_graph_is_static(g)) {
         /* Shapes that depend on input values: no plan can be made ahead;
          * the caller interprets this specialization and frees it. */
         *interpret = g;

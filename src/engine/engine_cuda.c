@@ -23,18 +23,6 @@ struct sg_cuda_engine {
 
 static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
 
-static bool graph_static(const sg_graph *g)
-{
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
-            if (g->nodes[i].outputs[k] >= 0 && !sg_shape_is_static(&g->values[g->nodes[i].outputs[k]].shape))
-                return false;
-    for (int32_t i = 0; i < g->n_inputs; i++)
-        if (!sg_shape_is_static(&g->values[g->inputs[i]].shape))
-            return false;
-    return true;
-}
-
 /* g with the inputs bound to dims[i] (rank[i]), inferred and optimized. */
 static sg_status specialize(const sg_graph *g, const int32_t *rank, int64_t (*dims)[SEGRT_MAX_RANK], sg_graph **out)
 {
@@ -98,7 +86,7 @@ static sg_status add_plan(sg_cuda_engine *ce, const int32_t *rank, int64_t (*dim
 {
     sg_graph *s = NULL;
     SG_TRY(specialize(ce->g, rank, dims, &s));
-    if (!graph_static(s)) {
+    if (!sg_graph_is_static(s)) {
         if (interpret && ce->copts.allow_cpu_fallback) {
             *interpret = s;
             return SEGRT_OK;

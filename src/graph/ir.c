@@ -567,3 +567,15 @@ sg_tensor sg_value_tensor(const sg_value *v)
     t.data = v->data ? sg_blob_data(v->data) : NULL;
     return t;
 }
+
+bool sg_graph_is_static(const sg_graph *g)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] >= 0 && !sg_shape_is_static(&g->values[g->nodes[i].outputs[k]].shape))
+                return false;
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        if (!sg_shape_is_static(&g->values[g->inputs[i]].shape))
+            return false;
+    return true;
+}

@@ -173,6 +173,10 @@ bool sg_shape_numel(const sg_shape *s, int64_t *out);
 /* "1x3xs53x?" with symbols by name; "?" for unknown rank. */
 const char *sg_shape_format(const sg_graph *g, const sg_shape *s, char *buf, size_t cap);
 
+/* Whether every input and node output has a known shape (a plan can be
+ * compiled ahead of the data). */
+bool sg_graph_is_static(const sg_graph *g);
+
 /* A kernel's view of a value that holds data and a static shape. */
 sg_tensor sg_value_tensor(const sg_value *v);
 
