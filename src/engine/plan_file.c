@@ -10,6 +10,7 @@
  * capability, CUDA runtime and cuDNN versions, the model's content hash and
  * the build options. A plan loads only where the machine's part of the key
  * matches; the cache also requires the model and options to match. */
+#include "core/file.h"
 #include "engine/engine_internal.h"
 #include "onnx/onnx_export.h"
 #include "onnx/onnx_import.h"
@@ -358,32 +359,6 @@ segrt_status segrt_engine_save(const segrt_engine *engine, const char *path)
 
 /* Loading --------------------------------------------------------------------------- */
 
-static sg_status read_file(const char *path, uint8_t **out, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
-    }
-    uint8_t *b = sg_malloc((size_t)st.st_size + 1);
-    if (!b) {
-        fclose(f);
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    }
-    size_t n = fread(b, 1, (size_t)st.st_size, f);
-    fclose(f);
-    if (n != (size_t)st.st_size) {
-        free(b);
-        return sg_error(SEGRT_ERROR_IO, "%s: read failed", path);
-    }
-    *out = b;
-    *size = n;
-    return SEGRT_OK;
-}
-
 /* Says which machine fields differ between the plan's key and this machine's. */
 static sg_status check_machine(const char *path, const char *have, const char *want)
 {
@@ -524,7 +499,7 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
                         path, device, n_dev);
     uint8_t *file = NULL;
     size_t size = 0;
-    SG_TRY(read_file(path, &file, &size));
+    SG_TRY(sg_read_file(path, (uint64_t)1 << 40, "a plan file segrt reads (1 TiB)", &file, &size));
     rbuf r = {file, size, 0, false};
     const char *magic = take(&r, 8);
     sg_status s = SEGRT_OK;

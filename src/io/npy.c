@@ -1,11 +1,12 @@
 #include "io/npy.h"
 
+#include "core/file.h"
+
 #include "core/mem.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Headers numpy writes are under 200 bytes; anything past this is hostile. */
@@ -157,28 +158,10 @@ sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tens
 
 sg_status sg_npy_read(const char *path, sg_tensor *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
-    }
-    if ((int64_t)st.st_size > NPY_MAX_BYTES + NPY_MAX_HEADER + 16) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: file is too large", path);
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *buf = sg_malloc(size);
-    if (!buf) {
-        fclose(f);
-        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
-    }
-    size_t got = fread(buf, 1, size, f);
-    fclose(f);
-    sg_status s = got == size ? sg_npy_parse(buf, size, path, out)
-                              : sg_error(SEGRT_ERROR_IO, "%s: read %zu of %zu bytes", path, got, size);
+    uint8_t *buf;
+    size_t size;
+    SG_TRY(sg_read_file(path, (uint64_t)NPY_MAX_BYTES + NPY_MAX_HEADER + 16, "an NPY file segrt reads", &buf, &size));
+    sg_status s = sg_npy_parse(buf, size, path, out);
     free(buf);
     return s;
 }

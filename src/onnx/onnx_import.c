@@ -1,5 +1,7 @@
 #include "onnx/onnx_import.h"
 
+#include "core/file.h"
+
 #include "core/strmap.h"
 #include "graph/infer.h"
 #include "onnx/external_data.h"
@@ -11,7 +13,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Real models nest graph -> node -> attribute -> graph a few levels deep
  * (If/Loop bodies); 64 leaves ample room and bounds protobuf-c's recursion. */
@@ -526,34 +527,11 @@ sg_status sg_onnx_import(const void *data, size_t size, const char *base_dir, co
 
 sg_status sg_onnx_import_file(const char *path, sg_graph **out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
-    }
+    uint8_t *buf;
+    size_t size;
     /* protobuf caps a message at 2 GiB; larger models keep weights outside. */
-    if ((uint64_t)st.st_size > ((uint64_t)1 << 31)) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_INVALID_MODEL,
-                        "%s: %lld bytes is more than a protobuf can hold (2 GiB); store the "
-                        "weights as external data",
-                        path, (long long)st.st_size);
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *buf = sg_malloc(size ? size : 1);
-    if (!buf) {
-        fclose(f);
-        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
-    }
-    size_t got = fread(buf, 1, size, f);
-    fclose(f);
-    if (got != size) {
-        free(buf);
-        return sg_error(SEGRT_ERROR_IO, "%s: read %zu of %zu bytes", path, got, size);
-    }
+    SG_TRY(sg_read_file(path, (uint64_t)1 << 31,
+                        "a protobuf can hold (2 GiB); store the weights as external data", &buf, &size));
     char dir_buf[PATH_MAX];
     snprintf(dir_buf, sizeof dir_buf, "%s", path);
     const char *dir = dirname(dir_buf);

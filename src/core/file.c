@@ -1,0 +1,41 @@
+/* Whole-file reads (see file.h). */
+#include "core/file.h"
+
+#include "core/mem.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        fclose(f);
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %lld bytes, more than %s", path, (long long)st.st_size,
+                        limit);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = sg_malloc(n ? n : 1);
+    if (!buf) {
+        fclose(f);
+        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
+    }
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return sg_error(SEGRT_ERROR_IO, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    *out = buf;
+    *size = n;
+    return SEGRT_OK;
+}
