@@ -19,6 +19,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses "NAME=1x3x512x512" into name (pointing into arg, NUL-terminated
  * by replacing '='), rank and dims. */
 bool cli_parse_shape(char *arg, const char **name, int32_t *rank, int64_t *dims);
+/* Parses "NAME=DIMS" where each dim is N or MIN:OPT:MAX (a profile). */
+bool cli_parse_shape_range(char *arg, const char **name, int32_t *rank, int64_t *min, int64_t *opt, int64_t *max);
 
 /* Parses a non-negative decimal integer. */
 bool cli_parse_int(const char *s, int64_t *out);

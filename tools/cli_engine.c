@@ -118,45 +118,6 @@ int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
     return 1;
 }
 
-/* NAME=DIMS where each dim is N or MIN:OPT:MAX. */
-static bool parse_range_shape(char *arg, const char **name, int32_t *rank, int64_t *mn, int64_t *op, int64_t *mx)
-{
-    char *eq = strrchr(arg, '=');
-    if (!eq || eq == arg || !eq[1])
-        return false;
-    *eq = '\0';
-    *name = arg;
-    *rank = 0;
-    for (char *p = eq + 1; *p;) {
-        if (*rank == SEGRT_MAX_RANK)
-            return false;
-        char *x = strchr(p, 'x');
-        if (x)
-            *x = '\0';
-        char *c1 = strchr(p, ':');
-        int32_t r = *rank;
-        if (!c1) {
-            if (!cli_parse_int(p, &mn[r]))
-                return false;
-            op[r] = mx[r] = mn[r];
-        } else {
-            char *c2 = strchr(c1 + 1, ':');
-            if (!c2)
-                return false;
-            *c1 = *c2 = '\0';
-            if (!cli_parse_int(p, &mn[r]) || !cli_parse_int(c1 + 1, &op[r]) || !cli_parse_int(c2 + 1, &mx[r]))
-                return false;
-        }
-        (*rank)++;
-        if (!x)
-            break;
-        p = x + 1;
-        if (!*p)
-            return false;
-    }
-    return *rank > 0;
-}
-
 int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out)
 {
     segrt_build_options *opts;
@@ -178,7 +139,7 @@ int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out)
         const char *name;
         int32_t rank;
         int64_t mn[SEGRT_MAX_RANK], op[SEGRT_MAX_RANK], mx[SEGRT_MAX_RANK];
-        if (!parse_range_shape(buf, &name, &rank, mn, op, mx)) {
+        if (!cli_parse_shape_range(buf, &name, &rank, mn, op, mx)) {
             segrt_build_options_destroy(opts);
             return cli_usage_error("--shape `%s`: want NAME=DIMS, e.g. image=1x3x512x512 or image=1:8:16x3x512x512",
                                    o->shapes[i]);

@@ -45,7 +45,8 @@ bool cli_parse_int(const char *s, int64_t *out)
     return true;
 }
 
-bool cli_parse_shape(char *arg, const char **name, int32_t *rank, int64_t *dims)
+/* NAME=DIMS where each dim is N or MIN:OPT:MAX. */
+bool cli_parse_shape_range(char *arg, const char **name, int32_t *rank, int64_t *mn, int64_t *op, int64_t *mx)
 {
     char *eq = strrchr(arg, '=');
     if (!eq || eq == arg || !eq[1])
@@ -53,13 +54,26 @@ bool cli_parse_shape(char *arg, const char **name, int32_t *rank, int64_t *dims)
     *eq = '\0';
     *name = arg;
     *rank = 0;
-    char *p = eq + 1;
-    while (*p) {
+    for (char *p = eq + 1; *p;) {
+        if (*rank == SEGRT_MAX_RANK)
+            return false;
         char *x = strchr(p, 'x');
         if (x)
             *x = '\0';
-        if (*rank == SEGRT_MAX_RANK || !cli_parse_int(p, &dims[*rank]))
-            return false;
+        char *c1 = strchr(p, ':');
+        int32_t r = *rank;
+        if (!c1) {
+            if (!cli_parse_int(p, &mn[r]))
+                return false;
+            op[r] = mx[r] = mn[r];
+        } else {
+            char *c2 = strchr(c1 + 1, ':');
+            if (!c2)
+                return false;
+            *c1 = *c2 = '\0';
+            if (!cli_parse_int(p, &mn[r]) || !cli_parse_int(c1 + 1, &op[r]) || !cli_parse_int(c2 + 1, &mx[r]))
+                return false;
+        }
         (*rank)++;
         if (!x)
             break;
@@ -68,6 +82,17 @@ bool cli_parse_shape(char *arg, const char **name, int32_t *rank, int64_t *dims)
             return false;
     }
     return *rank > 0;
+}
+
+bool cli_parse_shape(char *arg, const char **name, int32_t *rank, int64_t *dims)
+{
+    int64_t mn[SEGRT_MAX_RANK], mx[SEGRT_MAX_RANK];
+    if (!cli_parse_shape_range(arg, name, rank, mn, dims, mx))
+        return false;
+    for (int32_t i = 0; i < *rank; i++)
+        if (mn[i] != dims[i] || mx[i] != dims[i])
+            return false; /* a range where fixed dims are wanted */
+    return true;
 }
 
 const char *cli_format_dims(const segrt_tensor_desc *d, char *buf, size_t cap)
