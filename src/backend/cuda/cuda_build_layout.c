@@ -439,7 +439,8 @@ sg_status cuda_build_expand(sg_cuda_plan *p, const sg_node *n)
 
 typedef struct concat_step {
     int32_t n_in, axis;
-    int64_t at[CUDA_MAX_ARGS]; /* each input's start along axis */
+    int64_t at[CUDA_MAX_ARGS];   /* each input's start along axis */
+    bool placed[CUDA_MAX_ARGS];  /* written in place by its producer: nothing to copy */
 } concat_step;
 
 static sg_status run_concat(const cuda_step *s, cuda_run *r)
@@ -452,7 +453,7 @@ static sg_status run_concat(const cuda_step *s, cuda_run *r)
     mp.op = SGK_COPY;
     for (int32_t i = 0; i < c->n_in; i++) {
         sgk_view in = cuda_view(r, s->args[i]);
-        if (numel_of(in.rank, in.dims) == 0)
+        if (c->placed[i] || numel_of(in.rank, in.dims) == 0)
             continue;
         /* The output's slice for this input: its dims, the output's strides. */
         sgk_view dst = out;
@@ -505,8 +506,26 @@ sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n)
     }
     c->n_in = n_in;
     c->axis = axis;
+    /* Where a producer writes through a run-time view, its result becomes
+     * its slice of the output: the concatenation costs no copy (a UNet's
+     * skip connection and upsampled path, say). A tensor that appears
+     * twice is placed once. */
+    bool all_placed = true;
+    for (int32_t i = 0; i < n_in; i++) {
+        bool repeated = false;
+        for (int32_t j = 0; j < i && !repeated; j++)
+            repeated = args[j] == args[i];
+        c->placed[i] = !repeated && cuda_place_in_slice(p, args[i], args[n_in], axis, c->at[i]);
+        all_placed = all_placed && c->placed[i];
+    }
+    if (all_placed) {
+        free(c);
+        return SEGRT_OK;
+    }
     cuda_step *st;
-    return cuda_step_new(p, n, "segrt concat", run_concat, args, n_in + 1, 1, c, NULL, &st);
+    SG_TRY(cuda_step_new(p, n, "segrt concat", run_concat, args, n_in + 1, 1, c, NULL, &st));
+    st->any_view = (((uint64_t)1 << n_in) - 1); /* its inputs: copied through their views */
+    return SEGRT_OK;
 }
 
 /* Tile and Pad ------------------------------------------------------------------------------- */

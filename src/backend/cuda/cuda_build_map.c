@@ -54,6 +54,7 @@ static sg_status map_add(sg_cuda_plan *p, const sg_node *n, const sgk_map_params
     args[n_in] = out;
     cuda_step *st;
     SG_TRY(cuda_step_new(p, n, "segrt map", run_map, args, n_in + 1, 1, m, NULL, &st));
+    cuda_step_any_view(st);
     int64_t numel = 1;
     for (int32_t d = 0; d < m->rank; d++)
         numel *= m->dims[d];

@@ -154,6 +154,7 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     const char *impl = n->op == SG_OP_GROUP_NORMALIZATION ? "segrt group norm" : "segrt instance norm";
     SG_TRY(cuda_step_new(p, n, impl, gn_run, args, 4, 1, params, NULL, &st));
     st->scratch_bytes = scratch;
+    st->any_view = (uint64_t)1 << 3; /* y; the scratch was sized from x's strides */
     return SEGRT_OK;
 }
 

@@ -102,8 +102,10 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
         return s;
     }
     cuda_step *st;
-    return cuda_step_new(p, n, is_max ? "segrt max pool" : "segrt average pool", pool_run, args, 1 + n_out, n_out,
-                         pp, NULL, &st);
+    SG_TRY(cuda_step_new(p, n, is_max ? "segrt max pool" : "segrt average pool", pool_run, args, 1 + n_out, n_out,
+                         pp, NULL, &st));
+    st->any_view = 3; /* x and y; the indices stay dense */
+    return SEGRT_OK;
 }
 
 /* Resize and Upsample -------------------------------------------------------------- */

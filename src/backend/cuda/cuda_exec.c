@@ -5,7 +5,18 @@
  * the first run so that a run only enqueues work. */
 #include "backend/cuda/cuda_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#define EXEC_MAX_IO 64
+/* What a captured CUDA graph depends on: the arena, scratch and workspace
+ * and every input and output pointer. */
+#define GRAPH_KEY_MAX (3 + 2 * EXEC_MAX_IO)
+
+typedef struct graph_key {
+    int32_t n;
+    void *ptr[GRAPH_KEY_MAX];
+} graph_key;
 
 typedef struct exec_plan {
     const sg_cuda_plan *plan;
@@ -13,6 +24,14 @@ typedef struct exec_plan {
     cudaEvent_t *events;   /* 2 per step while profiling */
     double *step_ms;
     int64_t runs;
+    /* The plan's steps captured as one CUDA graph for the pointers in
+     * graph_for, replayed while they stay the same (one launch instead of
+     * one per kernel). Captured on the second run in a row with the same
+     * pointers, so callers whose buffers change every call never pay for
+     * a capture. */
+    cudaGraphExec_t graph;
+    graph_key graph_for, last;
+    bool no_graph;         /* capture failed once: run step by step */
 } exec_plan;
 
 struct sg_cuda_exec {
@@ -38,6 +57,7 @@ struct sg_cuda_exec {
     void **ptr;
     int32_t cap_ptr;
     bool profiling;
+    bool graphs;           /* CUDA graphs allowed (SEGRT_CUDA_GRAPHS=0 turns them off) */
 };
 
 static size_t tensor_data_bytes(const cuda_tensor *t)
@@ -136,6 +156,8 @@ static void plan_state_free(exec_plan *ep)
         for (int32_t i = 0; i < 2 * p->n_steps; i++)
             if (ep->events[i])
                 cudaEventDestroy(ep->events[i]);
+    if (ep->graph)
+        cudaGraphExecDestroy(ep->graph);
     free(ep->state);
     free(ep->events);
     free(ep->step_ms);
@@ -190,6 +212,8 @@ sg_status sg_cuda_exec_create(int32_t device, const sg_cuda_plan *const *plans, 
     if (!e)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     e->device = device;
+    const char *graphs = getenv("SEGRT_CUDA_GRAPHS");
+    e->graphs = !(graphs && strcmp(graphs, "0") == 0);
     int prev = 0;
     cudaGetDevice(&prev);
     sg_status s = SEGRT_OK;
@@ -316,7 +340,80 @@ static void resolve_pointers(sg_cuda_exec *e, const sg_cuda_plan *p, void *const
     }
 }
 
-#define EXEC_MAX_IO 64
+static void key_make(const sg_cuda_exec *e, const sg_cuda_plan *p, void *const *in_ptr, void *const *out_ptr,
+                     graph_key *k)
+{
+    k->n = 0;
+    k->ptr[k->n++] = e->arena;
+    k->ptr[k->n++] = e->scratch;
+    k->ptr[k->n++] = e->workspace;
+    for (int32_t i = 0; i < p->g->n_inputs; i++)
+        k->ptr[k->n++] = in_ptr[i];
+    for (int32_t j = 0; j < p->g->n_outputs; j++)
+        k->ptr[k->n++] = out_ptr[j];
+}
+
+static bool key_same(const graph_key *a, const graph_key *b)
+{
+    return a->n == b->n && a->n > 0 && memcmp(a->ptr, b->ptr, sizeof(void *) * (size_t)a->n) == 0;
+}
+
+/* Enqueues every step of p on the context's stream. */
+static sg_status run_steps(sg_cuda_exec *e, exec_plan *ep, cuda_run *r)
+{
+    const sg_cuda_plan *p = ep->plan;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const cuda_step *st = &p->steps[s];
+        r->state = ep->state[s];
+        if (ep->events)
+            CUDA_TRY(cudaEventRecord(ep->events[2 * s], e->stream));
+        sg_status rs = st->run(st, r);
+        if (rs != SEGRT_OK)
+            return sg_error_prefix(rs, "step `%s` (%s): ", st->name, st->impl);
+        if (ep->events)
+            CUDA_TRY(cudaEventRecord(ep->events[2 * s + 1], e->stream));
+    }
+    return SEGRT_OK;
+}
+
+/* Captures the steps into a CUDA graph for key k. false (and the context
+ * goes on step by step for this plan) when something in the plan cannot
+ * be captured; errors of the steps themselves are returned. */
+static sg_status capture(sg_cuda_exec *e, exec_plan *ep, cuda_run *r, const graph_key *k, bool *ok)
+{
+    *ok = false;
+    if (cudaStreamBeginCapture(e->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ep->no_graph = true;
+        return SEGRT_OK;
+    }
+    sg_status s = run_steps(e, ep, r);
+    cudaGraph_t g = NULL;
+    cudaError_t ce = cudaStreamEndCapture(e->stream, &g);
+    if (s != SEGRT_OK || ce != cudaSuccess || !g) {
+        (void)cudaGetLastError();
+        if (g)
+            cudaGraphDestroy(g);
+        ep->no_graph = true;
+        if (s != SEGRT_OK) /* a failing step; the eager run says the same */
+            sg_error_clear();
+        return SEGRT_OK;
+    }
+    cudaGraphExec_t x = NULL;
+    ce = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();
+        ep->no_graph = true;
+        return SEGRT_OK;
+    }
+    if (ep->graph)
+        cudaGraphExecDestroy(ep->graph);
+    ep->graph = x;
+    ep->graph_for = *k;
+    *ok = true;
+    return SEGRT_OK;
+}
 
 sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
                            segrt_tensor *outputs)
@@ -362,17 +459,21 @@ sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_t
     resolve_pointers(e, p, in_ptr, out_ptr);
     cuda_run r = {p,          e->stream,          e->cudnn,     e->lt,  e->ptr, e->scratch, e->workspace,
                   e->workspace_bytes, e->err, e->host_scratch, NULL};
-    for (int32_t s = 0; s < p->n_steps; s++) {
-        const cuda_step *st = &p->steps[s];
-        r.state = ep->state[s];
-        if (ep->events)
-            CUDA_TRY(cudaEventRecord(ep->events[2 * s], e->stream));
-        sg_status rs = st->run(st, &r);
-        if (rs != SEGRT_OK)
-            return sg_error_prefix(rs, "step `%s` (%s): ", st->name, st->impl);
-        if (ep->events)
-            CUDA_TRY(cudaEventRecord(ep->events[2 * s + 1], e->stream));
+    /* CPU fallback steps synchronise the stream and profiles time each
+     * step: both run step by step. */
+    bool graphs = e->graphs && !ep->events && !p->has_fallback && !ep->no_graph;
+    graph_key key;
+    key_make(e, p, in_ptr, out_ptr, &key);
+    bool launched_graph = false;
+    if (graphs && !(ep->graph && key_same(&key, &ep->graph_for)) && key_same(&key, &ep->last))
+        SG_TRY(capture(e, ep, &r, &key, &launched_graph));
+    if (graphs && ep->graph && key_same(&key, &ep->graph_for)) {
+        CUDA_TRY(cudaGraphLaunch(ep->graph, e->stream));
+        launched_graph = true;
     }
+    if (!launched_graph)
+        SG_TRY(run_steps(e, ep, &r));
+    ep->last = key;
     for (int32_t j = 0; j < g->n_outputs; j++) {
         if (outputs[j].memory == SEGRT_MEMORY_DEVICE)
             continue;
@@ -444,17 +545,19 @@ void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f)
                 order[j] = order[j - 1];
                 order[j - 1] = x;
             }
-        fprintf(f, "%-40s %-22s %10s %7s %9s\n", "step", "kernel", "ms/run", "share", "TFLOP/s");
+        fprintf(f, "%-40s %-22s %10s %7s %9s %8s\n", "step", "kernel", "ms/run", "share", "TFLOP/s", "GB/s");
         for (int32_t i = 0; i < p->n_steps; i++) {
             const cuda_step *st = &p->steps[order[i]];
             double ms = ep->step_ms[order[i]] / (double)ep->runs;
             double tf = st->flops > 0 && ms > 0 ? st->flops / (ms * 1e-3) / 1e12 : 0;
+            double gbs = st->bytes > 0 && ms > 0 ? st->bytes / (ms * 1e-3) / 1e9 : 0;
             fprintf(f, "%-40.40s %-22.22s %10.4f %6.1f%% ", st->name, st->impl, ms,
                     total > 0 ? 100.0 * ep->step_ms[order[i]] / total : 0.0);
             if (tf > 0)
-                fprintf(f, "%9.1f\n", tf);
+                fprintf(f, "%9.1f", tf);
             else
-                fprintf(f, "%9s\n", "-");
+                fprintf(f, "%9s", "-");
+            fprintf(f, " %8.0f\n", gbs);
         }
         fprintf(f, "%-40s %-22s %10.4f\n", "total (sum of steps)", "", total / (double)ep->runs);
         free(order);

@@ -111,7 +111,14 @@ struct cuda_step {
     size_t scratch_bytes;  /* device scratch the step needs during its run */
     size_t workspace_bytes;/* cuDNN / cuBLASLt workspace the step needs */
     double flops;          /* for profiles */
+    double bytes;          /* bytes its tensors hold, read and written once: for profiles' GB/s */
     bool fallback;         /* runs on the CPU */
+    /* Bit a is set when the step reaches args[a] only through the view it
+     * resolves at run time (segrt's own kernels), never through strides
+     * fixed at build (cuDNN and cuBLASLt descriptors, CPU copies). Only
+     * such tensors may later become a slice of a larger buffer (a
+     * concatenation written in place, cuda_place_in_slice). */
+    uint64_t any_view;
     /* Per-context state (optional): cuDNN execution plans are not safe to
      * share between threads, so each context finalizes its own from the
      * choice the engine recorded. ctx_init runs at context creation with
@@ -252,6 +259,14 @@ sg_status cuda_tensor_const(sg_cuda_plan *p, void *dev, sg_dtype dt, int32_t ran
 /* A float32 host copy of constant value v's data (caller frees), or NULL
  * with OUT_OF_MEMORY recorded; NULL without error if v is not constant. */
 float *cuda_const_f32(const sg_cuda_plan *p, int32_t v);
+
+/* Every arg of step st reached through run-time views (any_view). */
+void cuda_step_any_view(cuda_step *st);
+/* Turns tensor t into the slice [at, at + t's size) along axis of buffer
+ * `into` (a dense arena tensor of t's rank and dtype) when every step
+ * built so far reaches t through run-time views and nothing views t:
+ * the steps that write t then write the slice. Returns whether it did. */
+bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis, int64_t at);
 
 /* The only live reader of value v (not a graph output), or -1. */
 int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v);

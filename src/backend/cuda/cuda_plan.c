@@ -372,6 +372,28 @@ static sg_status build_outputs(sg_cuda_plan *p)
     return SEGRT_OK;
 }
 
+/* The bytes each step's tensors hold (broadcast dims counted once), as
+ * if each were read or written once: the traffic a profile divides by
+ * the step's time for GB/s. A lower bound for kernels that read twice. */
+static void count_step_bytes(sg_cuda_plan *p)
+{
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        cuda_step *st = &p->steps[s];
+        double b = 0;
+        for (int32_t a = 0; a < st->n_args; a++) {
+            if (st->args[a] < 0)
+                continue;
+            const cuda_tensor *t = &p->tensors[st->args[a]];
+            double n = (double)segrt_dtype_size(t->dtype);
+            for (int32_t d = 0; d < t->rank; d++)
+                if (t->strides[d] != 0)
+                    n *= (double)t->dims[d];
+            b += n;
+        }
+        st->bytes = b;
+    }
+}
+
 static int32_t tensor_root(const sg_cuda_plan *p, int32_t t)
 {
     return p->tensors[t].kind == CUDA_T_ALIAS ? p->tensors[t].alias : t;
@@ -518,6 +540,8 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
         s = build_outputs(p);
     if (s == SEGRT_OK)
         s = plan_memory(p);
+    if (s == SEGRT_OK)
+        count_step_bytes(p);
     free_handles(p);
     p->given = NULL;
     cudaSetDevice(prev_dev);

@@ -197,7 +197,10 @@ static sg_status run_copy(const cuda_step *s, cuda_run *r)
 sg_status cuda_copy_step(sg_cuda_plan *p, const sg_node *n, int32_t from, int32_t to)
 {
     int32_t args[2] = {from, to};
-    return cuda_step_new(p, n, "segrt copy", run_copy, args, 2, 1, NULL, NULL, NULL);
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, "segrt copy", run_copy, args, 2, 1, NULL, NULL, &st));
+    cuda_step_any_view(st);
+    return SEGRT_OK;
 }
 
 /* Host-side conversion of a constant to dtype dt in layout l. */
@@ -356,4 +359,45 @@ sgk_view cuda_view_bcast(const cuda_run *r, int32_t t, int32_t rank, const int64
         v.strides[i] = (j < 0 || (ct->dims[j] == 1 && dims[i] != 1)) ? 0 : ct->strides[j];
     }
     return v;
+}
+
+/* Slices of a larger buffer ---------------------------------------------- */
+
+void cuda_step_any_view(cuda_step *st)
+{
+    st->any_view = st->n_args >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << st->n_args) - 1);
+}
+
+bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis, int64_t at)
+{
+    cuda_tensor *x = &p->tensors[t];
+    const cuda_tensor *buf = &p->tensors[into];
+    if (t == into || x->kind != CUDA_T_ARENA || buf->kind != CUDA_T_ARENA || x->dtype != buf->dtype ||
+        x->rank != buf->rank || axis < 0 || axis >= x->rank || x->layout == CUDA_LAYOUT_ANY)
+        return false;
+    for (int32_t d = 0; d < x->rank; d++)
+        if (d != axis && x->dims[d] != buf->dims[d])
+            return false;
+    if (at < 0 || at + x->dims[axis] > buf->dims[axis])
+        return false;
+    /* A view of t made earlier baked t's dense strides into itself. */
+    for (int32_t u = 0; u < p->n_tensors; u++)
+        if (p->tensors[u].kind == CUDA_T_ALIAS && p->tensors[u].alias == t)
+            return false;
+    /* Every step built so far that touches t must take whatever view t
+     * has when it runs. Steps built later ask for t through
+     * cuda_value_as, which converts it where they need dense strides. */
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const cuda_step *st = &p->steps[s];
+        for (int32_t a = 0; a < st->n_args; a++)
+            if (st->args[a] == t && !(a < 64 && (st->any_view >> a & 1u)))
+                return false;
+    }
+    x->kind = CUDA_T_ALIAS;
+    x->alias = into;
+    x->alias_offset = at * buf->strides[axis];
+    memcpy(x->strides, buf->strides, sizeof x->strides);
+    x->layout = cuda_tensor_layout(x);
+    x->bytes = 0;
+    return true;
 }
