@@ -264,6 +264,12 @@ SEGRT_API segrt_status segrt_build_options_set_allow_cpu_fallback(segrt_build_op
 /* The most cuDNN/cuBLASLt workspace one layer may use (default 1 GiB). */
 SEGRT_API segrt_status segrt_build_options_set_workspace(segrt_build_options *opts, size_t bytes);
 
+/* How many cuDNN engine configurations a CUDA build times for each
+ * convolution, keeping the fastest in the plan (default 8; 0 or 1 takes
+ * cuDNN's best-ranked one untimed, which builds faster and gives the
+ * same plan on every build). At most 16. */
+SEGRT_API segrt_status segrt_build_options_set_autotune(segrt_build_options *opts, int32_t candidates);
+
 /* Returns a new model: input shapes bound from opts (NULL: none bound;
  * unbound dims stay symbolic), shapes and dtypes inferred, and the graph
  * simplified: constants folded, Identity and Dropout removed, no-op

@@ -11,6 +11,7 @@ void cli_engine_opts_init(cli_engine_opts *o)
     memset(o, 0, sizeof *o);
     o->device = SEGRT_DEVICE_CPU;
     o->precision = SEGRT_PRECISION_FP32;
+    o->autotune = -1;
 }
 
 /* "cpu", "cuda", "gpu", "cuda:N" or "N" (a CUDA device index). */
@@ -99,6 +100,11 @@ int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
             cli_usage_error("--workspace wants a size such as 4G or 512M");
             return -1;
         }
+    } else if (strcmp(a, "--autotune") == 0) {
+        if (!has_value || !cli_parse_int(argv[++*i], &o->autotune) || o->autotune > 16) {
+            cli_usage_error("--autotune wants 0 to 16 configurations per convolution");
+            return -1;
+        }
     } else if (strcmp(a, "--no-cache") == 0) {
         o->no_cache = true;
     } else if (strcmp(a, "--cache-dir") == 0) {
@@ -129,7 +135,8 @@ int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out)
         (s = segrt_build_options_set_precision(opts, o->precision)) != SEGRT_OK ||
         (s = segrt_build_options_set_fp32_ops(opts, o->fp32_ops)) != SEGRT_OK ||
         (s = segrt_build_options_set_allow_cpu_fallback(opts, o->allow_cpu_fallback)) != SEGRT_OK ||
-        (o->workspace && (s = segrt_build_options_set_workspace(opts, o->workspace)) != SEGRT_OK)) {
+        (o->workspace && (s = segrt_build_options_set_workspace(opts, o->workspace)) != SEGRT_OK) ||
+        (o->autotune >= 0 && (s = segrt_build_options_set_autotune(opts, (int32_t)o->autotune)) != SEGRT_OK)) {
         segrt_build_options_destroy(opts);
         return cli_fail(s);
     }
@@ -182,10 +189,11 @@ int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out
 {
     if (o->device == SEGRT_DEVICE_CPU && o->device_index == 0 && o->explicit_cpu)
         return cli_usage_error("%s: a plan file runs on a CUDA device, not the CPU", path);
-    if (o->precision_set || o->n_shapes || o->fp32_ops || o->allow_cpu_fallback || o->workspace)
+    if (o->precision_set || o->n_shapes || o->fp32_ops || o->allow_cpu_fallback || o->workspace ||
+        o->autotune >= 0)
         return cli_usage_error("%s: a plan file keeps the options it was built with; "
-                               "--precision, --shape, --fp32-ops, --allow-cpu-fallback and --workspace apply "
-                               "to `segrt build`",
+                               "--precision, --shape, --fp32-ops, --allow-cpu-fallback, --workspace and "
+                               "--autotune apply to `segrt build`",
                                path);
     segrt_status s = segrt_engine_load(path, o->device_index, out);
     return s == SEGRT_OK ? CLI_OK : cli_fail(s);

@@ -17,6 +17,7 @@ typedef struct cli_engine_opts {
     const char *fp32_ops;
     bool allow_cpu_fallback;
     size_t workspace;       /* 0: the library's default */
+    int64_t autotune;       /* cuDNN configurations timed per convolution; -1: the library's default */
     bool no_cache;
     const char *cache_dir;
     int64_t threads;
@@ -32,6 +33,8 @@ typedef struct cli_engine_opts {
     "  --fp32-ops LIST           op types or node names kept in float32 (comma-separated)\n"     \
     "  --allow-cpu-fallback      run nodes the GPU cannot on the CPU instead of failing\n"        \
     "  --workspace SIZE          cuDNN/cuBLASLt workspace per layer (e.g. 4G; default 1G)\n"      \
+    "  --autotune N              time N cuDNN configurations per convolution, keep the fastest\n" \
+    "                            (default 8; 0: cuDNN's first choice, same plan every build)\n"  \
     "  --no-cache                do not use the plan cache ($XDG_CACHE_HOME/segrt)\n"             \
     "  --cache-dir DIR           keep cached plans in DIR\n"                                      \
     "  --threads N               CPU threads (0: all cores)\n"

@@ -27,6 +27,7 @@ struct segrt_build_options {
     char *fp32_ops;
     bool allow_cpu_fallback;
     size_t workspace;
+    int32_t autotune; /* < 0: SG_DEFAULT_AUTOTUNE */
 };
 
 /* Applies the shape bindings of opts (may be NULL) to g, ranged ones at
@@ -38,6 +39,9 @@ sg_status sg_options_bind_fixed(const segrt_build_options *opts, sg_graph *g);
 #define SG_MAX_IO_ENGINE 64
 /* The default workspace limit when none is set. */
 #define SG_DEFAULT_WORKSPACE ((size_t)1 << 30)
+/* cuDNN configurations timed per convolution when none is set. */
+#define SG_DEFAULT_AUTOTUNE 8
+#define SG_MAX_AUTOTUNE 16
 
 /* Fills a public descriptor from a value; strings point into g. */
 void sg_value_desc(const sg_graph *g, const sg_value *v, bool use_declared, segrt_tensor_desc *out);

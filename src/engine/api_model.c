@@ -150,6 +150,7 @@ segrt_status segrt_build_options_create(segrt_build_options **out)
     if (!o)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     o->device = SEGRT_DEVICE_CPU;
+    o->autotune = -1;
     *out = o;
     return SEGRT_OK;
 }
@@ -254,6 +255,16 @@ segrt_status segrt_build_options_set_workspace(segrt_build_options *opts, size_t
 {
     CHECK_ARG(opts, "opts must not be NULL");
     opts->workspace = bytes;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_build_options_set_autotune(segrt_build_options *opts, int32_t candidates)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    if (candidates < 0 || candidates > SG_MAX_AUTOTUNE)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: autotune candidates must be 0 to %d, not %d", __func__,
+                        SG_MAX_AUTOTUNE, candidates);
+    opts->autotune = candidates;
     return SEGRT_OK;
 }
 

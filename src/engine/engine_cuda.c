@@ -154,6 +154,7 @@ sg_status sg_cuda_engine_new(const sg_graph *g, const segrt_build_options *opts,
     ce->copts.allow_cpu_fallback = opts->allow_cpu_fallback;
     ce->copts.workspace_limit = opts->workspace ? opts->workspace : SG_DEFAULT_WORKSPACE;
     ce->copts.fp32_ops = ce->opts.fp32_ops;
+    ce->copts.autotune = opts->autotune < 0 ? SG_DEFAULT_AUTOTUNE : opts->autotune;
     if (s == SEGRT_OK)
         s = sg_cuda_weights_new(opts->device_index, &ce->weights);
     int32_t rank[SG_MAX_IO_ENGINE];

@@ -193,9 +193,10 @@ static void options_text(wbuf *w, const segrt_build_options *o)
 {
     char line[1024];
     size_t ws = o->workspace ? o->workspace : SG_DEFAULT_WORKSPACE;
-    int n = snprintf(line, sizeof line, "precision=%s\nallow_cpu_fallback=%d\nworkspace=%zu\nfp32_ops=%s\n",
+    int n = snprintf(line, sizeof line,
+                     "precision=%s\nallow_cpu_fallback=%d\nworkspace=%zu\nfp32_ops=%s\nautotune=%d\n",
                      segrt_precision_name(o->precision), o->allow_cpu_fallback ? 1 : 0, ws,
-                     o->fp32_ops ? o->fp32_ops : "");
+                     o->fp32_ops ? o->fp32_ops : "", o->autotune < 0 ? SG_DEFAULT_AUTOTUNE : o->autotune);
     put(w, line, (size_t)n);
     for (int32_t i = 0; i < o->n_shapes; i++) {
         const sg_shape_binding *b = &o->shapes[i];
@@ -398,6 +399,8 @@ static sg_status options_from_header(const char *text, int32_t device, segrt_bui
         s = segrt_build_options_set_precision(o, prec);
     o->allow_cpu_fallback = atoi(header_get(text, "allow_cpu_fallback", buf, sizeof buf)) != 0;
     o->workspace = (size_t)strtoull(header_get(text, "workspace", buf, sizeof buf), NULL, 10);
+    int autotune = atoi(header_get(text, "autotune", buf, sizeof buf));
+    o->autotune = autotune >= 0 && autotune <= SG_MAX_AUTOTUNE ? autotune : SG_DEFAULT_AUTOTUNE;
     header_get(text, "fp32_ops", buf, sizeof buf);
     if (s == SEGRT_OK)
         s = segrt_build_options_set_fp32_ops(o, buf);

@@ -14,8 +14,8 @@ basicunet2d_tiny at fp16:
   - a shape outside the plan's profile is refused with exit 2 and the
     allowed range in the message; shapes inside it run;
   - --device cuda:99 is refused with exit 2 naming the device;
-  - through the C API: inputs and outputs in device memory (torch tensors)
-    give the same bits as host memory; segrt_engine_save/_load and
+  - through the C API: inputs and outputs in device memory (torch tensors,
+    and buffers from segrt_device_alloc) give the same bits as host memory; segrt_engine_save/_load and
     segrt_engine_build_cached give the same bits as the engine built.
 """
 import os
@@ -65,6 +65,13 @@ def same_bits(got, want, what):
                              f"PSNR {psnr(got, want):.1f} dB")
 
 
+# Separate builds give the same bits only when they choose the same cuDNN
+# engines: timed choices (autotuning, the default) may differ between two
+# builds, so the tests that compare separate builds bit for bit build
+# untimed. A timed plan is checked on its own below.
+UNTIMED = ("--autotune", "0")
+
+
 def dims(shape):
     return "x".join(str(d) for d in shape)
 
@@ -82,7 +89,7 @@ def tiny(tmp_path_factory):
     empty_cache.mkdir()
     out = d / "onnx_out.npy"
     ok(cli("run", onnx_path, "--input", f"{INPUT}={src}", "--output", out, "--device", "cuda",
-           "--precision", PRECISION, "--no-cache", "-q", env={"XDG_CACHE_HOME": str(empty_cache)}),
+           "--precision", PRECISION, *UNTIMED, "--no-cache", "-q", env={"XDG_CACHE_HOME": str(empty_cache)}),
        "run of the .onnx with --no-cache")
     assert not any(empty_cache.rglob("*")), \
         f"--no-cache wrote to the cache: {sorted(map(str, empty_cache.rglob('*')))}"
@@ -91,7 +98,8 @@ def tiny(tmp_path_factory):
 
 
 def build_plan(tiny, path, shape_arg, *extra):
-    ok(cli("build", tiny["onnx"], "-o", path, "--precision", PRECISION, "--shape", f"{INPUT}={shape_arg}", *extra,
+    ok(cli("build", tiny["onnx"], "-o", path, "--precision", PRECISION, *UNTIMED, "--shape", f"{INPUT}={shape_arg}",
+           *extra,
            env={"XDG_CACHE_HOME": str(tiny["xdg"])}), f"segrt build --shape {INPUT}={shape_arg}")
     assert path.is_file() and path.stat().st_size > 0, f"segrt build wrote no plan at {path}"
     return path
@@ -115,6 +123,22 @@ def test_plan_run_is_bit_identical_to_onnx_run(tiny, plan):
     assert psnr(tiny["onnx_out"], tiny["ref"]) >= 50.0
 
 
+def test_timed_plan_round_trip(tiny, tmp_path):
+    """A plan built with autotuning (the default) keeps its timed choices:
+    two runs of the file give the same bits, within the fp16 bound of the
+    reference."""
+    path = tmp_path / "timed.plan"
+    ok(cli("build", tiny["onnx"], "-o", path, "--precision", PRECISION, "--autotune", "4", "--shape",
+           f"{INPUT}={dims(tiny['x'].shape)}", env={"XDG_CACHE_HOME": str(tiny["xdg"])}), "segrt build --autotune 4")
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"timed{i}.npy"
+        ok(run_plan(tiny, path, tiny["src"], out), f"run {i} of the timed plan")
+        outs.append(np.load(out))
+    same_bits(outs[1], outs[0], "the timed plan's second run against its first")
+    assert psnr(outs[0], tiny["ref"]) >= 50.0
+
+
 def cache_files(root):
     return {str(p.relative_to(root)): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size)
             for p in root.rglob("*") if p.is_file()}
@@ -128,7 +152,7 @@ def test_plan_cache_is_written_then_used(tiny, tmp_path):
     def run(i):
         out = tmp_path / f"out{i}.npy"
         ok(cli("run", tiny["onnx"], "--input", f"{INPUT}={tiny['src']}", "--output", out, "--device", "cuda",
-               "--precision", PRECISION, "-q", env=env), f"run {i} through the cache")
+               "--precision", PRECISION, *UNTIMED, "-q", env=env), f"run {i} through the cache")
         return np.load(out)
 
     first = run(1)
@@ -148,7 +172,7 @@ def test_cache_dir_option(tiny, tmp_path):
     xdg.mkdir()
     out = tmp_path / "out.npy"
     ok(cli("run", tiny["onnx"], "--input", f"{INPUT}={tiny['src']}", "--output", out, "--device", "cuda",
-           "--precision", PRECISION, "--cache-dir", cache, "-q", env={"XDG_CACHE_HOME": str(xdg)}),
+           "--precision", PRECISION, *UNTIMED, "--cache-dir", cache, "-q", env={"XDG_CACHE_HOME": str(xdg)}),
        "run with --cache-dir")
     assert cache.is_dir() and cache_files(cache), f"--cache-dir {cache}: no plan stored there"
     assert not cache_files(xdg), f"--cache-dir given, yet $XDG_CACHE_HOME got {sorted(cache_files(xdg))}"
@@ -329,3 +353,39 @@ def test_saved_and_cached_engines_give_the_same_bits(tiny, engine, tmp_path):
                 (got,) = ctx.run([x])
             assert hit == expect_hit, f"segrt_engine_build_cached call {i}: hit {hit}, expected {expect_hit}"
             same_bits(got, want, f"segrt_engine_build_cached call {i}")
+
+
+def test_segrt_device_memory_gives_the_host_memory_bits(tiny, engine):
+    """The same through segrt's own device-memory API (segrt_device_alloc,
+    _copy, _free, _synchronize), without PyTorch: device in and out give the
+    host run's bits, the input is only read, a device-to-device copy keeps
+    them, and misuse fails with one clear status."""
+    x = np.ascontiguousarray(tiny["x"])
+    with engine.context() as ctx:
+        (host,) = ctx.run([x])
+        with sc.DeviceBuffer.from_array(x) as xd, sc.DeviceBuffer(np.float32, host.shape) as yd, \
+                sc.DeviceBuffer(np.float32, host.shape) as zd:
+            yd.upload(np.full(host.shape, np.nan, np.float32))  # poison
+            ctx.run([xd.tensor()], [yd.tensor()])
+            same_bits(yd.download(), host, "segrt_device_alloc buffers in and out")
+            assert np.array_equal(xd.download(), x), "the device input was written to"
+            zd.copy_from(yd)
+            sc.device_synchronize(0)
+            same_bits(zd.download(), host, "a device-to-device segrt_device_copy")
+            # Device input, host output, into the same context again.
+            (res,) = ctx.run([xd.tensor()])
+            same_bits(res, host, "device in, host out")
+    with pytest.raises(sc.SegrtError) as e:
+        sc.call("segrt_device_free", x.ctypes.data)
+    assert e.value.status == sc.ERROR_INVALID_ARGUMENT and "not CUDA device memory" in e.value.message, e.value
+    n = sc.cuda_device_count()
+    with pytest.raises(sc.SegrtError) as e:
+        sc.DeviceBuffer(np.float32, (4,), device=n)
+    assert e.value.status == sc.ERROR_INVALID_ARGUMENT and "does not exist" in e.value.message, e.value
+    with pytest.raises(sc.SegrtError) as e:
+        sc.DeviceBuffer(np.uint8, (1 << 60,))
+    assert e.value.status == sc.ERROR_OUT_OF_MEMORY and "cudaMalloc" in e.value.message, e.value
+    # The failures left nothing behind: the next allocation works.
+    with sc.DeviceBuffer(np.float32, (16,)) as b:
+        b.upload(np.arange(16, dtype=np.float32))
+        assert np.array_equal(b.download(), np.arange(16, dtype=np.float32))

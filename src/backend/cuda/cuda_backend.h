@@ -20,6 +20,7 @@ typedef struct sg_cuda_options {
     bool allow_cpu_fallback;   /* run nodes the GPU cannot on the CPU instead of failing */
     size_t workspace_limit;    /* largest cuDNN/cuBLASLt workspace one step may use */
     const char *fp32_ops;      /* comma-separated op types or node names kept in float32, or NULL */
+    int32_t autotune;          /* cuDNN configurations timed per convolution; 0 or 1: heuristics' first */
 } sg_cuda_options;
 
 typedef struct sg_cuda_weights sg_cuda_weights;

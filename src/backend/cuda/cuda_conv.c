@@ -438,6 +438,34 @@ static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dg
 
 /* Engine choice --------------------------------------------------------------------- */
 
+static size_t cdg_bytes(const cdg_tensor *t, cudnnDataType_t dt)
+{
+    size_t n = dt == CUDNN_DATA_FLOAT ? 4 : 2;
+    for (int32_t i = 0; i < t->rank; i++)
+        n *= (size_t)t->dims[i];
+    return n;
+}
+
+/* The tensors a variant's graph binds, for timing its configurations. */
+static void tuning_of(const sg_cuda_plan *p, const conv_spec *cs, int32_t variant, cdg_tuning *t)
+{
+    memset(t, 0, sizeof *t);
+    t->candidates = p->opts.autotune;
+    t->stream = p->build_stream;
+    t->uids[t->n] = UID_X;
+    t->bytes[t->n++] = cdg_bytes(&cs->x, cs->x.dtype);
+    t->uids[t->n] = UID_W;
+    t->bytes[t->n++] = cdg_bytes(&cs->w, cs->w.dtype);
+    bool fused = variant != VARIANT_PLAIN;
+    if (fused && cs->has_bias) {
+        cdg_tensor b = bias_tensor(cs, variant == VARIANT_FUSED_IO_BIAS ? cs->x.dtype : CUDNN_DATA_FLOAT);
+        t->uids[t->n] = UID_B;
+        t->bytes[t->n++] = cdg_bytes(&b, b.dtype);
+    }
+    t->uids[t->n] = output_uid(cs, variant);
+    t->bytes[t->n++] = cdg_bytes(&cs->y, fused ? cs->out : cs->y.dtype);
+}
+
 /* Searches one variant with the build handle. */
 static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, int32_t variant,
                              cdg_choice *out, bool *found, char *why, size_t why_cap)
@@ -447,9 +475,11 @@ static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     cudnnBackendDescriptor_t graph;
     bool ok = false;
     *found = false;
+    cdg_tuning tune;
+    tuning_of(p, cs, variant, &tune);
     sg_status s = conv_graph(&pool, p->build_cudnn, cs, variant, &graph, &ok, why, why_cap);
     if (s == SEGRT_OK && ok)
-        s = cdg_search(p->build_cudnn, graph, &cs->filter, out, found, why, why_cap);
+        s = cdg_search(p->build_cudnn, graph, &cs->filter, &tune, out, found, why, why_cap);
     cdg_pool_clear(&pool);
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "node `%s` (%s): engine search (%s): ", n->name, sg_op_name(n->op),
@@ -643,7 +673,9 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
         if (cs.has_bias)
             eargs[ne++] = bt;
         eargs[ne++] = outt;
-        SG_TRY(cuda_step_new(p, n, "segrt bias+act", epi_run, eargs, ne, 1, ep, NULL, NULL));
+        cuda_step *est;
+        SG_TRY(cuda_step_new(p, n, "segrt bias+act", epi_run, eargs, ne, 1, ep, NULL, &est));
+        cuda_step_any_view(est);
     }
     if (act_node >= 0) {
         cuda_mark_fused(p, act_node);

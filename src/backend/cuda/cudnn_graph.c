@@ -315,10 +315,18 @@ static sg_status try_config(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescrip
     return SEGRT_OK;
 }
 
-/* One heuristics mode; descriptors in pool (the caller clears it). */
+/* Candidates gathered for timing. */
+typedef struct cand_list {
+    int32_t n, cap;
+    cdg_choice c[CDG_TUNE_MAX_CANDIDATES];
+} cand_list;
+
+/* One heuristics mode; descriptors in pool (the caller clears it). With
+ * cands, every fitting configuration goes there until it is full;
+ * otherwise the first one is taken. */
 static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t graph,
                              cudnnBackendHeurMode_t mode, const cdg_filter *f, cdg_choice *out, bool *found,
-                             search_stats *st)
+                             search_stats *st, cand_list *cands)
 {
     cudnnBackendDescriptor_t heur;
     SG_TRY(cdg_new(pool, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
@@ -345,27 +353,130 @@ static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescri
     for (int64_t i = 0; i < got && i < count && !*found; i++) {
         cdg_pool cand;
         cand.n = 0;
-        sg_status s = try_config(&cand, h, graph, cfgs[i], f, out, found, st);
+        bool taken = false;
+        sg_status s = try_config(&cand, h, graph, cfgs[i], f, out, &taken, st);
         cdg_pool_clear(&cand);
         SG_TRY(s);
+        if (taken && cands) {
+            cands->c[cands->n++] = *out;
+            *found = cands->n >= cands->cap;
+        } else {
+            *found = taken;
+        }
+    }
+    if (cands && cands->n > 0)
+        *found = true;
+    return SEGRT_OK;
+}
+
+/* Milliseconds of one run of choice c (median of a few after a warm-up),
+ * or a negative value when it does not build or run. */
+static sg_status time_choice(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_tuning *t, void *const *bufs,
+                             void *workspace, const cdg_choice *c, cudaEvent_t ev[2], float *ms)
+{
+    *ms = -1.0f;
+    cdg_pool pool;
+    pool.n = 0;
+    cudnnBackendDescriptor_t plan = NULL, pack = NULL;
+    int64_t ws = 0;
+    bool ok = false;
+    char why[300];
+    sg_status s = cdg_plan_from_choice(&pool, h, graph, c, &plan, &ws, &ok, why, sizeof why);
+    if (s == SEGRT_OK && ok)
+        s = cdg_variant_pack(t->n, t->uids, bufs, workspace, &pack);
+    enum { REPS = 5 };
+    float runs[REPS];
+    int32_t good = 0;
+    if (s == SEGRT_OK && ok && cudnnBackendExecute(h, plan, pack) == CUDNN_STATUS_SUCCESS) {
+        for (int32_t r = 0; r < REPS; r++) {
+            if (cudaEventRecord(ev[0], t->stream) != cudaSuccess ||
+                cudnnBackendExecute(h, plan, pack) != CUDNN_STATUS_SUCCESS ||
+                cudaEventRecord(ev[1], t->stream) != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess ||
+                cudaEventElapsedTime(&runs[good], ev[0], ev[1]) != cudaSuccess)
+                break;
+            good++;
+        }
+    }
+    (void)cudaGetLastError();
+    if (pack)
+        cudnnBackendDestroyDescriptor(pack);
+    cdg_pool_clear(&pool);
+    SG_TRY(s);
+    if (good == REPS) {
+        for (int32_t i = 1; i < REPS; i++)
+            for (int32_t j = i; j > 0 && runs[j] < runs[j - 1]; j--) {
+                float x = runs[j];
+                runs[j] = runs[j - 1];
+                runs[j - 1] = x;
+            }
+        *ms = runs[REPS / 2];
     }
     return SEGRT_OK;
 }
 
-sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_filter *f, cdg_choice *out,
-                     bool *found, char *why, size_t why_cap)
+/* Times the candidates on zero-filled buffers; *best is the fastest, or
+ * the first when none could be timed (no memory for the buffers, say). */
+static sg_status time_candidates(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_tuning *t,
+                                 const cand_list *cands, cdg_choice *best)
+{
+    *best = cands->c[0];
+    if (cands->n < 2 || t->n > CDG_TUNE_MAX_TENSORS)
+        return SEGRT_OK;
+    void *bufs[CDG_TUNE_MAX_TENSORS] = {0};
+    void *workspace = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    int64_t ws = 0;
+    for (int32_t i = 0; i < cands->n; i++)
+        if (cands->c[i].workspace > ws)
+            ws = cands->c[i].workspace;
+    bool ready = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
+                 (ws == 0 || cudaMalloc(&workspace, (size_t)ws) == cudaSuccess);
+    for (int32_t i = 0; ready && i < t->n; i++)
+        ready = cudaMalloc(&bufs[i], t->bytes[i] ? t->bytes[i] : 256) == cudaSuccess &&
+                cudaMemsetAsync(bufs[i], 0, t->bytes[i], t->stream) == cudaSuccess;
+    sg_status s = SEGRT_OK;
+    float best_ms = -1.0f;
+    for (int32_t i = 0; ready && s == SEGRT_OK && i < cands->n; i++) {
+        float ms = -1.0f;
+        s = time_choice(h, graph, t, bufs, workspace, &cands->c[i], ev, &ms);
+        if (s == SEGRT_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
+            best_ms = ms;
+            *best = cands->c[i];
+        }
+    }
+    cudaStreamSynchronize(t->stream);
+    (void)cudaGetLastError(); /* an allocation that failed leaves the untimed choice */
+    for (int32_t i = 0; i < t->n; i++)
+        cudaFree(bufs[i]);
+    cudaFree(workspace);
+    for (int32_t i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    return s;
+}
+
+sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_filter *f, const cdg_tuning *t,
+                     cdg_choice *out, bool *found, char *why, size_t why_cap)
 {
     static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     search_stats st;
     memset(&st, 0, sizeof st);
     *found = false;
+    bool tune = t && t->candidates > 1;
+    cand_list cands;
+    cands.n = 0;
+    cands.cap = tune ? (t->candidates < CDG_TUNE_MAX_CANDIDATES ? t->candidates : CDG_TUNE_MAX_CANDIDATES) : 0;
     for (int32_t m = 0; m < 2 && !*found; m++) {
         cdg_pool pool;
         pool.n = 0;
-        sg_status s = search_mode(&pool, h, graph, modes[m], f, out, found, &st);
+        /* Only heuristics A's ranking is worth timing; FALLBACK is the
+         * last resort and its first fit is taken. */
+        sg_status s = search_mode(&pool, h, graph, modes[m], f, out, found, &st, tune && m == 0 ? &cands : NULL);
         cdg_pool_clear(&pool);
         SG_TRY(s);
     }
+    if (tune && cands.n > 0)
+        SG_TRY(time_candidates(h, graph, t, &cands, out));
     if (!*found && why && why_cap)
         snprintf(why, why_cap,
                  "no cuDNN engine fits: %d configs tried (heuristics A and FALLBACK); %d refused by numerical "

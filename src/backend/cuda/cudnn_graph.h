@@ -91,12 +91,29 @@ typedef struct cdg_filter {
     int64_t max_workspace;
 } cdg_filter;
 
-/* Heuristics (mode A, then FALLBACK) over the finalized graph: the first
- * engine configuration that passes the filter and whose execution plan
- * finalizes on h. *found is false when none does (*why says how many were
- * tried and why they were refused). */
-sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_filter *f, cdg_choice *out,
-                     bool *found, char *why, size_t why_cap);
+/* Autotuning: how many of heuristics A's configurations that fit are
+ * timed, and the graph's non-virtual tensors (unique id and size) so the
+ * search can bind scratch buffers to them. */
+#define CDG_TUNE_MAX_TENSORS 8
+#define CDG_TUNE_MAX_CANDIDATES 16
+
+typedef struct cdg_tuning {
+    int32_t candidates;   /* configurations to time; <= 1: the best-ranked one that fits */
+    cudaStream_t stream;  /* h's stream */
+    int32_t n;
+    int64_t uids[CDG_TUNE_MAX_TENSORS];
+    size_t bytes[CDG_TUNE_MAX_TENSORS];
+} cdg_tuning;
+
+/* Heuristics (mode A, then FALLBACK) over the finalized graph: the
+ * engine configurations that pass the filter and whose execution plans
+ * finalize on h. Without tuning (NULL, or candidates <= 1) the
+ * best-ranked one is taken; with it, up to `candidates` of mode A's are
+ * run on zero-filled buffers and the fastest is taken (a configuration
+ * that fails to run is skipped). *found is false when none fits (*why
+ * says how many were tried and why they were refused). */
+sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_filter *f, const cdg_tuning *t,
+                     cdg_choice *out, bool *found, char *why, size_t why_cap);
 
 /* The execution plan of a recorded choice over the finalized graph, its
  * descriptors owned by pool. *ok is false (with *why) when it does not
