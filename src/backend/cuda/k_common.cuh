@@ -316,6 +316,61 @@ static inline ll dl_count(const dimlist *l)
     return c;
 }
 
+// 16-byte vectors of float dtypes -------------------------------------------------
+
+// Elements of float dtype XT (float16, bfloat16, float32) in 16 bytes.
+template <int XT> __host__ __device__ constexpr int V16() { return XT == SEGRT_DTYPE_FLOAT32 ? 4 : 8; }
+
+// The same at run time: 0 for dtypes without a 16-byte vector path.
+static inline int vec16_width(int32_t dt)
+{
+    return dt == SEGRT_DTYPE_FLOAT32 ? 4 : (dt == SEGRT_DTYPE_FLOAT16 || dt == SEGRT_DTYPE_BFLOAT16) ? 8 : 0;
+}
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// The elements (8 or 4) of a 16-byte vector of dtype XT, as float32.
+template <int XT> __device__ __forceinline__ void vec16_unpack(uint4 u, float *v)
+{
+    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    if constexpr (XT == SEGRT_DTYPE_FLOAT32) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            v[j] = __uint_as_float(w[j]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            unsigned short b = (unsigned short)(w[j / 2] >> (16 * (j & 1)));
+            v[j] = XT == SEGRT_DTYPE_FLOAT16 ? __half2float(__ushort_as_half(b)) : __bfloat162float(__ushort_as_bfloat16(b));
+        }
+    }
+}
+
+// V16<XT>() values rounded to XT as st_f32 rounds them, packed into 16 bytes.
+template <int XT> __device__ __forceinline__ uint4 vec16_pack(const float *v)
+{
+    uint32_t w[4];
+    if constexpr (XT == SEGRT_DTYPE_FLOAT32) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            w[j] = __float_as_uint(v[j]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            unsigned short lo, hi;
+            if constexpr (XT == SEGRT_DTYPE_FLOAT16) {
+                lo = __half_as_ushort(__float2half_rn(v[2 * j]));
+                hi = __half_as_ushort(__float2half_rn(v[2 * j + 1]));
+            } else {
+                lo = __bfloat16_as_ushort(__float2bfloat16_rn(v[2 * j]));
+                hi = __bfloat16_as_ushort(__float2bfloat16_rn(v[2 * j + 1]));
+            }
+            w[j] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Launches ---------------------------------------------------------------------------
 
 // The launch's error, recorded with the kernel's name.

@@ -12,9 +12,20 @@
 //      a whole trailing block) into one or two dims.
 // It then picks a path:
 //   - a plain device copy for a same-dtype contiguous COPY;
+//   - a row copy (copy_rows_kernel, 16/8/4-byte units, bit for bit) for a
+//     same-dtype COPY whose sides are both contiguous along the last of up
+//     to three dims: a Concat's input into its channel slice of the output;
+//   - the fast float kernels (map_fast_kernel: 16 bytes of output per
+//     thread, the operator and the output dtype compiled in) over up to
+//     three dims where the output is contiguous along the last, every
+//     input is contiguous or constant along it and rows are whole vectors:
+//     bias adds, PReLU slopes, residual adds, activations and casts on
+//     channels-last activations;
 //   - a vectorized kernel (4 elements per thread, 8/16-byte accesses)
 //     for float dtypes over one dim, or two with a row length divisible by
-//     4, where every input is contiguous or broadcast along the last dim;
+//     4, where every input is contiguous or broadcast along the last dim
+//     (float16 rows of 12 or 20 channels, views the fast kernels' alignment
+//     rules out);
 //   - a tiled transpose for one-input maps whose input runs contiguously
 //     along another dim than the output (layout conversions NCHW <->
 //     NHWC), which keeps both reads and writes coalesced;
@@ -93,11 +104,14 @@ template <typename T> __device__ __forceinline__ T min_nan(T a, T b) { return (a
 // The float operators, written once for float32 and float64: the CUDA
 // math functions are overloaded on both, so one template gives each
 // precision its own arithmetic without two copies of every formula.
-template <typename T> __device__ __forceinline__ T map_fp(const map_args &a, const T *x)
+// op is a parameter, not read from map_args, so that the fast kernels can
+// pass a compile-time constant and keep only their operator's code.
+template <typename T>
+__device__ __forceinline__ T map_fp_op(int32_t op, float alpha_f, float beta_f, int32_t n_in, const T *x)
 {
     const T v = x[0];
-    const T alpha = (T)a.alpha, beta = (T)a.beta;
-    switch (a.op) {
+    const T alpha = (T)alpha_f, beta = (T)beta_f;
+    switch (op) {
     case SGK_COPY: return v;
     case SGK_RELU: return v < 0 ? (T)0 : v; // NaN stays NaN
     case SGK_LEAKY_RELU: return v < 0 ? alpha * v : v;
@@ -158,11 +172,11 @@ template <typename T> __device__ __forceinline__ T map_fp(const map_args &a, con
         T r = v;
 #pragma unroll
         for (int k = 1; k < SGK_MAP_MAX_IN; k++) {
-            if (k >= a.n_in)
+            if (k >= n_in)
                 break;
-            r = a.op == SGK_MIN ? min_nan(r, x[k]) : a.op == SGK_MAX ? max_nan(r, x[k]) : r + x[k];
+            r = op == SGK_MIN ? min_nan(r, x[k]) : op == SGK_MAX ? max_nan(r, x[k]) : r + x[k];
         }
-        return a.op == SGK_MEAN ? r / (T)a.n_in : r;
+        return op == SGK_MEAN ? r / (T)n_in : r;
     }
     case SGK_WHERE: return v != 0 ? x[1] : x[2];
     case SGK_FMA: return fma(v, x[1], x[2]); // one rounding, closest to the reference's double
@@ -170,13 +184,23 @@ template <typename T> __device__ __forceinline__ T map_fp(const map_args &a, con
     }
 }
 
-template <typename T> __device__ __forceinline__ T apply_act(const map_args &a, T r)
+template <typename T> __device__ __forceinline__ T map_fp(const map_args &a, const T *x)
 {
-    switch (a.act) {
+    return map_fp_op<T>(a.op, a.alpha, a.beta, a.n_in, x);
+}
+
+template <typename T> __device__ __forceinline__ T apply_act_op(int32_t act, float act_alpha, T r)
+{
+    switch (act) {
     case SGK_ACT_RELU: return r < 0 ? (T)0 : r;
-    case SGK_ACT_LEAKY_RELU: return r < 0 ? (T)a.act_alpha * r : r;
+    case SGK_ACT_LEAKY_RELU: return r < 0 ? (T)act_alpha * r : r;
     default: return r;
     }
+}
+
+template <typename T> __device__ __forceinline__ T apply_act(const map_args &a, T r)
+{
+    return apply_act_op<T>(a.act, a.act_alpha, r);
 }
 
 // Wrapping integer arithmetic without signed overflow.
@@ -503,6 +527,154 @@ __global__ void map_transpose_kernel(const map_args a, int64_t B, int64_t X, int
             }
 }
 
+// Fast paths ----------------------------------------------------------------
+//
+// What the networks spend their elementwise time on: per-channel bias and
+// PReLU slopes, residual adds, activations and the copies of a Concat, on
+// channels-last activations. After simplification these are [D0, D1, cols]
+// spaces (cols: the channels, or everything at rank 1) where the output and
+// every input run contiguously along cols, or an input holds one value per
+// row (stride 0 along cols). The fast kernels take 16 bytes of the output
+// per thread (V = 8 float16/bfloat16 or 4 float32 elements), the operator
+// and the output's dtype fixed at compile time, so the hot loop carries
+// neither the other operators' code nor their registers; inputs may have
+// any float dtype (a float32 bias of a float16 convolution). The math is
+// map_fp_op's, element by element, as in the general kernels.
+
+#define FAST_MAX_IN 4
+#define FAST_ANY (-1) // the operator read at run time (those not specialised)
+
+struct fast_args {
+    int32_t op, act, n_in;
+    float alpha, beta, act_alpha;
+    uint32_t nv;      // vectors of V elements
+    uint32_t total;   // nv plus, at rank 1, the n % V elements left over
+    fastdiv cols_v;   // vectors per row
+    fastdiv d1;       // rows per step of dim 0
+    void *data[FAST_MAX_IN + 1];
+    int32_t dtype[FAST_MAX_IN + 1];
+    int64_t s0[FAST_MAX_IN + 1], s1[FAST_MAX_IN + 1]; // row strides, elements
+    int32_t inner[FAST_MAX_IN + 1];                   // stride along cols: 1, or 0 (one value per row)
+};
+
+// V consecutive elements of a float dtype, as float32: 16-byte loads for
+// float32, one 16- or 8-byte load for 16-bit dtypes. The dtype is uniform
+// across the launch, so the branch costs nothing.
+template <int V> __device__ __forceinline__ void ldv(const void *p, int32_t dt, int64_t off, float *v)
+{
+    if (dt == SEGRT_DTYPE_FLOAT32) {
+        const float4 *q = (const float4 *)((const float *)p + off);
+#pragma unroll
+        for (int j = 0; j < V / 4; j++) {
+            float4 f = q[j];
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+        return;
+    }
+    uint32_t w[V / 2];
+    const uint16_t *h = (const uint16_t *)p + off;
+    if constexpr (V == 8) {
+        uint4 u = *(const uint4 *)h;
+        w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+    } else {
+        uint2 u = *(const uint2 *)h;
+        w[0] = u.x, w[1] = u.y;
+    }
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        unsigned short b = (unsigned short)(w[j / 2] >> (16 * (j & 1)));
+        v[j] = dt == SEGRT_DTYPE_FLOAT16 ? __half2float(__ushort_as_half(b)) : __bfloat162float(__ushort_as_bfloat16(b));
+    }
+}
+
+// V float32 values stored as dtype TO: 16 bytes, rounded as st_f32 does.
+template <int TO, int V> __device__ __forceinline__ void stv(void *p, int64_t off, const float *v)
+{
+    static_assert(V == V16<TO>(), "one 16-byte vector of the output");
+    *(uint4 *)((char *)p + off * (16 / V)) = vec16_pack<TO>(v);
+}
+
+template <int TO, int OP> __global__ void __launch_bounds__(MAP_THREADS) map_fast_kernel(const fast_args a)
+{
+    constexpr int V = V16<TO>();
+    // Inputs the operator can have: fewer registers for the fixed arities.
+    constexpr int NIN = OP == FAST_ANY || OP >= SGK_MIN ? FAST_MAX_IN : OP >= SGK_ADD ? 2 : 1;
+    const int32_t op = OP == FAST_ANY ? a.op : OP;
+    const uint32_t step = gridDim.x * blockDim.x;
+    for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < a.total; q += step) {
+        float xj[SGK_MAP_MAX_IN];
+#pragma unroll
+        for (int k = 0; k < SGK_MAP_MAX_IN; k++)
+            xj[k] = 0.0f;
+        if (q >= a.nv) {
+            // Rank 1, the last n % V elements: element e of every operand
+            // (or its only value, for a broadcast scalar).
+            int64_t e = (int64_t)a.nv * V + (q - a.nv);
+#pragma unroll
+            for (int k = 0; k < NIN; k++)
+                if (k < a.n_in)
+                    xj[k] = ld_f32(a.data[k + 1], a.inner[k + 1] ? e : 0, a.dtype[k + 1]);
+            float r = apply_act_op<float>(a.act, a.act_alpha, map_fp_op<float>(op, a.alpha, a.beta, a.n_in, xj));
+            st_f32(a.data[0], e, TO, r);
+            continue;
+        }
+        uint32_t row = fastdiv_div(q, a.cols_v);
+        int64_t col = (int64_t)(q - row * a.cols_v.d) * V;
+        uint32_t r0 = fastdiv_div(row, a.d1);
+        uint32_t r1 = row - r0 * a.d1.d;
+        float x[FAST_MAX_IN][V];
+#pragma unroll
+        for (int k = 0; k < NIN; k++) {
+            if (k >= a.n_in)
+                break;
+            int64_t off = (int64_t)r0 * a.s0[k + 1] + (int64_t)r1 * a.s1[k + 1];
+            if (a.inner[k + 1]) {
+                ldv<V>(a.data[k + 1], a.dtype[k + 1], off + col, x[k]);
+            } else {
+                float s = ld_f32(a.data[k + 1], off, a.dtype[k + 1]);
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    x[k][j] = s;
+            }
+        }
+        float r[V];
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+#pragma unroll
+            for (int k = 0; k < NIN; k++)
+                xj[k] = k < a.n_in ? x[k][j] : 0.0f;
+            r[j] = apply_act_op<float>(a.act, a.act_alpha, map_fp_op<float>(op, a.alpha, a.beta, a.n_in, xj));
+        }
+        stv<TO, V>(a.data[0], (int64_t)r0 * a.s0[0] + (int64_t)r1 * a.s1[0] + col, r);
+    }
+}
+
+// A COPY between equal dtypes over [D0, D1, cols] with both sides
+// contiguous along cols (a Concat's input into its slice of the output,
+// a slice out of a wider tensor): rows moved in units of U bytes (16, 8
+// or 4), bit for bit.
+struct rows_args {
+    uint32_t total;  // units
+    fastdiv cols_u;  // units per row
+    fastdiv d1;
+    void *out;
+    const void *in;
+    int64_t s0[2], s1[2]; // row strides in units: output, input
+};
+
+template <typename U> __global__ void __launch_bounds__(MAP_THREADS) copy_rows_kernel(const rows_args c)
+{
+    const uint32_t step = gridDim.x * blockDim.x;
+    for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < c.total; q += step) {
+        uint32_t row = fastdiv_div(q, c.cols_u);
+        int64_t col = (int64_t)(q - row * c.cols_u.d);
+        uint32_t r0 = fastdiv_div(row, c.d1);
+        uint32_t r1 = row - r0 * c.d1.d;
+        ((U *)c.out)[(int64_t)r0 * c.s0[0] + (int64_t)r1 * c.s1[0] + col] =
+            ((const U *)c.in)[(int64_t)r0 * c.s0[1] + (int64_t)r1 * c.s1[1] + col];
+    }
+}
+
 // Host side ---------------------------------------------------------------
 
 int32_t op_arity(sgk_map_op op, int32_t n_in)
@@ -637,6 +809,148 @@ bool try_transpose(cudaStream_t stream, const map_args *a, segrt_status *st)
     return true;
 }
 
+// The simplified space as [D0, D1, cols]: rank 1 to 3, dims outermost first.
+struct space3 {
+    int64_t d0, d1, cols;
+};
+
+space3 space_of(const map_args *a)
+{
+    int32_t r = a->rank;
+    space3 s = {r == 3 ? a->dims[0] : 1, r >= 2 ? a->dims[r - 2] : 1, a->dims[r - 1]};
+    return s;
+}
+
+// Operand k's strides along D0 and D1 (0 where the rank lacks the dim).
+int64_t stride_d0(const map_args *a, int32_t k) { return a->rank == 3 ? a->strides[k][0] : 0; }
+int64_t stride_d1(const map_args *a, int32_t k) { return a->rank >= 2 ? a->strides[k][a->rank - 2] : 0; }
+
+// A same-dtype COPY whose two sides are contiguous along the last dim
+// (see copy_rows_kernel), in the widest unit that rows, strides and both
+// base addresses allow.
+bool try_copy_rows(cudaStream_t stream, const map_args *a, segrt_status *st)
+{
+    if (a->cls != CLS_RAW || a->n_in != 1 || a->rank < 2 || a->rank > 3)
+        return false;
+    int32_t r = a->rank;
+    if (a->strides[0][r - 1] != 1 || a->strides[1][r - 1] != 1)
+        return false;
+    space3 sp = space_of(a);
+    int64_t es = dtype_bytes(a->dtype[0]);
+    int64_t unit = 16;
+    for (; unit >= 4; unit /= 2) {
+        bool ok = (sp.cols * es) % unit == 0;
+        for (int32_t k = 0; ok && k < 2; k++)
+            ok = (stride_d0(a, k) * es) % unit == 0 && (stride_d1(a, k) * es) % unit == 0 &&
+                 aligned(a->data[k], (size_t)unit);
+        if (ok)
+            break;
+    }
+    if (unit < 4 || unit < es || a->n * es / unit > (int64_t)INT32_MAX)
+        return false;
+    int64_t per = unit / es; // elements per unit
+    rows_args c;
+    memset(&c, 0, sizeof c);
+    c.total = (uint32_t)(a->n / per);
+    c.cols_u = fastdiv_make((uint32_t)(sp.cols / per));
+    c.d1 = fastdiv_make((uint32_t)sp.d1);
+    c.out = a->data[0];
+    c.in = a->data[1];
+    for (int32_t k = 0; k < 2; k++) {
+        c.s0[k] = stride_d0(a, k) / per;
+        c.s1[k] = stride_d1(a, k) / per;
+    }
+    unsigned blocks = blocks_for(c.total);
+    if (unit == 16)
+        copy_rows_kernel<uint4><<<blocks, MAP_THREADS, 0, stream>>>(c);
+    else if (unit == 8)
+        copy_rows_kernel<uint2><<<blocks, MAP_THREADS, 0, stream>>>(c);
+    else
+        copy_rows_kernel<uint32_t><<<blocks, MAP_THREADS, 0, stream>>>(c);
+    *st = launched("sgk_map (copy rows)");
+    return true;
+}
+
+typedef void (*fast_kernel)(const fast_args);
+
+// The operators with a kernel of their own: the ones networks run on whole
+// activations. Any other float map takes the FAST_ANY instance.
+template <int TO> fast_kernel fast_kernel_for(int32_t op)
+{
+    switch (op) {
+    case SGK_COPY: return map_fast_kernel<TO, SGK_COPY>;
+    case SGK_RELU: return map_fast_kernel<TO, SGK_RELU>;
+    case SGK_LEAKY_RELU: return map_fast_kernel<TO, SGK_LEAKY_RELU>;
+    case SGK_SIGMOID: return map_fast_kernel<TO, SGK_SIGMOID>;
+    case SGK_CLIP: return map_fast_kernel<TO, SGK_CLIP>;
+    case SGK_AFFINE: return map_fast_kernel<TO, SGK_AFFINE>;
+    case SGK_ADD: return map_fast_kernel<TO, SGK_ADD>;
+    case SGK_SUB: return map_fast_kernel<TO, SGK_SUB>;
+    case SGK_MUL: return map_fast_kernel<TO, SGK_MUL>;
+    case SGK_DIV: return map_fast_kernel<TO, SGK_DIV>;
+    case SGK_PRELU: return map_fast_kernel<TO, SGK_PRELU>;
+    case SGK_MAX: return map_fast_kernel<TO, SGK_MAX>;
+    case SGK_MIN: return map_fast_kernel<TO, SGK_MIN>;
+    case SGK_SUM: return map_fast_kernel<TO, SGK_SUM>;
+    default: return map_fast_kernel<TO, FAST_ANY>;
+    }
+}
+
+// The fast float path (see map_fast_kernel) where its conditions hold:
+// float32 math on float dtypes, rank 1 to 3, the output contiguous along
+// the last dim, each input contiguous or constant along it, and (except at
+// rank 1) rows of whole vectors; operands read by vector need their base
+// address and row strides aligned to the vector.
+bool try_fast(cudaStream_t stream, const map_args *a, segrt_status *st)
+{
+    bool f32 = a->cls == CLS_F32 || (a->cls == CLS_RAW && vec_dtype(a->dtype[0]));
+    if (!f32 || a->n_in > FAST_MAX_IN || a->rank < 1 || a->rank > 3)
+        return false;
+    int32_t r = a->rank;
+    int32_t eo = dtype_bytes(a->dtype[0]);
+    int64_t V = 16 / eo;
+    space3 sp = space_of(a);
+    if (r >= 2 && sp.cols % V != 0)
+        return false;
+    fast_args f;
+    memset(&f, 0, sizeof f);
+    for (int32_t k = 0; k <= a->n_in; k++) {
+        int64_t inner = a->strides[k][r - 1];
+        if (!vec_dtype(a->dtype[k]) || (inner != 1 && (k == 0 || inner != 0)))
+            return false;
+        f.data[k] = a->data[k];
+        f.dtype[k] = a->dtype[k];
+        f.s0[k] = stride_d0(a, k);
+        f.s1[k] = stride_d1(a, k);
+        f.inner[k] = inner == 1;
+        size_t vbytes = (size_t)V * (size_t)dtype_bytes(a->dtype[k]);
+        if (inner == 1 && (f.s0[k] % V != 0 || f.s1[k] % V != 0 || !aligned(a->data[k], vbytes < 16 ? vbytes : 16)))
+            return false;
+    }
+    int64_t nv = a->n / V, tail = r == 1 ? a->n % V : 0;
+    if (nv + tail > (int64_t)INT32_MAX)
+        return false;
+    f.op = a->op;
+    f.act = a->act;
+    f.n_in = a->n_in;
+    f.alpha = a->alpha;
+    f.beta = a->beta;
+    f.act_alpha = a->act_alpha;
+    f.nv = (uint32_t)nv;
+    f.total = (uint32_t)(nv + tail);
+    f.cols_v = fastdiv_make((uint32_t)(r == 1 ? (nv > 0 ? nv : 1) : sp.cols / V));
+    f.d1 = fastdiv_make((uint32_t)sp.d1);
+    fast_kernel kern;
+    switch (a->dtype[0]) {
+    case SEGRT_DTYPE_FLOAT16: kern = fast_kernel_for<SEGRT_DTYPE_FLOAT16>(a->op); break;
+    case SEGRT_DTYPE_BFLOAT16: kern = fast_kernel_for<SEGRT_DTYPE_BFLOAT16>(a->op); break;
+    default: kern = fast_kernel_for<SEGRT_DTYPE_FLOAT32>(a->op); break;
+    }
+    kern<<<blocks_for(f.total), MAP_THREADS, 0, stream>>>(f);
+    *st = launched("sgk_map (fast)");
+    return true;
+}
+
 } // namespace
 
 extern "C" segrt_status sgk_map(cudaStream_t stream, const sgk_map_params *p, const sgk_view *out,
@@ -697,7 +1011,7 @@ extern "C" segrt_status sgk_map(cudaStream_t stream, const sgk_map_params *p, co
         return SEGRT_OK;
     }
     segrt_status st;
-    if (try_vec(stream, &a, &st))
+    if (try_copy_rows(stream, &a, &st) || try_fast(stream, &a, &st) || try_vec(stream, &a, &st))
         return st;
     if (a.rank <= 1) {
         map_linear_kernel<<<blocks_for(n), MAP_THREADS, 0, stream>>>(a);

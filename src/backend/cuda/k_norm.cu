@@ -21,6 +21,9 @@
 // nor large offsets lose precision. Nothing is combined with atomics; the
 // order of every combination is fixed, so results are bit-identical from
 // run to run.
+// Float16, bfloat16 and float32 tensors laid out channels-last or plain
+// NCHW, with 16-byte alignment, take vectorized versions of kernels 1 and
+// 3 (see "Vectorized paths"); the rest, the general ones.
 #include "backend/cuda/k_common.cuh"
 
 #include <math.h>
@@ -198,20 +201,6 @@ static bool gn_plan(const sgk_view *x, const sgk_view *y, int64_t groups, gngeom
     return true;
 }
 
-// Scratch: per (n, c, tile) mean and M2, then per (n, c) the mean (hi, lo),
-// a and bias (rounded up so that the float4 array stays aligned).
-static size_t gn_part_bytes(const gngeom *g)
-{
-    return ((size_t)(g->N * g->C * g->tiles) * sizeof(float2) + 15) & ~(size_t)15;
-}
-
-extern "C" size_t sgk_group_norm_scratch(const sgk_view *x, int64_t groups)
-{
-    gngeom g;
-    if (!gn_plan(x, NULL, groups, &g))
-        return 0;
-    return gn_part_bytes(&g) + (size_t)(g.N * g.C) * sizeof(float4);
-}
 
 // Merges the block's per-thread statistics along rows of threads: entry
 // (row, col) at sh[row * cols + col]; rows need not be a power of two.
@@ -402,6 +391,337 @@ __global__ void __launch_bounds__(GN_THREADS) gn_apply_sp(const void *x, segrt_d
                        ab[nc], act, alpha);
 }
 
+// Vectorized paths ----------------------------------------------------------------------
+//
+// For x of float16, bfloat16 or float32 read as 16-byte vectors (V = 8, 8
+// or 4 elements), in two layouts:
+//  - channels-last (CL): C contiguous, a multiple of V, and the spatial
+//    dims one run of pixels with a stride that keeps vectors aligned. A
+//    thread owns one vector of channels and walks pixels; a block is
+//    (n, tile of pixels) with ry rows of C / V threads, so a warp reads
+//    whole pixels, 16 bytes a thread. y may have a larger pixel stride (a
+//    channel slice of a concatenation's buffer).
+//  - spatial-contiguous (SP, plain NCHW): each (n, c) plane contiguous with
+//    S a multiple of V. A thread walks vectors of one plane.
+// The statistics keep gn_stats_*'s scheme (deviations from the tile's first
+// value, chunks merged with Chan's formula, a fixed merge tree), one
+// accumulator per channel; the partials have the same layout, so
+// gn_combine serves both. The application computes what apply_rows does.
+
+#define GNV_TARGET_BLOCKS 2048
+#define GNV_UNROLL 4 // vectors loaded before they are used, per thread
+
+enum { GNV_NONE, GNV_CL, GNV_SP };
+
+struct gnvec {
+    int kind;
+    int cv, ry;     // CL: channel vectors per pixel, rows of threads per block
+    ll px, py;      // CL: pixel strides of x and y, in elements
+    ll tiles, rpt;  // statistics: tiles per sample (CL) or per plane (SP), rows per tile
+    ll tiles3, rpt3; // application: likewise
+};
+
+static ll clamp_tiles(ll want, ll by_len)
+{
+    ll t = want < by_len ? want : by_len;
+    return t < 1 ? 1 : t;
+}
+
+// Plans the vectorized statistics for x (g from gn_plan); the kind is
+// GNV_NONE where x does not qualify. Geometry only: base addresses and y
+// are checked at launch.
+static void gnv_plan(const sgk_view *x, const gngeom *g, gnvec *v)
+{
+    memset(v, 0, sizeof *v);
+    ll V = vec16_width(x->dtype);
+    // (A batch of one never steps along dim 0: its stride does not matter.)
+    if (V == 0 || g->S == 0 || g->sp.n > 1 || (g->N > 1 && g->xn % V != 0))
+        return;
+    if (g->cl) {
+        v->px = g->sp.n ? g->sp.s[0][0] : 0;
+        v->py = g->sp.n ? g->sp.s[1][0] : 0;
+        if (g->C % V != 0 || g->C / V > GN_THREADS || v->px % V != 0)
+            return;
+        v->cv = (int)(g->C / V);
+        v->ry = GN_THREADS / v->cv;
+        v->tiles = clamp_tiles(ceil_div(GNV_TARGET_BLOCKS, g->N), ceil_div(g->S, (ll)v->ry * 16));
+        // At most CHUNK rows per thread (see gnv_stats_cl).
+        ll least = ceil_div(g->S, (ll)v->ry * CHUNK);
+        v->tiles = v->tiles > least ? v->tiles : least;
+        v->rpt = ceil_div(g->S, v->tiles);
+        v->tiles = ceil_div(g->S, v->rpt);
+        v->rpt3 = (ll)v->ry * GN_APPLY_ROWS;
+        v->tiles3 = ceil_div(g->S, v->rpt3);
+        v->kind = GNV_CL;
+        return;
+    }
+    if (g->sp.n != 1 || g->sp.s[0][0] != 1 || g->S % V != 0 || (g->C > 1 && g->xc % V != 0))
+        return;
+    ll sv = g->S / V, planes = g->N * g->C;
+    ll tiles = clamp_tiles(ceil_div(GN_TARGET_BLOCKS, planes), ceil_div(sv, GN_THREADS * 8));
+    ll rptv = ceil_div(sv, tiles);
+    v->tiles = ceil_div(sv, rptv);
+    v->rpt = rptv * V;
+    v->rpt3 = (ll)GN_THREADS * GNV_UNROLL * 2 * V;
+    v->tiles3 = ceil_div(g->S, v->rpt3);
+    v->kind = GNV_SP;
+}
+
+// Whether y (same dims as x) can be written by the vectorized application.
+static bool gnv_apply_ok(const gnvec *v, const gngeom *g, const sgk_view *x, const sgk_view *y)
+{
+    ll V = vec16_width(x->dtype);
+    if (v->kind == GNV_NONE || y->dtype != x->dtype || !aligned16(y->data) || (g->N > 1 && g->yn % V != 0))
+        return false;
+    if (v->kind == GNV_CL)
+        return g->cl_apply && v->py % V == 0;
+    return (g->sp.n == 1 && g->sp.s[1][0] == 1) && (g->C == 1 || g->yc % V == 0);
+}
+
+template <int XT, int V> __device__ __forceinline__ void vadd(uint4 raw, const float *k, float *s1, float *s2)
+{
+    float val[V];
+    vec16_unpack<XT>(raw, val);
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        float d = val[j] - k[j];
+        s1[j] += d;
+        s2[j] += d * d;
+    }
+}
+
+// 1, CL: block (n, tile); thread (tx: channel vector, ty: row of pixels).
+// The plan keeps a thread's rows within one chunk (rpt <= ry * CHUNK), so
+// its sums need no merging on the way: only k, s1 and s2 per channel live
+// in registers, next to the loads in flight.
+template <int XT>
+__global__ void __launch_bounds__(GN_THREADS) gnv_stats_cl(const void *x, gngeom g, gnvec v, float2 *part)
+{
+    constexpr int V = V16<XT>();
+    // Entry (row ty, channel c) at sh[ty * C + c].
+    __shared__ mstat sh[GN_THREADS * V];
+    ll t = blockIdx.x % v.tiles, n = blockIdx.x / v.tiles;
+    int tx = threadIdx.x % v.cv, ty = threadIdx.x / v.cv;
+    bool active = ty < v.ry;
+    ll r0 = t * v.rpt, r1 = r0 + v.rpt < g.S ? r0 + v.rpt : g.S;
+    // Vector indices: pixel r of this thread's channels at xb[r * pv].
+    const uint4 *xb = (const uint4 *)x + (n * g.xn + (ll)tx * V) / V;
+    const ll pv = v.px / V;
+    if (active) {
+        float k[V], s1[V], s2[V];
+        vec16_unpack<XT>(xb[r0 * pv], k);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            s1[j] = s2[j] = 0.0f;
+        int rows = r0 + ty < r1 ? (int)((r1 - r0 - ty + v.ry - 1) / v.ry) : 0;
+        const uint4 *p = xb + (r0 + ty) * pv;
+        const ll step = (ll)v.ry * pv;
+        int i = 0;
+        for (; i + GNV_UNROLL <= rows; i += GNV_UNROLL) {
+            uint4 raw[GNV_UNROLL];
+#pragma unroll
+            for (int u = 0; u < GNV_UNROLL; u++)
+                raw[u] = p[(i + u) * step];
+#pragma unroll
+            for (int u = 0; u < GNV_UNROLL; u++)
+                vadd<XT, V>(raw[u], k, s1, s2);
+        }
+        for (; i < rows; i++)
+            vadd<XT, V>(p[i * step], k, s1, s2);
+        mstat *mine = sh + ty * g.C + tx * V;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            mstat z = {0.0f, 0.0f, 0.0f};
+            mine[j] = rows ? mstat_chunk((float)rows, s1[j], s2[j], k[j]) : z;
+        }
+    }
+    // Rows of partials merged pairwise, in a fixed order.
+    int pw = 1;
+    while (pw < v.ry)
+        pw *= 2;
+    for (int h = pw / 2; h > 0; h /= 2) {
+        __syncthreads();
+        if (active && ty < h && ty + h < v.ry)
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                ll a = (ll)ty * g.C + tx * V + j;
+                sh[a] = mstat_merge(sh[a], sh[a + (ll)h * g.C]);
+            }
+    }
+    __syncthreads();
+    if (active && ty == 0)
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            mstat m = sh[tx * V + j];
+            part[(n * g.C + tx * V + j) * v.tiles + t] = make_float2(m.mean, m.m2);
+        }
+}
+
+// 1, SP: block (n, c, tile); threads across the plane's vectors.
+template <int XT>
+__global__ void __launch_bounds__(GN_THREADS) gnv_stats_sp(const void *x, gngeom g, gnvec v, float2 *part)
+{
+    constexpr int V = V16<XT>();
+    __shared__ mstat sh[GN_THREADS];
+    ll t = blockIdx.x % v.tiles, nc = blockIdx.x / v.tiles;
+    ll n = nc / g.C, c = nc % g.C;
+    ll r0 = t * v.rpt, r1 = r0 + v.rpt < g.S ? r0 + v.rpt : g.S; // multiples of V
+    const uint4 *xb = (const uint4 *)x + (n * g.xn + c * g.xc) / V;
+    float first[V];
+    vec16_unpack<XT>(xb[r0 / V], first);
+    macc a;
+    macc_init(&a, first[0]);
+    ll q = r0 / V + threadIdx.x, q1 = r1 / V;
+    for (; q + (GNV_UNROLL - 1) * GN_THREADS < q1; q += GNV_UNROLL * GN_THREADS) {
+        uint4 raw[GNV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GNV_UNROLL; u++)
+            raw[u] = xb[q + u * GN_THREADS];
+#pragma unroll
+        for (int u = 0; u < GNV_UNROLL; u++) {
+            float val[V];
+            vec16_unpack<XT>(raw[u], val);
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                macc_add(&a, val[j]);
+            macc_check(&a);
+        }
+    }
+    for (; q < q1; q += GN_THREADS) {
+        float val[V];
+        vec16_unpack<XT>(xb[q], val);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            macc_add(&a, val[j]);
+        macc_check(&a);
+    }
+    sh[threadIdx.x] = macc_done(&a);
+    block_merge_rows(sh, threadIdx.x, 0, GN_THREADS, 1);
+    if (threadIdx.x == 0)
+        part[nc * v.tiles + t] = make_float2(sh[0].mean, sh[0].m2);
+}
+
+// y = act(((x - mean_hi) - mean_lo) * a + bias) on one vector, k[j] the
+// (mean_hi, mean_lo, a, bias) of its element j's channel.
+template <int XT, int V>
+__device__ __forceinline__ uint4 vapply(uint4 raw, const float4 *k, sgk_act act, float alpha)
+{
+    float val[V];
+    vec16_unpack<XT>(raw, val);
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        val[j] = act_apply(((val[j] - k[j].x) - k[j].y) * k[j].z + k[j].w, act, alpha);
+    return vec16_pack<XT>(val);
+}
+
+// 3, CL: block (n, tile); each thread keeps its channels' coefficients.
+template <int XT>
+__global__ void __launch_bounds__(GN_THREADS) gnv_apply_cl(const void *x, void *y, gngeom g, gnvec v,
+                                                           const float4 *ab, sgk_act act, float alpha)
+{
+    constexpr int V = V16<XT>();
+    ll t = blockIdx.x % v.tiles3, n = blockIdx.x / v.tiles3;
+    int tx = threadIdx.x % v.cv, ty = threadIdx.x / v.cv;
+    ll r0 = t * v.rpt3 + ty, r1 = t * v.rpt3 + v.rpt3 < g.S ? t * v.rpt3 + v.rpt3 : g.S;
+    if (ty >= v.ry || r0 >= r1)
+        return;
+    float4 k[V];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        k[j] = ab[n * g.C + tx * V + j];
+    const uint4 *xp = (const uint4 *)x + (n * g.xn + (ll)tx * V) / V + r0 * (v.px / V);
+    uint4 *yp = (uint4 *)y + (n * g.yn + (ll)tx * V) / V + r0 * (v.py / V);
+    const ll xs = (ll)v.ry * (v.px / V), ys = (ll)v.ry * (v.py / V);
+    ll rows = (r1 - r0 + v.ry - 1) / v.ry, i = 0;
+    for (; i + GNV_UNROLL <= rows; i += GNV_UNROLL) {
+        uint4 raw[GNV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GNV_UNROLL; u++)
+            raw[u] = xp[(i + u) * xs];
+#pragma unroll
+        for (int u = 0; u < GNV_UNROLL; u++)
+            yp[(i + u) * ys] = vapply<XT, V>(raw[u], k, act, alpha);
+    }
+    for (; i < rows; i++)
+        yp[i * ys] = vapply<XT, V>(xp[i * xs], k, act, alpha);
+}
+
+// 3, SP: block (n, c, tile); threads across the plane's vectors.
+template <int XT>
+__global__ void __launch_bounds__(GN_THREADS) gnv_apply_sp(const void *x, void *y, gngeom g, gnvec v,
+                                                           const float4 *ab, sgk_act act, float alpha)
+{
+    constexpr int V = V16<XT>();
+    ll t = blockIdx.x % v.tiles3, nc = blockIdx.x / v.tiles3;
+    ll n = nc / g.C, c = nc % g.C;
+    float4 k[V];
+    float4 kc = ab[nc];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        k[j] = kc;
+    const uint4 *xb = (const uint4 *)x + (n * g.xn + c * g.xc) / V;
+    uint4 *yb = (uint4 *)y + (n * g.yn + c * g.yc) / V;
+    ll q = t * v.rpt3 / V + threadIdx.x;
+    ll q1 = (t * v.rpt3 + v.rpt3 < g.S ? t * v.rpt3 + v.rpt3 : g.S) / V;
+    for (; q + (GNV_UNROLL - 1) * GN_THREADS < q1; q += GNV_UNROLL * GN_THREADS) {
+        uint4 raw[GNV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GNV_UNROLL; u++)
+            raw[u] = xb[q + u * GN_THREADS];
+#pragma unroll
+        for (int u = 0; u < GNV_UNROLL; u++)
+            yb[q + u * GN_THREADS] = vapply<XT, V>(raw[u], k, act, alpha);
+    }
+    for (; q < q1; q += GN_THREADS)
+        yb[q] = vapply<XT, V>(xb[q], k, act, alpha);
+}
+
+template <int XT>
+static segrt_status gnv_stats_launch(cudaStream_t stream, const sgk_view *x, const gngeom &g, const gnvec &v,
+                                     float2 *part)
+{
+    if (v.kind == GNV_CL) {
+        gnv_stats_cl<XT><<<(unsigned)(g.N * v.tiles), GN_THREADS, 0, stream>>>(x->data, g, v, part);
+        return launched("gnv_stats_cl");
+    }
+    gnv_stats_sp<XT><<<(unsigned)(g.N * g.C * v.tiles), GN_THREADS, 0, stream>>>(x->data, g, v, part);
+    return launched("gnv_stats_sp");
+}
+
+template <int XT>
+static segrt_status gnv_apply_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
+                                     const gnvec &v, const float4 *ab, sgk_act act, float alpha)
+{
+    if (v.kind == GNV_CL) {
+        gnv_apply_cl<XT><<<(unsigned)(g.N * v.tiles3), GN_THREADS, 0, stream>>>(x->data, y->data, g, v, ab, act,
+                                                                                alpha);
+        return launched("gnv_apply_cl");
+    }
+    gnv_apply_sp<XT><<<(unsigned)(g.N * g.C * v.tiles3), GN_THREADS, 0, stream>>>(x->data, y->data, g, v, ab, act,
+                                                                                  alpha);
+    return launched("gnv_apply_sp");
+}
+
+// Scratch: per (n, c, tile) mean and M2, then per (n, c) the mean (hi, lo),
+// a and bias (rounded up so that the float4 array stays aligned). Sized
+// for the larger of the general and the vectorized tilings: which one runs
+// is only known at launch (it depends on the base addresses).
+static size_t gn_part_bytes(const gngeom *g, const gnvec *v)
+{
+    ll tiles = v->kind != GNV_NONE && v->tiles > g->tiles ? v->tiles : g->tiles;
+    return ((size_t)(g->N * g->C * tiles) * sizeof(float2) + 15) & ~(size_t)15;
+}
+
+extern "C" size_t sgk_group_norm_scratch(const sgk_view *x, int64_t groups)
+{
+    gngeom g;
+    if (!gn_plan(x, NULL, groups, &g))
+        return 0;
+    gnvec v;
+    gnv_plan(x, &g, &v);
+    return gn_part_bytes(&g, &v) + (size_t)(g.N * g.C) * sizeof(float4);
+}
+
 template <int T>
 static segrt_status gn_stats_launch(cudaStream_t stream, const sgk_view *x, const gngeom &g, float2 *part)
 {
@@ -427,6 +747,54 @@ static segrt_status gn_apply_launch(cudaStream_t stream, const sgk_view *y, cons
     return launched("gn_apply_sp");
 }
 
+// The general application, with the storage dtypes fixed where x and y
+// share one.
+static segrt_status gn_apply_any(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
+                                 const float4 *ab, sgk_act act, float act_alpha)
+{
+    segrt_dtype same = x->dtype == y->dtype ? x->dtype : SEGRT_DTYPE_UNDEFINED;
+    switch (same) {
+    case SEGRT_DTYPE_FLOAT16:
+        return gn_apply_launch<SEGRT_DTYPE_FLOAT16, SEGRT_DTYPE_FLOAT16>(stream, y, x, g, ab, act, act_alpha);
+    case SEGRT_DTYPE_BFLOAT16:
+        return gn_apply_launch<SEGRT_DTYPE_BFLOAT16, SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, ab, act, act_alpha);
+    case SEGRT_DTYPE_FLOAT32:
+        return gn_apply_launch<SEGRT_DTYPE_FLOAT32, SEGRT_DTYPE_FLOAT32>(stream, y, x, g, ab, act, act_alpha);
+    default: return gn_apply_launch<0, 0>(stream, y, x, g, ab, act, act_alpha);
+    }
+}
+
+// The vectorized statistics (v.kind set, x aligned), the combination on
+// their tiling, then the vectorized application where y allows it.
+static segrt_status gnv_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
+                               const gnvec &v, float2 *part, float4 *ab, const float *scale, const float *bias,
+                               float eps, sgk_act act, float act_alpha)
+{
+    segrt_status s;
+    switch (x->dtype) {
+    case SEGRT_DTYPE_FLOAT16: s = gnv_stats_launch<SEGRT_DTYPE_FLOAT16>(stream, x, g, v, part); break;
+    case SEGRT_DTYPE_BFLOAT16: s = gnv_stats_launch<SEGRT_DTYPE_BFLOAT16>(stream, x, g, v, part); break;
+    default: s = gnv_stats_launch<SEGRT_DTYPE_FLOAT32>(stream, x, g, v, part); break;
+    }
+    if (s != SEGRT_OK)
+        return s;
+    gngeom gc = g; // the combination reads the partials on the tiling that wrote them
+    gc.tiles = v.tiles;
+    gc.rpt = v.rpt;
+    gn_combine<<<(unsigned)ceil_div(g.N * g.groups, 8), 256, 0, stream>>>(gc, part, scale, bias, (double)eps, ab);
+    if ((s = launched("gn_combine")) != SEGRT_OK)
+        return s;
+    if (gnv_apply_ok(&v, &g, x, y)) {
+        switch (x->dtype) {
+        case SEGRT_DTYPE_FLOAT16: return gnv_apply_launch<SEGRT_DTYPE_FLOAT16>(stream, y, x, g, v, ab, act, act_alpha);
+        case SEGRT_DTYPE_BFLOAT16:
+            return gnv_apply_launch<SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, v, ab, act, act_alpha);
+        default: return gnv_apply_launch<SEGRT_DTYPE_FLOAT32>(stream, y, x, g, v, ab, act, act_alpha);
+        }
+    }
+    return gn_apply_any(stream, y, x, g, ab, act, act_alpha);
+}
+
 extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *scale,
                                        const float *bias, int64_t groups, float eps, sgk_act act, float act_alpha,
                                        void *scratch)
@@ -442,9 +810,15 @@ extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, c
                         (long long)groups, x->rank);
     if (g.N * g.C * g.S == 0)
         return SEGRT_OK;
+    gnvec v;
+    gnv_plan(x, &g, &v);
     float2 *part = (float2 *)scratch;
-    float4 *ab = (float4 *)((char *)scratch + gn_part_bytes(&g));
+    float4 *ab = (float4 *)((char *)scratch + gn_part_bytes(&g, &v));
+    if (!aligned16(x->data))
+        v.kind = GNV_NONE;
     segrt_status s;
+    if (v.kind != GNV_NONE)
+        return gnv_launch(stream, y, x, g, v, part, ab, scale, bias, eps, act, act_alpha);
     switch (x->dtype) {
     case SEGRT_DTYPE_FLOAT16: s = gn_stats_launch<SEGRT_DTYPE_FLOAT16>(stream, x, g, part); break;
     case SEGRT_DTYPE_BFLOAT16: s = gn_stats_launch<SEGRT_DTYPE_BFLOAT16>(stream, x, g, part); break;
@@ -456,16 +830,7 @@ extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, c
     gn_combine<<<(unsigned)ceil_div(g.N * g.groups, 8), 256, 0, stream>>>(g, part, scale, bias, (double)eps, ab);
     if ((s = launched("gn_combine")) != SEGRT_OK)
         return s;
-    segrt_dtype same = x->dtype == y->dtype ? x->dtype : SEGRT_DTYPE_UNDEFINED;
-    switch (same) {
-    case SEGRT_DTYPE_FLOAT16:
-        return gn_apply_launch<SEGRT_DTYPE_FLOAT16, SEGRT_DTYPE_FLOAT16>(stream, y, x, g, ab, act, act_alpha);
-    case SEGRT_DTYPE_BFLOAT16:
-        return gn_apply_launch<SEGRT_DTYPE_BFLOAT16, SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, ab, act, act_alpha);
-    case SEGRT_DTYPE_FLOAT32:
-        return gn_apply_launch<SEGRT_DTYPE_FLOAT32, SEGRT_DTYPE_FLOAT32>(stream, y, x, g, ab, act, act_alpha);
-    default: return gn_apply_launch<0, 0>(stream, y, x, g, ab, act, act_alpha);
-    }
+    return gn_apply_any(stream, y, x, g, ab, act, act_alpha);
 }
 
 // Layer normalisation ---------------------------------------------------------------------

@@ -1,5 +1,7 @@
 // MaxPool and AveragePool over 1 to 3 spatial dims of strided views.
 //
+// Channels-last float tensors whose channels make whole 16-byte vectors
+// take pool_cl_kernel (below); everything else the general kernel:
 // One thread per output element walks its window tap by tap in the
 // reference's order (loading a batch of taps before using them) (src/backend/ref/ref_pool.c), so that the choice among
 // equal maxima, the first NaN winning, the index written and the average's
@@ -150,6 +152,191 @@ __global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype 
     }
 }
 
+// Channels-last fast path -----------------------------------------------------------
+//
+// x and y of one float dtype, both with C contiguous (stride 1) and C a
+// multiple of the 16-byte vector (8 float16/bfloat16 or 4 float32
+// channels), no indices wanted: one thread per (output position, vector of
+// channels) loads each tap's channels with one 16-byte load, consecutive
+// threads taking consecutive vectors, so a warp reads whole pixels. The
+// taps go in the reference's order, PCL_BATCH loads in flight, and every
+// channel applies the general kernel's rules (first NaN wins and stays, the
+// first of equal maxima is kept, the average's divisor counts the taps
+// inside x plus, with count_include_pad, those inside the declared pads).
+
+#define PCL_BATCH 4
+
+struct pfast {
+    uint32_t total;          // output positions times channel vectors
+    fastdiv cv, od, oh, ow;  // channel vectors; output dims, 3-D embedding
+    ll xn, xs[3], yn, ys[3]; // strides in elements (0 along padded dims)
+    int in[3], k[3], st[3], dil[3], pb[3], pe[3], taps;
+    bool include_pad;
+};
+
+// Positions are 32-bit here (the launcher checks that they fit): fewer
+// registers, more threads in flight.
+template <int XT, bool MAX> __global__ void __launch_bounds__(256) pool_cl_kernel(const void *x, void *y, pfast g)
+{
+    constexpr int V = V16<XT>();
+    constexpr int ES = 16 / V; // element bytes
+    const uint32_t step = gridDim.x * blockDim.x;
+    for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < g.total; q += step) {
+        uint32_t rest = fastdiv_div(q, g.cv);
+        uint32_t c = (q - rest * g.cv.d) * V;
+        uint32_t t = fastdiv_div(rest, g.ow);
+        int o2 = (int)(rest - t * g.ow.d);
+        rest = t;
+        t = fastdiv_div(rest, g.oh);
+        int o1 = (int)(rest - t * g.oh.d);
+        rest = t;
+        t = fastdiv_div(rest, g.od);
+        int o0 = (int)(rest - t * g.od.d);
+        uint32_t n = t;
+        const char *xb = (const char *)x + ((ll)n * g.xn + c) * ES;
+        // The window's first tap, in input coordinates.
+        const int b0 = o0 * g.st[0] - g.pb[0], b1 = o1 * g.st[1] - g.pb[1], b2 = o2 * g.st[2] - g.pb[2];
+        float acc[V];
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            acc[j] = MAX ? -INFINITY : 0.0f;
+        bool any = false;
+        int count = 0, kd = 0, kh = 0, kw = 0;
+        for (int t0 = 0; t0 < g.taps; t0 += PCL_BATCH) {
+            uint4 raw[PCL_BATCH];
+            unsigned valid = 0, padded = 0;
+#pragma unroll
+            for (int b = 0; b < PCL_BATCH; b++) {
+                raw[b] = make_uint4(0, 0, 0, 0);
+                if (t0 + b >= g.taps)
+                    break;
+                int pd = b0 + kd * g.dil[0], ph = b1 + kh * g.dil[1], pw = b2 + kw * g.dil[2];
+                bool in_x = pd >= 0 && pd < g.in[0] && ph >= 0 && ph < g.in[1] && pw >= 0 && pw < g.in[2];
+                bool in_pads = pd >= -g.pb[0] && pd < g.in[0] + g.pe[0] && ph >= -g.pb[1] &&
+                               ph < g.in[1] + g.pe[1] && pw >= -g.pb[2] && pw < g.in[2] + g.pe[2];
+                if (in_x) {
+                    valid |= 1u << b;
+                    raw[b] = *(const uint4 *)(xb + (pd * g.xs[0] + ph * g.xs[1] + pw * g.xs[2]) * ES);
+                } else if (in_pads) {
+                    padded |= 1u << b;
+                }
+                if (++kw == g.k[2]) {
+                    kw = 0;
+                    if (++kh == g.k[1]) {
+                        kh = 0;
+                        kd++;
+                    }
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < PCL_BATCH; b++) {
+                if (!(valid >> b & 1u)) {
+                    count += g.include_pad && (padded >> b & 1u);
+                    continue;
+                }
+                count++;
+                float v[V];
+                vec16_unpack<XT>(raw[b], v);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    if (MAX) {
+                        if (!any || v[j] > acc[j] || (v[j] != v[j] && acc[j] == acc[j]))
+                            acc[j] = v[j];
+                    } else {
+                        acc[j] += v[j];
+                    }
+                }
+                any = true;
+            }
+        }
+        if (!MAX) {
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                acc[j] = acc[j] / (float)count; // an empty window gives NaN, as the reference
+        }
+        ll yo = (ll)n * g.yn + o0 * g.ys[0] + o1 * g.ys[1] + o2 * g.ys[2] + c;
+        *(uint4 *)((char *)y + yo * ES) = vec16_pack<XT>(acc);
+    }
+}
+
+// Launches pool_cl_kernel where its conditions hold; false otherwise.
+static bool try_pool_cl(cudaStream_t stream, const sgk_pool_params *p, const sgk_view *y, bool want_idx,
+                        const sgk_view *x, segrt_status *st)
+{
+    segrt_dtype dt = x->dtype;
+    ll V = vec16_width(dt), C = x->dims[1];
+    if (want_idx || y->dtype != dt || V == 0)
+        return false;
+    if (x->strides[1] != 1 || y->strides[1] != 1 || C % V != 0 || !aligned16(x->data) || !aligned16(y->data))
+        return false;
+    int ns = p->n_spatial;
+    pfast g;
+    memset(&g, 0, sizeof g);
+    ll total = y->dims[0] * (C / V), span = 1;
+    for (int d = 0; d < x->rank; d++)
+        if (d != 1 && ((x->dims[d] > 1 && x->strides[d] % V != 0) || (y->dims[d] > 1 && y->strides[d] % V != 0)))
+            return false;
+    g.xn = x->strides[0];
+    g.yn = y->strides[0];
+    uint32_t od[3];
+    for (int a = 0; a < 3; a++) {
+        int s = a - (3 - ns);
+        bool real = s >= 0;
+        ll in = real ? x->dims[2 + s] : 1, k = real ? p->kernel[s] : 1, st = real ? p->strides[s] : 1;
+        ll dil = real ? p->dilations[s] : 1, pb = real ? p->pads_begin[s] : 0, pe = real ? p->pads_end[s] : 0;
+        ll out = real ? y->dims[2 + s] : 1;
+        // Every coordinate the kernel forms must fit in an int.
+        ll reach = out * st + k * dil + in + pb + pe;
+        if (reach >= ((ll)1 << 30) || k < 1 || st < 1 || dil < 1 || pb < 0 || pe < 0)
+            return false;
+        g.in[a] = (int)in;
+        g.k[a] = (int)k;
+        g.st[a] = (int)st;
+        g.dil[a] = (int)dil;
+        g.pb[a] = (int)pb;
+        g.pe[a] = (int)pe;
+        g.xs[a] = real ? x->strides[2 + s] : 0;
+        g.ys[a] = real ? y->strides[2 + s] : 0;
+        od[a] = (uint32_t)out;
+        total *= out;
+        span *= k;
+    }
+    if (total >= ((ll)1 << 31) || span >= ((ll)1 << 30))
+        return false;
+    g.taps = (int)span;
+    g.total = (uint32_t)total;
+    g.cv = fastdiv_make((uint32_t)(C / V));
+    g.od = fastdiv_make(od[0]);
+    g.oh = fastdiv_make(od[1]);
+    g.ow = fastdiv_make(od[2]);
+    g.include_pad = p->count_include_pad;
+    ll blocks = ceil_div(total, 256);
+    unsigned nb = (unsigned)(blocks > (1 << 20) ? (1 << 20) : blocks);
+    bool mx = p->kind == SGK_POOL_MAX;
+    switch (dt) {
+    case SEGRT_DTYPE_FLOAT16:
+        if (mx)
+            pool_cl_kernel<SEGRT_DTYPE_FLOAT16, true><<<nb, 256, 0, stream>>>(x->data, y->data, g);
+        else
+            pool_cl_kernel<SEGRT_DTYPE_FLOAT16, false><<<nb, 256, 0, stream>>>(x->data, y->data, g);
+        break;
+    case SEGRT_DTYPE_BFLOAT16:
+        if (mx)
+            pool_cl_kernel<SEGRT_DTYPE_BFLOAT16, true><<<nb, 256, 0, stream>>>(x->data, y->data, g);
+        else
+            pool_cl_kernel<SEGRT_DTYPE_BFLOAT16, false><<<nb, 256, 0, stream>>>(x->data, y->data, g);
+        break;
+    default:
+        if (mx)
+            pool_cl_kernel<SEGRT_DTYPE_FLOAT32, true><<<nb, 256, 0, stream>>>(x->data, y->data, g);
+        else
+            pool_cl_kernel<SEGRT_DTYPE_FLOAT32, false><<<nb, 256, 0, stream>>>(x->data, y->data, g);
+        break;
+    }
+    *st = launched("pool_cl_kernel");
+    return true;
+}
+
 extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, const sgk_view *y,
                                  const sgk_view *indices, const sgk_view *x)
 {
@@ -163,6 +350,12 @@ extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, 
     bool want_idx = is_max && indices && indices->data;
     if (want_idx && (indices->dtype != SEGRT_DTYPE_INT64 || indices->rank != y->rank))
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_pool: indices must be int64 of the output's dims");
+    for (int d = 0; d < y->rank; d++)
+        if (y->dims[d] == 0)
+            return SEGRT_OK;
+    segrt_status fast;
+    if (try_pool_cl(stream, p, y, want_idx, x, &fast))
+        return fast;
     pgeom g;
     memset(&g, 0, sizeof g);
     g.rank = y->rank;
