@@ -621,3 +621,33 @@ sg_status cuda_build_batch_norm(sg_cuda_plan *p, const sg_node *n)
     sgk_map_params mp = map_params(SGK_FMA);
     return map_add(p, n, &mp, in, 3, y);
 }
+
+bool cuda_act_of(const sg_cuda_plan *p, const sg_node *a, sgk_act *act, float *alpha)
+{
+    switch (a->op) {
+    case SG_OP_RELU:
+        *act = SGK_ACT_RELU;
+        *alpha = 0.0f;
+        return true;
+    case SG_OP_LEAKY_RELU:
+        *act = SGK_ACT_LEAKY_RELU;
+        *alpha = sg_attr_float(a, "alpha", 0.01f);
+        return true;
+    case SG_OP_PRELU: {
+        /* MONAI's PReLU has one slope for every channel. */
+        if (a->n_inputs < 2 || a->inputs[1] < 0)
+            return false;
+        const sg_value *sv = &p->g->values[a->inputs[1]];
+        int64_t numel = 0;
+        if (!sv->data || !sg_dtype_is_float(sv->dtype) || !sg_shape_numel(&sv->shape, &numel) || numel != 1)
+            return false;
+        double slope = sg_dtype_load_f64(sv->dtype, sg_blob_data(sv->data), 0);
+        if (!(slope == slope) || slope > 3.0e38 || slope < -3.0e38)
+            return false;
+        *act = SGK_ACT_LEAKY_RELU;
+        *alpha = (float)slope;
+        return true;
+    }
+    default: return false;
+    }
+}

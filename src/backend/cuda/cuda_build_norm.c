@@ -127,11 +127,9 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     int32_t reader = cuda_single_reader(p, out_value);
     if (reader >= 0) {
         const sg_node *rn = &p->g->nodes[reader];
-        if ((rn->op == SG_OP_RELU || rn->op == SG_OP_LEAKY_RELU) && rn->n_outputs >= 1 && rn->outputs[0] >= 0) {
+        if (rn->n_inputs >= 1 && rn->inputs[0] == out_value && rn->n_outputs >= 1 && rn->outputs[0] >= 0 &&
+            cuda_act_of(p, rn, &gp.act, &gp.act_alpha))
             fuse = rn;
-            gp.act = rn->op == SG_OP_RELU ? SGK_ACT_RELU : SGK_ACT_LEAKY_RELU;
-            gp.act_alpha = rn->op == SG_OP_LEAKY_RELU ? sg_attr_float(rn, "alpha", 0.01f) : 0.0f;
-        }
     }
 
     int32_t args[4];

@@ -26,16 +26,22 @@
 #include <string.h>
 
 /* Unique ids of the tensors in the graphs below. */
-enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_B = 4, UID_ADD = 5, UID_ACT = 6 };
+enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_B = 4, UID_ADD = 5, UID_ACT = 6, UID_Z = 7, UID_RES = 8 };
 
 /* The graphs a choice can be for. */
 enum {
-    VARIANT_PLAIN = 0,        /* the convolution alone */
-    VARIANT_FUSED_F32_BIAS = 1,/* conv -> [add float32 bias] -> [activation] */
-    VARIANT_FUSED_IO_BIAS = 2 /* the same with the bias in the input dtype */
+    VARIANT_PLAIN = 0,          /* the convolution alone */
+    VARIANT_FUSED_F32_BIAS = 1, /* conv -> [add float32 bias] -> [activation] */
+    VARIANT_FUSED_IO_BIAS = 2,  /* the same with the bias in the input dtype */
+    VARIANT_F32_BIAS_RES = 3,   /* conv -> [add float32 bias] -> [activation] -> add residual */
+    VARIANT_IO_BIAS_RES = 4     /* the same with the bias in the input dtype */
 };
 
-#define CONV_MAX_UIDS 4
+static bool variant_fused(int32_t v) { return v != VARIANT_PLAIN; }
+static bool variant_io_bias(int32_t v) { return v == VARIANT_FUSED_IO_BIAS || v == VARIANT_IO_BIAS_RES; }
+static bool variant_residual(int32_t v) { return v == VARIANT_F32_BIAS_RES || v == VARIANT_IO_BIAS_RES; }
+
+#define CONV_MAX_UIDS 5
 
 /* Everything needed to describe the op graph again, in any context. */
 typedef struct conv_spec {
@@ -47,6 +53,7 @@ typedef struct conv_spec {
     bool has_bias;
     sgk_act act;         /* activation fused after the bias, or NONE */
     float act_alpha;
+    bool residual;       /* a following Add of a same-shaped tensor may join the epilogue */
     cudnnDataType_t out; /* dtype of the fused graph's final output */
     cdg_filter filter;
 } conv_spec;
@@ -81,6 +88,8 @@ static const char *variant_name(int32_t v)
     case VARIANT_PLAIN: return "convolution alone";
     case VARIANT_FUSED_F32_BIAS: return "fused epilogue, float32 bias";
     case VARIANT_FUSED_IO_BIAS: return "fused epilogue, bias in the input dtype";
+    case VARIANT_F32_BIAS_RES: return "fused epilogue with the residual add, float32 bias";
+    case VARIANT_IO_BIAS_RES: return "fused epilogue with the residual add, bias in the input dtype";
     default: return "unknown";
     }
 }
@@ -106,10 +115,11 @@ static cdg_tensor bias_tensor(const conv_spec *cs, cudnnDataType_t dt)
 static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs, int32_t variant,
                             cudnnBackendDescriptor_t *graph, bool *ok, char *why, size_t why_cap)
 {
-    cudnnBackendDescriptor_t x, w, y, conv, ops[3];
+    cudnnBackendDescriptor_t x, w, y, conv, ops[4];
     int32_t n_ops = 0;
     cdg_tensor yt = cs->y;
-    bool fused = variant != VARIANT_PLAIN;
+    bool fused = variant_fused(variant);
+    bool res = variant_residual(variant);
     if (fused) { /* the convolution's result stays on chip */
         yt.is_virtual = true;
         yt.dtype = CUDNN_DATA_FLOAT;
@@ -122,10 +132,10 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
     if (fused) {
         cudnnBackendDescriptor_t cur = y;
         if (cs->has_bias) {
-            cdg_tensor bt = bias_tensor(cs, variant == VARIANT_FUSED_IO_BIAS ? cs->x.dtype : CUDNN_DATA_FLOAT);
+            cdg_tensor bt = bias_tensor(cs, variant_io_bias(variant) ? cs->x.dtype : CUDNN_DATA_FLOAT);
             cdg_tensor at = cs->y;
             at.uid = UID_ADD;
-            at.is_virtual = cs->act != SGK_ACT_NONE;
+            at.is_virtual = cs->act != SGK_ACT_NONE || res;
             at.dtype = at.is_virtual ? CUDNN_DATA_FLOAT : cs->out;
             cudnnBackendDescriptor_t b, a;
             SG_TRY(cdg_tensor_desc(pool, &bt, &b));
@@ -137,11 +147,23 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
         if (cs->act != SGK_ACT_NONE) {
             cdg_tensor rt = cs->y;
             rt.uid = UID_ACT;
-            rt.dtype = cs->out;
+            rt.is_virtual = res;
+            rt.dtype = res ? CUDNN_DATA_FLOAT : cs->out;
             cudnnBackendDescriptor_t r;
             SG_TRY(cdg_tensor_desc(pool, &rt, &r));
             double slope = cs->act == SGK_ACT_LEAKY_RELU ? (double)cs->act_alpha : 0.0;
             SG_TRY(cdg_pointwise_op(pool, CUDNN_POINTWISE_RELU_FWD, slope, cur, NULL, r, &ops[n_ops++]));
+            cur = r;
+        }
+        if (res) { /* the residual: a tensor of the output's shape, second operand */
+            cdg_tensor zt = cs->y, ot = cs->y;
+            zt.uid = UID_Z;
+            ot.uid = UID_RES;
+            ot.dtype = cs->out;
+            cudnnBackendDescriptor_t z, o;
+            SG_TRY(cdg_tensor_desc(pool, &zt, &z));
+            SG_TRY(cdg_tensor_desc(pool, &ot, &o));
+            SG_TRY(cdg_pointwise_op(pool, CUDNN_POINTWISE_ADD, 0.0, cur, z, o, &ops[n_ops++]));
         }
     }
     return cdg_graph(pool, h, ops, n_ops, graph, ok, why, why_cap);
@@ -150,8 +172,10 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
 /* The UID of the tensor a variant writes. */
 static int64_t output_uid(const conv_spec *cs, int32_t variant)
 {
-    if (variant == VARIANT_PLAIN)
+    if (!variant_fused(variant))
         return UID_Y;
+    if (variant_residual(variant))
+        return UID_RES;
     return cs->act != SGK_ACT_NONE ? UID_ACT : UID_ADD;
 }
 
@@ -320,11 +344,33 @@ static int32_t fusable_activation(const sg_cuda_plan *p, const sg_node *n, sgk_a
     if (r < 0 || p->fused[r])
         return -1;
     const sg_node *a = &p->g->nodes[r];
-    if ((a->op != SG_OP_RELU && a->op != SG_OP_LEAKY_RELU) || a->n_inputs < 1 || a->inputs[0] != y ||
-        a->n_outputs < 1 || a->outputs[0] < 0 || p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype)
+    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
+        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
         return -1;
-    *act = a->op == SG_OP_RELU ? SGK_ACT_RELU : SGK_ACT_LEAKY_RELU;
-    *alpha = a->op == SG_OP_RELU ? 0.0f : sg_attr_float(a, "alpha", 0.01f);
+    return r;
+}
+
+/* A following Add of v and a tensor of v's shape computed earlier (a
+ * residual connection) that can join the epilogue, or -1; *z is the other
+ * operand. */
+static int32_t fusable_residual(const sg_cuda_plan *p, int32_t v, int32_t *z)
+{
+    int32_t r = cuda_single_reader(p, v);
+    if (r < 0 || p->fused[r])
+        return -1;
+    const sg_node *a = &p->g->nodes[r];
+    if (a->op != SG_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1 || a->outputs[0] < 0)
+        return -1;
+    int32_t other = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
+    const sg_value *vv = &p->g->values[v], *zv = &p->g->values[other], *ov = &p->g->values[a->outputs[0]];
+    if (other < 0 || other == v || zv->data || cuda_value(p, other) < 0 || zv->dtype != vv->dtype ||
+        ov->dtype != vv->dtype || zv->shape.rank != vv->shape.rank)
+        return -1;
+    int64_t vd[SEGRT_MAX_RANK], zd[SEGRT_MAX_RANK];
+    if (!sg_shape_dims(&vv->shape, vd) || !sg_shape_dims(&zv->shape, zd) ||
+        memcmp(vd, zd, sizeof(int64_t) * (size_t)vv->shape.rank) != 0)
+        return -1;
+    *z = other;
     return r;
 }
 
@@ -456,11 +502,15 @@ static void tuning_of(const sg_cuda_plan *p, const conv_spec *cs, int32_t varian
     t->bytes[t->n++] = cdg_bytes(&cs->x, cs->x.dtype);
     t->uids[t->n] = UID_W;
     t->bytes[t->n++] = cdg_bytes(&cs->w, cs->w.dtype);
-    bool fused = variant != VARIANT_PLAIN;
+    bool fused = variant_fused(variant);
     if (fused && cs->has_bias) {
-        cdg_tensor b = bias_tensor(cs, variant == VARIANT_FUSED_IO_BIAS ? cs->x.dtype : CUDNN_DATA_FLOAT);
+        cdg_tensor b = bias_tensor(cs, variant_io_bias(variant) ? cs->x.dtype : CUDNN_DATA_FLOAT);
         t->uids[t->n] = UID_B;
         t->bytes[t->n++] = cdg_bytes(&b, b.dtype);
+    }
+    if (variant_residual(variant)) {
+        t->uids[t->n] = UID_Z;
+        t->bytes[t->n++] = cdg_bytes(&cs->y, cs->y.dtype);
     }
     t->uids[t->n] = output_uid(cs, variant);
     t->bytes[t->n++] = cdg_bytes(&cs->y, fused ? cs->out : cs->y.dtype);
@@ -489,32 +539,8 @@ static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     return SEGRT_OK;
 }
 
-/* Rebuilds a recorded choice with the build handle; its workspace. */
-static sg_status check_given(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, cdg_choice *c)
-{
-    cdg_pool pool;
-    pool.n = 0;
-    cudnnBackendDescriptor_t graph, plan;
-    bool ok = false;
-    char why[600];
-    int64_t ws = 0;
-    sg_status s = conv_graph(&pool, p->build_cudnn, cs, c->variant, &graph, &ok, why, sizeof why);
-    if (s == SEGRT_OK && ok)
-        s = cdg_plan_from_choice(&pool, p->build_cudnn, graph, c, &plan, &ws, &ok, why, sizeof why);
-    cdg_pool_clear(&pool);
-    if (s != SEGRT_OK)
-        return sg_error_prefix(s, "node `%s` (%s): rebuilding the plan file's cuDNN choice: ", n->name,
-                               sg_op_name(n->op));
-    if (!ok)
-        return sg_node_error(n, SEGRT_ERROR_DEVICE, "the plan file's cuDNN choice (engine %lld, %d knobs, %s) "
-                             "does not finalize: %s", (long long)c->engine, c->n_knobs, variant_name(c->variant),
-                             why);
-    c->workspace = ws;
-    return SEGRT_OK;
-}
-
-/* The choice for this node: the plan file's, checked, or a search over
- * the variants, fused ones first. */
+/* The choice for this node: the plan file's, or a search over the
+ * variants, fused ones first. */
 static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, cdg_choice *out)
 {
     const cuda_choice *given = cuda_choice_find(p, n->name, "cudnn");
@@ -529,21 +555,36 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
         if (out->cudnn_version != (uint32_t)cudnnGetVersion())
             return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice was made with "
                                  "cuDNN %u; this is cuDNN %zu", out->cudnn_version, cudnnGetVersion());
-        bool fusable = !cs->dgrad && (cs->has_bias || cs->act != SGK_ACT_NONE);
-        if (out->variant != VARIANT_PLAIN && !(fusable && (out->variant == VARIANT_FUSED_F32_BIAS ||
-                                                           out->variant == VARIANT_FUSED_IO_BIAS)))
+        bool fusable = !cs->dgrad && (cs->has_bias || cs->act != SGK_ACT_NONE || cs->residual);
+        bool known = out->variant >= VARIANT_PLAIN && out->variant <= VARIANT_IO_BIAS_RES;
+        if (!known || (variant_fused(out->variant) && !fusable) ||
+            (variant_residual(out->variant) && !cs->residual) || (variant_io_bias(out->variant) && !cs->has_bias))
             return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice is for a %s graph, "
                                  "which this node does not have", variant_name(out->variant));
-        return check_given(p, n, cs, out);
+        if (out->workspace < 0 || out->workspace > cs->filter.max_workspace)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice needs %lld bytes of "
+                                 "workspace; the limit is %lld", (long long)out->workspace,
+                                 (long long)cs->filter.max_workspace);
+        /* Taken as recorded: every context finalizes it (ctx_init) and
+         * fails there, naming the node, if this cuDNN cannot. Finalizing
+         * it here too would double a plan load's cost (a runtime
+         * compilation per fused convolution). */
+        return SEGRT_OK;
     }
-    int32_t variants[3], nv = 0;
+    int32_t variants[5], nv = 0;
+    bool io_bias = cs->has_bias && cs->x.dtype != CUDNN_DATA_FLOAT;
+    if (!cs->dgrad && cs->residual) {
+        variants[nv++] = VARIANT_F32_BIAS_RES;
+        if (io_bias)
+            variants[nv++] = VARIANT_IO_BIAS_RES;
+    }
     if (!cs->dgrad && (cs->has_bias || cs->act != SGK_ACT_NONE)) {
         variants[nv++] = VARIANT_FUSED_F32_BIAS;
-        if (cs->has_bias && cs->x.dtype != CUDNN_DATA_FLOAT)
+        if (io_bias)
             variants[nv++] = VARIANT_FUSED_IO_BIAS;
     }
     variants[nv++] = VARIANT_PLAIN;
-    char why[3][700];
+    char why[5][700];
     for (int32_t i = 0; i < nv; i++) {
         bool found = false;
         why[i][0] = '\0';
@@ -551,7 +592,7 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
         if (found)
             return SEGRT_OK;
     }
-    char msg[1800];
+    char msg[3600];
     size_t len = 0;
     msg[0] = '\0';
     for (int32_t i = 0; i < nv && len < sizeof msg; i++) {
@@ -591,6 +632,12 @@ static sg_dtype io_dtype(cuda_math m)
 
 static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
 {
+    /* A few output channels leave tensor cores idle: segrt's direct
+     * kernel (cuda_conv_small.c) runs those layers faster than cuDNN. */
+    bool taken = false;
+    SG_TRY(cuda_build_conv_small(p, n, dgrad, &taken));
+    if (taken)
+        return SEGRT_OK;
     cuda_math math = cuda_node_math(p, n);
     sg_dtype io = io_dtype(math);
     conv_spec cs;
@@ -602,8 +649,18 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     int32_t act_node = fusable_activation(p, n, &cs.act, &cs.act_alpha);
     if (act_node < 0)
         cs.act = SGK_ACT_NONE;
-    int32_t out_value = act_node >= 0 ? p->g->nodes[act_node].outputs[0] : n->outputs[0];
-    sg_dtype out_dt = cuda_out_dtype(p, act_node >= 0 ? &p->g->nodes[act_node] : n, out_value);
+    int32_t act_value = act_node >= 0 ? p->g->nodes[act_node].outputs[0] : n->outputs[0];
+    /* A residual Add after the activation joins a fused epilogue (the
+     * choice below says whether one was found). */
+    sg_dtype out_dt = cuda_out_dtype(p, act_node >= 0 ? &p->g->nodes[act_node] : n, act_value);
+    int32_t z_value = -1;
+    int32_t res_node = dgrad ? -1 : fusable_residual(p, act_value, &z_value);
+    /* Only where the sum is stored as the activation would be: the choice
+     * is searched for one output dtype whether the Add joins or not. */
+    if (res_node >= 0 && cuda_out_dtype(p, &p->g->nodes[res_node], p->g->nodes[res_node].outputs[0]) != out_dt)
+        res_node = -1;
+    cs.residual = res_node >= 0;
+    int32_t out_value = res_node >= 0 ? p->g->nodes[res_node].outputs[0] : act_value;
     cs.out = cdg_dtype(out_dt);
 
     /* Choose before touching the plan: an UNSUPPORTED here leaves it as
@@ -612,13 +669,22 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     memset(&choice, 0, sizeof choice);
     SG_TRY(conv_choose(p, n, &cs, &choice));
     SG_TRY(cuda_choice_put(p, n->name, "cudnn", &choice, sizeof choice));
+    if (cs.residual && !variant_residual(choice.variant)) {
+        /* No engine takes the residual: the Add stays a node of its own. */
+        cs.residual = false;
+        res_node = -1;
+        out_value = act_value;
+    }
 
     int32_t xt, wt, bt = -1, outt;
     SG_TRY(input_as(p, n, n->inputs[0], io, CUDA_LAYOUT_CHANNELS_LAST, &xt));
     SG_TRY(input_as(p, n, n->inputs[1], io, CUDA_LAYOUT_CHANNELS_LAST, &wt));
-    bool fused = choice.variant != VARIANT_PLAIN;
+    bool fused = variant_fused(choice.variant);
+    int32_t zt = -1;
+    if (cs.residual)
+        SG_TRY(input_as(p, n, z_value, io, CUDA_LAYOUT_CHANNELS_LAST, &zt));
     if (cs.has_bias) {
-        sg_dtype bdt = choice.variant == VARIANT_FUSED_IO_BIAS ? io : SEGRT_DTYPE_FLOAT32;
+        sg_dtype bdt = variant_io_bias(choice.variant) ? io : SEGRT_DTYPE_FLOAT32;
         SG_TRY(input_as(p, n, n->inputs[2], bdt, CUDA_LAYOUT_PLAIN, &bt));
         if (p->tensors[bt].rank != 1 || p->tensors[bt].dims[0] != cs.channels)
             return sg_node_error(n, SEGRT_ERROR_SHAPE, "bias has %lld values for %lld output channels",
@@ -648,6 +714,10 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     if (fused && cs.has_bias) {
         args[na] = bt;
         cp->uids[na++] = UID_B;
+    }
+    if (cs.residual) {
+        args[na] = zt;
+        cp->uids[na++] = UID_Z;
     }
     args[na] = convt;
     cp->uids[na++] = output_uid(&cs, choice.variant);
@@ -679,6 +749,10 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     }
     if (act_node >= 0) {
         cuda_mark_fused(p, act_node);
+        cuda_value_set(p, act_value, outt);
+    }
+    if (res_node >= 0) {
+        cuda_mark_fused(p, res_node);
         cuda_value_set(p, out_value, outt);
     }
     return SEGRT_OK;

@@ -263,10 +263,16 @@ float *cuda_const_f32(const sg_cuda_plan *p, int32_t v);
 /* Every arg of step st reached through run-time views (any_view). */
 void cuda_step_any_view(cuda_step *st);
 /* Turns tensor t into the slice [at, at + t's size) along axis of buffer
- * `into` (a dense arena tensor of t's rank and dtype) when every step
+ * `into` (a dense arena tensor, or a graph output, of t's rank and
+ * dtype) when every step
  * built so far reaches t through run-time views and nothing views t:
  * the steps that write t then write the slice. Returns whether it did. */
 bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis, int64_t at);
+
+/* The activation node a applies, for fusing it into the step that
+ * produces its input: Relu, LeakyRelu, or PRelu with a single constant
+ * slope (a LeakyRelu of that slope). false for anything else. */
+bool cuda_act_of(const sg_cuda_plan *p, const sg_node *a, sgk_act *act, float *alpha);
 
 /* The only live reader of value v (not a graph output), or -1. */
 int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v);
@@ -318,6 +324,8 @@ sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
 /* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
 sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
+/* cuda_conv_small.c: the direct kernel for <= 4 output channels; *taken false: cuDNN's turn */
+sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
 sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_gemm(sg_cuda_plan *p, const sg_node *n);

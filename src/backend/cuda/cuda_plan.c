@@ -366,6 +366,10 @@ static sg_status build_outputs(sg_cuda_plan *p)
         SG_TRY(cuda_value_as(p, g->outputs[j], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &src));
         SG_TRY(cuda_tensor_io(p, CUDA_T_OUTPUT, j, v->dtype, v->shape.rank, dims, &dst));
         p->outputs[j] = dst;
+        /* Where the producer writes through views, it writes the caller's
+         * buffer itself (converting layout on the way) and no copy runs. */
+        if (cuda_place_in_slice(p, src, dst, 0, 0))
+            continue;
         SG_TRY(cuda_copy_step(p, NULL, src, dst));
         p->steps[p->n_steps - 1].name = v->name;
     }

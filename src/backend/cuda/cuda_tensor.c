@@ -372,7 +372,8 @@ bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis,
 {
     cuda_tensor *x = &p->tensors[t];
     const cuda_tensor *buf = &p->tensors[into];
-    if (t == into || x->kind != CUDA_T_ARENA || buf->kind != CUDA_T_ARENA || x->dtype != buf->dtype ||
+    if (t == into || x->kind != CUDA_T_ARENA || (buf->kind != CUDA_T_ARENA && buf->kind != CUDA_T_OUTPUT) ||
+        x->dtype != buf->dtype ||
         x->rank != buf->rank || axis < 0 || axis >= x->rank || x->layout == CUDA_LAYOUT_ANY)
         return false;
     for (int32_t d = 0; d < x->rank; d++)

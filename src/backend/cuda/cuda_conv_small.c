@@ -1,0 +1,256 @@
+/* Conv and ConvTranspose with few output channels (a network's last
+ * layers: 1 to 4 classes) through segrt's direct kernel, k_conv_small.cu.
+ *
+ * Tensor cores cannot use such layers, and cuDNN runs them at a few
+ * TFLOP/s; the direct kernel is bound by reading its input instead. It
+ * also takes any input and output strides, so the input is read in the
+ * layout it has (no conversion to channels-last first) and a graph output
+ * is written by the kernel itself, plain and in float32, with no copy
+ * after it. A following Relu, LeakyRelu or single-slope PRelu is applied
+ * before the store, as cuda_conv.c fuses it.
+ *
+ * cuda_conv.c asks here first; a node this file does not take (more output
+ * channels, groups, weights computed at run time, an output_shape or SAME
+ * padding on a ConvTranspose, weights too large for shared memory) leaves
+ * the plan untouched and goes to cuDNN. SEGRT_CUDA_SMALL_CONV=0 in the
+ * environment sends every node to cuDNN (for comparisons). */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/k_conv_small.h"
+
+#include "graph/infer.h"
+#include "graph/infer_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Beyond 4 output channels cuDNN's engines start to pay off. */
+#define SMALL_MAX_K 4
+
+typedef struct small_params {
+    sgk_conv_small_params kp;
+    bool has_bias;
+} small_params;
+
+/* args: x, w, [bias], y */
+static sg_status small_run(const cuda_step *s, cuda_run *r)
+{
+    const small_params *sp = s->params;
+    sgk_view x = cuda_view(r, s->args[0]);
+    const float *w = r->ptr[s->args[1]];
+    const float *b = sp->has_bias ? r->ptr[s->args[2]] : NULL;
+    sgk_view y = cuda_view(r, s->args[s->n_args - 1]);
+    return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b);
+}
+
+static bool small_disabled(void)
+{
+    const char *e = getenv("SEGRT_CUDA_SMALL_CONV");
+    return e && strcmp(e, "0") == 0;
+}
+
+static bool small_dtype(sg_dtype t)
+{
+    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
+}
+
+/* Whether constant value v holds exactly `numel` elements of a float dtype. */
+static bool const_float(const sg_value *v, int64_t numel)
+{
+    int64_t have = -1;
+    return v->data && sg_dtype_is_float(v->dtype) && sg_shape_numel(&v->shape, &have) && have == numel;
+}
+
+/* Reads the attributes; false where they are malformed (cuDNN's builder
+ * reports those) or ask for what this path leaves to cuDNN. */
+static bool small_attrs(const sg_cuda_plan *p, const sg_node *n, bool transposed, int32_t nsp, sg_conv_attrs *a,
+                        int64_t *opad)
+{
+    const sg_value *wv = &p->g->values[n->inputs[1]];
+    bool ok = sg_conv_attrs_read(p->g, n, nsp, &wv->shape, wv->name, a) == SEGRT_OK;
+    for (int32_t i = 0; i < nsp; i++)
+        opad[i] = 0;
+    if (ok && transposed) {
+        /* Pads from output_shape or SAME are the reference's own rules;
+         * not worth a second copy here. */
+        bool same = a->auto_pad == SG_AUTO_PAD_SAME_UPPER || a->auto_pad == SG_AUTO_PAD_SAME_LOWER;
+        ok = !same && !sg_attr_find(n, "output_shape") &&
+             sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL) == SEGRT_OK;
+    }
+    if (!ok)
+        sg_error_clear();
+    return ok;
+}
+
+/* The kernel's geometry for node n, checked against the graph's shapes;
+ * false for anything this path does not take. */
+static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transposed, sgk_conv_small_params *kp)
+{
+    const sg_graph *g = p->g;
+    memset(kp, 0, sizeof *kp);
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return false;
+    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
+    int32_t rank = xv->shape.rank;
+    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
+    if (rank < 3 || rank > 5 || wv->shape.rank != rank || yv->shape.rank != rank || !small_dtype(xv->dtype) ||
+        yv->dtype != xv->dtype || xv->data || !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) ||
+        !sg_shape_dims(&yv->shape, yd) || sg_attr_int(n, "group", 1) != 1)
+        return false;
+    int64_t K = transposed ? wd[1] : wd[0], C = transposed ? wd[0] : wd[1];
+    if (K < 1 || K > SMALL_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
+        return false;
+    int64_t wnumel = 1;
+    for (int32_t i = 0; i < rank; i++)
+        wnumel *= wd[i];
+    if (!const_float(wv, wnumel))
+        return false;
+    if (n->n_inputs > 2 && n->inputs[2] >= 0 && !const_float(&g->values[n->inputs[2]], K))
+        return false;
+    int32_t nsp = rank - 2;
+    sg_conv_attrs a;
+    int64_t opad[3];
+    if (!small_attrs(p, n, transposed, nsp, &a, opad))
+        return false;
+    for (int32_t i = 0; i < nsp; i++) {
+        /* The graph's output size must be the one the attributes give (the
+         * reference checks the same); the kernel writes exactly y's dims. */
+        sg_dim want;
+        sg_status s = transposed ? sg_conv_transpose_out_dim(n, &a, i, sg_dim_of(xd[2 + i]), opad[i], &want)
+                                 : sg_conv_out_dim(n, &a, i, sg_dim_of(xd[2 + i]), xv->name, &want);
+        if (s != SEGRT_OK) {
+            sg_error_clear();
+            return false;
+        }
+        if (want.size != yd[2 + i])
+            return false;
+        int64_t ext = (wd[2 + i] - 1) * a.dilations[i] + 1;
+        kp->kernel[i] = wd[2 + i];
+        kp->stride[i] = a.strides[i];
+        kp->dil[i] = a.dilations[i];
+        /* ConvTranspose: explicit pads (VALID reads as zeros). */
+        kp->pad_begin[i] = transposed ? a.pads[i]
+                                      : sg_conv_pad_begin(&a, i, (yd[2 + i] - 1) * a.strides[i] + ext - xd[2 + i]);
+    }
+    kp->transposed = transposed;
+    kp->n_spatial = nsp;
+    kp->K = (int32_t)K;
+    kp->C = (int32_t)C;
+    kp->act = SGK_ACT_NONE;
+    return true;
+}
+
+/* The following Relu, LeakyRelu or single-slope PRelu that only reads the
+ * convolution's output, or -1 (as cuda_conv.c chooses it). */
+static int32_t small_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
+{
+    int32_t y = n->outputs[0];
+    int32_t r = cuda_single_reader(p, y);
+    if (r < 0 || p->fused[r])
+        return -1;
+    const sg_node *a = &p->g->nodes[r];
+    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
+        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
+        return -1;
+    return r;
+}
+
+/* Constant input i as a float32 device array of `numel` values, kept by
+ * the weight store under `tag`. */
+static sg_status small_const(sg_cuda_plan *p, const sg_node *n, int32_t i, const char *tag, int64_t numel,
+                             int32_t *out)
+{
+    int32_t v = n->inputs[i];
+    float *host = cuda_const_f32(p, v);
+    if (!host)
+        return sg_node_error(n, SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a float32 copy of `%s`",
+                             p->g->values[v].name);
+    void *dev = NULL;
+    sg_status s = cuda_const_upload(p, p->g->values[v].data, tag, host, sizeof(float) * (size_t)numel, &dev);
+    free(host);
+    SG_TRY(s);
+    int64_t stride = 1;
+    return cuda_tensor_const(p, dev, SEGRT_DTYPE_FLOAT32, 1, &numel, &stride, out);
+}
+
+sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken)
+{
+    *taken = false;
+    sgk_conv_small_params kp;
+    if (small_disabled() || !small_geometry(p, n, transposed, &kp))
+        return SEGRT_OK;
+    /* The input as it is, whatever its layout: the kernel reads any view. */
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    if (xt < 0)
+        return SEGRT_OK;
+
+    int32_t act_node = small_activation(p, n, &kp.act, &kp.act_alpha);
+    if (act_node < 0) {
+        kp.act = SGK_ACT_NONE;
+        kp.act_alpha = 0.0f;
+    }
+    const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
+    int32_t out_value = last->outputs[0];
+    sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
+    /* cuda_out_dtype keeps a convolution's graph output in the compute
+     * dtype for cuDNN's sake; this kernel stores the graph's own dtype
+     * directly, so the copy to the caller's buffer needs no rounding. */
+    if (p->g->values[out_value].is_output)
+        out_dt = p->g->values[out_value].dtype;
+    cuda_layout out_layout = cuda_dense_layout(p, xt);
+
+    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
+    const sg_value *yv = &p->g->values[n->outputs[0]];
+    sgk_view xg = cuda_geometry_view(p, xt), yg;
+    memset(&yg, 0, sizeof yg);
+    yg.dtype = out_dt;
+    yg.rank = yv->shape.rank;
+    if (!sg_shape_dims(&yv->shape, yg.dims))
+        return SEGRT_OK;
+    cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
+    if (!sgk_conv_small_fits(&kp, &yg, &xg))
+        return SEGRT_OK;
+    /* The grid is sized from the SM count, asked here rather than at each
+     * launch (launches may be captured into a CUDA graph). */
+    int sms = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
+    kp.sm_count = sms;
+
+    int64_t wnumel = (int64_t)kp.K * kp.C;
+    double positions = 1.0;
+    for (int32_t i = 0; i < kp.n_spatial; i++) {
+        wnumel *= kp.kernel[i];
+        /* MACs: every input-output channel pair, tap and position of the
+         * small side (the output of a Conv, the input of a ConvTranspose). */
+        positions *= (double)(transposed ? xg.dims[2 + i] : yg.dims[2 + i]);
+    }
+    bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
+    int32_t args[4], na = 0;
+    args[na++] = xt;
+    int32_t wt, bt = -1, yt;
+    SG_TRY(small_const(p, n, 1, "small_w", wnumel, &wt));
+    args[na++] = wt;
+    if (has_bias) {
+        SG_TRY(small_const(p, n, 2, "small_b", kp.K, &bt));
+        args[na++] = bt;
+    }
+    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
+    args[na++] = yt;
+
+    small_params *sp = sg_calloc(1, sizeof *sp);
+    if (!sp)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    sp->kp = kp;
+    sp->has_bias = has_bias;
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, "segrt small conv", small_run, args, na, 1, sp, NULL, &st));
+    st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;
+    /* x and y through the views they have at run time (either may become
+     * a slice of a concatenation or the caller's output buffer). */
+    st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
+    if (act_node >= 0) {
+        cuda_mark_fused(p, act_node);
+        cuda_value_set(p, out_value, yt);
+    }
+    *taken = true;
+    return SEGRT_OK;
+}

@@ -1,0 +1,398 @@
+// Direct Conv and ConvTranspose for few output channels (k_conv_small.h).
+//
+// One thread per output position accumulates all K channels in registers
+// (KP of them: K rounded up to 1, 2, 4 or 8, the extra weights zero). The
+// weights are staged once per block in shared memory, reordered to
+// [tap][c][KP], so that one tap's weights for V consecutive input channels
+// are a single run the thread reads with 16-byte loads; blocks loop over
+// the positions (a grid of a few blocks per SM), so the staging is paid a
+// few thousand times, not once per 256 positions.
+//
+// The transposed convolution gathers: output o along a dim takes tap k
+// from input i = (o + pad - k*dil) / stride where that divides exactly.
+// Which taps divide depends only on o's phase r = o mod stride, so threads
+// are laid out phase-major: position o = q*stride + r with r slowest and
+// q fastest. All threads of a warp then take the same taps (no divergence,
+// one shared-memory broadcast per weight run), and consecutive threads
+// read consecutive input positions. A forward convolution is the case
+// stride-phase 1.
+//
+// Input channels are read V at a time where x's channels are contiguous
+// and aligned (16-byte loads of 8 float16/bfloat16 or 4 float32 values, or
+// 4-byte loads of 2 float16/bfloat16 values); otherwise one at a time
+// through x's strides. Lower ranks run as 3-D with leading unit dims.
+#include "backend/cuda/k_conv_small.h"
+#include "backend/cuda/k_common.cuh"
+
+#include <stdint.h>
+#include <string.h>
+
+#define CS_THREADS 256
+#define CS_SMEM_MAX (48 * 1024)
+#define CS_INDEX_MAX ((ll)1 << 30) // positions and offsets along a dim stay in int32 math
+// Blocks per SM of the launch: 4 x 256 threads fit any variant (the launch
+// bounds hold each to 64 registers), and so do 4 x 49 KB of shared memory
+// on sm_90 (228 KB per SM).
+#define CS_BLOCKS_PER_SM 4
+#define CS_DEFAULT_SMS 132 // where the caller does not know the device's count
+
+namespace {
+
+struct csgeom {
+    int K, C, taps, N;
+    int k[3], st[3], dil[3], pb[3];
+    int in[3], out[3];
+    int P[3];         // phases per dim: the stride for a transposed convolution, else 1
+    fastdiv fst[3];   // the strides, for the transposed gather's exact division
+    fastdiv fq[3];    // positions per phase per dim, ceil(out / P)
+    fastdiv fp[3];    // P
+    uint32_t per_sample;
+    ll xn, xc, xs[3]; // x strides: N, C, spatial (0 along the leading unit dims)
+    ll yn, yc, ys[3];
+    segrt_dtype ydt;
+    sgk_act act;
+    float alpha;
+    bool transposed;
+};
+
+// ReLU keeps NaN and maps -inf to 0, as the map kernels do.
+__device__ __forceinline__ float cs_act(float v, sgk_act act, float alpha)
+{
+    if (act == SGK_ACT_RELU)
+        return v < 0.0f ? 0.0f : v;
+    if (act == SGK_ACT_LEAKY_RELU)
+        return v < 0.0f ? v * alpha : v;
+    return v;
+}
+
+// Whether tap k of output position o along dim d reads the input, and at
+// which position *i.
+__device__ __forceinline__ bool cs_tap(const csgeom &g, int d, int o, int k, int *i)
+{
+    if (!g.transposed) {
+        int p = o * g.st[d] + k * g.dil[d] - g.pb[d];
+        *i = p;
+        return p >= 0 && p < g.in[d];
+    }
+    int t = o + g.pb[d] - k * g.dil[d];
+    if (t < 0)
+        return false;
+    uint32_t q = fastdiv_div((uint32_t)t, g.fst[d]);
+    if ((int)(q * g.fst[d].d) != t)
+        return false;
+    *i = (int)q;
+    return (int)q < g.in[d];
+}
+
+// N consecutive floats of shared memory, aligned to min(16, 4 N) bytes.
+template <int N> __device__ __forceinline__ void cs_lds(const float *p, float *v)
+{
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < N / 4; j++) {
+            float4 t = reinterpret_cast<const float4 *>(p)[j];
+            v[4 * j] = t.x;
+            v[4 * j + 1] = t.y;
+            v[4 * j + 2] = t.z;
+            v[4 * j + 3] = t.w;
+        }
+    } else if constexpr (N % 2 == 0) {
+#pragma unroll
+        for (int j = 0; j < N / 2; j++) {
+            float2 t = reinterpret_cast<const float2 *>(p)[j];
+            v[2 * j] = t.x;
+            v[2 * j + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = p[j];
+    }
+}
+
+// V input channels from element i on (contiguous where V > 1), as float.
+template <int XT, int V> __device__ __forceinline__ void cs_ldx(const void *x, ll i, float *v)
+{
+    if constexpr (V == 1) {
+        v[0] = ldr<XT, float>(x, (segrt_dtype)XT, i);
+    } else {
+        constexpr int ES = XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2;
+        const char *p = (const char *)x + i * ES;
+        if constexpr (V * ES == 16) {
+            vec16_unpack<XT>(*(const uint4 *)p, v);
+        } else {
+            static_assert(V * ES == 4 && ES == 2, "4-byte loads are of two 16-bit values");
+            uint32_t u = *(const uint32_t *)p;
+            unsigned short lo = (unsigned short)(u & 0xffffu), hi = (unsigned short)(u >> 16);
+            if constexpr (XT == SEGRT_DTYPE_FLOAT16) {
+                v[0] = __half2float(__ushort_as_half(lo));
+                v[1] = __half2float(__ushort_as_half(hi));
+            } else {
+                v[0] = __bfloat162float(__ushort_as_bfloat16(lo));
+                v[1] = __bfloat162float(__ushort_as_bfloat16(hi));
+            }
+        }
+    }
+}
+
+template <int XT, int KP, int V>
+__global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
+    conv_small_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
+                      const float *__restrict__ bias, csgeom g)
+{
+    extern __shared__ float4 cs_smem[];
+    float *ws = reinterpret_cast<float *>(cs_smem); // [tap][c][KP]
+    const int nw = g.taps * g.C * KP;
+    float *bs = ws + nw;
+    // Read in ONNX's order (coalesced), written reordered; the padding
+    // channels K..KP-1 are zero.
+    const int nk = g.taps * g.C * g.K;
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        int tap = j % g.taps, r = j / g.taps;
+        int c = g.transposed ? r / g.K : r % g.C, k = g.transposed ? r % g.K : r / g.C;
+        ws[(tap * g.C + c) * KP + k] = w[j];
+    }
+    if (g.K < KP)
+        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
+            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
+            ws[tc * KP + k] = 0.0f;
+        }
+    if ((int)threadIdx.x < KP)
+        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+    __syncthreads();
+
+    const uint32_t step = gridDim.x * blockDim.x;
+    for (int n = blockIdx.y; n < g.N; n += gridDim.y) {
+        const ll xb = (ll)n * g.xn, yb = (ll)n * g.yn;
+        for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < g.per_sample; q += step) {
+            // q -> (phase, qd, qh, qw), qw fastest, the phase slowest.
+            uint32_t t = fastdiv_div(q, g.fq[2]);
+            int qw = (int)(q - t * g.fq[2].d);
+            uint32_t u = fastdiv_div(t, g.fq[1]);
+            int qh = (int)(t - u * g.fq[1].d);
+            t = fastdiv_div(u, g.fq[0]);
+            int qd = (int)(u - t * g.fq[0].d);
+            u = fastdiv_div(t, g.fp[2]);
+            int rw = (int)(t - u * g.fp[2].d);
+            t = fastdiv_div(u, g.fp[1]);
+            int rh = (int)(u - t * g.fp[1].d);
+            int rd = (int)t;
+            const int o0 = qd * g.P[0] + rd, o1 = qh * g.P[1] + rh, o2 = qw * g.P[2] + rw;
+            if (o0 >= g.out[0] || o1 >= g.out[1] || o2 >= g.out[2])
+                continue; // the last positions of a phase that out does not divide
+            float acc[KP];
+#pragma unroll
+            for (int k = 0; k < KP; k++)
+                acc[k] = bs[k];
+            for (int kd = 0; kd < g.k[0]; kd++) {
+                int i0;
+                if (!cs_tap(g, 0, o0, kd, &i0))
+                    continue;
+                const ll a0 = xb + i0 * g.xs[0];
+                for (int kh = 0; kh < g.k[1]; kh++) {
+                    int i1;
+                    if (!cs_tap(g, 1, o1, kh, &i1))
+                        continue;
+                    const ll a1 = a0 + i1 * g.xs[1];
+                    for (int kw = 0; kw < g.k[2]; kw++) {
+                        int i2;
+                        if (!cs_tap(g, 2, o2, kw, &i2))
+                            continue;
+                        const ll a2 = a1 + i2 * g.xs[2];
+                        const float *wt = ws + ((kd * g.k[1] + kh) * g.k[2] + kw) * g.C * KP;
+                        for (int c = 0; c < g.C; c += V) {
+                            float xv[V], wv[V * KP];
+                            cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
+                            cs_lds<V * KP>(wt + c * KP, wv);
+#pragma unroll
+                            for (int j = 0; j < V; j++)
+#pragma unroll
+                                for (int k = 0; k < KP; k++)
+                                    acc[k] = fmaf(xv[j], wv[j * KP + k], acc[k]);
+                        }
+                    }
+                }
+            }
+            const ll yo = yb + o0 * g.ys[0] + o1 * g.ys[1] + o2 * g.ys[2];
+#pragma unroll
+            for (int k = 0; k < KP; k++)
+                if (k < g.K)
+                    st_f32(y, yo + k * g.yc, g.ydt, cs_act(acc[k], g.act, g.alpha));
+        }
+    }
+}
+
+int kp_of(int K) { return K <= 1 ? 1 : K <= 2 ? 2 : K <= 4 ? 4 : 8; }
+
+bool cs_dtype(segrt_dtype t)
+{
+    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
+}
+
+size_t smem_bytes(int K, int C, ll taps)
+{
+    int kp = kp_of(K);
+    return (size_t)taps * (size_t)C * (size_t)kp * sizeof(float) + (size_t)kp * sizeof(float);
+}
+
+// The geometry of a layer sgk_conv_small_fits accepts, lifted to 3-D.
+csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x)
+{
+    csgeom g;
+    memset(&g, 0, sizeof g);
+    int nsp = p->n_spatial;
+    g.K = p->K;
+    g.C = p->C;
+    g.N = (int)x->dims[0];
+    g.transposed = p->transposed;
+    g.xn = x->strides[0];
+    g.xc = x->strides[1];
+    g.yn = y->strides[0];
+    g.yc = y->strides[1];
+    g.ydt = y->dtype;
+    g.act = p->act;
+    g.alpha = p->act_alpha;
+    ll taps = 1, per_sample = 1;
+    for (int a = 0; a < 3; a++) {
+        int s = a - (3 - nsp);
+        bool real = s >= 0;
+        g.k[a] = real ? (int)p->kernel[s] : 1;
+        g.st[a] = real ? (int)p->stride[s] : 1;
+        g.dil[a] = real ? (int)p->dil[s] : 1;
+        g.pb[a] = real ? (int)p->pad_begin[s] : 0;
+        g.in[a] = real ? (int)x->dims[2 + s] : 1;
+        g.out[a] = real ? (int)y->dims[2 + s] : 1;
+        g.xs[a] = real ? x->strides[2 + s] : 0;
+        g.ys[a] = real ? y->strides[2 + s] : 0;
+        g.P[a] = p->transposed ? g.st[a] : 1;
+        ll qn = ceil_div(g.out[a], g.P[a]);
+        g.fst[a] = fastdiv_make((uint32_t)g.st[a]);
+        g.fp[a] = fastdiv_make((uint32_t)g.P[a]);
+        g.fq[a] = fastdiv_make((uint32_t)qn);
+        taps *= g.k[a];
+        per_sample *= qn * g.P[a];
+    }
+    g.taps = (int)taps;
+    g.per_sample = (uint32_t)per_sample;
+    return g;
+}
+
+// The channels per load: 16 bytes, else (16-bit dtypes) 4 bytes, where x's
+// channels are contiguous, C a multiple and every address aligned; else 1.
+int vec_of(const sgk_view *x, int C)
+{
+    int es = dtype_bytes(x->dtype);
+    if (x->strides[1] != 1)
+        return 1;
+    const int cands[2] = {16 / es, 4 / es};
+    for (int v : cands) {
+        if (v < 2 || C % v != 0 || ((uintptr_t)x->data % (uintptr_t)(v * es)) != 0)
+            continue;
+        bool ok = true;
+        for (int d = 0; d < x->rank && ok; d++)
+            ok = d == 1 || x->dims[d] <= 1 || x->strides[d] % v == 0;
+        if (ok)
+            return v;
+    }
+    return 1;
+}
+
+template <int XT, int KP, int V>
+segrt_status launch(cudaStream_t stream, const csgeom &g, int sm_count, const sgk_view *y, const sgk_view *x,
+                    const float *w, const float *bias)
+{
+    size_t smem = smem_bytes(g.K, g.C, g.taps);
+    // One wave of blocks that all stay resident (CS_BLOCKS_PER_SM fit
+    // whatever the weights' size and the variant's registers): each stages
+    // the weights once and loops over an equal share of the positions.
+    ll gy = g.N < 65535 ? g.N : 65535;
+    ll want = (ll)(sm_count > 0 ? sm_count : CS_DEFAULT_SMS) * CS_BLOCKS_PER_SM;
+    ll gx = ceil_div(want, gy);
+    ll need = ceil_div((ll)g.per_sample, CS_THREADS);
+    gx = gx < need ? gx : need;
+    gx = gx < 1 ? 1 : gx;
+    conv_small_kernel<XT, KP, V>
+        <<<dim3((unsigned)gx, (unsigned)gy), CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, g);
+    return launched("conv_small_kernel");
+}
+
+template <int XT, int KP>
+segrt_status launch_vec(cudaStream_t stream, const csgeom &g, int sm_count, int v, const sgk_view *y,
+                        const sgk_view *x, const float *w, const float *bias)
+{
+    if constexpr (XT == SEGRT_DTYPE_FLOAT32) {
+        if (v == 4)
+            return launch<XT, KP, 4>(stream, g, sm_count, y, x, w, bias);
+    } else {
+        if (v == 8)
+            return launch<XT, KP, 8>(stream, g, sm_count, y, x, w, bias);
+        if (v == 2)
+            return launch<XT, KP, 2>(stream, g, sm_count, y, x, w, bias);
+    }
+    return launch<XT, KP, 1>(stream, g, sm_count, y, x, w, bias);
+}
+
+template <int XT>
+segrt_status launch_kp(cudaStream_t stream, const csgeom &g, int sm_count, int v, const sgk_view *y,
+                       const sgk_view *x, const float *w, const float *bias)
+{
+    switch (kp_of(g.K)) {
+    case 1: return launch_vec<XT, 1>(stream, g, sm_count, v, y, x, w, bias);
+    case 2: return launch_vec<XT, 2>(stream, g, sm_count, v, y, x, w, bias);
+    case 4: return launch_vec<XT, 4>(stream, g, sm_count, v, y, x, w, bias);
+    default: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias);
+    }
+}
+
+} // namespace
+
+extern "C" bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x)
+{
+    int nsp = p->n_spatial;
+    if (nsp < 1 || nsp > 3 || p->K < 1 || p->K > SGK_CONV_SMALL_MAX_K || p->C < 1 || x->rank != nsp + 2 ||
+        y->rank != nsp + 2 || !cs_dtype(x->dtype) || !cs_dtype(y->dtype) || x->dims[0] != y->dims[0] ||
+        x->dims[0] > INT32_MAX || x->dims[1] != p->C || y->dims[1] != p->K)
+        return false;
+    if (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU)
+        return false;
+    ll taps = 1, per_sample = 1;
+    for (int s = 0; s < nsp; s++) {
+        ll k = p->kernel[s], st = p->stride[s], d = p->dil[s], pb = p->pad_begin[s];
+        ll in = x->dims[2 + s], out = y->dims[2 + s];
+        if (k < 1 || st < 1 || d < 1 || pb < 0 || k > 1024 || st > 1024 || d > 1024 || pb > CS_INDEX_MAX ||
+            in < 0 || out < 0 || in > CS_INDEX_MAX || out > CS_INDEX_MAX)
+            return false;
+        // The largest magnitudes cs_tap forms, o * stride + k * dil (forward)
+        // and o + pad (transposed), stay inside int32.
+        ll reach = p->transposed ? out + pb + (k - 1) * d : out * st + (k - 1) * d + pb;
+        if (reach >= INT32_MAX)
+            return false;
+        taps *= k;
+        ll phases = p->transposed ? st : 1;
+        per_sample *= ceil_div(out, phases) * phases;
+        if (per_sample > CS_INDEX_MAX * 2)
+            return false;
+    }
+    return smem_bytes(p->K, p->C, taps) <= CS_SMEM_MAX;
+}
+
+extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small_params *p, const sgk_view *y,
+                                       const sgk_view *x, const float *w, const float *bias)
+{
+    if (!sgk_conv_small_fits(p, y, x))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "sgk_conv_small: a %d-D %s with %d input and %d output channels (%s to %s) is outside "
+                        "what the direct kernel takes",
+                        p->n_spatial, p->transposed ? "ConvTranspose" : "Conv", p->C, p->K,
+                        segrt_dtype_name(x->dtype), segrt_dtype_name(y->dtype));
+    for (int d = 0; d < y->rank; d++)
+        if (y->dims[d] == 0)
+            return SEGRT_OK;
+    csgeom g = geom_of(p, y, x);
+    int v = vec_of(x, g.C);
+    switch (x->dtype) {
+    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, g, p->sm_count, v, y, x, w, bias);
+    case SEGRT_DTYPE_BFLOAT16: return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, g, p->sm_count, v, y, x, w, bias);
+    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, g, p->sm_count, v, y, x, w, bias);
+    }
+}

@@ -1,0 +1,293 @@
+"""Convolutions with few output channels on the GPU: segrt's direct kernel
+(src/backend/cuda/k_conv_small.cu, "segrt small conv" in profiles) takes
+Conv and ConvTranspose layers with 1 to 4 output channels instead of
+cuDNN. Generated models, each run on the CPU engine and on the CUDA engine
+at fp32, fp16 and bf16:
+
+  - single layers: Conv and ConvTranspose, K in {1, 2, 3, 4} output and
+    C in {1, 2, 5, 32} input channels, 1-D, 2-D and 3-D, strides 1 and 2,
+    explicit, asymmetric and SAME_UPPER pads, dilation 2, output_padding,
+    with and without bias, followed by LeakyRelu, scalar PRelu, Relu or
+    nothing (fused into the store); some read the graph input (plain
+    layout, float32 at every precision), some an Add's output (plain, in
+    the plan's activation dtype);
+  - chains where a cuDNN convolution runs first, so the small layer reads
+    a channels-last input (16-byte and 4-byte vector loads, and the
+    strided path for 5 channels): UNet3D spleen's tail (Conv -> PRelu ->
+    ConvTranspose 32->2 stride 2 -> PRelu -> Conv 2->2 -> residual Add),
+    a Conv(1->16) -> LeakyRelu -> Conv(16->3), and Conv(1->5) -> Relu ->
+    ConvTranspose(5->2).
+
+What is compared with what (test_gpu_ops.py's rules): fp32 relative L2 to
+the CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
+>= 45 dB for single layers; chains (several roundings to the activation
+dtype) >= 45 dB at fp16 and >= 35 dB at bf16, as test_gpu_graphs.py holds
+its blocks. No step may fall back to the CPU.
+
+Also: a profile of the spleen tail shows both small layers on "segrt small
+conv" (so the path is taken, not only correct), and the same model built
+with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at fp32."""
+import math
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import segrt_capi as sc
+from conftest import SEGRT
+from gpu_util import fmt_db, psnr, rel_l2, special_mismatch
+
+FP32_L2 = 1e-5
+LAYER_PSNR_DB = {"fp16": 45.0, "bf16": 45.0}
+CHAIN_PSNR_DB = {"fp16": 45.0, "bf16": 35.0}
+IMPL = "segrt small conv"
+
+
+# ---------------------------------------------------------------------------
+# model generation
+
+
+def conv_out(n, k, s, p0, p1, d):
+    return (n + p0 + p1 - ((k - 1) * d + 1)) // s + 1
+
+
+def convt_out(n, k, s, p0, p1, d, op):
+    return s * (n - 1) + op + (k - 1) * d + 1 - p0 - p1
+
+
+class Net:
+    """A chain of layers on one input, built with onnx.helper."""
+
+    def __init__(self, seed, x_shape):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+        self.x = self.rng.standard_normal(x_shape).astype(np.float32)
+        self.shape = {"x": list(x_shape)}
+        self.n = 0
+
+    def name(self, what):
+        self.n += 1
+        return f"{what}_{self.n}"
+
+    def const(self, array):
+        name = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(array, np.float32), name))
+        return name
+
+    def node(self, op, ins, shape, **attrs):
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, ins, [out], name=f"node_{out}", **attrs))
+        self.shape[out] = list(shape)
+        return out
+
+    def conv(self, x, k_out, kernel, strides=None, pads=None, dil=None, bias=True, transposed=False,
+             opad=None, auto_pad=None):
+        n, c, *sp = self.shape[x]
+        nsp = len(sp)
+        strides = strides or [1] * nsp
+        pads = pads or [0] * (2 * nsp)
+        dil = dil or [1] * nsp
+        opad = opad or [0] * nsp
+        wshape = ([c, k_out] if transposed else [k_out, c]) + list(kernel)
+        fan_in = c * int(np.prod(kernel))
+        w = self.const(self.rng.standard_normal(wshape) / math.sqrt(fan_in))
+        ins = [x, w] + ([self.const(0.3 * self.rng.standard_normal([k_out]))] if bias else [])
+        attrs = dict(kernel_shape=list(kernel), strides=strides, dilations=dil)
+        if auto_pad:
+            attrs["auto_pad"] = auto_pad
+            out = [-(-i // s) for i, s in zip(sp, strides)]
+        else:
+            attrs["pads"] = pads
+            if transposed:
+                out = [convt_out(i, k, s, pads[j], pads[nsp + j], d, op)
+                       for j, (i, k, s, d, op) in enumerate(zip(sp, kernel, strides, dil, opad))]
+            else:
+                out = [conv_out(i, k, s, pads[j], pads[nsp + j], d)
+                       for j, (i, k, s, d) in enumerate(zip(sp, kernel, strides, dil))]
+        if transposed and any(opad):
+            attrs["output_padding"] = opad
+        return self.node("ConvTranspose" if transposed else "Conv", ins, [n, k_out] + out, **attrs)
+
+    def act(self, x, kind):
+        if kind is None:
+            return x
+        if kind == "LeakyRelu":
+            return self.node("LeakyRelu", [x], self.shape[x], alpha=0.1)
+        if kind == "PRelu":
+            return self.node("PRelu", [x, self.const([0.25])], self.shape[x])
+        return self.node(kind, [x], self.shape[x])
+
+    def model(self, outputs):
+        graph = helper.make_graph(
+            self.nodes, "small_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, self.shape["x"])],
+            [helper.make_tensor_value_info(o, TensorProto.FLOAT, self.shape[o]) for o in outputs], self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="segrt-tests")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+# Single layers: (id, transposed, N, C, spatial, K, layer keywords, activation, input).
+# input: "x" reads the graph input, "add" an Add's output (the plan's dtype).
+LAYERS = [
+    ("conv3d-2to2-spleen", False, 2, 2, [7, 6, 5], 2, dict(kernel=[3, 3, 3], pads=[1] * 6), None, "add"),
+    ("convt3d-32to2-spleen", True, 1, 32, [4, 5, 3], 2,
+     dict(kernel=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6, opad=[1, 1, 1]), "PRelu", "add"),
+    ("conv2d-1to1", False, 3, 1, [9, 11], 1, dict(kernel=[3, 3], pads=[1, 1, 1, 1], bias=False), "LeakyRelu", "x"),
+    ("conv2d-5to3-s2", False, 2, 5, [10, 9], 3, dict(kernel=[3, 3], strides=[2, 2], pads=[1, 0, 1, 1]), "Relu",
+     "add"),
+    ("conv1d-32to4-dil2", False, 2, 32, [23], 4, dict(kernel=[5], pads=[4, 3], dil=[2]), None, "x"),
+    ("convt1d-5to1-s2", True, 2, 5, [13], 1, dict(kernel=[4], strides=[2], pads=[1, 2], opad=[1]), None, "add"),
+    ("convt2d-2to4-s2", True, 1, 2, [6, 7], 4, dict(kernel=[3, 3], strides=[2, 2], opad=[1, 0], bias=False),
+     "LeakyRelu", "x"),
+    ("convt2d-1to3-dil2", True, 2, 1, [8, 5], 3, dict(kernel=[3, 3], pads=[1, 1, 2, 0], dil=[2, 2]), "PRelu",
+     "add"),
+    ("conv3d-5to4-mixed", False, 1, 5, [6, 9, 7], 4,
+     dict(kernel=[3, 1, 3], strides=[1, 2, 1], pads=[2, 0, 1, 2, 0, 1], dil=[2, 1, 1], bias=False), "PRelu", "x"),
+    ("convt3d-2to1-k2s2", True, 2, 2, [3, 4, 5], 1, dict(kernel=[2, 2, 2], strides=[2, 2, 2]), None, "add"),
+    ("conv2d-32to2-1x1", False, 2, 32, [12, 10], 2, dict(kernel=[1, 1]), "LeakyRelu", "add"),
+    ("convt2d-32to3-mixed", True, 1, 32, [5, 6], 3,
+     dict(kernel=[3, 3], strides=[2, 1], dil=[1, 2], pads=[1, 0, 0, 1], opad=[1, 0]), None, "x"),
+    ("conv2d-2to2-same", False, 2, 2, [9, 8], 2, dict(kernel=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"), "PRelu",
+     "add"),
+    ("convt1d-1to2-dil2", True, 3, 1, [9], 2, dict(kernel=[3], strides=[2], dil=[2], pads=[2, 1], opad=[1]),
+     "LeakyRelu", "x"),
+    ("conv1d-2to3-s2", False, 2, 2, [17], 3, dict(kernel=[4], strides=[2], pads=[1, 2]), None, "add"),
+    ("convt3d-5to4", True, 1, 5, [3, 4, 3], 4, dict(kernel=[3, 3, 3], strides=[1, 1, 1], pads=[1] * 6), "Relu",
+     "x"),
+]
+
+
+def layer_model(spec, seed):
+    name, transposed, n, c, sp, k, kw, act, source = spec
+    net = Net(seed, [n, c] + sp)
+    x = "x"
+    if source == "add":
+        x = net.node("Add", [x, net.const([0.5])], net.shape[x])
+    y = net.act(net.conv(x, k, transposed=transposed, **kw), act)
+    return net.model([y]), {"x": net.x}
+
+
+def chain_spleen(seed, n=2, c0=4, side=6, nsp=3):
+    """UNet3D spleen's last layers, at a small size."""
+    net = Net(seed, [n, c0] + [side] * nsp)
+    h = net.act(net.conv("x", 32, [3] * nsp, pads=[1] * 2 * nsp), "PRelu")
+    up = net.act(net.conv(h, 2, [3] * nsp, strides=[2] * nsp, pads=[1] * 2 * nsp, transposed=True,
+                          opad=[1] * nsp), "PRelu")
+    y = net.conv(up, 2, [3] * nsp, pads=[1] * 2 * nsp)
+    out = net.node("Add", [y, up], net.shape[y])
+    return net.model([out]), {"x": net.x}
+
+
+def chain_conv16(seed):
+    """Conv(1->16) first: the small Conv(16->3) reads a channels-last input."""
+    net = Net(seed, [2, 1, 9, 11])
+    h = net.act(net.conv("x", 16, [3, 3], pads=[1, 1, 1, 1]), "LeakyRelu")
+    y = net.conv(h, 3, [3, 3], pads=[1, 1, 1, 1])
+    return net.model([y]), {"x": net.x}
+
+
+def chain_conv5(seed):
+    """Five channels-last channels: no vector load fits, the strided path."""
+    net = Net(seed, [2, 1, 8, 10])
+    h = net.act(net.conv("x", 5, [3, 3], pads=[1, 1, 1, 1]), "Relu")
+    y = net.act(net.conv(h, 2, [2, 2], strides=[2, 2], transposed=True), "PRelu")
+    return net.model([y, h]), {"x": net.x}
+
+
+CHAINS = [
+    ("chain-spleen-3d", chain_spleen),
+    ("chain-spleen-2d", lambda seed: chain_spleen(seed, n=3, c0=3, side=9, nsp=2)),
+    ("chain-conv16", chain_conv16),
+    ("chain-conv5", chain_conv5),
+]
+
+
+# ---------------------------------------------------------------------------
+# running and judging
+
+
+def run_engine(model, feeds, device, precision="fp32"):
+    shapes = {k: v.shape for k, v in feeds.items()}
+    with sc.BuildOptions(shapes=shapes, device=device, precision=precision) as o, \
+            sc.Engine.build(model, o) as e, e.context() as ctx:
+        outs = ctx.run(feeds)
+        if device != "cpu":
+            info = e.info()
+            assert info["fallback_steps"] == 0, f"{info['fallback_steps']} steps fell back to the CPU"
+        return outs
+
+
+def cpu_outputs(model, feeds):
+    try:
+        return run_engine(model, feeds, "cpu")
+    except sc.SegrtError as err:
+        if err.unsupported:
+            pytest.skip(f"the CPU engine does not run this case: {err.message}")
+        raise
+
+
+def judge(label, onnx_model, feeds, half_bounds):
+    model = sc.Model.from_bytes(onnx_model, name=f"{label}.onnx")
+    names = [o.name for o in onnx_model.graph.output]
+    cpu = cpu_outputs(model, feeds)
+    gpu = {prec: run_engine(model, feeds, "cuda", prec) for prec in ("fp32", "fp16", "bf16")}
+    failures, lines = [], []
+    for name, got, want in zip(names, gpu["fp32"], cpu):
+        assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, want.shape)
+        bad = special_mismatch(got, want)
+        e = rel_l2(got, want)
+        lines.append(f"fp32 {name}: rel L2 {e:.3g}")
+        if bad or not e <= FP32_L2:
+            failures.append(f"fp32 {name}: rel L2 {e:.3g} (bound {FP32_L2:g}){'; ' + bad if bad else ''}")
+    for prec in ("fp16", "bf16"):
+        for name, got, want in zip(names, gpu[prec], gpu["fp32"]):
+            v = psnr(got, want)
+            lines.append(f"{prec} {name}: PSNR {fmt_db(v)}")
+            if not v >= half_bounds[prec]:
+                failures.append(f"{prec} {name}: PSNR {fmt_db(v)} against CUDA fp32 (bound {half_bounds[prec]} dB)")
+    print(f"\n{label}: " + "; ".join(lines))
+    assert not failures, f"{label}:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("spec", LAYERS, ids=[s[0] for s in LAYERS])
+def test_small_layer(gpu, spec):
+    m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
+    judge(spec[0], m, feeds, LAYER_PSNR_DB)
+
+
+@pytest.mark.parametrize("label,make", CHAINS, ids=[c[0] for c in CHAINS])
+def test_small_chain(gpu, label, make):
+    m, feeds = make(101 + [c[0] for c in CHAINS].index(label))
+    judge(label, m, feeds, CHAIN_PSNR_DB)
+
+
+def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
+    m, feeds = chain_spleen(7)
+    path = tmp_path / "spleen_tail.onnx"
+    onnx.save(m, str(path))
+    shape = "x=" + "x".join(str(d) for d in feeds["x"].shape)
+    p = subprocess.run([SEGRT, "bench", str(path), "--shape", shape, "--device", "cuda", "--precision", "fp16",
+                        "--iters", "2", "--warmup", "1", "--profile", "--autotune", "0", "--no-cache"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [line for line in p.stdout.splitlines() if IMPL in line]
+    assert len(rows) == 2, f"expected the ConvTranspose and the last Conv on `{IMPL}`:\n{p.stdout}"
+
+    model = sc.Model.from_bytes(m, name="spleen_tail.onnx")
+    small = run_engine(model, feeds, "cuda", "fp32")
+    old = os.environ.get("SEGRT_CUDA_SMALL_CONV")
+    os.environ["SEGRT_CUDA_SMALL_CONV"] = "0"
+    try:
+        cudnn = run_engine(model, feeds, "cuda", "fp32")
+    finally:
+        if old is None:
+            del os.environ["SEGRT_CUDA_SMALL_CONV"]
+        else:
+            os.environ["SEGRT_CUDA_SMALL_CONV"] = old
+    e = rel_l2(small[0], cudnn[0])
+    print(f"\nsmall conv vs cuDNN at fp32: rel L2 {e:.3g}")
+    assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
