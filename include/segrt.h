@@ -434,6 +434,46 @@ SEGRT_API segrt_status segrt_cuda_device_count(int32_t *out);
 SEGRT_API segrt_status segrt_cuda_device_info(int32_t index, segrt_device_info *out);
 SEGRT_API segrt_status segrt_cuda_versions_get(segrt_cuda_versions *out);
 
+/* Device memory, so that inputs and outputs can stay on the GPU between
+ * runs (segrt_tensor with memory = SEGRT_MEMORY_DEVICE). Without these a
+ * caller may pass memory from its own CUDA allocator (cudaMalloc, a
+ * PyTorch tensor's data pointer) just the same. In a build without CUDA
+ * they fail with UNSUPPORTED, and on a machine without a GPU with
+ * INVALID_ARGUMENT (device 0 does not exist); host-to-host copies work
+ * everywhere. Thread-safe; none of them changes the calling thread's
+ * current CUDA device. */
+
+/* Allocates `bytes` (0 allocates a minimal block) on CUDA device `device`;
+ * *out receives the pointer, suitably aligned for every dtype. Release it
+ * with segrt_device_free. Errors: INVALID_ARGUMENT (no such device, NULL
+ * out), OUT_OF_MEMORY (the message gives the device's free memory),
+ * DEVICE, UNSUPPORTED (built without CUDA). */
+SEGRT_API segrt_status segrt_device_alloc(int32_t device, size_t bytes, void **out);
+
+/* Frees memory from segrt_device_alloc, waiting for work that uses it to
+ * finish; NULL is a no-op. Errors: INVALID_ARGUMENT (not device memory),
+ * DEVICE. */
+SEGRT_API segrt_status segrt_device_free(void *ptr);
+
+/* Copies `bytes` from src to dst, each in host or device memory as its
+ * kind says, and returns when the copy is complete (dst may be read at
+ * once; src may be reused). `device` is the CUDA device whose memory is
+ * involved (for a copy between two devices, the destination's); it is
+ * ignored when both are host memory, which is a plain memcpy. Host memory
+ * may be ordinary (pageable) or pinned. The buffers must not overlap.
+ * Errors: INVALID_ARGUMENT (NULL pointers with bytes > 0, an unknown kind,
+ * no such device), DEVICE (the copy failed: a bad pointer or size),
+ * UNSUPPORTED (device memory in a build without CUDA). */
+SEGRT_API segrt_status segrt_device_copy(void *dst, segrt_memory_kind dst_kind, const void *src,
+                                         segrt_memory_kind src_kind, size_t bytes, int32_t device);
+
+/* Waits until all work queued on CUDA device `device`, by segrt or anyone
+ * else in the process, is done. segrt_context_run already returns only
+ * when its outputs are written, so this is for callers that mix segrt with
+ * their own asynchronous work. Errors: INVALID_ARGUMENT (no such device),
+ * DEVICE (a kernel failed earlier), UNSUPPORTED (built without CUDA). */
+SEGRT_API segrt_status segrt_device_synchronize(int32_t device);
+
 #ifdef __cplusplus
 }
 #endif

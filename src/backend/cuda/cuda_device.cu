@@ -73,4 +73,149 @@ segrt_status segrt_cuda_versions_get(segrt_cuda_versions *out)
     return SEGRT_OK;
 }
 
+// --- device memory -----------------------------------------------------------
+
+static const double MIB = 1048576.0;
+
+static segrt_status status_of(cudaError_t e)
+{
+    return e == cudaErrorMemoryAllocation ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_ERROR_DEVICE;
+}
+
+// One line naming the API function, the CUDA call and CUDA's own words. A
+// failed call leaves a non-sticky error behind; it is cleared so that the
+// caller's next CUDA call does not see it.
+static segrt_status cuda_fail(const char *fn, const char *call, int32_t device, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return sg_error(status_of(e), "%s: %s on CUDA device %d failed: %s (%s)", fn, call, device,
+                    cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// Makes `device` current for the length of one API call; *prev receives the
+// caller's device, which leave_device puts back, so that these functions do
+// not move the caller's later CUDA calls to another device.
+static segrt_status enter_device(const char *fn, int32_t device, int *prev)
+{
+    int32_t n = 0;
+    segrt_cuda_device_count(&n);
+    if (device < 0 || device >= n)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: CUDA device %d does not exist (this machine has %d)",
+                        fn, device, n);
+    cudaError_t e = cudaGetDevice(prev);
+    if (e == cudaSuccess)
+        e = cudaSetDevice(device);
+    return e == cudaSuccess ? SEGRT_OK : cuda_fail(fn, "cudaSetDevice", device, e);
+}
+
+static void leave_device(int prev)
+{
+    cudaSetDevice(prev);
+    (void)cudaGetLastError();
+}
+
+segrt_status segrt_device_alloc(int32_t device, size_t bytes, void **out)
+{
+    if (!out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_device_alloc: out is NULL");
+    int prev = 0;
+    segrt_status s = enter_device("segrt_device_alloc", device, &prev);
+    if (s != SEGRT_OK)
+        return s;
+    void *p = NULL;
+    // cudaMalloc of 0 bytes gives NULL, which callers would take for failure.
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        (void)cudaGetLastError();
+        s = sg_error(status_of(e),
+                     "segrt_device_alloc: cudaMalloc of %.1f MiB on CUDA device %d failed: %s (%s); "
+                     "%.1f MiB free of %.1f MiB",
+                     bytes / MIB, device, cudaGetErrorString(e), cudaGetErrorName(e), free_b / MIB, total_b / MIB);
+    } else {
+        *out = p;
+    }
+    leave_device(prev);
+    return s;
+}
+
+segrt_status segrt_device_free(void *ptr)
+{
+    if (!ptr)
+        return SEGRT_OK;
+    cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    if (e != cudaSuccess || a.type != cudaMemoryTypeDevice) {
+        (void)cudaGetLastError();
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_device_free: %p is not CUDA device memory", ptr);
+    }
+    int prev = 0;
+    segrt_status s = enter_device("segrt_device_free", a.device, &prev);
+    if (s != SEGRT_OK)
+        return s;
+    e = cudaFree(ptr);
+    if (e != cudaSuccess)
+        s = cuda_fail("segrt_device_free", "cudaFree", a.device, e);
+    leave_device(prev);
+    return s;
+}
+
+segrt_status segrt_device_copy(void *dst, segrt_memory_kind dst_kind, const void *src, segrt_memory_kind src_kind,
+                               size_t bytes, int32_t device)
+{
+    bool kinds_ok = (dst_kind == SEGRT_MEMORY_HOST || dst_kind == SEGRT_MEMORY_DEVICE) &&
+                    (src_kind == SEGRT_MEMORY_HOST || src_kind == SEGRT_MEMORY_DEVICE);
+    if (!kinds_ok)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_device_copy: unknown memory kind (dst %d, src %d)",
+                        (int)dst_kind, (int)src_kind);
+    if (bytes == 0)
+        return SEGRT_OK;
+    if (!dst || !src)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_device_copy: %s is NULL", dst ? "src" : "dst");
+    if (dst_kind == SEGRT_MEMORY_HOST && src_kind == SEGRT_MEMORY_HOST) {
+        memcpy(dst, src, bytes);
+        return SEGRT_OK;
+    }
+    cudaMemcpyKind kind = dst_kind == SEGRT_MEMORY_HOST   ? cudaMemcpyDeviceToHost
+                          : src_kind == SEGRT_MEMORY_HOST ? cudaMemcpyHostToDevice
+                                                          : cudaMemcpyDeviceToDevice;
+    int prev = 0;
+    segrt_status s = enter_device("segrt_device_copy", device, &prev);
+    if (s != SEGRT_OK)
+        return s;
+    // The calling thread's own default stream: a copy neither waits for
+    // nor holds up segrt's contexts (their streams are non-blocking) or
+    // other threads. Synchronizing it makes the copy complete on return,
+    // pageable host memory included.
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, cudaStreamPerThread);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cudaStreamPerThread);
+    if (e != cudaSuccess) {
+        char call[96];
+        snprintf(call, sizeof call, "cudaMemcpy %s of %zu bytes",
+                 kind == cudaMemcpyDeviceToHost   ? "device to host"
+                 : kind == cudaMemcpyHostToDevice ? "host to device"
+                                                  : "device to device",
+                 bytes);
+        s = cuda_fail("segrt_device_copy", call, device, e);
+    }
+    leave_device(prev);
+    return s;
+}
+
+segrt_status segrt_device_synchronize(int32_t device)
+{
+    int prev = 0;
+    segrt_status s = enter_device("segrt_device_synchronize", device, &prev);
+    if (s != SEGRT_OK)
+        return s;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        s = cuda_fail("segrt_device_synchronize", "cudaDeviceSynchronize", device, e);
+    leave_device(prev);
+    return s;
+}
+
 }  // extern "C"
