@@ -624,6 +624,30 @@ class Context(_Handle):
         place and returned."""
         return _run("segrt_context_run", self.ptr, self.engine, inputs, outputs)
 
+    def bind(self, inputs, outputs):
+        """A function of no arguments that runs the engine on these inputs
+        and outputs (as run() takes them; outputs are required), with the
+        segrt_tensor arrays made once: for timing loops, where run()'s
+        per-call conversions would be counted. The arrays and buffers stay
+        referenced by the function; it raises SegrtError as call() does."""
+        items = self.engine.order_inputs(inputs)
+        outputs = list(outputs)
+        for o in outputs:
+            if isinstance(o, np.ndarray) and not (o.flags.c_contiguous and o.flags.writeable):
+                raise ValueError("host outputs must be writeable C-contiguous arrays")
+        ins, keep_in = _tensor_array(items)
+        outs, keep_out = _tensor_array(outputs)
+        c_run, ptr, n_in, n_out = fn("segrt_context_run"), self.ptr, len(items), len(outputs)
+
+        def run():
+            status = c_run(ptr, n_in, ins, n_out, outs)
+            if status != OK:
+                raise SegrtError("segrt_context_run", status, last_error())
+            return keep_out
+
+        run.keep = (self, keep_in, keep_out)
+        return run
+
 
 class ContextPool(_Handle):
     _destroy = "segrt_context_pool_destroy"
@@ -647,3 +671,78 @@ def run_once(model, inputs, **build_kw):
         build_kw.setdefault("shapes", {k: np.shape(v) for k, v in inputs.items()})
     with BuildOptions(**build_kw) as o, Engine.build(m, o) as e, e.context() as ctx:
         return ctx.run(inputs)
+
+
+# ---------------------------------------------------------------------------
+# device memory: segrt_device_alloc, _free, _copy and _synchronize
+
+_SIGNATURES.update({
+    "segrt_device_alloc": (_S, [_I32, _SZ, _PP]),
+    "segrt_device_free": (_S, [_P]),
+    "segrt_device_copy": (_S, [_P, ctypes.c_int, _P, ctypes.c_int, _SZ, _I32]),
+    "segrt_device_synchronize": (_S, [_I32]),
+})
+
+
+def device_synchronize(device=0):
+    call("segrt_device_synchronize", int(device))
+
+
+class DeviceBuffer:
+    """Device memory from segrt_device_alloc holding one dense array (dtype
+    and shape): upload numpy arrays into it, download them back, pass
+    .tensor() to a run as an input or output. Freed by close() or `with`."""
+
+    def __init__(self, dtype, shape, device=0):
+        self.ptr = None
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self.device = int(device)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        p = ctypes.c_void_p()
+        call("segrt_device_alloc", self.device, self.nbytes, ctypes.byref(p))
+        self.ptr = p.value
+
+    @classmethod
+    def from_array(cls, a, device=0):
+        a = np.asarray(a)
+        b = cls(a.dtype, a.shape, device)
+        b.upload(a)
+        return b
+
+    def upload(self, a):
+        a = np.ascontiguousarray(a, dtype=self.dtype)
+        if a.shape != self.shape:
+            raise ValueError(f"array of shape {a.shape} for a buffer of shape {self.shape}")
+        call("segrt_device_copy", self.ptr, MEMORY_DEVICE, a.ctypes.data, MEMORY_HOST, self.nbytes, self.device)
+
+    def download(self):
+        a = np.empty(self.shape, self.dtype)
+        call("segrt_device_copy", a.ctypes.data, MEMORY_HOST, self.ptr, MEMORY_DEVICE, self.nbytes, self.device)
+        return a
+
+    def copy_from(self, other):
+        """Device to device, from another buffer of the same byte size."""
+        if other.nbytes != self.nbytes:
+            raise ValueError(f"{other.nbytes} bytes into a buffer of {self.nbytes}")
+        call("segrt_device_copy", self.ptr, MEMORY_DEVICE, other.ptr, MEMORY_DEVICE, self.nbytes, self.device)
+
+    def tensor(self):
+        return DeviceTensor(self.ptr, self.dtype, self.shape, self.device)
+
+    def close(self):
+        if self.ptr:
+            call("segrt_device_free", self.ptr)
+            self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
