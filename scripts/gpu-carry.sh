@@ -13,6 +13,12 @@ stage=/tmp/segrt-carry-stage
 mkdir -p $stage/lib $stage/models
 cp "$build/segrt" $stage/
 cp "$build/tests/test_gpu_race" $stage/ 2>/dev/null || cp "$build"/test_gpu_race $stage/
+cp "$build/tests/test_device_memory" $stage/ 2>/dev/null || cp "$build"/test_device_memory $stage/
+# onnx2torch (pure Python, from PyPI) builds the PyTorch side of bench/gpu_vs_pytorch.py
+# from the same ONNX files; the GPU machine has no package index.
+mkdir -p $stage/wheels
+python3 -m pip download --no-deps -q -d $stage/wheels onnx2torch==1.5.15 2>/dev/null ||
+    cp /tmp/wheels/onnx2torch-*.whl $stage/wheels/ 2>/dev/null || echo "gpu-carry: no onnx2torch wheel (bench/gpu_vs_pytorch.py will not run)" >&2
 cp -L "$build/libsegrt.so.0" $stage/lib/
 for lib in libprotobuf-c.so.1 libdnnl.so.2 libgomp.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" $stage/lib/
@@ -20,6 +26,6 @@ done
 cp "$models"/*.onnx "$models"/*.npy $stage/models/
 # One xz archive: oneDNN alone is larger than the device tool carries raw.
 mkdir -p .carry
-tar -C $stage -cJf .carry/segrt-carry.tar.xz segrt test_gpu_race lib models
+tar -C $stage -cJf .carry/segrt-carry.tar.xz segrt test_gpu_race test_device_memory lib models wheels
 rm -rf $stage
 du -sh .carry

@@ -4,8 +4,12 @@
 # the CUDA queries, the GPU test suite (ops against the CPU engine in every
 # precision, models against their reference pairs, plan files, races,
 # compute-sanitizer), a CUDA benchmark per model, and, with `all`, the CPU
-# suite and benchmark as well. Logs go to $OUT; a short table last.
-#   usage: scripts/gpu-check.sh [gpu|all] [extra pytest args for tests/gpu]
+# suite and benchmark as well. `torch MODEL BATCHES` runs only
+# bench/gpu_vs_pytorch.py (segrt and PyTorch side by side; one model per
+# call keeps torch.compile's minutes under the device tool's limit);
+# `bench` only the CUDA benchmarks. Logs go to $OUT; a short table last.
+#   usage: scripts/gpu-check.sh [gpu|all|tests|bench] [extra pytest args for tests/gpu]
+#          scripts/gpu-check.sh torch basicunet2d 1,16
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-gpu}
@@ -20,7 +24,7 @@ export LD_LIBRARY_PATH=$carry/lib:$cudnn_new:/usr/local/cuda/lib64:${LD_LIBRARY_
 export SEGRT=$carry/segrt SEGRT_LIB=$carry/lib/libsegrt.so.0 SEGRT_MODELS=$carry/models
 export SEGRT_GPU_REPORT=$out/gpu_report.jsonl
 export PATH=/usr/local/cuda/bin:$PATH
-export XDG_CACHE_HOME=$out/cache
+export XDG_CACHE_HOME=/tmp/segrt-gpu-cache  # plans are large: not under $OUT
 declare -a rows
 step() { # name command...
     local name=$1; shift
@@ -29,17 +33,44 @@ step() { # name command...
     rows+=("$(printf '%-28s %-5s %6.1fs' "$name" "$r" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')")")
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
+if [ "$what" = torch ]; then
+    model=${1:-basicunet2d} batches=${2:-1,16}
+    python3 -m pip install -q --no-deps --target /tmp/segrt-o2t "$carry"/wheels/onnx2torch-*.whl >/dev/null 2>&1
+    step "torch-$model" python3 "$root/bench/gpu_vs_pytorch.py" --pythonpath /tmp/segrt-o2t --models "$SEGRT_MODELS" \
+        --models-list "$model" --batches "$batches" --out "$out/gpu_vs_pytorch-$model.json"
+    tail -n 30 "$out/torch-$model.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
 step version "$SEGRT" --version
 step info-devices "$SEGRT" info --devices
-step gpu-race "$carry/test_gpu_race" "$SEGRT_MODELS/basicunet2d_tiny.onnx"
-step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu" "$@"
-bench() { # model shape
-    for p in fp32 fp16; do
-        echo "== $1 $p"
-        "$SEGRT" bench "$SEGRT_MODELS/$1" --shape "$2" --device cuda --precision "$p" --iters 50 --warmup 5 --no-cache
+if [ "$what" != bench ]; then  # gpu, all, tests
+    step gpu-race "$carry/test_gpu_race" "$SEGRT_MODELS/basicunet2d_tiny.onnx"
+    step gpu-device-memory "$carry/test_device_memory"
+    step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu" "$@"
+fi
+bench() { # model shape [precisions]
+    for p in ${3:-fp32 fp16}; do
+        echo "== $1 $2 $p"
+        "$SEGRT" bench "$SEGRT_MODELS/$1" --shape "$2" --device cuda --precision "$p" --iters 50 --warmup 5
     done
 }
-step gpu-bench bash -c "$(declare -f bench); bench basicunet2d.onnx image=1x3x512x512; bench unet3d_spleen.onnx image=1x1x96x96x96; bench basicunet2d_tiny.onnx image=1x1x256x256"
+if [ "$what" = tests ]; then
+    grep -E "passed|failed|error" "$out/gpu-pytest.log" | tail -n 3
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+# Inputs and outputs stay on the device (bench's default, as PyTorch users
+# time it); one host-to-host run shows what the copies add.
+step gpu-bench bash -c "$(declare -f bench); bench basicunet2d.onnx image=1x3x512x512; bench unet3d_spleen.onnx image=1x1x96x96x96;
+    bench basicunet2d.onnx image=16x3x512x512 fp16; bench unet3d_spleen.onnx image=4x1x96x96x96 fp16;
+    bench basicunet2d_tiny.onnx image=1x1x256x256
+    echo '== basicunet2d image=16x3x512x512 fp16 host io'
+    \"\$SEGRT\" bench \"\$SEGRT_MODELS/basicunet2d.onnx\" --shape image=16x3x512x512 --device cuda --precision fp16 --io host --iters 20"
+step gpu-bench-sweep "$SEGRT" bench "$SEGRT_MODELS/basicunet2d.onnx" --shape image=1x3x512x512 --device cuda \
+    --precision fp16 --batch-sweep 1,2,4,8,16 --iters 30 --warmup 5
+step gpu-profile bash -c "\"\$SEGRT\" bench \"\$SEGRT_MODELS/basicunet2d.onnx\" --shape image=16x3x512x512 --device cuda --precision fp16 --iters 20 --profile;
+    \"\$SEGRT\" bench \"\$SEGRT_MODELS/unet3d_spleen.onnx\" --shape image=4x1x96x96x96 --device cuda --precision fp16 --iters 20 --profile"
 if [ "$what" = all ]; then
     step cpu-pytest python3 -m pytest -q -p no:cacheprovider "$root/tests/python"
     step cpu-bench python3 "$root/bench/cpu_vs_onnxruntime.py" --segrt "$SEGRT" --models "$SEGRT_MODELS" \
@@ -49,5 +80,6 @@ cat "$out/version.log" "$out/info-devices.log"
 tail -n 4 "$out/gpu-race.log"
 grep -E "passed|failed|error" "$out/gpu-pytest.log" | tail -n 3
 grep -E "^== |p50|median|GFLOP" "$out/gpu-bench.log" | head -n 40
+grep -E "^ *[0-9]+ " "$out/gpu-bench-sweep.log" | head -n 8
 echo "---- $(cat "$out/gpu.txt")"
 printf '%s\n' "${rows[@]}"

@@ -11,7 +11,11 @@ output; ../shared/models/README.md), compared with the reference in numpy:
          mantissa loses about 3 bits, some 18 dB, to fp16's 11)
 
 PSNR's peak is max |reference| (gpu_util.psnr). Every measured figure is
-printed (pytest -s) and appended to $SEGRT_GPU_REPORT as a JSON line."""
+printed (pytest -s) and appended to $SEGRT_GPU_REPORT as a JSON line.
+
+Each run builds with `--autotune 2`: timing two cuDNN configurations per
+layer exercises the tuned path while keeping sixteen builds short (a
+default build of basicunet2d times eight and takes 10-20 s)."""
 import time
 
 import numpy as np
@@ -41,7 +45,7 @@ def test_model_at_precision(models, tmp_path, name, precision):
     out = tmp_path / "out.npy"
     t0 = time.perf_counter()
     p = run_segrt("run", models / f"{name}.onnx", "--input", src, "--output", out, "--device", "cuda",
-                  "--precision", precision, "--no-cache", "-q", timeout=600)
+                  "--precision", precision, "--autotune", "2", "--no-cache", "-q", timeout=600)
     wall = time.perf_counter() - t0
     assert p.returncode == 0, f"{name} at {precision}: exit {p.returncode}: {p.stderr.strip()}"
     got, ref = np.load(out), np.load(ref_path)
