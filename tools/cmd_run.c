@@ -1,5 +1,7 @@
-/* segrt run: a model over NPY inputs, NPY outputs. */
+/* segrt run: a model over NPY inputs, NPY outputs; with --roi, over an
+ * image larger than the model's window (cli_sw.c). */
 #include "cli_engine.h"
+#include "cli_sw.h"
 
 #include "core/tensor.h"
 #include "io/npy.h"
@@ -11,9 +13,10 @@
 static const char run_usage[] =
     "usage: segrt run MODEL|PLAN --input [NAME=]IN.npy... --output [NAME=]OUT.npy...\n"
     "                 [engine options] [--quiet]\n"
+    "       segrt run MODEL IMAGE.npy -o OUT.npy --roi 96,96,96 [sliding-window options]\n"
     "Inputs and outputs are matched by NAME, or by position when no name is given.\n"
     "MODEL is an .onnx file (on CUDA, built through the plan cache) or a plan from `segrt build`.\n"
-    CLI_ENGINE_USAGE;
+    CLI_ENGINE_USAGE CLI_SW_USAGE;
 
 #define MAX_IO 64
 
@@ -186,10 +189,17 @@ int cmd_run(int argc, char **argv)
     int n_ins = 0, n_outs = 0;
     cli_engine_opts eo;
     cli_engine_opts_init(&eo);
+    cli_sw_opts so;
+    cli_sw_opts_init(&so);
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
+        int sw = cli_sw_option(&so, argc, argv, &i);
+        if (sw < 0)
+            return CLI_BAD_INPUT;
+        if (sw)
+            continue;
         int taken = cli_engine_option(&eo, argc, argv, &i);
         if (taken < 0)
             return CLI_BAD_INPUT;
@@ -202,6 +212,8 @@ int cmd_run(int argc, char **argv)
             if (!has_value || n_ins == MAX_IO)
                 return cli_usage_error("%s wants a file", a);
             split_io(argv[++i], &ins[n_ins++]);
+        } else if (strcmp(a, "--output") == 0 && has_value && cli_sw_output_kind(&so, argv[i + 1])) {
+            i++; /* --output logits|probs|labels: what a sliding-window run writes */
         } else if (strcmp(a, "--output") == 0 || strcmp(a, "-o") == 0) {
             if (!has_value || n_outs == MAX_IO)
                 return cli_usage_error("%s wants a file", a);
@@ -212,12 +224,21 @@ int cmd_run(int argc, char **argv)
             return cli_usage_error("run: unknown option `%s`", a);
         } else if (!path) {
             path = a;
+        } else if (n_ins < MAX_IO) {
+            split_io(argv[i], &ins[n_ins++]); /* IMAGE.npy after the model */
         } else {
             return cli_usage_error("run: unexpected argument `%s`", a);
         }
     }
     if (!path)
         return cli_usage_error("run: no model given\n%s", run_usage);
+    if (so.any && !so.on)
+        return cli_usage_error("run: sliding-window options need --roi");
+    if (so.on) {
+        if (n_ins != 1 || n_outs != 1)
+            return cli_usage_error("run --roi: one image and one -o OUT.npy, not %d and %d", n_ins, n_outs);
+        return cli_sw_run(path, ins[0].path, outs[0].path, &so, &eo, quiet);
+    }
     run_state st;
     memset(&st, 0, sizeof st);
     int rc = run(&st, path, ins, n_ins, outs, n_outs, &eo, quiet);

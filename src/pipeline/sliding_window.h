@@ -1,0 +1,70 @@
+/* Sliding-window inference over an image larger than the network's
+ * window, on host memory: windows gathered (with MONAI's padding), run in
+ * batches through an engine, blended with the importance map, divided by
+ * the summed weights, cropped back, then turned into probabilities or
+ * labels. Numbers follow MONAI's sliding_window_inference with the same
+ * settings (../shared/notes/sliding_window.md).
+ *
+ * This is the reference path: it works with any engine (the CPU or a GPU
+ * through host buffers) and keeps the whole N x K x image accumulator in
+ * memory. The device-resident, slab-streaming path builds on the same
+ * geometry (sw_grid.h). */
+#ifndef SG_PIPELINE_SLIDING_WINDOW_H
+#define SG_PIPELINE_SLIDING_WINDOW_H
+
+#include "core/tensor.h"
+#include "pipeline/sw_grid.h"
+
+typedef enum sg_sw_pad {
+    SG_SW_PAD_CONSTANT = 0, /* pad_value */
+    SG_SW_PAD_REFLECT,      /* mirror without repeating the edge (numpy "reflect") */
+    SG_SW_PAD_REPLICATE     /* repeat the edge (numpy "edge") */
+} sg_sw_pad;
+
+typedef enum sg_sw_output {
+    SG_SW_OUTPUT_LOGITS = 0, /* the blended network output, float32 N x K x spatial */
+    SG_SW_OUTPUT_PROBS,      /* the activation of it, float32 N x K x spatial */
+    SG_SW_OUTPUT_LABELS      /* softmax/none: argmax, N x 1 x spatial; sigmoid: > threshold, N x K x spatial */
+} sg_sw_output;
+
+typedef enum sg_sw_activation {
+    SG_SW_ACTIVATION_DEFAULT = 0, /* none for logits, softmax for probs and labels */
+    SG_SW_ACTIVATION_NONE,
+    SG_SW_ACTIVATION_SOFTMAX,     /* over the channel axis */
+    SG_SW_ACTIVATION_SIGMOID
+} sg_sw_activation;
+
+typedef struct sg_sw_options {
+    int32_t n_dims;                   /* spatial dims of the image and the window */
+    int64_t roi[SG_SW_MAX_DIMS];      /* <= 0: the whole axis */
+    double overlap[SG_SW_MAX_DIMS];   /* [0, 1) */
+    int32_t sw_batch;                 /* windows per engine run: the engine's batch dim */
+    sg_sw_grid_kind grid;
+    sg_sw_blend blend;
+    double sigma_scale;
+    sg_sw_pad pad;
+    float pad_value;
+    sg_sw_output output;
+    sg_sw_activation activation;
+    float threshold;                  /* sigmoid labels */
+} sg_sw_options;
+
+/* MONAI's defaults: overlap 0.25, one window a run, constant blend, sigma
+ * scale 0.125, constant padding with 0, MONAI's grid, logits. */
+void sg_sw_options_default(sg_sw_options *o, int32_t n_dims);
+
+/* The engine's input shape for an image with `channels` channels:
+ * [sw_batch, channels, roi...] with roi resolved against image dims. */
+sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64_t *dims);
+
+/* Runs the windows of image (float32, N x C x spatial with o->n_dims
+ * spatial dims) through ctx, whose engine takes [sw_batch, C, roi...] as
+ * its first input and gives [sw_batch, K, roi...] as its first output.
+ * *out is allocated here (free out->data). Errors name the problem:
+ * INVALID_ARGUMENT (options, image rank or dtype, an engine that does not
+ * take the windows or gives another spatial size), OUT_OF_MEMORY, and the
+ * engine's own. */
+sg_status sg_sliding_window(segrt_context *ctx, const segrt_engine *engine, const sg_sw_options *o,
+                            const sg_tensor *image, sg_tensor *out);
+
+#endif

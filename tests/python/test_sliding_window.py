@@ -1,0 +1,254 @@
+"""`segrt run --roi` (sliding-window inference) against MONAI's
+sliding_window_inference reproduced in numpy (sw_reference.py), with
+onnxruntime running the windows, on small random convolutional nets.
+
+Each case is one set of options over one random image; a failing case's
+id names it, and the model, image and outputs are left in pytest's
+tmp_path. Bad options end with exit code 2 and one line on stderr.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from conftest import run_segrt
+from onnx_util import init, save_model, tensor_input
+import sw_reference as ref
+
+TOL = 1e-5  # logits/probs: max abs diff <= TOL * max(1, max |ref|); labels: tie margin
+
+
+@functools.lru_cache(maxsize=None)
+def _help_text():
+    p = run_segrt("run", "--help", timeout=60)
+    return p.stdout + p.stderr
+
+
+@pytest.fixture(autouse=True)
+def _needs_sliding_window():
+    if "--roi" not in _help_text():
+        pytest.skip("`segrt run --help` does not mention --roi: sliding-window mode is not built yet")
+
+
+# ---------------------------------------------------------------------------
+# models
+
+
+def make_convnet(path, n_dims, channels, classes, hidden=4, seed=0):
+    """Conv 3^d pad 1 -> Relu -> Conv 1x1 to `classes`; batch and spatial
+    dims symbolic so one model serves every window and sw-batch."""
+    rng = np.random.default_rng(seed)
+    spatial = ["D", "H", "W"][3 - n_dims:]
+    k3 = [3] * n_dims
+    w1 = (rng.standard_normal([hidden, channels] + k3) / np.sqrt(channels * 3 ** n_dims)).astype(np.float32)
+    b1 = (0.1 * rng.standard_normal(hidden)).astype(np.float32)
+    w2 = rng.standard_normal([classes, hidden] + [1] * n_dims).astype(np.float32)
+    b2 = (0.1 * rng.standard_normal(classes)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["h"], kernel_shape=k3, pads=[1] * (2 * n_dims)),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Conv", ["r", "w2", "b2"], ["y"], kernel_shape=[1] * n_dims),
+    ]
+    save_model(path, nodes, [tensor_input("x", ["N", channels] + spatial)],
+               [tensor_input("y", ["N", classes] + spatial)],
+               [init("w1", w1), init("b1", b1), init("w2", w2), init("b2", b2)])
+    return path
+
+
+# ---------------------------------------------------------------------------
+# cases
+
+
+@dataclasses.dataclass
+class SW:
+    """One sliding-window run: image N x C x spatial, model to K classes."""
+    spatial: tuple
+    roi: tuple
+    n: int = 1
+    c: int = 1
+    k: int = 2
+    overlap: object = 0.25          # a float, or one per axis
+    sw_batch: int = 1
+    blend: str = "constant"
+    sigma_scale: float | None = None  # None: the default 0.125, not passed
+    pad: str = "constant"
+    pad_value: float = 0.0
+    grid: str = "monai"
+    kind: str = "logits"
+    activation: str | None = None   # None: not passed (softmax for probs/labels)
+    threshold: float | None = None
+    seed: int = 0
+
+    def args(self):
+        a = ["--roi", ",".join(map(str, self.roi)), "--sw-batch", self.sw_batch, "--blend", self.blend,
+             "--pad", self.pad, "--grid", self.grid, "--output-kind", self.kind]
+        ov = self.overlap if isinstance(self.overlap, (tuple, list)) else (self.overlap,)
+        a += ["--overlap", ",".join(map(str, ov))]
+        if self.pad_value:
+            a += ["--pad-value", self.pad_value]
+        if self.sigma_scale is not None:
+            a += ["--sigma-scale", self.sigma_scale]
+        if self.activation is not None:
+            a += ["--activation", self.activation]
+        if self.threshold is not None:
+            a += ["--threshold", self.threshold]
+        return a
+
+
+CASES = {
+    # 2-D
+    "2d-odd-o25-const": SW((37, 53), (16, 16)),
+    "2d-n2c2-gauss-o50-sw3-probs": SW((70, 53), (32, 24), n=2, c=2, k=3, overlap=0.5, sw_batch=3,
+                                      blend="gaussian", kind="probs", seed=1),
+    "2d-o75-gauss-sigma25-sw4-labels": SW((41, 29), (16, 16), k=5, overlap=0.75, sw_batch=4, blend="gaussian",
+                                          sigma_scale=0.25, kind="labels", seed=2),
+    "2d-o0-k1-sw4": SW((45, 31), (16, 12), k=1, overlap=0.0, sw_batch=4, seed=3),
+    "2d-per-axis-overlap": SW((50, 33), (20, 12), k=2, overlap=(0.5, 0.0), sw_batch=3, blend="gaussian", seed=4),
+    "2d-roi-whole-axis": SW((23, 61), (-1, 16), n=2, k=3, overlap=0.5, sw_batch=4, seed=5),
+    "2d-roi-equals-image": SW((16, 40), (16, 24), k=2, overlap=0.5, blend="gaussian", seed=6),
+    "2d-small-pad1.5": SW((10, 40), (16, 16), c=2, k=2, pad_value=1.5, sw_batch=3, seed=7),
+    "2d-small-both-pad0": SW((9, 7), (16, 12), n=2, k=3, blend="gaussian", kind="probs", seed=8),
+    "2d-small-reflect": SW((9, 30), (16, 8), c=2, k=3, pad="reflect", overlap=0.5, sw_batch=4, seed=9),
+    "2d-reflect-past-edge": SW((5, 3), (16, 8), k=2, pad="reflect", seed=10),
+    "2d-reflect-size1": SW((1, 20), (6, 8), k=2, pad="reflect", seed=11),
+    "2d-small-replicate": SW((5, 30), (12, 12), n=2, k=2, pad="replicate", blend="gaussian", sw_batch=3, seed=12),
+    "2d-nnunet-o50-gauss": SW((70, 53), (32, 32), k=3, overlap=0.5, grid="nnunet", blend="gaussian",
+                              sw_batch=3, seed=13),
+    "2d-nnunet-o25-small": SW((13, 47), (16, 16), n=2, c=2, k=2, grid="nnunet", pad="replicate", seed=14),
+    "2d-nnunet-o75-labels": SW((33, 21), (12, 12), k=5, overlap=0.75, grid="nnunet", kind="labels",
+                               sw_batch=4, seed=15),
+    "2d-sigmoid-probs": SW((29, 31), (16, 16), k=3, overlap=0.5, kind="probs", activation="sigmoid",
+                           blend="gaussian", seed=16),
+    "2d-sigmoid-labels-t0.3": SW((29, 31), (16, 16), n=2, k=3, overlap=0.5, kind="labels",
+                                 activation="sigmoid", threshold=0.3, sw_batch=4, seed=17),
+    "2d-k1-sigmoid-labels": SW((27, 19), (12, 12), k=1, kind="labels", activation="sigmoid", seed=18),
+    "2d-none-labels": SW((31, 26), (16, 16), k=3, kind="labels", activation="none", sw_batch=3, seed=19),
+    "2d-softmax-explicit-probs": SW((20, 44), (16, 16), k=5, kind="probs", activation="softmax", seed=20),
+    "2d-probs-none": SW((20, 21), (16, 16), k=2, kind="probs", activation="none", seed=21),
+    # 3-D
+    "3d-odd-o25-const": SW((20, 17, 19), (8, 8, 8), seed=30),
+    "3d-n2c2-gauss-o50-sw4-probs": SW((19, 20, 13), (12, 8, 10), n=2, c=2, k=3, overlap=0.5, sw_batch=4,
+                                      blend="gaussian", kind="probs", seed=31),
+    "3d-small-reflect-labels": SW((6, 20, 11), (10, 10, 10), k=5, pad="reflect", kind="labels", sw_batch=3,
+                                  seed=32),
+    "3d-nnunet-replicate-sigmoid-labels": SW((15, 18, 7), (8, 8, 8), k=3, overlap=0.5, grid="nnunet",
+                                             pad="replicate", kind="labels", activation="sigmoid",
+                                             threshold=0.3, sw_batch=3, blend="gaussian", seed=33),
+    "3d-o75-pad1.5": SW((13, 11, 20), (12, 12, 8), k=2, overlap=0.75, pad_value=1.5, sw_batch=4, seed=34),
+    "3d-o0-k1-sigmoid-probs": SW((17, 16, 9), (8, 8, 8), n=2, k=1, overlap=0.0, kind="probs",
+                                 activation="sigmoid", seed=35),
+    "3d-nnunet-o25-gauss-c2": SW((20, 13, 16), (10, 8, 12), c=2, k=2, grid="nnunet", blend="gaussian",
+                                 sigma_scale=0.2, sw_batch=4, seed=36),
+}
+
+
+def run_case(tmp_path, case: SW):
+    nd = len(case.spatial)
+    model = make_convnet(tmp_path / "model.onnx", nd, case.c, case.k, seed=case.seed)
+    rng = np.random.default_rng(1000 + case.seed)
+    image = rng.standard_normal((case.n, case.c) + tuple(case.spatial)).astype(np.float32)
+    img_path, out_path = tmp_path / "image.npy", tmp_path / "out.npy"
+    np.save(img_path, image)
+    run_segrt("run", model, "--input", img_path, "--output", out_path, "--device", "cpu", "-q", *case.args(),
+              check=0, timeout=120)
+    got = np.load(out_path)
+    logits = ref.sliding_window(image, case.roi, ref.ort_predictor(model), overlap=case.overlap,
+                                sw_batch=case.sw_batch, blend=case.blend,
+                                sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale,
+                                pad=case.pad, pad_value=case.pad_value, grid=case.grid)
+    thr = 0.5 if case.threshold is None else case.threshold
+    want = ref.postprocess(logits, case.kind, case.activation, thr)
+    return got, want, logits, thr
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_monai_reference(tmp_path, name):
+    case = CASES[name]
+    got, want, logits, thr = run_case(tmp_path, case)
+    assert got.shape == want.shape, f"shape {got.shape}, want {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype}, want {want.dtype}"
+    if case.kind in ("logits", "probs"):
+        scale = max(1.0, float(np.abs(want).max()))
+        err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
+        where = np.unravel_index(np.argmax(np.abs(got - want)), want.shape)
+        assert err <= TOL * scale, f"max abs diff {err:.3g} at {where} (scale {scale:.3g})"
+    else:
+        ties = ref.ambiguous_labels(logits, case.activation, thr, TOL)
+        bad = (got != want) & ~ties
+        assert not bad.any(), (f"{int(bad.sum())} labels differ away from ties (first at "
+                               f"{tuple(int(i[0]) for i in np.nonzero(bad))}); {int(ties.sum())} ties allowed")
+
+
+def test_reference_sanity():
+    """The oracle's own conventions, from the notes: grids and weights."""
+    assert ref.monai_starts(110, 64, 0.5) == [0, 32, 46]
+    assert ref.nnunet_starts(110, 64, 0.5) == [0, 23, 46]
+    assert ref.monai_starts(64, 64, 0.5) == [0]
+    w = ref.importance_map((9, 7), "gaussian")
+    assert w.dtype == np.float32 and w[4, 3] == 1.0 and float(w.min()) >= 1e-3
+    # A model that returns its input blends back to the image exactly.
+    rng = np.random.default_rng(5)
+    img = rng.standard_normal((2, 1, 23, 17)).astype(np.float32)
+    for grid in ("monai", "nnunet"):
+        out = ref.sliding_window(img, (8, 8), lambda x: x, overlap=0.5, sw_batch=3, blend="gaussian",
+                                 grid=grid)
+        np.testing.assert_allclose(out, img, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# bad input
+
+
+@pytest.fixture
+def bad_setup(tmp_path):
+    m2 = make_convnet(tmp_path / "m2.onnx", 2, 1, 2)
+    m3 = make_convnet(tmp_path / "m3.onnx", 3, 1, 2)
+    rng = np.random.default_rng(0)
+    img2 = tmp_path / "img2.npy"
+    np.save(img2, rng.standard_normal((1, 1, 20, 20)).astype(np.float32))
+    img64 = tmp_path / "img64.npy"
+    np.save(img64, rng.standard_normal((1, 1, 20, 20)))
+    return m2, m3, img2, img64, tmp_path / "out.npy"
+
+
+def expect_bad(args, *any_of):
+    p = run_segrt("run", *args, "--device", "cpu", "-q", timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, f"exit {p.returncode}: {p.stderr}"
+    assert len(lines) == 1, f"want one line, got: {p.stderr!r}"
+    msg = lines[0]
+    assert msg.startswith("segrt: "), msg
+    assert any(w.lower() in msg.lower() for w in any_of), f"none of {any_of} in {msg!r}"
+    return msg
+
+
+def test_bad_overlap(bad_setup):
+    m2, _, img2, _, out = bad_setup
+    for ov in ("1.0", "1", "-0.1", "0.5,1.0"):
+        expect_bad([m2, "--input", img2, "--output", out, "--roi", "8,8", "--overlap", ov], "overlap")
+
+
+def test_bad_roi_dims(bad_setup):
+    m2, _, img2, _, out = bad_setup
+    for roi in ("8,8,8", "8"):
+        expect_bad([m2, "--input", img2, "--output", out, "--roi", roi], "roi", "window")
+
+
+def test_bad_sw_batch(bad_setup):
+    m2, _, img2, _, out = bad_setup
+    for b in ("0", "-2"):
+        expect_bad([m2, "--input", img2, "--output", out, "--roi", "8,8", "--sw-batch", b], "sw-batch", "batch")
+
+
+def test_2d_image_to_3d_model(bad_setup):
+    _, m3, img2, _, out = bad_setup
+    expect_bad([m3, "--input", img2, "--output", out, "--roi", "8,8"], "rank", "dims", "3-d", "2-d")
+
+
+def test_float64_image(bad_setup):
+    m2, _, _, img64, out = bad_setup
+    expect_bad([m2, "--input", img64, "--output", out, "--roi", "8,8"], "float32", "float64")

@@ -1,0 +1,44 @@
+/* `segrt run` over an image larger than the model's window: the
+ * sliding-window options and the run (src/pipeline/sliding_window.h). */
+#ifndef SEGRT_CLI_SW_H
+#define SEGRT_CLI_SW_H
+
+#include "cli_engine.h"
+
+#include "pipeline/sliding_window.h"
+
+typedef struct cli_sw_opts {
+    bool on;                    /* --roi given */
+    int32_t n_roi;
+    int64_t roi[SG_SW_MAX_DIMS];
+    int32_t n_overlap;          /* 0: the default; 1: every axis; else one per axis */
+    double overlap[SG_SW_MAX_DIMS];
+    sg_sw_options sw;           /* the rest, parsed into place */
+    bool any;                   /* some sliding-window option was given */
+} cli_sw_opts;
+
+#define CLI_SW_USAGE                                                                                  \
+    "sliding window (an image larger than the model's window; -o OUT.npy takes the result):\n"       \
+    "  --roi D,H,W               the window (<= 0: the whole axis); turns sliding windows on\n"      \
+    "  --overlap F[,F,F]         overlap of neighbouring windows, in [0, 1) (default 0.25)\n"         \
+    "  --sw-batch N              windows per run of the model (default 1)\n"                        \
+    "  --blend constant|gaussian importance of a window's voxels (default constant)\n"              \
+    "  --sigma-scale S           Gaussian sigma as a fraction of the window (default 0.125)\n"     \
+    "  --pad constant|reflect|replicate  padding of axes smaller than the window (default constant)\n" \
+    "  --pad-value V             the constant (default 0)\n"                                         \
+    "  --grid monai|nnunet       window placement (default monai)\n"                               \
+    "  --output logits|probs|labels  what is written (default logits; also --output-kind)\n"     \
+    "  --activation softmax|sigmoid|none  for probs and labels (default softmax)\n"              \
+    "  --threshold T             sigmoid labels: probability above T (default 0.5)\n"
+
+void cli_sw_opts_init(cli_sw_opts *o);
+/* Consumes the sliding-window option at argv[*i] (and its value): 1 if it
+ * was one, 0 if not, -1 after reporting a usage error. */
+int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i);
+/* Whether s names an output kind (logits, probs, labels). */
+bool cli_sw_output_kind(cli_sw_opts *o, const char *s);
+/* Runs MODEL over the image in `in` and writes the result to `out`; returns an exit code. */
+int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *so, const cli_engine_opts *eo,
+               bool quiet);
+
+#endif
