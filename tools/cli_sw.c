@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 void cli_sw_opts_init(cli_sw_opts *o)
 {
@@ -121,6 +123,17 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || (k = pick(v, acts, 4)) < 1)
             return cli_usage_error("--activation wants softmax, sigmoid or none"), -1;
         o->sw.activation = (sg_sw_activation)k;
+    } else if (strcmp(a, "--tta") == 0) {
+        if (!v || strncmp(v, "mirror", 6) != 0 || (v[6] && v[6] != '='))
+            return cli_usage_error("--tta wants mirror or mirror=AXES (spatial axes such as 0,2)"), -1;
+        o->tta_all = v[6] == '\0';
+        o->n_tta_axes = 0;
+        if (!o->tta_all && (o->n_tta_axes = parse_ints(v + 7, o->tta_axes)) < 1)
+            return cli_usage_error("--tta mirror=AXES wants spatial axes such as 0,2"), -1;
+    } else if (strcmp(a, "--model") == 0) {
+        if (!v || o->n_models == CLI_SW_MAX_MODELS)
+            return cli_usage_error("--model wants an .onnx file (at most %d)", CLI_SW_MAX_MODELS), -1;
+        o->models[o->n_models++] = v;
     } else if (strcmp(a, "--threshold") == 0) {
         if (!v || !parse_float(v, &f))
             return cli_usage_error("--threshold wants a number"), -1;
@@ -149,25 +162,100 @@ static int resolve(cli_sw_opts *so, const sg_tensor *image, const char *in)
         if (!(so->sw.overlap[d] >= 0.0 && so->sw.overlap[d] < 1.0))
             return cli_usage_error("--overlap %g: it must be in [0, 1)", so->sw.overlap[d]);
     }
+    so->sw.tta_axes = so->tta_all ? (1u << nd) - 1 : 0;
+    for (int32_t k = 0; k < so->n_tta_axes; k++) {
+        if (so->tta_axes[k] < 0 || so->tta_axes[k] >= nd)
+            return cli_usage_error("--tta mirror=%lld: a %d-D image has spatial axes 0 to %d",
+                                   (long long)so->tta_axes[k], nd, nd - 1);
+        so->sw.tta_axes |= 1u << so->tta_axes[k];
+    }
     return CLI_OK;
 }
 
 typedef struct sw_state {
     sg_tensor image, result;
-    segrt_model *model;
     segrt_build_options *opts;
-    segrt_engine *engine;
-    segrt_context *ctx;
+    int32_t n;
+    segrt_model *model[1 + CLI_SW_MAX_MODELS];
+    segrt_engine *engine[1 + CLI_SW_MAX_MODELS];
+    segrt_context *ctx[1 + CLI_SW_MAX_MODELS];
+    sg_sw_model members[1 + CLI_SW_MAX_MODELS];
 } sw_state;
 
 static void sw_state_free(sw_state *st)
 {
     free(st->image.data);
     free(st->result.data);
-    segrt_context_destroy(st->ctx);
-    segrt_engine_destroy(st->engine);
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_context_destroy(st->ctx[m]);
+        segrt_engine_destroy(st->engine[m]);
+        segrt_model_destroy(st->model[m]);
+    }
     segrt_build_options_destroy(st->opts);
-    segrt_model_destroy(st->model);
+}
+
+/* Model m of the ensemble loaded and built for the window batch. */
+static int load_member(sw_state *st, int32_t m, const char *path, const cli_sw_opts *so, const cli_engine_opts *eo)
+{
+    segrt_status s;
+    int rc;
+    if (cli_is_plan_file(path))
+        return cli_usage_error("%s: sliding windows build the engine for their window; give the .onnx model",
+                               path);
+    if ((s = segrt_model_load(path, &st->model[m])) != SEGRT_OK)
+        return cli_fail(s);
+    st->n = m + 1;
+    if (segrt_model_input_count(st->model[m]) != 1)
+        return cli_usage_error("%s: sliding windows feed models of one input; this one has %zu", path,
+                               segrt_model_input_count(st->model[m]));
+    segrt_tensor_desc d;
+    if ((s = segrt_model_input(st->model[m], 0, &d)) != SEGRT_OK)
+        return cli_fail(s);
+    if (d.rank != st->image.rank)
+        return cli_usage_error("%s: the model takes rank-%d input `%s`; the image has rank %d", path, d.rank, d.name,
+                               st->image.rank);
+    int64_t dims[SEGRT_MAX_RANK];
+    if ((s = sg_sw_input_dims(&so->sw, &st->image, dims)) != SEGRT_OK)
+        return cli_fail(s);
+    segrt_build_options_destroy(st->opts);
+    st->opts = NULL;
+    if ((rc = cli_engine_options(eo, &st->opts)) != CLI_OK)
+        return rc;
+    if ((s = segrt_build_options_set_shape(st->opts, d.name, d.rank, dims)) != SEGRT_OK)
+        return cli_fail(s);
+    if ((rc = cli_engine_build(st->model[m], st->opts, eo, &st->engine[m], NULL)) != CLI_OK)
+        return rc;
+    if ((s = segrt_context_create(st->engine[m], &st->ctx[m])) != SEGRT_OK)
+        return cli_fail(s);
+    st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
+    return CLI_OK;
+}
+
+/* A progress line on a terminal: windows done, rate, time left. */
+typedef struct progress_line {
+    double t0, last;
+} progress_line;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void show_progress(void *user, int64_t done, int64_t total)
+{
+    progress_line *p = user;
+    double t = now_s();
+    if (done < total && t - p->last < 0.1)
+        return;
+    p->last = t;
+    double rate = (double)done / (t - p->t0 > 1e-9 ? t - p->t0 : 1e-9);
+    fprintf(stderr, "\rwindows %lld/%lld  %.1f/s  ETA %.1f s   ", (long long)done, (long long)total, rate,
+            (double)(total - done) / (rate > 0 ? rate : 1));
+    if (done == total)
+        fputc('\n', stderr);
+    fflush(stderr);
 }
 
 static int sw_run(sw_state *st, const char *model, const char *in, const char *out, cli_sw_opts *so,
@@ -175,9 +263,6 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
 {
     segrt_status s;
     int rc;
-    if (cli_is_plan_file(model))
-        return cli_usage_error("%s: sliding windows build the engine for their window; give the .onnx model",
-                               model);
     if (eo->n_shapes)
         return cli_usage_error("--shape does not go with --roi: the window and --sw-batch give the model's shape");
     if ((s = sg_npy_read(in, &st->image)) != SEGRT_OK)
@@ -187,29 +272,15 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     if (st->image.dtype != SEGRT_DTYPE_FLOAT32)
         return cli_usage_error("%s: the image is %s; sliding windows read float32", in,
                                segrt_dtype_name(st->image.dtype));
-    if ((s = segrt_model_load(model, &st->model)) != SEGRT_OK)
-        return cli_fail(s);
-    if (segrt_model_input_count(st->model) != 1)
-        return cli_usage_error("%s: sliding windows feed models of one input; this one has %zu", model,
-                               segrt_model_input_count(st->model));
-    segrt_tensor_desc d;
-    if ((s = segrt_model_input(st->model, 0, &d)) != SEGRT_OK)
-        return cli_fail(s);
-    if (d.rank != st->image.rank)
-        return cli_usage_error("%s: the model takes rank-%d input `%s`; the image %s has rank %d", model, d.rank,
-                               d.name, in, st->image.rank);
-    int64_t dims[SEGRT_MAX_RANK];
-    if ((s = sg_sw_input_dims(&so->sw, &st->image, dims)) != SEGRT_OK)
-        return cli_fail(s);
-    if ((rc = cli_engine_options(eo, &st->opts)) != CLI_OK)
-        return rc;
-    if ((s = segrt_build_options_set_shape(st->opts, d.name, d.rank, dims)) != SEGRT_OK)
-        return cli_fail(s);
-    if ((rc = cli_engine_build(st->model, st->opts, eo, &st->engine, NULL)) != CLI_OK)
-        return rc;
-    if ((s = segrt_context_create(st->engine, &st->ctx)) != SEGRT_OK)
-        return cli_fail(s);
-    if ((s = sg_sliding_window(st->ctx, st->engine, &so->sw, &st->image, &st->result)) != SEGRT_OK) {
+    for (int32_t m = 0; m <= so->n_models; m++)
+        if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1], so, eo)) != CLI_OK)
+            return rc;
+    progress_line pl = {now_s(), 0.0};
+    if (!quiet && isatty(STDERR_FILENO)) {
+        so->sw.progress = show_progress;
+        so->sw.progress_user = &pl;
+    }
+    if ((s = sg_sliding_window(st->members, st->n, &so->sw, &st->image, &st->result)) != SEGRT_OK) {
         sg_error_prefix(s, "%s over %s: ", model, in);
         return cli_fail(s);
     }

@@ -7,6 +7,8 @@
 
 #include "pipeline/sliding_window.h"
 
+#define CLI_SW_MAX_MODELS 16
+
 typedef struct cli_sw_opts {
     bool on;                    /* --roi given */
     int32_t n_roi;
@@ -15,6 +17,11 @@ typedef struct cli_sw_opts {
     double overlap[SG_SW_MAX_DIMS];
     sg_sw_options sw;           /* the rest, parsed into place */
     bool any;                   /* some sliding-window option was given */
+    bool tta_all;               /* --tta mirror: every spatial axis */
+    int32_t n_tta_axes;         /* --tta mirror=AXES */
+    int64_t tta_axes[SG_SW_MAX_DIMS];
+    int32_t n_models;           /* --model: ensemble members after MODEL */
+    const char *models[CLI_SW_MAX_MODELS];
 } cli_sw_opts;
 
 #define CLI_SW_USAGE                                                                                  \
@@ -29,7 +36,11 @@ typedef struct cli_sw_opts {
     "  --grid monai|nnunet       window placement (default monai)\n"                               \
     "  --output logits|probs|labels  what is written (default logits; also --output-kind)\n"     \
     "  --activation softmax|sigmoid|none  for probs and labels (default softmax)\n"              \
-    "  --threshold T             sigmoid labels: probability above T (default 0.5)\n"
+    "  --threshold T             sigmoid labels: probability above T (default 0.5)\n"               \
+    "  --tta mirror[=AXES]       also run each window mirrored along every combination of the\n"   \
+    "                            spatial axes (or AXES, e.g. 0,2) and average (nnU-Net's)\n"       \
+    "  --model OTHER.onnx        an ensemble: average with MODEL per window (repeatable)\n"        \
+    "A progress line goes to stderr when it is a terminal (not with --quiet).\n"
 
 void cli_sw_opts_init(cli_sw_opts *o);
 /* Consumes the sliding-window option at argv[*i] (and its value): 1 if it

@@ -72,17 +72,36 @@ static int64_t pad_source(int64_t p, int64_t begin, int64_t n, sg_sw_pad mode)
     return m < n ? m : period - m;
 }
 
+#define SW_MAX_OUTPUTS 16
+#define SW_MAX_FLIPS 8 /* the identity and every combination of up to 3 axes */
+
+/* One model's engine outputs for a batch of windows. */
+typedef struct sw_outputs {
+    size_t n;
+    segrt_tensor t[SW_MAX_OUTPUTS]; /* t[0]: the prediction (into sw_run's win_pred) */
+    void *extra[SW_MAX_OUTPUTS];   /* the others: computed, not used */
+} sw_outputs;
+
 /* Everything a run holds. */
 typedef struct sw_run {
     const sg_sw_options *o;
+    const sg_sw_model *models;
+    int32_t n_models;
     sg_sw_grid g;
     int64_t roi_numel, padded_numel, image_numel;
     int64_t channels, classes;
-    float *weight;   /* importance map over the window */
-    float *count;    /* summed weights over the padded image */
-    float *acc;      /* N x K x padded image */
-    float *win_in;   /* sw_batch x C x window */
-    float *win_out;  /* sw_batch x K x window */
+    uint32_t flips[SW_MAX_FLIPS]; /* axis masks: 0 (the identity) first */
+    int32_t n_flips;
+    float *weight;    /* importance map over the window */
+    float *count;     /* summed weights over the padded image */
+    float *acc;       /* N x K x padded image */
+    float *win_in;    /* sw_batch x C x window */
+    float *win_flip;  /* the same, flipped */
+    float *win_pred;  /* sw_batch x K x window: one engine run */
+    float *win_back;  /* the same, flipped back */
+    float *win_model; /* one model's result after test-time augmentation */
+    float *win_out;   /* the ensemble's */
+    sw_outputs *outs; /* per model */
     int64_t *idx[SG_SW_MAX_DIMS]; /* per window axis: source index of each position (-1: constant) */
 } sw_run;
 
@@ -93,9 +112,49 @@ static void sw_run_free(sw_run *r)
     free(r->count);
     free(r->acc);
     free(r->win_in);
+    free(r->win_flip);
+    free(r->win_pred);
+    free(r->win_back);
+    free(r->win_model);
     free(r->win_out);
+    for (int32_t m = 0; r->outs && m < r->n_models; m++)
+        for (size_t j = 0; j < SW_MAX_OUTPUTS; j++)
+            free(r->outs[m].extra[j]);
+    free(r->outs);
     for (int32_t d = 0; d < SG_SW_MAX_DIMS; d++)
         free(r->idx[d]);
+}
+
+/* The flips of test-time augmentation in nnU-Net's order: the identity,
+ * then the combinations of the chosen axes, fewer axes first and, among
+ * as many, in lexicographic order (for at most 3 axes, increasing masks). */
+static void flips_of(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n)
+{
+    *n = 0;
+    flips[(*n)++] = 0;
+    uint32_t all = (1u << n_dims) - 1;
+    for (int32_t k = 1; k <= n_dims; k++)
+        for (uint32_t m = 1; m <= all; m++)
+            if ((m & ~axes) == 0 && __builtin_popcount(m) == k)
+                flips[(*n)++] = m;
+}
+
+/* dst = src flipped along the axes of mask, for `rows` arrays of a window
+ * (channels of each window of a batch). Its own inverse. */
+static void flip_windows(const sw_run *r, const float *src, float *dst, int64_t rows, uint32_t mask)
+{
+    int32_t nd = r->o->n_dims;
+    for (int64_t j = 0; j < r->roi_numel; j++) {
+        int64_t rest = j, f = 0, pos[SG_SW_MAX_DIMS];
+        for (int32_t d = nd - 1; d >= 0; d--) {
+            pos[d] = rest % r->g.roi[d];
+            rest /= r->g.roi[d];
+        }
+        for (int32_t d = 0; d < nd; d++)
+            f = f * r->g.roi[d] + (mask >> d & 1u ? r->g.roi[d] - 1 - pos[d] : pos[d]);
+        for (int64_t c = 0; c < rows; c++)
+            dst[c * r->roi_numel + f] = src[c * r->roi_numel + j];
+    }
 }
 
 /* Window w of the padded image n into slot b of the input batch. The
@@ -171,12 +230,60 @@ static void count_weights(sw_run *r)
     }
 }
 
-static sg_status prepare(sw_run *r, const segrt_engine *engine, const sg_tensor *image, segrt_tensor *in,
-                         segrt_tensor *outs, size_t n_out)
+/* The output shapes of model m for the window batch in, checked: float32
+ * [sw_batch, K, window], K the same for every model. */
+static sg_status model_outputs(sw_run *r, int32_t m, const segrt_tensor *in)
+{
+    const segrt_engine *e = r->models[m].engine;
+    sw_outputs *so = &r->outs[m];
+    if (segrt_engine_input_count(e) != 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d: sliding windows feed models of one input; it has %zu",
+                        m + 1, segrt_engine_input_count(e));
+    so->n = segrt_engine_output_count(e);
+    if (so->n < 1 || so->n > SW_MAX_OUTPUTS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d has %zu outputs (1 to %d are taken)", m + 1, so->n,
+                        SW_MAX_OUTPUTS);
+    SG_TRY(segrt_engine_output_shapes(e, 1, in, so->n, so->t));
+    const segrt_tensor *y = &so->t[0];
+    int32_t nd = r->o->n_dims;
+    bool same = y->rank == nd + 2 && y->dims[0] == r->o->sw_batch && y->dtype == SEGRT_DTYPE_FLOAT32;
+    for (int32_t d = 0; same && d < nd; d++)
+        same = y->dims[2 + d] == r->g.roi[d];
+    if (!same) {
+        char got[128], want[128];
+        sg_dims_format(y->dims, y->rank, got, sizeof got);
+        sg_dims_format(in->dims, in->rank, want, sizeof want);
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "model %d maps a %s window to a %s %s output; sliding windows need float32 "
+                        "[batch, classes, window] of the window's size",
+                        m + 1, want, segrt_dtype_name(y->dtype), got);
+    }
+    if (m == 0)
+        r->classes = y->dims[1];
+    else if (y->dims[1] != r->classes)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d gives %lld classes; model 1 gives %lld: an "
+                        "ensemble averages models of one class count", m + 1, (long long)y->dims[1],
+                        (long long)r->classes);
+    for (size_t j = 1; j < so->n; j++) { /* outputs other than the first are computed, not used */
+        sg_tensor t = {so->t[j].dtype, so->t[j].rank, {0}, NULL};
+        memcpy(t.dims, so->t[j].dims, sizeof t.dims);
+        size_t bytes = sg_tensor_bytes(&t);
+        if (!(so->extra[j] = malloc(bytes ? bytes : 1)))
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        so->t[j].data = so->extra[j];
+        so->t[j].memory = SEGRT_MEMORY_HOST;
+    }
+    return SEGRT_OK;
+}
+
+static sg_status prepare(sw_run *r, const sg_tensor *image, segrt_tensor *in)
 {
     const sg_sw_options *o = r->o;
     int32_t nd = o->n_dims;
     SG_TRY(sg_sw_grid_make(nd, image->dims + 2, o->roi, o->overlap, o->grid, &r->g));
+    if (o->tta_axes >> nd)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring asks for a spatial axis beyond the image's %d", nd);
+    flips_of(o->tta_axes, nd, r->flips, &r->n_flips);
     r->channels = image->dims[1];
     r->roi_numel = r->padded_numel = r->image_numel = 1;
     for (int32_t d = 0; d < nd; d++) {
@@ -190,69 +297,88 @@ static sg_status prepare(sw_run *r, const segrt_engine *engine, const sg_tensor 
     in->dtype = SEGRT_DTYPE_FLOAT32;
     in->rank = nd + 2;
     SG_TRY(sg_sw_input_dims(o, image, in->dims));
-    if (segrt_engine_input_count(engine) != 1)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sliding windows feed models of one input; this one has %zu",
-                        segrt_engine_input_count(engine));
-    memset(outs, 0, sizeof *outs * n_out);
-    SG_TRY(segrt_engine_output_shapes(engine, 1, in, n_out, outs));
-    const segrt_tensor *y = &outs[0];
-    bool same = y->rank == nd + 2 && y->dims[0] == o->sw_batch && y->dtype == SEGRT_DTYPE_FLOAT32;
-    for (int32_t d = 0; same && d < nd; d++)
-        same = y->dims[2 + d] == r->g.roi[d];
-    if (!same) {
-        char got[128], want[128];
-        sg_dims_format(y->dims, y->rank, got, sizeof got);
-        sg_dims_format(in->dims, in->rank, want, sizeof want);
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "the model maps a %s window to a %s %s output; sliding windows need float32 "
-                        "[batch, classes, window] of the window's size",
-                        want, segrt_dtype_name(y->dtype), got);
-    }
-    r->classes = y->dims[1];
+    if (!(r->outs = calloc((size_t)r->n_models, sizeof *r->outs)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    for (int32_t m = 0; m < r->n_models; m++)
+        SG_TRY(model_outputs(r, m, in));
     int64_t n_img = image->dims[0];
     size_t acc_n = (size_t)(n_img * r->classes * r->padded_numel);
+    size_t in_n = (size_t)(o->sw_batch * r->channels * r->roi_numel);
+    size_t out_n = (size_t)(o->sw_batch * r->classes * r->roi_numel);
     r->weight = malloc(sizeof(float) * (size_t)r->roi_numel);
     r->count = calloc((size_t)r->padded_numel, sizeof(float));
     r->acc = calloc(acc_n ? acc_n : 1, sizeof(float));
-    r->win_in = malloc(sizeof(float) * (size_t)(o->sw_batch * r->channels * r->roi_numel));
-    r->win_out = malloc(sizeof(float) * (size_t)(o->sw_batch * r->classes * r->roi_numel));
-    if (!r->weight || !r->count || !r->acc || !r->win_in || !r->win_out)
+    r->win_in = malloc(sizeof(float) * in_n);
+    r->win_flip = malloc(sizeof(float) * in_n);
+    r->win_pred = malloc(sizeof(float) * out_n);
+    r->win_back = malloc(sizeof(float) * out_n);
+    r->win_model = malloc(sizeof(float) * out_n);
+    r->win_out = malloc(sizeof(float) * out_n);
+    if (!r->weight || !r->count || !r->acc || !r->win_in || !r->win_flip || !r->win_pred || !r->win_back ||
+        !r->win_model || !r->win_out)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for the %lld-voxel accumulators",
                         (long long)(n_img * r->classes * r->padded_numel));
     SG_TRY(sg_sw_importance(nd, r->g.roi, o->blend, o->sigma_scale, r->weight));
-    in->data = r->win_in;
     in->memory = SEGRT_MEMORY_HOST;
     return SEGRT_OK;
 }
 
-/* Every window through the engine, sw_batch at a time; a short last batch
- * repeats its last window, whose extra results are not used. */
-static sg_status run_windows(sw_run *r, segrt_context *ctx, const sg_tensor *image, segrt_tensor *in,
-                             segrt_tensor *outs, size_t n_out, void **extra)
+/* One model over the batch in win_in, with its test-time augmentation:
+ * the result in win_model. */
+static sg_status run_model(sw_run *r, int32_t m, segrt_tensor *in)
+{
+    int64_t n = r->o->sw_batch * r->classes * r->roi_numel;
+    sw_outputs *so = &r->outs[m];
+    so->t[0].data = r->win_pred;
+    so->t[0].memory = SEGRT_MEMORY_HOST;
+    for (int32_t f = 0; f < r->n_flips; f++) {
+        if (f > 0)
+            flip_windows(r, r->win_in, r->win_flip, r->o->sw_batch * r->channels, r->flips[f]);
+        in->data = f > 0 ? r->win_flip : r->win_in;
+        SG_TRY(segrt_context_run(r->models[m].ctx, 1, in, so->n, so->t));
+        if (f == 0) {
+            memcpy(r->win_model, r->win_pred, sizeof(float) * (size_t)n);
+            continue;
+        }
+        flip_windows(r, r->win_pred, r->win_back, r->o->sw_batch * r->classes, r->flips[f]);
+        for (int64_t i = 0; i < n; i++)
+            r->win_model[i] += r->win_back[i];
+    }
+    if (r->n_flips > 1)
+        for (int64_t i = 0; i < n; i++)
+            r->win_model[i] /= (float)r->n_flips;
+    return SEGRT_OK;
+}
+
+/* Every window through every model, sw_batch at a time; a short last
+ * batch repeats its last window, whose extra results are not used. */
+static sg_status run_windows(sw_run *r, const sg_tensor *image, segrt_tensor *in)
 {
     int64_t total = image->dims[0] * r->g.n_windows, B = r->o->sw_batch;
-    outs[0].data = r->win_out;
-    outs[0].memory = SEGRT_MEMORY_HOST;
-    for (size_t j = 1; j < n_out; j++) { /* outputs other than the first are computed, not used */
-        sg_tensor t = {outs[j].dtype, outs[j].rank, {0}, NULL};
-        memcpy(t.dims, outs[j].dims, sizeof t.dims);
-        size_t bytes = sg_tensor_bytes(&t);
-        if (!(extra[j] = malloc(bytes ? bytes : 1)))
-            return SEGRT_ERROR_OUT_OF_MEMORY;
-        outs[j].data = extra[j];
-        outs[j].memory = SEGRT_MEMORY_HOST;
-    }
+    int64_t n = B * r->classes * r->roi_numel;
     for (int64_t first = 0; first < total; first += B) {
         int64_t got = total - first < B ? total - first : B;
         for (int64_t b = 0; b < B; b++) {
             int64_t g = first + (b < got ? b : got - 1);
             gather(r, image, g / r->g.n_windows, g % r->g.n_windows, b);
         }
-        SG_TRY(segrt_context_run(ctx, 1, in, n_out, outs));
+        for (int32_t m = 0; m < r->n_models; m++) {
+            SG_TRY(run_model(r, m, in));
+            if (m == 0)
+                memcpy(r->win_out, r->win_model, sizeof(float) * (size_t)n);
+            else
+                for (int64_t i = 0; i < n; i++)
+                    r->win_out[i] += r->win_model[i];
+        }
+        if (r->n_models > 1)
+            for (int64_t i = 0; i < n; i++)
+                r->win_out[i] /= (float)r->n_models;
         for (int64_t b = 0; b < got; b++) {
             int64_t g = first + b;
             accumulate(r, g / r->g.n_windows, g % r->g.n_windows, b);
         }
+        if (r->o->progress)
+            r->o->progress(r->o->progress_user, first + got, total);
     }
     return SEGRT_OK;
 }
@@ -343,28 +469,22 @@ static sg_status make_labels(sw_run *r, int64_t n_img, sg_sw_activation act, sg_
     return SEGRT_OK;
 }
 
-sg_status sg_sliding_window(segrt_context *ctx, const segrt_engine *engine, const sg_sw_options *o,
+sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
                             const sg_tensor *image, sg_tensor *out)
 {
     memset(out, 0, sizeof *out);
     SG_TRY(check_image(o, image));
+    if (n_models < 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sliding windows need a model");
     sw_run r;
     memset(&r, 0, sizeof r);
     r.o = o;
-    enum { MAX_OUT = 16 };
-    segrt_tensor in, outs[MAX_OUT];
-    void *extra[MAX_OUT] = {NULL};
-    size_t n_out = segrt_engine_output_count(engine);
-    sg_status s = n_out >= 1 && n_out <= MAX_OUT
-                      ? SEGRT_OK
-                      : sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a model with %zu outputs (1 to %d are taken)", n_out,
-                                 MAX_OUT);
+    r.models = models;
+    r.n_models = n_models;
+    segrt_tensor in;
+    sg_status s = prepare(&r, image, &in);
     if (s == SEGRT_OK)
-        s = prepare(&r, engine, image, &in, outs, n_out);
-    if (s == SEGRT_OK)
-        s = run_windows(&r, ctx, image, &in, outs, n_out, extra);
-    for (size_t j = 0; j < MAX_OUT; j++)
-        free(extra[j]);
+        s = run_windows(&r, image, &in);
     if (s == SEGRT_OK) {
         int64_t n_img = image->dims[0];
         count_weights(&r);

@@ -47,7 +47,22 @@ typedef struct sg_sw_options {
     sg_sw_output output;
     sg_sw_activation activation;
     float threshold;                  /* sigmoid labels */
+    /* Mirroring test-time augmentation (nnU-Net's): bit d flips spatial
+     * axis d. Each window is also run flipped along every non-empty
+     * combination of those axes (fewer first, then in axis order), each
+     * result flipped back, and the sum divided by the count. 0: off. */
+    uint32_t tta_axes;
+    /* Called after each batch of windows with the windows done and the
+     * total (NULL: nothing). */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
 } sg_sw_options;
+
+/* One network of an ensemble: an engine and a context of it. */
+typedef struct sg_sw_model {
+    segrt_context *ctx;
+    const segrt_engine *engine;
+} sg_sw_model;
 
 /* MONAI's defaults: overlap 0.25, one window a run, constant blend, sigma
  * scale 0.125, constant padding with 0, MONAI's grid, logits. */
@@ -58,13 +73,15 @@ void sg_sw_options_default(sg_sw_options *o, int32_t n_dims);
 sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64_t *dims);
 
 /* Runs the windows of image (float32, N x C x spatial with o->n_dims
- * spatial dims) through ctx, whose engine takes [sw_batch, C, roi...] as
- * its first input and gives [sw_batch, K, roi...] as its first output.
- * *out is allocated here (free out->data). Errors name the problem:
- * INVALID_ARGUMENT (options, image rank or dtype, an engine that does not
- * take the windows or gives another spatial size), OUT_OF_MEMORY, and the
- * engine's own. */
-sg_status sg_sliding_window(segrt_context *ctx, const segrt_engine *engine, const sg_sw_options *o,
+ * spatial dims) through each model, whose engine takes [sw_batch, C,
+ * roi...] as its only input and gives [sw_batch, K, roi...] as its first
+ * output (K the same for all). Per window the models' results (after
+ * test-time augmentation) are averaged in float32, in the order given
+ * (nnU-Net's ensembles). *out is allocated here (free out->data). Errors
+ * name the problem: INVALID_ARGUMENT (options, image rank or dtype, an
+ * engine that does not take the windows, gives another spatial size or
+ * another class count), OUT_OF_MEMORY, and the engines' own. */
+sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
                             const sg_tensor *image, sg_tensor *out);
 
 #endif

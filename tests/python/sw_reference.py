@@ -7,6 +7,13 @@ windows, run them through a predictor in batches of sw_batch (taken in
 MONAI's order: each image's windows in turn, the last spatial axis
 fastest, a batch may span two images), accumulate out += pred * w and
 count += w in float32 in that order, divide, crop the padding back.
+
+With mirroring (tta_axes) and ensembles (a list of predictors), each
+batch of windows is predicted as nnU-Net does it: per model, the plain
+result plus every non-empty combination of the axes flipped in and
+flipped back (fewer axes first, itertools order), divided by their count;
+then the models' results summed in the order given and divided by their
+count; all in float32.
 """
 from __future__ import annotations
 
@@ -85,10 +92,45 @@ def window_starts(padded, roi, overlap, grid="monai"):
     return list(itertools.product(*per_axis))
 
 
+def mirror_combinations(axes):
+    """nnU-Net's mirroring order: every non-empty combination of the
+    (sorted, distinct) spatial axes, fewer axes first."""
+    axes = sorted(set(axes))
+    return [c for i in range(len(axes)) for c in itertools.combinations(axes, i + 1)]
+
+
+def mirrored(predictor, windows, tta_axes):
+    """One model's result for a batch of windows with mirroring: the plain
+    prediction plus each flipped one flipped back, over their count."""
+    p = np.array(predictor(windows), np.float32, copy=True)
+    combos = mirror_combinations(tta_axes or ())
+    for c in combos:
+        dims = tuple(a + 2 for a in c)  # spatial axis a is array axis a + 2 (after N and C)
+        q = np.asarray(predictor(np.ascontiguousarray(np.flip(windows, dims))), np.float32)
+        p += np.flip(q, dims)
+    if combos:
+        p /= np.float32(len(combos) + 1)
+    return p
+
+
+def ensemble(predictors, windows, tta_axes):
+    """The models' mirrored results summed in order, over their count."""
+    p = None
+    for predictor in predictors:
+        q = mirrored(predictor, windows, tta_axes)
+        p = q if p is None else p + q
+    if len(predictors) > 1:
+        p /= np.float32(len(predictors))
+    return p
+
+
 def sliding_window(image, roi, predictor, overlap=0.25, sw_batch=1, blend="constant", sigma_scale=0.125,
-                   pad="constant", pad_value=0.0, grid="monai"):
+                   pad="constant", pad_value=0.0, grid="monai", tta_axes=None):
     """The blended float32 logits, N x K x spatial, for image N x C x spatial.
-    predictor maps a float32 [b, C, roi...] batch (b <= sw_batch) to [b, K, roi...]."""
+    predictor (or a list of them, an ensemble) maps a float32 [b, C, roi...]
+    batch (b <= sw_batch) to [b, K, roi...]. tta_axes: spatial axes
+    (0-based) to mirror along; None or empty: no mirroring."""
+    predictors = list(predictor) if isinstance(predictor, (list, tuple)) else [predictor]
     image = np.asarray(image, np.float32)
     n_img, nd = image.shape[0], image.ndim - 2
     roi = resolve_roi(roi, image.shape[2:])
@@ -102,7 +144,7 @@ def sliding_window(image, roi, predictor, overlap=0.25, sw_batch=1, blend="const
         chunk = jobs[i:i + sw_batch]
         windows = np.stack([padded[b][(slice(None),) + tuple(slice(a, a + r) for a, r in zip(s, roi))]
                             for b, s in chunk]).astype(np.float32)
-        pred = np.asarray(predictor(windows), np.float32)
+        pred = ensemble(predictors, windows, tta_axes)
         assert pred.shape[0] == len(chunk) and pred.shape[2:] == roi, pred.shape
         if out is None:
             out = np.zeros((n_img, pred.shape[1]) + padded.shape[2:], np.float32)

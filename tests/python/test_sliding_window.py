@@ -5,17 +5,21 @@ onnxruntime running the windows, on small random convolutional nets.
 Each case is one set of options over one random image; a failing case's
 id names it, and the model, image and outputs are left in pytest's
 tmp_path. Bad options end with exit code 2 and one line on stderr.
+Mirroring (--tta) and ensembles (--model) have their own cases, skipped
+while `segrt run --help` does not mention --tta.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import subprocess
 
 import numpy as np
 import pytest
 from onnx import helper
 
-from conftest import run_segrt
+from conftest import SEGRT, run_segrt
 from onnx_util import init, save_model, tensor_input
 import sw_reference as ref
 
@@ -32,6 +36,12 @@ def _help_text():
 def _needs_sliding_window():
     if "--roi" not in _help_text():
         pytest.skip("`segrt run --help` does not mention --roi: sliding-window mode is not built yet")
+
+
+@pytest.fixture
+def needs_tta():
+    if "--tta" not in _help_text():
+        pytest.skip("`segrt run --help` does not mention --tta: mirroring and ensembles are not built yet")
 
 
 # ---------------------------------------------------------------------------
@@ -82,6 +92,13 @@ class SW:
     activation: str | None = None   # None: not passed (softmax for probs/labels)
     threshold: float | None = None
     seed: int = 0
+    tta: object = None              # None: off; "all": --tta mirror; a tuple: --tta mirror=AXES
+    models: int = 1                 # ensemble size: MODEL and models - 1 --model others
+
+    def tta_axes(self):
+        if self.tta is None:
+            return None
+        return tuple(range(len(self.spatial))) if self.tta == "all" else tuple(self.tta)
 
     def args(self):
         a = ["--roi", ",".join(map(str, self.roi)), "--sw-batch", self.sw_batch, "--blend", self.blend,
@@ -96,6 +113,8 @@ class SW:
             a += ["--activation", self.activation]
         if self.threshold is not None:
             a += ["--threshold", self.threshold]
+        if self.tta is not None:
+            a += ["--tta", "mirror" if self.tta == "all" else "mirror=" + ",".join(map(str, self.tta))]
         return a
 
 
@@ -145,30 +164,75 @@ CASES = {
                                  sigma_scale=0.2, sw_batch=4, seed=36),
 }
 
+# Mirroring and ensembles (nnU-Net's): per window and per model, the
+# flips' mean; then the models' mean; then blending as above.
+TTA_CASES = {
+    "2d-tta-all-o50-sw3": SW((37, 29), (16, 16), k=3, overlap=0.5, sw_batch=3, tta="all", seed=40),
+    "2d-tta-axis1-gauss-n2-probs": SW((30, 41), (16, 16), n=2, c=2, k=3, blend="gaussian", kind="probs",
+                                      tta=(1,), seed=41),
+    "2d-tta-1,0-small-replicate": SW((9, 30), (16, 12), k=2, pad="replicate", sw_batch=3, tta=(1, 0), seed=42),
+    "3d-tta-all-sw3": SW((13, 11, 10), (8, 8, 8), k=2, sw_batch=3, tta="all", seed=43),
+    "3d-tta-0,2-nnunet-gauss-sw5-labels": SW((15, 12, 11), (8, 8, 8), k=4, overlap=0.5, grid="nnunet",
+                                             blend="gaussian", kind="labels", sw_batch=5, tta=(0, 2), seed=44),
+    "2d-ens2-sw1": SW((37, 29), (16, 16), k=3, overlap=0.5, models=2, seed=45),
+    "3d-ens3-sw3-probs": SW((14, 11, 12), (8, 8, 8), c=2, k=3, sw_batch=3, kind="probs", models=3, seed=46),
+    "2d-ens3-tta-all-sw3-labels": SW((27, 35), (16, 16), n=2, k=4, overlap=0.5, sw_batch=3, kind="labels",
+                                     blend="gaussian", tta="all", models=3, seed=47),
+    "3d-ens2-tta-1-sw1-sigmoid-probs": SW((10, 13, 9), (8, 8, 8), k=2, kind="probs", activation="sigmoid",
+                                          tta=(1,), models=2, seed=48),
+}
 
-def run_case(tmp_path, case: SW):
+
+def model_paths(tmp_path, case: SW):
+    """MODEL then the ensemble's others: the same net shape, other seeds."""
     nd = len(case.spatial)
-    model = make_convnet(tmp_path / "model.onnx", nd, case.c, case.k, seed=case.seed)
+    return [make_convnet(tmp_path / f"model{m}.onnx", nd, case.c, case.k, seed=case.seed + 1000 * m)
+            for m in range(case.models)]
+
+
+def run_case(tmp_path, case: SW, quiet=True, stderr=None):
+    """segrt's result and the reference's; stderr: a file for segrt's stderr
+    (a terminal, say) instead of a pipe."""
+    models = model_paths(tmp_path, case)
     rng = np.random.default_rng(1000 + case.seed)
     image = rng.standard_normal((case.n, case.c) + tuple(case.spatial)).astype(np.float32)
     img_path, out_path = tmp_path / "image.npy", tmp_path / "out.npy"
     np.save(img_path, image)
-    run_segrt("run", model, "--input", img_path, "--output", out_path, "--device", "cpu", "-q", *case.args(),
-              check=0, timeout=120)
+    others = [a for m in models[1:] for a in ("--model", m)]
+    args = ["run", models[0], "--input", img_path, "--output", out_path, "--device", "cpu",
+            *(["-q"] if quiet else []), *case.args(), *others]
+    if stderr is None:
+        p = run_segrt(*args, check=0, timeout=120)
+    else:
+        p = subprocess.run([SEGRT, *map(str, args)], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                           timeout=120)
+        assert p.returncode == 0, f"exit {p.returncode}"
     got = np.load(out_path)
-    logits = ref.sliding_window(image, case.roi, ref.ort_predictor(model), overlap=case.overlap,
+    logits = ref.sliding_window(image, case.roi, [ref.ort_predictor(m) for m in models], overlap=case.overlap,
                                 sw_batch=case.sw_batch, blend=case.blend,
                                 sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale,
-                                pad=case.pad, pad_value=case.pad_value, grid=case.grid)
+                                pad=case.pad, pad_value=case.pad_value, grid=case.grid,
+                                tta_axes=case.tta_axes())
     thr = 0.5 if case.threshold is None else case.threshold
     want = ref.postprocess(logits, case.kind, case.activation, thr)
-    return got, want, logits, thr
+    return got, want, logits, thr, p
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_monai_reference(tmp_path, name):
-    case = CASES[name]
-    got, want, logits, thr = run_case(tmp_path, case)
+    check_case(tmp_path, CASES[name])
+
+
+@pytest.mark.parametrize("name", list(TTA_CASES))
+def test_tta_ensemble_matches_reference(tmp_path, needs_tta, name):
+    """Also without -q: with stderr not a terminal, no progress line, so
+    stderr stays empty."""
+    p = check_case(tmp_path, TTA_CASES[name], quiet=False)
+    assert p.stderr == "", f"stderr not empty without a terminal: {p.stderr!r}"
+
+
+def check_case(tmp_path, case: SW, quiet=True):
+    got, want, logits, thr, p = run_case(tmp_path, case, quiet)
     assert got.shape == want.shape, f"shape {got.shape}, want {want.shape}"
     assert got.dtype == want.dtype, f"dtype {got.dtype}, want {want.dtype}"
     if case.kind in ("logits", "probs"):
@@ -181,6 +245,7 @@ def test_matches_monai_reference(tmp_path, name):
         bad = (got != want) & ~ties
         assert not bad.any(), (f"{int(bad.sum())} labels differ away from ties (first at "
                                f"{tuple(int(i[0]) for i in np.nonzero(bad))}); {int(ties.sum())} ties allowed")
+    return p
 
 
 def test_reference_sanity():
@@ -197,6 +262,59 @@ def test_reference_sanity():
         out = ref.sliding_window(img, (8, 8), lambda x: x, overlap=0.5, sw_batch=3, blend="gaussian",
                                  grid=grid)
         np.testing.assert_allclose(out, img, rtol=1e-5, atol=1e-6)
+
+
+def test_reference_tta_sanity():
+    """Mirroring and ensembles in the oracle against a direct sum over the
+    flips, on one window the size of the image (nothing else to blend)."""
+    assert ref.mirror_combinations((2, 0, 1)) == [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
+    assert ref.mirror_combinations(()) == []
+    rng = np.random.default_rng(6)
+    img = rng.standard_normal((2, 1, 6, 5, 4)).astype(np.float32)
+    # Position-dependent models: flipping in and back changes their result.
+    weights = [rng.standard_normal((1, 1, 6, 5, 4)).astype(np.float32) for _ in range(2)]
+    models = [lambda x, w=w: x * w for w in weights]
+    for axes in ((0, 1, 2), (2,), (0, 2)):
+        dims = [tuple(a + 2 for a in c) for c in ref.mirror_combinations(axes)]
+        want = np.zeros(img.shape, np.float64)
+        for f in models:
+            for d in [()] + dims:
+                want += np.flip(f(np.flip(img, d)), d) / (len(dims) + 1) / len(models)
+        got = ref.sliding_window(img, (6, 5, 4), models, sw_batch=3, tta_axes=axes)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert np.abs(got - ref.sliding_window(img, (6, 5, 4), models)).max() > 0.1  # the flips matter
+    # A model that returns its input still blends back to the image.
+    out = ref.sliding_window(img, (4, 4, 4), [lambda x: x] * 3, overlap=0.5, sw_batch=3, blend="gaussian",
+                             tta_axes=(0, 1, 2))
+    np.testing.assert_allclose(out, img, rtol=1e-5, atol=1e-6)
+
+
+def test_progress_on_terminal(tmp_path, needs_tta):
+    """With stderr a terminal, a progress line goes there, and the result
+    is the same."""
+    try:
+        master, slave = os.openpty()
+    except OSError as e:
+        pytest.skip(f"no pseudo-terminal here: {e}")
+    try:
+        got, want, _, _, _ = run_case(tmp_path, TTA_CASES["2d-tta-all-o50-sw3"], quiet=False, stderr=slave)
+        os.close(slave)
+        slave = -1
+        text = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the other end is closed and everything read
+                break
+            if not chunk:
+                break
+            text += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert text.strip(), "no progress line on a terminal stderr"
+    assert np.abs(got - want).max() <= TOL * max(1.0, float(np.abs(want).max()))
 
 
 # ---------------------------------------------------------------------------
@@ -252,3 +370,21 @@ def test_2d_image_to_3d_model(bad_setup):
 def test_float64_image(bad_setup):
     m2, _, _, img64, out = bad_setup
     expect_bad([m2, "--input", img64, "--output", out, "--roi", "8,8"], "float32", "float64")
+
+
+def test_bad_tta(bad_setup, needs_tta):
+    m2, _, img2, _, out = bad_setup
+    for tta in ("mirror=5", "mirror=2", "flip", "mirror=0,x"):
+        expect_bad([m2, "--input", img2, "--output", out, "--roi", "8,8", "--tta", tta],
+                   "tta", "mirror", "axis", "axes")
+
+
+def test_bad_ensemble_class_count(bad_setup, needs_tta):
+    m2, _, img2, _, out = bad_setup
+    k3 = make_convnet(out.parent / "m2k3.onnx", 2, 1, 3, seed=1)
+    expect_bad([m2, "--input", img2, "--output", out, "--roi", "8,8", "--model", k3], "class")
+
+
+def test_bad_ensemble_rank(bad_setup, needs_tta):
+    m2, m3, img2, _, out = bad_setup
+    expect_bad([m2, "--input", img2, "--output", out, "--roi", "8,8", "--model", m3], "rank", "dims", "3-d", "2-d")
