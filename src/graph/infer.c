@@ -278,6 +278,12 @@ sg_status sg_graph_bind_input(sg_graph *g, const char *name, int32_t rank, const
                     g->sym_size[d->sym] != dims[i]);
         for (int32_t k = 0; k < i && !bad; k++)
             bad = d->size < 0 && d->sym >= 0 && dec->d[k].sym == d->sym && dims[k] != dims[i];
+        if (bad && d->size < 0 && d->sym >= 0 && g->sym_size[d->sym] >= 0)
+            /* The symbol was fixed earlier (an engine built for one shape,
+             * or another input): say to what. */
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "input `%s` expects %s, given %s: %s is %lld here", name,
+                            sg_shape_format(g, dec, want, sizeof want), sg_dims_format(dims, rank, got, sizeof got),
+                            g->syms[d->sym], (long long)g->sym_size[d->sym]);
         if (bad)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "input `%s` expects %s, given %s%s%s",
                             name, sg_shape_format(g, dec, want, sizeof want),
