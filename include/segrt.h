@@ -409,6 +409,83 @@ SEGRT_API segrt_status segrt_context_pool_run(segrt_context_pool *pool, size_t n
                                               segrt_tensor *outputs);
 
 /* ---------------------------------------------------------------------
+ * Sliding windows: an image larger than the network's window, tiled,
+ * run in batches of windows, blended and reduced, with the numbers of
+ * MONAI's sliding_window_inference for the same settings.
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_window_options segrt_window_options;
+
+typedef enum segrt_window_blend {
+    SEGRT_WINDOW_BLEND_CONSTANT = 0, /* every voxel of a window weighs 1 */
+    SEGRT_WINDOW_BLEND_GAUSSIAN = 1  /* MONAI's Gaussian, sigma = sigma_scale * window */
+} segrt_window_blend;
+
+typedef enum segrt_window_pad {
+    SEGRT_WINDOW_PAD_CONSTANT = 0,  /* axes smaller than the window padded with a value */
+    SEGRT_WINDOW_PAD_REFLECT = 1,   /* mirrored without repeating the edge */
+    SEGRT_WINDOW_PAD_REPLICATE = 2  /* the edge repeated */
+} segrt_window_pad;
+
+typedef enum segrt_window_grid {
+    SEGRT_WINDOW_GRID_MONAI = 0,  /* MONAI's window placement (the default) */
+    SEGRT_WINDOW_GRID_NNUNET = 1  /* nnU-Net's evenly spread windows */
+} segrt_window_grid;
+
+typedef enum segrt_window_output {
+    SEGRT_WINDOW_OUTPUT_LOGITS = 0, /* float32 N x K x spatial: the blended network output */
+    SEGRT_WINDOW_OUTPUT_PROBS = 1,  /* float32 N x K x spatial: its activation */
+    SEGRT_WINDOW_OUTPUT_LABELS = 2  /* uint8 (uint16 past 256 classes) N x 1 x spatial: argmax;
+                                       with a sigmoid, uint8 N x K x spatial: above the threshold */
+} segrt_window_output;
+
+typedef enum segrt_window_activation {
+    SEGRT_WINDOW_ACTIVATION_DEFAULT = 0, /* none for logits, softmax otherwise */
+    SEGRT_WINDOW_ACTIVATION_NONE = 1,
+    SEGRT_WINDOW_ACTIVATION_SOFTMAX = 2, /* over the class axis */
+    SEGRT_WINDOW_ACTIVATION_SIGMOID = 3
+} segrt_window_activation;
+
+/* Options for windows of roi (spatial_dims values, 1 to 3; a value <= 0
+ * is the whole axis), with MONAI's defaults: overlap 0.25, one window a
+ * run, constant blending, constant padding with 0, MONAI's grid, logits. */
+SEGRT_API segrt_status segrt_window_options_create(int32_t spatial_dims, const int64_t *roi,
+                                                   segrt_window_options **out);
+SEGRT_API void segrt_window_options_destroy(segrt_window_options *opts);
+/* One overlap per spatial dim, each in [0, 1). */
+SEGRT_API segrt_status segrt_window_options_set_overlap(segrt_window_options *opts, const double *overlap);
+/* Windows per run of the network: the batch dim its engines are built for. */
+SEGRT_API segrt_status segrt_window_options_set_batch(segrt_window_options *opts, int32_t windows);
+SEGRT_API segrt_status segrt_window_options_set_blend(segrt_window_options *opts, segrt_window_blend blend,
+                                                     double sigma_scale);
+SEGRT_API segrt_status segrt_window_options_set_padding(segrt_window_options *opts, segrt_window_pad pad,
+                                                       float value);
+SEGRT_API segrt_status segrt_window_options_set_grid(segrt_window_options *opts, segrt_window_grid grid);
+SEGRT_API segrt_status segrt_window_options_set_output(segrt_window_options *opts, segrt_window_output output,
+                                                      segrt_window_activation activation, float threshold);
+/* nnU-Net's mirroring: bit d of axes flips spatial axis d (0: off). */
+SEGRT_API segrt_status segrt_window_options_set_mirroring(segrt_window_options *opts, uint32_t axes);
+
+/* The input dims (rank image->rank) every engine of a windowed run must be
+ * built for: [windows per run, C, window...]. */
+SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts, const segrt_tensor *image,
+                                               int64_t *dims);
+
+/* Runs image (float32 N x C x spatial, host or device memory) through the
+ * contexts (an ensemble, averaged per window; one is the usual case),
+ * each of an engine built for segrt_window_input_dims and giving float32
+ * [windows, K, window...] as its first output. *out receives the result in
+ * host memory, allocated by segrt: release it with segrt_window_result_free.
+ * This path gathers and blends on the host; the contexts may be CUDA ones.
+ * Errors: INVALID_ARGUMENT (options, image, engines that do not fit the
+ * windows or disagree on K; the message says which), OUT_OF_MEMORY, and
+ * the engines' own. */
+SEGRT_API segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts,
+                                        const segrt_window_options *opts, const segrt_tensor *image,
+                                        segrt_tensor *out);
+SEGRT_API void segrt_window_result_free(segrt_tensor *result);
+
+/* ---------------------------------------------------------------------
  * Devices
  * ------------------------------------------------------------------- */
 

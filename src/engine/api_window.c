@@ -1,0 +1,199 @@
+/* The public sliding-window API (segrt.h, "Sliding windows") over the
+ * host path of src/pipeline/sliding_window.c. */
+#include "engine/engine_internal.h"
+#include "pipeline/sliding_window.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The public enums mirror the pipeline's value for value. */
+_Static_assert((int)SEGRT_WINDOW_BLEND_GAUSSIAN == (int)SG_SW_BLEND_GAUSSIAN, "blend values agree");
+_Static_assert((int)SEGRT_WINDOW_PAD_REPLICATE == (int)SG_SW_PAD_REPLICATE, "pad values agree");
+_Static_assert((int)SEGRT_WINDOW_GRID_NNUNET == (int)SG_SW_GRID_NNUNET, "grid values agree");
+_Static_assert((int)SEGRT_WINDOW_OUTPUT_LABELS == (int)SG_SW_OUTPUT_LABELS, "output values agree");
+_Static_assert((int)SEGRT_WINDOW_ACTIVATION_SIGMOID == (int)SG_SW_ACTIVATION_SIGMOID, "activation values agree");
+
+#define WINDOW_MAX_CONTEXTS 64
+
+struct segrt_window_options {
+    sg_sw_options o;
+};
+
+#define CHECK_OPTS(o)                                                                       \
+    do {                                                                                    \
+        if (!(o))                                                                           \
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: opts must not be NULL", __func__); \
+    } while (0)
+
+segrt_status segrt_window_options_create(int32_t spatial_dims, const int64_t *roi, segrt_window_options **out)
+{
+    if (!out || !roi)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_options_create: roi and out must not be NULL");
+    *out = NULL;
+    if (spatial_dims < 1 || spatial_dims > SG_SW_MAX_DIMS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_options_create: %d spatial dims (1 to %d)",
+                        spatial_dims, SG_SW_MAX_DIMS);
+    segrt_window_options *w = sg_calloc(1, sizeof *w);
+    if (!w)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    sg_sw_options_default(&w->o, spatial_dims);
+    memcpy(w->o.roi, roi, sizeof(int64_t) * (size_t)spatial_dims);
+    *out = w;
+    return SEGRT_OK;
+}
+
+void segrt_window_options_destroy(segrt_window_options *opts) { free(opts); }
+
+segrt_status segrt_window_options_set_overlap(segrt_window_options *opts, const double *overlap)
+{
+    CHECK_OPTS(opts);
+    if (!overlap)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_options_set_overlap: overlap is NULL");
+    for (int32_t d = 0; d < opts->o.n_dims; d++)
+        if (!(overlap[d] >= 0.0 && overlap[d] < 1.0))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "overlap %g along dim %d: it must be in [0, 1)",
+                            overlap[d], d);
+    memcpy(opts->o.overlap, overlap, sizeof(double) * (size_t)opts->o.n_dims);
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_batch(segrt_window_options *opts, int32_t windows)
+{
+    CHECK_OPTS(opts);
+    if (windows < 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a batch of %d windows", windows);
+    opts->o.sw_batch = windows;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_blend(segrt_window_options *opts, segrt_window_blend blend, double sigma_scale)
+{
+    CHECK_OPTS(opts);
+    if (blend != SEGRT_WINDOW_BLEND_CONSTANT && blend != SEGRT_WINDOW_BLEND_GAUSSIAN)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown blend %d", (int)blend);
+    if (blend == SEGRT_WINDOW_BLEND_GAUSSIAN && !(sigma_scale > 0.0))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sigma scale %g: it must be > 0", sigma_scale);
+    opts->o.blend = (sg_sw_blend)blend;
+    if (blend == SEGRT_WINDOW_BLEND_GAUSSIAN)
+        opts->o.sigma_scale = sigma_scale;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_padding(segrt_window_options *opts, segrt_window_pad pad, float value)
+{
+    CHECK_OPTS(opts);
+    if (pad != SEGRT_WINDOW_PAD_CONSTANT && pad != SEGRT_WINDOW_PAD_REFLECT && pad != SEGRT_WINDOW_PAD_REPLICATE)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown padding %d", (int)pad);
+    opts->o.pad = (sg_sw_pad)pad;
+    opts->o.pad_value = value;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_grid(segrt_window_options *opts, segrt_window_grid grid)
+{
+    CHECK_OPTS(opts);
+    if (grid != SEGRT_WINDOW_GRID_MONAI && grid != SEGRT_WINDOW_GRID_NNUNET)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown window grid %d", (int)grid);
+    opts->o.grid = (sg_sw_grid_kind)grid;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_output(segrt_window_options *opts, segrt_window_output output,
+                                             segrt_window_activation activation, float threshold)
+{
+    CHECK_OPTS(opts);
+    if (output < SEGRT_WINDOW_OUTPUT_LOGITS || output > SEGRT_WINDOW_OUTPUT_LABELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown window output %d", (int)output);
+    if (activation < SEGRT_WINDOW_ACTIVATION_DEFAULT || activation > SEGRT_WINDOW_ACTIVATION_SIGMOID)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown activation %d", (int)activation);
+    opts->o.output = (sg_sw_output)output;
+    opts->o.activation = (sg_sw_activation)activation;
+    opts->o.threshold = threshold;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_mirroring(segrt_window_options *opts, uint32_t axes)
+{
+    CHECK_OPTS(opts);
+    if (axes >> opts->o.n_dims)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring axes 0x%x: the window has %d spatial dims", axes,
+                        opts->o.n_dims);
+    opts->o.tta_axes = axes;
+    return SEGRT_OK;
+}
+
+/* The image as an sg_tensor in host memory: a view of a host image, or a
+ * copy of a device one (*copy then owns it). */
+static sg_status host_image(const segrt_tensor *image, sg_tensor *t, void **copy)
+{
+    *copy = NULL;
+    if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
+    memset(t, 0, sizeof *t);
+    t->dtype = image->dtype;
+    t->rank = image->rank;
+    memcpy(t->dims, image->dims, sizeof(int64_t) * (size_t)image->rank);
+    t->data = image->data;
+    if (image->memory == SEGRT_MEMORY_HOST)
+        return SEGRT_OK;
+    if (image->memory != SEGRT_MEMORY_DEVICE)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has an unknown memory kind");
+    size_t bytes = sg_tensor_bytes(t);
+    if (!(*copy = malloc(bytes ? bytes : 1)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    t->data = *copy;
+    return segrt_device_copy(*copy, SEGRT_MEMORY_HOST, image->data, SEGRT_MEMORY_DEVICE, bytes, image->device);
+}
+
+segrt_status segrt_window_input_dims(const segrt_window_options *opts, const segrt_tensor *image, int64_t *dims)
+{
+    CHECK_OPTS(opts);
+    if (!image || !dims)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_input_dims: image and dims must not be NULL");
+    sg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = image->dtype;
+    t.rank = image->rank < 0 || image->rank > SEGRT_MAX_RANK ? -1 : image->rank;
+    if (t.rank < 0)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
+    memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)t.rank);
+    return sg_sw_input_dims(&opts->o, &t, dims);
+}
+
+segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts, const segrt_window_options *opts,
+                              const segrt_tensor *image, segrt_tensor *out)
+{
+    CHECK_OPTS(opts);
+    if (!contexts || !image || !out || n_contexts < 1 || n_contexts > WINDOW_MAX_CONTEXTS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "segrt_window_run: contexts (1 to %d), image and out must be given", WINDOW_MAX_CONTEXTS);
+    memset(out, 0, sizeof *out);
+    sg_sw_model models[WINDOW_MAX_CONTEXTS];
+    for (size_t m = 0; m < n_contexts; m++) {
+        if (!contexts[m])
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_run: context %zu is NULL", m);
+        models[m] = (sg_sw_model){contexts[m], contexts[m]->engine};
+    }
+    sg_tensor img, res;
+    void *copy = NULL;
+    sg_status s = host_image(image, &img, &copy);
+    if (s == SEGRT_OK)
+        s = sg_sliding_window(models, (int32_t)n_contexts, &opts->o, &img, &res);
+    free(copy);
+    SG_TRY(s);
+    out->dtype = res.dtype;
+    out->rank = res.rank;
+    memcpy(out->dims, res.dims, sizeof out->dims);
+    out->data = res.data;
+    out->memory = SEGRT_MEMORY_HOST;
+    out->device = 0;
+    return SEGRT_OK;
+}
+
+void segrt_window_result_free(segrt_tensor *result)
+{
+    if (!result)
+        return;
+    free(result->data);
+    result->data = NULL;
+}

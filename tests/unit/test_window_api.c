@@ -1,0 +1,200 @@
+/* The public sliding-window API (segrt_window_*) on the CPU with
+ * basicunet2d_tiny: a window as large as the image gives the engine's own
+ * output bit for bit; labels are the argmax of the logits; probabilities
+ * sum to 1; several windows, Gaussian blending and mirroring run; bad
+ * options and images are refused with a message. The numbers of the
+ * blending itself are checked against MONAI's algorithm by
+ * tests/python/test_sliding_window.py. */
+#include "segrt.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *model_path(void)
+{
+    const char *dir = getenv("SEGRT_MODELS");
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/basicunet2d_tiny.onnx", dir ? dir : "../shared/models");
+    return buf;
+}
+
+typedef struct rig {
+    segrt_model *model;
+    segrt_engine *engine;
+    segrt_context *ctx;
+} rig;
+
+/* An engine of the tiny model for the windows of opts over image. */
+static bool rig_make(rig *r, const segrt_window_options *opts, const segrt_tensor *image)
+{
+    memset(r, 0, sizeof *r);
+    int64_t dims[SEGRT_MAX_RANK];
+    segrt_build_options *b = NULL;
+    bool ok = segrt_model_load(model_path(), &r->model) == SEGRT_OK &&
+              segrt_window_input_dims(opts, image, dims) == SEGRT_OK &&
+              segrt_build_options_create(&b) == SEGRT_OK &&
+              segrt_build_options_set_shape(b, "image", image->rank, dims) == SEGRT_OK &&
+              segrt_engine_build(r->model, b, &r->engine) == SEGRT_OK &&
+              segrt_context_create(r->engine, &r->ctx) == SEGRT_OK;
+    CHECK_MSG(ok, "%s", segrt_last_error());
+    segrt_build_options_destroy(b);
+    return ok;
+}
+
+static void rig_free(rig *r)
+{
+    segrt_context_destroy(r->ctx);
+    segrt_engine_destroy(r->engine);
+    segrt_model_destroy(r->model);
+}
+
+static segrt_tensor image_of(float *data, int64_t n, int64_t h, int64_t w)
+{
+    segrt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = SEGRT_DTYPE_FLOAT32;
+    t.rank = 4;
+    t.dims[0] = n;
+    t.dims[1] = 1;
+    t.dims[2] = h;
+    t.dims[3] = w;
+    t.data = data;
+    t.memory = SEGRT_MEMORY_HOST;
+    return t;
+}
+
+static float *random_image(int64_t numel)
+{
+    float *x = malloc(sizeof(float) * (size_t)numel);
+    uint32_t s = 12345u;
+    for (int64_t i = 0; i < numel; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)(s >> 8) / 16777216.0f * 2.0f - 1.0f;
+    }
+    return x;
+}
+
+/* One window covering the image (sides multiples of 16, as the tiny UNet
+ * needs): the result is the engine's output. */
+static void test_one_window_is_the_engine(void)
+{
+    float *x = random_image(2 * 48 * 32);
+    segrt_tensor img = image_of(x, 2, 48, 32);
+    int64_t roi[2] = {48, 32};
+    segrt_window_options *o = NULL;
+    CHECK(segrt_window_options_create(2, roi, &o) == SEGRT_OK);
+    CHECK(segrt_window_options_set_batch(o, 2) == SEGRT_OK);
+    rig r;
+    if (rig_make(&r, o, &img)) {
+        segrt_tensor res, direct;
+        CHECK_MSG(segrt_window_run(&r.ctx, 1, o, &img, &res) == SEGRT_OK, "%s", segrt_last_error());
+        CHECK(segrt_engine_output_shapes(r.engine, 1, &img, 1, &direct) == SEGRT_OK);
+        size_t n = (size_t)(direct.dims[0] * direct.dims[1] * direct.dims[2] * direct.dims[3]);
+        direct.data = malloc(n * sizeof(float));
+        direct.memory = SEGRT_MEMORY_HOST;
+        CHECK(segrt_context_run(r.ctx, 1, &img, 1, &direct) == SEGRT_OK);
+        CHECK(res.dtype == SEGRT_DTYPE_FLOAT32 && res.rank == 4 && memcmp(res.dims, direct.dims, 4 * 8) == 0);
+        CHECK(res.data && memcmp(res.data, direct.data, n * sizeof(float)) == 0);
+        free(direct.data);
+        segrt_window_result_free(&res);
+        CHECK(res.data == NULL);
+        rig_free(&r);
+    }
+    segrt_window_options_destroy(o);
+    free(x);
+}
+
+/* Several windows: labels are the logits' argmax; probabilities sum to 1. */
+static void test_outputs_agree(void)
+{
+    float *x = random_image(70 * 53);
+    segrt_tensor img = image_of(x, 1, 70, 53);
+    int64_t roi[2] = {32, 32};
+    double ov[2] = {0.5, 0.25};
+    segrt_window_options *o = NULL;
+    CHECK(segrt_window_options_create(2, roi, &o) == SEGRT_OK);
+    CHECK(segrt_window_options_set_overlap(o, ov) == SEGRT_OK);
+    CHECK(segrt_window_options_set_batch(o, 3) == SEGRT_OK);
+    CHECK(segrt_window_options_set_blend(o, SEGRT_WINDOW_BLEND_GAUSSIAN, 0.125) == SEGRT_OK);
+    CHECK(segrt_window_options_set_mirroring(o, 3u) == SEGRT_OK);
+    rig r;
+    if (rig_make(&r, o, &img)) {
+        segrt_tensor logits, probs, labels;
+        CHECK_MSG(segrt_window_run(&r.ctx, 1, o, &img, &logits) == SEGRT_OK, "%s", segrt_last_error());
+        CHECK(segrt_window_options_set_output(o, SEGRT_WINDOW_OUTPUT_PROBS, SEGRT_WINDOW_ACTIVATION_DEFAULT, 0.5f) ==
+              SEGRT_OK);
+        CHECK(segrt_window_run(&r.ctx, 1, o, &img, &probs) == SEGRT_OK);
+        CHECK(segrt_window_options_set_output(o, SEGRT_WINDOW_OUTPUT_LABELS, SEGRT_WINDOW_ACTIVATION_DEFAULT, 0.5f) ==
+              SEGRT_OK);
+        CHECK(segrt_window_run(&r.ctx, 1, o, &img, &labels) == SEGRT_OK);
+        int64_t K = logits.dims[1], V = 70 * 53;
+        CHECK(K == 2 && labels.dtype == SEGRT_DTYPE_UINT8 && labels.dims[1] == 1 && labels.dims[2] == 70);
+        const float *lg = logits.data, *pr = probs.data;
+        const uint8_t *lb = labels.data;
+        bool argmax_ok = true, sums_ok = true;
+        for (int64_t i = 0; i < V; i++) {
+            argmax_ok = argmax_ok && lb[i] == (lg[V + i] > lg[i] ? 1 : 0);
+            sums_ok = sums_ok && fabsf(pr[i] + pr[V + i] - 1.0f) < 1e-6f;
+        }
+        CHECK(argmax_ok);
+        CHECK(sums_ok);
+        segrt_window_result_free(&logits);
+        segrt_window_result_free(&probs);
+        segrt_window_result_free(&labels);
+        rig_free(&r);
+    }
+    segrt_window_options_destroy(o);
+    free(x);
+}
+
+static void test_bad_arguments(void)
+{
+    int64_t roi[3] = {32, 32, 32};
+    segrt_window_options *o = NULL;
+    CHECK(segrt_window_options_create(0, roi, &o) == SEGRT_ERROR_INVALID_ARGUMENT && o == NULL);
+    CHECK(segrt_window_options_create(4, roi, &o) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_create(2, NULL, &o) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_create(2, roi, &o) == SEGRT_OK);
+    double bad[2] = {0.5, 1.0};
+    CHECK(segrt_window_options_set_overlap(o, bad) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "overlap") != NULL);
+    CHECK(segrt_window_options_set_batch(o, 0) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_blend(o, SEGRT_WINDOW_BLEND_GAUSSIAN, 0.0) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_blend(o, (segrt_window_blend)7, 0.1) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_padding(o, (segrt_window_pad)9, 0.0f) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_grid(o, (segrt_window_grid)2) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_output(o, (segrt_window_output)3, SEGRT_WINDOW_ACTIVATION_NONE, 0.5f) ==
+          SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_mirroring(o, 4u) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_window_options_set_mirroring(NULL, 1u) == SEGRT_ERROR_INVALID_ARGUMENT);
+    /* A 3-D image for 2-D windows. */
+    float x[8] = {0};
+    segrt_tensor img;
+    memset(&img, 0, sizeof img);
+    img.dtype = SEGRT_DTYPE_FLOAT32;
+    img.rank = 5;
+    for (int d = 0; d < 5; d++)
+        img.dims[d] = d < 2 ? 1 : 2;
+    img.data = x;
+    int64_t dims[SEGRT_MAX_RANK];
+    CHECK(segrt_window_input_dims(o, &img, dims) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "dims") != NULL);
+    segrt_tensor out;
+    CHECK(segrt_window_run(NULL, 1, o, &img, &out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    segrt_context *none = NULL;
+    CHECK(segrt_window_run(&none, 1, o, &img, &out) == SEGRT_ERROR_INVALID_ARGUMENT);
+    segrt_window_result_free(NULL);
+    segrt_window_options_destroy(o);
+    segrt_window_options_destroy(NULL);
+}
+
+int main(void)
+{
+    test_one_window_is_the_engine();
+    test_outputs_agree();
+    test_bad_arguments();
+    return sg_test_finish("test_window_api");
+}
