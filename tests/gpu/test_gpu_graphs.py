@@ -31,26 +31,19 @@ A CUDA plan must not fall back to the CPU for any step.
 Rerun one case: pytest tests/gpu/test_gpu_graphs.py -k <id> (ids such as
 graph-62012003, block-7); SEGRT_DIFF_SEED=<seed> selects opgen cases as in
 tests/python; SEGRT_GPU_SCALE multiplies the case counts."""
-import collections
 import math
 import os
-import time
 
 import numpy as np
 import pytest
 
 import opgen
-import segrt_capi as sc
-from gpu_util import fmt_db, psnr, rel_l2, report, special_mismatch
-from test_gpu_ops import cpu_too, exact_mismatch, max_abs_finite, round_to, run_engine
+from gpu_judge import Tally, judge, pick_cases
 
 FAMILIES = ["graph", "fusion"]
 PER_FAMILY = 8
 BLOCKS = 24
-FP32_L2 = 1e-5
-TF32_L2 = 5e-3
 HALF_PSNR_DB = {"fp16": 45.0, "bf16": 35.0}
-HALF_RANGE = 6e4  # float16's largest finite value is 65504
 FAMILY_PRECISIONS = ["fp32", "tf32", "fp16", "bf16"]
 BLOCK_PRECISIONS = ["fp32", "fp16", "bf16"]
 
@@ -59,60 +52,18 @@ def _scale():
     return float(os.environ.get("SEGRT_GPU_SCALE", "1"))
 
 
-def pick_family_cases():
-    ids = opgen.case_ids(FAMILIES)
-    if os.environ.get("SEGRT_DIFF_SEED", "").strip():
-        return ids
-    cap = max(1, round(PER_FAMILY * _scale()))
-    by_family = collections.defaultdict(list)
-    for fam, seed in ids:
-        by_family[fam].append(seed)
-    out = []
-    for fam in FAMILIES:
-        seeds = by_family.get(fam, [])
-        if len(seeds) > cap:
-            seeds = [seeds[(i * len(seeds)) // cap] for i in range(cap)]
-        out += [(fam, s) for s in seeds]
-    return out
-
-
-FAMILY_CASES = pick_family_cases()
+FAMILY_CASES = pick_cases(FAMILIES, PER_FAMILY)
 # SEGRT_DIFF_SEED chooses opgen cases only: the blocks stay out of such a run.
 BLOCK_SEEDS = [] if os.environ.get("SEGRT_DIFF_SEED", "").strip() else \
     list(range(max(1, round(BLOCKS * _scale()))))
 
-STATS = collections.defaultdict(list)
-NOT_COMPARED = collections.defaultdict(list)
-SECONDS = collections.defaultdict(float)
+TALLY = Tally()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def summary():
     yield
-    if not STATS and not NOT_COMPARED:
-        return
-    lines = ["", "GPU graph cases, worst margin per precision (measured vs bound):"]
-    for prec in ["cpu"] + FAMILY_PRECISIONS:
-        rows = STATS.get(prec, [])
-        t = f"{SECONDS[prec]:.1f} s building and running"
-        if not rows:
-            lines.append(f"  {prec}: {t}")
-            continue
-
-        def margin(r):
-            _, what, v, b = r
-            if what == "psnr":
-                return v - b if math.isfinite(v) else math.inf
-            return math.log10(b / v) if v > 0 else math.inf
-        worst = min(rows, key=margin)
-        if margin(worst) == math.inf:
-            lines.append(f"  {prec}: {len(rows)} float outputs compared, {t}; every one exact")
-        else:
-            lines.append(f"  {prec}: {len(rows)} float outputs compared, {t}; worst {worst[0]}: "
-                         f"{worst[1]} {worst[2]:.3g} (bound {worst[3]:.3g})")
-        for label, why in NOT_COMPARED.get(prec, [])[:5]:
-            lines.append(f"    not compared: {label}: {why}")
-    print("\n".join(lines))
+    TALLY.print_summary("GPU graph cases", FAMILY_PRECISIONS)
 
 
 # ---------------------------------------------------------------------------
@@ -363,110 +314,6 @@ def gen_block(seed):
 # running and judging
 
 
-def judge(label, head, case, precisions):
-    """Runs case on the CPU engine and on the CUDA engine at each
-    precision; asserts the comparisons described at the top."""
-    feeds = {k: np.asarray(v) for k, v in case.feeds.items()}
-    out_names = [o.name for o in case.model.graph.output]
-    model = sc.Model.from_bytes(case.model, name=f"{label}.onnx")
-
-    t0 = time.perf_counter()
-    try:
-        with sc.BuildOptions(shapes={k: v.shape for k, v in feeds.items()}, device="cpu",
-                             threads=case.threads) as o, sc.Engine.build(model, o) as e, e.context() as ctx:
-            cpu = ctx.run(feeds)
-            rounded = {}
-            for prec in ("fp16", "bf16"):
-                outs = ctx.run({k: round_to(v, prec) if v.dtype == np.float32 else v for k, v in feeds.items()})
-                rounded[prec] = [round_to(o, prec) if o.dtype == np.float32 else o for o in outs]
-    except sc.SegrtError as err:
-        if err.unsupported:
-            pytest.skip(f"the CPU engine does not run this case either: {err.message}")
-        raise AssertionError(f"{head}\nthe CPU engine fails (test_diff_graphs.py judges it): {err}") from None
-    SECONDS["cpu"] += time.perf_counter() - t0
-
-    f32_case = any(v.dtype == np.float32 for v in feeds.values())
-    too_wide = f32_case and max_abs_finite(list(feeds.values()) + cpu) > HALF_RANGE
-    gpu, failures, notes, record = {}, [], [], {"case": label, "test": "gpu_graph"}
-    for prec in precisions:
-        t0 = time.perf_counter()
-        try:
-            gpu[prec] = run_engine(model, feeds, "cuda", prec)
-        except sc.SegrtError as err:
-            if err.unsupported and cpu_too(err.message):
-                notes.append(f"{prec}: unsupported on the CPU too: {err.message}")
-                NOT_COMPARED[prec].append((label, "unsupported on the CPU too"))
-                continue
-            failures.append(f"{prec}: the CUDA engine fails: {err}")
-            continue
-        except AssertionError as err:
-            failures.append(f"{prec}: {err}")
-            continue
-        finally:
-            SECONDS[prec] += time.perf_counter() - t0
-
-    for prec, outs in gpu.items():
-        reduced = f32_case and prec != "fp32"
-        if reduced and too_wide and prec in HALF_PSNR_DB:
-            NOT_COMPARED[prec].append((label, f"data beyond {HALF_RANGE:g}"))
-            notes.append(f"{prec}: not compared, data beyond {HALF_RANGE:g}")
-            continue
-        half = reduced and prec in HALF_PSNR_DB
-        for j, (name, got, want) in enumerate(zip(out_names, outs, cpu)):
-            where = f"{prec}: output {name}"
-            if got.shape != want.shape or got.dtype != want.dtype:
-                failures.append(f"{where}: {got.dtype} {list(got.shape)}, expected {want.dtype} {list(want.shape)}")
-                continue
-            if got.dtype.kind != "f":
-                msg = exact_mismatch(got, want)
-                if msg:
-                    failures.append(f"{where}: {msg}")
-                continue
-            ref = gpu.get("fp32", cpu)[j] if half else want
-            msg = special_mismatch(got, ref)
-            if msg:
-                failures.append(f"{where}: {msg}")
-                continue
-            if half:
-                value = psnr(got, ref)
-                floor = psnr(rounded[prec][j], want)
-                bound = HALF_PSNR_DB[prec]
-                if floor < bound + 6:
-                    if floor < 26:
-                        NOT_COMPARED[prec].append((label, f"{name}: rounded data alone {fmt_db(floor)}"))
-                        notes.append(f"{where}: not compared, the inputs rounded to {prec} alone give "
-                                     f"{fmt_db(floor)} on the CPU")
-                        continue
-                    bound = floor - 6
-                record[f"{prec}_{name}_psnr_db"] = value
-                STATS[prec].append((label, "psnr", value, bound))
-                if not value >= bound:
-                    failures.append(f"{where}: PSNR {fmt_db(value)} against the CUDA fp32 output, bound "
-                                    f"{bound:.1f} dB (rounded inputs alone on the CPU: {fmt_db(floor)}); "
-                                    f"relative L2 {rel_l2(got, ref):.3g}")
-            else:
-                fin = np.isfinite(want)
-                bound = max(opgen.tolerances(case, got.dtype)[0], FP32_L2)
-                if reduced and prec == "tf32":
-                    bound = max(bound, TF32_L2)
-                value = rel_l2(got[fin], want[fin]) if fin.any() else 0.0
-                record[f"{prec}_{name}_rel_l2"] = value
-                STATS[prec].append((label, "rel_l2", value, bound))
-                if not value <= bound:
-                    with np.errstate(invalid="ignore", over="ignore"):
-                        diff = np.where(fin, got.astype(np.float64) - want.astype(np.float64), 0.0)
-                    i = int(np.argmax(np.abs(diff).ravel()))
-                    failures.append(f"{where}: relative L2 {value:.3g} to the CPU engine, bound {bound:g}; "
-                                    f"largest difference at flat index {i}: got {got.ravel()[i]!r}, "
-                                    f"expected {want.ravel()[i]!r}")
-    record["failures"] = len(failures)
-    report(record)
-    if failures:
-        raise AssertionError(head + "\n" + "\n".join(failures + notes))
-    if not gpu and notes:
-        pytest.skip("; ".join(notes))
-
-
 @pytest.mark.parametrize("family,seed", FAMILY_CASES, ids=[f"{f}-{s}" for f, s in FAMILY_CASES])
 def test_gpu_graph(family, seed):
     label = f"{family}-{seed}"
@@ -474,7 +321,7 @@ def test_gpu_graph(family, seed):
     head = (f"{label} (opset {case.model.opset_import[0].version}); rerun with "
             f"SEGRT_DIFF_SEED={seed} pytest tests/gpu/test_gpu_graphs.py\n"
             f"{opgen.describe(case.model, case.feeds)}")
-    judge(label, head, case, FAMILY_PRECISIONS)
+    judge(case, label, head, FAMILY_PRECISIONS, HALF_PSNR_DB, TALLY, "gpu_graph", "test_diff_graphs.py")
 
 
 @pytest.mark.parametrize("seed", BLOCK_SEEDS, ids=[f"block-{s}" for s in BLOCK_SEEDS])
@@ -483,4 +330,4 @@ def test_gpu_block(seed):
     case, what = gen_block(seed)
     head = (f"{label}: {what}; rerun with pytest tests/gpu/test_gpu_graphs.py -k '{label}'\n"
             f"{opgen.describe(case.model, case.feeds)}")
-    judge(label, head, case, BLOCK_PRECISIONS)
+    judge(case, label, head, BLOCK_PRECISIONS, HALF_PSNR_DB, TALLY, "gpu_graph", "test_diff_graphs.py")

@@ -38,6 +38,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
 from conftest import SEGRT
+from gpu_judge import run_engine
 from gpu_util import fmt_db, psnr, rel_l2, special_mismatch
 
 FP32_L2 = 1e-5
@@ -208,17 +209,6 @@ CHAINS = [
 
 # ---------------------------------------------------------------------------
 # running and judging
-
-
-def run_engine(model, feeds, device, precision="fp32"):
-    shapes = {k: v.shape for k, v in feeds.items()}
-    with sc.BuildOptions(shapes=shapes, device=device, precision=precision) as o, \
-            sc.Engine.build(model, o) as e, e.context() as ctx:
-        outs = ctx.run(feeds)
-        if device != "cpu":
-            info = e.info()
-            assert info["fallback_steps"] == 0, f"{info['fallback_steps']} steps fell back to the CPU"
-        return outs
 
 
 def cpu_outputs(model, feeds):
