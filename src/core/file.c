@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size)
 {
@@ -38,4 +39,26 @@ sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, 
     *out = buf;
     *size = n;
     return SEGRT_OK;
+}
+
+sg_status sg_tmp_path(const char *path, char *tmp, size_t cap)
+{
+    int k = snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    if (k < 0 || (size_t)k >= cap)
+        return sg_error(SEGRT_ERROR_IO, "%s: path too long", path);
+    return SEGRT_OK;
+}
+
+sg_status sg_tmp_commit(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) == 0)
+        return SEGRT_OK;
+    int err = errno;
+    unlink(tmp);
+    return sg_error(SEGRT_ERROR_IO, "%s: cannot rename the finished file into place: %s", path, strerror(err));
+}
+
+void sg_tmp_discard(const char *tmp)
+{
+    unlink(tmp);
 }

@@ -1,0 +1,283 @@
+/* Image files: format detection, dispatch to the per-library codecs
+ * (image_png.c, image_jpeg.c, image_tiff.c) and conversions to tensors. */
+#include "io/image.h"
+
+#include "core/file.h"
+#include "core/mem.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* Largest PNG or JPEG file read into memory. Compressed data bigger than
+ * the pixel cap is possible (PNG stores raw pixels with little overhead)
+ * but not by much. */
+#define IMAGE_MAX_FILE_BYTES (SG_IMAGE_MAX_BYTES + ((uint64_t)1 << 30))
+
+sg_image_format sg_image_format_of_bytes(const void *head, size_t n)
+{
+    const uint8_t *b = head;
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0)
+        return SG_IMAGE_PNG;
+    if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+        return SG_IMAGE_JPEG;
+    /* Classic TIFF has 42 after the byte-order mark, BigTIFF 43. */
+    if (n >= 4 && ((b[0] == 'I' && b[1] == 'I' && (b[2] == 42 || b[2] == 43) && b[3] == 0) ||
+                   (b[0] == 'M' && b[1] == 'M' && b[2] == 0 && (b[3] == 42 || b[3] == 43))))
+        return SG_IMAGE_TIFF;
+    return SG_IMAGE_UNKNOWN;
+}
+
+sg_image_format sg_image_format_of_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(slash ? slash + 1 : path, '.');
+    if (!dot)
+        return SG_IMAGE_UNKNOWN;
+    static const struct {
+        const char *ext;
+        sg_image_format format;
+    } exts[] = {{".png", SG_IMAGE_PNG},  {".jpg", SG_IMAGE_JPEG},  {".jpeg", SG_IMAGE_JPEG},
+                {".tif", SG_IMAGE_TIFF}, {".tiff", SG_IMAGE_TIFF}};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot, exts[i].ext) == 0)
+            return exts[i].format;
+    return SG_IMAGE_UNKNOWN;
+}
+
+/* Reads up to cap bytes from the start of path, which must be a regular
+ * file. Returns 0, or the errno of the failure (EISDIR and the like for
+ * something that is not a regular file). */
+static int read_head(const char *path, uint8_t *head, size_t cap, size_t *got)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno ? errno : EIO;
+    struct stat st;
+    int err = 0;
+    if (fstat(fileno(f), &st) != 0)
+        err = errno ? errno : EIO;
+    else if (!S_ISREG(st.st_mode))
+        err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    else
+        *got = fread(head, 1, cap, f);
+    fclose(f);
+    return err;
+}
+
+bool sg_image_is_image_file(const char *path)
+{
+    uint8_t head[8];
+    size_t got = 0;
+    return read_head(path, head, sizeof head, &got) == 0 && sg_image_format_of_bytes(head, got) != SG_IMAGE_UNKNOWN;
+}
+
+static sg_status unknown_format(const char *name)
+{
+    return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: not a PNG, JPEG or TIFF file (by its first bytes)", name);
+}
+
+sg_status sg_image_read_memory_max(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
+                                   sg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    if (max_bytes > SG_IMAGE_MAX_BYTES)
+        max_bytes = SG_IMAGE_MAX_BYTES;
+    switch (sg_image_format_of_bytes(bytes, n)) {
+    case SG_IMAGE_PNG:
+        return sg_png_decode(bytes, n, name, max_bytes, out);
+    case SG_IMAGE_JPEG:
+        return sg_jpeg_decode(bytes, n, name, max_bytes, out);
+    case SG_IMAGE_TIFF:
+        return sg_tiff_decode_memory(bytes, n, name, max_bytes, out);
+    case SG_IMAGE_UNKNOWN:
+        break;
+    }
+    return unknown_format(name);
+}
+
+sg_status sg_image_read_memory(const void *bytes, size_t n, const char *name, sg_image *out)
+{
+    return sg_image_read_memory_max(bytes, n, name, SG_IMAGE_MAX_BYTES, out);
+}
+
+sg_status sg_image_read(const char *path, sg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t head[8];
+    size_t got = 0;
+    int err = read_head(path, head, sizeof head, &got);
+    if (err == EINVAL)
+        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
+    if (err)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
+    if (got == 0)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the file is empty", path);
+    sg_image_format format = sg_image_format_of_bytes(head, got);
+    if (format == SG_IMAGE_UNKNOWN)
+        return unknown_format(path);
+    /* A TIFF may hold many pages and gigabytes past the first; libtiff maps
+     * the file and reads only what page 0 needs. */
+    if (format == SG_IMAGE_TIFF)
+        return sg_tiff_decode_file(path, SG_IMAGE_MAX_BYTES, out);
+    uint8_t *buf;
+    size_t size;
+    SG_TRY(sg_read_file(path, IMAGE_MAX_FILE_BYTES, "an image file segrt reads (5 GiB)", &buf, &size));
+    sg_status s = sg_image_read_memory(buf, size, path, out);
+    free(buf);
+    return s;
+}
+
+void sg_image_free(sg_image *img)
+{
+    if (!img)
+        return;
+    free(img->pixels);
+    memset(img, 0, sizeof *img);
+}
+
+size_t sg_image_row_bytes(const sg_image *img)
+{
+    return (size_t)img->width * (size_t)img->channels * (size_t)(img->bits / 8);
+}
+
+size_t sg_image_bytes(const sg_image *img)
+{
+    return sg_image_row_bytes(img) * (size_t)img->height;
+}
+
+sg_status sg_image_alloc(int64_t width, int64_t height, int32_t channels, int32_t bits, uint64_t max_bytes,
+                         const char *name, sg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    SG_ASSERT(channels >= 1 && channels <= 4 && (bits == 8 || bits == 16));
+    if (width <= 0 || height <= 0 || width > INT32_MAX || height > INT32_MAX)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: image dims %lldx%lld are not valid", name,
+                        (long long)width, (long long)height);
+    /* Each factor is below 2^31 and channels * bytes at most 8, so this
+     * cannot overflow 64 bits. */
+    uint64_t bytes = (uint64_t)width * (uint64_t)height * (uint64_t)channels * (uint64_t)(bits / 8);
+    if (bytes > max_bytes)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: a %lldx%lld image of %d channel(s) at %d bits needs %llu bytes, more than the "
+                        "%llu segrt reads",
+                        name, (long long)width, (long long)height, channels, bits, (unsigned long long)bytes,
+                        (unsigned long long)max_bytes);
+    out->pixels = sg_malloc((size_t)bytes);
+    if (!out->pixels)
+        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
+    out->width = (int32_t)width;
+    out->height = (int32_t)height;
+    out->channels = channels;
+    out->bits = bits;
+    return SEGRT_OK;
+}
+
+void sg_image_one_line(char *buf, size_t cap, const char *msg)
+{
+    if (cap == 0)
+        return;
+    size_t n = 0;
+    for (; msg && msg[n] && n + 1 < cap; n++)
+        buf[n] = iscntrl((unsigned char)msg[n]) ? ' ' : msg[n];
+    while (n > 0 && buf[n - 1] == ' ')
+        n--;
+    buf[n] = '\0';
+}
+
+static bool image_is_valid(const sg_image *img)
+{
+    return img && img->pixels && img->width > 0 && img->height > 0 && img->channels >= 1 && img->channels <= 4 &&
+           (img->bits == 8 || img->bits == 16);
+}
+
+sg_status sg_image_write(const char *path, const sg_image *img)
+{
+    sg_image_format format = sg_image_format_of_name(path);
+    if (format == SG_IMAGE_JPEG)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: segrt writes no JPEG (lossy); use .png or .tif", path);
+    if (format == SG_IMAGE_UNKNOWN)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: cannot tell the format to write: use .png or .tif",
+                        path);
+    if (!image_is_valid(img))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: nothing to write (an empty or malformed image)", path);
+    char tmp[4096];
+    SG_TRY(sg_tmp_path(path, tmp, sizeof tmp));
+    sg_status s = format == SG_IMAGE_PNG ? sg_png_encode(img, tmp, path) : sg_tiff_encode(img, tmp, path);
+    if (s != SEGRT_OK) {
+        sg_tmp_discard(tmp);
+        return s;
+    }
+    return sg_tmp_commit(tmp, path);
+}
+
+sg_status sg_image_to_tensor(const sg_image *img, bool keep_alpha, sg_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!image_is_valid(img))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "an empty or malformed image");
+    int32_t c_in = img->channels;
+    int32_t c_out = keep_alpha || c_in == 1 || c_in == 3 ? c_in : c_in - 1;
+    size_t plane = (size_t)img->width * (size_t)img->height;
+    float *data = sg_malloc(plane * (size_t)c_out * sizeof(float));
+    if (!data)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    /* Interleaved HWC to planar CHW, one channel at a time so that the
+     * writes stream. */
+    for (int32_t c = 0; c < c_out; c++) {
+        float *dst = data + (size_t)c * plane;
+        if (img->bits == 8) {
+            const uint8_t *src = (const uint8_t *)img->pixels + c;
+            for (size_t i = 0; i < plane; i++)
+                dst[i] = (float)src[i * (size_t)c_in];
+        } else {
+            const uint16_t *src = (const uint16_t *)img->pixels + c;
+            for (size_t i = 0; i < plane; i++)
+                dst[i] = (float)src[i * (size_t)c_in];
+        }
+    }
+    out->dtype = SEGRT_DTYPE_FLOAT32;
+    out->rank = 4;
+    out->dims[0] = 1;
+    out->dims[1] = c_out;
+    out->dims[2] = img->height;
+    out->dims[3] = img->width;
+    out->data = data;
+    return SEGRT_OK;
+}
+
+sg_status sg_image_label_dims(const sg_tensor *labels, int64_t *height, int64_t *width)
+{
+    char dims[256];
+    sg_dims_format(labels->dims, labels->rank, dims, sizeof dims);
+    if (labels->rank < 2)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a label map must be H x W, not %s", dims);
+    for (int32_t i = 0; i + 2 < labels->rank; i++)
+        if (labels->dims[i] != 1)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "a label map must be 1 x 1 x H x W (one image, one channel), not %s", dims);
+    *height = labels->dims[labels->rank - 2];
+    *width = labels->dims[labels->rank - 1];
+    if (*height <= 0 || *width <= 0 || !labels->data)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "an empty label map (%s)", dims);
+    return SEGRT_OK;
+}
+
+sg_status sg_image_from_labels(const sg_tensor *labels, sg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    if (labels->dtype != SEGRT_DTYPE_UINT8 && labels->dtype != SEGRT_DTYPE_UINT16)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a label map must be uint8 or uint16, not %s",
+                        segrt_dtype_name(labels->dtype));
+    int64_t h, w;
+    SG_TRY(sg_image_label_dims(labels, &h, &w));
+    sg_status s = sg_image_alloc(w, h, 1, labels->dtype == SEGRT_DTYPE_UINT8 ? 8 : 16, SG_IMAGE_MAX_BYTES,
+                                 "label map", out);
+    if (s != SEGRT_OK)
+        return s == SEGRT_ERROR_INVALID_MODEL ? SEGRT_ERROR_INVALID_ARGUMENT : s;
+    memcpy(out->pixels, labels->data, sg_image_bytes(out));
+    return SEGRT_OK;
+}

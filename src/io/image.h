@@ -1,0 +1,126 @@
+/* Image files: PNG, JPEG and TIFF in, PNG and TIFF out.
+ *
+ * Reading goes through the field's libraries (libpng, libjpeg-turbo through
+ * the libjpeg API, libtiff), so any file those read, segrt reads: 8- and
+ * 16-bit grey, grey+alpha, RGB and RGBA; PNG palettes, low-bit grey and
+ * tRNS expanded to full pixels; TIFF strips and tiles, contiguous and
+ * separate planes, uncompressed or with any codec the system's libtiff has.
+ * A multi-page TIFF gives its first page (IFD 0) only: later pages (a
+ * pyramid's reduced levels, a stack's other slices) are ignored. Pixel
+ * values are kept raw: no gamma, colour profile or EXIF orientation is
+ * applied.
+ *
+ * The format is told by the file's first bytes, never by its name. Errors
+ * name the file: IO (cannot open or read), UNSUPPORTED (not PNG, JPEG or
+ * TIFF, or a well-formed file of a kind segrt does not take: CMYK, 12-bit
+ * JPEG, float or signed TIFF samples...), INVALID_MODEL (malformed or
+ * truncated; dims of zero; pixels over SG_IMAGE_MAX_BYTES, refused before
+ * anything that size is allocated). No library prints to stderr, and none
+ * of their global handlers is touched, so readers are thread-safe. */
+#ifndef SG_IO_IMAGE_H
+#define SG_IO_IMAGE_H
+
+#include "core/tensor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most pixel bytes (width * height * channels * bytes per sample) one
+ * image may take: 4 GiB. */
+#define SG_IMAGE_MAX_BYTES ((uint64_t)4 << 30)
+
+typedef struct sg_image {
+    int32_t width, height, channels; /* channels 1 (grey), 2 (grey+alpha), 3 (RGB), 4 (RGBA) */
+    int32_t bits;                    /* 8 or 16 */
+    void *pixels;                    /* malloc'd, interleaved, row-major, native-endian uint8/uint16 */
+} sg_image;
+
+typedef enum sg_image_format { SG_IMAGE_PNG, SG_IMAGE_JPEG, SG_IMAGE_TIFF, SG_IMAGE_UNKNOWN } sg_image_format;
+
+/* The format whose signature head starts with (n bytes; 8 are enough):
+ * PNG's 8-byte signature, JPEG's SOI marker, TIFF or BigTIFF in either
+ * byte order. */
+sg_image_format sg_image_format_of_bytes(const void *head, size_t n);
+
+/* The format path's extension names (.png, .jpg, .jpeg, .tif, .tiff, any
+ * case), for choosing what to write; UNKNOWN for anything else. */
+sg_image_format sg_image_format_of_name(const char *path);
+
+/* True when path opens and starts with a signature sg_image_read takes;
+ * false on any error (and the thread's error message is left alone). */
+bool sg_image_is_image_file(const char *path);
+
+/* Reads the image at path into *out (pixels owned by the caller: free with
+ * sg_image_free). Errors as in the header comment. */
+sg_status sg_image_read(const char *path, sg_image *out);
+
+/* Reads an image held in memory (n bytes); name is used in messages. */
+sg_status sg_image_read_memory(const void *bytes, size_t n, const char *name, sg_image *out);
+
+/* As sg_image_read_memory, refusing images whose pixels would take more than
+ * max_bytes (at most SG_IMAGE_MAX_BYTES), and capping what the libraries
+ * allocate on their own to about that: the fuzzer's form. */
+sg_status sg_image_read_memory_max(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
+                                   sg_image *out);
+
+/* Writes img to path as the extension says: .png (8/16-bit grey, grey+alpha,
+ * RGB, RGBA) or .tif/.tiff (the same, deflate-compressed with horizontal
+ * prediction; BigTIFF past 2 GiB of pixels). The file is written under a
+ * temporary name in the same directory and renamed into place when complete,
+ * so a failure never leaves a partial file under path. Errors:
+ * INVALID_ARGUMENT (an extension that is not PNG or TIFF, a malformed img),
+ * UNSUPPORTED (.jpg: segrt writes no lossy format), IO (cannot write). */
+sg_status sg_image_write(const char *path, const sg_image *img);
+
+/* Frees img's pixels and zeroes it. NULL or an empty image is fine. */
+void sg_image_free(sg_image *img);
+
+/* The image as a float32 1 x C x H x W tensor (out->data malloc'd, owned by
+ * the caller) with the raw sample values (0..255 or 0..65535). The alpha
+ * channel of grey+alpha and RGBA is dropped unless keep_alpha. */
+sg_status sg_image_to_tensor(const sg_image *img, bool keep_alpha, sg_tensor *out);
+
+/* A label map as an 8-bit (uint8 labels) or 16-bit (uint16) grey image,
+ * pixels copied. labels is H x W, or has leading dims of 1 in front of
+ * H x W (N=1 x 1 x H x W from segrt's sliding window). INVALID_ARGUMENT for
+ * another dtype, a leading dim other than 1, or an empty map. */
+sg_status sg_image_from_labels(const sg_tensor *labels, sg_image *out);
+
+/* The height and width of a label map: the last two dims of labels, all
+ * dims before them 1, both > 0. INVALID_ARGUMENT otherwise (any dtype is
+ * accepted here; callers check theirs). */
+sg_status sg_image_label_dims(const sg_tensor *labels, int64_t *height, int64_t *width);
+
+/* --- shared by the readers and writers (image.c, image_*.c) ------------- */
+
+/* Checks the dims (each > 0 and within int32; pixel bytes at most
+ * max_bytes), then allocates out->pixels and fills in the rest of out.
+ * INVALID_MODEL naming name and the dims when they are refused. */
+sg_status sg_image_alloc(int64_t width, int64_t height, int32_t channels, int32_t bits, uint64_t max_bytes,
+                         const char *name, sg_image *out);
+
+/* Bytes of one row and of all pixels of img. */
+size_t sg_image_row_bytes(const sg_image *img);
+size_t sg_image_bytes(const sg_image *img);
+
+/* Copies a library's message into buf (cap bytes) as one line: newlines
+ * and other control characters become spaces, trailing spaces are cut. */
+void sg_image_one_line(char *buf, size_t cap, const char *msg);
+
+/* Each decoder fills *out (zeroed first) or returns an error naming name,
+ * with out->pixels freed. */
+sg_status sg_png_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image *out);
+sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image *out);
+sg_status sg_tiff_decode_memory(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
+                                sg_image *out);
+/* Reads a TIFF by path (memory-mapped by libtiff, so that only the first
+ * page's bytes are touched). */
+sg_status sg_tiff_decode_file(const char *path, uint64_t max_bytes, sg_image *out);
+
+/* Each encoder writes img (already checked) to the new file tmp; errors
+ * name path, the file the user asked for. */
+sg_status sg_png_encode(const sg_image *img, const char *tmp, const char *path);
+sg_status sg_tiff_encode(const sg_image *img, const char *tmp, const char *path);
+
+#endif

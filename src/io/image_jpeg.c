@@ -1,0 +1,147 @@
+/* JPEG through the libjpeg API (libjpeg-turbo on Debian): 8-bit grey or
+ * RGB out. Errors leave through an error_exit that longjmps back, and no
+ * message is printed. */
+#include "io/image.h"
+
+#include <stdio.h> /* jpeglib.h needs FILE */
+
+#include <jpeglib.h>
+/* After jpeglib.h: which messages exist depends on its configuration. */
+#include <jerror.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <string.h>
+
+/* A progressive JPEG may hold any number of scans, each a full pass over
+ * the coefficients; hostile files use that to take minutes. Real encoders
+ * write at most a few dozen (libjpeg-turbo's own tools suggest 500). */
+#define JPEG_MAX_SCANS 500
+
+typedef struct jpeg_job {
+    struct jpeg_error_mgr err; /* first: libjpeg hands back cinfo->err */
+    struct jpeg_progress_mgr progress;
+    jmp_buf jump;
+    int code; /* libjpeg's message code of the failure; 0 for segrt's own */
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_job;
+
+static void fail(j_common_ptr cinfo, int code, const char *msg)
+{
+    jpeg_job *job = (jpeg_job *)cinfo->err;
+    job->code = code;
+    sg_image_one_line(job->msg, sizeof job->msg, msg);
+    longjmp(job->jump, 1);
+}
+
+static void on_error_exit(j_common_ptr cinfo)
+{
+    char msg[JMSG_LENGTH_MAX];
+    cinfo->err->format_message(cinfo, msg);
+    fail(cinfo, cinfo->err->msg_code, msg);
+}
+
+/* Warnings where data is missing or corrupt end the read: libjpeg would
+ * go on and fill the rest of the image with grey, and a network would
+ * then segment that grey. Other warnings, and trace messages, are
+ * ignored. */
+static void on_emit_message(j_common_ptr cinfo, int level)
+{
+    if (level >= 0)
+        return;
+    switch (cinfo->err->msg_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+#if JPEG_LIB_VERSION >= 70 || defined(C_ARITH_CODING_SUPPORTED) || defined(D_ARITH_CODING_SUPPORTED)
+    case JWRN_ARITH_BAD_CODE:
+#endif
+    case JWRN_MUST_RESYNC:
+        on_error_exit(cinfo);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_progress(j_common_ptr cinfo)
+{
+    if (cinfo->is_decompressor && ((j_decompress_ptr)cinfo)->input_scan_number > JPEG_MAX_SCANS)
+        fail(cinfo, 0, "more than 500 scans (a hostile progressive file?)");
+}
+
+static sg_status unsupported(const char *name, const char *what)
+{
+    return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %s JPEG files are not supported", name, what);
+}
+
+/* Everything that may longjmp back. State that must survive the jump lives
+ * in job and out, outside this frame. */
+static sg_status decode_body(struct jpeg_decompress_struct *cinfo, jpeg_job *job, const void *bytes, size_t n,
+                             const char *name, uint64_t max_bytes, sg_image *out)
+{
+    if (setjmp(job->jump)) {
+        /* 12-bit and lossless files are valid JPEG this libjpeg build does
+         * not decode. */
+        bool valid = job->code == JERR_BAD_PRECISION || job->code == JERR_SOF_UNSUPPORTED;
+        sg_status s = valid ? SEGRT_ERROR_UNSUPPORTED : SEGRT_ERROR_INVALID_MODEL;
+        return sg_error(s, "%s: bad JPEG: %s", name, job->msg);
+    }
+    jpeg_create_decompress(cinfo);
+    cinfo->progress = &job->progress;
+    /* Caps what libjpeg allocates by itself (a progressive file's
+     * coefficient buffer may exceed its pixels). */
+    cinfo->mem->max_memory_to_use = max_bytes > (uint64_t)LONG_MAX ? LONG_MAX : (long)max_bytes;
+    jpeg_mem_src(cinfo, bytes, (unsigned long)n);
+    jpeg_read_header(cinfo, TRUE);
+    if (cinfo->data_precision != 8)
+        return unsupported(name, cinfo->data_precision == 12 ? "12-bit" : "non-8-bit");
+    int32_t channels;
+    switch (cinfo->jpeg_color_space) {
+    case JCS_GRAYSCALE:
+        cinfo->out_color_space = JCS_GRAYSCALE;
+        channels = 1;
+        break;
+    case JCS_YCbCr:
+    case JCS_RGB:
+        cinfo->out_color_space = JCS_RGB;
+        channels = 3;
+        break;
+    case JCS_CMYK:
+    case JCS_YCCK:
+        return unsupported(name, "CMYK");
+    default:
+        return unsupported(name, cinfo->num_components == 4 ? "4-component" : "unknown-colour-space");
+    }
+    SG_TRY(sg_image_alloc(cinfo->image_width, cinfo->image_height, channels, 8, max_bytes, name, out));
+    jpeg_start_decompress(cinfo);
+    if (cinfo->output_components != channels || cinfo->output_width != (JDIMENSION)out->width ||
+        cinfo->output_height != (JDIMENSION)out->height)
+        return sg_error(SEGRT_ERROR_INTERNAL, "%s: libjpeg's output is not the image's shape", name);
+    size_t row = sg_image_row_bytes(out);
+    while (cinfo->output_scanline < cinfo->output_height) {
+        JSAMPROW dst = (JSAMPROW)out->pixels + (size_t)cinfo->output_scanline * row;
+        if (jpeg_read_scanlines(cinfo, &dst, 1) != 1)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad JPEG: the decoder stopped at row %u", name,
+                            cinfo->output_scanline);
+    }
+    jpeg_finish_decompress(cinfo);
+    return SEGRT_OK;
+}
+
+sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    struct jpeg_decompress_struct cinfo;
+    jpeg_job job;
+    memset(&cinfo, 0, sizeof cinfo);
+    memset(&job, 0, sizeof job);
+    cinfo.err = jpeg_std_error(&job.err);
+    job.err.error_exit = on_error_exit;
+    job.err.emit_message = on_emit_message;
+    job.progress.progress_monitor = on_progress;
+    sg_status s = decode_body(&cinfo, &job, bytes, n, name, max_bytes, out);
+    jpeg_destroy_decompress(&cinfo);
+    if (s != SEGRT_OK)
+        sg_image_free(out);
+    return s;
+}
