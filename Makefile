@@ -44,13 +44,13 @@ test-asan: deps
 fuzz: deps
 	@CC=clang $(CONFIGURE) -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEGRT_FUZZ=ON \
 	    -DSEGRT_CUDA=OFF -DSEGRT_TESTS=OFF >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_onnx fuzz_npy
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_onnx fuzz_npy fuzz_image
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(MODELS)
 
 check: test test-asan fuzz
 
 demo: build
-	@bash scripts/demo.sh $(BUILD) $(MODELS)
+	@bash scripts/demo.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

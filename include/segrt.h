@@ -466,6 +466,28 @@ SEGRT_API segrt_status segrt_window_options_set_output(segrt_window_options *opt
 /* nnU-Net's mirroring: bit d of axes flips spatial axis d (0: off). */
 SEGRT_API segrt_status segrt_window_options_set_mirroring(segrt_window_options *opts, uint32_t axes);
 
+/* The most device memory a windowed run on CUDA may hold: its buffers,
+ * accumulators and result staging plus the contexts' activations,
+ * workspaces and weights (0, the default: no limit). A budget too small
+ * for a window's rows of accumulators makes the run go over the image in
+ * thinner slabs, running windows once per slab they touch. */
+SEGRT_API segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uint64_t bytes);
+/* Where segrt_window_run puts its result: SEGRT_MEMORY_HOST (the default)
+ * or SEGRT_MEMORY_DEVICE (CUDA contexts only; on their device). */
+SEGRT_API segrt_status segrt_window_options_set_result_memory(segrt_window_options *opts,
+                                                              segrt_memory_kind memory);
+
+/* What a windowed run did. */
+typedef struct segrt_window_stats {
+    int64_t windows;         /* windows over all images */
+    int64_t runs;            /* windows run through the networks (each model and mirror counts) */
+    int32_t passes;          /* slabs the image was done in (1 unless the budget forced more) */
+    int32_t on_device;       /* 1: gathered and blended on the GPU; 0: on the host */
+    int64_t slab_rows;       /* accumulator rows held at once (device) */
+    uint64_t pipeline_bytes; /* device memory of the pipeline's own buffers */
+    uint64_t context_bytes;  /* device memory of the engines' weights and the contexts */
+} segrt_window_stats;
+
 /* The input dims (rank image->rank) every engine of a windowed run must be
  * built for: [windows per run, C, window...]. */
 SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts, const segrt_tensor *image,
@@ -474,15 +496,21 @@ SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts,
 /* Runs image (float32 N x C x spatial, host or device memory) through the
  * contexts (an ensemble, averaged per window; one is the usual case),
  * each of an engine built for segrt_window_input_dims and giving float32
- * [windows, K, window...] as its first output. *out receives the result in
- * host memory, allocated by segrt: release it with segrt_window_result_free.
- * This path gathers and blends on the host; the contexts may be CUDA ones.
+ * [windows, K, window...] as its first output. *out receives the result
+ * (host memory unless set otherwise), allocated by segrt: release it with
+ * segrt_window_result_free. With CUDA contexts (one device, no CPU
+ * fallback) the windows are gathered, blended and finished on the GPU;
+ * otherwise on the host (a device image is copied down first).
  * Errors: INVALID_ARGUMENT (options, image, engines that do not fit the
  * windows or disagree on K; the message says which), OUT_OF_MEMORY, and
  * the engines' own. */
 SEGRT_API segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts,
                                         const segrt_window_options *opts, const segrt_tensor *image,
                                         segrt_tensor *out);
+/* segrt_window_run, also filling *stats (which may be NULL). */
+SEGRT_API segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t n_contexts,
+                                                   const segrt_window_options *opts, const segrt_tensor *image,
+                                                   segrt_tensor *out, segrt_window_stats *stats);
 SEGRT_API void segrt_window_result_free(segrt_tensor *result);
 
 /* ---------------------------------------------------------------------

@@ -20,9 +20,13 @@ mkdir -p $stage/wheels
 python3 -m pip download --no-deps -q -d $stage/wheels onnx2torch==1.5.15 2>/dev/null ||
     cp /tmp/wheels/onnx2torch-*.whl $stage/wheels/ 2>/dev/null || echo "gpu-carry: no onnx2torch wheel (bench/gpu_vs_pytorch.py will not run)" >&2
 cp -L "$build/libsegrt.so.0" $stage/lib/
-for lib in libprotobuf-c.so.1 libdnnl.so.2 libgomp.so.1; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" $stage/lib/
-done
+# Every library the binary and libsegrt load, except the C runtime, the
+# compression libraries and the CUDA libraries the GPU machine has.
+system='^(linux-vdso|ld-linux|(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libz|libzstd|liblzma|libOpenCL)[.]|libcud|libcublas|libnv)'
+ldd "$build/segrt" "$build/libsegrt.so.0" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+    while read -r name path; do
+        [[ $name =~ $system ]] || cp -L "$path" $stage/lib/
+    done
 cp "$models"/*.onnx "$models"/*.npy $stage/models/
 # One xz archive: oneDNN alone is larger than the device tool carries raw.
 mkdir -p .carry

@@ -7,9 +7,14 @@
 # suite and benchmark as well. `torch MODEL BATCHES` runs only
 # bench/gpu_vs_pytorch.py (segrt and PyTorch side by side; one model per
 # call keeps torch.compile's minutes under the device tool's limit);
-# `bench` only the CUDA benchmarks. Logs go to $OUT; a short table last.
-#   usage: scripts/gpu-check.sh [gpu|all|tests|bench] [extra pytest args for tests/gpu]
+# `bench` only the CUDA benchmarks; `sw` only the sliding-window GPU tests
+# (which `tests` leaves out: together they pass the tool's 10 minutes);
+# `swbench JOBS BATCHES` bench/sw_vs_monai.py; `train` the demo model
+# (demo/train.py). Logs go to $OUT; a short table last.
+#   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw] [extra pytest args for tests/gpu]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
+#          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
+#          scripts/gpu-check.sh train [extra flags]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-gpu}
@@ -42,12 +47,37 @@ if [ "$what" = torch ]; then
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
+if [ "$what" = swbench ]; then
+    jobs=${1:-2d,3d} batches=${2:-4}
+    shift 2 || shift $#
+    python3 -m pip install -q --no-deps --target /tmp/segrt-o2t "$carry"/wheels/onnx2torch-*.whl >/dev/null 2>&1
+    step "sw-${jobs//,/-}" python3 "$root/bench/sw_vs_monai.py" --pythonpath /tmp/segrt-o2t \
+        --models-dir "$SEGRT_MODELS" --jobs "$jobs" --sw-batch "$batches" \
+        --out "$out/sw_vs_monai-${jobs//,/-}.json" "$@"
+    tail -n 20 "$out/sw-${jobs//,/-}.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = train ]; then
+    mkdir -p "$out/demo"
+    step demo-train python3 "$root/demo/train.py" --out-dir "$out/demo" "$@"
+    tail -n 25 "$out/demo-train.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = sw ]; then
+    step gpu-sw python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu/test_gpu_sliding_window.py" "$@"
+    grep -E "^segrt:|passed|failed|error" "$out/gpu-sw.log" | tail -n 12
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
 step version "$SEGRT" --version
 step info-devices "$SEGRT" info --devices
 if [ "$what" != bench ]; then  # gpu, all, tests
     step gpu-race "$carry/test_gpu_race" "$SEGRT_MODELS/basicunet2d_tiny.onnx"
     step gpu-device-memory "$carry/test_device_memory"
-    step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu" "$@"
+    step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu" \
+        --ignore "$root/tests/gpu/test_gpu_sliding_window.py" "$@"
 fi
 bench() { # model shape [precisions]
     for p in ${3:-fp32 fp16}; do

@@ -2,6 +2,7 @@
  * host path of src/pipeline/sliding_window.c. */
 #include "engine/engine_internal.h"
 #include "pipeline/sliding_window.h"
+#include "pipeline/sw_device.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ _Static_assert((int)SEGRT_WINDOW_ACTIVATION_SIGMOID == (int)SG_SW_ACTIVATION_SIG
 
 struct segrt_window_options {
     sg_sw_options o;
+    segrt_memory_kind result_memory;
 };
 
 #define CHECK_OPTS(o)                                                                       \
@@ -122,6 +124,22 @@ segrt_status segrt_window_options_set_mirroring(segrt_window_options *opts, uint
     return SEGRT_OK;
 }
 
+segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uint64_t bytes)
+{
+    CHECK_OPTS(opts);
+    opts->o.max_memory = (size_t)bytes;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_options_set_result_memory(segrt_window_options *opts, segrt_memory_kind memory)
+{
+    CHECK_OPTS(opts);
+    if (memory != SEGRT_MEMORY_HOST && memory != SEGRT_MEMORY_DEVICE)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown memory kind %d", (int)memory);
+    opts->result_memory = memory;
+    return SEGRT_OK;
+}
+
 /* The image as an sg_tensor in host memory: a view of a host image, or a
  * copy of a device one (*copy then owns it). */
 static sg_status host_image(const segrt_tensor *image, sg_tensor *t, void **copy)
@@ -163,6 +181,13 @@ segrt_status segrt_window_input_dims(const segrt_window_options *opts, const seg
 segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts, const segrt_window_options *opts,
                               const segrt_tensor *image, segrt_tensor *out)
 {
+    return segrt_window_run_with_stats(contexts, n_contexts, opts, image, out, NULL);
+}
+
+segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t n_contexts,
+                                         const segrt_window_options *opts, const segrt_tensor *image,
+                                         segrt_tensor *out, segrt_window_stats *stats)
+{
     CHECK_OPTS(opts);
     if (!contexts || !image || !out || n_contexts < 1 || n_contexts > WINDOW_MAX_CONTEXTS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -174,6 +199,25 @@ segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts,
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_run: context %zu is NULL", m);
         models[m] = (sg_sw_model){contexts[m], contexts[m]->engine};
     }
+    if (stats)
+        memset(stats, 0, sizeof *stats);
+    if (sg_sw_device_capable(models, (int32_t)n_contexts)) {
+        sg_sw_stats st;
+        SG_TRY(sg_sw_device_run(models, (int32_t)n_contexts, &opts->o, image, opts->result_memory, out, &st));
+        if (stats) {
+            stats->windows = st.windows;
+            stats->runs = st.runs;
+            stats->passes = st.passes;
+            stats->on_device = 1;
+            stats->slab_rows = st.slab_rows;
+            stats->pipeline_bytes = st.pipeline_bytes;
+            stats->context_bytes = st.context_bytes;
+        }
+        return SEGRT_OK;
+    }
+    if (opts->result_memory != SEGRT_MEMORY_HOST)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "a device result needs CUDA contexts on one device without CPU fallback");
     sg_tensor img, res;
     void *copy = NULL;
     sg_status s = host_image(image, &img, &copy);
@@ -187,6 +231,19 @@ segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts,
     out->data = res.data;
     out->memory = SEGRT_MEMORY_HOST;
     out->device = 0;
+    if (stats) {
+        sg_sw_grid g;
+        if (sg_sw_grid_make(opts->o.n_dims, image->dims + 2, opts->o.roi, opts->o.overlap, opts->o.grid, &g) ==
+            SEGRT_OK) {
+            uint32_t flips[SG_SW_MAX_FLIPS];
+            int32_t n_flips;
+            sg_sw_flips(opts->o.tta_axes, opts->o.n_dims, flips, &n_flips);
+            stats->windows = image->dims[0] * g.n_windows;
+            stats->runs = stats->windows * (int64_t)n_contexts * n_flips;
+            sg_sw_grid_free(&g);
+        }
+        stats->passes = 1;
+    }
     return SEGRT_OK;
 }
 
@@ -194,6 +251,9 @@ void segrt_window_result_free(segrt_tensor *result)
 {
     if (!result)
         return;
-    free(result->data);
+    if (result->memory == SEGRT_MEMORY_DEVICE)
+        segrt_device_free(result->data);
+    else
+        free(result->data);
     result->data = NULL;
 }

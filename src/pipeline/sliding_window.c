@@ -5,6 +5,8 @@
  * same order as MONAI's. */
 #include "pipeline/sliding_window.h"
 
+#include "pipeline/sw_device.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -72,8 +74,8 @@ static int64_t pad_source(int64_t p, int64_t begin, int64_t n, sg_sw_pad mode)
     return m < n ? m : period - m;
 }
 
-#define SW_MAX_OUTPUTS 16
-#define SW_MAX_FLIPS 8 /* the identity and every combination of up to 3 axes */
+#define SW_MAX_OUTPUTS SG_SW_MAX_OUTPUTS
+#define SW_MAX_FLIPS SG_SW_MAX_FLIPS
 
 /* One model's engine outputs for a batch of windows. */
 typedef struct sw_outputs {
@@ -125,10 +127,9 @@ static void sw_run_free(sw_run *r)
         free(r->idx[d]);
 }
 
-/* The flips of test-time augmentation in nnU-Net's order: the identity,
- * then the combinations of the chosen axes, fewer axes first and, among
- * as many, in lexicographic order (for at most 3 axes, increasing masks). */
-static void flips_of(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n)
+/* Among as many axes, flips go in lexicographic order (for at most 3
+ * axes, increasing masks). */
+void sg_sw_flips(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n)
 {
     *n = 0;
     flips[(*n)++] = 0;
@@ -230,25 +231,23 @@ static void count_weights(sw_run *r)
     }
 }
 
-/* The output shapes of model m for the window batch in, checked: float32
- * [sw_batch, K, window], K the same for every model. */
-static sg_status model_outputs(sw_run *r, int32_t m, const segrt_tensor *in)
+sg_status sg_sw_model_outputs(const sg_sw_model *models, int32_t m, const sg_sw_options *o, const int64_t *roi,
+                              const segrt_tensor *in, size_t *n, segrt_tensor *t, int64_t *classes)
 {
-    const segrt_engine *e = r->models[m].engine;
-    sw_outputs *so = &r->outs[m];
+    const segrt_engine *e = models[m].engine;
     if (segrt_engine_input_count(e) != 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d: sliding windows feed models of one input; it has %zu",
                         m + 1, segrt_engine_input_count(e));
-    so->n = segrt_engine_output_count(e);
-    if (so->n < 1 || so->n > SW_MAX_OUTPUTS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d has %zu outputs (1 to %d are taken)", m + 1, so->n,
+    *n = segrt_engine_output_count(e);
+    if (*n < 1 || *n > SW_MAX_OUTPUTS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d has %zu outputs (1 to %d are taken)", m + 1, *n,
                         SW_MAX_OUTPUTS);
-    SG_TRY(segrt_engine_output_shapes(e, 1, in, so->n, so->t));
-    const segrt_tensor *y = &so->t[0];
-    int32_t nd = r->o->n_dims;
-    bool same = y->rank == nd + 2 && y->dims[0] == r->o->sw_batch && y->dtype == SEGRT_DTYPE_FLOAT32;
+    SG_TRY(segrt_engine_output_shapes(e, 1, in, *n, t));
+    const segrt_tensor *y = &t[0];
+    int32_t nd = o->n_dims;
+    bool same = y->rank == nd + 2 && y->dims[0] == o->sw_batch && y->dtype == SEGRT_DTYPE_FLOAT32;
     for (int32_t d = 0; same && d < nd; d++)
-        same = y->dims[2 + d] == r->g.roi[d];
+        same = y->dims[2 + d] == roi[d];
     if (!same) {
         char got[128], want[128];
         sg_dims_format(y->dims, y->rank, got, sizeof got);
@@ -259,11 +258,20 @@ static sg_status model_outputs(sw_run *r, int32_t m, const segrt_tensor *in)
                         m + 1, want, segrt_dtype_name(y->dtype), got);
     }
     if (m == 0)
-        r->classes = y->dims[1];
-    else if (y->dims[1] != r->classes)
+        *classes = y->dims[1];
+    else if (y->dims[1] != *classes)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "model %d gives %lld classes; model 1 gives %lld: an "
                         "ensemble averages models of one class count", m + 1, (long long)y->dims[1],
-                        (long long)r->classes);
+                        (long long)*classes);
+    return SEGRT_OK;
+}
+
+/* Model m's outputs for the window batch in: checked, and host buffers
+ * for the outputs other than the first. */
+static sg_status model_outputs(sw_run *r, int32_t m, const segrt_tensor *in)
+{
+    sw_outputs *so = &r->outs[m];
+    SG_TRY(sg_sw_model_outputs(r->models, m, r->o, r->g.roi, in, &so->n, so->t, &r->classes));
     for (size_t j = 1; j < so->n; j++) { /* outputs other than the first are computed, not used */
         sg_tensor t = {so->t[j].dtype, so->t[j].rank, {0}, NULL};
         memcpy(t.dims, so->t[j].dims, sizeof t.dims);
@@ -283,7 +291,7 @@ static sg_status prepare(sw_run *r, const sg_tensor *image, segrt_tensor *in)
     SG_TRY(sg_sw_grid_make(nd, image->dims + 2, o->roi, o->overlap, o->grid, &r->g));
     if (o->tta_axes >> nd)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring asks for a spatial axis beyond the image's %d", nd);
-    flips_of(o->tta_axes, nd, r->flips, &r->n_flips);
+    sg_sw_flips(o->tta_axes, nd, r->flips, &r->n_flips);
     r->channels = image->dims[1];
     r->roi_numel = r->padded_numel = r->image_numel = 1;
     for (int32_t d = 0; d < nd; d++) {
@@ -404,7 +412,7 @@ static void normalise_and_crop(sw_run *r, int64_t n_img)
     }
 }
 
-static sg_sw_activation effective_activation(const sg_sw_options *o)
+sg_sw_activation sg_sw_effective_activation(const sg_sw_options *o)
 {
     if (o->activation != SG_SW_ACTIVATION_DEFAULT)
         return o->activation;
@@ -476,6 +484,21 @@ sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const s
     SG_TRY(check_image(o, image));
     if (n_models < 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sliding windows need a model");
+    if (sg_sw_device_capable(models, n_models) && !o->host_path) {
+        segrt_tensor in, res;
+        memset(&in, 0, sizeof in);
+        in.dtype = image->dtype;
+        in.rank = image->rank;
+        memcpy(in.dims, image->dims, sizeof in.dims);
+        in.data = image->data;
+        in.memory = SEGRT_MEMORY_HOST;
+        SG_TRY(sg_sw_device_run(models, n_models, o, &in, SEGRT_MEMORY_HOST, &res, NULL));
+        out->dtype = res.dtype;
+        out->rank = res.rank;
+        memcpy(out->dims, res.dims, sizeof out->dims);
+        out->data = res.data;
+        return SEGRT_OK;
+    }
     sw_run r;
     memset(&r, 0, sizeof r);
     r.o = o;
@@ -489,7 +512,7 @@ sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const s
         int64_t n_img = image->dims[0];
         count_weights(&r);
         normalise_and_crop(&r, n_img);
-        sg_sw_activation act = effective_activation(o);
+        sg_sw_activation act = sg_sw_effective_activation(o);
         if (o->output != SG_SW_OUTPUT_LOGITS && act != SG_SW_ACTIVATION_NONE &&
             !(o->output == SG_SW_OUTPUT_LABELS && act == SG_SW_ACTIVATION_SOFTMAX))
             activate(&r, n_img, act); /* argmax needs no softmax: it is monotonic */

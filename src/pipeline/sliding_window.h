@@ -15,6 +15,11 @@
 #include "core/tensor.h"
 #include "pipeline/sw_grid.h"
 
+#include <stdbool.h>
+
+#define SG_SW_MAX_OUTPUTS 16
+#define SG_SW_MAX_FLIPS 8 /* the identity and every combination of up to 3 axes */
+
 typedef enum sg_sw_pad {
     SG_SW_PAD_CONSTANT = 0, /* pad_value */
     SG_SW_PAD_REFLECT,      /* mirror without repeating the edge (numpy "reflect") */
@@ -52,6 +57,17 @@ typedef struct sg_sw_options {
      * combination of those axes (fewer first, then in axis order), each
      * result flipped back, and the sum divided by the count. 0: off. */
     uint32_t tta_axes;
+    /* The device path (sw_device.h): the most device memory the windows'
+     * buffers, accumulators, staging and the contexts may hold together
+     * (0: no limit). Under a tight budget the accumulators are held for a
+     * slab of rows thinner than a window and windows run once per slab
+     * they touch. */
+    size_t max_memory;
+    /* The device path: accumulators for the whole image instead of a
+     * stream of slabs (the unbounded reference; same numbers). */
+    bool whole;
+    /* Gather and blend on the host even when every model runs on CUDA. */
+    bool host_path;
     /* Called after each batch of windows with the windows done and the
      * total (NULL: nothing). */
     void (*progress)(void *user, int64_t done, int64_t total);
@@ -64,6 +80,19 @@ typedef struct sg_sw_model {
     const segrt_engine *engine;
 } sg_sw_model;
 
+/* The output shapes of models[m] for the window batch `in`, checked:
+ * one input, float32 [sw_batch, K, roi...] first, K the same as
+ * *classes when m > 0 (m == 0 sets it). t receives all n outputs' shapes. */
+sg_status sg_sw_model_outputs(const sg_sw_model *models, int32_t m, const sg_sw_options *o, const int64_t *roi,
+                              const segrt_tensor *in, size_t *n, segrt_tensor *t, int64_t *classes);
+
+/* The flips of test-time augmentation in nnU-Net's order: the identity,
+ * then the combinations of the chosen axes, fewer axes first. */
+void sg_sw_flips(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n);
+
+/* The activation an output kind applies when the options say "default". */
+sg_sw_activation sg_sw_effective_activation(const sg_sw_options *o);
+
 /* MONAI's defaults: overlap 0.25, one window a run, constant blend, sigma
  * scale 0.125, constant padding with 0, MONAI's grid, logits. */
 void sg_sw_options_default(sg_sw_options *o, int32_t n_dims);
@@ -73,7 +102,8 @@ void sg_sw_options_default(sg_sw_options *o, int32_t n_dims);
 sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64_t *dims);
 
 /* Runs the windows of image (float32, N x C x spatial with o->n_dims
- * spatial dims) through each model, whose engine takes [sw_batch, C,
+ * spatial dims, host memory) through each model (on the device path of
+ * sw_device.h when they all run on CUDA, unless o->host_path), whose engine takes [sw_batch, C,
  * roi...] as its only input and gives [sw_batch, K, roi...] as its first
  * output (K the same for all). Per window the models' results (after
  * test-time augmentation) are averaged in float32, in the order given

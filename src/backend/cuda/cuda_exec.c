@@ -102,6 +102,27 @@ static sg_status grow_pinned(void **buf, size_t *have, size_t need)
     return SEGRT_OK;
 }
 
+/* Device and pinned staging for the host tensors among p's inputs and
+ * outputs, grown on the first run that needs it. */
+static sg_status fit_staging(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
+                             const segrt_tensor *outputs)
+{
+    size_t pinned = 0;
+    for (int32_t i = 0; i < p->g->n_inputs + p->g->n_outputs; i++) {
+        bool host = i < p->g->n_inputs ? inputs[i].memory != SEGRT_MEMORY_DEVICE
+                                       : outputs[i - p->g->n_inputs].memory != SEGRT_MEMORY_DEVICE;
+        if (!host)
+            continue;
+        int32_t t = i < p->g->n_inputs ? p->inputs[i] : p->outputs[i - p->g->n_inputs];
+        size_t bytes = p->tensors[t].bytes;
+        SG_TRY(grow_device(&e->io_dev[i], &e->io_bytes[i], bytes, "input/output buffers", e->device));
+        pinned += bytes;
+    }
+    if (pinned > e->pinned_bytes)
+        SG_TRY(grow_pinned(&e->pinned, &e->pinned_bytes, pinned));
+    return SEGRT_OK;
+}
+
 /* Makes every buffer large enough for plan p. */
 static sg_status fit_plan(sg_cuda_exec *e, const sg_cuda_plan *p)
 {
@@ -127,14 +148,9 @@ static sg_status fit_plan(sg_cuda_exec *e, const sg_cuda_plan *p)
         }
         e->n_io = n_io;
     }
-    size_t pinned = 0;
-    for (int32_t i = 0; i < n_io; i++) {
-        int32_t t = i < p->g->n_inputs ? p->inputs[i] : p->outputs[i - p->g->n_inputs];
-        size_t bytes = p->tensors[t].bytes;
-        SG_TRY(grow_device(&e->io_dev[i], &e->io_bytes[i], bytes, "input/output buffers", e->device));
-        pinned += bytes;
-    }
-    SG_TRY(grow_pinned(&e->pinned, &e->pinned_bytes, pinned > e->pinned_bytes ? pinned : e->pinned_bytes));
+    /* Staging for host tensors is made by the first run that passes one
+     * (fit_staging): a caller that passes device pointers, such as the
+     * sliding-window pipeline with a 100-class output, never pays for it. */
     if (p->n_tensors > e->cap_ptr) {
         void **np = sg_realloc(e->ptr, sizeof *np * (size_t)p->n_tensors);
         if (!np)
@@ -425,6 +441,7 @@ sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_t
     exec_plan *ep = NULL;
     SG_TRY(attach(e, p, &ep));
     SG_TRY(profile_init(e, ep));
+    SG_TRY(fit_staging(e, p, inputs, outputs));
     void *in_ptr[EXEC_MAX_IO], *out_ptr[EXEC_MAX_IO];
     size_t in_off[EXEC_MAX_IO], out_off[EXEC_MAX_IO];
     size_t off = 0;

@@ -1,0 +1,702 @@
+/* Sliding-window inference on the device (pipeline/sw_device.h).
+ *
+ * One pass (or, under a tight memory budget, one per slab of rows) walks
+ * the windows that touch its rows in MONAI's order, sw_batch at a time:
+ * gather (per model and flip) -> run -> combine flips and models ->
+ * accumulate window by window -> finish the rows no later window touches.
+ * The pipeline's kernels run on its own stream; a context's run starts
+ * only after that stream is drained and returns with its own stream
+ * drained, so the two never overlap on shared buffers. Host images go up
+ * on a copy stream that the gathers wait for. */
+#include "pipeline/sw_device.h"
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/k_window.h"
+#include "engine/engine_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Host results up to this size are made whole on the device and
+ * downloaded once; larger ones (many classes of probabilities) go down
+ * slab by slab. */
+#define SW_STAGE_WHOLE_BYTES ((size_t)256 << 20)
+
+/* A host image's rows on the device. */
+typedef struct img_rows {
+    int64_t image;   /* the image whose rows are held, -1: none */
+    int64_t lo, hi;  /* rows [lo, hi) are uploaded or on their way */
+    float *ring;     /* C x img_ring rows x plane; row r at r mod img_ring */
+} img_rows;
+
+/* One model's outputs for a batch of windows. */
+typedef struct dev_model {
+    size_t n;
+    segrt_tensor t[SG_SW_MAX_OUTPUTS]; /* t[0] -> d_pred; others into extra */
+    void *extra[SG_SW_MAX_OUTPUTS];
+} dev_model;
+
+typedef struct dev_run {
+    const sg_sw_options *o;
+    const sg_sw_model *models;
+    int32_t n_models, device;
+    sg_sw_grid g;
+    sgk_win_geom geom;
+    int64_t B, C, K, roi_numel, img_plane, pad_plane, image_numel, n_img;
+    uint32_t flips[SG_SW_MAX_FLIPS];
+    int32_t n_flips;
+    cudaStream_t s, up;
+    cudaEvent_t ev_gathered, ev_uploaded;
+    bool have_upload;
+    float *d_w, *d_in, *d_pred, *d_model, *d_out, *d_acc;
+    dev_model *dm;
+    int64_t ring_rows, pass_rows;
+    /* The image: the caller's device buffer, or host rows in a ring. */
+    const float *d_image, *h_image;
+    img_rows rows;
+    int64_t img_ring;
+    void *pinned[2];
+    size_t pinned_bytes;
+    cudaEvent_t ev_pinned[2];
+    int32_t pinned_next;
+    /* The result. */
+    sgk_win_final final;
+    segrt_dtype out_dtype;
+    int64_t out_ch;
+    size_t out_esize;
+    segrt_memory_kind out_memory;
+    void *d_result;      /* the whole result on the device, or NULL */
+    void *d_stage;       /* else a slab of it */
+    int64_t stage_rows;
+    void *h_result;
+    uint64_t pipeline_bytes;
+    int64_t runs, total_runs;
+    int64_t *batch;      /* window indices of a batch larger than run_image_pass's own array */
+} dev_run;
+
+bool sg_sw_device_capable(const sg_sw_model *models, int32_t n_models)
+{
+    int32_t device = -1;
+    for (int32_t m = 0; m < n_models; m++) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(models[m].engine, &info) != SEGRT_OK || info.device != SEGRT_DEVICE_CUDA ||
+            info.fallback_steps > 0)
+            return false;
+        if (m > 0 && info.device_index != device)
+            return false;
+        device = info.device_index;
+    }
+    return n_models > 0;
+}
+
+static sg_status dev_alloc(dev_run *r, size_t bytes, const char *what, void **out)
+{
+    sg_status s = segrt_device_alloc(r->device, bytes ? bytes : 256, out);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "sliding windows: %s: ", what);
+    r->pipeline_bytes += bytes;
+    return SEGRT_OK;
+}
+
+static void dev_run_free(dev_run *r)
+{
+    if (r->s)
+        cudaStreamSynchronize(r->s);
+    if (r->up)
+        cudaStreamSynchronize(r->up);
+    segrt_device_free(r->d_w);
+    segrt_device_free(r->d_in);
+    segrt_device_free(r->d_pred);
+    if (r->d_model != r->d_pred)
+        segrt_device_free(r->d_model);
+    if (r->d_out != r->d_model)
+        segrt_device_free(r->d_out);
+    segrt_device_free(r->d_acc);
+    for (int32_t m = 0; r->dm && m < r->n_models; m++)
+        for (size_t j = 0; j < SG_SW_MAX_OUTPUTS; j++)
+            segrt_device_free(r->dm[m].extra[j]);
+    free(r->dm);
+    segrt_device_free(r->rows.ring);
+    for (int i = 0; i < 2; i++) {
+        if (r->pinned[i])
+            cudaFreeHost(r->pinned[i]);
+        if (r->ev_pinned[i])
+            cudaEventDestroy(r->ev_pinned[i]);
+    }
+    segrt_device_free(r->d_stage);
+    free(r->batch);
+    if (r->ev_gathered)
+        cudaEventDestroy(r->ev_gathered);
+    if (r->ev_uploaded)
+        cudaEventDestroy(r->ev_uploaded);
+    if (r->s)
+        cudaStreamDestroy(r->s);
+    if (r->up)
+        cudaStreamDestroy(r->up);
+    sg_sw_grid_free(&r->g);
+}
+
+/* What the result is: its kernel, dtype and channel count. */
+static void result_kind(dev_run *r)
+{
+    const sg_sw_options *o = r->o;
+    sg_sw_activation act = sg_sw_effective_activation(o);
+    r->out_ch = r->K;
+    r->out_dtype = SEGRT_DTYPE_FLOAT32;
+    if (o->output == SG_SW_OUTPUT_LABELS) {
+        if (act == SG_SW_ACTIVATION_SIGMOID) {
+            r->final = SGK_WIN_FINAL_THRESHOLD;
+            r->out_dtype = SEGRT_DTYPE_UINT8;
+        } else {
+            r->final = SGK_WIN_FINAL_ARGMAX; /* softmax is monotonic: argmax needs none */
+            r->out_ch = 1;
+            r->out_dtype = r->K > 256 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8;
+        }
+    } else if (o->output == SG_SW_OUTPUT_LOGITS || act == SG_SW_ACTIVATION_NONE) {
+        r->final = SGK_WIN_FINAL_VALUES;
+    } else {
+        r->final = act == SG_SW_ACTIVATION_SIGMOID ? SGK_WIN_FINAL_SIGMOID : SGK_WIN_FINAL_SOFTMAX;
+    }
+    r->out_esize = r->out_dtype == SEGRT_DTYPE_FLOAT32 ? 4 : r->out_dtype == SEGRT_DTYPE_UINT16 ? 2 : 1;
+}
+
+/* The device memory the contexts hold (weights, activations, workspace). */
+static uint64_t context_bytes(const dev_run *r)
+{
+    uint64_t b = 0;
+    for (int32_t m = 0; m < r->n_models; m++) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(r->models[m].engine, &info) == SEGRT_OK)
+            b += info.weight_bytes + info.arena_bytes + info.workspace_bytes;
+    }
+    return b;
+}
+
+/* The most image rows any sw_batch consecutive windows of one image
+ * read: batches never span two images here, and a pass's windows are a
+ * run of consecutive ones. */
+static int64_t batch_span(const dev_run *r)
+{
+    int64_t nw = r->g.n_windows, span = 0, start[SG_SW_MAX_DIMS];
+    int64_t *s0 = malloc(sizeof(int64_t) * (size_t)nw);
+    if (!s0)
+        return r->g.size[0];
+    for (int64_t w = 0; w < nw; w++) {
+        sg_sw_window_start(&r->g, w, start);
+        s0[w] = start[0];
+    }
+    for (int64_t w = 0; w < nw; w++) { /* starts do not decrease: the first and last bound the batch */
+        int64_t last = w + r->B - 1 < nw ? w + r->B - 1 : nw - 1;
+        int64_t rows = s0[last] + r->g.roi[0] - s0[w];
+        span = rows > span ? rows : span;
+    }
+    free(s0);
+    return span;
+}
+
+/* Sizes the accumulators (ring and passes), the image ring and the result
+ * staging against the memory budget, then allocates everything. */
+static sg_status plan_memory(dev_run *r)
+{
+    const sg_sw_options *o = r->o;
+    int64_t rows0 = r->g.padded[0], roi0 = r->g.roi[0];
+    size_t f = sizeof(float);
+    size_t win_in = (size_t)(r->B * r->C * r->roi_numel) * f, win_out = (size_t)(r->B * r->K * r->roi_numel) * f;
+    uint64_t fixed = context_bytes(r) + (uint64_t)r->roi_numel * f + win_in + win_out;
+    if (r->n_flips > 1)
+        fixed += win_out;
+    if (r->n_models > 1)
+        fixed += win_out;
+    for (int32_t m = 0; m < r->n_models; m++)
+        for (size_t j = 1; j < r->dm[m].n; j++) {
+            sg_tensor t = {r->dm[m].t[j].dtype, r->dm[m].t[j].rank, {0}, NULL};
+            memcpy(t.dims, r->dm[m].t[j].dims, sizeof t.dims);
+            fixed += sg_tensor_bytes(&t);
+        }
+    /* The image rows one batch reads, and room to upload the next ahead. */
+    if (!r->d_image) {
+        r->img_ring = batch_span(r) + roi0;
+        if (r->img_ring > r->g.size[0])
+            r->img_ring = r->g.size[0];
+        fixed += (uint64_t)(r->C * r->img_ring * r->img_plane) * f;
+    }
+    size_t result_bytes = (size_t)(r->n_img * r->out_ch * r->image_numel) * r->out_esize;
+    bool whole_result = r->out_memory == SEGRT_MEMORY_DEVICE || result_bytes <= SW_STAGE_WHOLE_BYTES;
+    if (whole_result)
+        fixed += result_bytes;
+    uint64_t row_bytes = (uint64_t)(r->K + 1) * (uint64_t)r->pad_plane * f;
+    uint64_t stage_row = (uint64_t)(r->out_ch * r->img_plane) * r->out_esize;
+    r->ring_rows = o->whole ? rows0 : (roi0 < rows0 ? roi0 : rows0);
+    r->pass_rows = rows0;
+    if (o->max_memory) {
+        uint64_t need = fixed + (uint64_t)r->ring_rows * (row_bytes + (whole_result ? 0 : stage_row));
+        if (need > o->max_memory) {
+            if (o->whole)
+                return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,
+                                "sliding windows: whole-image accumulators need %.1f MiB; the budget is %.1f MiB",
+                                need / 1048576.0, o->max_memory / 1048576.0);
+            uint64_t room = fixed < o->max_memory ? o->max_memory - fixed : 0;
+            int64_t rows = (int64_t)(room / (row_bytes + (whole_result ? 0 : stage_row)));
+            if (rows < 1)
+                return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,
+                                "sliding windows: a budget of %.1f MiB leaves no room for accumulators: the "
+                                "networks, the window buffers%s take %.1f MiB; one row of accumulators takes "
+                                "%.1f MiB",
+                                o->max_memory / 1048576.0, whole_result ? " and the result" : "",
+                                fixed / 1048576.0, row_bytes / 1048576.0);
+            r->ring_rows = r->pass_rows = rows;
+        }
+    }
+    r->stage_rows = whole_result ? 0 : (r->pass_rows < r->ring_rows ? r->pass_rows : r->ring_rows);
+    if (r->stage_rows > r->g.size[0])
+        r->stage_rows = r->g.size[0];
+
+    SG_TRY(dev_alloc(r, (size_t)r->roi_numel * f, "the importance map", (void **)&r->d_w));
+    SG_TRY(dev_alloc(r, win_in, "the window batch", (void **)&r->d_in));
+    SG_TRY(dev_alloc(r, win_out, "the predictions", (void **)&r->d_pred));
+    r->d_model = r->d_pred;
+    if (r->n_flips > 1)
+        SG_TRY(dev_alloc(r, win_out, "the mirrored predictions", (void **)&r->d_model));
+    r->d_out = r->d_model;
+    if (r->n_models > 1)
+        SG_TRY(dev_alloc(r, win_out, "the ensemble's predictions", (void **)&r->d_out));
+    for (int32_t m = 0; m < r->n_models; m++)
+        for (size_t j = 1; j < r->dm[m].n; j++) {
+            sg_tensor t = {r->dm[m].t[j].dtype, r->dm[m].t[j].rank, {0}, NULL};
+            memcpy(t.dims, r->dm[m].t[j].dims, sizeof t.dims);
+            SG_TRY(dev_alloc(r, sg_tensor_bytes(&t), "a model's other outputs", &r->dm[m].extra[j]));
+            r->dm[m].t[j].data = r->dm[m].extra[j];
+            r->dm[m].t[j].memory = SEGRT_MEMORY_DEVICE;
+            r->dm[m].t[j].device = r->device;
+        }
+    size_t acc_bytes = (size_t)(r->ring_rows * (int64_t)row_bytes);
+    SG_TRY(dev_alloc(r, acc_bytes, "the accumulators", (void **)&r->d_acc));
+    CUDA_TRY(cudaMemsetAsync(r->d_acc, 0, acc_bytes, r->s));
+    if (whole_result)
+        SG_TRY(dev_alloc(r, result_bytes, "the result", &r->d_result));
+    else
+        SG_TRY(dev_alloc(r, (size_t)(r->stage_rows * (int64_t)stage_row), "the result's staging", &r->d_stage));
+    if (r->out_memory == SEGRT_MEMORY_HOST && !(r->h_result = malloc(result_bytes ? result_bytes : 1)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB result",
+                        result_bytes / 1048576.0);
+    if (!r->d_image) {
+        r->rows.image = -1;
+        SG_TRY(dev_alloc(r, (size_t)(r->C * r->img_ring * r->img_plane) * f, "the image's rows",
+                         (void **)&r->rows.ring));
+        /* Two pinned buffers of up to a window's rows each: one fills on
+         * the host while the other is on its way. */
+        int64_t chunk_rows = roi0 < r->img_ring ? roi0 : r->img_ring;
+        r->pinned_bytes = (size_t)(chunk_rows * r->img_plane) * f;
+        for (int i = 0; i < 2; i++) {
+            CUDA_TRY(cudaMallocHost(&r->pinned[i], r->pinned_bytes));
+            CUDA_TRY(cudaEventCreateWithFlags(&r->ev_pinned[i], cudaEventDisableTiming));
+        }
+    }
+    return SEGRT_OK;
+}
+
+/* Host rows [a, b) of image n, every channel, into the ring through the
+ * pinned buffers, on the copy stream. */
+static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int64_t b)
+{
+    int64_t chunk = (int64_t)(r->pinned_bytes / sizeof(float)) / r->img_plane;
+    for (int64_t c = 0; c < r->C; c++)
+        for (int64_t row = a; row < b;) {
+            int64_t at = row % r->img_ring;
+            int64_t len = b - row;
+            len = len < chunk ? len : chunk;
+            len = len < r->img_ring - at ? len : r->img_ring - at; /* no wrap within one copy */
+            int32_t k = r->pinned_next;
+            r->pinned_next ^= 1;
+            CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k])); /* its last copy has left */
+            size_t bytes = (size_t)(len * r->img_plane) * sizeof(float);
+            memcpy(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
+            CUDA_TRY(cudaMemcpyAsync(sl->ring + (c * r->img_ring + at) * r->img_plane, r->pinned[k], bytes,
+                                     cudaMemcpyHostToDevice, r->up));
+            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->up));
+            row += len;
+        }
+    return SEGRT_OK;
+}
+
+/* Image rows the window starting at padded row s0 reads: [*a, *b). */
+static void window_rows(const dev_run *r, int64_t s0, int64_t *a, int64_t *b)
+{
+    if (r->o->pad != SG_SW_PAD_CONSTANT && r->g.padded[0] > r->g.size[0]) {
+        *a = 0; /* reflected or replicated rows can come from anywhere */
+        *b = r->g.size[0];
+        return;
+    }
+    *a = s0 - r->g.pad_begin[0];
+    *b = *a + r->g.roi[0];
+    *a = *a < 0 ? 0 : *a;
+    *b = *b > r->g.size[0] ? r->g.size[0] : *b;
+}
+
+/* Makes image n's rows [a, b) resident in its slot, uploading ahead as
+ * far as the ring allows. Rows the ring drops are before a: no window
+ * after the ones gathered so far reads them, and the copy stream waits for
+ * those gathers before overwriting. */
+static sg_status ensure_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
+{
+    img_rows *sl = &r->rows;
+    if (sl->image != n || a < sl->lo || b > sl->lo + r->img_ring) {
+        sl->image = n;
+        sl->lo = sl->hi = a;
+    }
+    if (b <= sl->hi)
+        return SEGRT_OK;
+    int64_t to = a + r->img_ring < r->g.size[0] ? a + r->img_ring : r->g.size[0];
+    CUDA_TRY(cudaStreamWaitEvent(r->up, r->ev_gathered, 0));
+    SG_TRY(upload_rows(r, sl, n, sl->hi, to));
+    sl->hi = to;
+    if (a > sl->lo)
+        sl->lo = a;
+    CUDA_TRY(cudaEventRecord(r->ev_uploaded, r->up));
+    r->have_upload = true;
+    return SEGRT_OK;
+}
+
+/* The rows every window of a batch (of one image) reads, made resident
+ * before any of them is gathered. */
+static sg_status ensure_batch_rows(dev_run *r, const int64_t *win, int64_t got)
+{
+    int64_t nw = r->g.n_windows, lo = INT64_MAX, hi = 0, start[SG_SW_MAX_DIMS];
+    for (int64_t b = 0; b < got; b++) {
+        int64_t a, e;
+        sg_sw_window_start(&r->g, win[b] % nw, start);
+        window_rows(r, start[0], &a, &e);
+        lo = a < lo ? a : lo;
+        hi = e > hi ? e : hi;
+    }
+    return ensure_rows(r, win[0] / nw, lo, hi);
+}
+
+/* The image rows of image n as the gather kernel addresses them. */
+static sgk_win_rows image_rows(const dev_run *r, int64_t n)
+{
+    sgk_win_rows v;
+    if (r->d_image) {
+        v.data = (void *)(r->d_image + n * r->C * r->image_numel);
+        v.channel_stride = r->image_numel;
+        v.row0 = 0;
+        v.ring = 0;
+    } else {
+        v.data = r->rows.ring;
+        v.channel_stride = r->img_ring * r->img_plane;
+        v.row0 = 0;
+        v.ring = r->img_ring;
+    }
+    return v;
+}
+
+/* The batch's windows (global indices) into d_in, flipped by mask. */
+static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint32_t mask)
+{
+    int64_t nw = r->g.n_windows, start[SG_SW_MAX_DIMS];
+    if (r->have_upload) {
+        CUDA_TRY(cudaStreamWaitEvent(r->s, r->ev_uploaded, 0));
+        r->have_upload = false;
+    }
+    for (int64_t b = 0; b < r->B; b++) {
+        int64_t g = win[b < got ? b : got - 1]; /* a short batch repeats its last window */
+        sg_sw_window_start(&r->g, g % nw, start);
+        sgk_win_rows src = image_rows(r, g / nw);
+        SG_TRY(sgk_win_gather(r->s, &r->geom, start, (int32_t)r->o->pad, r->o->pad_value, mask, &src, r->C,
+                              r->d_in + b * r->C * r->roi_numel));
+    }
+    CUDA_TRY(cudaEventRecord(r->ev_gathered, r->s));
+    return SEGRT_OK;
+}
+
+/* Every model and flip over the batch: the averaged prediction in d_out. */
+static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
+{
+    int64_t rows = r->B * r->K;
+    segrt_tensor in;
+    memset(&in, 0, sizeof in);
+    in.dtype = SEGRT_DTYPE_FLOAT32;
+    in.rank = r->g.n_dims + 2;
+    in.dims[0] = r->B;
+    in.dims[1] = r->C;
+    memcpy(in.dims + 2, r->g.roi, sizeof(int64_t) * (size_t)r->g.n_dims);
+    in.data = r->d_in;
+    in.memory = SEGRT_MEMORY_DEVICE;
+    in.device = r->device;
+    for (int32_t m = 0; m < r->n_models; m++) {
+        dev_model *dm = &r->dm[m];
+        dm->t[0].data = r->d_pred;
+        dm->t[0].memory = SEGRT_MEMORY_DEVICE;
+        dm->t[0].device = r->device;
+        for (int32_t f = 0; f < r->n_flips; f++) {
+            SG_TRY(gather_batch(r, win, got, r->flips[f]));
+            CUDA_TRY(cudaStreamSynchronize(r->s));
+            SG_TRY(segrt_context_run(r->models[m].ctx, 1, &in, dm->n, dm->t));
+            r->runs += got;
+            if (r->n_flips > 1)
+                SG_TRY(sgk_win_combine(r->s, &r->geom, r->flips[f], f > 0,
+                                       f == r->n_flips - 1 ? (float)r->n_flips : 1.0f, r->d_pred, r->d_model,
+                                       rows));
+        }
+        if (r->n_models > 1)
+            SG_TRY(sgk_win_combine(r->s, &r->geom, 0, m > 0, m == r->n_models - 1 ? (float)r->n_models : 1.0f,
+                                   r->d_model, r->d_out, rows));
+    }
+    return SEGRT_OK;
+}
+
+/* Finishes padded rows [a, b) of image n: the kernel, then the copy down
+ * when the result is staged by slabs. */
+static sg_status finish_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
+{
+    int64_t pb = r->g.pad_begin[0];
+    sgk_win_rows acc = {r->d_acc, r->ring_rows * r->pad_plane, 0, r->ring_rows};
+    if (r->d_result) {
+        sgk_win_rows dst = {(uint8_t *)r->d_result + (size_t)(n * r->out_ch * r->image_numel) * r->out_esize,
+                            r->image_numel, 0, 0};
+        SG_TRY(sgk_win_finalize(r->s, &r->geom, r->final, r->o->threshold, r->K, a, b, &acc, r->out_dtype, &dst));
+    } else {
+        /* Image rows [lo, hi) in chunks of the staging's rows. */
+        int64_t lo = a - pb < 0 ? 0 : a - pb, hi = b - pb > r->g.size[0] ? r->g.size[0] : b - pb;
+        for (int64_t x = lo; x < hi; x += r->stage_rows) {
+            int64_t y = x + r->stage_rows < hi ? x + r->stage_rows : hi;
+            sgk_win_rows dst = {r->d_stage, r->stage_rows * r->img_plane, x, 0};
+            SG_TRY(sgk_win_finalize(r->s, &r->geom, r->final, r->o->threshold, r->K, x + pb, y + pb, &acc,
+                                    r->out_dtype, &dst));
+            size_t width = (size_t)((y - x) * r->img_plane) * r->out_esize;
+            uint8_t *h = (uint8_t *)r->h_result + (size_t)(n * r->out_ch * r->image_numel + x * r->img_plane) *
+                                                      r->out_esize;
+            CUDA_TRY(cudaMemcpy2DAsync(h, (size_t)r->image_numel * r->out_esize, r->d_stage,
+                                       (size_t)(r->stage_rows * r->img_plane) * r->out_esize, width,
+                                       (size_t)r->out_ch, cudaMemcpyDeviceToHost, r->s));
+        }
+    }
+    /* The ring's rows [a, b) are free again: zero them for the rows that
+     * come next (at most two runs, where the ring wraps). */
+    for (int64_t x = a; x < b;) {
+        int64_t at = x % r->ring_rows, len = b - x < r->ring_rows - at ? b - x : r->ring_rows - at;
+        CUDA_TRY(cudaMemset2DAsync(r->d_acc + at * r->pad_plane, (size_t)(r->ring_rows * r->pad_plane) * sizeof(float),
+                                   0, (size_t)(len * r->pad_plane) * sizeof(float), (size_t)(r->K + 1), r->s));
+        x += len;
+    }
+    return SEGRT_OK;
+}
+
+/* The windows of one image touching padded rows [pa, pb): a run
+ * [*w_lo, *w_hi) of MONAI's order, since axis 0 is the slowest. */
+static void pass_windows(const dev_run *r, int64_t pa, int64_t pb, int64_t *w_lo, int64_t *w_hi)
+{
+    int64_t start[SG_SW_MAX_DIMS];
+    *w_lo = *w_hi = 0;
+    bool any = false;
+    for (int64_t w = 0; w < r->g.n_windows; w++) {
+        sg_sw_window_start(&r->g, w, start);
+        if (start[0] < pb && start[0] + r->g.roi[0] > pa) {
+            if (!any)
+                *w_lo = w;
+            any = true;
+            *w_hi = w + 1;
+        }
+    }
+}
+
+/* Image n over padded rows [pa, pb): its windows in batches, each
+ * accumulated in order, rows finished as soon as no later window touches
+ * them. Batches never span two images. */
+static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
+{
+    int64_t w_lo, w_hi, start[SG_SW_MAX_DIMS], done = pa, nw = r->g.n_windows;
+    int64_t win[1024];
+    pass_windows(r, pa, pb, &w_lo, &w_hi);
+    sgk_win_rows acc = {r->d_acc, r->ring_rows * r->pad_plane, 0, r->ring_rows};
+    for (int64_t first = w_lo; first < w_hi; first += r->B) {
+        int64_t got = w_hi - first < r->B ? w_hi - first : r->B;
+        int64_t *batch = r->B <= 1024 ? win : r->batch;
+        for (int64_t b = 0; b < got; b++)
+            batch[b] = n * nw + first + b;
+        if (!r->d_image)
+            SG_TRY(ensure_batch_rows(r, batch, got));
+        SG_TRY(predict_batch(r, batch, got));
+        for (int64_t b = 0; b < got; b++) {
+            sg_sw_window_start(&r->g, first + b, start);
+            int64_t ready = start[0] > pa ? start[0] : pa; /* rows before it: no later window touches them */
+            ready = ready < pb ? ready : pb;
+            if (ready > done) {
+                SG_TRY(finish_rows(r, n, done, ready));
+                done = ready;
+            }
+            SG_TRY(sgk_win_accumulate(r->s, &r->geom, start, r->d_out + b * r->K * r->roi_numel, r->d_w, r->K, pa,
+                                      pb, &acc));
+        }
+        if (r->o->progress)
+            r->o->progress(r->o->progress_user, r->runs / (r->n_models * r->n_flips),
+                           r->total_runs / (r->n_models * r->n_flips));
+    }
+    return finish_rows(r, n, done, pb);
+}
+
+static sg_status prepare(dev_run *r, const segrt_tensor *image)
+{
+    const sg_sw_options *o = r->o;
+    int32_t nd = o->n_dims;
+    SG_TRY(sg_sw_grid_make(nd, image->dims + 2, o->roi, o->overlap, o->grid, &r->g));
+    if (o->tta_axes >> nd)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring asks for a spatial axis beyond the image's %d", nd);
+    sg_sw_flips(o->tta_axes, nd, r->flips, &r->n_flips);
+    r->B = o->sw_batch;
+    if (r->B > 1024 && !(r->batch = malloc(sizeof(int64_t) * (size_t)r->B)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    r->C = image->dims[1];
+    r->n_img = image->dims[0];
+    r->roi_numel = r->img_plane = r->pad_plane = 1;
+    r->image_numel = image->dims[2];
+    memset(&r->geom, 0, sizeof r->geom);
+    r->geom.n_dims = nd;
+    for (int32_t d = 0; d < nd; d++) {
+        r->roi_numel *= r->g.roi[d];
+        if (d > 0) {
+            r->img_plane *= r->g.size[d];
+            r->pad_plane *= r->g.padded[d];
+            r->image_numel *= r->g.size[d];
+        }
+        r->geom.roi[d] = r->g.roi[d];
+        r->geom.size[d] = r->g.size[d];
+        r->geom.padded[d] = r->g.padded[d];
+        r->geom.pad_begin[d] = r->g.pad_begin[d];
+    }
+    segrt_tensor in;
+    memset(&in, 0, sizeof in);
+    in.dtype = SEGRT_DTYPE_FLOAT32;
+    in.rank = nd + 2;
+    in.dims[0] = r->B;
+    in.dims[1] = r->C;
+    memcpy(in.dims + 2, r->g.roi, sizeof(int64_t) * (size_t)nd);
+    if (!(r->dm = calloc((size_t)r->n_models, sizeof *r->dm)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    for (int32_t m = 0; m < r->n_models; m++)
+        SG_TRY(sg_sw_model_outputs(r->models, m, o, r->g.roi, &in, &r->dm[m].n, r->dm[m].t, &r->K));
+    result_kind(r);
+    CUDA_TRY(cudaSetDevice(r->device));
+    CUDA_TRY(cudaStreamCreateWithFlags(&r->s, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&r->up, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&r->ev_gathered, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&r->ev_uploaded, cudaEventDisableTiming));
+    SG_TRY(plan_memory(r));
+    float *w = malloc(sizeof(float) * (size_t)r->roi_numel);
+    if (!w)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    sg_status s = sg_sw_importance(nd, r->g.roi, o->blend, o->sigma_scale, w);
+    cudaError_t ce = s == SEGRT_OK ? cudaMemcpy(r->d_w, w, sizeof(float) * (size_t)r->roi_numel,
+                                                 cudaMemcpyHostToDevice)
+                                   : cudaSuccess;
+    free(w);
+    SG_TRY(s);
+    CUDA_TRY(ce);
+    return SEGRT_OK;
+}
+
+static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, int32_t device)
+{
+    if (image->rank != o->n_dims + 2)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "the image has %d dims; a %d-D window needs N x C x %d spatial dims", image->rank,
+                        o->n_dims, o->n_dims);
+    if (image->dtype != SEGRT_DTYPE_FLOAT32)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image is %s; sliding windows read float32",
+                        segrt_dtype_name(image->dtype));
+    if (o->sw_batch < 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window batch of %d", o->sw_batch);
+    for (int32_t d = 0; d < image->rank; d++)
+        if (image->dims[d] < 1)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "image dim %d is %lld", d, (long long)image->dims[d]);
+    if (image->memory == SEGRT_MEMORY_DEVICE && image->device != device)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image is on CUDA device %d; the models run on %d",
+                        image->device, device);
+    if (!image->data)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has no data");
+    return SEGRT_OK;
+}
+
+static sg_status run_all(dev_run *r)
+{
+    int64_t rows0 = r->g.padded[0];
+    r->total_runs = 0;
+    for (int64_t pa = 0; pa < rows0; pa += r->pass_rows) {
+        int64_t pb = pa + r->pass_rows < rows0 ? pa + r->pass_rows : rows0, w_lo, w_hi;
+        pass_windows(r, pa, pb, &w_lo, &w_hi);
+        r->total_runs += r->n_img * (w_hi - w_lo) * r->n_models * r->n_flips;
+    }
+    /* Image by image, pass by pass: an image's rows are finished before
+     * the next image starts, so one ring of accumulators serves all. */
+    for (int64_t n = 0; n < r->n_img; n++)
+        for (int64_t pa = 0; pa < rows0; pa += r->pass_rows) {
+            int64_t pb = pa + r->pass_rows < rows0 ? pa + r->pass_rows : rows0;
+            SG_TRY(run_image_pass(r, n, pa, pb));
+        }
+    if (r->out_memory == SEGRT_MEMORY_HOST && r->d_result) {
+        size_t bytes = (size_t)(r->n_img * r->out_ch * r->image_numel) * r->out_esize;
+        CUDA_TRY(cudaMemcpyAsync(r->h_result, r->d_result, bytes, cudaMemcpyDeviceToHost, r->s));
+    }
+    CUDA_TRY(cudaStreamSynchronize(r->s));
+    return SEGRT_OK;
+}
+
+sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                           const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                           sg_sw_stats *stats)
+{
+    memset(out, 0, sizeof *out);
+    if (!sg_sw_device_capable(models, n_models))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "sliding windows on the device need CUDA engines on one device without CPU fallback");
+    if (o->n_dims < 1 || o->n_dims > SG_SW_MAX_DIMS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window of %d dims; 1 to %d are supported", o->n_dims,
+                        SG_SW_MAX_DIMS);
+    dev_run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.models = models;
+    r.n_models = n_models;
+    r.out_memory = out_memory;
+    segrt_engine_info info;
+    SG_TRY(segrt_engine_get_info(models[0].engine, &info));
+    r.device = info.device_index;
+    SG_TRY(check_image(o, image, r.device));
+    if (image->memory == SEGRT_MEMORY_DEVICE)
+        r.d_image = image->data;
+    else
+        r.h_image = image->data;
+    sg_status s = prepare(&r, image);
+    if (s == SEGRT_OK)
+        s = run_all(&r);
+    if (s == SEGRT_OK) {
+        out->dtype = r.out_dtype;
+        out->rank = image->rank;
+        out->dims[0] = r.n_img;
+        out->dims[1] = r.out_ch;
+        memcpy(out->dims + 2, image->dims + 2, sizeof(int64_t) * (size_t)o->n_dims);
+        out->memory = out_memory;
+        out->device = out_memory == SEGRT_MEMORY_DEVICE ? r.device : 0;
+        if (out_memory == SEGRT_MEMORY_DEVICE) {
+            out->data = r.d_result;
+            r.d_result = NULL;
+        } else {
+            out->data = r.h_result;
+            r.h_result = NULL;
+        }
+        if (stats) {
+            memset(stats, 0, sizeof *stats);
+            stats->windows = r.n_img * r.g.n_windows;
+            stats->runs = r.runs;
+            stats->passes = (int32_t)((r.g.padded[0] + r.pass_rows - 1) / r.pass_rows);
+            stats->slab_rows = r.ring_rows;
+            stats->sw_batch = (int32_t)r.B;
+            stats->pipeline_bytes = r.pipeline_bytes;
+            stats->context_bytes = context_bytes(&r);
+        }
+    }
+    segrt_device_free(r.d_result);
+    free(r.h_result);
+    dev_run_free(&r);
+    return s;
+}

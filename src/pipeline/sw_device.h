@@ -1,0 +1,54 @@
+/* Sliding-window inference on the device: the same numbers as the host
+ * path (sliding_window.h) within float rounding, with every window's data
+ * kept on the GPU.
+ *
+ * - The image stays where it is when it is on the device; a host image is
+ *   uploaded in slabs of rows (the slowest spatial axis) through pinned
+ *   double buffers on a copy stream, ahead of the windows that read them.
+ * - Each window is gathered from the image by a kernel (padding and the
+ *   flips of test-time augmentation included), the networks run on device
+ *   buffers, and one kernel per window multiplies the prediction by the
+ *   importance map and adds it into float32 accumulators (the summed
+ *   weights are one more channel, so every voxel's sums add the same terms
+ *   in the same order as MONAI's).
+ * - Accumulators are a ring of rows: a row is finished (divided by its
+ *   weight, turned into probabilities or labels, written out) as soon as
+ *   no later window touches it, so they hold at most one window's rows,
+ *   not the whole image times the classes. With a memory budget too small
+ *   even for that, the image is done in passes over thinner slabs and a
+ *   window runs once per slab it touches; the sums are unchanged.
+ * - The result is written once into a device buffer, or downloaded once
+ *   (or per slab when it is too large to stage whole).
+ * Unlike the host path, a batch of windows never spans two images (a
+ * short batch ends each image); each window's sums are the same. */
+#ifndef SG_PIPELINE_SW_DEVICE_H
+#define SG_PIPELINE_SW_DEVICE_H
+
+#include "pipeline/sliding_window.h"
+
+typedef struct sg_sw_stats {
+    int64_t windows;        /* windows of the grid over all images */
+    int64_t runs;           /* windows run through the networks (each model, each flip counts once) */
+    int32_t passes;         /* slabs the image was done in (1 unless the budget forced more) */
+    int64_t slab_rows;      /* accumulator rows held at once */
+    int32_t sw_batch;       /* windows per network run */
+    uint64_t pipeline_bytes;/* device memory of the pipeline's buffers */
+    uint64_t context_bytes; /* device memory of the engines' weights and the contexts */
+} sg_sw_stats;
+
+/* True when every model runs on a CUDA device (the same one) and this
+ * build has CUDA: sg_sw_device_run can take the job. */
+bool sg_sw_device_capable(const sg_sw_model *models, int32_t n_models);
+
+/* Runs the windows of image (float32 N x C x spatial, host or device
+ * memory; a device image must be on the models' device) through the
+ * models as sg_sliding_window does. *out gets the result in out_memory
+ * (host: malloc'd, free with free(); device: segrt_device_alloc'd, free
+ * with segrt_device_free). stats may be NULL. Errors: as
+ * sg_sliding_window's, OUT_OF_MEMORY naming what did not fit (the budget
+ * or the device), DEVICE. */
+sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                           const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                           sg_sw_stats *stats);
+
+#endif

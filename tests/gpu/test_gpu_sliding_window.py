@@ -1,0 +1,231 @@
+"""Sliding windows on the GPU (src/pipeline/sw_device.h): gathered,
+blended and finished on the device.
+
+- Every case of tests/python/test_sliding_window.py (2-D and 3-D, odd
+  sizes, images smaller than the window, both blends, paddings, grids,
+  output kinds, mirroring, ensembles) through `segrt run --device cuda
+  --precision fp32` against the numpy MONAI reference run by onnxruntime.
+- The same cases with `--accumulate whole` (accumulators for the whole
+  image) and `--host-blend` (the host path): the slab ring gives exactly
+  the whole-image numbers, and the host path the same within rounding.
+- A memory budget that forces passes over thin slabs (windows run once
+  per slab they touch): bit-identical to the whole-image run.
+- The C API with a device image and a device result.
+- The issue's bounded-memory job: a random 100-class network over a
+  384x384x256 volume with a 128^3 window at overlap 0.5, labels, under a
+  2 GiB budget, against the whole-image run.
+"""
+import os
+import re
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import segrt_capi as sc
+import sw_reference as ref
+from conftest import run_segrt
+from gpu_util import report
+from onnx_util import init, save_model, tensor_input
+from test_sliding_window import CASES, SW, TTA_CASES, make_convnet
+
+TOL = 1e-4  # fp32 on cuDNN (TF32 off) against onnxruntime: relative to max(1, max |ref|)
+SUMMARY = re.compile(r"blended on the GPU in (\d+) pass(?:es)?, device memory ([\d.]+) MiB "
+                     r"\(networks ([\d.]+) \+ windows ([\d.]+)\)")
+
+
+def models_for(tmp_path, case: SW):
+    nd = len(case.spatial)
+    return [make_convnet(tmp_path / f"model{m}.onnx", nd, case.c, case.k, seed=case.seed + 1000 * m)
+            for m in range(case.models)]
+
+
+def image_for(case: SW):
+    rng = np.random.default_rng(1000 + case.seed)
+    return rng.standard_normal((case.n, case.c) + tuple(case.spatial)).astype(np.float32)
+
+
+def run_gpu(tmp_path, case: SW, models, image, *extra, tag="gpu"):
+    img_path, out_path = tmp_path / f"image-{tag}.npy", tmp_path / f"out-{tag}.npy"
+    np.save(img_path, image)
+    others = [a for m in models[1:] for a in ("--model", m)]
+    p = run_segrt("run", models[0], "--input", img_path, "--output", out_path, "--device", "cuda",
+                  "--precision", "fp32", "--autotune", "0", "--workspace", "64M", "--no-cache", *case.args(),
+                  *others, *extra, check=0, timeout=300)
+    return np.load(out_path), p
+
+
+def summary(p):
+    m = SUMMARY.search(p.stdout)
+    assert m, f"no GPU summary line in: {p.stdout!r}"
+    return {"passes": int(m.group(1)), "mib": float(m.group(2)), "networks_mib": float(m.group(3)),
+            "windows_mib": float(m.group(4))}
+
+
+def check_against_reference(case, got, models, image):
+    logits = ref.sliding_window(image, case.roi, [ref.ort_predictor(m) for m in models], overlap=case.overlap,
+                                sw_batch=case.sw_batch, blend=case.blend,
+                                sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale,
+                                pad=case.pad, pad_value=case.pad_value, grid=case.grid,
+                                tta_axes=case.tta_axes())
+    thr = 0.5 if case.threshold is None else case.threshold
+    want = ref.postprocess(logits, case.kind, case.activation, thr)
+    assert got.shape == want.shape and got.dtype == want.dtype, f"{got.dtype}{got.shape}, want {want.dtype}{want.shape}"
+    if case.kind in ("logits", "probs"):
+        scale = max(1.0, float(np.abs(want).max()))
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        assert err <= TOL * scale, f"max abs diff {err:.3g} (scale {scale:.3g})"
+    else:
+        ties = ref.ambiguous_labels(logits, case.activation, thr, TOL)
+        bad = (got != want) & ~ties
+        assert not bad.any(), f"{int(bad.sum())} labels differ away from ties; {int(ties.sum())} ties allowed"
+
+
+ALL = {**CASES, **TTA_CASES}
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_device_path_matches_reference(tmp_path, gpu, name):
+    case = ALL[name]
+    models = models_for(tmp_path, case)
+    image = image_for(case)
+    got, p = run_gpu(tmp_path, case, models, image)
+    s = summary(p)
+    assert s["passes"] == 1
+    check_against_reference(case, got, models, image)
+    whole, p2 = run_gpu(tmp_path, case, models, image, "--accumulate", "whole", tag="whole")
+    summary(p2)
+    assert np.array_equal(got, whole), "the slab ring and the whole-image accumulators disagree"
+    host, p3 = run_gpu(tmp_path, case, models, image, "--host-blend", tag="host")
+    assert not SUMMARY.search(p3.stdout), "--host-blend still blended on the GPU"
+    if case.kind == "labels":
+        assert (got == host).mean() >= 0.999
+    else:
+        scale = max(1.0, float(np.abs(host).max()))
+        assert float(np.abs(got.astype(np.float64) - host).max()) <= TOL * scale
+
+
+# Budget cases: big enough planes that a few rows of accumulators are
+# visible in the summary's MiB.
+BUDGET_CASES = {
+    "2d-k20-o50-labels": SW((300, 2000), (64, 64), k=20, overlap=0.5, sw_batch=2, blend="gaussian",
+                            kind="labels", seed=60),
+    "3d-k6-o50-probs": SW((70, 96, 120), (32, 32, 32), k=6, overlap=0.5, sw_batch=2, kind="probs", seed=61),
+    "2d-k4-n2-tta-logits": SW((200, 1500), (48, 64), n=2, k=4, overlap=0.25, sw_batch=3, tta="all", seed=62),
+}
+
+
+@pytest.mark.parametrize("name", list(BUDGET_CASES))
+def test_budget_forces_passes_same_numbers(tmp_path, gpu, name):
+    case = BUDGET_CASES[name]
+    models = models_for(tmp_path, case)
+    image = image_for(case)
+    whole, pw = run_gpu(tmp_path, case, models, image, "--accumulate", "whole", tag="whole")
+    ring, pr = run_gpu(tmp_path, case, models, image, tag="ring")
+    sr = summary(pr)
+    assert np.array_equal(ring, whole)
+    # The ring holds min(roi0, padded0) rows of K+1 float32 channels; a
+    # budget that leaves room for a quarter of them forces passes.
+    pad_plane = int(np.prod([max(s, r) for s, r in zip(case.spatial[1:], case.roi[1:])]))
+    rows = min(case.roi[0], max(case.spatial[0], case.roi[0]))
+    ring_mib = (case.k + 1) * rows * pad_plane * 4 / 2 ** 20
+    budget_mib = sr["mib"] - ring_mib * 0.75
+    got, pb = run_gpu(tmp_path, case, models, image, "--max-memory", f"{int(budget_mib * 1024)}K", tag="budget")
+    sb = summary(pb)
+    assert sb["passes"] > 1, f"a budget of {budget_mib:.1f} MiB did not force passes: {pb.stdout}"
+    assert sb["mib"] <= budget_mib + 0.01
+    assert np.array_equal(got, whole), "passes over thin slabs changed the numbers"
+    report({"test": "sw_budget", "case": name, "passes": sb["passes"], "budget_mib": budget_mib,
+            "held_mib": sb["mib"]})
+
+
+def test_budget_too_small_is_an_error(tmp_path, gpu):
+    case = BUDGET_CASES["2d-k20-o50-labels"]
+    models = models_for(tmp_path, case)
+    img_path = tmp_path / "image.npy"
+    np.save(img_path, image_for(case))
+    p = run_segrt("run", models[0], "--input", img_path, "--output", tmp_path / "o.npy", "--device", "cuda",
+                  "--workspace", "64M", "--autotune", "0", "--no-cache", *case.args(), "--max-memory", "1M",
+                  check=0, timeout=120)
+    assert p.returncode != 0
+    assert "budget" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_sw_batch_auto(tmp_path, gpu):
+    case = SW((90, 70, 60), (32, 32, 32), k=3, overlap=0.5, kind="labels", seed=63)
+    models = models_for(tmp_path, case)
+    image = image_for(case)
+    one, _ = run_gpu(tmp_path, case, models, image, tag="one")
+    args = case.args()
+    args[args.index("--sw-batch") + 1] = "auto"
+    img_path, out_path = tmp_path / "image-auto.npy", tmp_path / "out-auto.npy"
+    np.save(img_path, image)
+    p = run_segrt("run", models[0], "--input", img_path, "--output", out_path, "--device", "cuda",
+                  "--precision", "fp32", "--autotune", "0", "--workspace", "64M", "--no-cache", *args,
+                  "--max-memory", "1G", check=0, timeout=300)
+    m = re.search(r"\((\d+) a run\)", p.stdout)
+    assert m and int(m.group(1)) > 1, p.stdout
+    assert summary(p)["mib"] <= 1024
+    assert (np.load(out_path) == one).mean() >= 0.999
+
+
+def test_c_api_device_image_and_result(tmp_path, gpu):
+    case = SW((40, 37, 29), (16, 16, 16), c=2, k=3, overlap=0.5, sw_batch=2, blend="gaussian", kind="probs",
+              seed=64)
+    models = models_for(tmp_path, case)
+    image = image_for(case)
+    b = sc.BuildOptions(shapes={"x": (case.sw_batch, case.c) + case.roi}, device="cuda", precision="fp32",
+                        workspace=64 << 20)
+    with sc.Model.load(str(models[0])) as model, sc.Engine.build(model, b) as engine, engine.context() as ctx, \
+            sc.DeviceBuffer.from_array(image) as dimg:
+        host_opts = sc.WindowOptions(case.roi, overlap=0.5, batch=2, blend="gaussian", output="probs")
+        dev_opts = sc.WindowOptions(case.roi, overlap=0.5, batch=2, blend="gaussian", output="probs",
+                                    result_memory="device")
+        want = host_opts.run(ctx, image)
+        with dev_opts.bind(ctx, dimg.tensor(), with_stats=True)() as r:
+            assert r.on_device and r.stats["on_device"] == 1
+            got = r.numpy()
+        assert np.array_equal(got, want), "a device image and result changed the numbers"
+        check_against_reference(case, got, models, image)
+
+
+def make_random_classes_net(path, classes, hidden=8, seed=0):
+    """The issue's bounded-memory job's network: 3x3x3 conv to `hidden`,
+    LeakyRelu, 1x1x1 conv to `classes`; random weights."""
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal([hidden, 1, 3, 3, 3]) / np.sqrt(27)).astype(np.float32)
+    w2 = rng.standard_normal([classes, hidden, 1, 1, 1]).astype(np.float32)
+    b2 = (0.1 * rng.standard_normal(classes)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], kernel_shape=[3, 3, 3], pads=[1] * 6),
+             helper.make_node("LeakyRelu", ["h"], ["r"], alpha=0.01),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["y"], kernel_shape=[1, 1, 1])]
+    save_model(path, nodes, [tensor_input("x", ["N", 1, "D", "H", "W"])],
+               [tensor_input("y", ["N", classes, "D", "H", "W"])], [init("w1", w1), init("w2", w2), init("b2", b2)])
+    return path
+
+
+@pytest.mark.skipif(os.environ.get("SEGRT_GPU_BIG", "1") == "0", reason="SEGRT_GPU_BIG=0")
+def test_100_classes_in_2_gib(tmp_path, gpu):
+    """The issue's job: labels of a 100-class network over 384x384x256 with
+    a 128^3 window at overlap 0.5, within 2 GiB of device memory, the same
+    labels as the whole-image accumulators (15 GB of them)."""
+    model = make_random_classes_net(tmp_path / "k100.onnx", 100)
+    rng = np.random.default_rng(7)
+    image = rng.standard_normal((1, 1, 384, 384, 256)).astype(np.float32)
+    img_path = tmp_path / "vol.npy"
+    np.save(img_path, image)
+    common = ["--device", "cuda", "--precision", "fp16", "--workspace", "64M", "--autotune", "0", "--no-cache",
+              "--roi", "128,128,128", "--overlap", "0.5", "--output", "labels"]
+    runs = {}
+    for tag, extra in (("budget", ["--max-memory", "2G"]), ("whole", ["--accumulate", "whole"])):
+        out = tmp_path / f"labels-{tag}.npy"
+        p = run_segrt("run", model, "--input", img_path, "-o", out, *common, *extra, check=0, timeout=600)
+        runs[tag] = (np.load(out), summary(p), p.stdout.strip())
+    (budget, sb, line_b), (whole, sw, line_w) = runs["budget"], runs["whole"]
+    report({"test": "sw_100_classes", "budget": line_b, "whole": line_w})
+    print(line_b, line_w, sep="\n")
+    assert budget.shape == (1, 1, 384, 384, 256) and budget.dtype == np.uint8
+    assert sb["mib"] <= 2048, line_b
+    assert np.array_equal(budget, whole), f"{int((budget != whole).sum())} labels differ"
+    assert len(np.unique(whole)) > 50  # a real 100-class result, not a constant
