@@ -1,24 +1,22 @@
 #!/usr/bin/env bash
-# The main job on the shipped default. Until segrt ships its own trained
-# model and sample image, it shows what segrt does with one of the shared
-# MONAI networks: describe it, then run it on its reference input.
-# Usage: scripts/demo.sh BUILD_DIR MODELS_DIR
+# The main job on the shipped default: segrt's own nuclei model
+# (demo/model.onnx, trained by demo/train.py; demo/README.md says how) over
+# a real immunohistochemistry image (demo/sample.png, 512x512) larger than
+# its 256x256 window, so the run tiles it into 9 sliding windows and blends
+# them. On the GPU (FP16) when there is one, else on the CPU.
+# Writes out/demo/labels.png (0 background, 1 nuclei) and
+# out/demo/overlay.png (the image with the nuclei tinted and outlined).
+# Usage: scripts/demo.sh BUILD_DIR
 set -euo pipefail
-build=${1:-build} models=${2:-../shared/models}
+build=${1:-build}
 segrt="$build/segrt"
-model="$models/basicunet2d_tiny.onnx"
-input="$models/basicunet2d_tiny.in.npy"
 out_dir=out/demo
 mkdir -p "$out_dir"
-out="$out_dir/basicunet2d_tiny.logits.npy"
-
-echo "== segrt info $model --shape image=2x1x96x128"
-"$segrt" info "$model" --shape image=2x1x96x128
-echo
-echo "== segrt run $model --input $input --output $out"
-start=$(date +%s.%N)
-"$segrt" run "$model" --input "$input" --output "$out"
-end=$(date +%s.%N)
-echo
-secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
-echo "demo: ran $(basename "$model") on the CPU in ${secs} s; the result is in $(realpath "$out")"
+args=(--device cpu)
+if "$segrt" info --devices 2>/dev/null | grep -q '^cuda:0 '; then
+    args=(--device cuda --precision fp16)
+fi
+# The window (segrt.roi), overlap and input normalisation come from the
+# model's metadata; segrt prints one summary line.
+"$segrt" run demo/model.onnx demo/sample.png -o "$out_dir/labels.png" --overlay "$out_dir/overlay.png" "${args[@]}"
+echo "demo: look at $(realpath "$out_dir/overlay.png"): segrt's nuclei, tinted red and outlined; labels in $out_dir/labels.png"

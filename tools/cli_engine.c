@@ -36,28 +36,6 @@ static bool parse_device(const char *d, cli_engine_opts *o)
     return true;
 }
 
-/* "4G", "512M", "1024K", or bytes. */
-static bool parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        return false;
-    unsigned long long mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1ull << 10;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1ull << 20;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1ull << 30;
-    else if (*end)
-        return false;
-    if (mul > 1 && end[1] && !(end[1] == 'B' || end[1] == 'b' || (end[1] == 'i' && end[2] == 'B')))
-        return false;
-    *out = (size_t)(v * mul);
-    return true;
-}
-
 int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -96,7 +74,7 @@ int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
     } else if (strcmp(a, "--allow-cpu-fallback") == 0) {
         o->allow_cpu_fallback = true;
     } else if (strcmp(a, "--workspace") == 0) {
-        if (!has_value || !parse_size(argv[++*i], &o->workspace)) {
+        if (!has_value || !cli_parse_size(argv[++*i], &o->workspace)) {
             cli_usage_error("--workspace wants a size such as 4G or 512M");
             return -1;
         }

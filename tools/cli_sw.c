@@ -3,7 +3,9 @@
 #include "cli_sw.h"
 
 #include "core/tensor.h"
+#include "cli_sw_io.h"
 #include "io/npy.h"
+#include "pipeline/sw_device.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -71,6 +73,7 @@ bool cli_sw_output_kind(cli_sw_opts *o, const char *s)
         return false;
     o->sw.output = (sg_sw_output)k;
     o->any = true;
+    o->output_set = true;
     return true;
 }
 
@@ -93,9 +96,34 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || (o->n_overlap = parse_doubles(v, o->overlap)) < 1)
             return cli_usage_error("--overlap wants a fraction in [0, 1), or one per axis"), -1;
     } else if (strcmp(a, "--sw-batch") == 0) {
-        if (!v || !cli_parse_int(v, &n) || n < 1 || n > 65536)
-            return cli_usage_error("--sw-batch wants a number of windows, 1 to 65536"), -1;
-        o->sw.sw_batch = (int32_t)n;
+        o->auto_batch = v && strcmp(v, "auto") == 0;
+        if (!o->auto_batch && (!v || !cli_parse_int(v, &n) || n < 1 || n > 65536))
+            return cli_usage_error("--sw-batch wants a number of windows, 1 to 65536, or auto"), -1;
+        o->sw.sw_batch = o->auto_batch ? 1 : (int32_t)n;
+    } else if (strcmp(a, "--max-memory") == 0) {
+        size_t bytes;
+        if (!v || !cli_parse_size(v, &bytes) || bytes == 0)
+            return cli_usage_error("--max-memory wants a size such as 2G or 1500M"), -1;
+        o->sw.max_memory = bytes;
+    } else if (strcmp(a, "--accumulate") == 0) {
+        static const char *const accs[] = {"slabs", "whole"};
+        if (!v || (k = pick(v, accs, 2)) < 0)
+            return cli_usage_error("--accumulate wants slabs or whole"), -1;
+        o->sw.whole = k == 1;
+    } else if (strcmp(a, "--overlay") == 0) {
+        if (!v)
+            return cli_usage_error("--overlay wants a .png or .tif file"), -1;
+        if (!cli_sw_is_image_output(v))
+            return cli_usage_error("--overlay %s: the picture is written as .png or .tif", v), -1;
+        o->overlay = v;
+    } else if (strcmp(a, "--raw-input") == 0) {
+        o->raw_input = true;
+        o->any = true;
+        return 1;
+    } else if (strcmp(a, "--host-blend") == 0) {
+        o->sw.host_path = true;
+        o->any = true;
+        return 1;
     } else if (strcmp(a, "--blend") == 0) {
         if (!v || (k = pick(v, blends, 2)) < 0)
             return cli_usage_error("--blend wants constant or gaussian"), -1;
@@ -174,63 +202,151 @@ static int resolve(cli_sw_opts *so, const sg_tensor *image, const char *in)
 
 typedef struct sw_state {
     sg_tensor image, result;
+    sg_image pixels; /* an image file's pixels, for the overlay */
     segrt_build_options *opts;
     int32_t n;
+    const char *path[1 + CLI_SW_MAX_MODELS];
     segrt_model *model[1 + CLI_SW_MAX_MODELS];
     segrt_engine *engine[1 + CLI_SW_MAX_MODELS];
     segrt_context *ctx[1 + CLI_SW_MAX_MODELS];
     sg_sw_model members[1 + CLI_SW_MAX_MODELS];
 } sw_state;
 
-static void sw_state_free(sw_state *st)
+static void drop_engines(sw_state *st)
 {
-    free(st->image.data);
-    free(st->result.data);
     for (int32_t m = 0; m < st->n; m++) {
         segrt_context_destroy(st->ctx[m]);
         segrt_engine_destroy(st->engine[m]);
-        segrt_model_destroy(st->model[m]);
+        st->ctx[m] = NULL;
+        st->engine[m] = NULL;
     }
+}
+
+static void sw_state_free(sw_state *st)
+{
+    sg_image_free(&st->pixels);
+    free(st->image.data);
+    free(st->result.data);
+    drop_engines(st);
+    for (int32_t m = 0; m < st->n; m++)
+        segrt_model_destroy(st->model[m]);
     segrt_build_options_destroy(st->opts);
 }
 
-/* Model m of the ensemble loaded and built for the window batch. */
-static int load_member(sw_state *st, int32_t m, const char *path, const cli_sw_opts *so, const cli_engine_opts *eo)
+/* Model m of the ensemble loaded and checked against the image. */
+static int load_member(sw_state *st, int32_t m, const char *path)
 {
     segrt_status s;
-    int rc;
     if (cli_is_plan_file(path))
         return cli_usage_error("%s: sliding windows build the engine for their window; give the .onnx model",
                                path);
     if ((s = segrt_model_load(path, &st->model[m])) != SEGRT_OK)
         return cli_fail(s);
     st->n = m + 1;
+    st->path[m] = path;
     if (segrt_model_input_count(st->model[m]) != 1)
         return cli_usage_error("%s: sliding windows feed models of one input; this one has %zu", path,
                                segrt_model_input_count(st->model[m]));
-    segrt_tensor_desc d;
-    if ((s = segrt_model_input(st->model[m], 0, &d)) != SEGRT_OK)
-        return cli_fail(s);
-    if (d.rank != st->image.rank)
-        return cli_usage_error("%s: the model takes rank-%d input `%s`; the image has rank %d", path, d.rank, d.name,
-                               st->image.rank);
-    int64_t dims[SEGRT_MAX_RANK];
-    if ((s = sg_sw_input_dims(&so->sw, &st->image, dims)) != SEGRT_OK)
-        return cli_fail(s);
-    segrt_build_options_destroy(st->opts);
-    st->opts = NULL;
-    if ((rc = cli_engine_options(eo, &st->opts)) != CLI_OK)
-        return rc;
-    if ((s = segrt_build_options_set_shape(st->opts, d.name, d.rank, dims)) != SEGRT_OK)
-        return cli_fail(s);
-    if ((rc = cli_engine_build(st->model[m], st->opts, eo, &st->engine[m], NULL)) != CLI_OK)
-        return rc;
-    if ((s = segrt_context_create(st->engine[m], &st->ctx[m])) != SEGRT_OK)
-        return cli_fail(s);
-    st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
     return CLI_OK;
 }
 
+/* Every member takes an input of the image's rank. */
+static int check_ranks(const sw_state *st)
+{
+    segrt_status s;
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_tensor_desc d;
+        if ((s = segrt_model_input(st->model[m], 0, &d)) != SEGRT_OK)
+            return cli_fail(s);
+        if (d.rank != st->image.rank)
+            return cli_usage_error("%s: the model takes rank-%d input `%s`; the image has rank %d", st->path[m],
+                                   d.rank, d.name, st->image.rank);
+    }
+    return CLI_OK;
+}
+
+/* Every member's engine and context for the options' window batch. */
+static int build_members(sw_state *st, const cli_sw_opts *so, const cli_engine_opts *eo)
+{
+    segrt_status s;
+    int rc;
+    drop_engines(st);
+    int64_t dims[SEGRT_MAX_RANK];
+    if ((s = sg_sw_input_dims(&so->sw, &st->image, dims)) != SEGRT_OK)
+        return cli_fail(s);
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_tensor_desc d;
+        if ((s = segrt_model_input(st->model[m], 0, &d)) != SEGRT_OK)
+            return cli_fail(s);
+        segrt_build_options_destroy(st->opts);
+        st->opts = NULL;
+        if ((rc = cli_engine_options(eo, &st->opts)) != CLI_OK)
+            return rc;
+        if ((s = segrt_build_options_set_shape(st->opts, d.name, d.rank, dims)) != SEGRT_OK)
+            return cli_fail(s);
+        if ((rc = cli_engine_build(st->model[m], st->opts, eo, &st->engine[m], NULL)) != CLI_OK)
+            return rc;
+        if ((s = segrt_context_create(st->engine[m], &st->ctx[m])) != SEGRT_OK)
+            return cli_fail(s);
+        st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
+    }
+    return CLI_OK;
+}
+
+/* --sw-batch auto on CUDA: from the engines built for one window, the
+ * largest batch whose activations, window buffers and accumulators fit
+ * the budget (--max-memory, else the device's free memory), at most one
+ * batch per image's windows and 64. Estimates: a run that still runs out
+ * halves it (sw_run). */
+static int32_t auto_batch(sw_state *st, const cli_sw_opts *so, int32_t device)
+{
+    sg_sw_grid g;
+    if (sg_sw_grid_make(so->sw.n_dims, st->image.dims + 2, so->sw.roi, so->sw.overlap, so->sw.grid, &g) != SEGRT_OK)
+        return 1;
+    int64_t roi_numel = 1, pad_plane = 1, plane = 1;
+    for (int32_t d = 0; d < g.n_dims; d++) {
+        roi_numel *= g.roi[d];
+        if (d > 0) {
+            pad_plane *= g.padded[d];
+            plane *= g.size[d];
+        }
+    }
+    int64_t windows = g.n_windows, rows = g.roi[0] < g.padded[0] ? g.roi[0] : g.padded[0];
+    sg_sw_grid_free(&g);
+    int64_t C = st->image.dims[1], K = 1;
+    uint64_t held = 0, fixed = 0, per_window = 0;
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_engine_info info;
+        segrt_tensor in = {0}, y[16];
+        in.dtype = SEGRT_DTYPE_FLOAT32;
+        in.rank = st->image.rank;
+        sg_sw_input_dims(&so->sw, &st->image, in.dims);
+        if (segrt_engine_get_info(st->engine[m], &info) != SEGRT_OK ||
+            segrt_engine_output_shapes(st->engine[m], 1, &in, segrt_engine_output_count(st->engine[m]) < 16
+                                                               ? segrt_engine_output_count(st->engine[m]) : 16,
+                                       y) != SEGRT_OK)
+            return 1;
+        K = y[0].rank > 1 ? y[0].dims[1] : 1;
+        held += info.weight_bytes + info.arena_bytes + info.workspace_bytes;
+        fixed += info.weight_bytes + info.workspace_bytes;
+        per_window += info.arena_bytes;
+    }
+    int32_t flips = 1 << __builtin_popcount(so->sw.tta_axes);
+    per_window += 4u * (uint64_t)roi_numel * (uint64_t)(C + K * (1 + (flips > 1) + (st->n > 1)));
+    fixed += 4u * (uint64_t)((K + 1) * rows * pad_plane) + 4u * (uint64_t)(C * 2 * rows * plane);
+    uint64_t budget = so->sw.max_memory;
+    if (!budget) {
+        segrt_device_info di;
+        if (segrt_cuda_device_info(device, &di) != SEGRT_OK)
+            return 1;
+        budget = di.free_memory_bytes + held;
+    }
+    budget = budget / 10 * 9; /* room for what the estimate misses */
+    int64_t b = budget > fixed ? (int64_t)((budget - fixed) / per_window) : 1;
+    b = b < windows ? b : windows;
+    b = b < 64 ? b : 64;
+    return b < 1 ? 1 : (int32_t)b;
+}
 /* A progress line on a terminal: windows done, rate, time left. */
 typedef struct progress_line {
     double t0, last;
@@ -258,6 +374,31 @@ static void show_progress(void *user, int64_t done, int64_t total)
     fflush(stderr);
 }
 
+/* One windowed run: on the device path with its statistics when every
+ * member runs on CUDA, else the host path. */
+static sg_status run_windows(sw_state *st, const cli_sw_opts *so, sg_sw_stats *stats, bool *on_device)
+{
+    memset(stats, 0, sizeof *stats);
+    free(st->result.data);
+    memset(&st->result, 0, sizeof st->result);
+    *on_device = !so->sw.host_path && sg_sw_device_capable(st->members, st->n);
+    if (!*on_device)
+        return sg_sliding_window(st->members, st->n, &so->sw, &st->image, &st->result);
+    segrt_tensor in, res;
+    memset(&in, 0, sizeof in);
+    in.dtype = st->image.dtype;
+    in.rank = st->image.rank;
+    memcpy(in.dims, st->image.dims, sizeof in.dims);
+    in.data = st->image.data;
+    in.memory = SEGRT_MEMORY_HOST;
+    SG_TRY(sg_sw_device_run(st->members, st->n, &so->sw, &in, SEGRT_MEMORY_HOST, &res, stats));
+    st->result.dtype = res.dtype;
+    st->result.rank = res.rank;
+    memcpy(st->result.dims, res.dims, sizeof st->result.dims);
+    st->result.data = res.data;
+    return SEGRT_OK;
+}
+
 static int sw_run(sw_state *st, const char *model, const char *in, const char *out, cli_sw_opts *so,
                   const cli_engine_opts *eo, bool quiet)
 {
@@ -265,31 +406,94 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     int rc;
     if (eo->n_shapes)
         return cli_usage_error("--shape does not go with --roi: the window and --sw-batch give the model's shape");
-    if ((s = sg_npy_read(in, &st->image)) != SEGRT_OK)
-        return cli_fail(s);
+    for (int32_t m = 0; m <= so->n_models; m++)
+        if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1])) != CLI_OK)
+            return rc;
+    if ((rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK ||
+        (rc = cli_sw_read_input(in, st->model[0], model, so->raw_input, &st->image, &st->pixels)) != CLI_OK)
+        return rc;
     if ((rc = resolve(so, &st->image, in)) != CLI_OK)
         return rc;
     if (st->image.dtype != SEGRT_DTYPE_FLOAT32)
         return cli_usage_error("%s: the image is %s; sliding windows read float32", in,
                                segrt_dtype_name(st->image.dtype));
-    for (int32_t m = 0; m <= so->n_models; m++)
-        if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1], so, eo)) != CLI_OK)
-            return rc;
+    if ((rc = check_ranks(st)) != CLI_OK)
+        return rc;
+    if (cli_sw_is_image_output(out)) {
+        if (!so->output_set)
+            so->sw.output = SG_SW_OUTPUT_LABELS;
+        if (so->sw.output != SG_SW_OUTPUT_LABELS)
+            return cli_usage_error("%s: an image file takes a label map; write logits or probs to .npy", out);
+    }
+    if (so->overlay && !st->pixels.pixels)
+        return cli_usage_error("--overlay draws over an image file (PNG, JPEG, TIFF); %s is an array", in);
+    if (so->overlay && so->sw.output != SG_SW_OUTPUT_LABELS)
+        return cli_usage_error("--overlay draws labels: add --output labels");
+    bool cuda = eo->device == SEGRT_DEVICE_CUDA;
+    if (so->auto_batch)
+        so->sw.sw_batch = 1;
+    if ((rc = build_members(st, so, eo)) != CLI_OK)
+        return rc;
+    if (so->auto_batch && cuda) {
+        int32_t b = auto_batch(st, so, eo->device_index);
+        if (b > 1) {
+            so->sw.sw_batch = b;
+            if ((rc = build_members(st, so, eo)) != CLI_OK)
+                return rc;
+        }
+    }
     progress_line pl = {now_s(), 0.0};
     if (!quiet && isatty(STDERR_FILENO)) {
         so->sw.progress = show_progress;
         so->sw.progress_user = &pl;
     }
-    if ((s = sg_sliding_window(st->members, st->n, &so->sw, &st->image, &st->result)) != SEGRT_OK) {
+    sg_sw_stats stats;
+    bool on_device = false;
+    double t0 = now_s();
+    while ((s = run_windows(st, so, &stats, &on_device)) == SEGRT_ERROR_OUT_OF_MEMORY && so->auto_batch &&
+           so->sw.sw_batch > 1) {
+        if (!quiet)
+            fprintf(stderr, "segrt: out of device memory with %d windows a run; retrying with %d\n", so->sw.sw_batch,
+                    so->sw.sw_batch / 2);
+        so->sw.sw_batch /= 2;
+        if ((rc = build_members(st, so, eo)) != CLI_OK)
+            return rc;
+        t0 = now_s();
+    }
+    double seconds = now_s() - t0;
+    if (s != SEGRT_OK) {
         sg_error_prefix(s, "%s over %s: ", model, in);
         return cli_fail(s);
     }
-    if ((s = sg_npy_write(out, &st->result)) != SEGRT_OK)
-        return cli_fail(s);
+    if ((rc = cli_sw_write_result(out, &st->result)) != CLI_OK)
+        return rc;
+    if (so->overlay && (rc = cli_sw_write_overlay(so->overlay, &st->pixels, &st->result)) != CLI_OK)
+        return rc;
     if (!quiet) {
-        char dimtxt[256];
-        printf("wrote %s %s to %s\n", segrt_dtype_name(st->result.dtype),
-               sg_dims_format(st->result.dims, st->result.rank, dimtxt, sizeof dimtxt), out);
+        char img[128], res[128], where[64];
+        sg_dims_format(st->image.dims, st->image.rank, img, sizeof img);
+        sg_dims_format(st->result.dims, st->result.rank, res, sizeof res);
+        static const char *const prec[] = {"fp32", "tf32", "fp16", "bf16"};
+        if (cuda)
+            snprintf(where, sizeof where, "cuda:%d %s", eo->device_index,
+                     (int)eo->precision >= 0 && (int)eo->precision < 4 ? prec[eo->precision] : "?");
+        else
+            snprintf(where, sizeof where, "cpu fp32");
+        sg_sw_grid g;
+        int64_t windows = 0;
+        if (sg_sw_grid_make(so->sw.n_dims, st->image.dims + 2, so->sw.roi, so->sw.overlap, so->sw.grid, &g) ==
+            SEGRT_OK) {
+            windows = g.n_windows * st->image.dims[0];
+            sg_sw_grid_free(&g);
+        }
+        printf("segrt: %s %s -> %s %s %s: %lld windows (%d a run), %s, %.3f s", in, img, out,
+               segrt_dtype_name(st->result.dtype), res, (long long)windows, so->sw.sw_batch, where, seconds);
+        if (on_device)
+            printf(", blended on the GPU in %d pass%s, device memory %.2f MiB (networks %.2f + windows %.2f)",
+                   stats.passes, stats.passes == 1 ? "" : "es",
+                   (double)(stats.context_bytes + stats.pipeline_bytes) / 1048576.0,
+                   (double)stats.context_bytes / 1048576.0, (double)stats.pipeline_bytes / 1048576.0);
+        printf("\n");
     }
     return CLI_OK;
 }

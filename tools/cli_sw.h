@@ -22,13 +22,29 @@ typedef struct cli_sw_opts {
     int64_t tta_axes[SG_SW_MAX_DIMS];
     int32_t n_models;           /* --model: ensemble members after MODEL */
     const char *models[CLI_SW_MAX_MODELS];
+    bool auto_batch;            /* --sw-batch auto */
+    bool output_set;            /* --output-kind (or --output KIND) given */
+    const char *overlay;        /* --overlay PATH */
+    bool raw_input;             /* --raw-input: no normalisation of image files */
 } cli_sw_opts;
 
 #define CLI_SW_USAGE                                                                                  \
-    "sliding window (an image larger than the model's window; -o OUT.npy takes the result):\n"       \
+    "sliding window (an image larger than the model's window; -o OUT takes the result):\n"           \
+    "  IMAGE is .npy (float32 N x C x spatial) or PNG, JPEG or TIFF (8/16-bit grey or RGB), which\n" \
+    "  is normalised as the model's metadata says (segrt.input.scale/mean/std); OUT is .npy, or\n"   \
+    "  .png/.tif for a label map. The window and overlap default to the model's segrt.roi and\n"   \
+    "  segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o LABELS.png` needs nothing else.\n" \
+    "  --overlay PATH.png        also write the image with the labels tinted and outlined\n"       \
+    "  --raw-input               do not normalise image files\n"                                  \
     "  --roi D,H,W               the window (<= 0: the whole axis); turns sliding windows on\n"      \
     "  --overlap F[,F,F]         overlap of neighbouring windows, in [0, 1) (default 0.25)\n"         \
-    "  --sw-batch N              windows per run of the model (default 1)\n"                        \
+    "  --sw-batch N|auto         windows per run of the model (default 1; auto: the most that fit\n" \
+    "                            the device's free memory or --max-memory, halved on running out)\n" \
+    "  --max-memory SIZE         CUDA: device memory the run may hold, networks included (e.g. 2G);\n" \
+    "                            accumulators then stream in thinner slabs if they must\n"          \
+    "  --accumulate slabs|whole  CUDA: a ring of a window's rows of accumulators (default), or the\n" \
+    "                            whole image's (the unbounded reference; same numbers)\n"         \
+    "  --host-blend              CUDA: gather and blend on the host instead of the GPU (reference)\n" \
     "  --blend constant|gaussian importance of a window's voxels (default constant)\n"              \
     "  --sigma-scale S           Gaussian sigma as a fraction of the window (default 0.125)\n"     \
     "  --pad constant|reflect|replicate  padding of axes smaller than the window (default constant)\n" \
@@ -40,7 +56,8 @@ typedef struct cli_sw_opts {
     "  --tta mirror[=AXES]       also run each window mirrored along every combination of the\n"   \
     "                            spatial axes (or AXES, e.g. 0,2) and average (nnU-Net's)\n"       \
     "  --model OTHER.onnx        an ensemble: average with MODEL per window (repeatable)\n"        \
-    "A progress line goes to stderr when it is a terminal (not with --quiet).\n"
+    "A progress line goes to stderr when it is a terminal (not with --quiet); a summary line to\n"    \
+    "stdout at the end.\n"
 
 void cli_sw_opts_init(cli_sw_opts *o);
 /* Consumes the sliding-window option at argv[*i] (and its value): 1 if it
@@ -48,7 +65,8 @@ void cli_sw_opts_init(cli_sw_opts *o);
 int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i);
 /* Whether s names an output kind (logits, probs, labels). */
 bool cli_sw_output_kind(cli_sw_opts *o, const char *s);
-/* Runs MODEL over the image in `in` and writes the result to `out`; returns an exit code. */
+/* Runs MODEL over the image in `in` and writes the result to `out`; returns
+ * an exit code. Without --roi the window comes from the model's metadata. */
 int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *so, const cli_engine_opts *eo,
                bool quiet);
 

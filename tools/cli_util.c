@@ -120,3 +120,25 @@ const char *cli_format_dims(const segrt_tensor_desc *d, char *buf, size_t cap)
     }
     return buf;
 }
+
+/* "4G", "512M", "1024K", or bytes. */
+bool cli_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return false;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ull << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ull << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ull << 30;
+    else if (*end)
+        return false;
+    if (mul > 1 && end[1] && !(end[1] == 'B' || end[1] == 'b' || (end[1] == 'i' && end[2] == 'B')))
+        return false;
+    *out = (size_t)(v * mul);
+    return true;
+}

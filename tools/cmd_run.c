@@ -4,6 +4,7 @@
 #include "cli_sw.h"
 
 #include "core/tensor.h"
+#include "io/image.h"
 #include "io/npy.h"
 
 #include <stdio.h>
@@ -14,6 +15,7 @@ static const char run_usage[] =
     "usage: segrt run MODEL|PLAN --input [NAME=]IN.npy... --output [NAME=]OUT.npy...\n"
     "                 [engine options] [--quiet]\n"
     "       segrt run MODEL IMAGE.npy -o OUT.npy --roi 96,96,96 [sliding-window options]\n"
+    "       segrt run MODEL IMAGE.png -o LABELS.png [--overlay OVERLAY.png] [sliding-window options]\n"
     "Inputs and outputs are matched by NAME, or by position when no name is given.\n"
     "MODEL is an .onnx file (on CUDA, built through the plan cache) or a plan from `segrt build`.\n"
     CLI_ENGINE_USAGE CLI_SW_USAGE;
@@ -232,11 +234,15 @@ int cmd_run(int argc, char **argv)
     }
     if (!path)
         return cli_usage_error("run: no model given\n%s", run_usage);
-    if (so.any && !so.on)
-        return cli_usage_error("run: sliding-window options need --roi");
-    if (so.on) {
+    /* An image file is always a sliding-window job: the window then comes
+     * from --roi or the model's metadata. */
+    bool image_in = n_ins == 1 && !ins[0].name && sg_image_is_image_file(ins[0].path);
+    if (so.any && !so.on && !image_in)
+        return cli_usage_error("run: sliding-window options need --roi (or an image file)");
+    if (so.on || image_in) {
         if (n_ins != 1 || n_outs != 1)
-            return cli_usage_error("run --roi: one image and one -o OUT.npy, not %d and %d", n_ins, n_outs);
+            return cli_usage_error("run: a sliding-window job takes one image and one -o OUT, not %d and %d", n_ins,
+                                   n_outs);
         return cli_sw_run(path, ins[0].path, outs[0].path, &so, &eo, quiet);
     }
     run_state st;
