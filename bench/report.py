@@ -13,6 +13,13 @@ a later run's mode replacing an earlier one's; --write-merged keeps the
 merged JSON (for bench/results/). gpu_vs_pytorch.py
 imports markdown() and target_checks() to print the same table at the end of
 a run and to store the target verdicts in its JSON.
+
+With --sw it does the same for bench/sw_vs_monai.py's results
+(sw_vs_monai-*.json, --small runs left out) between
+
+    <!-- sw-bench:begin -->  and  <!-- sw-bench:end -->
+
+several --file results (jobs run in separate calls) merged case by case.
 """
 import argparse
 import json
@@ -22,6 +29,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- gpu-bench:begin -->", "<!-- gpu-bench:end -->"
+SW_BEGIN, SW_END = "<!-- sw-bench:begin -->", "<!-- sw-bench:end -->"
 
 MODE_NAMES = {
     "eager32": "PyTorch eager FP32",
@@ -150,27 +158,29 @@ def markdown(result):
     return "\n".join(lines).rstrip() + "\n"
 
 
-def latest_result(results_dir):
-    """(path, dict) of the gpu_vs_pytorch result with the newest date, or
-    (None, None)."""
+def latest_result(results_dir, pattern="gpu_vs_pytorch-*.json"):
+    """(path, dict) of the result matching pattern with the newest date, or
+    (None, None). Smoke-test runs (settings.small) do not count."""
     best = (None, None)
-    for p in sorted(pathlib.Path(results_dir).glob("gpu_vs_pytorch-*.json")):
+    for p in sorted(pathlib.Path(results_dir).glob(pattern)):
         try:
             r = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
+            continue
+        if r.get("settings", {}).get("small"):
             continue
         if best[1] is None or r.get("date", "") >= best[1].get("date", ""):
             best = (p, r)
     return best
 
 
-def replace_section(text, body):
+def replace_section(text, body, begin=BEGIN, end=END):
     """text with what lies between the markers replaced by body; ValueError
     when the markers are missing or out of order."""
-    i, j = text.find(BEGIN), text.find(END)
+    i, j = text.find(begin), text.find(end)
     if i < 0 or j < 0 or j < i:
-        raise ValueError(f"markers {BEGIN} ... {END} not found in order")
-    return text[:i + len(BEGIN)] + "\n" + body.rstrip() + "\n" + text[j:]
+        raise ValueError(f"markers {begin} ... {end} not found in order")
+    return text[:i + len(begin)] + "\n" + body.rstrip() + "\n" + text[j:]
 
 
 def merge(results):
@@ -214,6 +224,100 @@ def speedups(case):
     return {mode: r["median_ms"] / seg for mode, r in res.items() if mode != "segrt" and _ok(r)}
 
 
+# ---------------------------------------------------------------------------
+# bench/sw_vs_monai.py: sliding-window jobs, segrt against MONAI's algorithm
+# in PyTorch AMP, host image to host labels
+
+
+def _sw_key(case):
+    return (case.get("job"), case.get("sw_batch"), case.get("blend"))
+
+
+def sw_merge(results):
+    """One sw_vs_monai result from several runs on one device (jobs or
+    sw_batch values run in separate calls): the first run's header, a later
+    run's case replacing an earlier one with the same job, sw_batch and
+    blend; each case keeps the date of its run."""
+    if len(results) == 1:
+        return results[0]
+    names = {r.get("device", {}).get("name") for r in results}
+    if len(names) > 1:
+        raise ValueError(f"results from different devices: {sorted(map(str, names))}")
+    out = dict(results[0])
+    out["merged_from"] = [{"date": r.get("date"), "versions": r.get("versions"), "settings": r.get("settings")}
+                          for r in results]
+    out["date"] = max(r.get("date", "") for r in results)
+    out["complete"] = all(r.get("complete", True) for r in results)
+    cases = {}
+    for r in results:
+        for c in r.get("cases", []):
+            if "error" not in c or _sw_key(c) not in cases:
+                cases[_sw_key(c)] = dict(c, run_date=r.get("date"))
+    out["cases"] = list(cases.values())
+    return out
+
+
+def _pair(seg, torch, fmt):
+    return f"{_f(seg, fmt)} · {_f(torch, fmt)}"
+
+
+def _sw_row(case):
+    dims = "×".join(map(str, case.get("image_shape", [])[1:]))
+    roi = "×".join(map(str, case.get("roi", [])))
+    head = (f"| {case.get('job')}: {case.get('model')}, {dims}, window {roi}, overlap {case.get('overlap')} "
+            f"| {case.get('windows')} ({case.get('sw_batch')}) ")
+    seg, tor = case.get("segrt") or {}, case.get("torch") or {}
+    if "error" in case or not seg:
+        why = case.get("error") or "segrt did not run"
+        return head + f"| {why[:100]} | | | | | | | |"
+
+    def ms(r):
+        return f"{r['median_ms']:,.1f} ({r['p10_ms']:,.1f}–{r['p90_ms']:,.1f})" if r else "–"
+
+    sp = case.get("speedup")
+    agree = case.get("labels_agreement")
+    where = {0: " (host blend)", 1: " (GPU blend)"}.get((case.get("segrt_stats") or {}).get("on_device"), "")
+    verdict = "–" if sp is None else ("met" if sp >= case.get("target_speedup", 5.0) else "**not met**")
+    return (head + f"| {ms(seg)}{where} | {ms(tor)} | {_f(sp, '.2f')}{'×' if sp is not None else ''} | "
+            f"{_pair(seg.get('windows_per_s'), tor.get('windows_per_s'), ',.0f')} | "
+            f"{_pair(seg.get('tflops'), tor.get('tflops'), '.3g')} | "
+            f"{_mib(seg.get('peak_bytes_sampled'))} · {_mib(tor.get('peak_bytes'))} | "
+            f"{_f(None if agree is None else 100 * agree, '.3f')} | {verdict} |")
+
+
+def sw_markdown(result):
+    """The sliding-window result as markdown: a line of context, one row
+    per job and sw_batch, then what was measured how."""
+    dev = result.get("device", {})
+    v = result.get("versions", {})
+    s = result.get("settings", {})
+    target = s.get("target_speedup", 5.0)
+    runs = sorted({c[side]["runs"] for c in result.get("cases", []) for side in ("segrt", "torch")
+                   if isinstance(c.get(side), dict) and "runs" in c[side]})
+    torch_col = "PyTorch AMP ms" if str(s.get("torch_mode", "AMP")).startswith("AMP") else "PyTorch ms"
+    driver = f" (driver {dev['driver']})" if dev.get("driver") else ""
+    lines = [
+        f"{dev.get('name', '?')}{driver}, {result.get('date', '?')}: "
+        f"segrt {v.get('segrt', '?')} ({s.get('segrt_precision') or 'default precision'}), "
+        f"PyTorch {v.get('torch', '?')} (CUDA {v.get('torch_cuda', '?')}, cuDNN {v.get('torch_cudnn', '?')}) "
+        f"running MONAI's sliding_window_inference algorithm, {s.get('torch_mode', '?')}, onnx2torch "
+        f"{v.get('onnx2torch', '?')}. End to end from a float32 image in host memory to uint8 labels in host "
+        f"memory, {s.get('blend', '?')} blending, sides alternating; median (p10–p90) of "
+        f"{'/'.join(map(str, runs)) or '?'} runs after {s.get('warmup', '?')} warm-up."
+        + (" **Smoke test (--small).**" if s.get("small") else "")
+        + ("" if result.get("complete", True) else " **Run cut short: cases are missing.**"),
+        "",
+        f"| job | windows (per call) | segrt ms | {torch_col} | segrt faster by | windows/s segrt · torch "
+        f"| TFLOP/s segrt · torch | peak MiB segrt (sampled) · torch | labels agree % | ≥ {target:g}× |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [_sw_row(dict(c, target_speedup=target)) for c in result.get("cases", [])]
+    lines += ["", "PyTorch's peak is its allocator's maximum over the timed runs; segrt's is sampled: the drop "
+                  "in free device memory, read every 2 ms during one run, from before its engine was built. "
+                  "TFLOP/s counts the network's convolutions over the windows."]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--file", action="append", default=[],
@@ -222,28 +326,35 @@ def main(argv=None):
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--write-merged", metavar="JSON", help="also write the merged result to this file")
     ap.add_argument("--print-only", action="store_true", help="print the table, leave the README")
+    ap.add_argument("--sw", action="store_true",
+                    help="bench/sw_vs_monai.py's results (sw_vs_monai-*.json) and the sw-bench markers")
     a = ap.parse_args(argv)
+    pattern, merge_fn, table = "gpu_vs_pytorch-*.json", merge, markdown
+    markers = (BEGIN, END)
+    if a.sw:
+        pattern, merge_fn, table = "sw_vs_monai-*.json", sw_merge, sw_markdown
+        markers = (SW_BEGIN, SW_END)
     if a.file:
         paths = [pathlib.Path(f) for f in a.file]
         try:
-            result = merge([json.loads(p.read_text()) for p in paths])
+            result = merge_fn([json.loads(p.read_text()) for p in paths])
         except (OSError, json.JSONDecodeError, ValueError) as e:
             sys.exit(f"report: {e}")
     else:
-        path, result = latest_result(a.results)
+        path, result = latest_result(a.results, pattern)
         if result is None:
-            sys.exit(f"report: no gpu_vs_pytorch-*.json in {a.results}")
+            sys.exit(f"report: no {pattern} in {a.results}")
         paths = [path]
     if a.write_merged:
         pathlib.Path(a.write_merged).write_text(json.dumps(result, indent=1) + "\n")
     source = pathlib.Path(a.write_merged).name if a.write_merged else ", ".join(p.name for p in paths)
-    body = f"Latest (`bench/results/{source}`):\n\n{markdown(result)}"
+    body = f"Latest (`bench/results/{source}`):\n\n{table(result)}"
     if a.print_only:
         print(body, end="")
         return
     readme = pathlib.Path(a.readme)
     try:
-        readme.write_text(replace_section(readme.read_text(), body))
+        readme.write_text(replace_section(readme.read_text(), body, *markers))
     except (OSError, ValueError) as e:
         sys.exit(f"report: {readme}: {e}")
     print(f"report: {readme} updated from {source}")

@@ -746,3 +746,195 @@ class DeviceBuffer:
             self.close()
         except Exception:
             pass
+
+
+# ---------------------------------------------------------------------------
+# sliding windows: segrt_window_options, segrt_window_input_dims,
+# segrt_window_run and segrt_window_result_free (segrt.h "Sliding windows")
+
+_SIGNATURES.update({
+    "segrt_window_options_create": (_S, [_I32, _I64P, _PP]),
+    "segrt_window_options_destroy": (None, [_P]),
+    "segrt_window_options_set_overlap": (_S, [_P, ctypes.POINTER(ctypes.c_double)]),
+    "segrt_window_options_set_batch": (_S, [_P, _I32]),
+    "segrt_window_options_set_blend": (_S, [_P, ctypes.c_int, ctypes.c_double]),
+    "segrt_window_options_set_padding": (_S, [_P, ctypes.c_int, ctypes.c_float]),
+    "segrt_window_options_set_grid": (_S, [_P, ctypes.c_int]),
+    "segrt_window_options_set_output": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_float]),
+    "segrt_window_options_set_mirroring": (_S, [_P, ctypes.c_uint32]),
+    "segrt_window_options_set_max_memory": (_S, [_P, ctypes.c_uint64]),
+    "segrt_window_options_set_result_memory": (_S, [_P, ctypes.c_int]),
+    "segrt_window_input_dims": (_S, [_P, _TP, _I64P]),
+    "segrt_window_run": (_S, [_PP, _SZ, _P, _TP, _TP]),
+    "segrt_window_result_free": (None, [_TP]),
+})
+
+
+class WindowStats(ctypes.Structure):
+    """segrt_window_stats: what a windowed run did."""
+    _fields_ = [("windows", ctypes.c_int64), ("runs", ctypes.c_int64), ("passes", ctypes.c_int32),
+                ("on_device", ctypes.c_int32), ("slab_rows", ctypes.c_int64), ("pipeline_bytes", ctypes.c_uint64),
+                ("context_bytes", ctypes.c_uint64)]
+
+
+_SIGNATURES["segrt_window_run_with_stats"] = (_S, [_PP, _SZ, _P, _TP, _TP, ctypes.POINTER(WindowStats)])
+
+# The window enums of segrt.h, by the names the CLI uses.
+WINDOW_BLENDS = {"constant": 0, "gaussian": 1}
+WINDOW_PADS = {"constant": 0, "reflect": 1, "replicate": 2}
+WINDOW_GRIDS = {"monai": 0, "nnunet": 1}
+WINDOW_OUTPUTS = {"logits": 0, "probs": 1, "labels": 2}
+WINDOW_ACTIVATIONS = {"default": 0, "none": 1, "softmax": 2, "sigmoid": 3}
+
+
+def _lookup(table, value, what):
+    if isinstance(value, int):
+        return value
+    if value not in table:
+        raise ValueError(f"unknown {what} {value!r}; known: {', '.join(table)}")
+    return table[value]
+
+
+class WindowResult:
+    """The host tensor segrt_window_run allocated: .array is a numpy view
+    of it (no copy), valid until close(); numpy() copies it out. .stats:
+    the run's segrt_window_stats as a dict, or None."""
+
+    def __init__(self, tensor, stats=None):
+        self._t = tensor
+        self.stats = stats
+        self.on_device = tensor.memory == MEMORY_DEVICE
+        n = int(np.prod(tensor.shape, dtype=np.int64))
+        dt = numpy_dtype(tensor.dtype)
+        if self.on_device:  # .array stays None: numpy() downloads
+            self.array = None
+            self._nbytes = n * dt.itemsize
+            self._dtype = dt
+            return
+        buf = (ctypes.c_uint8 * (n * dt.itemsize)).from_address(tensor.data) if n else bytearray()
+        self.array = np.frombuffer(buf, dtype=dt, count=n).reshape(tensor.shape)
+
+    def numpy(self):
+        if self.on_device:
+            a = np.empty(self._t.shape, self._dtype)
+            call("segrt_device_copy", a.ctypes.data, MEMORY_HOST, self._t.data, MEMORY_DEVICE, self._nbytes,
+                 self._t.device)
+            return a
+        return self.array.copy()
+
+    def close(self):
+        if self._t is not None and self._t.data:
+            self.array = None
+            fn("segrt_window_result_free")(ctypes.byref(self._t))
+        self._t = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class WindowOptions(_Handle):
+    """segrt_window_options for windows of `roi` (one value per spatial
+    dim; <= 0 is the whole axis). Keyword arguments call the setters:
+    overlap (one value or one per dim), batch, blend ("constant",
+    "gaussian") with sigma_scale, pad ("constant", "reflect", "replicate")
+    with pad_value, grid ("monai", "nnunet"), output ("logits", "probs",
+    "labels") with activation ("default", "none", "softmax", "sigmoid") and
+    threshold, mirroring (a bit mask of spatial axes)."""
+    _destroy = "segrt_window_options_destroy"
+
+    def __init__(self, roi, overlap=None, batch=None, blend=None, sigma_scale=0.125, pad=None, pad_value=0.0,
+                 grid=None, output=None, activation="default", threshold=0.5, mirroring=None, max_memory=None,
+                 result_memory=None):
+        self._ptr = None
+        roi = [int(r) for r in roi]
+        self.n_dims = len(roi)
+        p = ctypes.c_void_p()
+        call("segrt_window_options_create", self.n_dims, (ctypes.c_int64 * max(1, self.n_dims))(*roi),
+             ctypes.byref(p))
+        super().__init__(p.value)
+        if overlap is not None:
+            self.set_overlap(overlap)
+        if batch is not None:
+            call("segrt_window_options_set_batch", self.ptr, int(batch))
+        if blend is not None:
+            call("segrt_window_options_set_blend", self.ptr, _lookup(WINDOW_BLENDS, blend, "blend"),
+                 float(sigma_scale))
+        if pad is not None:
+            call("segrt_window_options_set_padding", self.ptr, _lookup(WINDOW_PADS, pad, "padding"),
+                 float(pad_value))
+        if grid is not None:
+            call("segrt_window_options_set_grid", self.ptr, _lookup(WINDOW_GRIDS, grid, "grid"))
+        if output is not None:
+            call("segrt_window_options_set_output", self.ptr, _lookup(WINDOW_OUTPUTS, output, "output"),
+                 _lookup(WINDOW_ACTIVATIONS, activation, "activation"), float(threshold))
+        if mirroring is not None:
+            call("segrt_window_options_set_mirroring", self.ptr, int(mirroring))
+        if max_memory is not None:
+            call("segrt_window_options_set_max_memory", self.ptr, int(max_memory))
+        if result_memory is not None:
+            call("segrt_window_options_set_result_memory", self.ptr,
+                 {"host": MEMORY_HOST, "device": MEMORY_DEVICE}[result_memory])
+
+    def set_overlap(self, overlap):
+        ov = list(overlap) if isinstance(overlap, (list, tuple)) else [overlap] * self.n_dims
+        call("segrt_window_options_set_overlap", self.ptr, (ctypes.c_double * max(1, len(ov)))(*map(float, ov)))
+
+    def input_dims(self, image):
+        """The dims every engine of the run must be built for, as a tuple:
+        [windows per run, C, window...]. image: an array, DeviceTensor or
+        anything with .dtype and .shape."""
+        t = Tensor()
+        t.dtype = dtype_code(image.dtype)
+        t.rank, t.dims = _dims(image.shape)
+        out = (ctypes.c_int64 * MAX_RANK)()
+        call("segrt_window_input_dims", self.ptr, ctypes.byref(t), out)
+        return tuple(int(d) for d in out[:t.rank])
+
+    def bind(self, contexts, image, with_stats=False):
+        """A function of no arguments running segrt_window_run on these
+        contexts (a Context or a list: an ensemble) and this image (a numpy
+        array in host memory or a DeviceTensor), returning a WindowResult;
+        the argument structs are made once, for timing loops. with_stats:
+        through segrt_window_run_with_stats where the library has it."""
+        ctxs = list(contexts) if isinstance(contexts, (list, tuple)) else [contexts]
+        arr = (ctypes.c_void_p * len(ctxs))(*[c.ptr for c in ctxs])
+        img, keep = _tensor(image)
+        ptr, n = self.ptr, len(ctxs)
+        stats = None
+        if with_stats:
+            try:
+                c_stats = fn("segrt_window_run_with_stats")
+                stats = WindowStats()
+            except SegrtError as e:
+                if e.status != MISSING_SYMBOL:
+                    raise
+        name = "segrt_window_run" if stats is None else "segrt_window_run_with_stats"
+        c_run = fn("segrt_window_run")
+
+        def run():
+            out = Tensor()
+            if stats is None:
+                status = c_run(arr, n, ptr, ctypes.byref(img), ctypes.byref(out))
+            else:
+                status = c_stats(arr, n, ptr, ctypes.byref(img), ctypes.byref(out), ctypes.byref(stats))
+            if status != OK:
+                raise SegrtError(name, status, last_error())
+            return WindowResult(out, None if stats is None else _struct_dict(stats))
+
+        run.keep = (self, ctxs, keep)
+        return run
+
+    def run(self, contexts, image):
+        """segrt_window_run once: the result as a numpy array (a copy; the
+        segrt allocation is freed)."""
+        with self.bind(contexts, image)() as r:
+            return r.numpy()
