@@ -159,7 +159,21 @@ LAYERS = [
     ("conv1d-2to3-s2", False, 2, 2, [17], 3, dict(kernel=[4], strides=[2], pads=[1, 2]), None, "add"),
     ("convt3d-5to4", True, 1, 5, [3, 4, 3], 4, dict(kernel=[3, 3, 3], strides=[1, 1, 1], pads=[1] * 6), "Relu",
      "x"),
+    # Stride 1, dilation 1: the tiled variant, over more than one tile and
+    # partial tiles (tiles are 4 x 8 x 32 deep at most), and too many
+    # channels for any tile (the general kernel).
+    ("conv3d-2to2-tiles", False, 2, 2, [9, 19, 70], 2, dict(kernel=[3, 3, 3], pads=[1] * 6), "PRelu", "add"),
+    ("conv3d-3to1-k5-asym", False, 1, 3, [6, 10, 40], 1, dict(kernel=[5, 3, 3], pads=[2, 0, 1, 1, 2, 1]), None,
+     "x"),
+    ("conv2d-16to4-tiles", False, 2, 16, [21, 75], 4, dict(kernel=[3, 3], pads=[1, 1, 1, 1]), "LeakyRelu", "add"),
+    ("conv2d-1to2-k7-nopad", False, 3, 1, [30, 45], 2, dict(kernel=[7, 7], bias=False), None, "x"),
+    ("conv3d-40to3-wide", False, 1, 40, [5, 9, 33], 3, dict(kernel=[3, 3, 3], pads=[1] * 6), "Relu", "add"),
+    ("conv1d-4to2-k3", False, 2, 4, [100], 2, dict(kernel=[3], pads=[1, 1]), None, "x"),
 ]
+# The layers the tiled variant takes, for the A/B against the general kernel.
+TILED = [s for s in LAYERS if not s[1] and s[0] in (
+    "conv3d-2to2-spleen", "conv2d-1to1", "conv2d-32to2-1x1", "conv3d-2to2-tiles", "conv3d-3to1-k5-asym",
+    "conv2d-16to4-tiles", "conv2d-1to2-k7-nopad", "conv1d-4to2-k3")]
 
 
 def layer_model(spec, seed):
@@ -281,3 +295,23 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     e = rel_l2(small[0], cudnn[0])
     print(f"\nsmall conv vs cuDNN at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
+
+
+@pytest.mark.parametrize("spec", TILED, ids=[s[0] for s in TILED])
+def test_tiled_agrees_with_general_kernel(gpu, spec):
+    """SEGRT_CUDA_TILED_CONV=0 runs the same layers on the general direct
+    kernel: the two sum in other orders, so they agree to rounding."""
+    m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
+    model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
+    tiled = run_engine(model, feeds, "cuda", "fp32")
+    old = os.environ.get("SEGRT_CUDA_TILED_CONV")
+    os.environ["SEGRT_CUDA_TILED_CONV"] = "0"
+    try:
+        general = run_engine(model, feeds, "cuda", "fp32")
+    finally:
+        if old is None:
+            del os.environ["SEGRT_CUDA_TILED_CONV"]
+        else:
+            os.environ["SEGRT_CUDA_TILED_CONV"] = old
+    for a, b in zip(tiled, general):
+        assert rel_l2(a, b) <= 1e-6, f"tiled vs general: rel L2 {rel_l2(a, b):.3g}"

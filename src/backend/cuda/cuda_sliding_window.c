@@ -295,6 +295,20 @@ static sg_status plan_memory(dev_run *r)
     return SEGRT_OK;
 }
 
+/* memcpy by the OpenMP team in 4 MiB pieces: one core copies into pinned
+ * memory at a few GB/s, a slab of a CT volume is hundreds of MB, and the
+ * GPU waits for it. */
+static void copy_parallel(void *dst, const void *src, size_t bytes)
+{
+    const size_t piece = (size_t)4 << 20;
+    int64_t n = (int64_t)((bytes + piece - 1) / piece);
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int64_t i = 0; i < n; i++) {
+        size_t at = (size_t)i * piece, len = bytes - at < piece ? bytes - at : piece;
+        memcpy((char *)dst + at, (const char *)src + at, len);
+    }
+}
+
 /* Host rows [a, b) of image n, every channel, into the ring through the
  * pinned buffers, on the copy stream. */
 static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int64_t b)
@@ -310,7 +324,7 @@ static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int
             r->pinned_next ^= 1;
             CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k])); /* its last copy has left */
             size_t bytes = (size_t)(len * r->img_plane) * sizeof(float);
-            memcpy(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
+            copy_parallel(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
             CUDA_TRY(cudaMemcpyAsync(sl->ring + (c * r->img_ring + at) * r->img_plane, r->pinned[k], bytes,
                                      cudaMemcpyHostToDevice, r->up));
             CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->up));
