@@ -34,6 +34,11 @@ typedef struct sg_sw_stats {
     int32_t sw_batch;       /* windows per network run */
     uint64_t pipeline_bytes;/* device memory of the pipeline's buffers */
     uint64_t context_bytes; /* device memory of the engines' weights and the contexts */
+    /* Where the host's time went (seconds): all of the run after setup;
+     * inside the networks' runs; waiting for the pipeline's own kernels
+     * (gathers, blending, finishing) before each run; putting image rows
+     * on their way to the device. */
+    double seconds_total, seconds_networks, seconds_waiting, seconds_uploading;
 } sg_sw_stats;
 
 /* True when every model runs on a CUDA device (the same one) and this

@@ -16,11 +16,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Host results up to this size are made whole on the device and
  * downloaded once; larger ones (many classes of probabilities) go down
  * slab by slab. */
 #define SW_STAGE_WHOLE_BYTES ((size_t)256 << 20)
+#define SW_PINNED_BYTES ((size_t)8 << 20)
 
 /* A host image's rows on the device. */
 typedef struct img_rows {
@@ -72,7 +74,15 @@ typedef struct dev_run {
     uint64_t pipeline_bytes;
     int64_t runs, total_runs;
     int64_t *batch;      /* window indices of a batch larger than run_image_pass's own array */
+    double t_upload, t_wait, t_networks, t_total; /* host seconds: see sg_sw_stats */
 } dev_run;
+
+static double sw_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 bool sg_sw_device_capable(const sg_sw_model *models, int32_t n_models)
 {
@@ -283,10 +293,14 @@ static sg_status plan_memory(dev_run *r)
         r->rows.image = -1;
         SG_TRY(dev_alloc(r, (size_t)(r->C * r->img_ring * r->img_plane) * f, "the image's rows",
                          (void **)&r->rows.ring));
-        /* Two pinned buffers of up to a window's rows each: one fills on
-         * the host while the other is on its way. */
-        int64_t chunk_rows = roi0 < r->img_ring ? roi0 : r->img_ring;
-        r->pinned_bytes = (size_t)(chunk_rows * r->img_plane) * f;
+    }
+    /* Two pinned buffers: one fills on the host while the other is on its
+     * way, for uploads of image rows and the download of a host result.
+     * Small (8 MiB, or one row of the image): pinning is slow to allocate. */
+    if (!r->d_image || r->out_memory == SEGRT_MEMORY_HOST) {
+        r->pinned_bytes = SW_PINNED_BYTES;
+        if ((size_t)r->img_plane * f > r->pinned_bytes)
+            r->pinned_bytes = (size_t)r->img_plane * f;
         for (int i = 0; i < 2; i++) {
             CUDA_TRY(cudaMallocHost(&r->pinned[i], r->pinned_bytes));
             CUDA_TRY(cudaEventCreateWithFlags(&r->ev_pinned[i], cudaEventDisableTiming));
@@ -444,8 +458,12 @@ static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
         dm->t[0].device = r->device;
         for (int32_t f = 0; f < r->n_flips; f++) {
             SG_TRY(gather_batch(r, win, got, r->flips[f]));
+            double t0 = sw_now();
             CUDA_TRY(cudaStreamSynchronize(r->s));
+            double t1 = sw_now();
             SG_TRY(segrt_context_run(r->models[m].ctx, 1, &in, dm->n, dm->t));
+            r->t_wait += t1 - t0;
+            r->t_networks += sw_now() - t1;
             r->runs += got;
             if (r->n_flips > 1)
                 SG_TRY(sgk_win_combine(r->s, &r->geom, r->flips[f], f > 0,
@@ -528,8 +546,11 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
         int64_t *batch = r->B <= 1024 ? win : r->batch;
         for (int64_t b = 0; b < got; b++)
             batch[b] = n * nw + first + b;
-        if (!r->d_image)
+        if (!r->d_image) {
+            double t0 = sw_now();
             SG_TRY(ensure_batch_rows(r, batch, got));
+            r->t_upload += sw_now() - t0;
+        }
         SG_TRY(predict_batch(r, batch, got));
         for (int64_t b = 0; b < got; b++) {
             sg_sw_window_start(&r->g, first + b, start);
@@ -631,8 +652,33 @@ static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, 
     return SEGRT_OK;
 }
 
+/* The whole result down into host memory through the pinned buffers: the
+ * copy of one piece into the result (by the OpenMP team, which also takes
+ * the result's first-touch page faults) overlaps the next piece's DMA. */
+static sg_status download_result(dev_run *r)
+{
+    size_t bytes = (size_t)(r->n_img * r->out_ch * r->image_numel) * r->out_esize, piece = r->pinned_bytes;
+    size_t n = (bytes + piece - 1) / piece;
+    for (size_t i = 0; i <= n; i++) {
+        int k = (int)(i & 1);
+        if (i < n) {
+            size_t at = i * piece, len = bytes - at < piece ? bytes - at : piece;
+            CUDA_TRY(cudaMemcpyAsync(r->pinned[k], (const uint8_t *)r->d_result + at, len, cudaMemcpyDeviceToHost,
+                                     r->s));
+            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->s));
+        }
+        if (i > 0) {
+            size_t at = (i - 1) * piece, len = bytes - at < piece ? bytes - at : piece;
+            CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k ^ 1]));
+            copy_parallel((uint8_t *)r->h_result + at, r->pinned[k ^ 1], len);
+        }
+    }
+    return SEGRT_OK;
+}
+
 static sg_status run_all(dev_run *r)
 {
+    double t_start = sw_now();
     int64_t rows0 = r->g.padded[0];
     r->total_runs = 0;
     for (int64_t pa = 0; pa < rows0; pa += r->pass_rows) {
@@ -647,11 +693,10 @@ static sg_status run_all(dev_run *r)
             int64_t pb = pa + r->pass_rows < rows0 ? pa + r->pass_rows : rows0;
             SG_TRY(run_image_pass(r, n, pa, pb));
         }
-    if (r->out_memory == SEGRT_MEMORY_HOST && r->d_result) {
-        size_t bytes = (size_t)(r->n_img * r->out_ch * r->image_numel) * r->out_esize;
-        CUDA_TRY(cudaMemcpyAsync(r->h_result, r->d_result, bytes, cudaMemcpyDeviceToHost, r->s));
-    }
+    if (r->out_memory == SEGRT_MEMORY_HOST && r->d_result)
+        SG_TRY(download_result(r));
     CUDA_TRY(cudaStreamSynchronize(r->s));
+    r->t_total = sw_now() - t_start;
     return SEGRT_OK;
 }
 
@@ -707,6 +752,10 @@ sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg
             stats->sw_batch = (int32_t)r.B;
             stats->pipeline_bytes = r.pipeline_bytes;
             stats->context_bytes = context_bytes(&r);
+            stats->seconds_total = r.t_total;
+            stats->seconds_networks = r.t_networks;
+            stats->seconds_waiting = r.t_wait;
+            stats->seconds_uploading = r.t_upload;
         }
     }
     segrt_device_free(r.d_result);
