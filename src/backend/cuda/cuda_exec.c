@@ -415,6 +415,20 @@ static sg_status capture(sg_cuda_exec *e, exec_plan *ep, cuda_run *r, const grap
             sg_error_clear();
         return SEGRT_OK;
     }
+    /* The same steps with other pointers (a new caller buffer, say) keep
+     * the graph's shape: updating the instantiated graph in place costs a
+     * fraction of instantiating it again, which a short job of a few runs
+     * per buffer set would otherwise pay every time. */
+    if (ep->graph) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(ep->graph, g, &info) == cudaSuccess) {
+            cudaGraphDestroy(g);
+            ep->graph_for = *k;
+            *ok = true;
+            return SEGRT_OK;
+        }
+        (void)cudaGetLastError();
+    }
     cudaGraphExec_t x = NULL;
     ce = cudaGraphInstantiate(&x, g, 0);
     cudaGraphDestroy(g);
