@@ -183,6 +183,21 @@ def replace_section(text, body, begin=BEGIN, end=END):
     return text[:i + len(begin)] + "\n" + body.rstrip() + "\n" + text[j:]
 
 
+def _merged_header(results, detail):
+    """The header of a result merged from several runs on one device: the
+    first run's, with every run's date, versions and `detail` listed, the
+    latest date, and complete only if every run was."""
+    names = {r.get("device", {}).get("name") for r in results}
+    if len(names) > 1:
+        raise ValueError(f"results from different devices: {sorted(map(str, names))}")
+    out = dict(results[0])
+    out["merged_from"] = [{"date": r.get("date"), "versions": r.get("versions"), detail: r.get(detail)}
+                          for r in results]
+    out["date"] = max(r.get("date", "") for r in results)
+    out["complete"] = all(r.get("complete", True) for r in results)
+    return out
+
+
 def merge(results):
     """One result from several runs on one device (a long benchmark split
     by models, batches or modes to fit a time limit): the first run's header,
@@ -190,14 +205,7 @@ def merge(results):
     keeps the date of its run, and speed-ups and targets are recomputed."""
     if len(results) == 1:
         return results[0]
-    names = {r.get("device", {}).get("name") for r in results}
-    if len(names) > 1:
-        raise ValueError(f"results from different devices: {sorted(map(str, names))}")
-    out = dict(results[0])
-    out["merged_from"] = [{"date": r.get("date"), "versions": r.get("versions"), "ceilings": r.get("ceilings")}
-                          for r in results]
-    out["date"] = max(r.get("date", "") for r in results)
-    out["complete"] = all(r.get("complete", True) for r in results)
+    out = _merged_header(results, "ceilings")
     cases = {}
     for r in results:
         for c in r.get("cases", []):
@@ -240,14 +248,7 @@ def sw_merge(results):
     blend; each case keeps the date of its run."""
     if len(results) == 1:
         return results[0]
-    names = {r.get("device", {}).get("name") for r in results}
-    if len(names) > 1:
-        raise ValueError(f"results from different devices: {sorted(map(str, names))}")
-    out = dict(results[0])
-    out["merged_from"] = [{"date": r.get("date"), "versions": r.get("versions"), "settings": r.get("settings")}
-                          for r in results]
-    out["date"] = max(r.get("date", "") for r in results)
-    out["complete"] = all(r.get("complete", True) for r in results)
+    out = _merged_header(results, "settings")
     cases = {}
     for r in results:
         for c in r.get("cases", []):

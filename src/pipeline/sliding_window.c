@@ -28,24 +28,29 @@ void sg_sw_options_default(sg_sw_options *o, int32_t n_dims)
     o->threshold = 0.5f;
 }
 
-static sg_status check_image(const sg_sw_options *o, const sg_tensor *image)
+sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dtype, const int64_t *dims)
 {
     if (o->n_dims < 1 || o->n_dims > SG_SW_MAX_DIMS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window of %d dims; 1 to %d are supported", o->n_dims,
                         SG_SW_MAX_DIMS);
-    if (image->rank != o->n_dims + 2)
+    if (rank != o->n_dims + 2)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "the image has %d dims; a %d-D window needs N x C x %d spatial dims", image->rank,
-                        o->n_dims, o->n_dims);
-    if (image->dtype != SEGRT_DTYPE_FLOAT32)
+                        "the image has %d dims; a %d-D window needs N x C x %d spatial dims", rank, o->n_dims,
+                        o->n_dims);
+    if (dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image is %s; sliding windows read float32",
-                        segrt_dtype_name(image->dtype));
+                        segrt_dtype_name(dtype));
     if (o->sw_batch < 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window batch of %d", o->sw_batch);
-    for (int32_t d = 0; d < image->rank; d++)
-        if (image->dims[d] < 1)
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "image dim %d is %lld", d, (long long)image->dims[d]);
+    for (int32_t d = 0; d < rank; d++)
+        if (dims[d] < 1)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "image dim %d is %lld", d, (long long)dims[d]);
     return SEGRT_OK;
+}
+
+static sg_status check_image(const sg_sw_options *o, const sg_tensor *image)
+{
+    return sg_sw_check_image(o, image->rank, image->dtype, image->dims);
 }
 
 sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64_t *dims)

@@ -86,6 +86,11 @@ typedef struct sg_sw_model {
 sg_status sg_sw_model_outputs(const sg_sw_model *models, int32_t m, const sg_sw_options *o, const int64_t *roi,
                               const segrt_tensor *in, size_t *n, segrt_tensor *t, int64_t *classes);
 
+/* Whether an image of these rank, dtype and dims suits the options:
+ * float32 N x C x spatial with o->n_dims spatial dims, none empty, and a
+ * window batch of at least 1. INVALID_ARGUMENT naming what does not. */
+sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dtype, const int64_t *dims);
+
 /* The flips of test-time augmentation in nnU-Net's order: the identity,
  * then the combinations of the chosen axes, fewer axes first. */
 void sg_sw_flips(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n);

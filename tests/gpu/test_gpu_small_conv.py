@@ -28,7 +28,6 @@ Also: a profile of the spleen tail shows both small layers on "segrt small
 conv" (so the path is taken, not only correct), and the same model built
 with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at fp32."""
 import math
-import os
 import subprocess
 
 import numpy as np
@@ -283,15 +282,9 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
 
     model = sc.Model.from_bytes(m, name="spleen_tail.onnx")
     small = run_engine(model, feeds, "cuda", "fp32")
-    old = os.environ.get("SEGRT_CUDA_SMALL_CONV")
-    os.environ["SEGRT_CUDA_SMALL_CONV"] = "0"
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SEGRT_CUDA_SMALL_CONV", "0")
         cudnn = run_engine(model, feeds, "cuda", "fp32")
-    finally:
-        if old is None:
-            del os.environ["SEGRT_CUDA_SMALL_CONV"]
-        else:
-            os.environ["SEGRT_CUDA_SMALL_CONV"] = old
     e = rel_l2(small[0], cudnn[0])
     print(f"\nsmall conv vs cuDNN at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
@@ -304,14 +297,8 @@ def test_tiled_agrees_with_general_kernel(gpu, spec):
     m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     tiled = run_engine(model, feeds, "cuda", "fp32")
-    old = os.environ.get("SEGRT_CUDA_TILED_CONV")
-    os.environ["SEGRT_CUDA_TILED_CONV"] = "0"
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SEGRT_CUDA_TILED_CONV", "0")
         general = run_engine(model, feeds, "cuda", "fp32")
-    finally:
-        if old is None:
-            del os.environ["SEGRT_CUDA_TILED_CONV"]
-        else:
-            os.environ["SEGRT_CUDA_TILED_CONV"] = old
     for a, b in zip(tiled, general):
         assert rel_l2(a, b) <= 1e-6, f"tiled vs general: rel L2 {rel_l2(a, b):.3g}"

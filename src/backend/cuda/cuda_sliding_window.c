@@ -630,20 +630,12 @@ static sg_status prepare(dev_run *r, const segrt_tensor *image)
     return SEGRT_OK;
 }
 
+/* The host path's checks, then where the image lives. */
 static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, int32_t device)
 {
-    if (image->rank != o->n_dims + 2)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "the image has %d dims; a %d-D window needs N x C x %d spatial dims", image->rank,
-                        o->n_dims, o->n_dims);
-    if (image->dtype != SEGRT_DTYPE_FLOAT32)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image is %s; sliding windows read float32",
-                        segrt_dtype_name(image->dtype));
-    if (o->sw_batch < 1)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window batch of %d", o->sw_batch);
-    for (int32_t d = 0; d < image->rank; d++)
-        if (image->dims[d] < 1)
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "image dim %d is %lld", d, (long long)image->dims[d]);
+    if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
+    SG_TRY(sg_sw_check_image(o, image->rank, image->dtype, image->dims));
     if (image->memory == SEGRT_MEMORY_DEVICE && image->device != device)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image is on CUDA device %d; the models run on %d",
                         image->device, device);
@@ -708,9 +700,6 @@ sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg
     if (!sg_sw_device_capable(models, n_models))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "sliding windows on the device need CUDA engines on one device without CPU fallback");
-    if (o->n_dims < 1 || o->n_dims > SG_SW_MAX_DIMS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window of %d dims; 1 to %d are supported", o->n_dims,
-                        SG_SW_MAX_DIMS);
     dev_run r;
     memset(&r, 0, sizeof r);
     r.o = o;
