@@ -15,8 +15,12 @@ at fp32, fp16 and bf16:
     a channels-last input (16-byte and 4-byte vector loads, and the
     strided path for 5 channels): UNet3D spleen's tail (Conv -> PRelu ->
     ConvTranspose 32->2 stride 2 -> PRelu -> Conv 2->2 -> residual Add),
-    a Conv(1->16) -> LeakyRelu -> Conv(16->3), and Conv(1->5) -> Relu ->
-    ConvTranspose(5->2).
+    a Conv(1->16) -> LeakyRelu -> Conv(16->3), Conv(1->12) -> Relu ->
+    Conv(12->2), and Conv(1->5) -> Relu -> ConvTranspose(5->2);
+  - residual Adds after a small layer, which its store takes: a residual
+    in the plan's channels-last layout or plain (from the graph input),
+    after an activation, with the sum a graph output or read on, and an
+    Add that broadcasts (not a residual: it stays a step of its own).
 
 What is compared with what (test_gpu_ops.py's rules): fp32 relative L2 to
 the CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
@@ -171,7 +175,7 @@ LAYERS = [
 ]
 # The layers the tiled variant takes, for the A/B against the general kernel.
 TILED = [s for s in LAYERS if not s[1] and s[0] in (
-    "conv3d-2to2-spleen", "conv2d-1to1", "conv2d-32to2-1x1", "conv3d-2to2-tiles", "conv3d-3to1-k5-asym",
+    "conv3d-2to2-spleen", "conv2d-1to1", "conv3d-2to2-tiles", "conv3d-3to1-k5-asym",
     "conv2d-16to4-tiles", "conv2d-1to2-k7-nopad", "conv1d-4to2-k3")]
 
 
@@ -204,6 +208,14 @@ def chain_conv16(seed):
     return net.model([y]), {"x": net.x}
 
 
+def chain_conv12(seed):
+    """Twelve channels-last float16 channels: 4-byte vector loads."""
+    net = Net(seed, [2, 1, 10, 12])
+    h = net.act(net.conv("x", 12, [3, 3], pads=[1, 1, 1, 1]), "Relu")
+    y = net.conv(h, 2, [3, 3], pads=[1, 1, 1, 1])
+    return net.model([y]), {"x": net.x}
+
+
 def chain_conv5(seed):
     """Five channels-last channels: no vector load fits, the strided path."""
     net = Net(seed, [2, 1, 8, 10])
@@ -212,10 +224,38 @@ def chain_conv5(seed):
     return net.model([y, h]), {"x": net.x}
 
 
+def chain_residual(seed, kind):
+    """A small Conv(16->3), its activation, and an Add of a tensor made
+    earlier: a channels-last one (`cl`), the graph input's plain layout
+    (`plain`, 3-D), one read on after the sum (`reused`), or one that
+    broadcasts (`broadcast`: not fusable)."""
+    shape = [2, 3, 5, 6, 7] if kind == "plain" else [2, 3, 9, 11]
+    nsp = len(shape) - 2
+    net = Net(seed, shape)
+    h = net.act(net.conv("x", 16, [3] * nsp, pads=[1] * 2 * nsp), "LeakyRelu")
+    y = net.act(net.conv(h, 3, [3] * nsp, pads=[1] * 2 * nsp), "Relu" if kind != "reused" else None)
+    if kind == "plain":
+        z = net.node("Mul", ["x", net.const([0.5])], net.shape["x"])
+    elif kind == "broadcast":
+        z = net.const(net.rng.standard_normal([1, 3] + [1] * nsp))
+    else:
+        z = net.conv(h, 3, [1] * nsp)  # another small layer, channels-last
+    out = net.node("Add", [z, y] if kind == "cl" else [y, z], net.shape[y])
+    if kind == "reused":
+        last = net.node("Mul", [out, z], net.shape[y])
+        return net.model([last, out]), {"x": net.x}
+    return net.model([out]), {"x": net.x}
+
+
 CHAINS = [
+    ("chain-residual-cl", lambda seed: chain_residual(seed, "cl")),
+    ("chain-residual-plain-3d", lambda seed: chain_residual(seed, "plain")),
+    ("chain-residual-reused", lambda seed: chain_residual(seed, "reused")),
+    ("chain-residual-broadcast", lambda seed: chain_residual(seed, "broadcast")),
     ("chain-spleen-3d", chain_spleen),
     ("chain-spleen-2d", lambda seed: chain_spleen(seed, n=3, c0=3, side=9, nsp=2)),
     ("chain-conv16", chain_conv16),
+    ("chain-conv12", chain_conv12),
     ("chain-conv5", chain_conv5),
 ]
 
@@ -279,6 +319,8 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     assert p.returncode == 0, p.stderr
     rows = [line for line in p.stdout.splitlines() if IMPL in line]
     assert len(rows) == 2, f"expected the ConvTranspose and the last Conv on `{IMPL}`:\n{p.stdout}"
+    adds = [line for line in p.stdout.splitlines() if line.startswith("node_add")]
+    assert not adds, f"the residual Add should join the last Conv's store:\n{p.stdout}"
 
     model = sc.Model.from_bytes(m, name="spleen_tail.onnx")
     small = run_engine(model, feeds, "cuda", "fp32")

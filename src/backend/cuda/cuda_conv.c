@@ -23,6 +23,7 @@
 #include "graph/infer_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Unique ids of the tensors in the graphs below. */
@@ -350,30 +351,6 @@ static int32_t fusable_activation(const sg_cuda_plan *p, const sg_node *n, sgk_a
     return r;
 }
 
-/* A following Add of v and a tensor of v's shape computed earlier (a
- * residual connection) that can join the epilogue, or -1; *z is the other
- * operand. */
-static int32_t fusable_residual(const sg_cuda_plan *p, int32_t v, int32_t *z)
-{
-    int32_t r = cuda_single_reader(p, v);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->op != SG_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1 || a->outputs[0] < 0)
-        return -1;
-    int32_t other = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
-    const sg_value *vv = &p->g->values[v], *zv = &p->g->values[other], *ov = &p->g->values[a->outputs[0]];
-    if (other < 0 || other == v || zv->data || cuda_value(p, other) < 0 || zv->dtype != vv->dtype ||
-        ov->dtype != vv->dtype || zv->shape.rank != vv->shape.rank)
-        return -1;
-    int64_t vd[SEGRT_MAX_RANK], zd[SEGRT_MAX_RANK];
-    if (!sg_shape_dims(&vv->shape, vd) || !sg_shape_dims(&zv->shape, zd) ||
-        memcmp(vd, zd, sizeof(int64_t) * (size_t)vv->shape.rank) != 0)
-        return -1;
-    *z = other;
-    return r;
-}
-
 /* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
  * a message) for what cuDNN is not asked to do. */
 static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dgrad, cudnnDataType_t io,
@@ -541,9 +518,10 @@ static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec 
 
 /* The choice for this node: the plan file's, or a search over the
  * variants, fused ones first. */
-static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, cdg_choice *out)
+static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, const char *tag,
+                             cdg_choice *out)
 {
-    const cuda_choice *given = cuda_choice_find(p, n->name, "cudnn");
+    const cuda_choice *given = cuda_choice_find(p, n->name, tag);
     if (given) {
         if (given->size != sizeof(cdg_choice))
             return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN choice has %zu bytes; "
@@ -621,6 +599,65 @@ static sg_status input_as(sg_cuda_plan *p, const sg_node *n, int32_t v, sg_dtype
     return SEGRT_OK;
 }
 
+/* Input channels padded to 8 ------------------------------------------------------
+ * A convolution over 2 to 7 channels (an RGB image) has too few for
+ * cuDNN's tensor-core kernels, and the engines left ran basicunet2d's
+ * first layer at 18 TFLOP/s, slower than the next layer with ten times its
+ * work. With the input copied into 8 channels, the rest zero (a kernel
+ * that also does the dtype and layout conversion the input needed anyway),
+ * and the weights padded with zeros, the tensor-core kernels take it and
+ * the sums are the same. SEGRT_CUDA_PAD_CHANNELS=0 turns it off (A/B). */
+#define PAD_CHANNELS 8
+
+static bool pad_disabled(void)
+{
+    const char *e = getenv("SEGRT_CUDA_PAD_CHANNELS");
+    return e && strcmp(e, "0") == 0;
+}
+
+/* The channels node n's input is padded to, or 0 for none. */
+static int64_t padded_channels(const sg_cuda_plan *p, const sg_node *n, bool dgrad, sg_dtype io)
+{
+    if (dgrad || pad_disabled() || (io != SEGRT_DTYPE_FLOAT16 && io != SEGRT_DTYPE_BFLOAT16) ||
+        sg_attr_int(n, "group", 1) != 1)
+        return 0;
+    const sg_value *wv = &p->g->values[n->inputs[1]];
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    if (xt < 0 || !wv->data)
+        return 0;
+    sgk_view x = cuda_geometry_view(p, xt), y = x;
+    if (x.rank < 3 || x.dims[1] < 2 || x.dims[1] >= PAD_CHANNELS)
+        return 0;
+    y.dtype = io;
+    y.dims[1] = PAD_CHANNELS;
+    cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, y.rank, y.dims, y.strides);
+    return sgk_pad_channels_fits(&y, &x) ? PAD_CHANNELS : 0;
+}
+
+static sg_status pad_run(const cuda_step *s, cuda_run *r)
+{
+    sgk_view x = cuda_view(r, s->args[0]), y = cuda_view(r, s->args[1]);
+    return sgk_pad_channels(r->stream, &y, &x);
+}
+
+/* Node n's input copied into a new channels-last tensor of `to` channels. */
+static sg_status padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out)
+{
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    int64_t dims[SEGRT_MAX_RANK];
+    const cuda_tensor *x = &p->tensors[xt];
+    int32_t rank = x->rank;
+    memcpy(dims, x->dims, sizeof(int64_t) * (size_t)rank);
+    dims[1] = to;
+    SG_TRY(cuda_tensor_new(p, io, rank, dims, CUDA_LAYOUT_CHANNELS_LAST, out));
+    int32_t args[2] = {xt, *out};
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, "segrt pad channels", pad_run, args, 2, 1, NULL, NULL, &st));
+    st->name = p->g->values[n->inputs[0]].name;
+    st->any_view = 1; /* x as it is at run time (the caller's buffer, say) */
+    return SEGRT_OK;
+}
+
 static sg_dtype io_dtype(cuda_math m)
 {
     switch (m) {
@@ -643,6 +680,12 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     conv_spec cs;
     double flops = 0;
     SG_TRY(conv_spec_read(p, n, dgrad, cdg_dtype(io), &cs, &flops));
+    int64_t pad_to = padded_channels(p, n, dgrad, io);
+    if (pad_to > 0) {
+        cs.x.dims[1] = cs.w.dims[1] = pad_to;
+        cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, cs.x.rank, cs.x.dims, cs.x.strides);
+        cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, cs.w.rank, cs.w.dims, cs.w.strides);
+    }
     cs.filter.no_tensor_core = math == CUDA_MATH_FP32;
     cs.filter.max_workspace = p->opts.workspace_limit > (size_t)INT64_MAX ? INT64_MAX
                                                                           : (int64_t)p->opts.workspace_limit;
@@ -654,7 +697,7 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
      * choice below says whether one was found). */
     sg_dtype out_dt = cuda_out_dtype(p, act_node >= 0 ? &p->g->nodes[act_node] : n, act_value);
     int32_t z_value = -1;
-    int32_t res_node = dgrad ? -1 : fusable_residual(p, act_value, &z_value);
+    int32_t res_node = dgrad ? -1 : cuda_residual_add(p, act_value, &z_value);
     /* Only where the sum is stored as the activation would be: the choice
      * is searched for one output dtype whether the Add joins or not. */
     if (res_node >= 0 && cuda_out_dtype(p, &p->g->nodes[res_node], p->g->nodes[res_node].outputs[0]) != out_dt)
@@ -667,8 +710,10 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
      * it was, for the CPU fallback. */
     cdg_choice choice;
     memset(&choice, 0, sizeof choice);
-    SG_TRY(conv_choose(p, n, &cs, &choice));
-    SG_TRY(cuda_choice_put(p, n->name, "cudnn", &choice, sizeof choice));
+    /* A padded layer's choice is for other shapes: its own record. */
+    const char *tag = pad_to ? "cudnn-pad8" : "cudnn";
+    SG_TRY(conv_choose(p, n, &cs, tag, &choice));
+    SG_TRY(cuda_choice_put(p, n->name, tag, &choice, sizeof choice));
     if (cs.residual && !variant_residual(choice.variant)) {
         /* No engine takes the residual: the Add stays a node of its own. */
         cs.residual = false;
@@ -677,8 +722,13 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     }
 
     int32_t xt, wt, bt = -1, outt;
-    SG_TRY(input_as(p, n, n->inputs[0], io, CUDA_LAYOUT_CHANNELS_LAST, &xt));
-    SG_TRY(input_as(p, n, n->inputs[1], io, CUDA_LAYOUT_CHANNELS_LAST, &wt));
+    if (pad_to > 0) {
+        SG_TRY(padded_input(p, n, pad_to, io, &xt));
+        SG_TRY(cuda_const_padded(p, n->inputs[1], io, CUDA_LAYOUT_CHANNELS_LAST, 1, pad_to, &wt));
+    } else {
+        SG_TRY(input_as(p, n, n->inputs[0], io, CUDA_LAYOUT_CHANNELS_LAST, &xt));
+        SG_TRY(input_as(p, n, n->inputs[1], io, CUDA_LAYOUT_CHANNELS_LAST, &wt));
+    }
     bool fused = variant_fused(choice.variant);
     int32_t zt = -1;
     if (cs.residual)

@@ -7,7 +7,8 @@
  * layout it has (no conversion to channels-last first) and a graph output
  * is written by the kernel itself, plain and in float32, with no copy
  * after it. A following Relu, LeakyRelu or single-slope PRelu is applied
- * before the store, as cuda_conv.c fuses it.
+ * before the store, as cuda_conv.c fuses it, and a residual Add after
+ * that (a MONAI residual unit's last layer) is added there too.
  *
  * cuda_conv.c asks here first; a node this file does not take (more output
  * channels, groups, weights computed at run time, an output_shape or SAME
@@ -29,17 +30,20 @@
 typedef struct small_params {
     sgk_conv_small_params kp;
     bool has_bias;
+    bool has_residual;
 } small_params;
 
-/* args: x, w, [bias], y */
+/* args: x, w, [bias], [residual], y */
 static sg_status small_run(const cuda_step *s, cuda_run *r)
 {
     const small_params *sp = s->params;
     sgk_view x = cuda_view(r, s->args[0]);
     const float *w = r->ptr[s->args[1]];
     const float *b = sp->has_bias ? r->ptr[s->args[2]] : NULL;
-    sgk_view y = cuda_view(r, s->args[s->n_args - 1]);
-    return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b);
+    sgk_view y = cuda_view(r, s->args[s->n_args - 1]), z;
+    if (sp->has_residual)
+        z = cuda_view(r, s->args[s->n_args - 2]);
+    return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL);
 }
 
 static bool small_disabled(void)
@@ -189,6 +193,18 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
         kp.act_alpha = 0.0f;
     }
     const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
+    int32_t act_value = last->outputs[0];
+    /* A residual Add after it: the kernel adds the other operand, read
+     * through its own view, before the store. */
+    int32_t z_value = -1, zt = -1;
+    int32_t res_node = cuda_residual_add(p, act_value, &z_value);
+    if (res_node >= 0) {
+        zt = cuda_value(p, z_value);
+        if (zt < 0)
+            res_node = -1;
+        else
+            last = &p->g->nodes[res_node];
+    }
     int32_t out_value = last->outputs[0];
     sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
     /* cuda_out_dtype keeps a convolution's graph output in the compute
@@ -209,6 +225,21 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
     if (!sgk_conv_small_fits(&kp, &yg, &xg))
         return SEGRT_OK;
+    if (res_node >= 0) {
+        sgk_view zg = cuda_geometry_view(p, zt);
+        if (!sgk_conv_small_residual_fits(&yg, &zg)) {
+            /* The Add stays a node of its own; the output is the
+             * activation's again. */
+            res_node = -1;
+            zt = -1;
+            last = act_node >= 0 ? &p->g->nodes[act_node] : n;
+            out_value = act_value;
+            out_dt = cuda_out_dtype(p, last, out_value);
+            if (p->g->values[out_value].is_output)
+                out_dt = p->g->values[out_value].dtype;
+            yg.dtype = out_dt;
+        }
+    }
     /* The grid is sized from the SM count, asked here rather than at each
      * launch (launches may be captured into a CUDA graph). */
     int sms = 0;
@@ -224,7 +255,7 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
         positions *= (double)(transposed ? xg.dims[2 + i] : yg.dims[2 + i]);
     }
     bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
-    int32_t args[4], na = 0;
+    int32_t args[5], na = 0;
     args[na++] = xt;
     int32_t wt, bt = -1, yt;
     SG_TRY(small_const(p, n, 1, "small_w", wnumel, &wt));
@@ -233,6 +264,8 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
         SG_TRY(small_const(p, n, 2, "small_b", kp.K, &bt));
         args[na++] = bt;
     }
+    if (res_node >= 0)
+        args[na++] = zt;
     SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
     args[na++] = yt;
 
@@ -241,14 +274,22 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
         return SEGRT_ERROR_OUT_OF_MEMORY;
     sp->kp = kp;
     sp->has_bias = has_bias;
+    sp->has_residual = res_node >= 0;
     cuda_step *st;
     SG_TRY(cuda_step_new(p, n, "segrt small conv", small_run, args, na, 1, sp, NULL, &st));
     st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;
-    /* x and y through the views they have at run time (either may become
-     * a slice of a concatenation or the caller's output buffer). */
+    /* x, the residual and y through the views they have at run time (any
+     * may become a slice of a concatenation or the caller's output
+     * buffer). */
     st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
+    if (res_node >= 0)
+        st->any_view |= (uint64_t)1 << (na - 2);
     if (act_node >= 0) {
         cuda_mark_fused(p, act_node);
+        cuda_value_set(p, act_value, yt);
+    }
+    if (res_node >= 0) {
+        cuda_mark_fused(p, res_node);
         cuda_value_set(p, out_value, yt);
     }
     *taken = true;

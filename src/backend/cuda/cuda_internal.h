@@ -256,6 +256,10 @@ sg_status cuda_const_upload(sg_cuda_plan *p, const void *key_blob, const char *t
 /* A CONST tensor over device memory dev with the given dims and strides. */
 sg_status cuda_tensor_const(sg_cuda_plan *p, void *dev, sg_dtype dt, int32_t rank, const int64_t *dims,
                             const int64_t *strides, int32_t *out);
+/* Constant value v in dtype dt and layout l, zero-padded along axis to
+ * size elements (a weight whose input channels a convolution pads). */
+sg_status cuda_const_padded(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t axis, int64_t size,
+                            int32_t *out);
 /* A float32 host copy of constant value v's data (caller frees), or NULL
  * with OUT_OF_MEMORY recorded; NULL without error if v is not constant. */
 float *cuda_const_f32(const sg_cuda_plan *p, int32_t v);
@@ -276,6 +280,11 @@ bool cuda_act_of(const sg_cuda_plan *p, const sg_node *a, sgk_act *act, float *a
 
 /* The only live reader of value v (not a graph output), or -1. */
 int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v);
+
+/* The Add that alone reads v, adding a tensor of v's shape and dtype
+ * computed earlier (a residual connection) that a convolution's epilogue
+ * can take, or -1; *z is the other operand. */
+int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z);
 
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);

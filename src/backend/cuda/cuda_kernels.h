@@ -283,6 +283,15 @@ typedef struct sgk_resize_params {
 segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params *p, const sgk_view *y,
                         const sgk_view *x);
 
+/* Channel padding (k_pad.cu) ----------------------------------------------
+ * y, dense channels-last [N, Cp, spatial...] of float16 or bfloat16 with
+ * Cp a multiple of 8, receives x's C <= Cp channels (any view of a float
+ * dtype, y's other dims) and zeros after them: the input of a convolution
+ * whose few channels are padded so that cuDNN's tensor-core kernels take
+ * it. 1 to 3 spatial dims. */
+bool sgk_pad_channels_fits(const sgk_view *y, const sgk_view *x);
+segrt_status sgk_pad_channels(cudaStream_t stream, const sgk_view *y, const sgk_view *x);
+
 #ifdef __cplusplus
 }
 #endif

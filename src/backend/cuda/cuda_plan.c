@@ -167,6 +167,27 @@ int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v)
     return -1;
 }
 
+int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
+{
+    int32_t r = cuda_single_reader(p, v);
+    if (r < 0 || p->fused[r])
+        return -1;
+    const sg_node *a = &p->g->nodes[r];
+    if (a->op != SG_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1 || a->outputs[0] < 0)
+        return -1;
+    int32_t other = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
+    const sg_value *vv = &p->g->values[v], *zv = &p->g->values[other], *ov = &p->g->values[a->outputs[0]];
+    if (other < 0 || other == v || zv->data || cuda_value(p, other) < 0 || zv->dtype != vv->dtype ||
+        ov->dtype != vv->dtype || zv->shape.rank != vv->shape.rank)
+        return -1;
+    int64_t vd[SEGRT_MAX_RANK], zd[SEGRT_MAX_RANK];
+    if (!sg_shape_dims(&vv->shape, vd) || !sg_shape_dims(&zv->shape, zd) ||
+        memcmp(vd, zd, sizeof(int64_t) * (size_t)vv->shape.rank) != 0)
+        return -1;
+    *z = other;
+    return r;
+}
+
 /* Choices ----------------------------------------------------------------------- */
 
 static char *choice_key(const char *node, const char *tag)

@@ -203,19 +203,24 @@ sg_status cuda_copy_step(sg_cuda_plan *p, const sg_node *n, int32_t from, int32_
     return SEGRT_OK;
 }
 
-/* Host-side conversion of a constant to dtype dt in layout l. */
-static sg_status const_convert(const sg_value *v, sg_dtype dt, cuda_layout l, void **out, size_t *bytes)
+/* Host-side conversion of a constant to dtype dt in layout l, with dims
+ * (its own, or larger: the extra elements are zero). */
+static sg_status const_convert(const sg_value *v, sg_dtype dt, cuda_layout l, const int64_t *dims, void **out,
+                               size_t *bytes)
 {
-    int64_t dims[SEGRT_MAX_RANK], strides[SEGRT_MAX_RANK];
+    int64_t src_dims[SEGRT_MAX_RANK], strides[SEGRT_MAX_RANK];
     int32_t rank = v->shape.rank;
-    if (!sg_shape_dims(&v->shape, dims))
+    if (!sg_shape_dims(&v->shape, src_dims))
         return sg_error(SEGRT_ERROR_INTERNAL, "constant `%s` has no static shape", v->name);
     cuda_layout_strides(l, rank, dims, strides);
-    int64_t numel = 1;
-    for (int32_t i = 0; i < rank; i++)
-        numel *= dims[i];
+    int64_t numel = 1, total = 1;
+    for (int32_t i = 0; i < rank; i++) {
+        numel *= src_dims[i];
+        total *= dims[i];
+    }
     size_t esize = segrt_dtype_size(dt);
-    uint8_t *buf = sg_malloc(numel ? (size_t)numel * esize : 1);
+    /* Zero bytes are zero in every dtype the padding is used with. */
+    uint8_t *buf = sg_calloc(total ? (size_t)total : 1, esize);
     if (!buf)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     const void *src = sg_blob_data(v->data);
@@ -230,13 +235,13 @@ static sg_status const_convert(const sg_value *v, sg_dtype dt, cuda_layout l, vo
         else
             sg_dtype_store_i64(dt, buf, off, sg_dtype_load_i64(v->dtype, src, i));
         for (int32_t d = rank - 1; d >= 0; d--) {
-            if (++idx[d] < dims[d])
+            if (++idx[d] < src_dims[d])
                 break;
             idx[d] = 0;
         }
     }
     *out = buf;
-    *bytes = (size_t)numel * esize;
+    *bytes = (size_t)total * esize;
     return SEGRT_OK;
 }
 
@@ -251,14 +256,40 @@ static sg_status const_tensor(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layo
     void *host = NULL;
     size_t bytes = 0;
     /* Only convert when the store does not have it yet (plans share it). */
+    int64_t dims[SEGRT_MAX_RANK], strides[SEGRT_MAX_RANK];
+    sg_shape_dims(&val->shape, dims);
     if (!sg_cuda_weights_lookup(p->weights, val->data, tag, &dev)) {
-        SG_TRY(const_convert(val, dt, l, &host, &bytes));
+        SG_TRY(const_convert(val, dt, l, dims, &host, &bytes));
         sg_status s = cuda_const_upload(p, val->data, tag, host, bytes, &dev);
         free(host);
         SG_TRY(s);
     }
+    cuda_layout_strides(l, val->shape.rank, dims, strides);
+    return cuda_tensor_const(p, dev, dt, val->shape.rank, dims, strides, out);
+}
+
+sg_status cuda_const_padded(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t axis, int64_t size,
+                            int32_t *out)
+{
+    const sg_value *val = &p->g->values[v];
     int64_t dims[SEGRT_MAX_RANK], strides[SEGRT_MAX_RANK];
-    sg_shape_dims(&val->shape, dims);
+    if (!val->data || !sg_shape_dims(&val->shape, dims) || axis < 0 || axis >= val->shape.rank ||
+        size < dims[axis])
+        return sg_error(SEGRT_ERROR_INTERNAL, "`%s` cannot be padded to %lld along axis %d", val->name,
+                        (long long)size, axis);
+    dims[axis] = size;
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s/%s/pad%d-%lld", segrt_dtype_name(dt), l == CUDA_LAYOUT_PLAIN ? "plain" : "cl",
+             axis, (long long)size);
+    void *dev = NULL;
+    if (!sg_cuda_weights_lookup(p->weights, val->data, tag, &dev)) {
+        void *host = NULL;
+        size_t bytes = 0;
+        SG_TRY(const_convert(val, dt, l, dims, &host, &bytes));
+        sg_status s = cuda_const_upload(p, val->data, tag, host, bytes, &dev);
+        free(host);
+        SG_TRY(s);
+    }
     cuda_layout_strides(l, val->shape.rank, dims, strides);
     return cuda_tensor_const(p, dev, dt, val->shape.rank, dims, strides, out);
 }

@@ -50,7 +50,8 @@ struct csgeom {
     uint32_t per_sample;
     ll xn, xc, xs[3]; // x strides: N, C, spatial (0 along the leading unit dims)
     ll yn, yc, ys[3];
-    segrt_dtype ydt;
+    ll zn, zc, zs[3]; // the residual's strides (z: a view of y's dims), where there is one
+    segrt_dtype ydt, zdt;
     sgk_act act;
     float alpha;
     bool transposed;
@@ -64,6 +65,13 @@ __device__ __forceinline__ float cs_act(float v, sgk_act act, float alpha)
     if (act == SGK_ACT_LEAKY_RELU)
         return v < 0.0f ? v * alpha : v;
     return v;
+}
+
+// The stored value: the activation, then the residual where there is one.
+__device__ __forceinline__ float cs_out(float acc, const csgeom &g, const void *z, ll zi)
+{
+    float v = cs_act(acc, g.act, g.alpha);
+    return z ? v + ld_f32(z, zi, g.zdt) : v;
 }
 
 // Whether tap k of output position o along dim d reads the input, and at
@@ -139,7 +147,7 @@ template <int XT, int V> __device__ __forceinline__ void cs_ldx(const void *x, l
 template <int XT, int KP, int V>
 __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     conv_small_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
-                      const float *__restrict__ bias, csgeom g)
+                      const float *__restrict__ bias, const void *__restrict__ z, csgeom g)
 {
     extern __shared__ float4 cs_smem[];
     float *ws = reinterpret_cast<float *>(cs_smem); // [tap][c][KP]
@@ -201,6 +209,10 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                             continue;
                         const ll a2 = a1 + i2 * g.xs[2];
                         const float *wt = ws + ((kd * g.k[1] + kh) * g.k[2] + kw) * g.C * KP;
+                        // Unrolled so that several loads are in flight
+                        // before the first FMA waits: one load at a time
+                        // left these layers bound by latency.
+#pragma unroll 4
                         for (int c = 0; c < g.C; c += V) {
                             float xv[V], wv[V * KP];
                             cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
@@ -215,10 +227,11 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                 }
             }
             const ll yo = yb + o0 * g.ys[0] + o1 * g.ys[1] + o2 * g.ys[2];
+            const ll zo = (ll)n * g.zn + o0 * g.zs[0] + o1 * g.zs[1] + o2 * g.zs[2];
 #pragma unroll
             for (int k = 0; k < KP; k++)
                 if (k < g.K)
-                    st_f32(y, yo + k * g.yc, g.ydt, cs_act(acc[k], g.act, g.alpha));
+                    st_f32(y, yo + k * g.yc, g.ydt, cs_out(acc[k], g, z, zo + k * g.zc));
         }
     }
 }
@@ -248,12 +261,24 @@ struct ctgeom {
     csgeom g;
     int tz, ty, tx;        // input tile extents: TD + k0 - 1, CT_H + k1 - 1, CT_W + k2 - 1
     int tiles_d, tiles_h, tiles_w;
+    fastdiv frow, fty, fc; // tx * C (a tile row's elements), ty, C
 };
 
-template <int XT, int KP, int TD>
+// Tile elements each thread loads before it stores any: independent loads
+// in flight, where one at a time (a 2-byte load per lane, then a wait)
+// held the staging to a fraction of the memory's bandwidth.
+#define CT_LOADS 8
+
+// CUBE3: the kernel is 3 x 3 x 3 (a 3-D UNet's), known at compile time:
+// the taps unroll into loads at fixed offsets, and each input plane is
+// read once per (h, w) tap for the up to three outputs along d it feeds,
+// not once per output. The loop over runtime extents spent most of its
+// instructions on indices and repeated loads (ncu: SM 78 % busy at a
+// tenth of the FMA rate).
+template <int XT, int KP, int TD, bool CUBE3>
 __global__ void __launch_bounds__(CS_THREADS)
     conv_tiled_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
-                      const float *__restrict__ bias, ctgeom t)
+                      const float *__restrict__ bias, const void *__restrict__ z, ctgeom t)
 {
     extern __shared__ float4 ct_smem[];
     const csgeom &g = t.g;
@@ -283,25 +308,35 @@ __global__ void __launch_bounds__(CS_THREADS)
     const int n = b / t.tiles_d;
     const int d0 = bd * TD, h0 = bh * CT_H, w0 = bw * CT_W;
     const ll xb = (ll)n * g.xn;
-    // The input tile, zero outside the input (the padding): a warp per
-    // (z, y) row of the tile, its lanes along the row's x positions times
-    // channels, channel fastest, so that a channels-last row is one
-    // contiguous read and the index arithmetic is a division by C.
+    // The input tile, zero outside the input (the padding), as one index
+    // space of (z, y) rows of x positions times channels, channel fastest,
+    // so that consecutive threads read consecutive addresses of a
+    // channels-last row.
     const int plane = t.ty * t.tx, vol = t.tz * plane, row_len = t.tx * g.C;
-    const int lane = threadIdx.x % 32;
-    for (int row = threadIdx.x / 32; row < t.tz * t.ty; row += CS_THREADS / 32) {
-        const int iz = row / t.ty, iy = row % t.ty;
-        const int i0 = d0 + iz - g.pb[0], i1 = h0 + iy - g.pb[1];
-        const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
-        const ll rb = xb + (ll)i0 * g.xs[0] + (ll)i1 * g.xs[1];
-        float *trow = tile + iz * plane + iy * t.tx;
-        for (int e = lane; e < row_len; e += 32) {
-            const int c = e % g.C, ix = e / g.C, i2 = w0 + ix - g.pb[2];
-            float v = 0.0f;
-            if (inside && i2 >= 0 && i2 < g.in[2])
-                v = ldr<XT, float>(x, (segrt_dtype)XT, rb + i2 * g.xs[2] + c * g.xc);
-            trow[c * vol + ix] = v;
+    const int total = t.tz * t.ty * row_len;
+    for (int base = threadIdx.x; base < total; base += CS_THREADS * CT_LOADS) {
+        float v[CT_LOADS];
+        int dst[CT_LOADS];
+#pragma unroll
+        for (int u = 0; u < CT_LOADS; u++) {
+            const int e = base + u * CS_THREADS;
+            v[u] = 0.0f;
+            dst[u] = -1;
+            if (e >= total)
+                continue;
+            const int row = (int)fastdiv_div((uint32_t)e, t.frow), r = e - row * row_len;
+            const int iz = (int)fastdiv_div((uint32_t)row, t.fty), iy = row - iz * t.ty;
+            const int ix = (int)fastdiv_div((uint32_t)r, t.fc), c = r - ix * g.C;
+            const int i0 = d0 + iz - g.pb[0], i1 = h0 + iy - g.pb[1], i2 = w0 + ix - g.pb[2];
+            dst[u] = c * vol + iz * plane + iy * t.tx + ix;
+            if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
+                v[u] = ldr<XT, float>(x, (segrt_dtype)XT,
+                                      xb + (ll)i0 * g.xs[0] + (ll)i1 * g.xs[1] + (ll)i2 * g.xs[2] + c * g.xc);
         }
+#pragma unroll
+        for (int u = 0; u < CT_LOADS; u++)
+            if (dst[u] >= 0)
+                tile[dst[u]] = v[u];
     }
     __syncthreads();
 
@@ -312,6 +347,33 @@ __global__ void __launch_bounds__(CS_THREADS)
 #pragma unroll
         for (int k = 0; k < KP; k++)
             acc[j][k] = bs[k];
+    if constexpr (CUBE3) {
+        constexpr int TX = CT_W + 2, PLANE = TX * (CT_H + 2);
+        for (int c = 0; c < g.C; c++) {
+            const float *tc = tile + c * vol + ty * TX + tx;
+#pragma unroll
+            for (int kh = 0; kh < 3; kh++)
+#pragma unroll
+                for (int kw = 0; kw < 3; kw++) {
+                    float wv[3][KP];
+#pragma unroll
+                    for (int kd = 0; kd < 3; kd++)
+                        cs_lds<KP>(ws + (((kd * 3 + kh) * 3 + kw) * g.C + c) * KP, wv[kd]);
+#pragma unroll
+                    for (int zz = 0; zz < TD + 2; zz++) {
+                        const float v = tc[zz * PLANE + kh * TX + kw];
+#pragma unroll
+                        for (int kd = 0; kd < 3; kd++) {
+                            const int j = zz - kd; // the output along d this tap of plane zz feeds
+                            if (j >= 0 && j < TD)
+#pragma unroll
+                                for (int k = 0; k < KP; k++)
+                                    acc[j][k] = fmaf(v, wv[kd][k], acc[j][k]);
+                        }
+                    }
+                }
+        }
+    } else
     for (int c = 0; c < g.C; c++) {
         const float *tc = tile + c * vol;
         for (int kd = 0; kd < g.k[0]; kd++)
@@ -333,6 +395,7 @@ __global__ void __launch_bounds__(CS_THREADS)
     if (o1 >= g.out[1] || o2 >= g.out[2])
         return;
     const ll yb = (ll)n * g.yn + o1 * g.ys[1] + o2 * g.ys[2];
+    const ll zb = (ll)n * g.zn + o1 * g.zs[1] + o2 * g.zs[2];
 #pragma unroll
     for (int j = 0; j < TD; j++) {
         if (d0 + j >= g.out[0])
@@ -340,7 +403,8 @@ __global__ void __launch_bounds__(CS_THREADS)
 #pragma unroll
         for (int k = 0; k < KP; k++)
             if (k < g.K)
-                st_f32(y, yb + (d0 + j) * g.ys[0] + k * g.yc, g.ydt, cs_act(acc[j][k], g.act, g.alpha));
+                st_f32(y, yb + (d0 + j) * g.ys[0] + k * g.yc, g.ydt,
+                       cs_out(acc[j][k], g, z, zb + (d0 + j) * g.zs[0] + k * g.zc));
     }
 }
 
@@ -352,11 +416,13 @@ size_t tiled_smem(const csgeom &g, int kp, int td)
 }
 
 // The deepest tile (4, 2 or 1) whose staging fits, or 0 where the tiled
-// variant does not apply: a transposed, strided or dilated layer, or too
-// many input channels for any tile.
+// variant does not apply: a 1x1, transposed, strided or dilated layer, or
+// too many input channels for any tile.
 int tiled_depth(const csgeom &g)
 {
-    if (g.transposed)
+    // A 1x1 layer has no halo to share: the general kernel's wide loads
+    // read its input once already.
+    if (g.transposed || g.taps == 1)
         return 0;
     for (int a = 0; a < 3; a++)
         if (g.st[a] != 1 || g.dil[a] != 1)
@@ -370,7 +436,7 @@ int tiled_depth(const csgeom &g)
 
 template <int XT, int KP>
 segrt_status launch_tiled(cudaStream_t stream, const csgeom &g, int td, const sgk_view *y, const sgk_view *x,
-                          const float *w, const float *bias)
+                          const float *w, const float *bias, const void *z)
 {
     ctgeom t;
     t.g = g;
@@ -380,14 +446,20 @@ segrt_status launch_tiled(cudaStream_t stream, const csgeom &g, int td, const sg
     t.tiles_d = (int)ceil_div(g.out[0], td);
     t.tiles_h = (int)ceil_div(g.out[1], CT_H);
     t.tiles_w = (int)ceil_div(g.out[2], CT_W);
+    t.frow = fastdiv_make((uint32_t)(t.tx * g.C));
+    t.fty = fastdiv_make((uint32_t)t.ty);
+    t.fc = fastdiv_make((uint32_t)g.C);
     ll blocks = (ll)t.tiles_d * t.tiles_h * t.tiles_w * g.N;
     size_t smem = tiled_smem(g, KP, td);
-    if (td == 4)
-        conv_tiled_kernel<XT, KP, 4><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, t);
+    const bool cube3 = g.k[0] == 3 && g.k[1] == 3 && g.k[2] == 3;
+    if (td == 4 && cube3)
+        conv_tiled_kernel<XT, KP, 4, true><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, t);
+    else if (td == 4)
+        conv_tiled_kernel<XT, KP, 4, false><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, t);
     else if (td == 2)
-        conv_tiled_kernel<XT, KP, 2><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, t);
+        conv_tiled_kernel<XT, KP, 2, false><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, t);
     else
-        conv_tiled_kernel<XT, KP, 1><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, t);
+        conv_tiled_kernel<XT, KP, 1, false><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, t);
     return launched("conv_tiled_kernel");
 }
 
@@ -405,7 +477,7 @@ size_t smem_bytes(int K, int C, ll taps)
 }
 
 // The geometry of a layer sgk_conv_small_fits accepts, lifted to 3-D.
-csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x)
+csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z)
 {
     csgeom g;
     memset(&g, 0, sizeof g);
@@ -419,6 +491,9 @@ csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view
     g.yn = y->strides[0];
     g.yc = y->strides[1];
     g.ydt = y->dtype;
+    g.zdt = z ? z->dtype : y->dtype;
+    g.zn = z ? z->strides[0] : 0;
+    g.zc = z ? z->strides[1] : 0;
     g.act = p->act;
     g.alpha = p->act_alpha;
     ll taps = 1, per_sample = 1;
@@ -433,6 +508,7 @@ csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view
         g.out[a] = real ? (int)y->dims[2 + s] : 1;
         g.xs[a] = real ? x->strides[2 + s] : 0;
         g.ys[a] = real ? y->strides[2 + s] : 0;
+        g.zs[a] = real && z ? z->strides[2 + s] : 0;
         g.P[a] = p->transposed ? g.st[a] : 1;
         ll qn = ceil_div(g.out[a], g.P[a]);
         g.fst[a] = fastdiv_make((uint32_t)g.st[a]);
@@ -468,7 +544,7 @@ int vec_of(const sgk_view *x, int C)
 
 template <int XT, int KP, int V>
 segrt_status launch(cudaStream_t stream, const csgeom &g, int sm_count, const sgk_view *y, const sgk_view *x,
-                    const float *w, const float *bias)
+                    const float *w, const float *bias, const void *z)
 {
     size_t smem = smem_bytes(g.K, g.C, g.taps);
     // One wave of blocks that all stay resident (CS_BLOCKS_PER_SM fit
@@ -481,44 +557,44 @@ segrt_status launch(cudaStream_t stream, const csgeom &g, int sm_count, const sg
     gx = gx < need ? gx : need;
     gx = gx < 1 ? 1 : gx;
     conv_small_kernel<XT, KP, V>
-        <<<dim3((unsigned)gx, (unsigned)gy), CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, g);
+        <<<dim3((unsigned)gx, (unsigned)gy), CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, g);
     return launched("conv_small_kernel");
 }
 
 template <int XT, int KP>
 segrt_status launch_vec(cudaStream_t stream, const csgeom &g, int sm_count, int v, const sgk_view *y,
-                        const sgk_view *x, const float *w, const float *bias)
+                        const sgk_view *x, const float *w, const float *bias, const void *z)
 {
     if constexpr (XT == SEGRT_DTYPE_FLOAT32) {
         if (v == 4)
-            return launch<XT, KP, 4>(stream, g, sm_count, y, x, w, bias);
+            return launch<XT, KP, 4>(stream, g, sm_count, y, x, w, bias, z);
     } else {
         if (v == 8)
-            return launch<XT, KP, 8>(stream, g, sm_count, y, x, w, bias);
+            return launch<XT, KP, 8>(stream, g, sm_count, y, x, w, bias, z);
         if (v == 2)
-            return launch<XT, KP, 2>(stream, g, sm_count, y, x, w, bias);
+            return launch<XT, KP, 2>(stream, g, sm_count, y, x, w, bias, z);
     }
-    return launch<XT, KP, 1>(stream, g, sm_count, y, x, w, bias);
+    return launch<XT, KP, 1>(stream, g, sm_count, y, x, w, bias, z);
 }
 
 template <int XT>
 segrt_status launch_kp(cudaStream_t stream, const csgeom &g, int sm_count, int v, const sgk_view *y,
-                       const sgk_view *x, const float *w, const float *bias)
+                       const sgk_view *x, const float *w, const float *bias, const void *z)
 {
     int td = tiled_depth(g);
     if (td > 0 && !tiled_disabled()) {
         switch (kp_of(g.K)) {
-        case 1: return launch_tiled<XT, 1>(stream, g, td, y, x, w, bias);
-        case 2: return launch_tiled<XT, 2>(stream, g, td, y, x, w, bias);
-        case 4: return launch_tiled<XT, 4>(stream, g, td, y, x, w, bias);
-        default: return launch_tiled<XT, 8>(stream, g, td, y, x, w, bias);
+        case 1: return launch_tiled<XT, 1>(stream, g, td, y, x, w, bias, z);
+        case 2: return launch_tiled<XT, 2>(stream, g, td, y, x, w, bias, z);
+        case 4: return launch_tiled<XT, 4>(stream, g, td, y, x, w, bias, z);
+        default: return launch_tiled<XT, 8>(stream, g, td, y, x, w, bias, z);
         }
     }
     switch (kp_of(g.K)) {
-    case 1: return launch_vec<XT, 1>(stream, g, sm_count, v, y, x, w, bias);
-    case 2: return launch_vec<XT, 2>(stream, g, sm_count, v, y, x, w, bias);
-    case 4: return launch_vec<XT, 4>(stream, g, sm_count, v, y, x, w, bias);
-    default: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias);
+    case 1: return launch_vec<XT, 1>(stream, g, sm_count, v, y, x, w, bias, z);
+    case 2: return launch_vec<XT, 2>(stream, g, sm_count, v, y, x, w, bias, z);
+    case 4: return launch_vec<XT, 4>(stream, g, sm_count, v, y, x, w, bias, z);
+    default: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias, z);
     }
 }
 
@@ -554,10 +630,20 @@ extern "C" bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_vi
     return smem_bytes(p->K, p->C, taps) <= CS_SMEM_MAX;
 }
 
-extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small_params *p, const sgk_view *y,
-                                       const sgk_view *x, const float *w, const float *bias)
+extern "C" bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *z)
 {
-    if (!sgk_conv_small_fits(p, y, x))
+    if (!cs_dtype(z->dtype) || z->rank != y->rank)
+        return false;
+    for (int d = 0; d < y->rank; d++)
+        if (z->dims[d] != y->dims[d])
+            return false;
+    return true;
+}
+
+extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small_params *p, const sgk_view *y,
+                                       const sgk_view *x, const float *w, const float *bias, const sgk_view *z)
+{
+    if (!sgk_conv_small_fits(p, y, x) || (z && !sgk_conv_small_residual_fits(y, z)))
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
                         "sgk_conv_small: a %d-D %s with %d input and %d output channels (%s to %s) is outside "
                         "what the direct kernel takes",
@@ -566,11 +652,13 @@ extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small
     for (int d = 0; d < y->rank; d++)
         if (y->dims[d] == 0)
             return SEGRT_OK;
-    csgeom g = geom_of(p, y, x);
+    csgeom g = geom_of(p, y, x, z);
     int v = vec_of(x, g.C);
+    const void *zd = z ? z->data : NULL;
     switch (x->dtype) {
-    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, g, p->sm_count, v, y, x, w, bias);
-    case SEGRT_DTYPE_BFLOAT16: return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, g, p->sm_count, v, y, x, w, bias);
-    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, g, p->sm_count, v, y, x, w, bias);
+    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, g, p->sm_count, v, y, x, w, bias, zd);
+    case SEGRT_DTYPE_BFLOAT16:
+        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, g, p->sm_count, v, y, x, w, bias, zd);
+    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, g, p->sm_count, v, y, x, w, bias, zd);
     }
 }

@@ -13,7 +13,9 @@
  * larger buffer); x is float16, bfloat16 or float32, y one of those too,
  * and the math is float32. The weights are a float32 device array in
  * ONNX's layout: Conv [K, C, k...], ConvTranspose [C, K, k...] (group 1);
- * bias (NULL: none) is K float32 values. y = act(conv(x) + bias). */
+ * bias (NULL: none) is K float32 values. z (NULL: none) is a residual of
+ * y's dims, any strides and a float dtype:
+ * y = act(conv(x) + bias) + z, rounded once. */
 #ifndef SG_BACKEND_CUDA_K_CONV_SMALL_H
 #define SG_BACKEND_CUDA_K_CONV_SMALL_H
 
@@ -47,10 +49,13 @@ typedef struct sgk_conv_small_params {
  * builder asks before any memory exists). */
 bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x);
 
+/* Whether z can be the residual added to y (a float dtype, y's dims). */
+bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *z);
+
 /* Enqueues the convolution; UNSUPPORTED (with a message) where
- * sgk_conv_small_fits says no. */
+ * sgk_conv_small_fits or sgk_conv_small_residual_fits says no. */
 segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small_params *p, const sgk_view *y,
-                            const sgk_view *x, const float *w, const float *bias);
+                            const sgk_view *x, const float *w, const float *bias, const sgk_view *z);
 
 #ifdef __cplusplus
 }
