@@ -4,6 +4,7 @@
 #include "core/mem.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,9 +42,18 @@ sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, 
     return SEGRT_OK;
 }
 
+/* The per-process sequence number of temporary names. The PID alone
+ * made two threads of one process (two C API calls writing the same
+ * output, say) share a name, each truncating the other's half-written
+ * file; the number keeps every call's name its own. An atomic counter is
+ * the one piece of process-wide state here: it only ever hands out a
+ * fresh value. */
+static _Atomic unsigned long tmp_sequence;
+
 sg_status sg_tmp_path(const char *path, char *tmp, size_t cap)
 {
-    int k = snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    unsigned long seq = atomic_fetch_add(&tmp_sequence, 1);
+    int k = snprintf(tmp, cap, "%s.tmp.%ld.%lu", path, (long)getpid(), seq);
     if (k < 0 || (size_t)k >= cap)
         return sg_error(SEGRT_ERROR_IO, "%s: path too long", path);
     return SEGRT_OK;

@@ -15,8 +15,8 @@
 sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size);
 
 /* Writing a file whole or not at all: write to the name sg_tmp_path gives
- * (PATH.tmp.PID, in path's directory so that the rename stays on one file
- * system), then sg_tmp_commit renames it onto path, or sg_tmp_discard
+ * (PATH.tmp.PID.SEQ, unique to the call, in path's directory so that the
+ * rename stays on one file system), then sg_tmp_commit renames it onto path, or sg_tmp_discard
  * removes it after a failure. sg_tmp_path fails with IO when the name does
  * not fit cap; sg_tmp_commit with IO naming path (tmp removed). */
 sg_status sg_tmp_path(const char *path, char *tmp, size_t cap);

@@ -196,8 +196,7 @@ sg_status sg_npy_write(const char *path, const sg_tensor *t)
     uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
 
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return sg_error(SEGRT_ERROR_IO, "%s: path too long", path);
+    SG_TRY(sg_tmp_path(path, tmp, sizeof tmp));
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return sg_error(SEGRT_ERROR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -207,11 +206,9 @@ sg_status sg_npy_write(const char *path, const sg_tensor *t)
     ok = fflush(f) == 0 && ok;
     int err = errno;
     ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok)
-            err = errno;
-        unlink(tmp);
+    if (!ok) {
+        sg_tmp_discard(tmp);
         return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(err));
     }
-    return SEGRT_OK;
+    return sg_tmp_commit(tmp, path);
 }

@@ -2,6 +2,8 @@
 #include "io/npy.h"
 #include "testlib.h"
 
+#include <dirent.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,6 +62,72 @@ static void test_bad_headers(void)
     CHECK(sg_npy_read("/nonexistent/dir/x.npy", &t) == SEGRT_ERROR_IO);
 }
 
+/* Two threads write the same output path over and over, as two C API
+ * calls of one process may: every write succeeds, the file always reads
+ * back whole as one writer's tensor (never a mix or a truncation), and no
+ * temporary file is left behind. With PATH.tmp.PID names the threads
+ * shared one temporary file. */
+#define RACE_WRITES 200
+#define RACE_VALUES 4096
+
+typedef struct race_arg {
+    const char *path;
+    float fill;
+    int failures;
+} race_arg;
+
+static void *race_writer(void *p)
+{
+    race_arg *a = p;
+    static const int64_t dims[1] = {RACE_VALUES};
+    sg_tensor t = {SEGRT_DTYPE_FLOAT32, 1, {0}, NULL};
+    t.dims[0] = dims[0];
+    float *v = malloc(sizeof(float) * RACE_VALUES);
+    for (int i = 0; i < RACE_VALUES; i++)
+        v[i] = a->fill;
+    t.data = v;
+    for (int i = 0; i < RACE_WRITES; i++)
+        if (sg_npy_write(a->path, &t) != SEGRT_OK)
+            a->failures++;
+    free(v);
+    return NULL;
+}
+
+static void test_concurrent_writes(void)
+{
+    char dir[] = "/tmp/segrt_test_npy_race_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.npy", dir);
+    race_arg a[2] = {{path, 1.0f, 0}, {path, 2.0f, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&th[i], NULL, race_writer, &a[i]) == 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    CHECK(a[0].failures == 0 && a[1].failures == 0);
+    sg_tensor r;
+    CHECK_MSG(sg_npy_read(path, &r) == SEGRT_OK, "%s", segrt_last_error());
+    CHECK(r.dtype == SEGRT_DTYPE_FLOAT32 && r.rank == 1 && r.dims[0] == RACE_VALUES);
+    const float *got = r.data;
+    bool uniform = true;
+    for (int i = 1; i < RACE_VALUES; i++)
+        uniform = uniform && got[i] == got[0];
+    CHECK(uniform && (got[0] == 1.0f || got[0] == 2.0f));
+    free(r.data);
+    int left = 0;
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "out.npy"))
+            left++;
+    if (d)
+        closedir(d);
+    CHECK_MSG(left == 0, "%d temporary files left", left);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const int64_t d4[4] = {2, 3, 4, 5}, d1[1] = {7}, d0[1] = {0};
@@ -74,5 +142,6 @@ int main(void)
         round_trip(all[i], 1, d0);
     }
     test_bad_headers();
+    test_concurrent_writes();
     return sg_test_finish("test_npy");
 }
