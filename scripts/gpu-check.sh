@@ -10,8 +10,10 @@
 # `bench` only the CUDA benchmarks; `sw` only the sliding-window GPU tests
 # (which `tests` leaves out: together they pass the tool's 10 minutes);
 # `swbench JOBS BATCHES` bench/sw_vs_monai.py; `train` the demo model
-# (demo/train.py). Logs go to $OUT; a short table last.
-#   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw] [extra pytest args for tests/gpu]
+# (demo/train.py); `profile` only the per-step profiles of the two
+# benchmark models at their batch sizes (about a minute, where `bench`
+# builds eleven plans). Logs go to $OUT; a short table last.
+#   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw|profile] [extra pytest args for tests/gpu]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
 #          scripts/gpu-check.sh train [extra flags]
@@ -62,6 +64,18 @@ if [ "$what" = train ]; then
     mkdir -p "$out/demo"
     step demo-train python3 "$root/demo/train.py" --out-dir "$out/demo" "$@"
     tail -n 25 "$out/demo-train.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = profile ]; then
+    for spec in basicunet2d:16x3x512x512 basicunet2d:1x3x512x512 unet3d_spleen:4x1x96x96x96 \
+        unet3d_spleen:1x1x96x96x96; do
+        model=${spec%%:*} shape=${spec#*:}
+        step "profile-$model-${shape%%x*}" "$SEGRT" bench "$SEGRT_MODELS/$model.onnx" --shape "image=$shape" \
+            --device cuda --precision fp16 --iters 30 --warmup 5 --profile
+        grep -E "^latency" "$out/profile-$model-${shape%%x*}.log"
+        grep -A10 "^step" "$out/profile-$model-${shape%%x*}.log"
+    done
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
