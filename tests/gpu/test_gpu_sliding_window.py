@@ -27,7 +27,7 @@ import sw_reference as ref
 from conftest import run_segrt
 from gpu_util import report
 from onnx_util import init, save_model, tensor_input
-from test_sliding_window import CASES, SW, TTA_CASES, make_convnet
+from test_sliding_window import CASES, SW, TTA_CASES, make_convnet, reference_result
 
 TOL = 1e-4  # fp32 on cuDNN (TF32 off) against onnxruntime: relative to max(1, max |ref|)
 SUMMARY = re.compile(r"blended on the GPU in (\d+) pass(?:es)?, device memory ([\d.]+) MiB "
@@ -63,13 +63,7 @@ def summary(p):
 
 
 def check_against_reference(case, got, models, image):
-    logits = ref.sliding_window(image, case.roi, [ref.ort_predictor(m) for m in models], overlap=case.overlap,
-                                sw_batch=case.sw_batch, blend=case.blend,
-                                sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale,
-                                pad=case.pad, pad_value=case.pad_value, grid=case.grid,
-                                tta_axes=case.tta_axes())
-    thr = 0.5 if case.threshold is None else case.threshold
-    want = ref.postprocess(logits, case.kind, case.activation, thr)
+    want, logits, thr = reference_result(case, image, models)
     assert got.shape == want.shape and got.dtype == want.dtype, f"{got.dtype}{got.shape}, want {want.dtype}{want.shape}"
     if case.kind in ("logits", "probs"):
         scale = max(1.0, float(np.abs(want).max()))

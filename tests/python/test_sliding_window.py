@@ -190,6 +190,18 @@ def model_paths(tmp_path, case: SW):
             for m in range(case.models)]
 
 
+def reference_result(case: SW, image, models):
+    """The numpy reference's result for case (onnxruntime as the
+    predictor): (want, logits, threshold). The GPU tests use it too."""
+    logits = ref.sliding_window(image, case.roi, [ref.ort_predictor(m) for m in models], overlap=case.overlap,
+                                sw_batch=case.sw_batch, blend=case.blend,
+                                sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale,
+                                pad=case.pad, pad_value=case.pad_value, grid=case.grid,
+                                tta_axes=case.tta_axes())
+    thr = 0.5 if case.threshold is None else case.threshold
+    return ref.postprocess(logits, case.kind, case.activation, thr), logits, thr
+
+
 def run_case(tmp_path, case: SW, quiet=True, stderr=None):
     """segrt's result and the reference's; stderr: a file for segrt's stderr
     (a terminal, say) instead of a pipe."""
@@ -208,13 +220,7 @@ def run_case(tmp_path, case: SW, quiet=True, stderr=None):
                            timeout=120)
         assert p.returncode == 0, f"exit {p.returncode}"
     got = np.load(out_path)
-    logits = ref.sliding_window(image, case.roi, [ref.ort_predictor(m) for m in models], overlap=case.overlap,
-                                sw_batch=case.sw_batch, blend=case.blend,
-                                sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale,
-                                pad=case.pad, pad_value=case.pad_value, grid=case.grid,
-                                tta_axes=case.tta_axes())
-    thr = 0.5 if case.threshold is None else case.threshold
-    want = ref.postprocess(logits, case.kind, case.activation, thr)
+    want, logits, thr = reference_result(case, image, models)
     return got, want, logits, thr, p
 
 
