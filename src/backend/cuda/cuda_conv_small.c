@@ -276,7 +276,9 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     sp->has_bias = has_bias;
     sp->has_residual = res_node >= 0;
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, "segrt small conv", small_run, args, na, 1, sp, NULL, &st));
+    static const char *const impl[] = {"segrt small conv", "segrt small conv tiled", "segrt small conv up"};
+    SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, args, na, 1, sp, NULL,
+                         &st));
     st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;
     /* x, the residual and y through the views they have at run time (any
      * may become a slice of a concatenation or the caller's output
