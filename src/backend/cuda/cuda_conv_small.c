@@ -46,11 +46,15 @@ static sg_status small_run(const cuda_step *s, cuda_run *r)
     return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL);
 }
 
-static bool small_disabled(void)
+/* An A/B switch of the environment, read when the plan is built (so a
+ * plan, and the CUDA graph replaying it, keeps one choice). */
+static bool env_off(const char *name)
 {
-    const char *e = getenv("SEGRT_CUDA_SMALL_CONV");
+    const char *e = getenv(name);
     return e && strcmp(e, "0") == 0;
 }
+
+static bool small_disabled(void) { return env_off("SEGRT_CUDA_SMALL_CONV"); }
 
 static bool small_dtype(sg_dtype t)
 {
@@ -245,6 +249,8 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     int sms = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
     kp.sm_count = sms;
+    kp.no_tiled = env_off("SEGRT_CUDA_TILED_CONV");
+    kp.no_up = env_off("SEGRT_CUDA_UP_CONV");
 
     int64_t wnumel = (int64_t)kp.K * kp.C;
     double positions = 1.0;

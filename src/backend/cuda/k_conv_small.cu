@@ -238,14 +238,6 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
 
 int kp_of(int K) { return K <= 1 ? 1 : K <= 2 ? 2 : K <= 4 ? 4 : 8; }
 
-// SEGRT_CUDA_TILED_CONV=0 keeps the general kernel for every layer (an A/B
-// switch for the tiled variant).
-bool tiled_disabled()
-{
-    const char *e = getenv("SEGRT_CUDA_TILED_CONV");
-    return e && e[0] == '0';
-}
-
 // The tiled variant: forward, stride 1, dilation 1, few input channels.
 // A block computes a TD x 8 x 32 tile of output positions (x fastest, one
 // thread per (h, w), TD along d each) from an input tile with its halo
@@ -682,11 +674,35 @@ size_t up_plan(const csgeom &g, int nsp, int es, uintptr_t xaddr, upgeom *u, int
     return total <= CS_SMEM_MAX ? total : 0;
 }
 
-// SEGRT_CUDA_UP_CONV=0 keeps the general kernel for these layers (A/B).
-bool up_disabled()
+// The variant that runs a layer, with its geometry: the phase-tiled one
+// where it applies and the caller allows it, else the tiled one, else the
+// general kernel.
+struct variant_choice {
+    sgk_conv_small_variant v;
+    upgeom u;
+    int set;
+    size_t smem;
+    int td;
+};
+
+variant_choice choose(const sgk_conv_small_params *p, const csgeom &g, int es, uintptr_t xaddr)
 {
-    const char *e = getenv("SEGRT_CUDA_UP_CONV");
-    return e && e[0] == '0';
+    variant_choice c;
+    memset(&c, 0, sizeof c);
+    c.v = SGK_CONV_SMALL_GENERAL;
+    if (!p->no_up && kp_of(g.K) <= 4) {
+        c.smem = up_plan(g, p->n_spatial, es, xaddr, &c.u, &c.set);
+        if (c.smem > 0 && (ll)c.u.blocks[0] * c.u.blocks[1] * c.u.blocks[2] * g.N < INT32_MAX) {
+            c.v = SGK_CONV_SMALL_PHASE_TILES;
+            return c;
+        }
+    }
+    if (!p->no_tiled) {
+        c.td = tiled_depth(g);
+        if (c.td > 0)
+            c.v = SGK_CONV_SMALL_TILED;
+    }
+    return c;
 }
 
 template <int XT, int KP>
@@ -817,21 +833,20 @@ segrt_status launch_vec(cudaStream_t stream, const csgeom &g, int sm_count, int 
 }
 
 template <int XT>
-segrt_status launch_kp(cudaStream_t stream, const csgeom &g, int nsp, int sm_count, int v, const sgk_view *y,
-                       const sgk_view *x, const float *w, const float *bias, const void *z)
+segrt_status launch_kp(cudaStream_t stream, const sgk_conv_small_params *p, const csgeom &g, int v,
+                       const sgk_view *y, const sgk_view *x, const float *w, const float *bias, const void *z)
 {
-    upgeom u;
-    int set = 0;
-    size_t up_smem = up_plan(g, nsp, XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data, &u, &set);
-    if (up_smem > 0 && kp_of(g.K) <= 4 && !up_disabled() && (ll)u.blocks[0] * u.blocks[1] * u.blocks[2] * g.N < INT32_MAX) {
+    const int sm_count = p->sm_count;
+    const variant_choice c = choose(p, g, XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data);
+    if (c.v == SGK_CONV_SMALL_PHASE_TILES) {
         switch (kp_of(g.K)) {
-        case 1: return launch_up<XT, 1>(stream, u, set, up_smem, y, x, w, bias, z);
-        case 2: return launch_up<XT, 2>(stream, u, set, up_smem, y, x, w, bias, z);
-        default: return launch_up<XT, 4>(stream, u, set, up_smem, y, x, w, bias, z);
+        case 1: return launch_up<XT, 1>(stream, c.u, c.set, c.smem, y, x, w, bias, z);
+        case 2: return launch_up<XT, 2>(stream, c.u, c.set, c.smem, y, x, w, bias, z);
+        default: return launch_up<XT, 4>(stream, c.u, c.set, c.smem, y, x, w, bias, z);
         }
     }
-    int td = tiled_depth(g);
-    if (td > 0 && !tiled_disabled()) {
+    const int td = c.td;
+    if (c.v == SGK_CONV_SMALL_TILED) {
         switch (kp_of(g.K)) {
         case 1: return launch_tiled<XT, 1>(stream, g, td, y, x, w, bias, z);
         case 2: return launch_tiled<XT, 2>(stream, g, td, y, x, w, bias, z);
@@ -885,14 +900,7 @@ extern "C" sgk_conv_small_variant sgk_conv_small_variant_of(const sgk_conv_small
     if (!sgk_conv_small_fits(p, y, x))
         return SGK_CONV_SMALL_GENERAL;
     csgeom g = geom_of(p, y, x, NULL);
-    upgeom u;
-    int set = 0;
-    if (up_plan(g, p->n_spatial, x->dtype == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data, &u, &set) > 0 &&
-        kp_of(g.K) <= 4 && !up_disabled() && (ll)u.blocks[0] * u.blocks[1] * u.blocks[2] * g.N < INT32_MAX)
-        return SGK_CONV_SMALL_PHASE_TILES;
-    if (tiled_depth(g) > 0 && !tiled_disabled())
-        return SGK_CONV_SMALL_TILED;
-    return SGK_CONV_SMALL_GENERAL;
+    return choose(p, g, x->dtype == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data).v;
 }
 
 extern "C" bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *z)
@@ -921,9 +929,9 @@ extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small
     int v = vec_of(x, g.C);
     const void *zd = z ? z->data : NULL;
     switch (x->dtype) {
-    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, g, p->n_spatial, p->sm_count, v, y, x, w, bias, zd);
+    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, p, g, v, y, x, w, bias, zd);
     case SEGRT_DTYPE_BFLOAT16:
-        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, g, p->n_spatial, p->sm_count, v, y, x, w, bias, zd);
-    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, g, p->n_spatial, p->sm_count, v, y, x, w, bias, zd);
+        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, p, g, v, y, x, w, bias, zd);
+    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, p, g, v, y, x, w, bias, zd);
     }
 }

@@ -40,6 +40,8 @@ typedef struct sgk_conv_small_params {
     int32_t K;            /* output channels, 1 to SGK_CONV_SMALL_MAX_K */
     int32_t C;            /* input channels */
     int32_t sm_count;     /* the device's multiprocessors, for the grid (0: assume 132) */
+    bool no_tiled;        /* keep the general kernel where the tiled variant would run (A/B) */
+    bool no_up;           /* likewise for the phase-tiled variant */
 } sgk_conv_small_params;
 
 /* Whether the kernel takes this layer: the parameters are in range, the
