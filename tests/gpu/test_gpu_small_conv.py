@@ -44,7 +44,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
 from conftest import SEGRT
-from gpu_judge import run_engine
+from gpu_judge import run_engine, run_engine_env
 from gpu_util import fmt_db, psnr, rel_l2, special_mismatch
 
 FP32_L2 = 1e-5
@@ -344,9 +344,7 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
 
     model = sc.Model.from_bytes(m, name="spleen_tail.onnx")
     small = run_engine(model, feeds, "cuda", "fp32")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("SEGRT_CUDA_SMALL_CONV", "0")
-        cudnn = run_engine(model, feeds, "cuda", "fp32")
+    cudnn = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_SMALL_CONV": "0"})
     e = rel_l2(small[0], cudnn[0])
     print(f"\nsmall conv vs cuDNN at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
@@ -359,9 +357,7 @@ def test_tiled_agrees_with_general_kernel(gpu, spec):
     m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     tiled = run_engine(model, feeds, "cuda", "fp32")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("SEGRT_CUDA_TILED_CONV", "0")
-        general = run_engine(model, feeds, "cuda", "fp32")
+    general = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_TILED_CONV": "0"})
     for a, b in zip(tiled, general):
         assert rel_l2(a, b) <= 1e-6, f"tiled vs general: rel L2 {rel_l2(a, b):.3g}"
 
@@ -374,9 +370,7 @@ def test_up_variant_agrees_with_general_kernel(gpu, spec):
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     for prec in ("fp32", "fp16"):
         up = run_engine(model, feeds, "cuda", prec)
-        with pytest.MonkeyPatch.context() as env:
-            env.setenv("SEGRT_CUDA_UP_CONV", "0")
-            general = run_engine(model, feeds, "cuda", prec)
+        general = run_engine_env(model, feeds, "cuda", prec, {"SEGRT_CUDA_UP_CONV": "0"})
         for a, b in zip(up, general):
             if prec == "fp32":
                 assert rel_l2(a, b) <= 1e-6, f"fp32 up vs general: rel L2 {rel_l2(a, b):.3g}"

@@ -74,6 +74,29 @@ __device__ __forceinline__ float cs_out(float acc, const csgeom &g, const void *
     return z ? v + ld_f32(z, zi, g.zdt) : v;
 }
 
+// The weights, staged by the block in shared memory as ws[tap][c][KP]
+// (read in ONNX's order, coalesced: Conv [K][C][taps], ConvTranspose
+// [C][K][taps]; the padding channels K..KP-1 zero) and the bias as bs[KP].
+// The caller synchronizes.
+template <int KP>
+__device__ __forceinline__ void cs_stage_weights(const csgeom &g, const float *__restrict__ w,
+                                                 const float *__restrict__ bias, float *ws, float *bs)
+{
+    const int nk = g.taps * g.C * g.K;
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        int tap = j % g.taps, r = j / g.taps;
+        int c = g.transposed ? r / g.K : r % g.C, k = g.transposed ? r % g.K : r / g.C;
+        ws[(tap * g.C + c) * KP + k] = w[j];
+    }
+    if (g.K < KP)
+        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
+            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
+            ws[tc * KP + k] = 0.0f;
+        }
+    if ((int)threadIdx.x < KP)
+        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+}
+
 // Whether tap k of output position o along dim d reads the input, and at
 // which position *i.
 __device__ __forceinline__ bool cs_tap(const csgeom &g, int d, int o, int k, int *i)
@@ -153,21 +176,7 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     float *ws = reinterpret_cast<float *>(cs_smem); // [tap][c][KP]
     const int nw = g.taps * g.C * KP;
     float *bs = ws + nw;
-    // Read in ONNX's order (coalesced), written reordered; the padding
-    // channels K..KP-1 are zero.
-    const int nk = g.taps * g.C * g.K;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        int tap = j % g.taps, r = j / g.taps;
-        int c = g.transposed ? r / g.K : r % g.C, k = g.transposed ? r % g.K : r / g.C;
-        ws[(tap * g.C + c) * KP + k] = w[j];
-    }
-    if (g.K < KP)
-        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
-            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
-            ws[tc * KP + k] = 0.0f;
-        }
-    if ((int)threadIdx.x < KP)
-        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+    cs_stage_weights<KP>(g, w, bias, ws, bs);
     __syncthreads();
 
     const uint32_t step = gridDim.x * blockDim.x;
@@ -278,18 +287,7 @@ __global__ void __launch_bounds__(CS_THREADS)
     const int nw = g.taps * g.C * KP;
     float *bs = ws + nw;
     float *tile = bs + KP; // [c][tz][ty][tx]
-    const int nk = g.taps * g.C * g.K;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        int tap = j % g.taps, r = j / g.taps;
-        ws[(tap * g.C + r % g.C) * KP + r / g.C] = w[j];
-    }
-    if (g.K < KP)
-        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
-            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
-            ws[tc * KP + k] = 0.0f;
-        }
-    if ((int)threadIdx.x < KP)
-        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+    cs_stage_weights<KP>(g, w, bias, ws, bs);
 
     int b = blockIdx.x;
     const int bw = b % t.tiles_w;
@@ -514,18 +512,7 @@ __global__ void __launch_bounds__(CS_THREADS)
     float *bs = ws + nw;
     // The tile starts at the next 16-byte boundary after the weights.
     uint4 *tile = reinterpret_cast<uint4 *>(up_smem + (nw + KP + 3) / 4);
-    const int nk = g.taps * g.C * g.K;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) { // ONNX ConvTranspose weights: [C][K][taps]
-        int tap = j % g.taps, r = j / g.taps;
-        ws[(tap * g.C + r / g.K) * KP + r % g.K] = w[j];
-    }
-    if (g.K < KP)
-        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
-            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
-            ws[tc * KP + k] = 0.0f;
-        }
-    if ((int)threadIdx.x < KP)
-        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+    cs_stage_weights<KP>(g, w, bias, ws, bs);
 
     int b = blockIdx.x;
     const int bw = b % u.blocks[2];
