@@ -203,11 +203,10 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     int32_t z_value = -1, zt = -1;
     int32_t res_node = cuda_residual_add(p, act_value, &z_value);
     if (res_node >= 0) {
+        /* cuda_residual_add took only a computed value of y's dims and
+         * float dtype: what sgk_conv_small_residual_fits asks. */
         zt = cuda_value(p, z_value);
-        if (zt < 0)
-            res_node = -1;
-        else
-            last = &p->g->nodes[res_node];
+        last = &p->g->nodes[res_node];
     }
     int32_t out_value = last->outputs[0];
     sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
@@ -229,21 +228,6 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
     if (!sgk_conv_small_fits(&kp, &yg, &xg))
         return SEGRT_OK;
-    if (res_node >= 0) {
-        sgk_view zg = cuda_geometry_view(p, zt);
-        if (!sgk_conv_small_residual_fits(&yg, &zg)) {
-            /* The Add stays a node of its own; the output is the
-             * activation's again. */
-            res_node = -1;
-            zt = -1;
-            last = act_node >= 0 ? &p->g->nodes[act_node] : n;
-            out_value = act_value;
-            out_dt = cuda_out_dtype(p, last, out_value);
-            if (p->g->values[out_value].is_output)
-                out_dt = p->g->values[out_value].dtype;
-            yg.dtype = out_dt;
-        }
-    }
     /* The grid is sized from the SM count, asked here rather than at each
      * launch (launches may be captured into a CUDA graph). */
     int sms = 0;
