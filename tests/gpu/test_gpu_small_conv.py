@@ -35,6 +35,7 @@ model built with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at
 fp32; and the tiled and phase-tiled variants agree with the general kernel
 (SEGRT_CUDA_TILED_CONV=0, SEGRT_CUDA_UP_CONV=0)."""
 import math
+import os
 import subprocess
 
 import numpy as np
@@ -178,14 +179,16 @@ LAYERS = [
     # Stride-2 upsampling (kernel 3 pad 1, kernel 2 pad 0) with channels in
     # whole 16-byte runs: the phase-tiled variant, over several blocks and
     # partial ones, odd and even output extents, plain and channels-last
-    # inputs (the chains).
+    # inputs (the chains). The 32-channel ones read an Add: a 32-channel
+    # float32 tile (the graph input, read as it is) is past the variant's
+    # 48 KiB of shared memory, and such a layer runs on the general kernel.
     ("convt2d-16to2-k2s2", True, 2, 16, [9, 37], 2, dict(kernel=[2, 2], strides=[2, 2]), "Relu", "add"),
     ("convt3d-8to3-k2s2-opad", True, 1, 8, [3, 5, 20], 3, dict(kernel=[2, 2, 2], strides=[2, 2, 2], opad=[1, 0, 1]),
      None, "x"),
     ("convt2d-24to4-k3s2", True, 1, 24, [7, 18], 4, dict(kernel=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
      "LeakyRelu", "add"),
     ("convt3d-32to1-k3s2-opad", True, 2, 32, [5, 6, 19], 1,
-     dict(kernel=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6, opad=[1, 1, 0]), "PRelu", "x"),
+     dict(kernel=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6, opad=[1, 1, 0]), "PRelu", "add"),
 ]
 # The layers the phase-tiled variant takes (and the spleen layer), for the
 # A/B against the general kernel.
@@ -350,11 +353,28 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
 
 
+def small_conv_impls(onnx_model, feeds, tmp_path, precision, env=None):
+    """The kernel names `segrt bench --profile` gives the direct kernel's
+    steps: which variant each small layer runs on."""
+    path = tmp_path / "layer.onnx"
+    onnx.save(onnx_model, str(path))
+    shape = "x=" + "x".join(str(d) for d in feeds["x"].shape)
+    p = subprocess.run([SEGRT, "bench", str(path), "--shape", shape, "--device", "cuda", "--precision", precision,
+                        "--iters", "1", "--warmup", "0", "--profile", "--autotune", "0", "--no-cache"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    assert p.returncode == 0, p.stderr
+    rows = [line for line in p.stdout.splitlines() if IMPL in line]
+    assert rows, f"no step on `{IMPL}`:\n{p.stdout}"
+    return [IMPL + r.split(IMPL, 1)[1].split("  ", 1)[0] for r in rows]
+
+
 @pytest.mark.parametrize("spec", TILED, ids=[s[0] for s in TILED])
-def test_tiled_agrees_with_general_kernel(gpu, spec):
+def test_tiled_agrees_with_general_kernel(gpu, spec, tmp_path):
     """SEGRT_CUDA_TILED_CONV=0 runs the same layers on the general direct
     kernel: the two sum in other orders, so they agree to rounding."""
     m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
+    assert small_conv_impls(m, feeds, tmp_path, "fp32") == [IMPL + " tiled"]
+    assert small_conv_impls(m, feeds, tmp_path, "fp32", {"SEGRT_CUDA_TILED_CONV": "0"}) == [IMPL]
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     tiled = run_engine(model, feeds, "cuda", "fp32")
     general = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_TILED_CONV": "0"})
@@ -363,11 +383,16 @@ def test_tiled_agrees_with_general_kernel(gpu, spec):
 
 
 @pytest.mark.parametrize("spec", UP, ids=[s[0] for s in UP])
-def test_up_variant_agrees_with_general_kernel(gpu, spec):
+def test_up_variant_agrees_with_general_kernel(gpu, spec, tmp_path):
     """SEGRT_CUDA_UP_CONV=0 runs stride-2 upsampling layers on the general
     direct kernel: the two sum in other orders, so they agree to rounding."""
     m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
+    # At fp16 every one of these layers' tiles fits in shared memory, so
+    # the variant must be taken; at fp32 (twice the bytes) some do not, and
+    # the comparison there holds whichever kernel the plan chose.
+    assert small_conv_impls(m, feeds, tmp_path, "fp16") == [IMPL + " up"]
+    assert small_conv_impls(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_UP_CONV": "0"}) == [IMPL]
     for prec in ("fp32", "fp16"):
         up = run_engine(model, feeds, "cuda", prec)
         general = run_engine_env(model, feeds, "cuda", prec, {"SEGRT_CUDA_UP_CONV": "0"})

@@ -655,7 +655,10 @@ size_t up_plan(const csgeom &g, int nsp, int es, uintptr_t xaddr, upgeom *u, int
     u->pos_stride = runs % 2 == 0 ? runs + 1 : runs;
     u->g = g;
     *set = s1 * 10 + s0; // which instantiation
-    size_t weights = ((size_t)g.taps * g.C * 8 + 8 + 3) / 4 * 16; // KP <= 8 floats, rounded to 16 bytes
+    // The kernel's layout: ws[tap][c][KP] and bs[KP] floats, then the tile
+    // from the next 16-byte boundary.
+    const size_t kp = (size_t)kp_of(g.K);
+    size_t weights = ((size_t)g.taps * g.C * kp + kp + 3) / 4 * 16;
     size_t tile = (size_t)u->tile[0] * u->tile[1] * u->tile[2] * u->pos_stride * 16;
     size_t total = weights + tile;
     return total <= CS_SMEM_MAX ? total : 0;
