@@ -68,6 +68,16 @@ def run_engine(model, feeds, device, precision="fp32", threads=None):
         return outs
 
 
+def run_engine_env(model, feeds, device, precision, env):
+    """run_engine with environment variables set while the engine is built
+    (segrt's A/B switches are read then), restored after."""
+    import pytest
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        return run_engine(model, feeds, device, precision)
+
+
 def cpu_too(msg):
     """Whether an UNSUPPORTED message says the CPU lacks the variant too."""
     return bool(re.search(r"CPU", msg) and re.search(r"\b(too|either|also|as well)\b", msg))

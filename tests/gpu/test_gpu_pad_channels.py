@@ -27,7 +27,7 @@ import pytest
 
 import segrt_capi as sc
 from conftest import SEGRT
-from gpu_judge import run_engine
+from gpu_judge import run_engine, run_engine_env
 from gpu_util import fmt_db, psnr
 from test_gpu_small_conv import LAYER_PSNR_DB, Net, judge
 
@@ -72,9 +72,7 @@ def test_padding_agrees_with_unpadded(gpu, spec):
     m, feeds = case_model(spec, seed=CASES.index(spec) + 11)
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     padded = run_engine(model, feeds, "cuda", "fp16")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("SEGRT_CUDA_PAD_CHANNELS", "0")
-        plain = run_engine(model, feeds, "cuda", "fp16")
+    plain = run_engine_env(model, feeds, "cuda", "fp16", {"SEGRT_CUDA_PAD_CHANNELS": "0"})
     for a, b in zip(padded, plain):
         v = psnr(a, b)
         print(f"\n{spec[0]}: padded vs unpadded fp16 PSNR {fmt_db(v)}")

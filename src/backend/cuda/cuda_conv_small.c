@@ -46,11 +46,15 @@ static sg_status small_run(const cuda_step *s, cuda_run *r)
     return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL);
 }
 
-static bool small_disabled(void)
+/* An A/B switch of the environment, read when the plan is built (so a
+ * plan, and the CUDA graph replaying it, keeps one choice). */
+static bool env_off(const char *name)
 {
-    const char *e = getenv("SEGRT_CUDA_SMALL_CONV");
+    const char *e = getenv(name);
     return e && strcmp(e, "0") == 0;
 }
+
+static bool small_disabled(void) { return env_off("SEGRT_CUDA_SMALL_CONV"); }
 
 static bool small_dtype(sg_dtype t)
 {
@@ -199,11 +203,10 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     int32_t z_value = -1, zt = -1;
     int32_t res_node = cuda_residual_add(p, act_value, &z_value);
     if (res_node >= 0) {
+        /* cuda_residual_add took only a computed value of y's dims and
+         * float dtype: what sgk_conv_small_residual_fits asks. */
         zt = cuda_value(p, z_value);
-        if (zt < 0)
-            res_node = -1;
-        else
-            last = &p->g->nodes[res_node];
+        last = &p->g->nodes[res_node];
     }
     int32_t out_value = last->outputs[0];
     sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
@@ -225,26 +228,13 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
     if (!sgk_conv_small_fits(&kp, &yg, &xg))
         return SEGRT_OK;
-    if (res_node >= 0) {
-        sgk_view zg = cuda_geometry_view(p, zt);
-        if (!sgk_conv_small_residual_fits(&yg, &zg)) {
-            /* The Add stays a node of its own; the output is the
-             * activation's again. */
-            res_node = -1;
-            zt = -1;
-            last = act_node >= 0 ? &p->g->nodes[act_node] : n;
-            out_value = act_value;
-            out_dt = cuda_out_dtype(p, last, out_value);
-            if (p->g->values[out_value].is_output)
-                out_dt = p->g->values[out_value].dtype;
-            yg.dtype = out_dt;
-        }
-    }
     /* The grid is sized from the SM count, asked here rather than at each
      * launch (launches may be captured into a CUDA graph). */
     int sms = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
     kp.sm_count = sms;
+    kp.no_tiled = env_off("SEGRT_CUDA_TILED_CONV");
+    kp.no_up = env_off("SEGRT_CUDA_UP_CONV");
 
     int64_t wnumel = (int64_t)kp.K * kp.C;
     double positions = 1.0;
@@ -276,7 +266,9 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     sp->has_bias = has_bias;
     sp->has_residual = res_node >= 0;
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, "segrt small conv", small_run, args, na, 1, sp, NULL, &st));
+    static const char *const impl[] = {"segrt small conv", "segrt small conv tiled", "segrt small conv up"};
+    SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, args, na, 1, sp, NULL,
+                         &st));
     st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;
     /* x, the residual and y through the views they have at run time (any
      * may become a slice of a concatenation or the caller's output

@@ -245,42 +245,13 @@ static sg_status const_convert(const sg_value *v, sg_dtype dt, cuda_layout l, co
     return SEGRT_OK;
 }
 
-static sg_status const_tensor(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t *out)
+/* Constant value v as a CONST tensor of dims (its own, or larger: zero
+ * padded) in dtype dt and layout l, converted and uploaded once per
+ * (value, tag) in the weight store, which plans share. */
+static sg_status const_upload_as(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, const int64_t *dims,
+                                 const char *tag, int32_t *out)
 {
     const sg_value *val = &p->g->values[v];
-    if (l == CUDA_LAYOUT_ANY || (l == CUDA_LAYOUT_CHANNELS_LAST && val->shape.rank < 3))
-        l = CUDA_LAYOUT_PLAIN;
-    char tag[48];
-    snprintf(tag, sizeof tag, "%s/%s", segrt_dtype_name(dt), l == CUDA_LAYOUT_PLAIN ? "plain" : "cl");
-    void *dev = NULL;
-    void *host = NULL;
-    size_t bytes = 0;
-    /* Only convert when the store does not have it yet (plans share it). */
-    int64_t dims[SEGRT_MAX_RANK], strides[SEGRT_MAX_RANK];
-    sg_shape_dims(&val->shape, dims);
-    if (!sg_cuda_weights_lookup(p->weights, val->data, tag, &dev)) {
-        SG_TRY(const_convert(val, dt, l, dims, &host, &bytes));
-        sg_status s = cuda_const_upload(p, val->data, tag, host, bytes, &dev);
-        free(host);
-        SG_TRY(s);
-    }
-    cuda_layout_strides(l, val->shape.rank, dims, strides);
-    return cuda_tensor_const(p, dev, dt, val->shape.rank, dims, strides, out);
-}
-
-sg_status cuda_const_padded(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t axis, int64_t size,
-                            int32_t *out)
-{
-    const sg_value *val = &p->g->values[v];
-    int64_t dims[SEGRT_MAX_RANK], strides[SEGRT_MAX_RANK];
-    if (!val->data || !sg_shape_dims(&val->shape, dims) || axis < 0 || axis >= val->shape.rank ||
-        size < dims[axis])
-        return sg_error(SEGRT_ERROR_INTERNAL, "`%s` cannot be padded to %lld along axis %d", val->name,
-                        (long long)size, axis);
-    dims[axis] = size;
-    char tag[64];
-    snprintf(tag, sizeof tag, "%s/%s/pad%d-%lld", segrt_dtype_name(dt), l == CUDA_LAYOUT_PLAIN ? "plain" : "cl",
-             axis, (long long)size);
     void *dev = NULL;
     if (!sg_cuda_weights_lookup(p->weights, val->data, tag, &dev)) {
         void *host = NULL;
@@ -290,8 +261,37 @@ sg_status cuda_const_padded(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout
         free(host);
         SG_TRY(s);
     }
+    int64_t strides[SEGRT_MAX_RANK];
     cuda_layout_strides(l, val->shape.rank, dims, strides);
     return cuda_tensor_const(p, dev, dt, val->shape.rank, dims, strides, out);
+}
+
+static sg_status const_tensor(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t *out)
+{
+    const sg_value *val = &p->g->values[v];
+    if (l == CUDA_LAYOUT_ANY || (l == CUDA_LAYOUT_CHANNELS_LAST && val->shape.rank < 3))
+        l = CUDA_LAYOUT_PLAIN;
+    char tag[48];
+    snprintf(tag, sizeof tag, "%s/%s", segrt_dtype_name(dt), l == CUDA_LAYOUT_PLAIN ? "plain" : "cl");
+    int64_t dims[SEGRT_MAX_RANK];
+    sg_shape_dims(&val->shape, dims);
+    return const_upload_as(p, v, dt, l, dims, tag, out);
+}
+
+sg_status cuda_const_padded(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t axis, int64_t size,
+                            int32_t *out)
+{
+    const sg_value *val = &p->g->values[v];
+    int64_t dims[SEGRT_MAX_RANK];
+    if (!val->data || !sg_shape_dims(&val->shape, dims) || axis < 0 || axis >= val->shape.rank ||
+        size < dims[axis])
+        return sg_error(SEGRT_ERROR_INTERNAL, "`%s` cannot be padded to %lld along axis %d", val->name,
+                        (long long)size, axis);
+    dims[axis] = size;
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s/%s/pad%d-%lld", segrt_dtype_name(dt), l == CUDA_LAYOUT_PLAIN ? "plain" : "cl",
+             axis, (long long)size);
+    return const_upload_as(p, v, dt, l, dims, tag, out);
 }
 
 sg_status cuda_value_as(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, int32_t *out)

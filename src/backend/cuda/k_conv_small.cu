@@ -74,6 +74,29 @@ __device__ __forceinline__ float cs_out(float acc, const csgeom &g, const void *
     return z ? v + ld_f32(z, zi, g.zdt) : v;
 }
 
+// The weights, staged by the block in shared memory as ws[tap][c][KP]
+// (read in ONNX's order, coalesced: Conv [K][C][taps], ConvTranspose
+// [C][K][taps]; the padding channels K..KP-1 zero) and the bias as bs[KP].
+// The caller synchronizes.
+template <int KP>
+__device__ __forceinline__ void cs_stage_weights(const csgeom &g, const float *__restrict__ w,
+                                                 const float *__restrict__ bias, float *ws, float *bs)
+{
+    const int nk = g.taps * g.C * g.K;
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        int tap = j % g.taps, r = j / g.taps;
+        int c = g.transposed ? r / g.K : r % g.C, k = g.transposed ? r % g.K : r / g.C;
+        ws[(tap * g.C + c) * KP + k] = w[j];
+    }
+    if (g.K < KP)
+        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
+            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
+            ws[tc * KP + k] = 0.0f;
+        }
+    if ((int)threadIdx.x < KP)
+        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+}
+
 // Whether tap k of output position o along dim d reads the input, and at
 // which position *i.
 __device__ __forceinline__ bool cs_tap(const csgeom &g, int d, int o, int k, int *i)
@@ -153,21 +176,7 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     float *ws = reinterpret_cast<float *>(cs_smem); // [tap][c][KP]
     const int nw = g.taps * g.C * KP;
     float *bs = ws + nw;
-    // Read in ONNX's order (coalesced), written reordered; the padding
-    // channels K..KP-1 are zero.
-    const int nk = g.taps * g.C * g.K;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        int tap = j % g.taps, r = j / g.taps;
-        int c = g.transposed ? r / g.K : r % g.C, k = g.transposed ? r % g.K : r / g.C;
-        ws[(tap * g.C + c) * KP + k] = w[j];
-    }
-    if (g.K < KP)
-        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
-            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
-            ws[tc * KP + k] = 0.0f;
-        }
-    if ((int)threadIdx.x < KP)
-        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+    cs_stage_weights<KP>(g, w, bias, ws, bs);
     __syncthreads();
 
     const uint32_t step = gridDim.x * blockDim.x;
@@ -238,14 +247,6 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
 
 int kp_of(int K) { return K <= 1 ? 1 : K <= 2 ? 2 : K <= 4 ? 4 : 8; }
 
-// SEGRT_CUDA_TILED_CONV=0 keeps the general kernel for every layer (an A/B
-// switch for the tiled variant).
-bool tiled_disabled()
-{
-    const char *e = getenv("SEGRT_CUDA_TILED_CONV");
-    return e && e[0] == '0';
-}
-
 // The tiled variant: forward, stride 1, dilation 1, few input channels.
 // A block computes a TD x 8 x 32 tile of output positions (x fastest, one
 // thread per (h, w), TD along d each) from an input tile with its halo
@@ -286,18 +287,7 @@ __global__ void __launch_bounds__(CS_THREADS)
     const int nw = g.taps * g.C * KP;
     float *bs = ws + nw;
     float *tile = bs + KP; // [c][tz][ty][tx]
-    const int nk = g.taps * g.C * g.K;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        int tap = j % g.taps, r = j / g.taps;
-        ws[(tap * g.C + r % g.C) * KP + r / g.C] = w[j];
-    }
-    if (g.K < KP)
-        for (int j = threadIdx.x; j < g.taps * g.C * (KP - g.K); j += blockDim.x) {
-            int tc = j / (KP - g.K), k = g.K + j % (KP - g.K);
-            ws[tc * KP + k] = 0.0f;
-        }
-    if ((int)threadIdx.x < KP)
-        bs[threadIdx.x] = bias && (int)threadIdx.x < g.K ? bias[threadIdx.x] : 0.0f;
+    cs_stage_weights<KP>(g, w, bias, ws, bs);
 
     int b = blockIdx.x;
     const int bw = b % t.tiles_w;
@@ -465,6 +455,261 @@ segrt_status launch_tiled(cudaStream_t stream, const csgeom &g, int td, const sg
 
 
 
+// The phase-tiled variant: a stride-2 ConvTranspose of a UNet's upsampling
+// (kernel 3, pad 1 -- MONAI's UNet -- or kernel 2, pad 0 -- BasicUNet's
+// deconv) along every real dim. Output o = 2q + r takes, per dim, the
+// (input offset, phase r, tap) triples below at input q + offset, so one
+// thread per q computes the outputs of every phase from the few input
+// positions q + {0, 1}: each tap is used once per thread, and every input
+// value is read once from global memory into a shared-memory tile (the
+// general kernel read each 16-byte piece through L1 once per tap and was
+// bound by L1's wavefronts: ncu, L1 86 % busy, DRAM 6 %).
+//   TS 0: a leading unit dim (k 1, s 1): (0, 0, 0).
+//   TS 1: k 3, s 2, pad 1: (0, 0, 1), (1, 1, 0), (0, 1, 2).
+//   TS 2: k 2, s 2, pad 0: (0, 0, 0), (0, 1, 1).
+template <int TS> struct up_dim {
+    static constexpr int n = TS == 0 ? 1 : TS == 1 ? 3 : 2;
+    static constexpr int phases = TS == 0 ? 1 : 2, taps = TS == 0 ? 1 : TS == 1 ? 3 : 2;
+    static constexpr int reach = TS == 1 ? 1 : 0;
+    // Triple i: (input offset, phase, tap).
+    __host__ __device__ static constexpr int off(int i) { return TS == 1 && i == 1 ? 1 : 0; }
+    __host__ __device__ static constexpr int ph(int i) { return TS == 0 ? 0 : i == 0 ? 0 : 1; }
+    __host__ __device__ static constexpr int tap(int i)
+    {
+        return TS == 0 ? 0 : TS == 1 ? (i == 0 ? 1 : i == 1 ? 0 : 2) : i;
+    }
+};
+
+// q positions per block: 256 threads, 4 x 4 x 16 (3-D) or 16 x 16 (2-D).
+template <int TS0> struct up_block {
+    static constexpr int qd = TS0 == 0 ? 1 : 4, qh = TS0 == 0 ? 16 : 4, qw = 16;
+};
+
+struct upgeom {
+    csgeom g;
+    int q[3];                 // q positions per dim: ceil(out / phases)
+    int blocks[3];            // blocks per dim
+    int tile[3];              // staged input positions per dim: block q extent + reach
+    int pos_stride;           // 16-byte units per staged position (channels, padded against bank conflicts)
+};
+
+template <int XT, int KP, int TS0, int TS1, int TS2>
+__global__ void __launch_bounds__(CS_THREADS)
+    conv_up_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
+                   const float *__restrict__ bias, const void *__restrict__ z, upgeom u)
+{
+    using D0 = up_dim<TS0>;
+    using D1 = up_dim<TS1>;
+    using D2 = up_dim<TS2>;
+    using B = up_block<TS0>;
+    constexpr int ES = XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2, V = 16 / ES;
+    constexpr int PH = D0::phases * D1::phases * D2::phases;
+    static_assert(D0::taps * D1::taps * D2::taps >= 1, "every dim has a tap");
+    extern __shared__ float4 up_smem[];
+    const csgeom &g = u.g;
+    float *ws = reinterpret_cast<float *>(up_smem); // [tap][c][KP]
+    const int nw = g.taps * g.C * KP;
+    float *bs = ws + nw;
+    // The tile starts at the next 16-byte boundary after the weights.
+    uint4 *tile = reinterpret_cast<uint4 *>(up_smem + (nw + KP + 3) / 4);
+    cs_stage_weights<KP>(g, w, bias, ws, bs);
+
+    int b = blockIdx.x;
+    const int bw = b % u.blocks[2];
+    b /= u.blocks[2];
+    const int bh = b % u.blocks[1];
+    b /= u.blocks[1];
+    const int bd = b % u.blocks[0];
+    const int n = b / u.blocks[0];
+    const int q0 = bd * B::qd, q1 = bh * B::qh, q2 = bw * B::qw;
+    const ll xb = (ll)n * g.xn;
+    // Stage the input tile: positions (q0.., q1.., q2..) + [0, tile), every
+    // channel, in x's dtype, V channels per 16-byte unit; zero outside x.
+    const int runs = g.C / V, npos = u.tile[0] * u.tile[1] * u.tile[2];
+    for (int e = threadIdx.x; e < npos * runs; e += CS_THREADS) {
+        const int run = e % runs, pos = e / runs;
+        const int t2 = pos % u.tile[2], t1 = (pos / u.tile[2]) % u.tile[1], t0 = pos / (u.tile[2] * u.tile[1]);
+        const int i0 = q0 + t0, i1 = q1 + t1, i2 = q2 + t2;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (i0 < g.in[0] && i1 < g.in[1] && i2 < g.in[2]) {
+            const ll at = xb + (ll)i0 * g.xs[0] + (ll)i1 * g.xs[1] + (ll)i2 * g.xs[2];
+            if (g.xc == 1) {
+                v = *reinterpret_cast<const uint4 *>((const char *)x + (at + (ll)run * V) * ES);
+            } else {
+                float f[V];
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    f[j] = ldr<XT, float>(x, (segrt_dtype)XT, at + (ll)(run * V + j) * g.xc);
+                v = vec16_pack<XT>(f);
+            }
+        }
+        tile[pos * u.pos_stride + run] = v;
+    }
+    __syncthreads();
+
+    const int lw = threadIdx.x % B::qw, lh = (threadIdx.x / B::qw) % B::qh, ld = threadIdx.x / (B::qw * B::qh);
+    const int qa = q0 + ld, qb = q1 + lh, qc = q2 + lw;
+    if (qa >= u.q[0] || qb >= u.q[1] || qc >= u.q[2])
+        return;
+    float acc[PH][KP];
+#pragma unroll
+    for (int p = 0; p < PH; p++)
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+            acc[p][k] = bs[k];
+    for (int run = 0; run < runs; run++) {
+#pragma unroll
+        for (int od = 0; od <= D0::reach; od++)
+#pragma unroll
+            for (int oh = 0; oh <= D1::reach; oh++)
+#pragma unroll
+                for (int ow = 0; ow <= D2::reach; ow++) {
+                    const int pos = ((ld + od) * u.tile[1] + lh + oh) * u.tile[2] + lw + ow;
+                    float xv[V];
+                    vec16_unpack<XT>(tile[pos * u.pos_stride + run], xv);
+#pragma unroll
+                    for (int a = 0; a < D0::n; a++) {
+                        if (D0::off(a) != od)
+                            continue;
+#pragma unroll
+                        for (int c = 0; c < D1::n; c++) {
+                            if (D1::off(c) != oh)
+                                continue;
+#pragma unroll
+                            for (int e = 0; e < D2::n; e++) {
+                                if (D2::off(e) != ow)
+                                    continue;
+                                const int tap = (D0::tap(a) * D1::taps + D1::tap(c)) * D2::taps + D2::tap(e);
+                                const int ph = (D0::ph(a) * D1::phases + D1::ph(c)) * D2::phases + D2::ph(e);
+                                float wv[V * KP];
+                                cs_lds<V * KP>(ws + (tap * g.C + run * V) * KP, wv);
+#pragma unroll
+                                for (int j = 0; j < V; j++)
+#pragma unroll
+                                    for (int k = 0; k < KP; k++)
+                                        acc[ph][k] = fmaf(xv[j], wv[j * KP + k], acc[ph][k]);
+                            }
+                        }
+                    }
+                }
+    }
+    const ll yb = (ll)n * g.yn, zb = (ll)n * g.zn;
+#pragma unroll
+    for (int r0 = 0; r0 < D0::phases; r0++)
+#pragma unroll
+        for (int r1 = 0; r1 < D1::phases; r1++)
+#pragma unroll
+            for (int r2 = 0; r2 < D2::phases; r2++) {
+                const int o0 = qa * D0::phases + r0, o1 = qb * D1::phases + r1, o2 = qc * D2::phases + r2;
+                if (o0 >= g.out[0] || o1 >= g.out[1] || o2 >= g.out[2])
+                    continue; // an odd output extent's last phase
+                const int ph = (r0 * D1::phases + r1) * D2::phases + r2;
+                const ll yo = yb + o0 * g.ys[0] + o1 * g.ys[1] + o2 * g.ys[2];
+                const ll zo = zb + o0 * g.zs[0] + o1 * g.zs[1] + o2 * g.zs[2];
+#pragma unroll
+                for (int k = 0; k < KP; k++)
+                    if (k < g.K)
+                        st_f32(y, yo + k * g.yc, g.ydt, cs_out(acc[ph][k], g, z, zo + k * g.zc));
+            }
+}
+
+// The triple set of dim a (0 trivial, 1 k3 s2 p1, 2 k2 s2 p0), or -1.
+int up_set(const csgeom &g, int a, int real_from)
+{
+    if (a < real_from)
+        return g.k[a] == 1 && g.st[a] == 1 && g.pb[a] == 0 ? 0 : -1;
+    if (g.st[a] != 2 || g.dil[a] != 1)
+        return -1;
+    if (g.k[a] == 3 && g.pb[a] == 1)
+        return 1;
+    if (g.k[a] == 2 && g.pb[a] == 0)
+        return 2;
+    return -1;
+}
+
+// Shared memory of the phase-tiled variant, with its geometry filled in;
+// 0 where it does not apply: not a transposed 2-D or 3-D layer of one of
+// the two shapes along every real dim, channels not a multiple of a
+// 16-byte run, x not 16-byte aligned at every run, or too large a tile.
+size_t up_plan(const csgeom &g, int nsp, int es, uintptr_t xaddr, upgeom *u, int *set)
+{
+    const int v = 16 / es;
+    if (!g.transposed || nsp < 2 || g.C % v != 0)
+        return 0;
+    const int real_from = 3 - nsp;
+    int s0 = up_set(g, 0, real_from), s1 = up_set(g, 1, real_from), s2 = up_set(g, 2, real_from);
+    if (s0 < 0 || s1 < 0 || s2 < 0 || s1 == 0 || s2 != s1 || (s0 != 0 && s0 != s1))
+        return 0;
+    if (g.xc == 1 && (xaddr % 16 != 0 || g.xn % v != 0 || g.xs[0] % v != 0 || g.xs[1] % v != 0 ||
+                      g.xs[2] % v != 0))
+        return 0;
+    const int reach = s1 == 1 ? 1 : 0;
+    const int bq[3] = {s0 == 0 ? 1 : 4, s0 == 0 ? 16 : 4, 16};
+    for (int a = 0; a < 3; a++) {
+        const int phases = a < real_from ? 1 : 2;
+        u->q[a] = (g.out[a] + phases - 1) / phases;
+        u->blocks[a] = (u->q[a] + bq[a] - 1) / bq[a];
+        u->tile[a] = bq[a] + (a < real_from ? 0 : reach);
+    }
+    const int runs = g.C / v;
+    u->pos_stride = runs % 2 == 0 ? runs + 1 : runs;
+    u->g = g;
+    *set = s1 * 10 + s0; // which instantiation
+    // The kernel's layout: ws[tap][c][KP] and bs[KP] floats, then the tile
+    // from the next 16-byte boundary.
+    const size_t kp = (size_t)kp_of(g.K);
+    size_t weights = ((size_t)g.taps * g.C * kp + kp + 3) / 4 * 16;
+    size_t tile = (size_t)u->tile[0] * u->tile[1] * u->tile[2] * u->pos_stride * 16;
+    size_t total = weights + tile;
+    return total <= CS_SMEM_MAX ? total : 0;
+}
+
+// The variant that runs a layer, with its geometry: the phase-tiled one
+// where it applies and the caller allows it, else the tiled one, else the
+// general kernel.
+struct variant_choice {
+    sgk_conv_small_variant v;
+    upgeom u;
+    int set;
+    size_t smem;
+    int td;
+};
+
+variant_choice choose(const sgk_conv_small_params *p, const csgeom &g, int es, uintptr_t xaddr)
+{
+    variant_choice c;
+    memset(&c, 0, sizeof c);
+    c.v = SGK_CONV_SMALL_GENERAL;
+    if (!p->no_up && kp_of(g.K) <= 4) {
+        c.smem = up_plan(g, p->n_spatial, es, xaddr, &c.u, &c.set);
+        if (c.smem > 0 && (ll)c.u.blocks[0] * c.u.blocks[1] * c.u.blocks[2] * g.N < INT32_MAX) {
+            c.v = SGK_CONV_SMALL_PHASE_TILES;
+            return c;
+        }
+    }
+    if (!p->no_tiled) {
+        c.td = tiled_depth(g);
+        if (c.td > 0)
+            c.v = SGK_CONV_SMALL_TILED;
+    }
+    return c;
+}
+
+template <int XT, int KP>
+segrt_status launch_up(cudaStream_t stream, const upgeom &u, int set, size_t smem, const sgk_view *y,
+                       const sgk_view *x, const float *w, const float *bias, const void *z)
+{
+    const ll blocks = (ll)u.blocks[0] * u.blocks[1] * u.blocks[2] * u.g.N;
+    const dim3 grid((unsigned)blocks);
+    switch (set) {
+    case 11: conv_up_kernel<XT, KP, 1, 1, 1><<<grid, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, u); break;
+    case 22: conv_up_kernel<XT, KP, 2, 2, 2><<<grid, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, u); break;
+    case 10: conv_up_kernel<XT, KP, 0, 1, 1><<<grid, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, u); break;
+    default: conv_up_kernel<XT, KP, 0, 2, 2><<<grid, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, u); break;
+    }
+    return launched("conv_up_kernel");
+}
+
 bool cs_dtype(segrt_dtype t)
 {
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
@@ -578,11 +823,20 @@ segrt_status launch_vec(cudaStream_t stream, const csgeom &g, int sm_count, int 
 }
 
 template <int XT>
-segrt_status launch_kp(cudaStream_t stream, const csgeom &g, int sm_count, int v, const sgk_view *y,
-                       const sgk_view *x, const float *w, const float *bias, const void *z)
+segrt_status launch_kp(cudaStream_t stream, const sgk_conv_small_params *p, const csgeom &g, int v,
+                       const sgk_view *y, const sgk_view *x, const float *w, const float *bias, const void *z)
 {
-    int td = tiled_depth(g);
-    if (td > 0 && !tiled_disabled()) {
+    const int sm_count = p->sm_count;
+    const variant_choice c = choose(p, g, XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data);
+    if (c.v == SGK_CONV_SMALL_PHASE_TILES) {
+        switch (kp_of(g.K)) {
+        case 1: return launch_up<XT, 1>(stream, c.u, c.set, c.smem, y, x, w, bias, z);
+        case 2: return launch_up<XT, 2>(stream, c.u, c.set, c.smem, y, x, w, bias, z);
+        default: return launch_up<XT, 4>(stream, c.u, c.set, c.smem, y, x, w, bias, z);
+        }
+    }
+    const int td = c.td;
+    if (c.v == SGK_CONV_SMALL_TILED) {
         switch (kp_of(g.K)) {
         case 1: return launch_tiled<XT, 1>(stream, g, td, y, x, w, bias, z);
         case 2: return launch_tiled<XT, 2>(stream, g, td, y, x, w, bias, z);
@@ -630,6 +884,15 @@ extern "C" bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_vi
     return smem_bytes(p->K, p->C, taps) <= CS_SMEM_MAX;
 }
 
+extern "C" sgk_conv_small_variant sgk_conv_small_variant_of(const sgk_conv_small_params *p, const sgk_view *y,
+                                                              const sgk_view *x)
+{
+    if (!sgk_conv_small_fits(p, y, x))
+        return SGK_CONV_SMALL_GENERAL;
+    csgeom g = geom_of(p, y, x, NULL);
+    return choose(p, g, x->dtype == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data).v;
+}
+
 extern "C" bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *z)
 {
     if (!cs_dtype(z->dtype) || z->rank != y->rank)
@@ -656,9 +919,9 @@ extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small
     int v = vec_of(x, g.C);
     const void *zd = z ? z->data : NULL;
     switch (x->dtype) {
-    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, g, p->sm_count, v, y, x, w, bias, zd);
+    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, p, g, v, y, x, w, bias, zd);
     case SEGRT_DTYPE_BFLOAT16:
-        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, g, p->sm_count, v, y, x, w, bias, zd);
-    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, g, p->sm_count, v, y, x, w, bias, zd);
+        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, p, g, v, y, x, w, bias, zd);
+    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, p, g, v, y, x, w, bias, zd);
     }
 }

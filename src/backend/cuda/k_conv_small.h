@@ -40,6 +40,8 @@ typedef struct sgk_conv_small_params {
     int32_t K;            /* output channels, 1 to SGK_CONV_SMALL_MAX_K */
     int32_t C;            /* input channels */
     int32_t sm_count;     /* the device's multiprocessors, for the grid (0: assume 132) */
+    bool no_tiled;        /* keep the general kernel where the tiled variant would run (A/B) */
+    bool no_up;           /* likewise for the phase-tiled variant */
 } sgk_conv_small_params;
 
 /* Whether the kernel takes this layer: the parameters are in range, the
@@ -48,6 +50,18 @@ typedef struct sgk_conv_small_params {
  * kernel's 32-bit index arithmetic. The views' data may be NULL (a
  * builder asks before any memory exists). */
 bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x);
+
+/* Which of the kernel's variants runs the layer (for profiles): the
+ * general one, the tiled one (stride-1 layers with a halo and few input
+ * channels) or the phase-tiled one (stride-2 upsampling, kernel 3 pad 1 or
+ * kernel 2 pad 0). x's data may be NULL (taken as aligned). */
+typedef enum sgk_conv_small_variant {
+    SGK_CONV_SMALL_GENERAL,
+    SGK_CONV_SMALL_TILED,
+    SGK_CONV_SMALL_PHASE_TILES
+} sgk_conv_small_variant;
+sgk_conv_small_variant sgk_conv_small_variant_of(const sgk_conv_small_params *p, const sgk_view *y,
+                                                 const sgk_view *x);
 
 /* Whether z can be the residual added to y (a float dtype, y's dims). */
 bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *z);
