@@ -262,11 +262,17 @@ def _pair(seg, torch, fmt):
     return f"{_f(seg, fmt)} · {_f(torch, fmt)}"
 
 
+def _batches(case):
+    """Windows per call: one figure when both sides use it, else segrt · torch."""
+    sb, tb = case.get("sw_batch"), case.get("torch_sw_batch")
+    return f"{sb}" if tb in (None, sb) else f"{sb} · {tb}"
+
+
 def _sw_row(case):
     dims = "×".join(map(str, case.get("image_shape", [])[1:]))
     roi = "×".join(map(str, case.get("roi", [])))
     head = (f"| {case.get('job')}: {case.get('model')}, {dims}, window {roi}, overlap {case.get('overlap')} "
-            f"| {case.get('windows')} ({case.get('sw_batch')}) ")
+            f"| {case.get('windows')} ({_batches(case)}) ")
     seg, tor = case.get("segrt") or {}, case.get("torch") or {}
     if "error" in case or not seg:
         why = case.get("error") or "segrt did not run"
