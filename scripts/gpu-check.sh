@@ -14,6 +14,7 @@
 # benchmark models at their batch sizes (about a minute, where `bench`
 # builds eleven plans). Logs go to $OUT; a short table last.
 #   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw|profile] [extra pytest args for tests/gpu]
+#          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
 #          scripts/gpu-check.sh train [extra flags]
@@ -87,7 +88,13 @@ if [ "$what" = sw ]; then
 fi
 step version "$SEGRT" --version
 step info-devices "$SEGRT" info --devices
-if [ "$what" != bench ]; then  # gpu, all, tests
+# `tests FILE...`: only those test files (on an H100 the whole suite
+# builds plans for longer than the device tool's 10 minutes a call).
+files=()
+while [ "$what" = tests ] && [ $# -gt 0 ] && [ -f "$1" ]; do files+=("$1"); shift; done
+if [ "$what" != bench ] && [ ${#files[@]} -gt 0 ]; then
+    step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider --durations=5 "${files[@]}" "$@"
+elif [ "$what" != bench ]; then  # gpu, all, tests
     step gpu-race "$carry/test_gpu_race" "$SEGRT_MODELS/basicunet2d_tiny.onnx"
     step gpu-device-memory "$carry/test_device_memory"
     step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu" \
