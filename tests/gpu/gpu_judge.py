@@ -78,6 +78,23 @@ def run_engine_env(model, feeds, device, precision, env):
         return run_engine(model, feeds, device, precision)
 
 
+def bench_profile(onnx_model, feeds, tmp_path, precision="fp16", env=None):
+    """`segrt bench --profile` of onnx_model at feeds' shapes (no autotune,
+    no plan cache): its stdout, one row per step with the kernel's name."""
+    import subprocess
+
+    import onnx
+    from conftest import SEGRT
+    path = tmp_path / "profiled.onnx"
+    onnx.save(onnx_model, str(path))
+    shapes = [f"{k}=" + "x".join(str(d) for d in v.shape) for k, v in feeds.items()]
+    p = subprocess.run([SEGRT, "bench", str(path), *[a for s in shapes for a in ("--shape", s)], "--device", "cuda",
+                        "--precision", precision, "--iters", "2", "--warmup", "1", "--profile", "--autotune", "0",
+                        "--no-cache"], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
 def cpu_too(msg):
     """Whether an UNSUPPORTED message says the CPU lacks the variant too."""
     return bool(re.search(r"CPU", msg) and re.search(r"\b(too|either|also|as well)\b", msg))

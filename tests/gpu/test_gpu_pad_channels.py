@@ -19,15 +19,11 @@ Bounds are test_gpu_small_conv.py's: fp32 relative L2 to the CPU engine
 also built with SEGRT_CUDA_PAD_CHANNELS=0 (cuDNN on the unpadded layer):
 the sums are the same, so the two agree to fp16 rounding (>= 60 dB). A
 profile shows the padding step is taken."""
-import subprocess
 
-import numpy as np
-import onnx
 import pytest
 
 import segrt_capi as sc
-from conftest import SEGRT
-from gpu_judge import run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_env
 from gpu_util import fmt_db, psnr
 from test_gpu_small_conv import LAYER_PSNR_DB, Net, judge
 
@@ -81,14 +77,8 @@ def test_padding_agrees_with_unpadded(gpu, spec):
 
 def test_padding_step_taken(gpu, tmp_path):
     m, feeds = case_model(CASES[0], seed=11)
-    path = tmp_path / "rgb.onnx"
-    onnx.save(m, str(path))
-    shape = "x=" + "x".join(str(d) for d in feeds["x"].shape)
-    p = subprocess.run([SEGRT, "bench", str(path), "--shape", shape, "--device", "cuda", "--precision", "fp16",
-                        "--iters", "2", "--warmup", "1", "--profile", "--autotune", "0", "--no-cache"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    rows = [line.split() for line in p.stdout.splitlines()]
-    assert any(r[:4] == ["x", "segrt", "pad", "channels"] for r in rows), p.stdout
+    out = bench_profile(m, feeds, tmp_path)
+    rows = [line.split() for line in out.splitlines()]
+    assert any(r[:4] == ["x", "segrt", "pad", "channels"] for r in rows), out
     # The padded copy replaces the input's conversion: no other copy of x.
-    assert not any(r[:3] == ["x", "segrt", "copy"] for r in rows), p.stdout
+    assert not any(r[:3] == ["x", "segrt", "copy"] for r in rows), out

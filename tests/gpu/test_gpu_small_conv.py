@@ -35,8 +35,6 @@ model built with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at
 fp32; and the tiled and phase-tiled variants agree with the general kernel
 (SEGRT_CUDA_TILED_CONV=0, SEGRT_CUDA_UP_CONV=0)."""
 import math
-import os
-import subprocess
 
 import numpy as np
 import onnx
@@ -44,8 +42,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
-from conftest import SEGRT
-from gpu_judge import run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_env
 from gpu_util import fmt_db, psnr, rel_l2, special_mismatch
 
 FP32_L2 = 1e-5
@@ -331,19 +328,13 @@ def test_small_chain(gpu, label, make):
 
 def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     m, feeds = chain_spleen(7)
-    path = tmp_path / "spleen_tail.onnx"
-    onnx.save(m, str(path))
-    shape = "x=" + "x".join(str(d) for d in feeds["x"].shape)
-    p = subprocess.run([SEGRT, "bench", str(path), "--shape", shape, "--device", "cuda", "--precision", "fp16",
-                        "--iters", "2", "--warmup", "1", "--profile", "--autotune", "0", "--no-cache"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    rows = [line for line in p.stdout.splitlines() if IMPL in line]
-    assert len(rows) == 2, f"expected the ConvTranspose and the last Conv on `{IMPL}`:\n{p.stdout}"
-    assert any(IMPL + " up" in r for r in rows), f"the ConvTranspose should run on the phase-tiled variant:\n{p.stdout}"
-    assert any(IMPL + " tiled" in r for r in rows), f"the last Conv should run on the tiled variant:\n{p.stdout}"
-    adds = [line for line in p.stdout.splitlines() if line.startswith("node_add")]
-    assert not adds, f"the residual Add should join the last Conv's store:\n{p.stdout}"
+    out = bench_profile(m, feeds, tmp_path)
+    rows = [line for line in out.splitlines() if IMPL in line]
+    assert len(rows) == 2, f"expected the ConvTranspose and the last Conv on `{IMPL}`:\n{out}"
+    assert any(IMPL + " up" in r for r in rows), f"the ConvTranspose should run on the phase-tiled variant:\n{out}"
+    assert any(IMPL + " tiled" in r for r in rows), f"the last Conv should run on the tiled variant:\n{out}"
+    adds = [line for line in out.splitlines() if line.startswith("node_add")]
+    assert not adds, f"the residual Add should join the last Conv's store:\n{out}"
 
     model = sc.Model.from_bytes(m, name="spleen_tail.onnx")
     small = run_engine(model, feeds, "cuda", "fp32")
@@ -356,15 +347,9 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
 def small_conv_impls(onnx_model, feeds, tmp_path, precision, env=None):
     """The kernel names `segrt bench --profile` gives the direct kernel's
     steps: which variant each small layer runs on."""
-    path = tmp_path / "layer.onnx"
-    onnx.save(onnx_model, str(path))
-    shape = "x=" + "x".join(str(d) for d in feeds["x"].shape)
-    p = subprocess.run([SEGRT, "bench", str(path), "--shape", shape, "--device", "cuda", "--precision", precision,
-                        "--iters", "1", "--warmup", "0", "--profile", "--autotune", "0", "--no-cache"],
-                       capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
-    assert p.returncode == 0, p.stderr
-    rows = [line for line in p.stdout.splitlines() if IMPL in line]
-    assert rows, f"no step on `{IMPL}`:\n{p.stdout}"
+    out = bench_profile(onnx_model, feeds, tmp_path, precision, env)
+    rows = [line for line in out.splitlines() if IMPL in line]
+    assert rows, f"no step on `{IMPL}`:\n{out}"
     return [IMPL + r.split(IMPL, 1)[1].split("  ", 1)[0] for r in rows]
 
 
