@@ -486,6 +486,14 @@ typedef struct segrt_window_stats {
     int64_t slab_rows;       /* accumulator rows held at once (device) */
     uint64_t pipeline_bytes; /* device memory of the pipeline's own buffers */
     uint64_t context_bytes;  /* device memory of the engines' weights and the contexts */
+    /* Where the calling thread's time went, in seconds (runs on the
+     * device; 0 on the host path). setup: buffers, streams, the
+     * importance map. run: the windows, from the first gather to the
+     * result in place; of it, uploading: copying a host image's rows into
+     * pinned memory (and waiting for those buffers); waiting: for the GPU
+     * to catch up with the batches enqueued ahead of it; downloading: from
+     * the last batch enqueued to a host result's last byte. */
+    double seconds_setup, seconds_run, seconds_uploading, seconds_waiting, seconds_downloading;
 } segrt_window_stats;
 
 /* The input dims (rank image->rank) every engine of a windowed run must be

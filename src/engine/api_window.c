@@ -212,6 +212,11 @@ segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t 
             stats->slab_rows = st.slab_rows;
             stats->pipeline_bytes = st.pipeline_bytes;
             stats->context_bytes = st.context_bytes;
+            stats->seconds_setup = st.seconds_setup;
+            stats->seconds_run = st.seconds_run;
+            stats->seconds_uploading = st.seconds_uploading;
+            stats->seconds_waiting = st.seconds_waiting;
+            stats->seconds_downloading = st.seconds_downloading;
         }
         return SEGRT_OK;
     }

@@ -777,7 +777,9 @@ class WindowStats(ctypes.Structure):
     """segrt_window_stats: what a windowed run did."""
     _fields_ = [("windows", ctypes.c_int64), ("runs", ctypes.c_int64), ("passes", ctypes.c_int32),
                 ("on_device", ctypes.c_int32), ("slab_rows", ctypes.c_int64), ("pipeline_bytes", ctypes.c_uint64),
-                ("context_bytes", ctypes.c_uint64)]
+                ("context_bytes", ctypes.c_uint64), ("seconds_setup", ctypes.c_double),
+                ("seconds_run", ctypes.c_double), ("seconds_uploading", ctypes.c_double),
+                ("seconds_waiting", ctypes.c_double), ("seconds_downloading", ctypes.c_double)]
 
 
 _SIGNATURES["segrt_window_run_with_stats"] = (_S, [_PP, _SZ, _P, _TP, _TP, ctypes.POINTER(WindowStats)])
