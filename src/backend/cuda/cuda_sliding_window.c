@@ -411,12 +411,13 @@ static sg_status upload_to(dev_run *r, int64_t n, int64_t to)
 }
 
 /* Makes image n's rows [a, b) resident in the ring: what a batch about to
- * be gathered needs and upload_ahead has not sent yet. A later pass or
- * image that goes back before the ring's rows starts it afresh at a. */
+ * be gathered needs and upload_ahead has not sent yet. Another image, or
+ * a later pass going back before the ring's rows (or jumping past them),
+ * starts the ring afresh at a. */
 static sg_status ensure_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
 {
     img_rows *sl = &r->rows;
-    if (sl->image != n || a < sl->lo || b > a + r->img_ring) {
+    if (sl->image != n || a < sl->lo || a > sl->hi) {
         sl->image = n;
         sl->lo = sl->hi = a;
     }
