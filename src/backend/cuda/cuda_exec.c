@@ -201,6 +201,8 @@ static sg_status attach(sg_cuda_exec *e, const sg_cuda_plan *p, exec_plan **out)
             *out = &e->plans[i];
             return SEGRT_OK;
         }
+    /* Growing the buffers frees ones that enqueued runs may still use. */
+    CUDA_TRY(cudaStreamSynchronize(e->stream));
     SG_TRY(fit_plan(e, p));
     SG_TRY(sg_grow((void **)&e->plans, &e->cap_plans, e->n_plans + 1, sizeof *e->plans));
     exec_plan *ep = &e->plans[e->n_plans];
@@ -583,13 +585,6 @@ sg_status sg_cuda_exec_enqueue(sg_cuda_exec *e, const sg_cuda_plan *p, const seg
         SG_TRY(check_device_ptr(e, t, what, k));
         (i < g->n_inputs ? in_ptr : out_ptr)[k] = t->data;
     }
-    /* A plan not run before may grow the executor's buffers, which runs
-     * still on the stream use. */
-    bool known = false;
-    for (int32_t i = 0; i < e->n_plans; i++)
-        known = known || e->plans[i].plan == p;
-    if (!known)
-        CUDA_TRY(cudaStreamSynchronize(e->stream));
     exec_plan *ep = NULL;
     SG_TRY(attach(e, p, &ep));
     SG_TRY(profile_init(e, ep));
