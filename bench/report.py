@@ -292,6 +292,16 @@ def _sw_row(case):
             f"{_f(None if agree is None else 100 * agree, '.3f')} | {verdict} |")
 
 
+def _sw_host_times(case):
+    """segrt's seconds_* stats of one run as a phrase, or None."""
+    st = case.get("segrt_stats") or {}
+    if "seconds_run" not in st:
+        return None
+    ms = {k: 1e3 * st.get("seconds_" + k, 0.0) for k in ("setup", "run", "uploading", "waiting", "downloading")}
+    return (f"{case.get('job')}: setup {ms['setup']:.1f} ms, windows {ms['run']:.1f} ms (copying image rows "
+            f"{ms['uploading']:.1f}, waiting for the GPU {ms['waiting']:.1f}, result out {ms['downloading']:.1f})")
+
+
 def sw_markdown(result):
     """The sliding-window result as markdown: a line of context, one row
     per job and sw_batch, then what was measured how."""
@@ -319,6 +329,10 @@ def sw_markdown(result):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_sw_row(dict(c, target_speedup=target)) for c in result.get("cases", [])]
+    times = [_sw_host_times(c) for c in result.get("cases", [])]
+    if any(times):
+        lines += ["", "Where segrt's host time went in one run (segrt_window_run_timed): "
+                  + "; ".join(t for t in times if t) + "."]
     lines += ["", "PyTorch's peak is its allocator's maximum over the timed runs; segrt's is sampled: the drop "
                   "in free device memory, read every 2 ms during one run, from before its engine was built. "
                   "TFLOP/s counts the network's convolutions over the windows."]

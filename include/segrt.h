@@ -488,6 +488,17 @@ typedef struct segrt_window_stats {
     uint64_t context_bytes;  /* device memory of the engines' weights and the contexts */
 } segrt_window_stats;
 
+/* Where the calling thread's time went in a windowed run, in seconds
+ * (runs on the device; all 0 on the host path). A struct of its own so
+ * that segrt_window_stats keeps its size for existing callers. */
+typedef struct segrt_window_times {
+    double setup;       /* buffers, streams, the importance map */
+    double run;         /* the windows, from the first gather to the result in place; of it: */
+    double uploading;   /* copying a host image's rows into pinned memory (and waiting for those buffers) */
+    double waiting;     /* waiting for the GPU to come within a few batches of the host */
+    double downloading; /* from the last batch enqueued to a host result's last byte */
+} segrt_window_times;
+
 /* The input dims (rank image->rank) every engine of a windowed run must be
  * built for: [windows per run, C, window...]. */
 SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts, const segrt_tensor *image,
@@ -511,6 +522,10 @@ SEGRT_API segrt_status segrt_window_run(segrt_context *const *contexts, size_t n
 SEGRT_API segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t n_contexts,
                                                    const segrt_window_options *opts, const segrt_tensor *image,
                                                    segrt_tensor *out, segrt_window_stats *stats);
+/* segrt_window_run_with_stats, also filling *times (which may be NULL). */
+SEGRT_API segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_contexts,
+                                              const segrt_window_options *opts, const segrt_tensor *image,
+                                              segrt_tensor *out, segrt_window_stats *stats, segrt_window_times *times);
 SEGRT_API void segrt_window_result_free(segrt_tensor *result);
 
 /* ---------------------------------------------------------------------

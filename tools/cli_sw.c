@@ -493,10 +493,12 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
                    stats.passes, stats.passes == 1 ? "" : "es",
                    (double)(stats.context_bytes + stats.pipeline_bytes) / 1048576.0,
                    (double)stats.context_bytes / 1048576.0, (double)stats.pipeline_bytes / 1048576.0);
-        if (on_device && getenv("SEGRT_SW_TIMES"))
-            printf("; of %.3f s: networks %.3f, waiting for blending %.3f, uploading %.3f", stats.seconds_total,
-                   stats.seconds_networks, stats.seconds_waiting, stats.seconds_uploading);
         printf("\n");
+        if (on_device)
+            printf("segrt: host time: setup %.3f s, windows %.3f s (copying image rows %.3f, waiting for the GPU "
+                   "%.3f, result out %.3f)\n",
+                   stats.seconds_setup, stats.seconds_run, stats.seconds_uploading, stats.seconds_waiting,
+                   stats.seconds_downloading);
     }
     return CLI_OK;
 }

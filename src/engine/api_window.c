@@ -188,6 +188,13 @@ segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t 
                                          const segrt_window_options *opts, const segrt_tensor *image,
                                          segrt_tensor *out, segrt_window_stats *stats)
 {
+    return segrt_window_run_timed(contexts, n_contexts, opts, image, out, stats, NULL);
+}
+
+segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_contexts,
+                                    const segrt_window_options *opts, const segrt_tensor *image, segrt_tensor *out,
+                                    segrt_window_stats *stats, segrt_window_times *times)
+{
     CHECK_OPTS(opts);
     if (!contexts || !image || !out || n_contexts < 1 || n_contexts > WINDOW_MAX_CONTEXTS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -201,6 +208,8 @@ segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t 
     }
     if (stats)
         memset(stats, 0, sizeof *stats);
+    if (times)
+        memset(times, 0, sizeof *times);
     if (sg_sw_device_capable(models, (int32_t)n_contexts)) {
         sg_sw_stats st;
         SG_TRY(sg_sw_device_run(models, (int32_t)n_contexts, &opts->o, image, opts->result_memory, out, &st));
@@ -213,6 +222,9 @@ segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t 
             stats->pipeline_bytes = st.pipeline_bytes;
             stats->context_bytes = st.context_bytes;
         }
+        if (times)
+            *times = (segrt_window_times){st.seconds_setup, st.seconds_run, st.seconds_uploading, st.seconds_waiting,
+                                          st.seconds_downloading};
         return SEGRT_OK;
     }
     if (opts->result_memory != SEGRT_MEMORY_HOST)

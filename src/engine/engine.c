@@ -434,6 +434,41 @@ static sg_status run_cuda(segrt_context *ctx, size_t n_inputs, const segrt_tenso
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }
 
+sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                             segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done)
+{
+    const segrt_engine *e = ctx->engine;
+    if (!e->cuda)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: an enqueued run needs a CUDA engine", e->g->path);
+    if (n_outputs != (size_t)e->g->n_outputs || n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
+                        e->g->path, e->g->n_outputs, n_outputs);
+    SG_TRY(check_inputs(e->g, n_inputs, inputs, true));
+    const struct sg_cuda_plan *plan = NULL;
+    sg_graph *interpret = NULL;
+    sg_status s = sg_cuda_engine_plan(e->cuda, e->g, n_inputs, inputs, &plan, &interpret);
+    if (s == SEGRT_OK && interpret) {
+        sg_graph_free(interpret);
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: this model runs interpreted on the CPU, not enqueued on the GPU",
+                        e->g->path);
+    }
+    if (s == SEGRT_OK)
+        s = check_outputs(sg_cuda_engine_plan_graph(plan), n_outputs, outputs, true);
+    if (s == SEGRT_OK)
+        s = sg_cuda_engine_enqueue(ctx->cuda, plan, inputs, outputs, after, done);
+    return s == SEGRT_OK || strncmp(sg_last_error(), e->g->path, strlen(e->g->path)) == 0
+               ? s
+               : sg_error_prefix(s, "%s: ", e->g->path);
+}
+
+sg_status sg_context_finish(segrt_context *ctx)
+{
+    if (!ctx->engine->cuda)
+        return SEGRT_OK;
+    sg_status s = sg_cuda_engine_finish(ctx->cuda);
+    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", ctx->engine->g->path);
+}
+
 segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
                                size_t n_outputs, segrt_tensor *outputs)
 {

@@ -280,6 +280,14 @@ sg_status sg_cuda_engine_run(sg_cuda_exec *x, const sg_cuda_plan *p, const segrt
     return sg_cuda_exec_run(x, p, inputs, outputs);
 }
 
+sg_status sg_cuda_engine_enqueue(sg_cuda_exec *x, const sg_cuda_plan *p, const segrt_tensor *inputs,
+                                 segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done)
+{
+    return sg_cuda_exec_enqueue(x, p, inputs, outputs, after, done);
+}
+
+sg_status sg_cuda_engine_finish(sg_cuda_exec *x) { return sg_cuda_exec_finish(x); }
+
 void sg_cuda_engine_exec_free(sg_cuda_exec *x) { sg_cuda_exec_free(x); }
 sg_status sg_cuda_engine_exec_profile(sg_cuda_exec *x, bool on) { return sg_cuda_exec_profile(x, on); }
 void sg_cuda_engine_exec_profile_print(const sg_cuda_exec *x, FILE *f) { sg_cuda_exec_profile_print(x, f); }
@@ -351,6 +359,19 @@ sg_status sg_cuda_engine_run(struct sg_cuda_exec *x, const struct sg_cuda_plan *
 {
     (void)x, (void)p, (void)inputs, (void)outputs;
     return sg_error(SEGRT_ERROR_UNSUPPORTED, "this segrt was built without CUDA");
+}
+
+sg_status sg_cuda_engine_enqueue(struct sg_cuda_exec *x, const struct sg_cuda_plan *p, const segrt_tensor *inputs,
+                                 segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done)
+{
+    (void)x, (void)p, (void)inputs, (void)outputs, (void)after, (void)done;
+    return sg_error(SEGRT_ERROR_UNSUPPORTED, "this segrt was built without CUDA");
+}
+
+sg_status sg_cuda_engine_finish(struct sg_cuda_exec *x)
+{
+    (void)x;
+    return SEGRT_OK;
 }
 
 void sg_cuda_engine_exec_free(struct sg_cuda_exec *x) { (void)x; }

@@ -45,6 +45,11 @@ sg_status sg_cuda_engine_exec_new(sg_cuda_engine *ce, struct sg_cuda_exec **out)
 
 sg_status sg_cuda_engine_run(struct sg_cuda_exec *x, const struct sg_cuda_plan *p, const segrt_tensor *inputs,
                              segrt_tensor *outputs);
+/* sg_cuda_exec_enqueue and sg_cuda_exec_finish (backend/cuda/cuda_backend.h). */
+struct CUevent_st;
+sg_status sg_cuda_engine_enqueue(struct sg_cuda_exec *x, const struct sg_cuda_plan *p, const segrt_tensor *inputs,
+                                 segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done);
+sg_status sg_cuda_engine_finish(struct sg_cuda_exec *x);
 void sg_cuda_engine_exec_free(struct sg_cuda_exec *x);
 sg_status sg_cuda_engine_exec_profile(struct sg_cuda_exec *x, bool on);
 void sg_cuda_engine_exec_profile_print(const struct sg_cuda_exec *x, FILE *f);

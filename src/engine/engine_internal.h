@@ -32,6 +32,16 @@ struct segrt_context {
  * attributes) and the graph's inputs and outputs. */
 uint64_t sg_graph_content_hash(const sg_graph *g);
 
+/* A CUDA context's run over device tensors, enqueued without waiting
+ * (sg_cuda_exec_enqueue: after the event `after`, recording `done`), for
+ * pipelines that order their own stream around it. Checked as
+ * segrt_context_run checks. sg_context_finish waits for the context's
+ * runs and reports a kernel's error. */
+struct CUevent_st;
+sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                             segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done);
+sg_status sg_context_finish(segrt_context *ctx);
+
 /* Builds an engine from a plan file's graph and seed (plan_file.c). */
 sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,
                               uint64_t model_hash, segrt_engine **out);

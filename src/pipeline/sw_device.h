@@ -34,11 +34,12 @@ typedef struct sg_sw_stats {
     int32_t sw_batch;       /* windows per network run */
     uint64_t pipeline_bytes;/* device memory of the pipeline's buffers */
     uint64_t context_bytes; /* device memory of the engines' weights and the contexts */
-    /* Where the host's time went (seconds): all of the run after setup;
-     * inside the networks' runs; waiting for the pipeline's own kernels
-     * (gathers, blending, finishing) before each run; putting image rows
-     * on their way to the device. */
-    double seconds_total, seconds_networks, seconds_waiting, seconds_uploading;
+    /* Where the calling thread's time went (seconds): buffers, streams
+     * and the importance map; the run after that, result in place; of the
+     * run, copying image rows into pinned memory (and waiting for those
+     * buffers); waiting for the GPU to come within SW_IN_FLIGHT batches;
+     * from the last batch enqueued to a host result's last byte. */
+    double seconds_setup, seconds_run, seconds_uploading, seconds_waiting, seconds_downloading;
 } sg_sw_stats;
 
 /* True when every model runs on a CUDA device (the same one) and this

@@ -780,7 +780,15 @@ class WindowStats(ctypes.Structure):
                 ("context_bytes", ctypes.c_uint64)]
 
 
+class WindowTimes(ctypes.Structure):
+    """segrt_window_times: where the calling thread's time went (seconds)."""
+    _fields_ = [("setup", ctypes.c_double), ("run", ctypes.c_double), ("uploading", ctypes.c_double),
+                ("waiting", ctypes.c_double), ("downloading", ctypes.c_double)]
+
+
 _SIGNATURES["segrt_window_run_with_stats"] = (_S, [_PP, _SZ, _P, _TP, _TP, ctypes.POINTER(WindowStats)])
+_SIGNATURES["segrt_window_run_timed"] = (_S, [_PP, _SZ, _P, _TP, _TP, ctypes.POINTER(WindowStats),
+                                              ctypes.POINTER(WindowTimes)])
 
 # The window enums of segrt.h, by the names the CLI uses.
 WINDOW_BLENDS = {"constant": 0, "gaussian": 1}
@@ -801,7 +809,9 @@ def _lookup(table, value, what):
 class WindowResult:
     """The host tensor segrt_window_run allocated: .array is a numpy view
     of it (no copy), valid until close(); numpy() copies it out. .stats:
-    the run's segrt_window_stats as a dict, or None."""
+    the run's segrt_window_stats as a dict (with segrt_window_times' fields
+    as seconds_setup, seconds_run, ... where the library has them), or
+    None."""
 
     def __init__(self, tensor, stats=None):
         self._t = tensor
@@ -912,26 +922,40 @@ class WindowOptions(_Handle):
         arr = (ctypes.c_void_p * len(ctxs))(*[c.ptr for c in ctxs])
         img, keep = _tensor(image)
         ptr, n = self.ptr, len(ctxs)
-        stats = None
+        stats = times = None
+        name = "segrt_window_run"
         if with_stats:
-            try:
-                c_stats = fn("segrt_window_run_with_stats")
-                stats = WindowStats()
-            except SegrtError as e:
-                if e.status != MISSING_SYMBOL:
-                    raise
-        name = "segrt_window_run" if stats is None else "segrt_window_run_with_stats"
+            # The newest entry point the library has: with the host-time
+            # breakdown, else the stats alone, else none.
+            for candidate in ("segrt_window_run_timed", "segrt_window_run_with_stats"):
+                try:
+                    c_stats = fn(candidate)
+                except SegrtError as e:
+                    if e.status != MISSING_SYMBOL:
+                        raise
+                    continue
+                name, stats = candidate, WindowStats()
+                times = WindowTimes() if candidate == "segrt_window_run_timed" else None
+                break
         c_run = fn("segrt_window_run")
 
         def run():
             out = Tensor()
             if stats is None:
                 status = c_run(arr, n, ptr, ctypes.byref(img), ctypes.byref(out))
-            else:
+            elif times is None:
                 status = c_stats(arr, n, ptr, ctypes.byref(img), ctypes.byref(out), ctypes.byref(stats))
+            else:
+                status = c_stats(arr, n, ptr, ctypes.byref(img), ctypes.byref(out), ctypes.byref(stats),
+                                 ctypes.byref(times))
             if status != OK:
                 raise SegrtError(name, status, last_error())
-            return WindowResult(out, None if stats is None else _struct_dict(stats))
+            if stats is None:
+                return WindowResult(out, None)
+            d = _struct_dict(stats)
+            if times is not None:
+                d.update({"seconds_" + k: v for k, v in _struct_dict(times).items()})
+            return WindowResult(out, d)
 
         run.keep = (self, ctxs, keep)
         return run

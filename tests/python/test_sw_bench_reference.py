@@ -269,3 +269,16 @@ def test_sw_table_merge_and_readme(tmp_path):
     report.main(["--sw", "--results", str(tmp_path), "--readme", str(readme)])
     text = readme.read_text()
     assert "old" not in text and "keep" in text and "| 2d" in text
+
+
+def test_sw_table_host_times():
+    times = {"seconds_setup": 0.009, "seconds_run": 0.0186, "seconds_uploading": 0.0059,
+             "seconds_waiting": 0.0, "seconds_downloading": 0.0123}
+    with_times = _case("2d", 16, 30.0, 42.0, segrt_stats=dict(times, on_device=1))
+    without = _case("3d", 16, 100.0, 300.0, segrt_stats={"on_device": 1})
+    text = report.sw_markdown(_sw_result("2026-01-01", [with_times, without]))
+    line = next(x for x in text.splitlines() if x.startswith("Where segrt's host time went"))
+    assert "2d: setup 9.0 ms, windows 18.6 ms (copying image rows 5.9" in line and "result out 12.3" in line
+    assert "3d:" not in line
+    # Results from before the timed call have no such line.
+    assert "host time" not in report.sw_markdown(_sw_result("2026-01-01", [without]))

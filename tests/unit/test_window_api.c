@@ -130,6 +130,17 @@ static void test_outputs_agree(void)
         CHECK(segrt_window_options_set_output(o, SEGRT_WINDOW_OUTPUT_LABELS, SEGRT_WINDOW_ACTIVATION_DEFAULT, 0.5f) ==
               SEGRT_OK);
         CHECK(segrt_window_run(&r.ctx, 1, o, &img, &labels) == SEGRT_OK);
+        /* The stats and times entry point gives the same labels; on the
+         * host path its device times are zero (garbage in, to be cleared). */
+        segrt_tensor timed;
+        segrt_window_stats st;
+        segrt_window_times tm;
+        memset(&tm, 0x7f, sizeof tm);
+        CHECK(segrt_window_run_timed(&r.ctx, 1, o, &img, &timed, &st, &tm) == SEGRT_OK);
+        CHECK(timed.dtype == labels.dtype && memcmp(timed.data, labels.data, 70 * 53) == 0);
+        CHECK(st.windows == 8 && st.runs == 8 * 4 && st.on_device == 0); /* 4 x 2 windows, 4 flips */
+        CHECK(tm.setup == 0 && tm.run == 0 && tm.uploading == 0 && tm.waiting == 0 && tm.downloading == 0);
+        segrt_window_result_free(&timed);
         int64_t K = logits.dims[1], V = 70 * 53;
         CHECK(K == 2 && labels.dtype == SEGRT_DTYPE_UINT8 && labels.dims[1] == 1 && labels.dims[2] == 70);
         const float *lg = logits.data, *pr = probs.data;

@@ -81,6 +81,19 @@ void sg_cuda_exec_free(sg_cuda_exec *e);
 sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
                            segrt_tensor *outputs);
 
+/* Enqueues plan p on the executor's stream and returns without waiting:
+ * inputs and outputs must be device memory. The stream first waits for
+ * `after` (an event recorded by the caller; NULL: none) and records `done`
+ * (NULL: none) when the outputs are written, so a caller's own stream
+ * orders itself around the run with events, not by draining. An error a
+ * kernel reports (an index out of range) surfaces at sg_cuda_exec_finish
+ * or the next sg_cuda_exec_run. */
+struct CUevent_st;
+sg_status sg_cuda_exec_enqueue(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
+                               segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done);
+/* Waits for everything enqueued; the status of the kernels' error flag. */
+sg_status sg_cuda_exec_finish(sg_cuda_exec *e);
+
 /* Profiling: while on, each run records every step's device time. */
 sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on);
 void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f);

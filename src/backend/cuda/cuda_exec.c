@@ -201,6 +201,8 @@ static sg_status attach(sg_cuda_exec *e, const sg_cuda_plan *p, exec_plan **out)
             *out = &e->plans[i];
             return SEGRT_OK;
         }
+    /* Growing the buffers frees ones that enqueued runs may still use. */
+    CUDA_TRY(cudaStreamSynchronize(e->stream));
     SG_TRY(fit_plan(e, p));
     SG_TRY(sg_grow((void **)&e->plans, &e->cap_plans, e->n_plans + 1, sizeof *e->plans));
     exec_plan *ep = &e->plans[e->n_plans];
@@ -445,6 +447,65 @@ static sg_status capture(sg_cuda_exec *e, exec_plan *ep, cuda_run *r, const grap
     return SEGRT_OK;
 }
 
+/* Enqueues p over the callers' buffers: the captured graph where one was
+ * made for these pointers, else step by step (capturing on the second
+ * run with the same pointers). */
+static sg_status launch(sg_cuda_exec *e, exec_plan *ep, void *const *in_ptr, void *const *out_ptr)
+{
+    const sg_cuda_plan *p = ep->plan;
+    resolve_pointers(e, p, in_ptr, out_ptr);
+    cuda_run r = {p,          e->stream,          e->cudnn,     e->lt,  e->ptr, e->scratch, e->workspace,
+                  e->workspace_bytes, e->err, e->host_scratch, NULL};
+    /* CPU fallback steps synchronise the stream and profiles time each
+     * step: both run step by step. */
+    bool graphs = e->graphs && !ep->events && !p->has_fallback && !ep->no_graph;
+    graph_key key;
+    key_make(e, p, in_ptr, out_ptr, &key);
+    bool launched_graph = false;
+    if (graphs && !(ep->graph && key_same(&key, &ep->graph_for)) && key_same(&key, &ep->last))
+        SG_TRY(capture(e, ep, &r, &key, &launched_graph));
+    if (graphs && ep->graph && key_same(&key, &ep->graph_for)) {
+        CUDA_TRY(cudaGraphLaunch(ep->graph, e->stream));
+        launched_graph = true;
+    }
+    if (!launched_graph)
+        SG_TRY(run_steps(e, ep, &r));
+    ep->last = key;
+    return SEGRT_OK;
+}
+
+/* Waits for the stream, then turns an error a kernel reported (kept in
+ * e->err until now) into a status and clears it. */
+static sg_status drain(sg_cuda_exec *e)
+{
+    CUDA_TRY(cudaMemcpyAsync(e->err_host, e->err, sizeof(int), cudaMemcpyDeviceToHost, e->stream));
+    CUDA_TRY(cudaStreamSynchronize(e->stream));
+    if (*e->err_host != SGK_ERR_NONE) {
+        int code = *e->err_host;
+        CUDA_TRY(cudaMemsetAsync(e->err, 0, sizeof(int), e->stream));
+        CUDA_TRY(cudaStreamSynchronize(e->stream));
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        code == SGK_ERR_INDEX ? "an index input was out of range (Gather or ScatterND)"
+                                              : "a kernel reported error %d",
+                        code);
+    }
+    return SEGRT_OK;
+}
+
+/* Adds each step's device time of the run just drained to the profile. */
+static sg_status profile_collect(exec_plan *ep)
+{
+    if (!ep->events)
+        return SEGRT_OK;
+    for (int32_t s = 0; s < ep->plan->n_steps; s++) {
+        float ms = 0;
+        CUDA_TRY(cudaEventElapsedTime(&ms, ep->events[2 * s], ep->events[2 * s + 1]));
+        ep->step_ms[s] += ms;
+    }
+    ep->runs++;
+    return SEGRT_OK;
+}
+
 sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
                            segrt_tensor *outputs)
 {
@@ -487,24 +548,7 @@ sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_t
         off += t->bytes;
         out_ptr[j] = e->io_dev[g->n_inputs + j];
     }
-    resolve_pointers(e, p, in_ptr, out_ptr);
-    cuda_run r = {p,          e->stream,          e->cudnn,     e->lt,  e->ptr, e->scratch, e->workspace,
-                  e->workspace_bytes, e->err, e->host_scratch, NULL};
-    /* CPU fallback steps synchronise the stream and profiles time each
-     * step: both run step by step. */
-    bool graphs = e->graphs && !ep->events && !p->has_fallback && !ep->no_graph;
-    graph_key key;
-    key_make(e, p, in_ptr, out_ptr, &key);
-    bool launched_graph = false;
-    if (graphs && !(ep->graph && key_same(&key, &ep->graph_for)) && key_same(&key, &ep->last))
-        SG_TRY(capture(e, ep, &r, &key, &launched_graph));
-    if (graphs && ep->graph && key_same(&key, &ep->graph_for)) {
-        CUDA_TRY(cudaGraphLaunch(ep->graph, e->stream));
-        launched_graph = true;
-    }
-    if (!launched_graph)
-        SG_TRY(run_steps(e, ep, &r));
-    ep->last = key;
+    SG_TRY(launch(e, ep, in_ptr, out_ptr));
     for (int32_t j = 0; j < g->n_outputs; j++) {
         if (outputs[j].memory == SEGRT_MEMORY_DEVICE)
             continue;
@@ -512,17 +556,7 @@ sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_t
         if (bytes)
             CUDA_TRY(cudaMemcpyAsync(pinned + out_off[j], out_ptr[j], bytes, cudaMemcpyDeviceToHost, e->stream));
     }
-    CUDA_TRY(cudaMemcpyAsync(e->err_host, e->err, sizeof(int), cudaMemcpyDeviceToHost, e->stream));
-    CUDA_TRY(cudaStreamSynchronize(e->stream));
-    if (*e->err_host != SGK_ERR_NONE) {
-        int code = *e->err_host;
-        CUDA_TRY(cudaMemsetAsync(e->err, 0, sizeof(int), e->stream));
-        CUDA_TRY(cudaStreamSynchronize(e->stream));
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        code == SGK_ERR_INDEX ? "an index input was out of range (Gather or ScatterND)"
-                                              : "a kernel reported error %d",
-                        code);
-    }
+    SG_TRY(drain(e));
     for (int32_t j = 0; j < g->n_outputs; j++) {
         if (outputs[j].memory == SEGRT_MEMORY_DEVICE)
             continue;
@@ -530,15 +564,46 @@ sg_status sg_cuda_exec_run(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_t
         if (bytes)
             memcpy(outputs[j].data, pinned + out_off[j], bytes);
     }
-    if (ep->events) {
-        for (int32_t s = 0; s < p->n_steps; s++) {
-            float ms = 0;
-            CUDA_TRY(cudaEventElapsedTime(&ms, ep->events[2 * s], ep->events[2 * s + 1]));
-            ep->step_ms[s] += ms;
-        }
-        ep->runs++;
+    return profile_collect(ep);
+}
+
+sg_status sg_cuda_exec_enqueue(sg_cuda_exec *e, const sg_cuda_plan *p, const segrt_tensor *inputs,
+                               segrt_tensor *outputs, cudaEvent_t after, cudaEvent_t done)
+{
+    const sg_graph *g = p->g;
+    if (g->n_inputs > EXEC_MAX_IO || g->n_outputs > EXEC_MAX_IO)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "more than %d inputs or outputs", EXEC_MAX_IO);
+    CUDA_TRY(cudaSetDevice(e->device));
+    void *in_ptr[EXEC_MAX_IO], *out_ptr[EXEC_MAX_IO];
+    for (int32_t i = 0; i < g->n_inputs + g->n_outputs; i++) {
+        const segrt_tensor *t = i < g->n_inputs ? &inputs[i] : &outputs[i - g->n_inputs];
+        const char *what = i < g->n_inputs ? "input" : "output";
+        int32_t k = i < g->n_inputs ? i : i - g->n_inputs;
+        if (t->memory != SEGRT_MEMORY_DEVICE)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "an enqueued run takes device memory only; %s %d is not",
+                            what, k);
+        SG_TRY(check_device_ptr(e, t, what, k));
+        (i < g->n_inputs ? in_ptr : out_ptr)[k] = t->data;
     }
+    exec_plan *ep = NULL;
+    SG_TRY(attach(e, p, &ep));
+    SG_TRY(profile_init(e, ep));
+    if (after)
+        CUDA_TRY(cudaStreamWaitEvent(e->stream, after, 0));
+    SG_TRY(launch(e, ep, in_ptr, out_ptr));
+    if (ep->events) { /* a profile reads its step events once the run is done */
+        SG_TRY(drain(e));
+        SG_TRY(profile_collect(ep));
+    }
+    if (done)
+        CUDA_TRY(cudaEventRecord(done, e->stream));
     return SEGRT_OK;
+}
+
+sg_status sg_cuda_exec_finish(sg_cuda_exec *e)
+{
+    CUDA_TRY(cudaSetDevice(e->device));
+    return drain(e);
 }
 
 sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on)

@@ -4,16 +4,20 @@
  * the windows that touch its rows in MONAI's order, sw_batch at a time:
  * gather (per model and flip) -> run -> combine flips and models ->
  * accumulate window by window -> finish the rows no later window touches.
- * The pipeline's kernels run on its own stream; a context's run starts
- * only after that stream is drained and returns with its own stream
- * drained, so the two never overlap on shared buffers. Host images go up
- * on a copy stream that the gathers wait for. */
+ * The pipeline's kernels run on its own stream and the networks on their
+ * contexts' streams, ordered by events (a run waits for its gather, the
+ * blending waits for the run), so the host enqueues ahead of the GPU and
+ * never waits between batches; it stays at most SW_IN_FLIGHT batches
+ * ahead. Host images go up on a copy stream that the gathers wait for, a
+ * pinned buffer's worth of rows after each batch, ahead of the windows
+ * that need them. */
 #include "pipeline/sw_device.h"
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_window.h"
 #include "engine/engine_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +27,10 @@
  * slab by slab. */
 #define SW_STAGE_WHOLE_BYTES ((size_t)256 << 20)
 #define SW_PINNED_BYTES ((size_t)8 << 20)
+/* Batches enqueued ahead of the GPU: enough to hide the host's launches
+ * and uploads behind the networks, few enough that progress reports mean
+ * windows done. */
+#define SW_IN_FLIGHT 3
 
 /* A host image's rows on the device. */
 typedef struct img_rows {
@@ -48,8 +56,11 @@ typedef struct dev_run {
     uint32_t flips[SG_SW_MAX_FLIPS];
     int32_t n_flips;
     cudaStream_t s, up;
-    cudaEvent_t ev_gathered, ev_uploaded;
+    cudaEvent_t ev_gathered, ev_uploaded, ev_net;
+    cudaEvent_t ev_batch[SW_IN_FLIGHT]; /* recorded after batch i's blending at i % SW_IN_FLIGHT */
+    int64_t batches;                    /* batches enqueued so far */
     bool have_upload;
+    bool enqueued;                      /* network runs enqueued and not yet finished */
     float *d_w, *d_in, *d_pred, *d_model, *d_out, *d_acc;
     dev_model *dm;
     int64_t ring_rows, pass_rows;
@@ -74,7 +85,8 @@ typedef struct dev_run {
     uint64_t pipeline_bytes;
     int64_t runs, total_runs;
     int64_t *batch;      /* window indices of a batch larger than run_image_pass's own array */
-    double t_upload, t_wait, t_networks, t_total; /* host seconds: see sg_sw_stats */
+    int64_t release_row;  /* a host image's rows below it: no later batch of the pass reads them */
+    double t_setup, t_upload, t_wait, t_download, t_total; /* host seconds: see sg_sw_stats */
 } dev_run;
 
 static double sw_now(void)
@@ -108,8 +120,23 @@ static sg_status dev_alloc(dev_run *r, size_t bytes, const char *what, void **ou
     return SEGRT_OK;
 }
 
+/* Waits for the contexts' enqueued runs (they read and write the
+ * pipeline's buffers) without replacing the error that ended the run. */
+static void finish_contexts_quietly(dev_run *r)
+{
+    if (!r->enqueued)
+        return;
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", sg_last_error());
+    for (int32_t m = 0; m < r->n_models; m++)
+        (void)sg_context_finish(r->models[m].ctx);
+    (void)sg_error(SEGRT_ERROR_DEVICE, "%s", keep);
+    r->enqueued = false;
+}
+
 static void dev_run_free(dev_run *r)
 {
+    finish_contexts_quietly(r);
     if (r->s)
         cudaStreamSynchronize(r->s);
     if (r->up)
@@ -139,6 +166,11 @@ static void dev_run_free(dev_run *r)
         cudaEventDestroy(r->ev_gathered);
     if (r->ev_uploaded)
         cudaEventDestroy(r->ev_uploaded);
+    if (r->ev_net)
+        cudaEventDestroy(r->ev_net);
+    for (int i = 0; i < SW_IN_FLIGHT; i++)
+        if (r->ev_batch[i])
+            cudaEventDestroy(r->ev_batch[i]);
     if (r->s)
         cudaStreamDestroy(r->s);
     if (r->up)
@@ -309,9 +341,8 @@ static sg_status plan_memory(dev_run *r)
     return SEGRT_OK;
 }
 
-/* memcpy by the OpenMP team in 4 MiB pieces: one core copies into pinned
- * memory at a few GB/s, a slab of a CT volume is hundreds of MB, and the
- * GPU waits for it. */
+/* memcpy by the OpenMP team in 4 MiB pieces, for the result's way down:
+ * the team also takes the result's first-touch page faults. */
 static void copy_parallel(void *dst, const void *src, size_t bytes)
 {
     const size_t piece = (size_t)4 << 20;
@@ -324,7 +355,10 @@ static void copy_parallel(void *dst, const void *src, size_t bytes)
 }
 
 /* Host rows [a, b) of image n, every channel, into the ring through the
- * pinned buffers, on the copy stream. */
+ * pinned buffers, on the copy stream. One core's memcpy: on the H100
+ * machine the OpenMP team copied the 2D job's 50 MB in 27-39 ms where
+ * one thread took 7 (an 8 MiB chunk is two pieces, and the team's 14
+ * idle threads spin beside them); uploads run ahead of the GPU anyway. */
 static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int64_t b)
 {
     int64_t chunk = (int64_t)(r->pinned_bytes / sizeof(float)) / r->img_plane;
@@ -338,7 +372,7 @@ static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int
             r->pinned_next ^= 1;
             CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k])); /* its last copy has left */
             size_t bytes = (size_t)(len * r->img_plane) * sizeof(float);
-            copy_parallel(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
+            memcpy(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
             CUDA_TRY(cudaMemcpyAsync(sl->ring + (c * r->img_ring + at) * r->img_plane, r->pinned[k], bytes,
                                      cudaMemcpyHostToDevice, r->up));
             CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->up));
@@ -361,28 +395,54 @@ static void window_rows(const dev_run *r, int64_t s0, int64_t *a, int64_t *b)
     *b = *b > r->g.size[0] ? r->g.size[0] : *b;
 }
 
-/* Makes image n's rows [a, b) resident in its slot, uploading ahead as
- * far as the ring allows. Rows the ring drops are before a: no window
- * after the ones gathered so far reads them, and the copy stream waits for
- * those gathers before overwriting. */
-static sg_status ensure_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
+/* Puts image n's rows [sl->hi, to) on their way into the ring. The rows
+ * they replace are below the batch being gathered (no later window reads
+ * them), and the copy stream waits for the gathers enqueued so far before
+ * overwriting them. The next gather waits for the copy. */
+static sg_status upload_to(dev_run *r, int64_t n, int64_t to)
 {
     img_rows *sl = &r->rows;
-    if (sl->image != n || a < sl->lo || b > sl->lo + r->img_ring) {
-        sl->image = n;
-        sl->lo = sl->hi = a;
-    }
-    if (b <= sl->hi)
-        return SEGRT_OK;
-    int64_t to = a + r->img_ring < r->g.size[0] ? a + r->img_ring : r->g.size[0];
     CUDA_TRY(cudaStreamWaitEvent(r->up, r->ev_gathered, 0));
     SG_TRY(upload_rows(r, sl, n, sl->hi, to));
     sl->hi = to;
-    if (a > sl->lo)
-        sl->lo = a;
+    if (sl->hi - r->img_ring > sl->lo)
+        sl->lo = sl->hi - r->img_ring;
     CUDA_TRY(cudaEventRecord(r->ev_uploaded, r->up));
     r->have_upload = true;
     return SEGRT_OK;
+}
+
+/* Makes image n's rows [a, b) resident in the ring: what a batch about to
+ * be gathered needs and upload_ahead has not sent yet. Another image, or
+ * a later pass going back before the ring's rows (or jumping past them),
+ * starts the ring afresh at a. */
+static sg_status ensure_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
+{
+    img_rows *sl = &r->rows;
+    if (sl->image != n || a < sl->lo || a > sl->hi) {
+        sl->image = n;
+        sl->lo = sl->hi = a;
+    }
+    r->release_row = a;
+    return b <= sl->hi ? SEGRT_OK : upload_to(r, n, b);
+}
+
+/* After a batch's gathers: one pinned buffer's worth of the rows the next
+ * windows will read (per channel), as far as the ring has slots whose rows
+ * no later batch reads, so that uploads overlap the networks instead of
+ * stalling the batch that first needs them. */
+static sg_status upload_ahead(dev_run *r)
+{
+    img_rows *sl = &r->rows;
+    if (r->d_image || sl->image < 0 || sl->hi >= r->g.size[0])
+        return SEGRT_OK;
+    int64_t chunk = (int64_t)(r->pinned_bytes / sizeof(float)) / r->img_plane;
+    int64_t to = sl->hi + (chunk > 0 ? chunk : 1);
+    if (to > r->release_row + r->img_ring)
+        to = r->release_row + r->img_ring;
+    if (to > r->g.size[0])
+        to = r->g.size[0];
+    return to > sl->hi ? upload_to(r, sl->image, to) : SEGRT_OK;
 }
 
 /* The rows every window of a batch (of one image) reads, made resident
@@ -458,12 +518,12 @@ static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
         dm->t[0].device = r->device;
         for (int32_t f = 0; f < r->n_flips; f++) {
             SG_TRY(gather_batch(r, win, got, r->flips[f]));
-            double t0 = sw_now();
-            CUDA_TRY(cudaStreamSynchronize(r->s));
-            double t1 = sw_now();
-            SG_TRY(segrt_context_run(r->models[m].ctx, 1, &in, dm->n, dm->t));
-            r->t_wait += t1 - t0;
-            r->t_networks += sw_now() - t1;
+            /* The run reads d_in after the gather and writes d_pred after
+             * the last batch's blending (both before ev_gathered on s); the
+             * next gather and the blending wait for the run. */
+            r->enqueued = true;
+            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, r->ev_gathered, r->ev_net));
+            CUDA_TRY(cudaStreamWaitEvent(r->s, r->ev_net, 0));
             r->runs += got;
             if (r->n_flips > 1)
                 SG_TRY(sgk_win_combine(r->s, &r->geom, r->flips[f], f > 0,
@@ -543,6 +603,13 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
     sgk_win_rows acc = {r->d_acc, r->ring_rows * r->pad_plane, 0, r->ring_rows};
     for (int64_t first = w_lo; first < w_hi; first += r->B) {
         int64_t got = w_hi - first < r->B ? w_hi - first : r->B;
+        /* At most SW_IN_FLIGHT batches ahead of the GPU. */
+        cudaEvent_t slot = r->ev_batch[r->batches % SW_IN_FLIGHT];
+        if (r->batches >= SW_IN_FLIGHT) {
+            double t0 = sw_now();
+            CUDA_TRY(cudaEventSynchronize(slot));
+            r->t_wait += sw_now() - t0;
+        }
         int64_t *batch = r->B <= 1024 ? win : r->batch;
         for (int64_t b = 0; b < got; b++)
             batch[b] = n * nw + first + b;
@@ -552,6 +619,11 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
             r->t_upload += sw_now() - t0;
         }
         SG_TRY(predict_batch(r, batch, got));
+        if (!r->d_image) {
+            double t0 = sw_now();
+            SG_TRY(upload_ahead(r));
+            r->t_upload += sw_now() - t0;
+        }
         for (int64_t b = 0; b < got; b++) {
             sg_sw_window_start(&r->g, first + b, start);
             int64_t ready = start[0] > pa ? start[0] : pa; /* rows before it: no later window touches them */
@@ -563,6 +635,8 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
             SG_TRY(sgk_win_accumulate(r->s, &r->geom, start, r->d_out + b * r->K * r->roi_numel, r->d_w, r->K, pa,
                                       pb, &acc));
         }
+        CUDA_TRY(cudaEventRecord(slot, r->s));
+        r->batches++;
         if (r->o->progress)
             r->o->progress(r->o->progress_user, r->runs / (r->n_models * r->n_flips),
                            r->total_runs / (r->n_models * r->n_flips));
@@ -616,6 +690,9 @@ static sg_status prepare(dev_run *r, const segrt_tensor *image)
     CUDA_TRY(cudaStreamCreateWithFlags(&r->up, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&r->ev_gathered, cudaEventDisableTiming));
     CUDA_TRY(cudaEventCreateWithFlags(&r->ev_uploaded, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&r->ev_net, cudaEventDisableTiming));
+    for (int i = 0; i < SW_IN_FLIGHT; i++)
+        CUDA_TRY(cudaEventCreateWithFlags(&r->ev_batch[i], cudaEventDisableTiming));
     SG_TRY(plan_memory(r));
     float *w = malloc(sizeof(float) * (size_t)r->roi_numel);
     if (!w)
@@ -685,9 +762,16 @@ static sg_status run_all(dev_run *r)
             int64_t pb = pa + r->pass_rows < rows0 ? pa + r->pass_rows : rows0;
             SG_TRY(run_image_pass(r, n, pa, pb));
         }
+    double t0 = sw_now();
     if (r->out_memory == SEGRT_MEMORY_HOST && r->d_result)
         SG_TRY(download_result(r));
     CUDA_TRY(cudaStreamSynchronize(r->s));
+    r->t_download = sw_now() - t0;
+    /* Every run is done (the blending waited for each); what remains is
+     * an error a network's kernel reported. */
+    for (int32_t m = 0; m < r->n_models; m++)
+        SG_TRY(sg_context_finish(r->models[m].ctx));
+    r->enqueued = false;
     r->t_total = sw_now() - t_start;
     return SEGRT_OK;
 }
@@ -714,7 +798,9 @@ sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg
         r.d_image = image->data;
     else
         r.h_image = image->data;
+    double t0 = sw_now();
     sg_status s = prepare(&r, image);
+    r.t_setup = sw_now() - t0;
     if (s == SEGRT_OK)
         s = run_all(&r);
     if (s == SEGRT_OK) {
@@ -741,10 +827,11 @@ sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg
             stats->sw_batch = (int32_t)r.B;
             stats->pipeline_bytes = r.pipeline_bytes;
             stats->context_bytes = context_bytes(&r);
-            stats->seconds_total = r.t_total;
-            stats->seconds_networks = r.t_networks;
-            stats->seconds_waiting = r.t_wait;
+            stats->seconds_setup = r.t_setup;
+            stats->seconds_run = r.t_total;
             stats->seconds_uploading = r.t_upload;
+            stats->seconds_waiting = r.t_wait;
+            stats->seconds_downloading = r.t_download;
         }
     }
     segrt_device_free(r.d_result);

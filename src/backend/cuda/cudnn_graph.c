@@ -4,6 +4,7 @@
 #include "backend/cuda/cudnn_graph.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Heuristics can list hundreds of configurations in FALLBACK mode; each
@@ -172,7 +173,7 @@ sg_status cdg_graph(cdg_pool *pool, cudnnHandle_t h, const cudnnBackendDescripto
 
 /* Counts of what the search refused, for the message when nothing fits. */
 typedef struct search_stats {
-    int32_t tried, by_notes, by_workspace, not_final, not_rebuilt;
+    int32_t tried, by_notes, by_workspace, not_final;
     char last[512];
 } search_stats;
 
@@ -243,10 +244,18 @@ static sg_status read_config(cudnnBackendDescriptor_t cfg, cudnnBackendDescripto
 }
 
 /* Tries one heuristics configuration; *taken says whether it became the
- * choice. Descriptors live in pool (the caller clears it). */
+ * choice, and *plan (when asked for) is its finalized plan. Descriptors
+ * live in pool (the caller clears it, or keeps it with the plan).
+ *
+ * The plan is finalized once, from the recorded engine and knobs: that is
+ * what every context builds, so a choice that would not rebuild is never
+ * recorded, and the plan timed is the plan run. A finalize is the search's
+ * cost (a runtime-fusion engine compiles its kernel there); finalizing the
+ * heuristics' config first, then the rebuild, then again for timing, took
+ * three per candidate. */
 static sg_status try_config(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t graph,
                             cudnnBackendDescriptor_t cfg, const cdg_filter *f, cdg_choice *out, bool *taken,
-                            search_stats *st)
+                            search_stats *st, cudnnBackendDescriptor_t *plan)
 {
     *taken = false;
     st->tried++;
@@ -270,56 +279,47 @@ static sg_status try_config(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescrip
         st->by_workspace++;
         return SEGRT_OK;
     }
-    cudnnBackendDescriptor_t plan;
-    SG_TRY(cdg_new(pool, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
-    CDG_SET(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    CDG_SET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
-    cudnnStatus_t fs = cudnnBackendFinalize(plan);
-    if (fs != CUDNN_STATUS_SUCCESS) {
-        st->not_final++;
-        refusal(st->last, sizeof st->last, "cudnnBackendFinalize(execution plan)", fs);
-        return SEGRT_OK;
-    }
-    CUDNN_TRY(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt,
-                                       &ws));
-    if (ws > f->max_workspace) {
-        st->by_workspace++;
-        return SEGRT_OK;
-    }
     cdg_choice c;
     memset(&c, 0, sizeof c);
     c.version = CDG_CHOICE_VERSION;
     c.cudnn_version = (uint32_t)cudnnGetVersion();
-    c.workspace = ws;
     SG_TRY(read_config(cfg, engine, &c));
-    /* Every context rebuilds the plan from these numbers: make sure they
-     * are enough before recording them. */
-    cdg_pool again;
-    again.n = 0;
-    cudnnBackendDescriptor_t plan2;
-    int64_t ws2 = 0;
+    cudnnBackendDescriptor_t p = NULL;
     bool ok = false;
     char why[400];
-    sg_status s = cdg_plan_from_choice(&again, h, graph, &c, &plan2, &ws2, &ok, why, sizeof why);
-    cdg_pool_clear(&again);
-    SG_TRY(s);
-    if (!ok || ws2 > f->max_workspace) {
-        st->not_rebuilt++;
-        snprintf(st->last, sizeof st->last, "engine %lld rebuilt from its knobs: %s", (long long)c.engine,
-                 ok ? "needs more workspace" : why);
+    SG_TRY(cdg_plan_from_choice(pool, h, graph, &c, &p, &ws, &ok, why, sizeof why));
+    if (!ok) {
+        st->not_final++;
+        snprintf(st->last, sizeof st->last, "engine %lld: %s", (long long)c.engine, why);
         return SEGRT_OK;
     }
-    c.workspace = ws2 > ws ? ws2 : ws;
+    if (ws > f->max_workspace) {
+        st->by_workspace++;
+        return SEGRT_OK;
+    }
+    c.workspace = ws;
     *out = c;
     *taken = true;
+    if (plan)
+        *plan = p;
     return SEGRT_OK;
 }
 
-/* Candidates gathered for timing. */
+/* Candidates gathered for timing, each with its finalized plan (owned by
+ * its pool). */
 typedef struct cand_list {
     int32_t n, cap;
     cdg_choice c[CDG_TUNE_MAX_CANDIDATES];
+    cudnnBackendDescriptor_t plan[CDG_TUNE_MAX_CANDIDATES];
+    cdg_pool pool[CDG_TUNE_MAX_CANDIDATES];
 } cand_list;
+
+static void cands_clear(cand_list *cands)
+{
+    for (int32_t i = 0; i < cands->n; i++)
+        cdg_pool_clear(&cands->pool[i]);
+    cands->n = 0;
+}
 
 /* One heuristics mode; descriptors in pool (the caller clears it). With
  * cands, every fitting configuration goes there until it is full;
@@ -351,14 +351,18 @@ static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescri
     CUDNN_TRY(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                        &got, cfgs));
     for (int64_t i = 0; i < got && i < count && !*found; i++) {
-        cdg_pool cand;
-        cand.n = 0;
+        cdg_pool one;
+        cdg_pool *cand = cands ? &cands->pool[cands->n] : &one;
+        cand->n = 0;
         bool taken = false;
-        sg_status s = try_config(&cand, h, graph, cfgs[i], f, out, &taken, st);
-        cdg_pool_clear(&cand);
+        cudnnBackendDescriptor_t plan = NULL;
+        sg_status s = try_config(cand, h, graph, cfgs[i], f, out, &taken, st, cands ? &plan : NULL);
+        if (s != SEGRT_OK || !taken || !cands)
+            cdg_pool_clear(cand);
         SG_TRY(s);
         if (taken && cands) {
-            cands->c[cands->n++] = *out;
+            cands->c[cands->n] = *out;
+            cands->plan[cands->n++] = plan;
             *found = cands->n >= cands->cap;
         } else {
             *found = taken;
@@ -369,25 +373,18 @@ static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescri
     return SEGRT_OK;
 }
 
-/* Milliseconds of one run of choice c (median of a few after a warm-up),
- * or a negative value when it does not build or run. */
-static sg_status time_choice(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_tuning *t, void *const *bufs,
-                             void *workspace, const cdg_choice *c, cudaEvent_t ev[2], float *ms)
+/* Milliseconds of one run of a candidate's plan (median of a few after
+ * a warm-up), or a negative value when it does not run. */
+static sg_status time_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, const cdg_tuning *t, void *const *bufs,
+                           void *workspace, cudaEvent_t ev[2], float *ms)
 {
     *ms = -1.0f;
-    cdg_pool pool;
-    pool.n = 0;
-    cudnnBackendDescriptor_t plan = NULL, pack = NULL;
-    int64_t ws = 0;
-    bool ok = false;
-    char why[300];
-    sg_status s = cdg_plan_from_choice(&pool, h, graph, c, &plan, &ws, &ok, why, sizeof why);
-    if (s == SEGRT_OK && ok)
-        s = cdg_variant_pack(t->n, t->uids, bufs, workspace, &pack);
+    cudnnBackendDescriptor_t pack = NULL;
+    sg_status s = cdg_variant_pack(t->n, t->uids, bufs, workspace, &pack);
     enum { REPS = 5 };
     float runs[REPS];
     int32_t good = 0;
-    if (s == SEGRT_OK && ok && cudnnBackendExecute(h, plan, pack) == CUDNN_STATUS_SUCCESS) {
+    if (s == SEGRT_OK && cudnnBackendExecute(h, plan, pack) == CUDNN_STATUS_SUCCESS) {
         for (int32_t r = 0; r < REPS; r++) {
             if (cudaEventRecord(ev[0], t->stream) != cudaSuccess ||
                 cudnnBackendExecute(h, plan, pack) != CUDNN_STATUS_SUCCESS ||
@@ -400,7 +397,6 @@ static sg_status time_choice(cudnnHandle_t h, cudnnBackendDescriptor_t graph, co
     (void)cudaGetLastError();
     if (pack)
         cudnnBackendDestroyDescriptor(pack);
-    cdg_pool_clear(&pool);
     SG_TRY(s);
     if (good == REPS) {
         for (int32_t i = 1; i < REPS; i++)
@@ -416,8 +412,7 @@ static sg_status time_choice(cudnnHandle_t h, cudnnBackendDescriptor_t graph, co
 
 /* Times the candidates on zero-filled buffers; *best is the fastest, or
  * the first when none could be timed (no memory for the buffers, say). */
-static sg_status time_candidates(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_tuning *t,
-                                 const cand_list *cands, cdg_choice *best)
+static sg_status time_candidates(cudnnHandle_t h, const cdg_tuning *t, const cand_list *cands, cdg_choice *best)
 {
     *best = cands->c[0];
     if (cands->n < 2 || t->n > CDG_TUNE_MAX_TENSORS)
@@ -438,7 +433,7 @@ static sg_status time_candidates(cudnnHandle_t h, cudnnBackendDescriptor_t graph
     float best_ms = -1.0f;
     for (int32_t i = 0; ready && s == SEGRT_OK && i < cands->n; i++) {
         float ms = -1.0f;
-        s = time_choice(h, graph, t, bufs, workspace, &cands->c[i], ev, &ms);
+        s = time_plan(h, cands->plan[i], t, bufs, workspace, ev, &ms);
         if (s == SEGRT_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
             best_ms = ms;
             *best = cands->c[i];
@@ -463,27 +458,36 @@ sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_
     memset(&st, 0, sizeof st);
     *found = false;
     bool tune = t && t->candidates > 1;
-    cand_list cands;
-    cands.n = 0;
-    cands.cap = tune ? (t->candidates < CDG_TUNE_MAX_CANDIDATES ? t->candidates : CDG_TUNE_MAX_CANDIDATES) : 0;
-    for (int32_t m = 0; m < 2 && !*found; m++) {
+    cand_list *cands = NULL; /* 16 pools of descriptors: too big for the stack */
+    if (tune) {
+        if (!(cands = malloc(sizeof *cands)))
+            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "cuDNN engine search: no memory for the candidates");
+        cands->n = 0;
+        cands->cap = t->candidates < CDG_TUNE_MAX_CANDIDATES ? t->candidates : CDG_TUNE_MAX_CANDIDATES;
+    }
+    sg_status s = SEGRT_OK;
+    for (int32_t m = 0; m < 2 && !*found && s == SEGRT_OK; m++) {
         cdg_pool pool;
         pool.n = 0;
         /* Only heuristics A's ranking is worth timing; FALLBACK is the
          * last resort and its first fit is taken. */
-        sg_status s = search_mode(&pool, h, graph, modes[m], f, out, found, &st, tune && m == 0 ? &cands : NULL);
+        s = search_mode(&pool, h, graph, modes[m], f, out, found, &st, m == 0 ? cands : NULL);
         cdg_pool_clear(&pool);
-        SG_TRY(s);
     }
-    if (tune && cands.n > 0)
-        SG_TRY(time_candidates(h, graph, t, &cands, out));
+    if (s == SEGRT_OK && cands && cands->n > 0)
+        s = time_candidates(h, t, cands, out);
+    if (cands) {
+        cands_clear(cands);
+        free(cands);
+    }
+    SG_TRY(s);
     if (!*found && why && why_cap)
         snprintf(why, why_cap,
                  "no cuDNN engine fits: %d configs tried (heuristics A and FALLBACK); %d refused by numerical "
                  "notes (nondeterministic, down-converting%s), %d over the %lld-byte workspace limit, %d did not "
-                 "finalize, %d did not rebuild from their knobs; last: %s",
+                 "finalize from their engine and knobs; last: %s",
                  st.tried, st.by_notes, f->no_tensor_core ? ", tensor-core/TF32" : "", st.by_workspace,
-                 (long long)f->max_workspace, st.not_final, st.not_rebuilt, st.last[0] ? st.last : "none");
+                 (long long)f->max_workspace, st.not_final, st.last[0] ? st.last : "none");
     return SEGRT_OK;
 }
 
