@@ -434,16 +434,26 @@ static sg_status run_cuda(segrt_context *ctx, size_t n_inputs, const segrt_tenso
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }
 
+/* The checks of a run's buffers that segrt_context_run and
+ * sg_context_enqueue share: counts, then the inputs. */
+static sg_status check_run_buffers(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
+                                   size_t n_outputs)
+{
+    if (n_outputs != (size_t)e->g->n_outputs)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
+                        e->g->path, e->g->n_outputs, n_outputs);
+    if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
+    return check_inputs(e->g, n_inputs, inputs, e->cuda != NULL);
+}
+
 sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
                              segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done)
 {
     const segrt_engine *e = ctx->engine;
     if (!e->cuda)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: an enqueued run needs a CUDA engine", e->g->path);
-    if (n_outputs != (size_t)e->g->n_outputs || n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
-                        e->g->path, e->g->n_outputs, n_outputs);
-    SG_TRY(check_inputs(e->g, n_inputs, inputs, true));
+    SG_TRY(check_run_buffers(e, n_inputs, inputs, n_outputs));
     const struct sg_cuda_plan *plan = NULL;
     sg_graph *interpret = NULL;
     sg_status s = sg_cuda_engine_plan(e->cuda, e->g, n_inputs, inputs, &plan, &interpret);
@@ -475,12 +485,7 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
     if (!ctx || (n_outputs && !outputs) || (n_inputs && !inputs))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_run: NULL argument");
     const segrt_engine *e = ctx->engine;
-    if (n_outputs != (size_t)e->g->n_outputs)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
-                        e->g->path, e->g->n_outputs, n_outputs);
-    if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
-    SG_TRY(check_inputs(e->g, n_inputs, inputs, e->cuda != NULL));
+    SG_TRY(check_run_buffers(e, n_inputs, inputs, n_outputs));
     if (e->cuda)
         return run_cuda(ctx, n_inputs, inputs, n_outputs, outputs);
     const sg_graph *g = NULL;
