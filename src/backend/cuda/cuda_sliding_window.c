@@ -46,6 +46,14 @@ typedef struct dev_model {
     void *extra[SG_SW_MAX_OUTPUTS];
 } dev_model;
 
+/* The pipeline's streams (s: gathers, blending, finishing; up: uploads)
+ * and the events that order them. */
+typedef struct sw_streams {
+    cudaStream_t s, up;
+    cudaEvent_t ev_gathered, ev_uploaded, ev_net;
+    cudaEvent_t ev_batch[SW_IN_FLIGHT]; /* recorded after batch i's blending at i % SW_IN_FLIGHT */
+} sw_streams;
+
 /* What the first model's context keeps of its last run for the next:
  * streams and events, the pinned buffers, the importance map's key, and
  * the device buffers in the order the run allocated them. A run takes
@@ -55,9 +63,7 @@ typedef struct dev_model {
  * its pinned memory took 21 ms of a 164 ms job on the H100. */
 struct sg_sw_cache {
     int32_t device;
-    cudaStream_t s, up;
-    cudaEvent_t ev_gathered, ev_uploaded, ev_net;
-    cudaEvent_t ev_batch[SW_IN_FLIGHT];
+    sw_streams st;
     void *pinned[2];
     size_t pinned_bytes;
     cudaEvent_t ev_pinned[2];
@@ -80,9 +86,7 @@ typedef struct dev_run {
     int64_t B, C, K, roi_numel, img_plane, pad_plane, image_numel, n_img;
     uint32_t flips[SG_SW_MAX_FLIPS];
     int32_t n_flips;
-    cudaStream_t s, up;
-    cudaEvent_t ev_gathered, ev_uploaded, ev_net;
-    cudaEvent_t ev_batch[SW_IN_FLIGHT]; /* recorded after batch i's blending at i % SW_IN_FLIGHT */
+    sw_streams st;
     int64_t batches;                    /* batches enqueued so far */
     bool have_upload;
     bool enqueued;                      /* network runs enqueued and not yet finished */
@@ -157,6 +161,33 @@ static void cache_drop_blocks(sg_sw_cache *c)
         c->n = 0;
 }
 
+static void pinned_destroy(void *pinned[2], cudaEvent_t ev[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (pinned[i])
+            cudaFreeHost(pinned[i]);
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+        pinned[i] = NULL;
+        ev[i] = NULL;
+    }
+}
+
+static void streams_destroy(sw_streams *t)
+{
+    cudaEvent_t ev[3 + SW_IN_FLIGHT] = {t->ev_gathered, t->ev_uploaded, t->ev_net};
+    for (int i = 0; i < SW_IN_FLIGHT; i++)
+        ev[3 + i] = t->ev_batch[i];
+    for (int i = 0; i < 3 + SW_IN_FLIGHT; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    if (t->s)
+        cudaStreamDestroy(t->s);
+    if (t->up)
+        cudaStreamDestroy(t->up);
+    memset(t, 0, sizeof *t);
+}
+
 void sg_sw_cache_free(sg_sw_cache *c)
 {
     if (!c)
@@ -166,22 +197,8 @@ void sg_sw_cache_free(sg_sw_cache *c)
     cache_drop_blocks(c);
     free(c->block);
     free(c->bytes);
-    for (int i = 0; i < 2; i++) {
-        if (c->pinned[i])
-            cudaFreeHost(c->pinned[i]);
-        if (c->ev_pinned[i])
-            cudaEventDestroy(c->ev_pinned[i]);
-    }
-    cudaEvent_t ev[3 + SW_IN_FLIGHT] = {c->ev_gathered, c->ev_uploaded, c->ev_net};
-    for (int i = 0; i < SW_IN_FLIGHT; i++)
-        ev[3 + i] = c->ev_batch[i];
-    for (int i = 0; i < 3 + SW_IN_FLIGHT; i++)
-        if (ev[i])
-            cudaEventDestroy(ev[i]);
-    if (c->s)
-        cudaStreamDestroy(c->s);
-    if (c->up)
-        cudaStreamDestroy(c->up);
+    pinned_destroy(c->pinned, c->ev_pinned);
+    streams_destroy(&c->st);
     if (switched)
         cudaSetDevice(prev);
     free(c);
@@ -271,15 +288,8 @@ static sg_sw_cache *cache_from_run(dev_run *r)
     r->block = NULL;
     r->bytes = NULL;
     r->n_blocks = r->cap_blocks = 0;
-    c->s = r->s;
-    c->up = r->up;
-    c->ev_gathered = r->ev_gathered;
-    c->ev_uploaded = r->ev_uploaded;
-    c->ev_net = r->ev_net;
-    memcpy(c->ev_batch, r->ev_batch, sizeof c->ev_batch);
-    r->s = r->up = NULL;
-    r->ev_gathered = r->ev_uploaded = r->ev_net = NULL;
-    memset(r->ev_batch, 0, sizeof r->ev_batch);
+    c->st = r->st;
+    memset(&r->st, 0, sizeof r->st);
     for (int i = 0; i < 2; i++) {
         c->pinned[i] = r->pinned[i];
         c->ev_pinned[i] = r->ev_pinned[i];
@@ -301,10 +311,10 @@ static sg_sw_cache *cache_from_run(dev_run *r)
 static void dev_run_free(dev_run *r, bool keep)
 {
     finish_contexts_quietly(r);
-    if (r->s)
-        cudaStreamSynchronize(r->s);
-    if (r->up)
-        cudaStreamSynchronize(r->up);
+    if (r->st.s)
+        cudaStreamSynchronize(r->st.s);
+    if (r->st.up)
+        cudaStreamSynchronize(r->st.up);
     if (keep && r->models && r->models[0].ctx && !r->models[0].ctx->sw_cache) {
         sg_sw_cache *c = cache_from_run(r);
         if (c)
@@ -316,26 +326,9 @@ static void dev_run_free(dev_run *r, bool keep)
     free(r->bytes);
     sg_sw_cache_free(r->cache);
     free(r->dm);
-    for (int i = 0; i < 2; i++) {
-        if (r->pinned[i])
-            cudaFreeHost(r->pinned[i]);
-        if (r->ev_pinned[i])
-            cudaEventDestroy(r->ev_pinned[i]);
-    }
+    pinned_destroy(r->pinned, r->ev_pinned);
     free(r->batch);
-    if (r->ev_gathered)
-        cudaEventDestroy(r->ev_gathered);
-    if (r->ev_uploaded)
-        cudaEventDestroy(r->ev_uploaded);
-    if (r->ev_net)
-        cudaEventDestroy(r->ev_net);
-    for (int i = 0; i < SW_IN_FLIGHT; i++)
-        if (r->ev_batch[i])
-            cudaEventDestroy(r->ev_batch[i]);
-    if (r->s)
-        cudaStreamDestroy(r->s);
-    if (r->up)
-        cudaStreamDestroy(r->up);
+    streams_destroy(&r->st);
     sg_sw_grid_free(&r->g);
 }
 
@@ -478,7 +471,7 @@ static sg_status plan_memory(dev_run *r)
         }
     size_t acc_bytes = (size_t)(r->ring_rows * (int64_t)row_bytes);
     SG_TRY(dev_alloc(r, acc_bytes, "the accumulators", (void **)&r->d_acc));
-    CUDA_TRY(cudaMemsetAsync(r->d_acc, 0, acc_bytes, r->s));
+    CUDA_TRY(cudaMemsetAsync(r->d_acc, 0, acc_bytes, r->st.s));
     if (whole_result && r->out_memory == SEGRT_MEMORY_DEVICE) {
         SG_TRY(dev_alloc_owned(r, result_bytes, "the result", &r->d_result));
     } else if (whole_result) {
@@ -554,8 +547,8 @@ static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int
             size_t bytes = (size_t)(len * r->img_plane) * sizeof(float);
             memcpy(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
             CUDA_TRY(cudaMemcpyAsync(sl->ring + (c * r->img_ring + at) * r->img_plane, r->pinned[k], bytes,
-                                     cudaMemcpyHostToDevice, r->up));
-            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->up));
+                                     cudaMemcpyHostToDevice, r->st.up));
+            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->st.up));
             row += len;
         }
     return SEGRT_OK;
@@ -582,12 +575,12 @@ static void window_rows(const dev_run *r, int64_t s0, int64_t *a, int64_t *b)
 static sg_status upload_to(dev_run *r, int64_t n, int64_t to)
 {
     img_rows *sl = &r->rows;
-    CUDA_TRY(cudaStreamWaitEvent(r->up, r->ev_gathered, 0));
+    CUDA_TRY(cudaStreamWaitEvent(r->st.up, r->st.ev_gathered, 0));
     SG_TRY(upload_rows(r, sl, n, sl->hi, to));
     sl->hi = to;
     if (sl->hi - r->img_ring > sl->lo)
         sl->lo = sl->hi - r->img_ring;
-    CUDA_TRY(cudaEventRecord(r->ev_uploaded, r->up));
+    CUDA_TRY(cudaEventRecord(r->st.ev_uploaded, r->st.up));
     r->have_upload = true;
     return SEGRT_OK;
 }
@@ -663,17 +656,17 @@ static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint3
 {
     int64_t nw = r->g.n_windows, start[SG_SW_MAX_DIMS];
     if (r->have_upload) {
-        CUDA_TRY(cudaStreamWaitEvent(r->s, r->ev_uploaded, 0));
+        CUDA_TRY(cudaStreamWaitEvent(r->st.s, r->st.ev_uploaded, 0));
         r->have_upload = false;
     }
     for (int64_t b = 0; b < r->B; b++) {
         int64_t g = win[b < got ? b : got - 1]; /* a short batch repeats its last window */
         sg_sw_window_start(&r->g, g % nw, start);
         sgk_win_rows src = image_rows(r, g / nw);
-        SG_TRY(sgk_win_gather(r->s, &r->geom, start, (int32_t)r->o->pad, r->o->pad_value, mask, &src, r->C,
+        SG_TRY(sgk_win_gather(r->st.s, &r->geom, start, (int32_t)r->o->pad, r->o->pad_value, mask, &src, r->C,
                               r->d_in + b * r->C * r->roi_numel));
     }
-    CUDA_TRY(cudaEventRecord(r->ev_gathered, r->s));
+    CUDA_TRY(cudaEventRecord(r->st.ev_gathered, r->st.s));
     return SEGRT_OK;
 }
 
@@ -702,16 +695,16 @@ static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
              * the last batch's blending (both before ev_gathered on s); the
              * next gather and the blending wait for the run. */
             r->enqueued = true;
-            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, r->ev_gathered, r->ev_net));
-            CUDA_TRY(cudaStreamWaitEvent(r->s, r->ev_net, 0));
+            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, r->st.ev_gathered, r->st.ev_net));
+            CUDA_TRY(cudaStreamWaitEvent(r->st.s, r->st.ev_net, 0));
             r->runs += got;
             if (r->n_flips > 1)
-                SG_TRY(sgk_win_combine(r->s, &r->geom, r->flips[f], f > 0,
+                SG_TRY(sgk_win_combine(r->st.s, &r->geom, r->flips[f], f > 0,
                                        f == r->n_flips - 1 ? (float)r->n_flips : 1.0f, r->d_pred, r->d_model,
                                        rows));
         }
         if (r->n_models > 1)
-            SG_TRY(sgk_win_combine(r->s, &r->geom, 0, m > 0, m == r->n_models - 1 ? (float)r->n_models : 1.0f,
+            SG_TRY(sgk_win_combine(r->st.s, &r->geom, 0, m > 0, m == r->n_models - 1 ? (float)r->n_models : 1.0f,
                                    r->d_model, r->d_out, rows));
     }
     return SEGRT_OK;
@@ -726,21 +719,21 @@ static sg_status finish_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
     if (r->d_result) {
         sgk_win_rows dst = {(uint8_t *)r->d_result + (size_t)(n * r->out_ch * r->image_numel) * r->out_esize,
                             r->image_numel, 0, 0};
-        SG_TRY(sgk_win_finalize(r->s, &r->geom, r->final, r->o->threshold, r->K, a, b, &acc, r->out_dtype, &dst));
+        SG_TRY(sgk_win_finalize(r->st.s, &r->geom, r->final, r->o->threshold, r->K, a, b, &acc, r->out_dtype, &dst));
     } else {
         /* Image rows [lo, hi) in chunks of the staging's rows. */
         int64_t lo = a - pb < 0 ? 0 : a - pb, hi = b - pb > r->g.size[0] ? r->g.size[0] : b - pb;
         for (int64_t x = lo; x < hi; x += r->stage_rows) {
             int64_t y = x + r->stage_rows < hi ? x + r->stage_rows : hi;
             sgk_win_rows dst = {r->d_stage, r->stage_rows * r->img_plane, x, 0};
-            SG_TRY(sgk_win_finalize(r->s, &r->geom, r->final, r->o->threshold, r->K, x + pb, y + pb, &acc,
+            SG_TRY(sgk_win_finalize(r->st.s, &r->geom, r->final, r->o->threshold, r->K, x + pb, y + pb, &acc,
                                     r->out_dtype, &dst));
             size_t width = (size_t)((y - x) * r->img_plane) * r->out_esize;
             uint8_t *h = (uint8_t *)r->h_result + (size_t)(n * r->out_ch * r->image_numel + x * r->img_plane) *
                                                       r->out_esize;
             CUDA_TRY(cudaMemcpy2DAsync(h, (size_t)r->image_numel * r->out_esize, r->d_stage,
                                        (size_t)(r->stage_rows * r->img_plane) * r->out_esize, width,
-                                       (size_t)r->out_ch, cudaMemcpyDeviceToHost, r->s));
+                                       (size_t)r->out_ch, cudaMemcpyDeviceToHost, r->st.s));
         }
     }
     /* The ring's rows [a, b) are free again: zero them for the rows that
@@ -748,7 +741,7 @@ static sg_status finish_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
     for (int64_t x = a; x < b;) {
         int64_t at = x % r->ring_rows, len = b - x < r->ring_rows - at ? b - x : r->ring_rows - at;
         CUDA_TRY(cudaMemset2DAsync(r->d_acc + at * r->pad_plane, (size_t)(r->ring_rows * r->pad_plane) * sizeof(float),
-                                   0, (size_t)(len * r->pad_plane) * sizeof(float), (size_t)(r->K + 1), r->s));
+                                   0, (size_t)(len * r->pad_plane) * sizeof(float), (size_t)(r->K + 1), r->st.s));
         x += len;
     }
     return SEGRT_OK;
@@ -784,7 +777,7 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
     for (int64_t first = w_lo; first < w_hi; first += r->B) {
         int64_t got = w_hi - first < r->B ? w_hi - first : r->B;
         /* At most SW_IN_FLIGHT batches ahead of the GPU. */
-        cudaEvent_t slot = r->ev_batch[r->batches % SW_IN_FLIGHT];
+        cudaEvent_t slot = r->st.ev_batch[r->batches % SW_IN_FLIGHT];
         if (r->batches >= SW_IN_FLIGHT) {
             double t0 = sw_now();
             CUDA_TRY(cudaEventSynchronize(slot));
@@ -812,10 +805,10 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
                 SG_TRY(finish_rows(r, n, done, ready));
                 done = ready;
             }
-            SG_TRY(sgk_win_accumulate(r->s, &r->geom, start, r->d_out + b * r->K * r->roi_numel, r->d_w, r->K, pa,
+            SG_TRY(sgk_win_accumulate(r->st.s, &r->geom, start, r->d_out + b * r->K * r->roi_numel, r->d_w, r->K, pa,
                                       pb, &acc));
         }
-        CUDA_TRY(cudaEventRecord(slot, r->s));
+        CUDA_TRY(cudaEventRecord(slot, r->st.s));
         r->batches++;
         if (r->o->progress)
             r->o->progress(r->o->progress_user, r->runs / (r->n_models * r->n_flips),
@@ -829,25 +822,18 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
 static sg_status take_streams(dev_run *r)
 {
     sg_sw_cache *c = r->cache;
-    if (c && c->s) {
-        r->s = c->s;
-        r->up = c->up;
-        r->ev_gathered = c->ev_gathered;
-        r->ev_uploaded = c->ev_uploaded;
-        r->ev_net = c->ev_net;
-        memcpy(r->ev_batch, c->ev_batch, sizeof r->ev_batch);
-        c->s = c->up = NULL;
-        c->ev_gathered = c->ev_uploaded = c->ev_net = NULL;
-        memset(c->ev_batch, 0, sizeof c->ev_batch);
+    if (c && c->st.s) {
+        r->st = c->st;
+        memset(&c->st, 0, sizeof c->st);
         return SEGRT_OK;
     }
-    CUDA_TRY(cudaStreamCreateWithFlags(&r->s, cudaStreamNonBlocking));
-    CUDA_TRY(cudaStreamCreateWithFlags(&r->up, cudaStreamNonBlocking));
-    CUDA_TRY(cudaEventCreateWithFlags(&r->ev_gathered, cudaEventDisableTiming));
-    CUDA_TRY(cudaEventCreateWithFlags(&r->ev_uploaded, cudaEventDisableTiming));
-    CUDA_TRY(cudaEventCreateWithFlags(&r->ev_net, cudaEventDisableTiming));
+    CUDA_TRY(cudaStreamCreateWithFlags(&r->st.s, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&r->st.up, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_gathered, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_uploaded, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_net, cudaEventDisableTiming));
     for (int i = 0; i < SW_IN_FLIGHT; i++)
-        CUDA_TRY(cudaEventCreateWithFlags(&r->ev_batch[i], cudaEventDisableTiming));
+        CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_batch[i], cudaEventDisableTiming));
     return SEGRT_OK;
 }
 
@@ -936,8 +922,8 @@ static sg_status download_result(dev_run *r)
         if (i < n) {
             size_t at = i * piece, len = bytes - at < piece ? bytes - at : piece;
             CUDA_TRY(cudaMemcpyAsync(r->pinned[k], (const uint8_t *)r->d_result + at, len, cudaMemcpyDeviceToHost,
-                                     r->s));
-            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->s));
+                                     r->st.s));
+            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->st.s));
         }
         if (i > 0) {
             size_t at = (i - 1) * piece, len = bytes - at < piece ? bytes - at : piece;
@@ -968,7 +954,7 @@ static sg_status run_all(dev_run *r)
     double t0 = sw_now();
     if (r->out_memory == SEGRT_MEMORY_HOST && r->d_result)
         SG_TRY(download_result(r));
-    CUDA_TRY(cudaStreamSynchronize(r->s));
+    CUDA_TRY(cudaStreamSynchronize(r->st.s));
     r->t_download = sw_now() - t0;
     /* Every run is done (the blending waited for each); what remains is
      * an error a network's kernel reported. */
