@@ -12,6 +12,7 @@
 #include "engine/engine_profile.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
+#include "pipeline/sw_device.h"
 
 #include <string.h>
 
@@ -259,6 +260,7 @@ void segrt_context_destroy(segrt_context *ctx)
 {
     if (!ctx)
         return;
+    sg_sw_cache_free(ctx->sw_cache);
     sg_cuda_engine_exec_free(ctx->cuda);
     sg_cpu_exec_free(ctx->exec);
     sg_cpu_exec_free(ctx->own_exec);

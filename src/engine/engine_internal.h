@@ -24,6 +24,7 @@ struct segrt_context {
     sg_cpu_exec *own_exec;
     sg_cpu_exec *last;       /* the executor of the last run */
     struct sg_cuda_exec *cuda; /* CUDA engines: the device half */
+    struct sg_sw_cache *sw_cache; /* the device sliding window's buffers from this context's last run */
     bool profiling;
 };
 

@@ -42,6 +42,13 @@ typedef struct sg_sw_stats {
     double seconds_setup, seconds_run, seconds_uploading, seconds_waiting, seconds_downloading;
 } sg_sw_stats;
 
+/* What a context keeps of its last device run for the next (the first
+ * model's context; sg_sw_device_run takes it and gives it back): the
+ * pipeline's streams and buffers, so that repeating a job does not
+ * allocate them again. sg_sw_cache_free(NULL) does nothing. */
+typedef struct sg_sw_cache sg_sw_cache;
+void sg_sw_cache_free(sg_sw_cache *c);
+
 /* True when every model runs on a CUDA device (the same one) and this
  * build has CUDA: sg_sw_device_run can take the job. */
 bool sg_sw_device_capable(const sg_sw_model *models, int32_t n_models);

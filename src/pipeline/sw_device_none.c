@@ -11,6 +11,11 @@ bool sg_sw_device_capable(const sg_sw_model *models, int32_t n_models)
     return false;
 }
 
+void sg_sw_cache_free(sg_sw_cache *c)
+{
+    (void)c; /* nothing makes one without CUDA */
+}
+
 sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
                            const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
                            sg_sw_stats *stats)

@@ -237,6 +237,59 @@ def test_host_image_ring_matches_device_image(tmp_path, gpu, tag, n, models, mir
     assert st["seconds_uploading"] > 0, "a host image goes up through pinned buffers"
 
 
+def test_context_reuses_its_buffers(tmp_path, gpu):
+    """A context keeps its last run's streams and buffers for the next.
+    Repeating a job, changing the blending (the importance map is kept
+    too), the overlap, the output or the budget in between, must give the
+    numbers a fresh context gives; a device result handed to the caller
+    is never taken back for a later run."""
+    case = SW((70, 33, 21), (16, 16, 16), c=2, k=3, overlap=0.5, sw_batch=2, blend="gaussian", kind="probs",
+              seed=83)
+    paths = models_for(tmp_path, case)
+    image = image_for(case)
+    b = sc.BuildOptions(shapes={"x": (case.sw_batch, case.c) + case.roi}, device="cuda", precision="fp32",
+                        workspace=64 << 20)
+    jobs = {
+        "probs": dict(overlap=0.5, batch=2, blend="gaussian", output="probs"),
+        "constant": dict(overlap=0.5, batch=2, blend="constant", output="probs"),
+        "sigma": dict(overlap=0.5, batch=2, blend="gaussian", sigma_scale=0.25, output="probs"),
+        "labels": dict(overlap=0.25, batch=2, blend="gaussian", output="labels"),
+    }
+    with sc.Model.load(str(paths[0])) as model, sc.Engine.build(model, b) as engine:
+        def fresh(name):
+            with engine.context() as c:
+                return sc.WindowOptions(case.roi, **jobs[name]).run(c, image)
+        want = {name: fresh(name) for name in jobs}
+        with engine.context() as ctx, sc.DeviceBuffer.from_array(image) as dimg:
+            sizes = []
+            for name in ["probs", "probs", "constant", "sigma", "probs", "labels", "probs"]:
+                with sc.WindowOptions(case.roi, **jobs[name]).bind(ctx, image, with_stats=True)() as r:
+                    got = r.numpy()
+                    if name == "probs":
+                        sizes.append(r.stats["pipeline_bytes"])
+                assert np.array_equal(got, want[name]), f"{name} after other jobs in the same context"
+            assert len(set(sizes)) == 1, sizes
+            # Under a budget after an unbounded run: passes, same numbers.
+            st = sc.WindowOptions(case.roi, **jobs["probs"]).bind(ctx, image, with_stats=True)
+            with st() as r:
+                whole = r.stats
+            row = (case.k + 1) * 33 * 21 * 4
+            budget = whole["context_bytes"] + whole["pipeline_bytes"] - whole["slab_rows"] * row + 6 * row
+            with sc.WindowOptions(case.roi, max_memory=budget, **jobs["probs"]).bind(ctx, image,
+                                                                                      with_stats=True)() as r:
+                assert r.stats["passes"] > 1 and r.stats["pipeline_bytes"] < whole["pipeline_bytes"], r.stats
+                assert np.array_equal(r.numpy(), want["probs"]), "a budgeted run after an unbounded one"
+            dev_opts = sc.WindowOptions(case.roi, result_memory="device", **jobs["probs"])
+            with dev_opts.bind(ctx, dimg.tensor())() as kept:
+                first = kept.numpy()
+                assert np.array_equal(first, want["probs"])
+                for name in ["probs", "constant"]:
+                    with sc.WindowOptions(case.roi, result_memory="device", **jobs[name]).bind(
+                            ctx, dimg.tensor())() as r:
+                        assert np.array_equal(r.numpy(), want[name])
+                assert np.array_equal(kept.numpy(), first), "a later run wrote into a result the caller holds"
+
+
 def make_random_classes_net(path, classes, hidden=8, seed=0):
     """The issue's bounded-memory job's network: 3x3x3 conv to `hidden`,
     LeakyRelu, 1x1x1 conv to `classes`; random weights."""
