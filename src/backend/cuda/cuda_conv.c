@@ -336,21 +336,6 @@ static bool post_padding(int64_t big, int64_t small, int64_t pre, int64_t ext, i
     return true;
 }
 
-/* The following Relu or LeakyRelu that can join the convolution's step,
- * or -1. */
-static int32_t fusable_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
-{
-    int32_t y = n->outputs[0];
-    int32_t r = cuda_single_reader(p, y);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
-        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
-        return -1;
-    return r;
-}
-
 /* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
  * a message) for what cuDNN is not asked to do. */
 static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dgrad, cudnnDataType_t io,
@@ -613,11 +598,7 @@ static sg_status input_as(sg_cuda_plan *p, const sg_node *n, int32_t v, sg_dtype
  * the sums are the same. SEGRT_CUDA_PAD_CHANNELS=0 turns it off (A/B). */
 #define PAD_CHANNELS 8
 
-static bool pad_disabled(void)
-{
-    const char *e = getenv("SEGRT_CUDA_PAD_CHANNELS");
-    return e && strcmp(e, "0") == 0;
-}
+static bool pad_disabled(void) { return cuda_env_off("SEGRT_CUDA_PAD_CHANNELS"); }
 
 /* The channels node n's input is padded to, or 0 for none. */
 static int64_t padded_channels(const sg_cuda_plan *p, const sg_node *n, bool dgrad, sg_dtype io)
@@ -677,6 +658,10 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
      * kernel (cuda_conv_small.c) runs those layers faster than cuDNN. */
     bool taken = false;
     SG_TRY(cuda_build_conv_small(p, n, dgrad, &taken));
+    /* Likewise the kernel == stride upsampling of a UNet's decoder
+     * (cuda_conv_upsample.c), which cuDNN runs as a strided dgrad. */
+    if (!taken && dgrad)
+        SG_TRY(cuda_build_conv_upsample(p, n, &taken));
     if (taken)
         return SEGRT_OK;
     cuda_math math = cuda_node_math(p, n);
@@ -693,7 +678,7 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     cs.filter.no_tensor_core = math == CUDA_MATH_FP32;
     cs.filter.max_workspace = p->opts.workspace_limit > (size_t)INT64_MAX ? INT64_MAX
                                                                           : (int64_t)p->opts.workspace_limit;
-    int32_t act_node = fusable_activation(p, n, &cs.act, &cs.act_alpha);
+    int32_t act_node = cuda_conv_activation(p, n, &cs.act, &cs.act_alpha);
     if (act_node < 0)
         cs.act = SGK_ACT_NONE;
     int32_t act_value = act_node >= 0 ? p->g->nodes[act_node].outputs[0] : n->outputs[0];

@@ -46,15 +46,7 @@ static sg_status small_run(const cuda_step *s, cuda_run *r)
     return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL);
 }
 
-/* An A/B switch of the environment, read when the plan is built (so a
- * plan, and the CUDA graph replaying it, keeps one choice). */
-static bool env_off(const char *name)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, "0") == 0;
-}
-
-static bool small_disabled(void) { return env_off("SEGRT_CUDA_SMALL_CONV"); }
+static bool small_disabled(void) { return cuda_env_off("SEGRT_CUDA_SMALL_CONV"); }
 
 static bool small_dtype(sg_dtype t)
 {
@@ -147,39 +139,6 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     return true;
 }
 
-/* The following Relu, LeakyRelu or single-slope PRelu that only reads the
- * convolution's output, or -1 (as cuda_conv.c chooses it). */
-static int32_t small_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
-{
-    int32_t y = n->outputs[0];
-    int32_t r = cuda_single_reader(p, y);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
-        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
-        return -1;
-    return r;
-}
-
-/* Constant input i as a float32 device array of `numel` values, kept by
- * the weight store under `tag`. */
-static sg_status small_const(sg_cuda_plan *p, const sg_node *n, int32_t i, const char *tag, int64_t numel,
-                             int32_t *out)
-{
-    int32_t v = n->inputs[i];
-    float *host = cuda_const_f32(p, v);
-    if (!host)
-        return sg_node_error(n, SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a float32 copy of `%s`",
-                             p->g->values[v].name);
-    void *dev = NULL;
-    sg_status s = cuda_const_upload(p, p->g->values[v].data, tag, host, sizeof(float) * (size_t)numel, &dev);
-    free(host);
-    SG_TRY(s);
-    int64_t stride = 1;
-    return cuda_tensor_const(p, dev, SEGRT_DTYPE_FLOAT32, 1, &numel, &stride, out);
-}
-
 sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken)
 {
     *taken = false;
@@ -191,7 +150,7 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     if (xt < 0)
         return SEGRT_OK;
 
-    int32_t act_node = small_activation(p, n, &kp.act, &kp.act_alpha);
+    int32_t act_node = cuda_conv_activation(p, n, &kp.act, &kp.act_alpha);
     if (act_node < 0) {
         kp.act = SGK_ACT_NONE;
         kp.act_alpha = 0.0f;
@@ -233,8 +192,8 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     int sms = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
     kp.sm_count = sms;
-    kp.no_tiled = env_off("SEGRT_CUDA_TILED_CONV");
-    kp.no_up = env_off("SEGRT_CUDA_UP_CONV");
+    kp.no_tiled = cuda_env_off("SEGRT_CUDA_TILED_CONV");
+    kp.no_up = cuda_env_off("SEGRT_CUDA_UP_CONV");
 
     int64_t wnumel = (int64_t)kp.K * kp.C;
     double positions = 1.0;
@@ -248,10 +207,10 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     int32_t args[5], na = 0;
     args[na++] = xt;
     int32_t wt, bt = -1, yt;
-    SG_TRY(small_const(p, n, 1, "small_w", wnumel, &wt));
+    SG_TRY(cuda_const_f32_tensor(p, n->inputs[1], "small_w", NULL, wnumel, &wt));
     args[na++] = wt;
     if (has_bias) {
-        SG_TRY(small_const(p, n, 2, "small_b", kp.K, &bt));
+        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], "small_b", NULL, kp.K, &bt));
         args[na++] = bt;
     }
     if (res_node >= 0)

@@ -264,6 +264,12 @@ sg_status cuda_const_padded(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout
  * with OUT_OF_MEMORY recorded; NULL without error if v is not constant. */
 float *cuda_const_f32(const sg_cuda_plan *p, int32_t v);
 
+/* Constant value v's `numel` values as a 1-D float32 CONST tensor, kept by
+ * the weight store under (v's data, tag): host holds them already
+ * converted (reordered, say), or NULL to convert v's own data. */
+sg_status cuda_const_f32_tensor(sg_cuda_plan *p, int32_t v, const char *tag, const float *host, int64_t numel,
+                                int32_t *out);
+
 /* Every arg of step st reached through run-time views (any_view). */
 void cuda_step_any_view(cuda_step *st);
 /* Turns tensor t into the slice [at, at + t's size) along axis of buffer
@@ -280,6 +286,16 @@ bool cuda_act_of(const sg_cuda_plan *p, const sg_node *a, sgk_act *act, float *a
 
 /* The only live reader of value v (not a graph output), or -1. */
 int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v);
+
+/* The following Relu, LeakyRelu or single-slope PRelu that alone reads
+ * convolution n's output and can join its step, or -1 (act and alpha
+ * then untouched). */
+int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha);
+
+/* Whether environment variable `name` is "0": the A/B switches that turn
+ * one of segrt's kernels off, read when a plan is built (so a plan, and
+ * the CUDA graph replaying it, keeps one choice). */
+bool cuda_env_off(const char *name);
 
 /* The Add that alone reads v, adding a tensor of v's shape and dtype
  * computed earlier (a residual connection) that a convolution's epilogue
@@ -335,6 +351,8 @@ sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
 /* cuda_conv_small.c: the direct kernel for <= 4 output channels; *taken false: cuDNN's turn */
 sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken);
+/* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
+sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
 sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_gemm(sg_cuda_plan *p, const sg_node *n);

@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/ref/ref.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Operators and their builders. */
@@ -165,6 +166,25 @@ int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v)
                 return i;
     }
     return -1;
+}
+
+int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
+{
+    int32_t y = n->outputs[0];
+    int32_t r = cuda_single_reader(p, y);
+    if (r < 0 || p->fused[r])
+        return -1;
+    const sg_node *a = &p->g->nodes[r];
+    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
+        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
+        return -1;
+    return r;
+}
+
+bool cuda_env_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, "0") == 0;
 }
 
 int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)

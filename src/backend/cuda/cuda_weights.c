@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_internal.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct weight_entry {
@@ -168,4 +169,23 @@ sg_status sg_cuda_weights_seed(sg_cuda_weights *w, const sg_graph *g, const char
         }
     return sg_error(SEGRT_ERROR_INVALID_MODEL, "the plan's weights name `%s`, which its graph does not hold",
                     value);
+}
+
+sg_status cuda_const_f32_tensor(sg_cuda_plan *p, int32_t v, const char *tag, const float *host, int64_t numel,
+                                int32_t *out)
+{
+    const sg_value *val = &p->g->values[v];
+    float *own = NULL;
+    if (!host) {
+        own = cuda_const_f32(p, v);
+        if (!own)
+            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a float32 copy of `%s`", val->name);
+        host = own;
+    }
+    void *dev = NULL;
+    sg_status s = cuda_const_upload(p, val->data, tag, host, sizeof(float) * (size_t)numel, &dev);
+    free(own);
+    SG_TRY(s);
+    int64_t stride = 1;
+    return cuda_tensor_const(p, dev, SEGRT_DTYPE_FLOAT32, 1, &numel, &stride, out);
 }

@@ -219,6 +219,18 @@ __device__ __forceinline__ void stt(void *p, segrt_dtype dt, ll i, float v)
         st<float>(p, dt, i, v);
 }
 
+// The activation a convolution or normalisation applies before its store.
+// ReLU keeps NaN and maps -inf to 0 (not v * 0, which would give NaN), as
+// the map kernels do.
+__device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
+{
+    if (act == SGK_ACT_RELU)
+        return v < 0.0f ? 0.0f : v;
+    if (act == SGK_ACT_LEAKY_RELU)
+        return v < 0.0f ? v * alpha : v;
+    return v;
+}
+
 // Index arithmetic --------------------------------------------------------------
 
 // Unsigned 32-bit division by a runtime constant as a multiply and a shift

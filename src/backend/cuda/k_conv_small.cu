@@ -57,20 +57,10 @@ struct csgeom {
     bool transposed;
 };
 
-// ReLU keeps NaN and maps -inf to 0, as the map kernels do.
-__device__ __forceinline__ float cs_act(float v, sgk_act act, float alpha)
-{
-    if (act == SGK_ACT_RELU)
-        return v < 0.0f ? 0.0f : v;
-    if (act == SGK_ACT_LEAKY_RELU)
-        return v < 0.0f ? v * alpha : v;
-    return v;
-}
-
 // The stored value: the activation, then the residual where there is one.
 __device__ __forceinline__ float cs_out(float acc, const csgeom &g, const void *z, ll zi)
 {
-    float v = cs_act(acc, g.act, g.alpha);
+    float v = act_apply(acc, g.act, g.alpha);
     return z ? v + ld_f32(z, zi, g.zdt) : v;
 }
 

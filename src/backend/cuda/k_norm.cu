@@ -30,16 +30,6 @@
 #include <stdint.h>
 #include <string.h>
 
-// ReLU keeps NaN and maps -inf to 0 (not v * 0, which would give NaN).
-__device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
-{
-    if (act == SGK_ACT_RELU)
-        return v < 0.0f ? 0.0f : v;
-    if (act == SGK_ACT_LEAKY_RELU)
-        return v < 0.0f ? v * alpha : v;
-    return v;
-}
-
 // Offset along stride j of index idx; one dim needs no division.
 __device__ __forceinline__ ll dl_offset1(const dimlist &l, int j, ll idx)
 {

@@ -1,0 +1,188 @@
+/* ConvTranspose with kernel == stride (a UNet's "deconv" upsampling)
+ * through segrt's per-phase product kernel, k_conv_upsample.cu.
+ *
+ * cuDNN runs these layers as strided backward-data convolutions, far from
+ * the bandwidth their output needs (basicunet2d's last upsampling: 0.36 ms
+ * at 940 GB/s on an H100). The kernel also writes through any view, so its
+ * output becomes its slice of the concatenation a UNet puts after it and
+ * that copy goes too. A following Relu, LeakyRelu or single-slope PRelu is
+ * applied before the store.
+ *
+ * cuda_conv.c asks here after the few-channel kernel; a node this file
+ * does not take (kernel != stride, pads, dilations, output_padding or an
+ * output_shape, groups, weights computed at run time, more than 64 input
+ * channels) goes to cuDNN. SEGRT_CUDA_UPSAMPLE_CONV=0 in the environment
+ * sends every node to cuDNN (for comparisons). */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/k_conv_upsample.h"
+
+#include "graph/infer_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Past 64 input channels each output is a long enough dot product that
+ * cuDNN's tensor-core kernels hold their own. */
+#define UPSAMPLE_MAX_C 64
+
+typedef struct upsample_params {
+    sgk_conv_up_params kp;
+    bool has_bias;
+} upsample_params;
+
+/* args: x, w, [bias], y */
+static sg_status upsample_run(const cuda_step *s, cuda_run *r)
+{
+    const upsample_params *up = s->params;
+    sgk_view x = cuda_view(r, s->args[0]);
+    sgk_view y = cuda_view(r, s->args[s->n_args - 1]);
+    const float *w = r->ptr[s->args[1]];
+    const float *b = up->has_bias ? r->ptr[s->args[2]] : NULL;
+    return sgk_conv_up(r->stream, &up->kp, &y, &x, w, b);
+}
+
+static bool float_const(const sg_value *v, int64_t numel)
+{
+    int64_t have = -1;
+    return v->data && sg_dtype_is_float(v->dtype) && sg_shape_numel(&v->shape, &have) && have == numel;
+}
+
+/* Whether node n's attributes are those of a kernel == stride upsampling:
+ * no pads, dilations, output_padding, output_shape or groups. */
+static bool upsample_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, const int64_t *wd)
+{
+    const sg_value *wv = &p->g->values[n->inputs[1]];
+    sg_conv_attrs a;
+    int64_t opad[3];
+    bool ok = sg_conv_attrs_read(p->g, n, nsp, &wv->shape, wv->name, &a) == SEGRT_OK &&
+              (a.auto_pad == SG_AUTO_PAD_NOTSET || a.auto_pad == SG_AUTO_PAD_VALID) &&
+              !sg_attr_find(n, "output_shape") && sg_attr_int(n, "group", 1) == 1 &&
+              sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL) == SEGRT_OK;
+    for (int32_t i = 0; ok && i < nsp; i++)
+        ok = a.strides[i] == wd[2 + i] && a.dilations[i] == 1 && a.pads[i] == 0 && a.pads[nsp + i] == 0 &&
+             opad[i] == 0;
+    if (!ok)
+        sg_error_clear();
+    return ok;
+}
+
+/* The kernel's parameters for node n, or false for a node this path
+ * leaves to cuDNN. */
+static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_params *kp)
+{
+    const sg_graph *g = p->g;
+    memset(kp, 0, sizeof *kp);
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return false;
+    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
+    int32_t rank = xv->shape.rank, nsp = rank - 2;
+    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
+    if (rank < 3 || rank > 5 || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
+        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd))
+        return false;
+    int64_t C = wd[0], K = wd[1], wnumel = C * K;
+    if (C < 1 || C > UPSAMPLE_MAX_C || K < 1 || K > INT32_MAX / 2 || xd[1] != C || yd[1] != K || yd[0] != xd[0])
+        return false;
+    for (int32_t i = 0; i < nsp; i++) {
+        if (wd[2 + i] < 1 || yd[2 + i] != xd[2 + i] * wd[2 + i])
+            return false;
+        wnumel *= wd[2 + i];
+        kp->kernel[i] = wd[2 + i];
+    }
+    if (!float_const(wv, wnumel) ||
+        (n->n_inputs > 2 && n->inputs[2] >= 0 && !float_const(&g->values[n->inputs[2]], K)) ||
+        !upsample_attrs(p, n, nsp, wd))
+        return false;
+    kp->n_spatial = nsp;
+    kp->C = (int32_t)C;
+    kp->K = (int32_t)K;
+    kp->act = SGK_ACT_NONE;
+    return true;
+}
+
+/* ONNX's [C, K, phases] weights as the kernel's [phase][C][K], float32. */
+static sg_status upsample_weights(sg_cuda_plan *p, const sg_node *n, const sgk_conv_up_params *kp, int32_t *out)
+{
+    int64_t C = kp->C, K = kp->K, F = 1;
+    for (int32_t i = 0; i < kp->n_spatial; i++)
+        F *= kp->kernel[i];
+    int32_t v = n->inputs[1];
+    float *onnx = cuda_const_f32(p, v), *mine = sg_malloc(sizeof(float) * (size_t)(C * K * F));
+    sg_status s = SEGRT_OK;
+    if (!onnx || !mine) {
+        s = sg_node_error(n, SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a copy of `%s`", p->g->values[v].name);
+    } else {
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t f = 0; f < F; f++)
+                    mine[(f * C + c) * K + k] = onnx[(c * K + k) * F + f];
+        s = cuda_const_f32_tensor(p, v, "upsample_w", mine, C * K * F, out);
+    }
+    free(onnx);
+    free(mine);
+    return s;
+}
+
+sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken)
+{
+    *taken = false;
+    sgk_conv_up_params kp;
+    if (cuda_env_off("SEGRT_CUDA_UPSAMPLE_CONV") || !upsample_geometry(p, n, &kp))
+        return SEGRT_OK;
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    if (xt < 0)
+        return SEGRT_OK;
+    int32_t act_node = cuda_conv_activation(p, n, &kp.act, &kp.act_alpha);
+    const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
+    int32_t out_value = last->outputs[0];
+    sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
+    cuda_layout out_layout = cuda_dense_layout(p, xt);
+
+    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
+    const sg_value *yv = &p->g->values[n->outputs[0]];
+    sgk_view xg = cuda_geometry_view(p, xt), yg;
+    memset(&yg, 0, sizeof yg);
+    yg.dtype = out_dt;
+    yg.rank = yv->shape.rank;
+    if (!sg_shape_dims(&yv->shape, yg.dims))
+        return SEGRT_OK;
+    cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
+    if (!sgk_conv_up_fits(&kp, &yg, &xg))
+        return SEGRT_OK;
+    int sms = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
+    kp.sm_count = sms;
+
+    bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
+    int32_t args[4], na = 0, wt, bt, yt;
+    args[na++] = xt;
+    SG_TRY(upsample_weights(p, n, &kp, &wt));
+    args[na++] = wt;
+    if (has_bias) {
+        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], "upsample_b", NULL, kp.K, &bt));
+        args[na++] = bt;
+    }
+    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
+    args[na++] = yt;
+    upsample_params *up = sg_calloc(1, sizeof *up);
+    if (!up)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    up->kp = kp;
+    up->has_bias = has_bias;
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, "segrt upsample conv", upsample_run, args, na, 1, up, NULL, &st));
+    /* MACs: each input position times C x K per phase. */
+    double macs = (double)kp.C * kp.K;
+    for (int32_t i = 0; i < yg.rank; i++)
+        macs *= i == 1 ? 1.0 : (double)yg.dims[i];
+    st->flops = 2.0 * macs;
+    /* x and y through the views they have at run time: y may become its
+     * slice of a concatenation. */
+    st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
+    if (act_node >= 0) {
+        cuda_mark_fused(p, act_node);
+        cuda_value_set(p, out_value, yt);
+    }
+    *taken = true;
+    return SEGRT_OK;
+}

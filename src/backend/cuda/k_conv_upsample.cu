@@ -1,0 +1,367 @@
+// ConvTranspose with kernel == stride as a matrix product per phase (see
+// k_conv_upsample.h).
+//
+// A block stages one channel chunk of the weights, [phase][C][chunk], in
+// shared memory once, then walks tiles of 64 input positions: it loads the
+// tile's [64 x C] inputs, and its warps compute the products of every phase
+// and 16-channel group. Float16 and bfloat16 use WMMA fragments (16x16x16,
+// float32 accumulation); each warp moves its fragment through a private
+// 16x16 staging square and stores it with the bias and activation applied,
+// so a tile needs no block-wide barrier between its phases. Float32 uses
+// the CUDA cores: a lane per input position, 8 output channels per pass,
+// the weights read as broadcasts.
+#include "backend/cuda/k_common.cuh"
+#include "backend/cuda/k_conv_upsample.h"
+
+#include <mma.h>
+#include <string.h>
+
+#define UP_THREADS 256
+#define UP_WARPS (UP_THREADS / 32)
+#define UP_TP 64            // input positions per tile
+#define UP_MAX_F 64         // phases: the kernel's volume
+#define UP_STAGE_LD 20      // floats per row of a warp's staging square (a multiple of 4, for WMMA)
+#define UP_SMEM_MAX (48 * 1024)
+// Blocks resident per SM: a tile's loads, products and stores run one
+// after another within a block, so other blocks must fill the gaps (and
+// registers are capped to let them in).
+#define UP_MIN_BLOCKS 4
+
+struct upgeom {
+    int P;          // input positions: N times the spatial sizes
+    int C, K, F;    // input channels, output channels, phases (the kernel's volume)
+    int Kc;         // output channels per block (blockIdx.y chooses the chunk)
+    int Cp;         // C as staged: rounded up to 16 for tensor cores
+    int ldx, ldw;   // shared-memory row lengths of the input tile and the weights, in elements
+    int in[3], k[3];
+    fastdiv fin[3]; // the spatial sizes, innermost last
+    fastdiv fcp;    // Cp, for the tile loads
+    fastdiv fchunks;// Cp / 8, for the vector loads
+    ll xn, xc, xs[3];
+    ll yn, yc, ys[3];
+    sgk_act act;
+    float alpha;
+    bool xvec;      // x's channels load as 16-byte vectors
+    bool yvec;      // 8 output channels store as 16-byte vectors (one or two)
+};
+
+template <int XT> struct up_elem {
+    typedef __half type;
+};
+template <> struct up_elem<SEGRT_DTYPE_BFLOAT16> {
+    typedef __nv_bfloat16 type;
+};
+
+template <int XT> __device__ __forceinline__ typename up_elem<XT>::type up_round(float v)
+{
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+        return __float2bfloat16_rn(v);
+    else
+        return __float2half_rn(v);
+}
+
+// Offsets in y of the phases (last spatial axis fastest), once per block.
+__device__ __forceinline__ void phase_offsets(const upgeom &g, ll *phase)
+{
+    for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
+        int a2 = f % g.k[2], r = f / g.k[2];
+        int a1 = r % g.k[1], a0 = r / g.k[1];
+        phase[f] = a0 * g.ys[0] + a1 * g.ys[1] + a2 * g.ys[2];
+    }
+}
+
+// Stores cnt (<= 8) channels starting at element `off` of y, the bias of
+// channel co onwards added and the activation applied.
+__device__ __forceinline__ void up_store(void *y, segrt_dtype yt, const upgeom &g, ll off, const float *acc, int cnt,
+                                         const float *bias, int co)
+{
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        v[j] = j < cnt ? act_apply(acc[j] + (bias ? bias[co + j] : 0.0f), g.act, g.alpha) : 0.0f;
+    if (g.yvec && cnt == 8) {
+        if (yt == SEGRT_DTYPE_FLOAT16) {
+            *(uint4 *)((__half *)y + off) = vec16_pack<SEGRT_DTYPE_FLOAT16>(v);
+            return;
+        }
+        if (yt == SEGRT_DTYPE_BFLOAT16) {
+            *(uint4 *)((__nv_bfloat16 *)y + off) = vec16_pack<SEGRT_DTYPE_BFLOAT16>(v);
+            return;
+        }
+        *(uint4 *)((float *)y + off) = vec16_pack<SEGRT_DTYPE_FLOAT32>(v);
+        *(uint4 *)((float *)y + off + 4) = vec16_pack<SEGRT_DTYPE_FLOAT32>(v + 4);
+        return;
+    }
+    for (int j = 0; j < cnt; j++)
+        st_f32(y, off + j * g.yc, yt, v[j]);
+}
+
+// The tile's input and output offsets, one thread per position (-1: past the end).
+__device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_x, ll *pix_y)
+{
+    int t = threadIdx.x;
+    if (t >= UP_TP)
+        return;
+    int p = tile * UP_TP + t;
+    ll xo = -1, yo = -1;
+    if (p < g.P) {
+        uint32_t q = (uint32_t)p;
+        xo = 0;
+        yo = 0;
+        for (int d = 2; d >= 0; d--) {
+            uint32_t qd = fastdiv_div(q, g.fin[d]);
+            ll i = (ll)(q - qd * (uint32_t)g.in[d]);
+            xo += i * g.xs[d];
+            yo += i * g.k[d] * g.ys[d];
+            q = qd;
+        }
+        xo += (ll)q * g.xn;
+        yo += (ll)q * g.yn;
+    }
+    pix_x[t] = xo;
+    pix_y[t] = yo;
+}
+
+// Float16 and bfloat16 inputs: tensor cores.
+template <int XT>
+__global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
+    conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
+               const float *__restrict__ bias, upgeom g)
+{
+    using namespace nvcuda;
+    typedef typename up_elem<XT>::type T;
+    extern __shared__ __align__(128) unsigned char smem[];
+    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP, *phase = pix_y + UP_TP;
+    T *xsh = (T *)(phase + UP_MAX_F);
+    T *wsh = xsh + UP_TP * g.ldx;
+    float *stage = (float *)(wsh + g.F * g.Cp * g.ldw) + (threadIdx.x >> 5) * 16 * UP_STAGE_LD;
+    const int k0 = blockIdx.y * g.Kc, kn = min(g.Kc, g.K - k0);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+    phase_offsets(g, phase);
+    for (int e = threadIdx.x; e < g.F * g.Cp * g.Kc; e += UP_THREADS) {
+        int j = e % g.Kc, r = e / g.Kc, ci = r % g.Cp, f = r / g.Cp;
+        float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
+        wsh[r * g.ldw + j] = up_round<XT>(v);
+    }
+    const int ntiles = (g.P + UP_TP - 1) / UP_TP, mt = UP_TP / 16, nt = g.Kc / 16;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        __syncthreads(); // the last tile's readers are done (the weights staged, the first time)
+        tile_offsets(g, tile, pix_x, pix_y);
+        __syncthreads();
+        if (g.xvec) {
+            const int chunks = g.Cp / 8;
+            for (int e = threadIdx.x; e < UP_TP * chunks; e += UP_THREADS) {
+                int pix = (int)fastdiv_div((uint32_t)e, g.fchunks), c = (e - pix * chunks) * 8;
+                uint4 v = make_uint4(0, 0, 0, 0);
+                if (pix_x[pix] >= 0 && c < g.C)
+                    v = *(const uint4 *)((const T *)x + pix_x[pix] + c);
+                *(uint4 *)(xsh + pix * g.ldx + c) = v;
+            }
+        } else {
+            for (int e = threadIdx.x; e < UP_TP * g.Cp; e += UP_THREADS) {
+                int pix = (int)fastdiv_div((uint32_t)e, g.fcp), c = e - pix * g.Cp;
+                float v = pix_x[pix] >= 0 && c < g.C ? ldr<XT, float>(x, (segrt_dtype)XT, pix_x[pix] + c * g.xc) : 0.0f;
+                xsh[pix * g.ldx + c] = up_round<XT>(v);
+            }
+        }
+        __syncthreads();
+        for (int item = warp; item < g.F * mt * nt; item += UP_WARPS) {
+            int fn = item % nt, rest = item / nt, fm = rest % mt, f = rest / mt;
+            if (fn * 16 >= kn)
+                continue; // past the chunk's last channel (K not a multiple of 16)
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int kk = 0; kk < g.Cp; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
+                wmma::load_matrix_sync(a, xsh + fm * 16 * g.ldx + kk, g.ldx);
+                wmma::load_matrix_sync(b, wsh + (f * g.Cp + kk) * g.ldw + fn * 16, g.ldw);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(stage, acc, UP_STAGE_LD, wmma::mem_row_major);
+            __syncwarp();
+            // Two lanes per position, 8 channels each.
+            int r = lane >> 1, c = fn * 16 + (lane & 1) * 8;
+            ll yo = pix_y[fm * 16 + r];
+            if (yo >= 0 && c < kn)
+                up_store(y, yt, g, yo + phase[f] + (k0 + c) * g.yc, stage + r * UP_STAGE_LD + (lane & 1) * 8,
+                         min(8, kn - c), bias, k0 + c);
+            __syncwarp();
+        }
+    }
+}
+
+// Float32 inputs: CUDA cores, float32 products.
+__global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
+    conv_up_f32(const float *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
+                const float *__restrict__ bias, upgeom g)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP, *phase = pix_y + UP_TP;
+    float *xsf = (float *)(phase + UP_MAX_F);
+    float *wsf = xsf + UP_TP * g.ldx;
+    const int k0 = blockIdx.y * g.Kc, kn = min(g.Kc, g.K - k0);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+    phase_offsets(g, phase);
+    for (int e = threadIdx.x; e < g.F * g.C * g.Kc; e += UP_THREADS) {
+        int j = e % g.Kc, r = e / g.Kc; // r = f * C + ci
+        wsf[r * g.ldw + j] = j < kn ? w[(ll)r * g.K + k0 + j] : 0.0f;
+    }
+    const int ntiles = (g.P + UP_TP - 1) / UP_TP, groups = g.Kc / 8;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        __syncthreads();
+        tile_offsets(g, tile, pix_x, pix_y);
+        __syncthreads();
+        for (int e = threadIdx.x; e < UP_TP * g.C; e += UP_THREADS) {
+            int pix = (int)fastdiv_div((uint32_t)e, g.fcp), c = e - pix * g.C;
+            xsf[pix * g.ldx + c] = pix_x[pix] >= 0 ? x[pix_x[pix] + c * g.xc] : 0.0f;
+        }
+        __syncthreads();
+        for (int item = warp; item < g.F * (UP_TP / 32) * groups; item += UP_WARPS) {
+            int gi = item % groups, rest = item / groups, h = rest % (UP_TP / 32), f = rest / (UP_TP / 32);
+            int c = gi * 8;
+            if (c >= kn)
+                continue;
+            int pix = h * 32 + lane;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            const float *xr = xsf + pix * g.ldx, *wr = wsf + f * g.C * g.ldw + c;
+            for (int ci = 0; ci < g.C; ci++) {
+                float xv = xr[ci];
+                float4 w0 = *(const float4 *)(wr + ci * g.ldw), w1 = *(const float4 *)(wr + ci * g.ldw + 4);
+                acc[0] += xv * w0.x;
+                acc[1] += xv * w0.y;
+                acc[2] += xv * w0.z;
+                acc[3] += xv * w0.w;
+                acc[4] += xv * w1.x;
+                acc[5] += xv * w1.y;
+                acc[6] += xv * w1.z;
+                acc[7] += xv * w1.w;
+            }
+            ll yo = pix_y[pix];
+            if (yo >= 0)
+                up_store(y, yt, g, yo + phase[f] + (k0 + c) * g.yc, acc, min(8, kn - c), bias, k0 + c);
+        }
+    }
+}
+
+static bool up_dtype(segrt_dtype t)
+{
+    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
+}
+
+static ll round_up(ll v, ll m) { return (v + m - 1) / m * m; }
+
+// The shared memory a launch with chunk Kc takes, filling g's chunk and
+// row lengths.
+static size_t up_layout(upgeom *g, bool tc, int Kc)
+{
+    g->Kc = Kc;
+    size_t offsets = (2 * UP_TP + UP_MAX_F) * sizeof(ll);
+    if (tc) {
+        g->Cp = (int)round_up(g->C, 16);
+        g->ldx = g->Cp + 8;
+        g->ldw = Kc + 8;
+        return offsets + 2 * ((size_t)UP_TP * g->ldx + (size_t)g->F * g->Cp * g->ldw) +
+               sizeof(float) * UP_WARPS * 16 * UP_STAGE_LD;
+    }
+    g->Cp = g->C;
+    g->ldx = g->C + 1; // odd: lanes reading one channel of 32 positions hit 32 banks
+    g->ldw = Kc;
+    return offsets + sizeof(float) * ((size_t)UP_TP * g->ldx + (size_t)g->F * g->C * Kc);
+}
+
+// The launch geometry, or false where the kernel does not take the layer.
+static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x, upgeom *g, size_t *smem)
+{
+    int nsp = p->n_spatial;
+    memset(g, 0, sizeof *g);
+    if (nsp < 1 || nsp > 3 || p->K < 1 || p->C < 1 || x->rank != nsp + 2 || y->rank != nsp + 2 ||
+        !up_dtype(x->dtype) || !up_dtype(y->dtype) || x->dims[0] != y->dims[0] || x->dims[1] != p->C ||
+        y->dims[1] != p->K || (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU))
+        return false;
+    bool tc = x->dtype != SEGRT_DTYPE_FLOAT32;
+    if (p->C > (tc ? 4096 : 64) || p->K > INT32_MAX / 2)
+        return false;
+    ll P = x->dims[0], F = 1;
+    for (int a = 0; a < 3; a++) {
+        int s = a - (3 - nsp);
+        ll in = s >= 0 ? x->dims[2 + s] : 1, k = s >= 0 ? p->kernel[s] : 1;
+        if (k < 1 || k > 16 || in < 0 || in > INT32_MAX || (s >= 0 && y->dims[2 + s] != in * k))
+            return false;
+        g->in[a] = (int)in;
+        g->k[a] = (int)k;
+        g->fin[a] = fastdiv_make((uint32_t)(in > 0 ? in : 1));
+        g->xs[a] = s >= 0 ? x->strides[2 + s] : 0;
+        g->ys[a] = s >= 0 ? y->strides[2 + s] : 0;
+        P *= in;
+        F *= k;
+    }
+    if (P > INT32_MAX || F > UP_MAX_F)
+        return false;
+    g->P = (int)P;
+    g->F = (int)F;
+    g->C = p->C;
+    g->K = p->K;
+    g->xn = x->strides[0];
+    g->xc = x->strides[1];
+    g->yn = y->strides[0];
+    g->yc = y->strides[1];
+    g->act = p->act;
+    g->alpha = p->act_alpha;
+    // The widest channel chunk whose weights fit beside the tile.
+    int step = tc ? 16 : 8, most = tc ? 64 : 32;
+    int Kc = (int)(p->K < most ? round_up(p->K, step) : most);
+    size_t need;
+    while ((need = up_layout(g, tc, Kc)) > UP_SMEM_MAX && Kc > step)
+        Kc = (int)round_up(Kc / 2, step);
+    if (need > UP_SMEM_MAX)
+        return false;
+    g->fcp = fastdiv_make((uint32_t)g->Cp);
+    g->fchunks = fastdiv_make((uint32_t)(g->Cp >= 8 ? g->Cp / 8 : 1));
+    // 16-byte input loads: channels contiguous, every position's first
+    // channel 16-byte aligned, whole vectors per position.
+    ll xw = 8;
+    g->xvec = tc && g->xc == 1 && g->C % 8 == 0 && g->xn % xw == 0 && g->xs[0] % xw == 0 && g->xs[1] % xw == 0 &&
+              g->xs[2] % xw == 0 && (x->data == NULL || aligned16(x->data));
+    // Stores of 8 channels as one (16-bit) or two (float32) 16-byte
+    // vectors: chunks and groups start at multiples of 8 channels.
+    ll yw = vec16_width(y->dtype);
+    g->yvec = g->yc == 1 && p->K % 8 == 0 && g->yn % yw == 0 && g->ys[0] % yw == 0 && g->ys[1] % yw == 0 &&
+              g->ys[2] % yw == 0 && (y->data == NULL || aligned16(y->data));
+    *smem = need;
+    return true;
+}
+
+extern "C" bool sgk_conv_up_fits(const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x)
+{
+    upgeom g;
+    size_t smem;
+    return up_plan(p, y, x, &g, &smem);
+}
+
+extern "C" segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_params *p, const sgk_view *y,
+                                    const sgk_view *x, const float *w, const float *bias)
+{
+    upgeom g;
+    size_t smem;
+    if (!up_plan(p, y, x, &g, &smem))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "upsampling convolution: layer not supported by the kernel");
+    if (g.P == 0)
+        return SEGRT_OK;
+    ll tiles = ceil_div(g.P, UP_TP), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * 4;
+    dim3 grid((unsigned)(tiles < cap ? tiles : cap), (unsigned)ceil_div(g.K, g.Kc));
+    switch (x->dtype) {
+    case SEGRT_DTYPE_FLOAT16:
+        conv_up_tc<SEGRT_DTYPE_FLOAT16><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
+        break;
+    case SEGRT_DTYPE_BFLOAT16:
+        conv_up_tc<SEGRT_DTYPE_BFLOAT16><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
+        break;
+    default:
+        conv_up_f32<<<grid, UP_THREADS, smem, stream>>>((const float *)x->data, y->data, y->dtype, w, bias, g);
+        break;
+    }
+    return launched("conv_up");
+}
