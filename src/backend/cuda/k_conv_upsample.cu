@@ -1,27 +1,30 @@
 // ConvTranspose with kernel == stride as a matrix product per phase (see
 // k_conv_upsample.h).
 //
-// A block stages one channel chunk of the weights, [phase][C][chunk], in
-// shared memory once, then walks tiles of 64 input positions: it loads the
-// tile's [64 x C] inputs, and its warps compute the products of every phase
-// and 16-channel group. Float16 and bfloat16 use WMMA fragments (16x16x16,
-// float32 accumulation); each warp moves its fragment through a private
-// 16x16 staging square and stores it with the bias and activation applied,
-// so a tile needs no block-wide barrier between its phases. Float32 uses
-// the CUDA cores: a lane per input position, 8 output channels per pass,
-// the weights read as broadcasts.
+// A block stages one channel chunk of the weights in shared memory once,
+// then walks tiles of input positions: it loads the tile's [positions x C]
+// inputs, and its warps compute the products of every phase and 8-channel
+// group. Float16 and bfloat16 use the tensor cores through mma.sync
+// m16n8k16 (float32 accumulation): each warp owns 16 positions of a
+// 128-position tile, loads their inputs into registers once
+// (ldmatrix), and stores each result straight from its accumulators (two
+// channels of two positions per lane, bias and activation applied), so
+// nothing round-trips through shared memory. Float32 uses the CUDA cores:
+// a lane per input position, 8 output channels per pass, the weights read
+// as broadcasts.
 #include "backend/cuda/k_common.cuh"
 #include "backend/cuda/k_conv_upsample.h"
 
-#include <mma.h>
 #include <string.h>
 
 #define UP_THREADS 256
 #define UP_WARPS (UP_THREADS / 32)
-#define UP_TP 64            // input positions per tile
+#define UP_TP_TC (16 * UP_WARPS) // input positions per tile, tensor cores: 16 per warp
+#define UP_TP_F32 64        // input positions per tile, CUDA cores: 32 per lane row, twice
 #define UP_MAX_F 64         // phases: the kernel's volume
-#define UP_STAGE_LD 20      // floats per row of a warp's staging square (a multiple of 4, for WMMA)
-#define UP_SMEM_MAX (48 * 1024)
+#define UP_MAX_CP 64        // input channels the tensor-core path keeps in registers
+#define UP_SMEM_MAX (48 * 1024)     // CUDA cores: the default limit
+#define UP_SMEM_MAX_TC (100 * 1024) // tensor cores (opted in at launch): 4 blocks fit in an SM's 228 KB
 // Blocks resident per SM: a tile's loads, products and stores run one
 // after another within a block, so other blocks must fill the gaps (and
 // registers are capped to let them in).
@@ -33,6 +36,8 @@ struct upgeom {
     int Kc;         // output channels per block (blockIdx.y chooses the chunk)
     int Cp;         // C as staged: rounded up to 16 for tensor cores
     int ldx, ldw;   // shared-memory row lengths of the input tile and the weights, in elements
+    int tp;         // input positions per tile
+    int lds;        // row length of a warp's square of results (tensor cores, ystage)
     int in[3], k[3];
     fastdiv fin[3]; // the spatial sizes, innermost last
     fastdiv fcp;    // Cp, for the tile loads
@@ -42,7 +47,10 @@ struct upgeom {
     sgk_act act;
     float alpha;
     bool xvec;      // x's channels load as 16-byte vectors
-    bool yvec;      // 8 output channels store as 16-byte vectors (one or two)
+    bool yvec;      // 8 output channels store as 16-byte vectors (one or two); CUDA cores
+    bool ypair;     // 2 output channels store as one 4- or 8-byte vector; tensor cores
+    bool ystage;    // y has x's dtype and 16-byte rows of 8 channels: results go out through
+                    // the warp's square, 16 bytes a lane (tensor cores)
 };
 
 template <int XT> struct up_elem {
@@ -100,9 +108,9 @@ __device__ __forceinline__ void up_store(void *y, segrt_dtype yt, const upgeom &
 __device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_x, ll *pix_y)
 {
     int t = threadIdx.x;
-    if (t >= UP_TP)
+    if (t >= g.tp)
         return;
-    int p = tile * UP_TP + t;
+    int p = tile * g.tp + t;
     ll xo = -1, yo = -1;
     if (p < g.P) {
         uint32_t q = (uint32_t)p;
@@ -122,36 +130,85 @@ __device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_
     pix_y[t] = yo;
 }
 
+// One m16n8k16 product, float32 accumulators d += a * b (PTX ISA's
+// fragment layouts: lane = 4 * group + t holds rows group and group + 8,
+// columns 2t and 2t + 1 of d).
+template <int XT> __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, const uint32_t *b)
+{
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// A 16x16 operand from shared memory: lanes 8m..8m+7 address rows of 8x8
+// matrix m (rows 0-7 / 8-15, columns 0-7 / 8-15, in mma's a0..a3 order).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *row)
+{
+    uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// Stores channels co, co + 1 (cnt of them) at element `off` of y, bias and
+// activation applied.
+__device__ __forceinline__ void up_store2(void *y, segrt_dtype yt, const upgeom &g, ll off, float v0, float v1,
+                                          int cnt, const float *bias, int co)
+{
+    v0 = act_apply(v0 + (bias ? bias[co] : 0.0f), g.act, g.alpha);
+    if (cnt > 1)
+        v1 = act_apply(v1 + (bias ? bias[co + 1] : 0.0f), g.act, g.alpha);
+    if (g.ypair && cnt == 2) {
+        if (yt == SEGRT_DTYPE_FLOAT16)
+            *(__half2 *)((__half *)y + off) = __floats2half2_rn(v0, v1);
+        else if (yt == SEGRT_DTYPE_BFLOAT16)
+            *(__nv_bfloat162 *)((__nv_bfloat16 *)y + off) = __floats2bfloat162_rn(v0, v1);
+        else
+            *(float2 *)((float *)y + off) = make_float2(v0, v1);
+        return;
+    }
+    st_f32(y, off, yt, v0);
+    if (cnt > 1)
+        st_f32(y, off + g.yc, yt, v1);
+}
+
 // Float16 and bfloat16 inputs: tensor cores.
 template <int XT>
 __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
                const float *__restrict__ bias, upgeom g)
 {
-    using namespace nvcuda;
     typedef typename up_elem<XT>::type T;
     extern __shared__ __align__(128) unsigned char smem[];
-    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP, *phase = pix_y + UP_TP;
-    T *xsh = (T *)(phase + UP_MAX_F);
-    T *wsh = xsh + UP_TP * g.ldx;
-    float *stage = (float *)(wsh + g.F * g.Cp * g.ldw) + (threadIdx.x >> 5) * 16 * UP_STAGE_LD;
+    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP_TC, *phase = pix_y + UP_TP_TC;
+    T *xsh = (T *)(phase + UP_MAX_F); // [position][channel], row length ldx
+    T *wsh = xsh + UP_TP_TC * g.ldx;  // [phase][output channel][input channel], row length ldw
+    // This warp's square of results, [16 positions][chunk channels], row length lds.
+    T *wst = wsh + g.F * g.Kc * g.ldw + (threadIdx.x >> 5) * 16 * g.lds;
     const int k0 = blockIdx.y * g.Kc, kn = min(g.Kc, g.K - k0);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     phase_offsets(g, phase);
-    for (int e = threadIdx.x; e < g.F * g.Cp * g.Kc; e += UP_THREADS) {
-        int j = e % g.Kc, r = e / g.Kc, ci = r % g.Cp, f = r / g.Cp;
+    for (int e = threadIdx.x; e < g.F * g.Kc * g.Cp; e += UP_THREADS) {
+        int ci = e % g.Cp, r = e / g.Cp, j = r % g.Kc, f = r / g.Kc;
         float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
-        wsh[r * g.ldw + j] = up_round<XT>(v);
+        wsh[r * g.ldw + ci] = up_round<XT>(v);
     }
-    const int ntiles = (g.P + UP_TP - 1) / UP_TP, mt = UP_TP / 16, nt = g.Kc / 16;
+    const int ntiles = (g.P + UP_TP_TC - 1) / UP_TP_TC, n8 = (kn + 7) / 8, nks = g.Cp / 16;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         __syncthreads(); // the last tile's readers are done (the weights staged, the first time)
         tile_offsets(g, tile, pix_x, pix_y);
         __syncthreads();
         if (g.xvec) {
             const int chunks = g.Cp / 8;
-            for (int e = threadIdx.x; e < UP_TP * chunks; e += UP_THREADS) {
+            for (int e = threadIdx.x; e < UP_TP_TC * chunks; e += UP_THREADS) {
                 int pix = (int)fastdiv_div((uint32_t)e, g.fchunks), c = (e - pix * chunks) * 8;
                 uint4 v = make_uint4(0, 0, 0, 0);
                 if (pix_x[pix] >= 0 && c < g.C)
@@ -159,35 +216,61 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
                 *(uint4 *)(xsh + pix * g.ldx + c) = v;
             }
         } else {
-            for (int e = threadIdx.x; e < UP_TP * g.Cp; e += UP_THREADS) {
+            for (int e = threadIdx.x; e < UP_TP_TC * g.Cp; e += UP_THREADS) {
                 int pix = (int)fastdiv_div((uint32_t)e, g.fcp), c = e - pix * g.Cp;
                 float v = pix_x[pix] >= 0 && c < g.C ? ldr<XT, float>(x, (segrt_dtype)XT, pix_x[pix] + c * g.xc) : 0.0f;
                 xsh[pix * g.ldx + c] = up_round<XT>(v);
             }
         }
         __syncthreads();
-        for (int item = warp; item < g.F * mt * nt; item += UP_WARPS) {
-            int fn = item % nt, rest = item / nt, fm = rest % mt, f = rest / mt;
-            if (fn * 16 >= kn)
-                continue; // past the chunk's last channel (K not a multiple of 16)
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int kk = 0; kk < g.Cp; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
-                wmma::load_matrix_sync(a, xsh + fm * 16 * g.ldx + kk, g.ldx);
-                wmma::load_matrix_sync(b, wsh + (f * g.Cp + kk) * g.ldw + fn * 16, g.ldw);
-                wmma::mma_sync(acc, a, b, acc);
+        // This warp's 16 positions, as mma's A operand for every k-step.
+        uint32_t a[UP_MAX_CP / 16][4];
+        const int row0 = warp * 16;
+#pragma unroll
+        for (int ks = 0; ks < UP_MAX_CP / 16; ks++)
+            if (ks < nks)
+                ldmatrix_x4(a[ks], xsh + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * g.ldx + ks * 16 + (lane >> 4) * 8);
+        if (pix_y[row0] < 0)
+            continue; // all 16 rows past the end (mma.sync needs the whole warp, so the test is per warp)
+        const ll yo0 = pix_y[row0 + grp], yo1 = pix_y[row0 + grp + 8];
+        for (int f = 0; f < g.F; f++) {
+            for (int nt = 0; nt < n8; nt++) {
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                const T *wb = wsh + (f * g.Kc + nt * 8 + grp) * g.ldw + 2 * t4;
+#pragma unroll
+                for (int ks = 0; ks < UP_MAX_CP / 16; ks++)
+                    if (ks < nks) {
+                        uint32_t b[2] = {*(const uint32_t *)(wb + ks * 16), *(const uint32_t *)(wb + ks * 16 + 8)};
+                        mma16816<XT>(d, a[ks], b);
+                    }
+                int c = nt * 8 + 2 * t4;
+                if (g.ystage) {
+                    // Rounded into the warp's square; stored below, 16 bytes a lane.
+                    float b0 = bias ? bias[k0 + c] : 0.0f, b1 = bias ? bias[k0 + c + 1] : 0.0f;
+                    wst[grp * g.lds + c] = up_round<XT>(act_apply(d[0] + b0, g.act, g.alpha));
+                    wst[grp * g.lds + c + 1] = up_round<XT>(act_apply(d[1] + b1, g.act, g.alpha));
+                    wst[(grp + 8) * g.lds + c] = up_round<XT>(act_apply(d[2] + b0, g.act, g.alpha));
+                    wst[(grp + 8) * g.lds + c + 1] = up_round<XT>(act_apply(d[3] + b1, g.act, g.alpha));
+                } else if (c < kn) {
+                    int cnt = min(2, kn - c);
+                    ll off = phase[f] + (k0 + c) * g.yc;
+                    if (yo0 >= 0)
+                        up_store2(y, yt, g, yo0 + off, d[0], d[1], cnt, bias, k0 + c);
+                    if (yo1 >= 0)
+                        up_store2(y, yt, g, yo1 + off, d[2], d[3], cnt, bias, k0 + c);
+                }
             }
-            wmma::store_matrix_sync(stage, acc, UP_STAGE_LD, wmma::mem_row_major);
-            __syncwarp();
-            // Two lanes per position, 8 channels each.
-            int r = lane >> 1, c = fn * 16 + (lane & 1) * 8;
-            ll yo = pix_y[fm * 16 + r];
-            if (yo >= 0 && c < kn)
-                up_store(y, yt, g, yo + phase[f] + (k0 + c) * g.yc, stage + r * UP_STAGE_LD + (lane & 1) * 8,
-                         min(8, kn - c), bias, k0 + c);
-            __syncwarp();
+            if (g.ystage) {
+                __syncwarp();
+                const int chunks = kn / 8;
+                for (int e = lane; e < 16 * chunks; e += 32) {
+                    int r = e / chunks, c = (e - r * chunks) * 8;
+                    ll yo = pix_y[row0 + r];
+                    if (yo >= 0)
+                        *(uint4 *)((T *)y + yo + phase[f] + k0 + c) = *(const uint4 *)(wst + r * g.lds + c);
+                }
+                __syncwarp();
+            }
         }
     }
 }
@@ -198,9 +281,9 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
                 const float *__restrict__ bias, upgeom g)
 {
     extern __shared__ __align__(128) unsigned char smem[];
-    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP, *phase = pix_y + UP_TP;
+    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP_F32, *phase = pix_y + UP_TP_F32;
     float *xsf = (float *)(phase + UP_MAX_F);
-    float *wsf = xsf + UP_TP * g.ldx;
+    float *wsf = xsf + UP_TP_F32 * g.ldx;
     const int k0 = blockIdx.y * g.Kc, kn = min(g.Kc, g.K - k0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
@@ -209,18 +292,18 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
         int j = e % g.Kc, r = e / g.Kc; // r = f * C + ci
         wsf[r * g.ldw + j] = j < kn ? w[(ll)r * g.K + k0 + j] : 0.0f;
     }
-    const int ntiles = (g.P + UP_TP - 1) / UP_TP, groups = g.Kc / 8;
+    const int ntiles = (g.P + UP_TP_F32 - 1) / UP_TP_F32, groups = g.Kc / 8;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         __syncthreads();
         tile_offsets(g, tile, pix_x, pix_y);
         __syncthreads();
-        for (int e = threadIdx.x; e < UP_TP * g.C; e += UP_THREADS) {
+        for (int e = threadIdx.x; e < UP_TP_F32 * g.C; e += UP_THREADS) {
             int pix = (int)fastdiv_div((uint32_t)e, g.fcp), c = e - pix * g.C;
             xsf[pix * g.ldx + c] = pix_x[pix] >= 0 ? x[pix_x[pix] + c * g.xc] : 0.0f;
         }
         __syncthreads();
-        for (int item = warp; item < g.F * (UP_TP / 32) * groups; item += UP_WARPS) {
-            int gi = item % groups, rest = item / groups, h = rest % (UP_TP / 32), f = rest / (UP_TP / 32);
+        for (int item = warp; item < g.F * (UP_TP_F32 / 32) * groups; item += UP_WARPS) {
+            int gi = item % groups, rest = item / groups, h = rest % (UP_TP_F32 / 32), f = rest / (UP_TP_F32 / 32);
             int c = gi * 8;
             if (c >= kn)
                 continue;
@@ -253,23 +336,26 @@ static bool up_dtype(segrt_dtype t)
 
 static ll round_up(ll v, ll m) { return (v + m - 1) / m * m; }
 
-// The shared memory a launch with chunk Kc takes, filling g's chunk and
-// row lengths.
+// The shared memory a launch with chunk Kc takes, filling g's chunk, tile
+// and row lengths.
 static size_t up_layout(upgeom *g, bool tc, int Kc)
 {
     g->Kc = Kc;
-    size_t offsets = (2 * UP_TP + UP_MAX_F) * sizeof(ll);
+    g->tp = tc ? UP_TP_TC : UP_TP_F32;
+    size_t offsets = (2 * (size_t)g->tp + UP_MAX_F) * sizeof(ll);
     if (tc) {
+        // Rows 16 bytes longer than the data: ldmatrix's eight row reads
+        // and the lanes' weight reads then fall in distinct banks.
         g->Cp = (int)round_up(g->C, 16);
         g->ldx = g->Cp + 8;
-        g->ldw = Kc + 8;
-        return offsets + 2 * ((size_t)UP_TP * g->ldx + (size_t)g->F * g->Cp * g->ldw) +
-               sizeof(float) * UP_WARPS * 16 * UP_STAGE_LD;
+        g->ldw = g->Cp + 8;
+        g->lds = Kc + 8;
+        return offsets + 2 * ((size_t)g->tp * g->ldx + (size_t)g->F * Kc * g->ldw + (size_t)UP_WARPS * 16 * g->lds);
     }
     g->Cp = g->C;
     g->ldx = g->C + 1; // odd: lanes reading one channel of 32 positions hit 32 banks
     g->ldw = Kc;
-    return offsets + sizeof(float) * ((size_t)UP_TP * g->ldx + (size_t)g->F * g->C * Kc);
+    return offsets + sizeof(float) * ((size_t)g->tp * g->ldx + (size_t)g->F * g->C * Kc);
 }
 
 // The launch geometry, or false where the kernel does not take the layer.
@@ -282,7 +368,7 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
         y->dims[1] != p->K || (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU))
         return false;
     bool tc = x->dtype != SEGRT_DTYPE_FLOAT32;
-    if (p->C > (tc ? 4096 : 64) || p->K > INT32_MAX / 2)
+    if (p->C > UP_MAX_CP || p->K > INT32_MAX / 2)
         return false;
     ll P = x->dims[0], F = 1;
     for (int a = 0; a < 3; a++) {
@@ -311,12 +397,12 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     g->act = p->act;
     g->alpha = p->act_alpha;
     // The widest channel chunk whose weights fit beside the tile.
-    int step = tc ? 16 : 8, most = tc ? 64 : 32;
+    int step = 8, most = tc ? 64 : 32;
     int Kc = (int)(p->K < most ? round_up(p->K, step) : most);
-    size_t need;
-    while ((need = up_layout(g, tc, Kc)) > UP_SMEM_MAX && Kc > step)
+    size_t need, most_smem = tc ? UP_SMEM_MAX_TC : UP_SMEM_MAX;
+    while ((need = up_layout(g, tc, Kc)) > most_smem && Kc > step)
         Kc = (int)round_up(Kc / 2, step);
-    if (need > UP_SMEM_MAX)
+    if (need > most_smem)
         return false;
     g->fcp = fastdiv_make((uint32_t)g->Cp);
     g->fchunks = fastdiv_make((uint32_t)(g->Cp >= 8 ? g->Cp / 8 : 1));
@@ -328,8 +414,12 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     // Stores of 8 channels as one (16-bit) or two (float32) 16-byte
     // vectors: chunks and groups start at multiples of 8 channels.
     ll yw = vec16_width(y->dtype);
+    bool y16 = y->data == NULL || aligned16(y->data);
     g->yvec = g->yc == 1 && p->K % 8 == 0 && g->yn % yw == 0 && g->ys[0] % yw == 0 && g->ys[1] % yw == 0 &&
-              g->ys[2] % yw == 0 && (y->data == NULL || aligned16(y->data));
+              g->ys[2] % yw == 0 && y16;
+    g->ystage = tc && y->dtype == x->dtype && g->yvec;
+    // Stores of 2 channels (an even first one) as one vector.
+    g->ypair = g->yc == 1 && g->yn % 2 == 0 && g->ys[0] % 2 == 0 && g->ys[1] % 2 == 0 && g->ys[2] % 2 == 0 && y16;
     *smem = need;
     return true;
 }
@@ -350,13 +440,21 @@ extern "C" segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_param
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "upsampling convolution: layer not supported by the kernel");
     if (g.P == 0)
         return SEGRT_OK;
-    ll tiles = ceil_div(g.P, UP_TP), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * 4;
+    ll tiles = ceil_div(g.P, g.tp), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * 4;
     dim3 grid((unsigned)(tiles < cap ? tiles : cap), (unsigned)ceil_div(g.K, g.Kc));
+    // Past 48 KB a kernel must opt in (a function attribute, not a stream
+    // operation: allowed while a CUDA graph is captured).
     switch (x->dtype) {
     case SEGRT_DTYPE_FLOAT16:
+        if (cudaFuncSetAttribute(conv_up_tc<SEGRT_DTYPE_FLOAT16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 UP_SMEM_MAX_TC) != cudaSuccess)
+            return launched("conv_up (shared memory)");
         conv_up_tc<SEGRT_DTYPE_FLOAT16><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
         break;
     case SEGRT_DTYPE_BFLOAT16:
+        if (cudaFuncSetAttribute(conv_up_tc<SEGRT_DTYPE_BFLOAT16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 UP_SMEM_MAX_TC) != cudaSuccess)
+            return launched("conv_up (shared memory)");
         conv_up_tc<SEGRT_DTYPE_BFLOAT16><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
         break;
     default:

@@ -12,8 +12,8 @@
  *
  * x is [N, C, spatial...] and y [N, K, spatial * kernel...] with 1 to 3
  * spatial dims, sgk_views of any strides; float16 and bfloat16 inputs go
- * through tensor cores (float32 accumulation), float32 through the CUDA
- * cores. The weights are float32 in [phase][C][K] order (the caller
+ * through tensor cores (mma.sync, float32 accumulation), float32 through
+ * the CUDA cores. The weights are float32 in [phase][C][K] order (the caller
  * reorders ONNX's [C, K, k...]; phases numbered with the last spatial axis
  * fastest); bias (NULL: none) is K float32 values. y = act(x * w + bias),
  * rounded once to y's dtype. Deterministic: every output is one dot
@@ -39,8 +39,8 @@ typedef struct sgk_conv_up_params {
 
 /* Whether the kernel takes this layer: dims that match the parameters,
  * float16, bfloat16 or float32 views, at most 2^31 - 1 input positions,
- * at most 64 input channels for float32 (CUDA-core math) and a channel
- * chunk of the weights that fits in 48 KB of shared memory. The views'
+ * at most 64 input channels, and a channel chunk of the weights that fits
+ * in shared memory (48 KB for float32, 100 KB for the tensor cores). The views'
  * data may be NULL (a builder asks before any memory exists). */
 bool sgk_conv_up_fits(const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x);
 
