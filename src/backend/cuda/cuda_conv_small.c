@@ -53,13 +53,6 @@ static bool small_dtype(sg_dtype t)
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
 }
 
-/* Whether constant value v holds exactly `numel` elements of a float dtype. */
-static bool const_float(const sg_value *v, int64_t numel)
-{
-    int64_t have = -1;
-    return v->data && sg_dtype_is_float(v->dtype) && sg_shape_numel(&v->shape, &have) && have == numel;
-}
-
 /* Reads the attributes; false where they are malformed (cuDNN's builder
  * reports those) or ask for what this path leaves to cuDNN. */
 static bool small_attrs(const sg_cuda_plan *p, const sg_node *n, bool transposed, int32_t nsp, sg_conv_attrs *a,
@@ -102,9 +95,9 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     int64_t wnumel = 1;
     for (int32_t i = 0; i < rank; i++)
         wnumel *= wd[i];
-    if (!const_float(wv, wnumel))
+    if (!cuda_const_float(wv, wnumel))
         return false;
-    if (n->n_inputs > 2 && n->inputs[2] >= 0 && !const_float(&g->values[n->inputs[2]], K))
+    if (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K))
         return false;
     int32_t nsp = rank - 2;
     sg_conv_attrs a;
@@ -177,21 +170,10 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     cuda_layout out_layout = cuda_dense_layout(p, xt);
 
     /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
-    const sg_value *yv = &p->g->values[n->outputs[0]];
     sgk_view xg = cuda_geometry_view(p, xt), yg;
-    memset(&yg, 0, sizeof yg);
-    yg.dtype = out_dt;
-    yg.rank = yv->shape.rank;
-    if (!sg_shape_dims(&yv->shape, yg.dims))
+    if (!cuda_output_geometry(p, n->outputs[0], out_dt, out_layout, &yg) || !sgk_conv_small_fits(&kp, &yg, &xg))
         return SEGRT_OK;
-    cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
-    if (!sgk_conv_small_fits(&kp, &yg, &xg))
-        return SEGRT_OK;
-    /* The grid is sized from the SM count, asked here rather than at each
-     * launch (launches may be captured into a CUDA graph). */
-    int sms = 0;
-    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
-    kp.sm_count = sms;
+    SG_TRY(cuda_sm_count(p, &kp.sm_count));
     kp.no_tiled = cuda_env_off("SEGRT_CUDA_TILED_CONV");
     kp.no_up = cuda_env_off("SEGRT_CUDA_UP_CONV");
 

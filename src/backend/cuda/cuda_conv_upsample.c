@@ -41,12 +41,6 @@ static sg_status upsample_run(const cuda_step *s, cuda_run *r)
     return sgk_conv_up(r->stream, &up->kp, &y, &x, w, b);
 }
 
-static bool float_const(const sg_value *v, int64_t numel)
-{
-    int64_t have = -1;
-    return v->data && sg_dtype_is_float(v->dtype) && sg_shape_numel(&v->shape, &have) && have == numel;
-}
-
 /* Whether node n's attributes are those of a kernel == stride upsampling:
  * no pads, dilations, output_padding, output_shape or groups. */
 static bool upsample_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, const int64_t *wd)
@@ -89,8 +83,8 @@ static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_
         wnumel *= wd[2 + i];
         kp->kernel[i] = wd[2 + i];
     }
-    if (!float_const(wv, wnumel) ||
-        (n->n_inputs > 2 && n->inputs[2] >= 0 && !float_const(&g->values[n->inputs[2]], K)) ||
+    if (!cuda_const_float(wv, wnumel) ||
+        (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K)) ||
         !upsample_attrs(p, n, nsp, wd))
         return false;
     kp->n_spatial = nsp;
@@ -139,19 +133,10 @@ sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *take
     cuda_layout out_layout = cuda_dense_layout(p, xt);
 
     /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
-    const sg_value *yv = &p->g->values[n->outputs[0]];
     sgk_view xg = cuda_geometry_view(p, xt), yg;
-    memset(&yg, 0, sizeof yg);
-    yg.dtype = out_dt;
-    yg.rank = yv->shape.rank;
-    if (!sg_shape_dims(&yv->shape, yg.dims))
+    if (!cuda_output_geometry(p, n->outputs[0], out_dt, out_layout, &yg) || !sgk_conv_up_fits(&kp, &yg, &xg))
         return SEGRT_OK;
-    cuda_layout_strides(out_layout, yg.rank, yg.dims, yg.strides);
-    if (!sgk_conv_up_fits(&kp, &yg, &xg))
-        return SEGRT_OK;
-    int sms = 0;
-    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
-    kp.sm_count = sms;
+    SG_TRY(cuda_sm_count(p, &kp.sm_count));
 
     bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
     int32_t args[4], na = 0, wt, bt, yt;

@@ -292,6 +292,19 @@ int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v);
  * then untouched). */
 int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha);
 
+/* Whether value v is a constant of exactly `numel` elements of a float
+ * dtype (weights a kernel of segrt's can take as float32). */
+bool cuda_const_float(const sg_value *v, int64_t numel);
+
+/* The view a new dense tensor for graph value v would have (dtype dt,
+ * layout l, no memory): what a builder asks a kernel about before adding
+ * its step. false where v's dims are not all known. */
+bool cuda_output_geometry(const sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, sgk_view *out);
+
+/* The plan's device's multiprocessors, asked at build time (a launch may
+ * be captured into a CUDA graph, where it should not ask). */
+sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out);
+
 /* Whether environment variable `name` is "0": the A/B switches that turn
  * one of segrt's kernels off, read when a plan is built (so a plan, and
  * the CUDA graph replaying it, keeps one choice). */

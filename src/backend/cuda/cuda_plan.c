@@ -181,6 +181,32 @@ int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *a
     return r;
 }
 
+bool cuda_const_float(const sg_value *v, int64_t numel)
+{
+    int64_t have = -1;
+    return v->data && sg_dtype_is_float(v->dtype) && sg_shape_numel(&v->shape, &have) && have == numel;
+}
+
+bool cuda_output_geometry(const sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, sgk_view *out)
+{
+    const sg_value *val = &p->g->values[v];
+    memset(out, 0, sizeof *out);
+    out->dtype = dt;
+    out->rank = val->shape.rank;
+    if (!sg_shape_dims(&val->shape, out->dims))
+        return false;
+    cuda_layout_strides(l, out->rank, out->dims, out->strides);
+    return true;
+}
+
+sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out)
+{
+    int sms = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
+    *out = sms;
+    return SEGRT_OK;
+}
+
 bool cuda_env_off(const char *name)
 {
     const char *e = getenv(name);

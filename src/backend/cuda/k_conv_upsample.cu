@@ -424,6 +424,19 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     return true;
 }
 
+template <int XT>
+static segrt_status launch_tc(cudaStream_t stream, dim3 grid, size_t smem, const sgk_view *y, const sgk_view *x,
+                              const float *w, const float *bias, const upgeom &g)
+{
+    // Past 48 KB a kernel must opt in (a function attribute, not a stream
+    // operation: allowed while a CUDA graph is captured).
+    if (cudaFuncSetAttribute(conv_up_tc<XT>, cudaFuncAttributeMaxDynamicSharedMemorySize, UP_SMEM_MAX_TC) !=
+        cudaSuccess)
+        return launched("conv_up (shared memory)");
+    conv_up_tc<XT><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
+    return launched("conv_up");
+}
+
 extern "C" bool sgk_conv_up_fits(const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x)
 {
     upgeom g;
@@ -442,21 +455,9 @@ extern "C" segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_param
         return SEGRT_OK;
     ll tiles = ceil_div(g.P, g.tp), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * 4;
     dim3 grid((unsigned)(tiles < cap ? tiles : cap), (unsigned)ceil_div(g.K, g.Kc));
-    // Past 48 KB a kernel must opt in (a function attribute, not a stream
-    // operation: allowed while a CUDA graph is captured).
     switch (x->dtype) {
-    case SEGRT_DTYPE_FLOAT16:
-        if (cudaFuncSetAttribute(conv_up_tc<SEGRT_DTYPE_FLOAT16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 UP_SMEM_MAX_TC) != cudaSuccess)
-            return launched("conv_up (shared memory)");
-        conv_up_tc<SEGRT_DTYPE_FLOAT16><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
-        break;
-    case SEGRT_DTYPE_BFLOAT16:
-        if (cudaFuncSetAttribute(conv_up_tc<SEGRT_DTYPE_BFLOAT16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 UP_SMEM_MAX_TC) != cudaSuccess)
-            return launched("conv_up (shared memory)");
-        conv_up_tc<SEGRT_DTYPE_BFLOAT16><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
-        break;
+    case SEGRT_DTYPE_FLOAT16: return launch_tc<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, g);
+    case SEGRT_DTYPE_BFLOAT16: return launch_tc<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, y, x, w, bias, g);
     default:
         conv_up_f32<<<grid, UP_THREADS, smem, stream>>>((const float *)x->data, y->data, y->dtype, w, bias, g);
         break;
