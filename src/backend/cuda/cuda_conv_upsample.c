@@ -10,8 +10,10 @@
  *
  * cuda_conv.c asks here after the few-channel kernel; a node this file
  * does not take (kernel != stride, pads, dilations, output_padding or an
- * output_shape, groups, weights computed at run time, more than 64 input
- * channels) goes to cuDNN. SEGRT_CUDA_UPSAMPLE_CONV=0 in the environment
+ * output_shape, groups, weights computed at run time, or more than the 64
+ * input channels sgk_conv_up_fits takes: the tensor-core path keeps a
+ * warp's inputs in registers, and past that cuDNN's kernels hold their
+ * own) goes to cuDNN. SEGRT_CUDA_UPSAMPLE_CONV=0 in the environment
  * sends every node to cuDNN (for comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_upsample.h"
@@ -20,10 +22,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Past 64 input channels each output is a long enough dot product that
- * cuDNN's tensor-core kernels hold their own. */
-#define UPSAMPLE_MAX_C 64
 
 typedef struct upsample_params {
     sgk_conv_up_params kp;
@@ -75,7 +73,7 @@ static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_
         !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd))
         return false;
     int64_t C = wd[0], K = wd[1], wnumel = C * K;
-    if (C < 1 || C > UPSAMPLE_MAX_C || K < 1 || K > INT32_MAX / 2 || xd[1] != C || yd[1] != K || yd[0] != xd[0])
+    if (C < 1 || C > INT32_MAX || K < 1 || K > INT32_MAX / 2 || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
     for (int32_t i = 0; i < nsp; i++) {
         if (wd[2 + i] < 1 || yd[2 + i] != xd[2 + i] * wd[2 + i])

@@ -6,10 +6,13 @@
 // inputs, and its warps compute the products of every phase and 8-channel
 // group. Float16 and bfloat16 use the tensor cores through mma.sync
 // m16n8k16 (float32 accumulation): each warp owns 16 positions of a
-// 128-position tile, loads their inputs into registers once
-// (ldmatrix), and stores each result straight from its accumulators (two
-// channels of two positions per lane, bias and activation applied), so
-// nothing round-trips through shared memory. Float32 uses the CUDA cores:
+// 128-position tile and loads their inputs into registers once
+// (ldmatrix). Where y has x's dtype and rows of whole 16-byte vectors (a
+// channels-last tensor or its slice of a Concat), a phase's results, bias
+// and activation applied, are rounded into the warp's own square in shared
+// memory and stored 16 bytes a lane; otherwise each lane stores its two
+// channels of two positions straight from its accumulators. No block-wide
+// barrier separates a tile's phases. Float32 uses the CUDA cores:
 // a lane per input position, 8 output channels per pass, the weights read
 // as broadcasts.
 #include "backend/cuda/k_common.cuh"
