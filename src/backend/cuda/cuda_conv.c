@@ -9,6 +9,11 @@
  * op's input as dy; its bias and activation are always a separate map
  * (Hopper's fusion engines do not take strided dgrad epilogues).
  *
+ * A Concat built later may turn the output (or an input) into a slice of
+ * its buffer (conv_restride): the step is then described to cuDNN with
+ * the slice's strides, where the recorded engine computes the same
+ * results over them.
+ *
  * Tensors are channels-last (NHWC / NDHWC; weights KRSC), described to
  * cuDNN with logical N, C, (D,) H, W dims and their strides; 1-D
  * convolutions are 2-D ones with a unit H.
@@ -49,7 +54,9 @@ typedef struct conv_spec {
     bool dgrad;
     int32_t rank; /* 4 or 5 as cuDNN sees it */
     cdg_conv_geom geom;
-    cdg_tensor x, w, y;  /* X (dY for dgrad), W, Y (dX); y is the convolution's own output */
+    cdg_tensor x, w, y;  /* X (dY for dgrad), W, and what the graph writes (Y, dX or the epilogue's
+                          * result): its strides may be a concatenation's slice (restride) */
+    cdg_tensor z;        /* the residual a fused Add reads */
     int64_t channels;    /* output channels: the bias length */
     bool has_bias;
     sgk_act act;         /* activation fused after the bias, or NONE */
@@ -121,10 +128,14 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
     cdg_tensor yt = cs->y;
     bool fused = variant_fused(variant);
     bool res = variant_residual(variant);
-    if (fused) { /* the convolution's result stays on chip */
-        yt.is_virtual = true;
-        yt.dtype = CUDNN_DATA_FLOAT;
-    }
+    /* Results that stay on chip are described dense whatever the
+     * output's strides. */
+    cdg_tensor onchip = cs->y;
+    onchip.is_virtual = true;
+    onchip.dtype = CUDNN_DATA_FLOAT;
+    cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, onchip.rank, onchip.dims, onchip.strides);
+    if (fused) /* the convolution's result stays on chip */
+        yt = onchip;
     SG_TRY(cdg_tensor_desc(pool, &cs->x, &x));
     SG_TRY(cdg_tensor_desc(pool, &cs->w, &w));
     SG_TRY(cdg_tensor_desc(pool, &yt, &y));
@@ -134,10 +145,10 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
         cudnnBackendDescriptor_t cur = y;
         if (cs->has_bias) {
             cdg_tensor bt = bias_tensor(cs, variant_io_bias(variant) ? cs->x.dtype : CUDNN_DATA_FLOAT);
-            cdg_tensor at = cs->y;
+            bool last = cs->act == SGK_ACT_NONE && !res;
+            cdg_tensor at = last ? cs->y : onchip;
             at.uid = UID_ADD;
-            at.is_virtual = cs->act != SGK_ACT_NONE || res;
-            at.dtype = at.is_virtual ? CUDNN_DATA_FLOAT : cs->out;
+            at.dtype = last ? cs->out : CUDNN_DATA_FLOAT;
             cudnnBackendDescriptor_t b, a;
             SG_TRY(cdg_tensor_desc(pool, &bt, &b));
             SG_TRY(cdg_tensor_desc(pool, &at, &a));
@@ -146,9 +157,8 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
             cur = a;
         }
         if (cs->act != SGK_ACT_NONE) {
-            cdg_tensor rt = cs->y;
+            cdg_tensor rt = res ? onchip : cs->y;
             rt.uid = UID_ACT;
-            rt.is_virtual = res;
             rt.dtype = res ? CUDNN_DATA_FLOAT : cs->out;
             cudnnBackendDescriptor_t r;
             SG_TRY(cdg_tensor_desc(pool, &rt, &r));
@@ -157,8 +167,7 @@ static sg_status conv_graph(cdg_pool *pool, cudnnHandle_t h, const conv_spec *cs
             cur = r;
         }
         if (res) { /* the residual: a tensor of the output's shape, second operand */
-            cdg_tensor zt = cs->y, ot = cs->y;
-            zt.uid = UID_Z;
+            cdg_tensor zt = cs->z, ot = cs->y;
             ot.uid = UID_RES;
             ot.dtype = cs->out;
             cudnnBackendDescriptor_t z, o;
@@ -285,6 +294,165 @@ static sg_status epi_run(const cuda_step *s, cuda_run *r)
         in[n_in++] = b;
     }
     return sgk_map(r->stream, &ep->mp, &out, n_in, in);
+}
+
+/* Slices of a concatenation ------------------------------------------------------------
+ * A UNet's skip connection concatenates two convolutions' results. Where
+ * cuDNN takes a convolution's output (or input, or residual) with the
+ * strides of its slice of the concatenated buffer, the convolution writes
+ * (reads) the slice itself and the concatenation costs no copy; that is
+ * asked of the engine recorded at build, by finalizing its plan over the
+ * new descriptors. */
+
+/* d (cuDNN's view of a plan tensor) with the dims and strides of as; false
+ * if they do not describe the same tensor. 1-D tensors get the unit H
+ * back. */
+static bool restride_desc(cdg_tensor *d, const cuda_tensor *as)
+{
+    int64_t dims[5], strides[5];
+    int32_t rank = as->rank;
+    memcpy(dims, as->dims, sizeof(int64_t) * (size_t)rank);
+    memcpy(strides, as->strides, sizeof(int64_t) * (size_t)rank);
+    if (rank == 3) { /* N, C, W -> N, C, 1, W */
+        dims[3] = dims[2];
+        strides[3] = strides[2];
+        dims[2] = 1;
+        strides[2] = strides[3] * dims[3];
+        rank = 4;
+    }
+    if (rank != d->rank)
+        return false;
+    for (int32_t i = 0; i < rank; i++)
+        if (dims[i] != d->dims[i])
+            return false;
+    memcpy(d->strides, strides, sizeof(int64_t) * (size_t)rank);
+    return true;
+}
+
+/* The description of the tensor a graph variant binds to uid. */
+static cdg_tensor bound_tensor(const conv_spec *cs, int32_t variant, int64_t uid)
+{
+    if (uid == UID_X)
+        return cs->x;
+    if (uid == UID_W)
+        return cs->w;
+    if (uid == UID_B)
+        return bias_tensor(cs, variant_io_bias(variant) ? cs->x.dtype : CUDNN_DATA_FLOAT);
+    if (uid == UID_Z)
+        return cs->z;
+    cdg_tensor y = cs->y;
+    y.uid = uid;
+    y.dtype = variant_fused(variant) ? cs->out : cs->y.dtype;
+    return y;
+}
+
+/* A plan file's record of one slice check: what was asked and the
+ * verdict, so that loading the plan does not run the check again. */
+#define SLICE_RECORD_VERSION 1u
+
+typedef struct slice_record {
+    uint32_t version;
+    uint32_t same;
+    int64_t offset;
+    int64_t strides[3][5]; /* x, y, z as asked */
+} slice_record;
+
+static slice_record slice_ask(const conv_spec *cs, int64_t offset)
+{
+    slice_record r;
+    memset(&r, 0, sizeof r);
+    r.version = SLICE_RECORD_VERSION;
+    r.offset = offset;
+    memcpy(r.strides[0], cs->x.strides, sizeof r.strides[0]);
+    memcpy(r.strides[1], cs->y.strides, sizeof r.strides[1]);
+    memcpy(r.strides[2], cs->z.strides, sizeof r.strides[2]);
+    return r;
+}
+
+/* Finalizes the recorded engine over `spec` and over the step's own
+ * descriptions and runs both on random data (cdg_same_results). */
+static sg_status slice_check(sg_cuda_plan *p, const cuda_step *s, const conv_spec *spec, int32_t t, int64_t offset,
+                             bool *same)
+{
+    const conv_params *cp = s->params;
+    *same = false;
+    cdg_pool pool;
+    pool.n = 0;
+    cudnnBackendDescriptor_t graph[2], plan[2];
+    int64_t ws[2] = {0, 0};
+    bool ok = true;
+    char why[600];
+    sg_status st = SEGRT_OK;
+    for (int32_t w = 0; w < 2 && st == SEGRT_OK && ok; w++) {
+        const conv_spec *cs = w ? spec : &cp->spec;
+        st = conv_graph(&pool, p->build_cudnn, cs, cp->choice.variant, &graph[w], &ok, why, sizeof why);
+        if (st == SEGRT_OK && ok)
+            st = cdg_plan_from_choice(&pool, p->build_cudnn, graph[w], &cp->choice, &plan[w], &ws[w], &ok, why,
+                                      sizeof why);
+    }
+    if (st == SEGRT_OK && ok && (size_t)ws[1] <= s->workspace_bytes && cp->n_uids <= CDG_VERIFY_MAX) {
+        cdg_bind binds[CDG_VERIFY_MAX];
+        int64_t out_uid = output_uid(&cp->spec, cp->choice.variant);
+        for (int32_t i = 0; i < cp->n_uids; i++) {
+            binds[i].ref = bound_tensor(&cp->spec, cp->choice.variant, cp->uids[i]);
+            binds[i].cand = bound_tensor(spec, cp->choice.variant, cp->uids[i]);
+            binds[i].cand_offset = s->args[i] == t ? offset : 0;
+            binds[i].output = cp->uids[i] == out_uid;
+        }
+        int64_t need = ws[0] > ws[1] ? ws[0] : ws[1];
+        st = cdg_same_results(p->build_cudnn, p->build_stream, plan[0], plan[1], need, cp->n_uids, binds,
+                              (size_t)1 << 30, same);
+    }
+    cdg_pool_clear(&pool);
+    return st;
+}
+
+static bool conv_restride(sg_cuda_plan *p, cuda_step *s, int32_t t, const cuda_tensor *as, bool commit)
+{
+    conv_params *cp = s->params;
+    conv_spec spec = cp->spec;
+    /* The plan declares 16-byte aligned tensors (conv_run checks it);
+     * every row of channels must start aligned too. */
+    size_t esize = segrt_dtype_size(as->dtype);
+    if ((size_t)as->alias_offset * esize % 16 != 0 || as->rank < 3 || as->strides[1] != 1)
+        return false;
+    for (int32_t i = 0; i < as->rank; i++)
+        if (i != 1 && as->dims[i] > 1 && (size_t)as->strides[i] * esize % 16 != 0)
+            return false;
+    int64_t out_uid = output_uid(&spec, cp->choice.variant);
+    const char *tag = NULL;
+    for (int32_t i = 0; i < cp->n_uids; i++) {
+        if (s->args[i] != t)
+            continue;
+        int64_t uid = cp->uids[i];
+        cdg_tensor *d = uid == UID_X ? &spec.x : uid == UID_Z ? &spec.z : uid == out_uid ? &spec.y : NULL;
+        if (!d || !restride_desc(d, as))
+            return false;
+        if (!tag)
+            tag = uid == UID_X ? "cudnn-slice-x" : uid == UID_Z ? "cudnn-slice-z" : "cudnn-slice-y";
+    }
+    if (!tag)
+        return false;
+    if (commit) {
+        cp->spec = spec;
+        return true;
+    }
+    /* The plan file's verdict on this very question, else the check. */
+    slice_record ask = slice_ask(&spec, as->alias_offset);
+    const cuda_choice *given = cuda_choice_find(p, s->node->name, tag);
+    if (given && given->size == sizeof ask) {
+        slice_record was;
+        memcpy(&was, given->data, sizeof was);
+        ask.same = was.same;
+        if (memcmp(&was, &ask, sizeof ask) == 0)
+            return cuda_choice_put(p, s->node->name, tag, &ask, sizeof ask) == SEGRT_OK && ask.same;
+    }
+    bool same = false;
+    /* An error here only means the copy stays. */
+    if (slice_check(p, s, &spec, t, as->alias_offset, &same) != SEGRT_OK)
+        return false;
+    ask.same = same;
+    return cuda_choice_put(p, s->node->name, tag, &ask, sizeof ask) == SEGRT_OK && same;
 }
 
 /* Building ------------------------------------------------------------------------ */
@@ -427,6 +595,7 @@ static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dg
     cs->x = describe(UID_X, io, rank, xd);
     cs->w = describe(UID_W, io, rank, wd);
     cs->y = describe(UID_Y, io, rank, yd);
+    cs->z = describe(UID_Z, io, rank, yd);
     cs->channels = yd[1];
     cs->has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
     /* cuDNN infers the groups as C_x / C_w (forward) or C_dx / C_w (dgrad). */
@@ -472,7 +641,7 @@ static void tuning_of(const sg_cuda_plan *p, const conv_spec *cs, int32_t varian
     }
     if (variant_residual(variant)) {
         t->uids[t->n] = UID_Z;
-        t->bytes[t->n++] = cdg_bytes(&cs->y, cs->y.dtype);
+        t->bytes[t->n++] = cdg_bytes(&cs->z, cs->z.dtype);
     }
     t->uids[t->n] = output_uid(cs, variant);
     t->bytes[t->n++] = cdg_bytes(&cs->y, fused ? cs->out : cs->y.dtype);
@@ -768,6 +937,8 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     st->flops = flops;
     st->ctx_init = conv_ctx_init;
     st->ctx_free = conv_ctx_free;
+    if (!cuda_env_off("SEGRT_CUDA_CONCAT_SLICES"))
+        st->restride = conv_restride;
 
     if (need_epi) {
         epi_params *ep = sg_calloc(1, sizeof *ep);

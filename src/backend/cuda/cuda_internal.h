@@ -119,6 +119,14 @@ struct cuda_step {
      * such tensors may later become a slice of a larger buffer (a
      * concatenation written in place, cuda_place_in_slice). */
     uint64_t any_view;
+    /* Optional, for steps whose library fixes strides at build (cuDNN's
+     * descriptors): whether the step can reach tensor t as *as says (its
+     * strides and alias offset) instead, re-described to the library.
+     * With commit false it only asks (cuDNN's steps find out by running
+     * both descriptions, or read the answer from the plan file); with
+     * commit true it takes the new description. This lets a cuDNN
+     * convolution write its slice of a concatenation. */
+    bool (*restride)(sg_cuda_plan *p, cuda_step *s, int32_t t, const cuda_tensor *as, bool commit);
     /* Per-context state (optional): cuDNN execution plans are not safe to
      * share between threads, so each context finalizes its own from the
      * choice the engine recorded. ctx_init runs at context creation with
@@ -274,9 +282,10 @@ sg_status cuda_const_f32_tensor(sg_cuda_plan *p, int32_t v, const char *tag, con
 void cuda_step_any_view(cuda_step *st);
 /* Turns tensor t into the slice [at, at + t's size) along axis of buffer
  * `into` (a dense arena tensor, or a graph output, of t's rank and
- * dtype) when every step
- * built so far reaches t through run-time views and nothing views t:
- * the steps that write t then write the slice. Returns whether it did. */
+ * dtype) when every step built so far reaches t through run-time views
+ * (or, for an arena buffer, takes the slice's strides through its
+ * restride) and nothing views t: the steps that write t then write the
+ * slice. Returns whether it did. */
 bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis, int64_t at);
 
 /* The activation node a applies, for fusing it into the step that

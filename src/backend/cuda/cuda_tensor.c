@@ -416,20 +416,39 @@ bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis,
     for (int32_t u = 0; u < p->n_tensors; u++)
         if (p->tensors[u].kind == CUDA_T_ALIAS && p->tensors[u].alias == t)
             return false;
+    cuda_tensor as = *x;
+    as.kind = CUDA_T_ALIAS;
+    as.alias = into;
+    as.alias_offset = at * buf->strides[axis];
+    memcpy(as.strides, buf->strides, sizeof as.strides);
+    as.layout = cuda_tensor_layout(&as);
+    as.bytes = 0;
     /* Every step built so far that touches t must take whatever view t
-     * has when it runs. Steps built later ask for t through
-     * cuda_value_as, which converts it where they need dense strides. */
+     * has when it runs, or be able to describe the slice to its library
+     * (restride; only for the arena, whose addresses never change). Steps
+     * built later ask for t through cuda_value_as, which converts it where
+     * they need dense strides. */
+    bool restrided = false;
     for (int32_t s = 0; s < p->n_steps; s++) {
-        const cuda_step *st = &p->steps[s];
-        for (int32_t a = 0; a < st->n_args; a++)
-            if (st->args[a] == t && !(a < 64 && (st->any_view >> a & 1u)))
+        cuda_step *st = &p->steps[s];
+        for (int32_t a = 0; a < st->n_args; a++) {
+            if (st->args[a] != t || (a < 64 && (st->any_view >> a & 1u)))
+                continue;
+            if (!st->restride || buf->kind != CUDA_T_ARENA || !st->restride(p, st, t, &as, false))
                 return false;
+            restrided = true;
+            break; /* restride covers every arg of st that is t */
+        }
     }
-    x->kind = CUDA_T_ALIAS;
-    x->alias = into;
-    x->alias_offset = at * buf->strides[axis];
-    memcpy(x->strides, buf->strides, sizeof x->strides);
-    x->layout = cuda_tensor_layout(x);
-    x->bytes = 0;
+    if (restrided)
+        for (int32_t s = 0; s < p->n_steps; s++) {
+            cuda_step *st = &p->steps[s];
+            for (int32_t a = 0; a < st->n_args; a++)
+                if (st->args[a] == t && !(a < 64 && (st->any_view >> a & 1u))) {
+                    st->restride(p, st, t, &as, true);
+                    break;
+                }
+        }
+    *x = as;
     return true;
 }

@@ -126,6 +126,28 @@ sg_status cdg_plan_from_choice(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDesc
 sg_status cdg_variant_pack(int32_t n, const int64_t *uids, void *const *ptrs, void *workspace,
                            cudnnBackendDescriptor_t *out);
 
+/* One tensor of two execution plans compared by cdg_same_results: its
+ * description in the reference plan (dense, say) and in the candidate
+ * (the same dims, other strides, `cand_offset` elements into its buffer),
+ * and whether the plans write it. */
+#define CDG_VERIFY_MAX 8
+
+typedef struct cdg_bind {
+    cdg_tensor ref, cand; /* ref.uid names it in both plans */
+    int64_t cand_offset;
+    bool output;
+} cdg_bind;
+
+/* Runs plan `ref` and plan `cand` (one operation graph and engine over
+ * differently strided tensors; each needs at most `workspace` bytes) on
+ * the same random inputs: *same when cand writes bit for bit what ref
+ * writes and touches nothing else of its output buffers. false, untried,
+ * where the buffers would take more than max_bytes, or where memory or a
+ * run fails. Runs on h's stream (`stream`) and waits for it. */
+sg_status cdg_same_results(cudnnHandle_t h, cudaStream_t stream, cudnnBackendDescriptor_t ref,
+                           cudnnBackendDescriptor_t cand, int64_t workspace, int32_t n, const cdg_bind *binds,
+                           size_t max_bytes, bool *same);
+
 /* cuDNN's data type for a segrt float dtype (FLOAT for anything else). */
 cudnnDataType_t cdg_dtype(sg_dtype dt);
 
