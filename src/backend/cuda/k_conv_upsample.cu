@@ -17,6 +17,7 @@
 // as broadcasts.
 #include "backend/cuda/k_common.cuh"
 #include "backend/cuda/k_conv_upsample.h"
+#include "backend/cuda/k_mma.cuh"
 
 #include <string.h>
 
@@ -55,21 +56,6 @@ struct upgeom {
     bool ystage;    // y has x's dtype and 16-byte rows of 8 channels: results go out through
                     // the warp's square, 16 bytes a lane (tensor cores)
 };
-
-template <int XT> struct up_elem {
-    typedef __half type;
-};
-template <> struct up_elem<SEGRT_DTYPE_BFLOAT16> {
-    typedef __nv_bfloat16 type;
-};
-
-template <int XT> __device__ __forceinline__ typename up_elem<XT>::type up_round(float v)
-{
-    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
-        return __float2bfloat16_rn(v);
-    else
-        return __float2half_rn(v);
-}
 
 // Offsets in y of the phases (last spatial axis fastest), once per block.
 __device__ __forceinline__ void phase_offsets(const upgeom &g, ll *phase)
@@ -133,33 +119,6 @@ __device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_
     pix_y[t] = yo;
 }
 
-// One m16n8k16 product, float32 accumulators d += a * b (PTX ISA's
-// fragment layouts: lane = 4 * group + t holds rows group and group + 8,
-// columns 2t and 2t + 1 of d).
-template <int XT> __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, const uint32_t *b)
-{
-    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// A 16x16 operand from shared memory: lanes 8m..8m+7 address rows of 8x8
-// matrix m (rows 0-7 / 8-15, columns 0-7 / 8-15, in mma's a0..a3 order).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *row)
-{
-    uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 // Stores channels co, co + 1 (cnt of them) at element `off` of y, bias and
 // activation applied.
 __device__ __forceinline__ void up_store2(void *y, segrt_dtype yt, const upgeom &g, ll off, float v0, float v1,
@@ -188,7 +147,7 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
                const float *__restrict__ bias, upgeom g)
 {
-    typedef typename up_elem<XT>::type T;
+    typedef typename mma_elem<XT>::type T;
     extern __shared__ __align__(128) unsigned char smem[];
     ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP_TC, *phase = pix_y + UP_TP_TC;
     T *xsh = (T *)(phase + UP_MAX_F); // [position][channel], row length ldx
@@ -202,7 +161,7 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     for (int e = threadIdx.x; e < g.F * g.Kc * g.Cp; e += UP_THREADS) {
         int ci = e % g.Cp, r = e / g.Cp, j = r % g.Kc, f = r / g.Kc;
         float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
-        wsh[r * g.ldw + ci] = up_round<XT>(v);
+        wsh[r * g.ldw + ci] = mma_round<XT>(v);
     }
     const int ntiles = (g.P + UP_TP_TC - 1) / UP_TP_TC, n8 = (kn + 7) / 8, nks = g.Cp / 16;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -222,7 +181,7 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
             for (int e = threadIdx.x; e < UP_TP_TC * g.Cp; e += UP_THREADS) {
                 int pix = (int)fastdiv_div((uint32_t)e, g.fcp), c = e - pix * g.Cp;
                 float v = pix_x[pix] >= 0 && c < g.C ? ldr<XT, float>(x, (segrt_dtype)XT, pix_x[pix] + c * g.xc) : 0.0f;
-                xsh[pix * g.ldx + c] = up_round<XT>(v);
+                xsh[pix * g.ldx + c] = mma_round<XT>(v);
             }
         }
         __syncthreads();
@@ -250,10 +209,10 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
                 if (g.ystage) {
                     // Rounded into the warp's square; stored below, 16 bytes a lane.
                     float b0 = bias ? bias[k0 + c] : 0.0f, b1 = bias ? bias[k0 + c + 1] : 0.0f;
-                    wst[grp * g.lds + c] = up_round<XT>(act_apply(d[0] + b0, g.act, g.alpha));
-                    wst[grp * g.lds + c + 1] = up_round<XT>(act_apply(d[1] + b1, g.act, g.alpha));
-                    wst[(grp + 8) * g.lds + c] = up_round<XT>(act_apply(d[2] + b0, g.act, g.alpha));
-                    wst[(grp + 8) * g.lds + c + 1] = up_round<XT>(act_apply(d[3] + b1, g.act, g.alpha));
+                    wst[grp * g.lds + c] = mma_round<XT>(act_apply(d[0] + b0, g.act, g.alpha));
+                    wst[grp * g.lds + c + 1] = mma_round<XT>(act_apply(d[1] + b1, g.act, g.alpha));
+                    wst[(grp + 8) * g.lds + c] = mma_round<XT>(act_apply(d[2] + b0, g.act, g.alpha));
+                    wst[(grp + 8) * g.lds + c + 1] = mma_round<XT>(act_apply(d[3] + b1, g.act, g.alpha));
                 } else if (c < kn) {
                     int cnt = min(2, kn - c);
                     ll off = phase[f] + (k0 + c) * g.yc;

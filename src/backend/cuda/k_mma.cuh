@@ -1,0 +1,51 @@
+// Tensor-core building blocks shared by segrt's mma.sync kernels
+// (k_conv_upsample.cu, k_conv_mma.cu): the 16-bit element type of a
+// segrt dtype, rounding into it, the m16n8k16 product and ldmatrix.
+#ifndef SG_BACKEND_CUDA_K_MMA_CUH
+#define SG_BACKEND_CUDA_K_MMA_CUH
+
+#include "backend/cuda/k_common.cuh"
+
+template <int XT> struct mma_elem {
+    typedef __half type;
+};
+template <> struct mma_elem<SEGRT_DTYPE_BFLOAT16> {
+    typedef __nv_bfloat16 type;
+};
+
+template <int XT> __device__ __forceinline__ typename mma_elem<XT>::type mma_round(float v)
+{
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+        return __float2bfloat16_rn(v);
+    else
+        return __float2half_rn(v);
+}
+
+// One m16n8k16 product, float32 accumulators d += a * b (PTX ISA's
+// fragment layouts: lane = 4 * group + t holds rows group and group + 8,
+// columns 2t and 2t + 1 of d).
+template <int XT> __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, const uint32_t *b)
+{
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// A 16x16 operand from shared memory: lanes 8m..8m+7 address rows of 8x8
+// matrix m (rows 0-7 / 8-15, columns 0-7 / 8-15, in mma's a0..a3 order).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *row)
+{
+    uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+#endif
