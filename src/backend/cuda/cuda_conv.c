@@ -831,6 +831,10 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
      * (cuda_conv_upsample.c), which cuDNN runs as a strided dgrad. */
     if (!taken && dgrad)
         SG_TRY(cuda_build_conv_upsample(p, n, &taken));
+    /* And 3x3(x3) convolutions with few output channels (cuda_conv_mma.c),
+     * which leave most of cuDNN's channel tiles empty. */
+    if (!taken && !dgrad)
+        SG_TRY(cuda_build_conv_mma(p, n, &taken));
     if (taken)
         return SEGRT_OK;
     cuda_math math = cuda_node_math(p, n);

@@ -1,0 +1,184 @@
+/* 3x3 and 3x3x3 convolutions (stride 1, padding 1) with few output
+ * channels through segrt's tensor-core kernel, k_conv_mma.cu.
+ *
+ * cuDNN tiles output channels by 64 or more, so a layer with 16 runs
+ * mostly on padding: MONAI's 3-D UNet's two 16 -> 16 layers at 48^3 took
+ * 0.12 ms each at 50 TFLOP/s on an H200. The kernel also applies the bias,
+ * a following Relu, LeakyRelu or single-slope PRelu, and a residual Add
+ * after them (a MONAI residual unit's last layer), and writes through any
+ * view, so its output can become a Concat's slice.
+ *
+ * Taken: float16 and bfloat16 plans, input channels a multiple of 16 and
+ * already channels-last in the plan's dtype, at most MMA_MAX_K output
+ * channels (with 32, cuDNN's tiles fill up: the same UNet's 32 -> 32
+ * layers run at 135 TFLOP/s in cuDNN, twice this kernel's 65), constant
+ * weights and bias, group 1, dilation 1.
+ * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons). */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/k_conv_mma.h"
+
+#include "graph/infer_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MMA_MAX_K 16
+
+typedef struct mma_params {
+    sgk_conv_mma_params kp;
+    bool has_bias, has_residual;
+} mma_params;
+
+/* args: x, w, [bias], [residual], y */
+static sg_status mma_run(const cuda_step *s, cuda_run *r)
+{
+    const mma_params *mp = s->params;
+    sgk_view x = cuda_view(r, s->args[0]);
+    sgk_view y = cuda_view(r, s->args[s->n_args - 1]);
+    sgk_view z;
+    if (mp->has_residual)
+        z = cuda_view(r, s->args[s->n_args - 2]);
+    const float *w = r->ptr[s->args[1]];
+    const float *b = mp->has_bias ? r->ptr[s->args[2]] : NULL;
+    return sgk_conv_mma(r->stream, &mp->kp, &y, &x, w, b, mp->has_residual ? &z : NULL);
+}
+
+/* The kernel's parameters for node n, or false for a node this path
+ * leaves to cuDNN: kernel 3, stride 1, dilation 1, group 1, output of
+ * the input's size (padding 1 on every side), constant weights. */
+static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_params *kp)
+{
+    const sg_graph *g = p->g;
+    memset(kp, 0, sizeof *kp);
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return false;
+    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
+    int32_t rank = xv->shape.rank, nsp = rank - 2;
+    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
+    if ((rank != 4 && rank != 5) || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
+        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd) ||
+        sg_attr_int(n, "group", 1) != 1)
+        return false;
+    int64_t K = wd[0], C = wd[1], wnumel = K * C;
+    if (K < 1 || K > MMA_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
+        return false;
+    for (int32_t i = 0; i < nsp; i++) {
+        if (wd[2 + i] != 3 || yd[2 + i] != xd[2 + i])
+            return false;
+        wnumel *= 3;
+    }
+    if (!cuda_const_float(wv, wnumel) ||
+        (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K)))
+        return false;
+    sg_conv_attrs a;
+    if (sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    for (int32_t i = 0; i < nsp; i++)
+        if (a.strides[i] != 1 || a.dilations[i] != 1 || sg_conv_pad_begin(&a, i, 2) != 1)
+            return false;
+    kp->n_spatial = nsp;
+    kp->C = (int32_t)C;
+    kp->K = (int32_t)K;
+    kp->act = SGK_ACT_NONE;
+    return true;
+}
+
+sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
+{
+    *taken = false;
+    sgk_conv_mma_params kp;
+    cuda_math math = cuda_node_math(p, n);
+    if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_env_off("SEGRT_CUDA_MMA_CONV") ||
+        !mma_geometry(p, n, &kp))
+        return SEGRT_OK;
+    /* The input as the plan holds it: the kernel reads channels-last
+     * 16-bit data, as the layer before has written it. */
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    if (xt < 0 || p->tensors[xt].dtype != (math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16))
+        return SEGRT_OK;
+    int32_t act_node = cuda_conv_activation(p, n, &kp.act, &kp.act_alpha);
+    if (act_node < 0) {
+        kp.act = SGK_ACT_NONE;
+        kp.act_alpha = 0.0f;
+    }
+    const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
+    int32_t act_value = last->outputs[0];
+    int32_t z_value = -1, zt = -1;
+    int32_t res_node = cuda_residual_add(p, act_value, &z_value);
+    if (res_node >= 0) {
+        zt = cuda_value(p, z_value);
+        last = &p->g->nodes[res_node];
+    }
+    int32_t out_value = last->outputs[0];
+    sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
+    if (p->g->values[out_value].is_output)
+        out_dt = p->g->values[out_value].dtype; /* stored directly, as the small kernel does */
+    cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
+
+    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
+    sgk_view xg = cuda_geometry_view(p, xt), yg, zg;
+    if (zt >= 0)
+        zg = cuda_geometry_view(p, zt);
+    if (!cuda_output_geometry(p, n->outputs[0], out_dt, out_layout, &yg) ||
+        !sgk_conv_mma_fits(&kp, &yg, &xg, zt >= 0 ? &zg : NULL))
+        return SEGRT_OK;
+    SG_TRY(cuda_sm_count(p, &kp.sm_count));
+
+    /* ONNX's [K, C, taps] weights as the kernel's [tap][K][C], float32. */
+    int64_t C = kp.C, K = kp.K, taps = kp.n_spatial == 3 ? 27 : 9;
+    float *onnx = cuda_const_f32(p, n->inputs[1]), *mine = sg_malloc(sizeof(float) * (size_t)(C * K * taps));
+    sg_status s = SEGRT_OK;
+    int32_t wt = -1;
+    if (!onnx || !mine) {
+        s = sg_node_error(n, SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a copy of the weights");
+    } else {
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t t = 0; t < taps; t++)
+                    mine[(t * K + k) * C + c] = onnx[(k * C + c) * taps + t];
+        s = cuda_const_f32_tensor(p, n->inputs[1], "mma_w", mine, C * K * taps, &wt);
+    }
+    free(onnx);
+    free(mine);
+    SG_TRY(s);
+    bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
+    int32_t args[5], na = 0, bt, yt;
+    args[na++] = xt;
+    args[na++] = wt;
+    if (has_bias) {
+        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], "mma_b", NULL, kp.K, &bt));
+        args[na++] = bt;
+    }
+    if (res_node >= 0)
+        args[na++] = zt;
+    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
+    args[na++] = yt;
+    mma_params *mp = sg_calloc(1, sizeof *mp);
+    if (!mp)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    mp->kp = kp;
+    mp->has_bias = has_bias;
+    mp->has_residual = res_node >= 0;
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, n, "segrt mma conv", mma_run, args, na, 1, mp, NULL, &st));
+    double positions = 1.0;
+    for (int32_t i = 0; i < yg.rank; i++)
+        positions *= i == 1 ? 1.0 : (double)yg.dims[i];
+    st->flops = 2.0 * positions * (double)(C * K * taps);
+    /* x, the residual and y through the views they have at run time. */
+    st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
+    if (res_node >= 0)
+        st->any_view |= (uint64_t)1 << (na - 2);
+    if (act_node >= 0) {
+        cuda_mark_fused(p, act_node);
+        cuda_value_set(p, act_value, yt);
+    }
+    if (res_node >= 0) {
+        cuda_mark_fused(p, res_node);
+        cuda_value_set(p, out_value, yt);
+    }
+    *taken = true;
+    return SEGRT_OK;
+}

@@ -1,0 +1,369 @@
+// 3x3(x3) stride-1 convolution as an implicit matrix product on the tensor
+// cores (see k_conv_mma.h).
+//
+// Shared memory holds every weight, [tap][K][C] rounded to the input's
+// dtype, and two tiles' input halos, [position][C]: while the warps
+// multiply one, cp.async fills the other with the block's next tile
+// (zeros where the halo leaves the image). Rows are 16 bytes
+// longer than the data so that ldmatrix's eight row reads and the lanes'
+// weight reads fall in distinct banks. Each warp owns 32 of the tile's 128
+// output positions (two m16 blocks) and all K channels (K/8 n8 blocks);
+// for a tap, the A operand of a position is the halo row the tap shifts
+// it to, so a tap costs no data movement, only another row address.
+#include "backend/cuda/k_conv_mma.h"
+#include "backend/cuda/k_mma.cuh"
+
+#include <string.h>
+
+#define CM_THREADS 128
+#define CM_TP 128 // output positions per tile: 32 per warp
+#define CM_MAX_K 32
+#define CM_SMEM_MAX (100 * 1024) // opted in at launch
+#define CM_BLOCKS_PER_SM 4
+
+struct cmgeom {
+    int sp[3];     // spatial dims of x and y: D (1 in 2-D), H, W
+    int C, K;      // input and output channels
+    int taps, kd;  // kernel volume; the kernel along D (3, or 1 in 2-D)
+    int t[3];      // tile: output positions along D, H, W
+    int hd[3];     // halo: input positions a tile reads along D, H, W
+    int halo;      // hd[0] * hd[1] * hd[2]
+    int ntile[3];  // tiles along D, H, W
+    int ntiles;    // all tiles, N included
+    int ldx, ldw;  // shared-memory row lengths (elements) of the halo and the weights
+    ll xn, xs[3], yn, yc, ys[3], zn, zc, zs[3];
+    segrt_dtype yt, zt;
+    sgk_act act;
+    float alpha;
+    bool ypair, zpair; // two channels as one vector store / load
+};
+
+// A 16-byte copy from global to shared memory that does not wait; zeros
+// when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
+{
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most one committed group is still in flight.
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// The output origin of a tile along D, H, W, and its sample.
+__device__ __forceinline__ void tile_origin(const cmgeom &g, int tile, int *o0, int *o1, int *o2, int *n)
+{
+    int q = tile;
+    *o2 = (q % g.ntile[2]) * g.t[2];
+    q /= g.ntile[2];
+    *o1 = (q % g.ntile[1]) * g.t[1];
+    q /= g.ntile[1];
+    *o0 = (q % g.ntile[0]) * g.t[0];
+    *n = q / g.ntile[0];
+}
+
+// Starts copying a tile's halo into xsh.
+template <typename T> __device__ __forceinline__ void halo_issue(const cmgeom &g, const T *x, int tile, T *xsh)
+{
+    int o0, o1, o2, n;
+    tile_origin(g, tile, &o0, &o1, &o2, &n);
+    const int chunks = g.C / 8, pd = g.kd / 2;
+    const T *xb = x + (ll)n * g.xn;
+    for (int e = threadIdx.x; e < g.halo * chunks; e += CM_THREADS) {
+        int hp = e / chunks, c = (e - hp * chunks) * 8;
+        int a2 = hp % g.hd[2], rest = hp / g.hd[2];
+        int a1 = rest % g.hd[1], a0 = rest / g.hd[1];
+        int i0 = o0 - pd + a0, i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
+        bool in = (unsigned)i0 < (unsigned)g.sp[0] && (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+        cp_async16(xsh + hp * g.ldx + c, in ? xb + i0 * g.xs[0] + i1 * g.xs[1] + i2 * g.xs[2] + c : xb, in);
+    }
+}
+
+// Position r of a tile as (d, h, w) within it.
+__device__ __forceinline__ void tile_pos(const cmgeom &g, int r, int *d, int *h, int *w)
+{
+    *w = r % g.t[2];
+    *h = (r / g.t[2]) % g.t[1];
+    *d = r / (g.t[2] * g.t[1]);
+}
+
+// Element offset in y (or z) of tile position r of the tile at (o0, o1,
+// o2) in sample n; -1 outside the image.
+__device__ __forceinline__ ll out_offset(const cmgeom &g, int r, int n, int o0, int o1, int o2, bool of_z)
+{
+    int d, h, wi;
+    tile_pos(g, r, &d, &h, &wi);
+    const int i0 = o0 + d, i1 = o1 + h, i2 = o2 + wi;
+    if (i0 >= g.sp[0] || i1 >= g.sp[1] || i2 >= g.sp[2])
+        return -1;
+    if (of_z)
+        return (ll)n * g.zn + i0 * g.zs[0] + i1 * g.zs[1] + i2 * g.zs[2];
+    return (ll)n * g.yn + i0 * g.ys[0] + i1 * g.ys[1] + i2 * g.ys[2];
+}
+
+// Channels c and c + 1 of one output position (at yo; its residual at zo):
+// bias, activation, residual, one rounding to y's dtype.
+template <int XT>
+__device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void *z, const float *bias, ll yo, ll zo,
+                                           int c, float v0, float v1)
+{
+    typedef typename mma_elem<XT>::type T;
+    if (yo < 0)
+        return;
+    v0 = act_apply(v0 + (bias ? bias[c] : 0.0f), g.act, g.alpha);
+    v1 = act_apply(v1 + (bias ? bias[c + 1] : 0.0f), g.act, g.alpha);
+    if (z) {
+        if (g.zpair) {
+            float2 f = XT == SEGRT_DTYPE_BFLOAT16 ? __bfloat1622float2(*(const __nv_bfloat162 *)((const T *)z + zo + c))
+                                                  : __half22float2(*(const __half2 *)((const T *)z + zo + c));
+            v0 += f.x;
+            v1 += f.y;
+        } else {
+            v0 += ld_f32(z, zo + c * g.zc, g.zt);
+            v1 += ld_f32(z, zo + (c + 1) * g.zc, g.zt);
+        }
+    }
+    if (g.ypair && g.yt == (segrt_dtype)XT) {
+        if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+            *(__nv_bfloat162 *)((T *)y + yo + c) = __floats2bfloat162_rn(v0, v1);
+        else
+            *(__half2 *)((T *)y + yo + c) = __floats2half2_rn(v0, v1);
+    } else if (g.ypair && g.yt == SEGRT_DTYPE_FLOAT32) {
+        *(float2 *)((float *)y + yo + c) = make_float2(v0, v1);
+    } else {
+        st_f32(y, yo + c * g.yc, g.yt, v0);
+        st_f32(y, yo + (c + 1) * g.yc, g.yt, v1);
+    }
+}
+
+template <int XT, int NT>
+__global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
+    conv_mma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
+             const float *__restrict__ bias, const void *__restrict__ z, cmgeom g)
+{
+    typedef typename mma_elem<XT>::type T;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *wsh = (T *)smem;                  // [tap][K][ldw]
+    T *xsh0 = wsh + g.taps * g.K * g.ldw; // two of [halo position][ldx]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
+
+    // Four weights a load (C is a multiple of 16), several loads in flight.
+#pragma unroll 4
+    for (int e = threadIdx.x * 4; e < g.taps * g.K * g.C; e += CM_THREADS * 4) {
+        float4 v = *(const float4 *)(w + e);
+        T *d = wsh + (e / g.C) * g.ldw + e % g.C;
+        d[0] = mma_round<XT>(v.x);
+        d[1] = mma_round<XT>(v.y);
+        d[2] = mma_round<XT>(v.z);
+        d[3] = mma_round<XT>(v.w);
+    }
+    // This lane's ldmatrix row in each of the warp's two 16-position
+    // blocks, as a halo index at tap (0, 0, 0).
+    const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lcol = (lane >> 4) * 8;
+    int hb[2];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        int d, h, wi;
+        tile_pos(g, warp * 32 + mt * 16 + lrow, &d, &h, &wi);
+        hb[mt] = (d * g.hd[1] + h) * g.hd[2] + wi;
+    }
+    const int ksteps = g.C / 16;
+    const T *xt = (const T *)x;
+    if (blockIdx.x < g.ntiles)
+        halo_issue(g, xt, blockIdx.x, xsh0);
+    cp_async_commit();
+    for (int tile = blockIdx.x, it = 0; tile < g.ntiles; tile += gridDim.x, it++) {
+        T *xsh = xsh0 + (it & 1) * g.halo * g.ldx;
+        if (tile + (int)gridDim.x < g.ntiles)
+            halo_issue(g, xt, tile + gridDim.x, xsh0 + ((it + 1) & 1) * g.halo * g.ldx);
+        cp_async_commit(); // possibly empty: one group per iteration
+        cp_async_wait1();  // this tile's halo has landed (this thread's part)
+        __syncthreads();   // everyone's part, and the weights, the first time
+        int o0, o1, o2, n;
+        tile_origin(g, tile, &o0, &o1, &o2, &n);
+        float acc[2][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[mt][nt][i] = 0.0f;
+        // Taps as nested loops (no divisions per step), 16-channel slices
+        // innermost.
+        const T *wt = wsh + grp * g.ldw + 2 * t4;
+        for (int k0 = 0; k0 < g.kd; k0++)
+            for (int k1 = 0; k1 < 3; k1++)
+#pragma unroll
+                for (int k2 = 0; k2 < 3; k2++, wt += g.K * g.ldw) {
+                    const int toff = (k0 * g.hd[1] + k1) * g.hd[2] + k2;
+                    for (int ks = 0; ks < ksteps; ks++) {
+                        uint32_t a[2][4];
+#pragma unroll
+                        for (int mt = 0; mt < 2; mt++)
+                            ldmatrix_x4(a[mt], xsh + (hb[mt] + toff) * g.ldx + ks * 16 + lcol);
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++) {
+                            const T *wb = wt + nt * 8 * g.ldw + ks * 16;
+                            uint32_t b[2] = {*(const uint32_t *)wb, *(const uint32_t *)(wb + 8)};
+                            mma16816<XT>(acc[0][nt], a[0], b);
+                            mma16816<XT>(acc[1][nt], a[1], b);
+                        }
+                    }
+                }
+        __syncthreads(); // the halo is read: the next iteration may refill it
+        // Lane (grp, t4) holds rows grp and grp + 8 of each block, channels
+        // 2 t4 and 2 t4 + 1 of each n8 block (every index below is a
+        // constant once unrolled, so the accumulators stay in registers).
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            const ll o_lo = out_offset(g, warp * 32 + mt * 16 + grp, n, o0, o1, o2, false);
+            const ll o_hi = out_offset(g, warp * 32 + mt * 16 + grp + 8, n, o0, o1, o2, false);
+            const ll z_lo = out_offset(g, warp * 32 + mt * 16 + grp, n, o0, o1, o2, true);
+            const ll z_hi = out_offset(g, warp * 32 + mt * 16 + grp + 8, n, o0, o1, o2, true);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int c = nt * 8 + 2 * t4;
+                store_pair<XT>(g, y, z, bias, o_lo, z_lo, c, acc[mt][nt][0], acc[mt][nt][1]);
+                store_pair<XT>(g, y, z, bias, o_hi, z_hi, c, acc[mt][nt][2], acc[mt][nt][3]);
+            }
+        }
+    }
+}
+
+static bool cm_float(segrt_dtype t)
+{
+    return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
+}
+
+// Whether v's dims beyond the channels, every stride but the channels'
+// and its data allow two-channel vectors of its dtype.
+static bool pair_ok(const sgk_view *v)
+{
+    if (v->strides[1] != 1 || (v->data && ((uintptr_t)v->data & 7) != 0))
+        return false;
+    for (int i = 0; i < v->rank; i++)
+        if (i != 1 && v->dims[i] > 1 && v->strides[i] % 2 != 0)
+            return false;
+    return true;
+}
+
+static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z,
+                    cmgeom *g, size_t *smem)
+{
+    memset(g, 0, sizeof *g);
+    int nsp = p->n_spatial;
+    if ((nsp != 2 && nsp != 3) || x->rank != nsp + 2 || y->rank != nsp + 2 ||
+        (x->dtype != SEGRT_DTYPE_FLOAT16 && x->dtype != SEGRT_DTYPE_BFLOAT16) || !cm_float(y->dtype) ||
+        p->C < 16 || p->C % 16 != 0 || p->K < 8 || p->K % 8 != 0 || p->K > CM_MAX_K || x->dims[1] != p->C ||
+        y->dims[1] != p->K || x->dims[0] != y->dims[0] || x->dims[0] < 1 || x->dims[0] > INT32_MAX ||
+        (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU))
+        return false;
+    if (z && (z->rank != y->rank || !cm_float(z->dtype)))
+        return false;
+    for (int i = 0; i < y->rank; i++)
+        if ((i != 1 && x->dims[i] != y->dims[i]) || (z && z->dims[i] != y->dims[i]))
+            return false;
+    // 16-byte loads of 8 channels: channels contiguous, positions aligned.
+    if (x->strides[1] != 1 || (x->data && !aligned16(x->data)))
+        return false;
+    for (int i = 0; i < x->rank; i++)
+        if (i != 1 && x->strides[i] % 8 != 0)
+            return false;
+    ll tiles = x->dims[0];
+    for (int a = 0; a < 3; a++) {
+        int s = a - (3 - nsp);
+        ll d = s >= 0 ? x->dims[2 + s] : 1;
+        if (d < 1 || d > INT32_MAX / 2)
+            return false;
+        g->sp[a] = (int)d;
+        g->xs[a] = s >= 0 ? x->strides[2 + s] : 0;
+        g->ys[a] = s >= 0 ? y->strides[2 + s] : 0;
+        g->zs[a] = z && s >= 0 ? z->strides[2 + s] : 0;
+    }
+    g->kd = nsp == 3 ? 3 : 1;
+    g->taps = 9 * g->kd;
+    int t3[3] = {4, 4, 8}, t2[3] = {1, 8, 16};
+    for (int a = 0; a < 3; a++) {
+        g->t[a] = nsp == 3 ? t3[a] : t2[a];
+        g->hd[a] = g->t[a] + (a == 0 ? g->kd : 3) - 1;
+        g->ntile[a] = (int)ceil_div(g->sp[a], g->t[a]);
+        tiles *= g->ntile[a];
+    }
+    if (tiles > INT32_MAX)
+        return false;
+    g->ntiles = (int)tiles;
+    g->halo = g->hd[0] * g->hd[1] * g->hd[2];
+    g->C = p->C;
+    g->K = p->K;
+    g->ldx = g->ldw = p->C + 8;
+    size_t need = 2 * ((size_t)g->taps * g->K * g->ldw + 2 * (size_t)g->halo * g->ldx);
+    if (need > CM_SMEM_MAX)
+        return false;
+    g->xn = x->strides[0];
+    g->yn = y->strides[0];
+    g->yc = y->strides[1];
+    g->yt = y->dtype;
+    g->zn = z ? z->strides[0] : 0;
+    g->zc = z ? z->strides[1] : 0;
+    g->zt = z ? z->dtype : SEGRT_DTYPE_FLOAT32;
+    g->act = p->act;
+    g->alpha = p->act_alpha;
+    g->ypair = pair_ok(y);
+    g->zpair = z && z->dtype == x->dtype && pair_ok(z);
+    *smem = need;
+    return true;
+}
+
+template <int XT, int NT>
+static segrt_status launch(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y, const sgk_view *x,
+                           const float *w, const float *bias, const sgk_view *z, const cmgeom &g)
+{
+    // Past 48 KB a kernel must opt in (a function attribute, not a stream
+    // operation: allowed while a CUDA graph is captured).
+    if (cudaFuncSetAttribute(conv_mma<XT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) !=
+        cudaSuccess)
+        return launched("conv_mma (shared memory)");
+    conv_mma<XT, NT><<<grid, CM_THREADS, smem, stream>>>(x->data, y->data, w, bias, z ? z->data : NULL, g);
+    return launched("conv_mma");
+}
+
+template <int XT>
+static segrt_status launch_k(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y, const sgk_view *x,
+                             const float *w, const float *bias, const sgk_view *z, const cmgeom &g)
+{
+    switch (g.K / 8) {
+    case 1: return launch<XT, 1>(stream, grid, smem, y, x, w, bias, z, g);
+    case 2: return launch<XT, 2>(stream, grid, smem, y, x, w, bias, z, g);
+    case 3: return launch<XT, 3>(stream, grid, smem, y, x, w, bias, z, g);
+    default: return launch<XT, 4>(stream, grid, smem, y, x, w, bias, z, g);
+    }
+}
+
+extern "C" bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
+                                  const sgk_view *z)
+{
+    cmgeom g;
+    size_t smem;
+    return cm_plan(p, y, x, z, &g, &smem);
+}
+
+extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y,
+                                     const sgk_view *x, const float *w, const float *bias, const sgk_view *z)
+{
+    cmgeom g;
+    size_t smem;
+    if (!cm_plan(p, y, x, z, &g, &smem))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "3x3 tensor-core convolution: layer not supported by the kernel");
+    if (((uintptr_t)w & 15) != 0)
+        return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: weights at %p, not 16-byte aligned",
+                        (const void *)w);
+    ll per_sm = (ll)(220 * 1024) / (ll)(smem + 1024); // an SM's 228 KB, 1 KB reserved per block
+    per_sm = per_sm < 1 ? 1 : per_sm > CM_BLOCKS_PER_SM ? CM_BLOCKS_PER_SM : per_sm;
+    ll cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
+    unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);
+    if (x->dtype == SEGRT_DTYPE_BFLOAT16)
+        return launch_k<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, y, x, w, bias, z, g);
+    return launch_k<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, z, g);
+}

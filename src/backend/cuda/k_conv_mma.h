@@ -1,0 +1,58 @@
+/* A 3x3 or 3x3x3 convolution, stride 1, padding 1, as an implicit matrix
+ * product on the tensor cores, for layers with few output channels.
+ *
+ * cuDNN runs such layers far from the chip's speed: MONAI's 3-D UNet's
+ * 16 -> 16 channel convolutions at 48^3 took 0.12 ms each at 50 TFLOP/s on
+ * an H200, a quarter of the network's time; this kernel takes 0.09 ms
+ * (65 TFLOP/s: issue- and latency-bound, 24 % occupancy, not yet tuned).
+ *
+ * A block stages all the weights ([tap][K][C]) in shared memory once, then
+ * walks tiles of 128 output positions (4x4x8 in 3-D, 8x16 in 2-D): it loads
+ * the next tile's input halo (zeros outside the image, cp.async) while each
+ * warp takes 32
+ * positions through every tap and 16-channel slice with mma.sync m16n8k16
+ * (float32 accumulation). The epilogue adds the bias, applies the
+ * activation, adds a residual (a following Add, MONAI's residual unit) and
+ * stores through any view, so the output can be a Concat's slice.
+ *
+ * x is [N, C, (D,) H, W] float16 or bfloat16 with channels contiguous
+ * (channels-last, or a slice of a channels-last buffer), C a multiple of 16;
+ * y (and the residual z) [N, K, (D,) H, W] of any float dtype and strides;
+ * K a multiple of 8, at most 32. The weights are float32 in [tap][K][C]
+ * order, taps with the last spatial axis fastest (the caller reorders
+ * ONNX's [K, C, k...]); bias (NULL: none) is K float32 values.
+ * y = act(x * w + bias) + z, rounded once to y's dtype. Deterministic. */
+#ifndef SG_BACKEND_CUDA_K_CONV_MMA_H
+#define SG_BACKEND_CUDA_K_CONV_MMA_H
+
+#include "backend/cuda/cuda_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sgk_conv_mma_params {
+    int32_t n_spatial; /* 2 or 3 */
+    int32_t C, K;      /* input and output channels */
+    sgk_act act;
+    float act_alpha;
+    int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
+} sgk_conv_mma_params;
+
+/* Whether the kernel takes this layer: dims that match (y's spatial dims
+ * equal x's), dtypes and channel counts as above, x's channels contiguous
+ * with 16-byte aligned positions, weights and two tiles that fit in 100 KB of
+ * shared memory. z may be NULL (no residual). Data pointers may be NULL (a
+ * builder asks before memory exists). */
+bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z);
+
+/* Enqueues the layer; UNSUPPORTED (with a message) where
+ * sgk_conv_mma_fits says no. */
+segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
+                          const float *w, const float *bias, const sgk_view *z);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
