@@ -98,23 +98,12 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     int32_t xt = cuda_value(p, n->inputs[0]);
     if (xt < 0 || p->tensors[xt].dtype != (math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16))
         return SEGRT_OK;
-    int32_t act_node = cuda_conv_activation(p, n, &kp.act, &kp.act_alpha);
-    if (act_node < 0) {
-        kp.act = SGK_ACT_NONE;
-        kp.act_alpha = 0.0f;
-    }
-    const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
-    int32_t act_value = last->outputs[0];
-    int32_t z_value = -1, zt = -1;
-    int32_t res_node = cuda_residual_add(p, act_value, &z_value);
-    if (res_node >= 0) {
-        zt = cuda_value(p, z_value);
-        last = &p->g->nodes[res_node];
-    }
-    int32_t out_value = last->outputs[0];
-    sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
-    if (p->g->values[out_value].is_output)
-        out_dt = p->g->values[out_value].dtype; /* stored directly, as the small kernel does */
+    cuda_kernel_epilogue ep;
+    cuda_kernel_epilogue_of(p, n, &ep);
+    kp.act = ep.act;
+    kp.act_alpha = ep.act_alpha;
+    int32_t res_node = ep.res_node, zt = ep.z_tensor;
+    sg_dtype out_dt = ep.out_dtype;
     cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
 
     /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
@@ -171,14 +160,7 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
     if (res_node >= 0)
         st->any_view |= (uint64_t)1 << (na - 2);
-    if (act_node >= 0) {
-        cuda_mark_fused(p, act_node);
-        cuda_value_set(p, act_value, yt);
-    }
-    if (res_node >= 0) {
-        cuda_mark_fused(p, res_node);
-        cuda_value_set(p, out_value, yt);
-    }
+    cuda_kernel_epilogue_bind(p, &ep, yt);
     *taken = true;
     return SEGRT_OK;
 }

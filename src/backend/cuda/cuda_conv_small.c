@@ -143,30 +143,14 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     if (xt < 0)
         return SEGRT_OK;
 
-    int32_t act_node = cuda_conv_activation(p, n, &kp.act, &kp.act_alpha);
-    if (act_node < 0) {
-        kp.act = SGK_ACT_NONE;
-        kp.act_alpha = 0.0f;
-    }
-    const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
-    int32_t act_value = last->outputs[0];
-    /* A residual Add after it: the kernel adds the other operand, read
-     * through its own view, before the store. */
-    int32_t z_value = -1, zt = -1;
-    int32_t res_node = cuda_residual_add(p, act_value, &z_value);
-    if (res_node >= 0) {
-        /* cuda_residual_add took only a computed value of y's dims and
-         * float dtype: what sgk_conv_small_residual_fits asks. */
-        zt = cuda_value(p, z_value);
-        last = &p->g->nodes[res_node];
-    }
-    int32_t out_value = last->outputs[0];
-    sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
-    /* cuda_out_dtype keeps a convolution's graph output in the compute
-     * dtype for cuDNN's sake; this kernel stores the graph's own dtype
-     * directly, so the copy to the caller's buffer needs no rounding. */
-    if (p->g->values[out_value].is_output)
-        out_dt = p->g->values[out_value].dtype;
+    /* The activation, and a residual Add after it: the kernel adds the
+     * other operand, read through its own view, before the store. */
+    cuda_kernel_epilogue ep;
+    cuda_kernel_epilogue_of(p, n, &ep);
+    kp.act = ep.act;
+    kp.act_alpha = ep.act_alpha;
+    int32_t res_node = ep.res_node, zt = ep.z_tensor;
+    sg_dtype out_dt = ep.out_dtype;
     cuda_layout out_layout = cuda_dense_layout(p, xt);
 
     /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
@@ -217,14 +201,7 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
     if (res_node >= 0)
         st->any_view |= (uint64_t)1 << (na - 2);
-    if (act_node >= 0) {
-        cuda_mark_fused(p, act_node);
-        cuda_value_set(p, act_value, yt);
-    }
-    if (res_node >= 0) {
-        cuda_mark_fused(p, res_node);
-        cuda_value_set(p, out_value, yt);
-    }
+    cuda_kernel_epilogue_bind(p, &ep, yt);
     *taken = true;
     return SEGRT_OK;
 }

@@ -324,6 +324,24 @@ bool cuda_env_off(const char *name);
  * can take, or -1; *z is the other operand. */
 int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z);
 
+/* What one of segrt's convolution kernels takes into its epilogue after
+ * node n: the activation that alone reads n's output (Relu, LeakyRelu,
+ * single-slope PRelu; act_node -1 for none), a residual Add after it
+ * (res_node -1 for none; z_tensor the other operand's tensor), and the
+ * value and dtype the kernel's output then stands for. */
+typedef struct cuda_kernel_epilogue {
+    int32_t act_node, act_value;
+    sgk_act act;
+    float act_alpha;
+    int32_t res_node, z_tensor;
+    int32_t out_value;
+    sg_dtype out_dtype;
+} cuda_kernel_epilogue;
+
+void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e);
+/* Marks e's nodes fused and points their values at the kernel's output y. */
+void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y);
+
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
 sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, const void *data, size_t size);

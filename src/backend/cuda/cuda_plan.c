@@ -234,6 +234,46 @@ int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
     return r;
 }
 
+void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e)
+{
+    memset(e, 0, sizeof *e);
+    e->z_tensor = -1;
+    e->act_node = cuda_conv_activation(p, n, &e->act, &e->act_alpha);
+    if (e->act_node < 0) {
+        e->act = SGK_ACT_NONE;
+        e->act_alpha = 0.0f;
+    }
+    const sg_node *last = e->act_node >= 0 ? &p->g->nodes[e->act_node] : n;
+    e->act_value = last->outputs[0];
+    int32_t z_value = -1;
+    e->res_node = cuda_residual_add(p, e->act_value, &z_value);
+    if (e->res_node >= 0) {
+        /* cuda_residual_add took only a computed value of y's dims and
+         * float dtype. */
+        e->z_tensor = cuda_value(p, z_value);
+        last = &p->g->nodes[e->res_node];
+    }
+    e->out_value = last->outputs[0];
+    e->out_dtype = cuda_out_dtype(p, last, e->out_value);
+    /* cuda_out_dtype keeps a convolution's graph output in the compute
+     * dtype for cuDNN's sake; segrt's kernels store the graph's own dtype
+     * directly, so the copy to the caller's buffer needs no rounding. */
+    if (p->g->values[e->out_value].is_output)
+        e->out_dtype = p->g->values[e->out_value].dtype;
+}
+
+void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y)
+{
+    if (e->act_node >= 0) {
+        cuda_mark_fused(p, e->act_node);
+        cuda_value_set(p, e->act_value, y);
+    }
+    if (e->res_node >= 0) {
+        cuda_mark_fused(p, e->res_node);
+        cuda_value_set(p, e->out_value, y);
+    }
+}
+
 /* Choices ----------------------------------------------------------------------- */
 
 static char *choice_key(const char *node, const char *tag)
