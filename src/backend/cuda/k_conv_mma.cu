@@ -4,12 +4,12 @@
 // Shared memory holds every weight, [tap][K][C] rounded to the input's
 // dtype, and two tiles' input halos, [position][C]: while the warps
 // multiply one, cp.async fills the other with the block's next tile
-// (zeros where the halo leaves the image). Rows are 16 bytes
-// longer than the data so that ldmatrix's eight row reads and the lanes'
-// weight reads fall in distinct banks. Each warp owns 32 of the tile's 128
-// output positions (two m16 blocks) and all K channels (K/8 n8 blocks);
-// for a tap, the A operand of a position is the halo row the tap shifts
-// it to, so a tap costs no data movement, only another row address.
+// (zeros where the halo leaves the image). Rows are 16 bytes longer than
+// the data so that ldmatrix's eight row reads, of the halo (the A operand)
+// and of the weights (B), fall in distinct banks. Each warp owns 32 of the
+// tile's 128 output positions (two m16 blocks) and all K channels (K/8 n8
+// blocks); for a tap, the A operand of a position is the halo row the tap
+// shifts it to, so a tap costs no data movement, only another row address.
 #include "backend/cuda/k_conv_mma.h"
 #include "backend/cuda/k_mma.cuh"
 
@@ -17,19 +17,31 @@
 
 #define CM_THREADS 128
 #define CM_TP 128 // output positions per tile: 32 per warp
-#define CM_MAX_K 32
+#define CM_MAX_K 16 // two n8 blocks: the builder asks for no more, and each
+                    // instantiation unrolls every tap
 #define CM_SMEM_MAX (100 * 1024) // opted in at launch
 #define CM_BLOCKS_PER_SM 4
+
+// The tile's shape, fixed at compile time so that positions split into
+// (d, h, w) by constant divisions: a runtime-shaped first version spent
+// more instructions on the halo's and the epilogue's index arithmetic than
+// on the products (ncu: 2.1 instructions issued a cycle, tensor pipes
+// mostly idle).
+template <bool D3> struct cm_shape {
+    static constexpr int kd = D3 ? 3 : 1;                 // the kernel along D
+    static constexpr int t0 = D3 ? 4 : 1, t1 = D3 ? 4 : 8, t2 = D3 ? 8 : 16; // output positions along D, H, W
+    static constexpr int h0 = t0 + kd - 1, h1 = t1 + 2, h2 = t2 + 2;          // the halo it reads
+    static constexpr int halo = h0 * h1 * h2;
+    static constexpr int taps = 9 * kd;
+    static_assert(t0 * t1 * t2 == 128, "128 output positions a tile");
+};
 
 struct cmgeom {
     int sp[3];     // spatial dims of x and y: D (1 in 2-D), H, W
     int C, K;      // input and output channels
-    int taps, kd;  // kernel volume; the kernel along D (3, or 1 in 2-D)
-    int t[3];      // tile: output positions along D, H, W
-    int hd[3];     // halo: input positions a tile reads along D, H, W
-    int halo;      // hd[0] * hd[1] * hd[2]
     int ntile[3];  // tiles along D, H, W
     int ntiles;    // all tiles, N included
+    bool d3;       // 3-D (cm_shape<true>), else 2-D
     int ldx, ldw;  // shared-memory row lengths (elements) of the halo and the weights
     ll xn, xs[3], yn, yc, ys[3], zn, zc, zs[3];
     segrt_dtype yt, zt;
@@ -52,48 +64,57 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 // The output origin of a tile along D, H, W, and its sample.
+template <bool D3>
 __device__ __forceinline__ void tile_origin(const cmgeom &g, int tile, int *o0, int *o1, int *o2, int *n)
 {
+    typedef cm_shape<D3> S;
     int q = tile;
-    *o2 = (q % g.ntile[2]) * g.t[2];
+    *o2 = (q % g.ntile[2]) * S::t2;
     q /= g.ntile[2];
-    *o1 = (q % g.ntile[1]) * g.t[1];
+    *o1 = (q % g.ntile[1]) * S::t1;
     q /= g.ntile[1];
-    *o0 = (q % g.ntile[0]) * g.t[0];
+    *o0 = (q % g.ntile[0]) * S::t0;
     *n = q / g.ntile[0];
 }
 
-// Starts copying a tile's halo into xsh.
-template <typename T> __device__ __forceinline__ void halo_issue(const cmgeom &g, const T *x, int tile, T *xsh)
+// Starts copying a tile's halo into xsh: a thread per halo position, all
+// of its channels (8 a copy).
+template <bool D3, typename T>
+__device__ __forceinline__ void halo_issue(const cmgeom &g, const T *x, int tile, T *xsh)
 {
+    typedef cm_shape<D3> S;
     int o0, o1, o2, n;
-    tile_origin(g, tile, &o0, &o1, &o2, &n);
-    const int chunks = g.C / 8, pd = g.kd / 2;
+    tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
     const T *xb = x + (ll)n * g.xn;
-    for (int e = threadIdx.x; e < g.halo * chunks; e += CM_THREADS) {
-        int hp = e / chunks, c = (e - hp * chunks) * 8;
-        int a2 = hp % g.hd[2], rest = hp / g.hd[2];
-        int a1 = rest % g.hd[1], a0 = rest / g.hd[1];
-        int i0 = o0 - pd + a0, i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
-        bool in = (unsigned)i0 < (unsigned)g.sp[0] && (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
-        cp_async16(xsh + hp * g.ldx + c, in ? xb + i0 * g.xs[0] + i1 * g.xs[1] + i2 * g.xs[2] + c : xb, in);
+    for (int hp = threadIdx.x; hp < S::halo; hp += CM_THREADS) {
+        const int a2 = hp % S::h2, rest = hp / S::h2;
+        const int a1 = rest % S::h1, a0 = rest / S::h1;
+        const int i0 = o0 - S::kd / 2 + a0, i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
+        const bool in = (unsigned)i0 < (unsigned)g.sp[0] && (unsigned)i1 < (unsigned)g.sp[1] &&
+                        (unsigned)i2 < (unsigned)g.sp[2];
+        const T *src = in ? xb + i0 * g.xs[0] + i1 * g.xs[1] + i2 * g.xs[2] : xb;
+        T *dst = xsh + hp * g.ldx;
+        for (int c = 0; c < g.C; c += 8)
+            cp_async16(dst + c, src + (in ? c : 0), in);
     }
 }
 
 // Position r of a tile as (d, h, w) within it.
-__device__ __forceinline__ void tile_pos(const cmgeom &g, int r, int *d, int *h, int *w)
+template <bool D3> __device__ __forceinline__ void tile_pos(int r, int *d, int *h, int *w)
 {
-    *w = r % g.t[2];
-    *h = (r / g.t[2]) % g.t[1];
-    *d = r / (g.t[2] * g.t[1]);
+    typedef cm_shape<D3> S;
+    *w = r % S::t2;
+    *h = (r / S::t2) % S::t1;
+    *d = r / (S::t2 * S::t1);
 }
 
 // Element offset in y (or z) of tile position r of the tile at (o0, o1,
 // o2) in sample n; -1 outside the image.
+template <bool D3>
 __device__ __forceinline__ ll out_offset(const cmgeom &g, int r, int n, int o0, int o1, int o2, bool of_z)
 {
     int d, h, wi;
-    tile_pos(g, r, &d, &h, &wi);
+    tile_pos<D3>(r, &d, &h, &wi);
     const int i0 = o0 + d, i1 = o1 + h, i2 = o2 + wi;
     if (i0 >= g.sp[0] || i1 >= g.sp[1] || i2 >= g.sp[2])
         return -1;
@@ -137,20 +158,23 @@ __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void 
     }
 }
 
-template <int XT, int NT>
+// KS: C / 16 where it is 1 (the taps then unroll completely), else 0 (a
+// loop over the 16-channel slices).
+template <int XT, int NT, bool D3, int KS>
 __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     conv_mma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
              const float *__restrict__ bias, const void *__restrict__ z, cmgeom g)
 {
     typedef typename mma_elem<XT>::type T;
+    typedef cm_shape<D3> S;
     extern __shared__ __align__(128) unsigned char smem[];
-    T *wsh = (T *)smem;                  // [tap][K][ldw]
-    T *xsh0 = wsh + g.taps * g.K * g.ldw; // two of [halo position][ldx]
+    T *wsh = (T *)smem;                   // [tap][K][ldw]
+    T *xsh0 = wsh + S::taps * g.K * g.ldw; // two of [halo position][ldx]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     // Four weights a load (C is a multiple of 16), several loads in flight.
 #pragma unroll 4
-    for (int e = threadIdx.x * 4; e < g.taps * g.K * g.C; e += CM_THREADS * 4) {
+    for (int e = threadIdx.x * 4; e < S::taps * g.K * g.C; e += CM_THREADS * 4) {
         float4 v = *(const float4 *)(w + e);
         T *d = wsh + (e / g.C) * g.ldw + e % g.C;
         d[0] = mma_round<XT>(v.x);
@@ -165,23 +189,26 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
 #pragma unroll
     for (int mt = 0; mt < 2; mt++) {
         int d, h, wi;
-        tile_pos(g, warp * 32 + mt * 16 + lrow, &d, &h, &wi);
-        hb[mt] = (d * g.hd[1] + h) * g.hd[2] + wi;
+        tile_pos<D3>(warp * 32 + mt * 16 + lrow, &d, &h, &wi);
+        hb[mt] = (d * S::h1 + h) * S::h2 + wi;
     }
-    const int ksteps = g.C / 16;
+    // The weights as ldmatrix reads them for a pair of n8 blocks: lanes
+    // 0-7 and 8-15 address the first block's rows (output channels) at
+    // input channels 0-7 and 8-15 of a slice, lanes 16-31 the second's: in
+    // mma's b0, b1 order, one instruction for what took four loads.
+    const int wrow = (lane & 7) + (lane >> 4) * 8, wcol = ((lane >> 3) & 1) * 8;
+    const int ksteps = KS ? KS : g.C / 16;
     const T *xt = (const T *)x;
     if (blockIdx.x < g.ntiles)
-        halo_issue(g, xt, blockIdx.x, xsh0);
+        halo_issue<D3>(g, xt, blockIdx.x, xsh0);
     cp_async_commit();
     for (int tile = blockIdx.x, it = 0; tile < g.ntiles; tile += gridDim.x, it++) {
-        T *xsh = xsh0 + (it & 1) * g.halo * g.ldx;
+        T *xsh = xsh0 + (it & 1) * S::halo * g.ldx;
         if (tile + (int)gridDim.x < g.ntiles)
-            halo_issue(g, xt, tile + gridDim.x, xsh0 + ((it + 1) & 1) * g.halo * g.ldx);
+            halo_issue<D3>(g, xt, tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * g.ldx);
         cp_async_commit(); // possibly empty: one group per iteration
         cp_async_wait1();  // this tile's halo has landed (this thread's part)
         __syncthreads();   // everyone's part, and the weights, the first time
-        int o0, o1, o2, n;
-        tile_origin(g, tile, &o0, &o1, &o2, &n);
         float acc[2][NT][4];
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
@@ -190,38 +217,48 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     acc[mt][nt][i] = 0.0f;
-        // Taps as nested loops (no divisions per step), 16-channel slices
-        // innermost.
-        const T *wt = wsh + grp * g.ldw + 2 * t4;
-        for (int k0 = 0; k0 < g.kd; k0++)
-            for (int k1 = 0; k1 < 3; k1++)
 #pragma unroll
-                for (int k2 = 0; k2 < 3; k2++, wt += g.K * g.ldw) {
-                    const int toff = (k0 * g.hd[1] + k1) * g.hd[2] + k2;
-                    for (int ks = 0; ks < ksteps; ks++) {
-                        uint32_t a[2][4];
+        for (int tap = 0; tap < S::taps; tap++) {
+            const int k0 = tap / 9, k1 = (tap / 3) % 3, k2 = tap % 3;
+            const int toff = (k0 * S::h1 + k1) * S::h2 + k2;
+            const T *wt = wsh + tap * g.K * g.ldw;
 #pragma unroll
-                        for (int mt = 0; mt < 2; mt++)
-                            ldmatrix_x4(a[mt], xsh + (hb[mt] + toff) * g.ldx + ks * 16 + lcol);
+            for (int ks = 0; ks < ksteps; ks++) {
+                uint32_t a[2][4];
 #pragma unroll
-                        for (int nt = 0; nt < NT; nt++) {
-                            const T *wb = wt + nt * 8 * g.ldw + ks * 16;
-                            uint32_t b[2] = {*(const uint32_t *)wb, *(const uint32_t *)(wb + 8)};
-                            mma16816<XT>(acc[0][nt], a[0], b);
-                            mma16816<XT>(acc[1][nt], a[1], b);
-                        }
+                for (int mt = 0; mt < 2; mt++)
+                    ldmatrix_x4(a[mt], xsh + (hb[mt] + toff) * g.ldx + ks * 16 + lcol);
+#pragma unroll
+                for (int nt = 0; nt + 1 < NT; nt += 2) {
+                    uint32_t b[4];
+                    ldmatrix_x4(b, wt + (nt * 8 + wrow) * g.ldw + ks * 16 + wcol);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        mma16816<XT>(acc[mt][nt], a[mt], b);
+                        mma16816<XT>(acc[mt][nt + 1], a[mt], b + 2);
                     }
                 }
+                if constexpr (NT % 2 == 1) {
+                    const T *wb = wt + ((NT - 1) * 8 + grp) * g.ldw + ks * 16 + 2 * t4;
+                    uint32_t b[2] = {*(const uint32_t *)wb, *(const uint32_t *)(wb + 8)};
+                    mma16816<XT>(acc[0][NT - 1], a[0], b);
+                    mma16816<XT>(acc[1][NT - 1], a[1], b);
+                }
+            }
+        }
         __syncthreads(); // the halo is read: the next iteration may refill it
+        int o0, o1, o2, n;
+        tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
         // Lane (grp, t4) holds rows grp and grp + 8 of each block, channels
         // 2 t4 and 2 t4 + 1 of each n8 block (every index below is a
         // constant once unrolled, so the accumulators stay in registers).
 #pragma unroll
         for (int mt = 0; mt < 2; mt++) {
-            const ll o_lo = out_offset(g, warp * 32 + mt * 16 + grp, n, o0, o1, o2, false);
-            const ll o_hi = out_offset(g, warp * 32 + mt * 16 + grp + 8, n, o0, o1, o2, false);
-            const ll z_lo = out_offset(g, warp * 32 + mt * 16 + grp, n, o0, o1, o2, true);
-            const ll z_hi = out_offset(g, warp * 32 + mt * 16 + grp + 8, n, o0, o1, o2, true);
+            const int r = warp * 32 + mt * 16 + grp;
+            const ll o_lo = out_offset<D3>(g, r, n, o0, o1, o2, false);
+            const ll o_hi = out_offset<D3>(g, r + 8, n, o0, o1, o2, false);
+            const ll z_lo = z ? out_offset<D3>(g, r, n, o0, o1, o2, true) : 0;
+            const ll z_hi = z ? out_offset<D3>(g, r + 8, n, o0, o1, o2, true) : 0;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const int c = nt * 8 + 2 * t4;
@@ -282,23 +319,23 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         g->ys[a] = s >= 0 ? y->strides[2 + s] : 0;
         g->zs[a] = z && s >= 0 ? z->strides[2 + s] : 0;
     }
-    g->kd = nsp == 3 ? 3 : 1;
-    g->taps = 9 * g->kd;
-    int t3[3] = {4, 4, 8}, t2[3] = {1, 8, 16};
+    g->d3 = nsp == 3;
+    const int t[3] = {g->d3 ? cm_shape<true>::t0 : cm_shape<false>::t0,
+                      g->d3 ? cm_shape<true>::t1 : cm_shape<false>::t1,
+                      g->d3 ? cm_shape<true>::t2 : cm_shape<false>::t2};
+    const int taps = g->d3 ? cm_shape<true>::taps : cm_shape<false>::taps;
+    const int halo = g->d3 ? cm_shape<true>::halo : cm_shape<false>::halo;
     for (int a = 0; a < 3; a++) {
-        g->t[a] = nsp == 3 ? t3[a] : t2[a];
-        g->hd[a] = g->t[a] + (a == 0 ? g->kd : 3) - 1;
-        g->ntile[a] = (int)ceil_div(g->sp[a], g->t[a]);
+        g->ntile[a] = (int)ceil_div(g->sp[a], t[a]);
         tiles *= g->ntile[a];
     }
     if (tiles > INT32_MAX)
         return false;
     g->ntiles = (int)tiles;
-    g->halo = g->hd[0] * g->hd[1] * g->hd[2];
     g->C = p->C;
     g->K = p->K;
     g->ldx = g->ldw = p->C + 8;
-    size_t need = 2 * ((size_t)g->taps * g->K * g->ldw + 2 * (size_t)g->halo * g->ldx);
+    size_t need = 2 * ((size_t)taps * g->K * g->ldw + 2 * (size_t)halo * g->ldx);
     if (need > CM_SMEM_MAX)
         return false;
     g->xn = x->strides[0];
@@ -316,29 +353,38 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     return true;
 }
 
-template <int XT, int NT>
+template <int XT, int NT, bool D3, int KS>
 static segrt_status launch(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y, const sgk_view *x,
                            const float *w, const float *bias, const sgk_view *z, const cmgeom &g)
 {
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(conv_mma<XT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) !=
+    if (cudaFuncSetAttribute(conv_mma<XT, NT, D3, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) !=
         cudaSuccess)
         return launched("conv_mma (shared memory)");
-    conv_mma<XT, NT><<<grid, CM_THREADS, smem, stream>>>(x->data, y->data, w, bias, z ? z->data : NULL, g);
+    conv_mma<XT, NT, D3, KS><<<grid, CM_THREADS, smem, stream>>>(x->data, y->data, w, bias, z ? z->data : NULL, g);
     return launched("conv_mma");
+}
+
+template <int XT, int NT>
+static segrt_status launch_shape(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y,
+                                 const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
+                                 const cmgeom &g)
+{
+    if (g.d3)
+        return g.C == 16 ? launch<XT, NT, true, 1>(stream, grid, smem, y, x, w, bias, z, g)
+                         : launch<XT, NT, true, 0>(stream, grid, smem, y, x, w, bias, z, g);
+    return g.C == 16 ? launch<XT, NT, false, 1>(stream, grid, smem, y, x, w, bias, z, g)
+                     : launch<XT, NT, false, 0>(stream, grid, smem, y, x, w, bias, z, g);
 }
 
 template <int XT>
 static segrt_status launch_k(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y, const sgk_view *x,
                              const float *w, const float *bias, const sgk_view *z, const cmgeom &g)
 {
-    switch (g.K / 8) {
-    case 1: return launch<XT, 1>(stream, grid, smem, y, x, w, bias, z, g);
-    case 2: return launch<XT, 2>(stream, grid, smem, y, x, w, bias, z, g);
-    case 3: return launch<XT, 3>(stream, grid, smem, y, x, w, bias, z, g);
-    default: return launch<XT, 4>(stream, grid, smem, y, x, w, bias, z, g);
-    }
+    if (g.K == 8)
+        return launch_shape<XT, 1>(stream, grid, smem, y, x, w, bias, z, g);
+    return launch_shape<XT, 2>(stream, grid, smem, y, x, w, bias, z, g);
 }
 
 extern "C" bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
