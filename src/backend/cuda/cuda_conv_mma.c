@@ -51,15 +51,11 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
 {
     const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
-        return false;
-    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
-    int32_t rank = xv->shape.rank, nsp = rank - 2;
     int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    if ((rank != 4 && rank != 5) || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
-        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd) ||
-        sg_attr_int(n, "group", 1) != 1)
+    int32_t rank = cuda_conv_node_dims(p, n, 4, 5, xd, wd, yd), nsp = rank - 2;
+    if (!rank || sg_attr_int(n, "group", 1) != 1)
         return false;
+    const sg_value *wv = &g->values[n->inputs[1]];
     int64_t K = wd[0], C = wd[1], wnumel = K * C;
     if (K < 1 || K > MMA_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
@@ -133,35 +129,22 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     free(onnx);
     free(mine);
     SG_TRY(s);
-    bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
-    int32_t args[5], na = 0, bt, yt;
-    args[na++] = xt;
-    args[na++] = wt;
-    if (has_bias) {
-        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], "mma_b", NULL, kp.K, &bt));
-        args[na++] = bt;
-    }
-    if (res_node >= 0)
-        args[na++] = zt;
-    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
-    args[na++] = yt;
+    cuda_conv_args a;
+    SG_TRY(cuda_conv_args_make(p, n, xt, wt, "mma_b", kp.K, res_node >= 0 ? zt : -1, out_dt, out_layout, &a));
     mma_params *mp = sg_calloc(1, sizeof *mp);
     if (!mp)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     mp->kp = kp;
-    mp->has_bias = has_bias;
-    mp->has_residual = res_node >= 0;
+    mp->has_bias = a.has_bias;
+    mp->has_residual = a.has_residual;
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, "segrt mma conv", mma_run, args, na, 1, mp, NULL, &st));
+    SG_TRY(cuda_step_new(p, n, "segrt mma conv", mma_run, a.t, a.n, 1, mp, NULL, &st));
     double positions = 1.0;
     for (int32_t i = 0; i < yg.rank; i++)
         positions *= i == 1 ? 1.0 : (double)yg.dims[i];
     st->flops = 2.0 * positions * (double)(C * K * taps);
-    /* x, the residual and y through the views they have at run time. */
-    st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
-    if (res_node >= 0)
-        st->any_view |= (uint64_t)1 << (na - 2);
-    cuda_kernel_epilogue_bind(p, &ep, yt);
+    st->any_view = cuda_conv_args_views(&a);
+    cuda_kernel_epilogue_bind(p, &ep, a.y);
     *taken = true;
     return SEGRT_OK;
 }

@@ -80,14 +80,12 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
 {
     const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
+    int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd);
+    if (!rank)
         return false;
     const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
-    int32_t rank = xv->shape.rank;
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    if (rank < 3 || rank > 5 || wv->shape.rank != rank || yv->shape.rank != rank || !small_dtype(xv->dtype) ||
-        yv->dtype != xv->dtype || xv->data || !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) ||
-        !sg_shape_dims(&yv->shape, yd) || sg_attr_int(n, "group", 1) != 1)
+    if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || sg_attr_int(n, "group", 1) != 1)
         return false;
     int64_t K = transposed ? wd[1] : wd[0], C = transposed ? wd[0] : wd[1];
     if (K < 1 || K > SMALL_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
@@ -169,39 +167,24 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
          * small side (the output of a Conv, the input of a ConvTranspose). */
         positions *= (double)(transposed ? xg.dims[2 + i] : yg.dims[2 + i]);
     }
-    bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
-    int32_t args[5], na = 0;
-    args[na++] = xt;
-    int32_t wt, bt = -1, yt;
+    int32_t wt;
     SG_TRY(cuda_const_f32_tensor(p, n->inputs[1], "small_w", NULL, wnumel, &wt));
-    args[na++] = wt;
-    if (has_bias) {
-        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], "small_b", NULL, kp.K, &bt));
-        args[na++] = bt;
-    }
-    if (res_node >= 0)
-        args[na++] = zt;
-    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
-    args[na++] = yt;
+    cuda_conv_args a;
+    SG_TRY(cuda_conv_args_make(p, n, xt, wt, "small_b", kp.K, res_node >= 0 ? zt : -1, out_dt, out_layout, &a));
 
     small_params *sp = sg_calloc(1, sizeof *sp);
     if (!sp)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     sp->kp = kp;
-    sp->has_bias = has_bias;
-    sp->has_residual = res_node >= 0;
+    sp->has_bias = a.has_bias;
+    sp->has_residual = a.has_residual;
     cuda_step *st;
     static const char *const impl[] = {"segrt small conv", "segrt small conv tiled", "segrt small conv up"};
-    SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, args, na, 1, sp, NULL,
+    SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, a.t, a.n, 1, sp, NULL,
                          &st));
     st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;
-    /* x, the residual and y through the views they have at run time (any
-     * may become a slice of a concatenation or the caller's output
-     * buffer). */
-    st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
-    if (res_node >= 0)
-        st->any_view |= (uint64_t)1 << (na - 2);
-    cuda_kernel_epilogue_bind(p, &ep, yt);
+    st->any_view = cuda_conv_args_views(&a);
+    cuda_kernel_epilogue_bind(p, &ep, a.y);
     *taken = true;
     return SEGRT_OK;
 }

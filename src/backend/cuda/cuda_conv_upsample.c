@@ -64,14 +64,11 @@ static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_
 {
     const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
-        return false;
-    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
-    int32_t rank = xv->shape.rank, nsp = rank - 2;
     int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    if (rank < 3 || rank > 5 || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
-        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd))
+    int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd), nsp = rank - 2;
+    if (!rank)
         return false;
+    const sg_value *wv = &g->values[n->inputs[1]];
     int64_t C = wd[0], K = wd[1], wnumel = C * K;
     if (C < 1 || C > INT32_MAX || K < 1 || K > INT32_MAX / 2 || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
@@ -136,35 +133,26 @@ sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *take
         return SEGRT_OK;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
 
-    bool has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
-    int32_t args[4], na = 0, wt, bt, yt;
-    args[na++] = xt;
+    int32_t wt;
     SG_TRY(upsample_weights(p, n, &kp, &wt));
-    args[na++] = wt;
-    if (has_bias) {
-        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], "upsample_b", NULL, kp.K, &bt));
-        args[na++] = bt;
-    }
-    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &yt));
-    args[na++] = yt;
+    cuda_conv_args a;
+    SG_TRY(cuda_conv_args_make(p, n, xt, wt, "upsample_b", kp.K, -1, out_dt, out_layout, &a));
     upsample_params *up = sg_calloc(1, sizeof *up);
     if (!up)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     up->kp = kp;
-    up->has_bias = has_bias;
+    up->has_bias = a.has_bias;
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, "segrt upsample conv", upsample_run, args, na, 1, up, NULL, &st));
+    SG_TRY(cuda_step_new(p, n, "segrt upsample conv", upsample_run, a.t, a.n, 1, up, NULL, &st));
     /* MACs: each input position times C x K per phase. */
     double macs = (double)kp.C * kp.K;
     for (int32_t i = 0; i < yg.rank; i++)
         macs *= i == 1 ? 1.0 : (double)yg.dims[i];
     st->flops = 2.0 * macs;
-    /* x and y through the views they have at run time: y may become its
-     * slice of a concatenation. */
-    st->any_view = (uint64_t)1 | ((uint64_t)1 << (na - 1));
+    st->any_view = cuda_conv_args_views(&a);
     if (act_node >= 0) {
         cuda_mark_fused(p, act_node);
-        cuda_value_set(p, out_value, yt);
+        cuda_value_set(p, out_value, a.y);
     }
     *taken = true;
     return SEGRT_OK;

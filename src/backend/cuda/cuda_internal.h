@@ -342,6 +342,31 @@ void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kerne
 /* Marks e's nodes fused and points their values at the kernel's output y. */
 void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y);
 
+/* The dims of convolution-like node n's input, weights and output (xd,
+ * wd, yd) and their common rank, or 0 where an operand is missing, the
+ * ranks differ or fall outside [min_rank, max_rank], a dim is unknown or
+ * the input is a constant: what every kernel builder checks first. */
+int32_t cuda_conv_node_dims(const sg_cuda_plan *p, const sg_node *n, int32_t min_rank, int32_t max_rank,
+                            int64_t *xd, int64_t *wd, int64_t *yd);
+
+/* The arguments of a convolution kernel's step, in the order the kernels'
+ * run functions read them: x, w, [bias], [residual z], y. */
+typedef struct cuda_conv_args {
+    int32_t t[5], n;
+    int32_t y;
+    bool has_bias, has_residual;
+} cuda_conv_args;
+
+/* Fills a for node n: the bias (n's third input, if any) as a float32
+ * constant of K values tagged bias_tag, the residual tensor z (-1: none)
+ * and a new output of n with dtype out_dt and layout out_layout. */
+sg_status cuda_conv_args_make(sg_cuda_plan *p, const sg_node *n, int32_t x, int32_t w, const char *bias_tag,
+                              int64_t K, int32_t z, sg_dtype out_dt, cuda_layout out_layout, cuda_conv_args *a);
+/* The step's any_view mask for a: x, the residual and y are read through
+ * the views they have at run time (y may become a slice of a
+ * concatenation or the caller's output buffer). */
+uint64_t cuda_conv_args_views(const cuda_conv_args *a);
+
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
 sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, const void *data, size_t size);

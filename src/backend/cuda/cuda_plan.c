@@ -274,6 +274,48 @@ void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, i
     }
 }
 
+int32_t cuda_conv_node_dims(const sg_cuda_plan *p, const sg_node *n, int32_t min_rank, int32_t max_rank,
+                            int64_t *xd, int64_t *wd, int64_t *yd)
+{
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return 0;
+    const sg_value *xv = &p->g->values[n->inputs[0]], *wv = &p->g->values[n->inputs[1]];
+    const sg_value *yv = &p->g->values[n->outputs[0]];
+    int32_t rank = xv->shape.rank;
+    if (rank < min_rank || rank > max_rank || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
+        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd))
+        return 0;
+    return rank;
+}
+
+sg_status cuda_conv_args_make(sg_cuda_plan *p, const sg_node *n, int32_t x, int32_t w, const char *bias_tag,
+                              int64_t K, int32_t z, sg_dtype out_dt, cuda_layout out_layout, cuda_conv_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->has_bias = n->n_inputs > 2 && n->inputs[2] >= 0;
+    a->has_residual = z >= 0;
+    a->t[a->n++] = x;
+    a->t[a->n++] = w;
+    if (a->has_bias) {
+        int32_t b;
+        SG_TRY(cuda_const_f32_tensor(p, n->inputs[2], bias_tag, NULL, K, &b));
+        a->t[a->n++] = b;
+    }
+    if (a->has_residual)
+        a->t[a->n++] = z;
+    SG_TRY(cuda_output_new(p, n, 0, out_dt, out_layout, &a->y));
+    a->t[a->n++] = a->y;
+    return SEGRT_OK;
+}
+
+uint64_t cuda_conv_args_views(const cuda_conv_args *a)
+{
+    uint64_t m = (uint64_t)1 | ((uint64_t)1 << (a->n - 1));
+    if (a->has_residual)
+        m |= (uint64_t)1 << (a->n - 2);
+    return m;
+}
+
 /* Choices ----------------------------------------------------------------------- */
 
 static char *choice_key(const char *node, const char *tag)
