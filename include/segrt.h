@@ -495,8 +495,8 @@ typedef struct segrt_window_times {
     double setup;       /* buffers, streams, the importance map */
     double run;         /* the windows, from the first gather to the result in place; of it: */
     double uploading;   /* copying a host image's rows into pinned memory (and waiting for those buffers) */
-    double waiting;     /* waiting for the GPU to come within a few batches of the host */
-    double downloading; /* from the last batch enqueued to a host result's last byte */
+    double waiting;     /* waiting for the GPU: to come within a few batches of the host, and to finish */
+    double downloading; /* copying a host result's finished rows down, during the windows and after */
 } segrt_window_times;
 
 /* The input dims (rank image->rank) every engine of a windowed run must be

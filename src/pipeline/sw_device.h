@@ -37,8 +37,9 @@ typedef struct sg_sw_stats {
     /* Where the calling thread's time went (seconds): buffers, streams
      * and the importance map; the run after that, result in place; of the
      * run, copying image rows into pinned memory (and waiting for those
-     * buffers); waiting for the GPU to come within SW_IN_FLIGHT batches;
-     * from the last batch enqueued to a host result's last byte. */
+     * buffers); waiting for the GPU (to come within SW_IN_FLIGHT batches,
+     * and to finish after the last batch); copying a host result's
+     * finished rows down (during the run and after it). */
     double seconds_setup, seconds_run, seconds_uploading, seconds_waiting, seconds_downloading;
 } sg_sw_stats;
 

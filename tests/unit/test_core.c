@@ -1,5 +1,6 @@
 /* Core: dtypes and conversions, checked arithmetic, blobs, the string map,
- * error messages. */
+ * error messages, the copy team. */
+#include "core/copy_team.h"
 #include "core/dtype.h"
 #include "core/mem.h"
 #include "core/strmap.h"
@@ -7,6 +8,7 @@
 #include "testlib.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void test_half(void)
@@ -105,6 +107,53 @@ static void test_errors(void)
     CHECK(strcmp(segrt_last_error(), "m.onnx: node `n`: bad thing") == 0);
 }
 
+/* Every byte lands where memcpy puts it, for sizes around the team's
+ * threshold and its part boundaries, at odd offsets, with nothing
+ * written outside the destination; jobs follow each other on one team,
+ * and teams of one thread and NULL copy alone. */
+static void test_copy_team(void)
+{
+    const size_t max = ((size_t)5 << 20) + 4099;
+    unsigned char *src = malloc(max + 16), *dst = malloc(max + 32);
+    CHECK(src && dst);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return;
+    }
+    for (size_t i = 0; i < max + 16; i++)
+        src[i] = (unsigned char)(i * 2654435761u >> 13);
+    const size_t sizes[] = {0, 1, 63, 4096, ((size_t)1 << 20) - 1, (size_t)1 << 20, ((size_t)1 << 20) + 65,
+                            ((size_t)3 << 20) + 7, max};
+    const int threads[] = {0, 1, 3, 8, 64};
+    for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+        sg_copy_team *t = NULL;
+        CHECK(sg_copy_team_new(threads[ti], &t) == SEGRT_OK && t);
+        CHECK(sg_copy_team_threads(t) >= 1 && sg_copy_team_threads(t) <= 8);
+        if (threads[ti] > 0 && threads[ti] <= 8)
+            CHECK(sg_copy_team_threads(t) <= threads[ti]);
+        int bad = 0;
+        for (int rep = 0; rep < 3; rep++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                size_t n = sizes[si], off = (size_t)(rep * 5 + (int)si) % 16;
+                memset(dst, 0xa5, max + 32);
+                sg_copy_team_memcpy(t, dst + 8, src + off, n);
+                bad += memcmp(dst + 8, src + off, n) != 0;
+                for (size_t i = 0; i < 8; i++)
+                    bad += dst[i] != 0xa5 || dst[8 + n + i] != 0xa5;
+            }
+        CHECK_MSG(bad == 0, "team of %d threads: %d bad copies", sg_copy_team_threads(t), bad);
+        sg_copy_team_free(t);
+    }
+    memset(dst, 0, max);
+    sg_copy_team_memcpy(NULL, dst, src, max);
+    CHECK(memcmp(dst, src, max) == 0);
+    CHECK(sg_copy_team_threads(NULL) == 1);
+    sg_copy_team_free(NULL);
+    free(src);
+    free(dst);
+}
+
 int main(void)
 {
     test_half();
@@ -112,5 +161,6 @@ int main(void)
     test_checked_math();
     test_blob_and_map();
     test_errors();
+    test_copy_team();
     return sg_test_finish("test_core");
 }

@@ -10,16 +10,20 @@
  * never waits between batches; it stays at most SW_IN_FLIGHT batches
  * ahead. Host images go up on a copy stream that the gathers wait for, a
  * pinned buffer's worth of rows after each batch, ahead of the windows
- * that need them. */
+ * that need them. A host result made whole on the device goes down in
+ * pieces as its rows are finished, on a third stream, while later
+ * windows run: the host would only wait for the GPU otherwise. */
 #include "pipeline/sw_device.h"
 
 #include "backend/cuda/cuda_internal.h"
+#include "core/copy_team.h"
 #include "backend/cuda/k_window.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* Host results up to this size are made whole on the device and
@@ -46,10 +50,10 @@ typedef struct dev_model {
     void *extra[SG_SW_MAX_OUTPUTS];
 } dev_model;
 
-/* The pipeline's streams (s: gathers, blending, finishing; up: uploads)
- * and the events that order them. */
+/* The pipeline's streams (s: gathers, blending, finishing; up: uploads;
+ * down: a host result's finished rows) and the events that order them. */
 typedef struct sw_streams {
-    cudaStream_t s, up;
+    cudaStream_t s, up, down;
     cudaEvent_t ev_gathered, ev_uploaded, ev_net;
     cudaEvent_t ev_batch[SW_IN_FLIGHT]; /* recorded after batch i's blending at i % SW_IN_FLIGHT */
 } sw_streams;
@@ -67,6 +71,7 @@ struct sg_sw_cache {
     void *pinned[2];
     size_t pinned_bytes;
     cudaEvent_t ev_pinned[2];
+    sg_copy_team *team;
     int32_t n;        /* device buffers; a taken one is NULL */
     void **block;
     size_t *bytes;
@@ -101,6 +106,7 @@ typedef struct dev_run {
     size_t pinned_bytes;
     cudaEvent_t ev_pinned[2];
     int32_t pinned_next;
+    sg_copy_team *team;  /* the host's side of copies through the pinned buffers */
     /* The result. */
     sgk_win_final final;
     segrt_dtype out_dtype;
@@ -111,6 +117,12 @@ typedef struct dev_run {
     void *d_stage;       /* else a slab of it */
     int64_t stage_rows;
     void *h_result;
+    /* A host result made whole on the device goes down as it is finished:
+     * through batch i, image fin_image[i % SW_IN_FLIGHT]'s rows below
+     * fin_row[...] are final; rows before (dl_image, dl_row) are down. */
+    bool progressive;
+    int64_t fin_image[SW_IN_FLIGHT], fin_row[SW_IN_FLIGHT];
+    int64_t dl_image, dl_row;
     uint64_t pipeline_bytes;
     int64_t runs, total_runs;
     int64_t *batch;      /* window indices of a batch larger than run_image_pass's own array */
@@ -185,6 +197,8 @@ static void streams_destroy(sw_streams *t)
         cudaStreamDestroy(t->s);
     if (t->up)
         cudaStreamDestroy(t->up);
+    if (t->down)
+        cudaStreamDestroy(t->down);
     memset(t, 0, sizeof *t);
 }
 
@@ -198,6 +212,7 @@ void sg_sw_cache_free(sg_sw_cache *c)
     free(c->block);
     free(c->bytes);
     pinned_destroy(c->pinned, c->ev_pinned);
+    sg_copy_team_free(c->team);
     streams_destroy(&c->st);
     if (switched)
         cudaSetDevice(prev);
@@ -297,6 +312,8 @@ static sg_sw_cache *cache_from_run(dev_run *r)
         r->ev_pinned[i] = NULL;
     }
     c->pinned_bytes = r->pinned_bytes;
+    c->team = r->team;
+    r->team = NULL;
     c->w_dims = r->g.n_dims;
     c->w_blend = (int32_t)r->o->blend;
     c->w_sigma = r->o->sigma_scale;
@@ -315,6 +332,8 @@ static void dev_run_free(dev_run *r, bool keep)
         cudaStreamSynchronize(r->st.s);
     if (r->st.up)
         cudaStreamSynchronize(r->st.up);
+    if (r->st.down)
+        cudaStreamSynchronize(r->st.down);
     if (keep && r->models && r->models[0].ctx && !r->models[0].ctx->sw_cache) {
         sg_sw_cache *c = cache_from_run(r);
         if (c)
@@ -327,6 +346,7 @@ static void dev_run_free(dev_run *r, bool keep)
     sg_sw_cache_free(r->cache);
     free(r->dm);
     pinned_destroy(r->pinned, r->ev_pinned);
+    sg_copy_team_free(r->team);
     free(r->batch);
     streams_destroy(&r->st);
     sg_sw_grid_free(&r->g);
@@ -390,6 +410,25 @@ static int64_t batch_span(const dev_run *r)
     return span;
 }
 
+/* A host result of `bytes`, to be freed with free(). A large one sits on
+ * 2 MiB boundaries and asks for huge pages: the copy out of the pinned
+ * buffers takes its first-touch faults, and on the GPU machine 4 KiB
+ * pages made that fault-bound (a 67 MB result: 6.5 ms for eight threads,
+ * 4 ms with huge pages). */
+static void *host_result_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < 2 * huge)
+        return malloc(bytes ? bytes : 1);
+    size_t rounded = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p)
+        (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
+#endif
+    return p;
+}
+
 /* Sizes the accumulators (ring and passes), the image ring and the result
  * staging against the memory budget, then allocates everything. */
 static sg_status plan_memory(dev_run *r)
@@ -418,6 +457,7 @@ static sg_status plan_memory(dev_run *r)
     }
     size_t result_bytes = (size_t)(r->n_img * r->out_ch * r->image_numel) * r->out_esize;
     bool whole_result = r->out_memory == SEGRT_MEMORY_DEVICE || result_bytes <= SW_STAGE_WHOLE_BYTES;
+    r->progressive = whole_result && r->out_memory == SEGRT_MEMORY_HOST;
     if (whole_result)
         fixed += result_bytes;
     uint64_t row_bytes = (uint64_t)(r->K + 1) * (uint64_t)r->pad_plane * f;
@@ -479,7 +519,7 @@ static sg_status plan_memory(dev_run *r)
         r->result_listed = true;
     } else
         SG_TRY(dev_alloc(r, (size_t)(r->stage_rows * (int64_t)stage_row), "the result's staging", &r->d_stage));
-    if (r->out_memory == SEGRT_MEMORY_HOST && !(r->h_result = malloc(result_bytes ? result_bytes : 1)))
+    if (r->out_memory == SEGRT_MEMORY_HOST && !(r->h_result = host_result_alloc(result_bytes)))
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB result",
                         result_bytes / 1048576.0);
     if (!r->d_image) {
@@ -497,6 +537,12 @@ static sg_status plan_memory(dev_run *r)
         if ((size_t)r->img_plane * f > r->pinned_bytes)
             r->pinned_bytes = (size_t)r->img_plane * f;
         sg_sw_cache *k = r->cache;
+        if (k && k->team) {
+            r->team = k->team;
+            k->team = NULL;
+        } else {
+            SG_TRY(sg_copy_team_new(0, &r->team));
+        }
         if (k && k->pinned[0] && k->pinned[1] && k->pinned_bytes == r->pinned_bytes) {
             for (int i = 0; i < 2; i++) {
                 r->pinned[i] = k->pinned[i];
@@ -514,24 +560,10 @@ static sg_status plan_memory(dev_run *r)
     return SEGRT_OK;
 }
 
-/* memcpy by the OpenMP team in 4 MiB pieces, for the result's way down:
- * the team also takes the result's first-touch page faults. */
-static void copy_parallel(void *dst, const void *src, size_t bytes)
-{
-    const size_t piece = (size_t)4 << 20;
-    int64_t n = (int64_t)((bytes + piece - 1) / piece);
-#pragma omp parallel for schedule(static) if (n > 1)
-    for (int64_t i = 0; i < n; i++) {
-        size_t at = (size_t)i * piece, len = bytes - at < piece ? bytes - at : piece;
-        memcpy((char *)dst + at, (const char *)src + at, len);
-    }
-}
-
 /* Host rows [a, b) of image n, every channel, into the ring through the
- * pinned buffers, on the copy stream. One core's memcpy: on the H100
- * machine the OpenMP team copied the 2D job's 50 MB in 27-39 ms where
- * one thread took 7 (an 8 MiB chunk is two pieces, and the team's 14
- * idle threads spin beside them); uploads run ahead of the GPU anyway. */
+ * pinned buffers, on the copy stream, the host's side by the copy team
+ * (an OpenMP team was slower than one thread here: its idle threads spin
+ * beside the two that had a piece of an 8 MiB chunk). */
 static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int64_t b)
 {
     int64_t chunk = (int64_t)(r->pinned_bytes / sizeof(float)) / r->img_plane;
@@ -545,7 +577,8 @@ static sg_status upload_rows(dev_run *r, img_rows *sl, int64_t n, int64_t a, int
             r->pinned_next ^= 1;
             CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k])); /* its last copy has left */
             size_t bytes = (size_t)(len * r->img_plane) * sizeof(float);
-            memcpy(r->pinned[k], r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
+            sg_copy_team_memcpy(r->team, r->pinned[k],
+                                r->h_image + (n * r->C + c) * r->image_numel + row * r->img_plane, bytes);
             CUDA_TRY(cudaMemcpyAsync(sl->ring + (c * r->img_ring + at) * r->img_plane, r->pinned[k], bytes,
                                      cudaMemcpyHostToDevice, r->st.up));
             CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->st.up));
@@ -747,6 +780,61 @@ static sg_status finish_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
     return SEGRT_OK;
 }
 
+/* Bytes [at, at + len) of the device result into the host result, on
+ * the download stream through the pinned buffers (the two alternate, so
+ * one piece's DMA overlaps the host's copy of the one before; the host's
+ * copy also takes the result's first-touch page faults). The bytes must
+ * be final: the stream waits for nothing. */
+static sg_status download_bytes(dev_run *r, size_t at, size_t len)
+{
+    size_t piece = r->pinned_bytes, n = (len + piece - 1) / piece;
+    int32_t k0 = r->pinned_next;
+    for (size_t i = 0; i <= n; i++) {
+        int32_t k = k0 ^ (int32_t)(i & 1);
+        if (i < n) {
+            size_t off = i * piece, l = len - off < piece ? len - off : piece;
+            CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k])); /* an upload's last copy out of it has left */
+            CUDA_TRY(cudaMemcpyAsync(r->pinned[k], (const uint8_t *)r->d_result + at + off, l,
+                                     cudaMemcpyDeviceToHost, r->st.down));
+            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->st.down));
+        }
+        if (i > 0) {
+            size_t off = (i - 1) * piece, l = len - off < piece ? len - off : piece;
+            CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k ^ 1]));
+            sg_copy_team_memcpy(r->team, (uint8_t *)r->h_result + at + off, r->pinned[k ^ 1], l);
+        }
+    }
+    r->pinned_next = k0 ^ (int32_t)(n & 1);
+    return SEGRT_OK;
+}
+
+/* Rows [a, b) of image n (every channel of the result) down. */
+static sg_status download_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
+{
+    if (b <= a)
+        return SEGRT_OK;
+    size_t len = (size_t)((b - a) * r->img_plane) * r->out_esize;
+    for (int64_t c = 0; c < r->out_ch; c++)
+        SG_TRY(download_bytes(r, (size_t)((n * r->out_ch + c) * r->image_numel + a * r->img_plane) * r->out_esize,
+                              len));
+    return SEGRT_OK;
+}
+
+/* Down everything before image n's row `row` that is not down yet: it is
+ * final on the device (images finish in order, rows in order). */
+static sg_status download_through(dev_run *r, int64_t n, int64_t row)
+{
+    double t0 = sw_now();
+    for (; r->dl_image < n; r->dl_image++, r->dl_row = 0)
+        SG_TRY(download_rows(r, r->dl_image, r->dl_row, r->g.size[0]));
+    if (r->dl_image == n && row > r->dl_row) {
+        SG_TRY(download_rows(r, n, r->dl_row, row));
+        r->dl_row = row;
+    }
+    r->t_download += sw_now() - t0;
+    return SEGRT_OK;
+}
+
 /* The windows of one image touching padded rows [pa, pb): a run
  * [*w_lo, *w_hi) of MONAI's order, since axis 0 is the slowest. */
 static void pass_windows(const dev_run *r, int64_t pa, int64_t pb, int64_t *w_lo, int64_t *w_hi)
@@ -778,10 +866,13 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
         int64_t got = w_hi - first < r->B ? w_hi - first : r->B;
         /* At most SW_IN_FLIGHT batches ahead of the GPU. */
         cudaEvent_t slot = r->st.ev_batch[r->batches % SW_IN_FLIGHT];
+        int32_t si = (int32_t)(r->batches % SW_IN_FLIGHT);
         if (r->batches >= SW_IN_FLIGHT) {
             double t0 = sw_now();
             CUDA_TRY(cudaEventSynchronize(slot));
             r->t_wait += sw_now() - t0;
+            if (r->progressive)
+                SG_TRY(download_through(r, r->fin_image[si], r->fin_row[si]));
         }
         int64_t *batch = r->B <= 1024 ? win : r->batch;
         for (int64_t b = 0; b < got; b++)
@@ -808,6 +899,10 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
             SG_TRY(sgk_win_accumulate(r->st.s, &r->geom, start, r->d_out + b * r->K * r->roi_numel, r->d_w, r->K, pa,
                                       pb, &acc));
         }
+        /* Padded rows before `done` are final once the slot's event is. */
+        int64_t fin = done - r->g.pad_begin[0];
+        r->fin_image[si] = n;
+        r->fin_row[si] = fin < 0 ? 0 : fin > r->g.size[0] ? r->g.size[0] : fin;
         CUDA_TRY(cudaEventRecord(slot, r->st.s));
         r->batches++;
         if (r->o->progress)
@@ -829,6 +924,7 @@ static sg_status take_streams(dev_run *r)
     }
     CUDA_TRY(cudaStreamCreateWithFlags(&r->st.s, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&r->st.up, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&r->st.down, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_gathered, cudaEventDisableTiming));
     CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_uploaded, cudaEventDisableTiming));
     CUDA_TRY(cudaEventCreateWithFlags(&r->st.ev_net, cudaEventDisableTiming));
@@ -910,30 +1006,6 @@ static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, 
     return SEGRT_OK;
 }
 
-/* The whole result down into host memory through the pinned buffers: the
- * copy of one piece into the result (by the OpenMP team, which also takes
- * the result's first-touch page faults) overlaps the next piece's DMA. */
-static sg_status download_result(dev_run *r)
-{
-    size_t bytes = (size_t)(r->n_img * r->out_ch * r->image_numel) * r->out_esize, piece = r->pinned_bytes;
-    size_t n = (bytes + piece - 1) / piece;
-    for (size_t i = 0; i <= n; i++) {
-        int k = (int)(i & 1);
-        if (i < n) {
-            size_t at = i * piece, len = bytes - at < piece ? bytes - at : piece;
-            CUDA_TRY(cudaMemcpyAsync(r->pinned[k], (const uint8_t *)r->d_result + at, len, cudaMemcpyDeviceToHost,
-                                     r->st.s));
-            CUDA_TRY(cudaEventRecord(r->ev_pinned[k], r->st.s));
-        }
-        if (i > 0) {
-            size_t at = (i - 1) * piece, len = bytes - at < piece ? bytes - at : piece;
-            CUDA_TRY(cudaEventSynchronize(r->ev_pinned[k ^ 1]));
-            copy_parallel((uint8_t *)r->h_result + at, r->pinned[k ^ 1], len);
-        }
-    }
-    return SEGRT_OK;
-}
-
 static sg_status run_all(dev_run *r)
 {
     double t_start = sw_now();
@@ -952,10 +1024,10 @@ static sg_status run_all(dev_run *r)
             SG_TRY(run_image_pass(r, n, pa, pb));
         }
     double t0 = sw_now();
-    if (r->out_memory == SEGRT_MEMORY_HOST && r->d_result)
-        SG_TRY(download_result(r));
     CUDA_TRY(cudaStreamSynchronize(r->st.s));
-    r->t_download = sw_now() - t0;
+    r->t_wait += sw_now() - t0;
+    if (r->progressive)
+        SG_TRY(download_through(r, r->n_img, 0));
     /* Every run is done (the blending waited for each); what remains is
      * an error a network's kernel reported. */
     for (int32_t m = 0; m < r->n_models; m++)
