@@ -162,6 +162,10 @@ CASES = {
                                  activation="sigmoid", seed=35),
     "3d-nnunet-o25-gauss-c2": SW((20, 13, 16), (10, 8, 12), c=2, k=2, grid="nnunet", blend="gaussian",
                                  sigma_scale=0.2, sw_batch=4, seed=36),
+    # 1-D (a signal: axis 0 is both the rows and the last axis)
+    "1d-c2-gauss-o50-sw3-probs": SW((200,), (32,), c=2, k=3, overlap=0.5, sw_batch=3, blend="gaussian",
+                                    kind="probs", seed=37),
+    "1d-small-reflect-labels": SW((20,), (32,), n=2, k=4, pad="reflect", kind="labels", seed=38),
 }
 
 # Mirroring and ensembles (nnU-Net's): per window and per model, the
