@@ -2,29 +2,21 @@
 // element (or one voxel, with its classes); offsets are 64-bit (a window
 // or a slab of a large volume exceeds 2^31 elements with many classes).
 //
-// Gather, accumulation and finalisation walk "lines", all voxels along
-// the last spatial axis at fixed other coordinates: a block's warps take a
-// line each, their lanes the line's voxels, and a line's coordinates come
-// from one 32-bit decomposition instead of every element's 64-bit
-// divisions. Per element, those divisions made the 3-D benchmark's 500
-// accumulations and gathers cost about a quarter of its GPU time.
+// Each kernel walks "lines", all voxels along the last spatial
+// axis at fixed other coordinates: a block's warps take a line each, their
+// lanes the line's voxels, and a line's coordinates come from one 32-bit
+// decomposition instead of every element's 64-bit divisions (which cost
+// the 3-D benchmark's 500 windows about a tenth of its time).
 #include "backend/cuda/k_window.h"
 
 #include "backend/cuda/k_common.cuh"
 
 #include <math.h>
 
-#define WIN_THREADS 256
 #define WIN_LANES 32 // a line's voxels, strided
 #define WIN_LINES 8  // lines a block: blockDim (WIN_LANES, WIN_LINES)
 
 namespace {
-
-unsigned blocks_of(ll n)
-{
-    ll b = (n + WIN_THREADS - 1) / WIN_THREADS;
-    return (unsigned)(b < 1 ? 1 : b > 0x7fffffffLL ? 0x7fffffffLL : b);
-}
 
 // Source index of padded position p along an axis of n voxels with
 // `begin` voxels of padding in front, or -1 for the constant.
@@ -79,27 +71,6 @@ __device__ __forceinline__ unsigned line_split(int nd, const unsigned *ext, unsi
         L /= ext[a];
     }
     return L;
-}
-
-// Window position j as per-axis coordinates (axis nd-1 fastest).
-__device__ __forceinline__ void split(const win_dims &d, ll j, ll *pos)
-{
-    for (int a = d.nd - 1; a >= 0; a--) {
-        pos[a] = j % d.roi[a];
-        j /= d.roi[a];
-    }
-}
-
-__device__ __forceinline__ ll flipped(const win_dims &d, ll j, unsigned mask)
-{
-    if (!mask)
-        return j;
-    ll pos[SGK_WIN_MAX_DIMS];
-    split(d, j, pos);
-    ll f = 0;
-    for (int a = 0; a < d.nd; a++)
-        f = f * d.roi[a] + ((mask >> a) & 1u ? d.roi[a] - 1 - pos[a] : pos[a]);
-    return f;
 }
 
 __device__ __forceinline__ ll ring_row(ll r, ll row0, ll ring)
@@ -160,20 +131,31 @@ struct combine_args {
     float divisor;
     const float *src;
     float *dst;
-    ll rows;
+    unsigned lines; // rows x the window's lines
 };
 
+// Line by line: the flipped source line once, the last axis per voxel.
 __global__ void combine_kernel(const combine_args a)
 {
-    ll n = a.rows * a.d.numel;
-    for (ll t = (ll)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (ll)gridDim.x * blockDim.x) {
-        ll r = t / a.d.numel, j = t % a.d.numel;
-        float v = a.src[r * a.d.numel + flipped(a.d, j, a.flip)];
-        if (a.add)
-            v = a.dst[t] + v;
-        if (a.divisor > 1.0f)
-            v = v / a.divisor;
-        a.dst[t] = v;
+    const int nd = a.d.nd, last = nd - 1;
+    const ll len = a.d.roi[last];
+    for (unsigned line = blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += gridDim.x * WIN_LINES) {
+        unsigned pos[SGK_WIN_MAX_DIMS];
+        const unsigned r = line_split(nd, a.d.roi32, line, pos);
+        ll from = r; // the source line: row r's, flipped along axes 0 .. nd-2
+        for (int ax = 0; ax < last; ax++)
+            from = from * a.d.roi[ax] + ((a.flip >> ax) & 1u ? a.d.roi[ax] - 1 - pos[ax] : pos[ax]);
+        const float *src = a.src + from * len;
+        float *dst = a.dst + (ll)line * len;
+        const bool flip = (a.flip >> last) & 1u;
+        for (ll x = threadIdx.x; x < len; x += WIN_LANES) {
+            float v = src[flip ? len - 1 - x : x];
+            if (a.add)
+                v = dst[x] + v;
+            if (a.divisor > 1.0f)
+                v = v / a.divisor;
+            dst[x] = v;
+        }
     }
 }
 
@@ -358,8 +340,13 @@ extern "C" segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *
 extern "C" segrt_status sgk_win_combine(cudaStream_t stream, const sgk_win_geom *g, uint32_t flip_mask, bool add,
                                         float divisor, const float *src, float *dst, int64_t rows)
 {
-    combine_args a = {dims_of(g), flip_mask, add, divisor, src, dst, rows};
-    combine_kernel<<<blocks_of(rows * a.d.numel), WIN_THREADS, 0, stream>>>(a);
+    combine_args a = {dims_of(g), flip_mask, add, divisor, src, dst, 0};
+    ll lines = rows * (a.d.numel / a.d.roi[g->n_dims - 1]);
+    if (lines > 0xffffffffLL)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "window combination: %lld rows of a %lld-voxel window",
+                        (long long)rows, (long long)a.d.numel);
+    a.lines = (unsigned)lines;
+    combine_kernel<<<line_blocks(lines), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
     return launched("sgk_win_combine");
 }
 
