@@ -512,9 +512,10 @@ SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts,
  * segrt_window_result_free. With CUDA contexts (one device, no CPU
  * fallback) the windows are gathered, blended and finished on the GPU;
  * otherwise on the host (a device image is copied down first); there the
- * first context keeps the run's buffers (stats' pipeline_bytes), streams
- * and pinned memory for its next windowed run, until a run of other sizes
- * or segrt_context_destroy frees them.
+ * first context keeps the run's buffers (stats' pipeline_bytes), streams,
+ * pinned memory and host copy threads (asleep between copies) for its next
+ * windowed run, until a run of other sizes or segrt_context_destroy frees
+ * them.
  * Errors: INVALID_ARGUMENT (options, image, engines that do not fit the
  * windows or disagree on K; the message says which), OUT_OF_MEMORY, and
  * the engines' own. */
