@@ -16,8 +16,8 @@
 #include "pipeline/sw_device.h"
 
 #include "backend/cuda/cuda_internal.h"
-#include "core/copy_team.h"
 #include "backend/cuda/k_window.h"
+#include "core/copy_team.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
