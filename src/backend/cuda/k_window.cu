@@ -97,9 +97,9 @@ __global__ void gather_kernel(const gather_args a)
 {
     const int nd = a.d.nd, last = nd - 1;
     const ll len = a.d.roi[last];
-    for (unsigned line = blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += gridDim.x * WIN_LINES) {
+    for (ll line = (ll)blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += (ll)gridDim.x * WIN_LINES) {
         unsigned pos[SGK_WIN_MAX_DIMS];
-        const unsigned c = line_split(nd, a.d.roi32, line, pos);
+        const unsigned c = line_split(nd, a.d.roi32, (unsigned)line, pos);
         ll row = 0, inner = 0;
         bool inside = true;
         for (int ax = 0; ax < last; ax++) {
@@ -139,9 +139,9 @@ __global__ void combine_kernel(const combine_args a)
 {
     const int nd = a.d.nd, last = nd - 1;
     const ll len = a.d.roi[last];
-    for (unsigned line = blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += gridDim.x * WIN_LINES) {
+    for (ll line = (ll)blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += (ll)gridDim.x * WIN_LINES) {
         unsigned pos[SGK_WIN_MAX_DIMS];
-        const unsigned r = line_split(nd, a.d.roi32, line, pos);
+        const unsigned r = line_split(nd, a.d.roi32, (unsigned)line, pos);
         ll from = r; // the source line: row r's, flipped along axes 0 .. nd-2
         for (int ax = 0; ax < last; ax++)
             from = from * a.d.roi[ax] + ((a.flip >> ax) & 1u ? a.d.roi[ax] - 1 - pos[ax] : pos[ax]);
@@ -178,9 +178,9 @@ __global__ void accumulate_kernel(const acc_args a)
 {
     const int nd = a.d.nd, last = nd - 1;
     const ll len = a.d.roi[last];
-    for (unsigned line = blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += gridDim.x * WIN_LINES) {
+    for (ll line = (ll)blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += (ll)gridDim.x * WIN_LINES) {
         unsigned pos[SGK_WIN_MAX_DIMS];
-        const unsigned L = a.line_lo + line;
+        const unsigned L = a.line_lo + (unsigned)line;
         line_split(nd, a.d.roi32, L, pos);
         ll off = 0;
         if (nd > 1) {
@@ -284,8 +284,8 @@ __global__ void finalize_kernel(const final_args a)
         return;
     }
     const ll len = a.size[last];
-    for (unsigned line = blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += gridDim.x * WIN_LINES) {
-        unsigned pos[SGK_WIN_MAX_DIMS], L = line;
+    for (ll line = (ll)blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += (ll)gridDim.x * WIN_LINES) {
+        unsigned pos[SGK_WIN_MAX_DIMS], L = (unsigned)line;
         for (int ax = last - 1; ax >= 1; ax--) {
             pos[ax] = L % a.size32[ax];
             L /= a.size32[ax];
