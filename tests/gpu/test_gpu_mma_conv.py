@@ -1,7 +1,8 @@
 """3x3 and 3x3x3 convolutions with few output channels on segrt's
 tensor-core kernel (src/backend/cuda/k_conv_mma.cu, "segrt mma conv" in
 profiles) instead of cuDNN: float16 and bfloat16 plans, input channels a
-multiple of 16, at most 16 output channels, stride 1, padding 1.
+multiple of 16, 8, 16 or 32 output channels (16 in 3-D), stride 1,
+padding 1.
 
 Generated models; each feeds the layer from a first convolution (1 or 3
 channels -> C, so the layer reads a channels-last 16-bit tensor as in a
@@ -16,7 +17,10 @@ real network), at sizes that leave partial tiles (4x4x8 in 3-D, 8x16 in
     activation;
   - a UNet level's decoder end: the layer's result and a skip tensor
     (Conv -> InstanceNorm -> LeakyRelu) concatenated, both written in
-    place, then a 3x3 conv.
+    place, then a 3x3 conv;
+  - 2-D 32 -> 32 before an InstanceNorm (BasicUNet's full-resolution
+    layers: four n8 blocks, results staged through shared memory) and
+    2-D 64 -> 32 Relu (four 16-channel steps).
 
 Compared as test_gpu_small_conv.py does: fp32 (cuDNN) relative L2 to the
 CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
@@ -84,6 +88,21 @@ def concat_2d(seed):
     return net.model([y]), {"x": net.x}, 2
 
 
+def norm_2d(seed):
+    # BasicUNet's 32 -> 32 layer at full resolution: four n8 blocks.
+    net = UNetNet(seed, [2, 3, 20, 37])
+    h = first(net, 32, 2)
+    y = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
+    return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 1
+
+
+def wide32_2d(seed):
+    net = UNetNet(seed, [1, 3, 17, 21])
+    h = first(net, 64, 2)
+    y = net.act(net.conv(h, 32, [3, 3], pads=[1] * 4), "Relu")  # four 16-channel steps
+    return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 1
+
+
 CASES = [
     ("3d-16to16-prelu-residual", residual_3d),
     ("3d-32to8-leaky", narrow_3d),
@@ -91,6 +110,8 @@ CASES = [
     ("2d-16to16-relu", relu_2d),
     ("2d-48to16", wide_2d),
     ("2d-concat-slice", concat_2d),
+    ("2d-32to32-instance-norm", norm_2d),
+    ("2d-64to32-relu", wide32_2d),
 ]
 IDS = [c[0] for c in CASES]
 

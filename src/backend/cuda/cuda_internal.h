@@ -418,7 +418,8 @@ sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken);
 /* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
-/* cuda_conv_mma.c: 3x3(x3) stride-1 Conv, <= 16 output channels, tensor cores; *taken false: cuDNN's turn */
+/* cuda_conv_mma.c: 3x3(x3) stride-1 Conv, <= 32 output channels (16 in 3-D), tensor cores; *taken false:
+ * cuDNN's turn */
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
 sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);

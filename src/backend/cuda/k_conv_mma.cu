@@ -17,8 +17,9 @@
 
 #define CM_THREADS 128
 #define CM_TP 128 // output positions per tile: 32 per warp
-#define CM_MAX_K 16 // two n8 blocks: the builder asks for no more, and each
+#define CM_MAX_K 32 // four n8 blocks: the builder asks for no more, and each
                     // instantiation unrolls every tap
+#define CM_MAX_K_3D 16 // in 3-D, 27 unrolled taps of four n8 blocks spill registers
 #define CM_SMEM_MAX (100 * 1024) // opted in at launch
 #define CM_BLOCKS_PER_SM 4
 
@@ -48,6 +49,8 @@ struct cmgeom {
     sgk_act act;
     float alpha;
     bool ypair, zpair; // two channels as one vector store / load
+    bool staged;       // results out through shared memory (see conv_mma)
+    bool stage_own;    // the staging tile has its own space (it does not fit in a halo buffer)
 };
 
 // A 16-byte copy from global to shared memory that does not wait; zeros
@@ -124,16 +127,17 @@ __device__ __forceinline__ ll out_offset(const cmgeom &g, int r, int n, int o0, 
 }
 
 // Channels c and c + 1 of one output position (at yo; its residual at zo):
-// bias, activation, residual, one rounding to y's dtype.
+// bias (bz, of the two channels), activation, residual, one rounding to
+// y's dtype.
 template <int XT>
-__device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void *z, const float *bias, ll yo, ll zo,
+__device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void *z, const float *bz, ll yo, ll zo,
                                            int c, float v0, float v1)
 {
     typedef typename mma_elem<XT>::type T;
     if (yo < 0)
         return;
-    v0 = act_apply(v0 + (bias ? bias[c] : 0.0f), g.act, g.alpha);
-    v1 = act_apply(v1 + (bias ? bias[c + 1] : 0.0f), g.act, g.alpha);
+    v0 = act_apply(v0 + bz[0], g.act, g.alpha);
+    v1 = act_apply(v1 + bz[1], g.act, g.alpha);
     if (z) {
         if (g.zpair) {
             float2 f = XT == SEGRT_DTYPE_BFLOAT16 ? __bfloat1622float2(*(const __nv_bfloat162 *)((const T *)z + zo + c))
@@ -158,9 +162,28 @@ __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void 
     }
 }
 
-// KS: C / 16 where it is 1 (the taps then unroll completely), else 0 (a
-// loop over the 16-channel slices).
-template <int XT, int NT, bool D3, int KS>
+// Stores the block's 128 x K results from the staging tile osh (rows of
+// ldo elements, already biased, activated and rounded) with 16-byte
+// stores: whole positions at a time, where the accumulators' fragment
+// layout would give each lane 4-byte pieces of eight positions.
+template <bool D3, int NT, typename T>
+__device__ __forceinline__ void store_staged(const cmgeom &g, T *y, const T *osh, int ldo, int n, int o0, int o1,
+                                             int o2)
+{
+#pragma unroll
+    for (int q = threadIdx.x; q < CM_TP * NT; q += CM_THREADS) {
+        const int r = q / NT, cv = q % NT;
+        const ll yo = out_offset<D3>(g, r, n, o0, o1, o2, false);
+        if (yo >= 0)
+            *(uint4 *)(y + yo + cv * 8) = *(const uint4 *)(osh + r * ldo + cv * 8);
+    }
+}
+
+// KS: C / 16 where it is 1, 2 or 4 (the taps then unroll completely), else 0
+// (a loop over the 16-channel slices). STAGED: the results go out through
+// shared memory (g.staged: no residual, y of x's dtype with 16-byte
+// positions), else straight from the accumulators.
+template <int XT, int NT, bool D3, int KS, bool STAGED>
 __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     conv_mma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
              const float *__restrict__ bias, const void *__restrict__ z, cmgeom g)
@@ -170,6 +193,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     extern __shared__ __align__(128) unsigned char smem[];
     T *wsh = (T *)smem;                   // [tap][K][ldw]
     T *xsh0 = wsh + S::taps * g.K * g.ldw; // two of [halo position][ldx]
+    T *osh_own = xsh0 + 2 * S::halo * g.ldx; // the staging tile, where it has its own space
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     // Four weights a load (C is a multiple of 16), several loads in flight.
@@ -181,6 +205,14 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
         d[1] = mma_round<XT>(v.y);
         d[2] = mma_round<XT>(v.z);
         d[3] = mma_round<XT>(v.w);
+    }
+    // This lane's output channels' biases, read once.
+    float bz[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int c = nt * 8 + 2 * t4;
+        bz[nt][0] = bias ? bias[c] : 0.0f;
+        bz[nt][1] = bias ? bias[c + 1] : 0.0f;
     }
     // This lane's ldmatrix row in each of the warp's two 16-position
     // blocks, as a halo index at tap (0, 0, 0).
@@ -252,18 +284,46 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
         // Lane (grp, t4) holds rows grp and grp + 8 of each block, channels
         // 2 t4 and 2 t4 + 1 of each n8 block (every index below is a
         // constant once unrolled, so the accumulators stay in registers).
+        if constexpr (STAGED) {
+            // Staged in this tile's halo buffer where it fits (read: the
+            // barrier above), else in its own space.
+            T *osh = g.stage_own ? osh_own : xsh;
+            const int ldo = NT * 8 + 8;
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++) {
-            const int r = warp * 32 + mt * 16 + grp;
-            const ll o_lo = out_offset<D3>(g, r, n, o0, o1, o2, false);
-            const ll o_hi = out_offset<D3>(g, r + 8, n, o0, o1, o2, false);
-            const ll z_lo = z ? out_offset<D3>(g, r, n, o0, o1, o2, true) : 0;
-            const ll z_hi = z ? out_offset<D3>(g, r + 8, n, o0, o1, o2, true) : 0;
+            for (int mt = 0; mt < 2; mt++) {
+                const int r = warp * 32 + mt * 16 + grp;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int c = nt * 8 + 2 * t4;
-                store_pair<XT>(g, y, z, bias, o_lo, z_lo, c, acc[mt][nt][0], acc[mt][nt][1]);
-                store_pair<XT>(g, y, z, bias, o_hi, z_hi, c, acc[mt][nt][2], acc[mt][nt][3]);
+                for (int nt = 0; nt < NT; nt++) {
+                    const int c = nt * 8 + 2 * t4;
+#pragma unroll
+                    for (int half = 0; half < 2; half++) {
+                        const float v0 = act_apply(acc[mt][nt][2 * half] + bz[nt][0], g.act, g.alpha);
+                        const float v1 = act_apply(acc[mt][nt][2 * half + 1] + bz[nt][1], g.act, g.alpha);
+                        T *o = osh + (r + 8 * half) * ldo + c;
+                        if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+                            *(__nv_bfloat162 *)o = __floats2bfloat162_rn(v0, v1);
+                        else
+                            *(__half2 *)o = __floats2half2_rn(v0, v1);
+                    }
+                }
+            }
+            __syncthreads();
+            store_staged<D3, NT>(g, (T *)y, osh, ldo, n, o0, o1, o2);
+            __syncthreads(); // the staging tile is read: the next iteration may refill it
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                const int r = warp * 32 + mt * 16 + grp;
+                const ll o_lo = out_offset<D3>(g, r, n, o0, o1, o2, false);
+                const ll o_hi = out_offset<D3>(g, r + 8, n, o0, o1, o2, false);
+                const ll z_lo = z ? out_offset<D3>(g, r, n, o0, o1, o2, true) : 0;
+                const ll z_hi = z ? out_offset<D3>(g, r + 8, n, o0, o1, o2, true) : 0;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int c = nt * 8 + 2 * t4;
+                    store_pair<XT>(g, y, z, bz[nt], o_lo, z_lo, c, acc[mt][nt][0], acc[mt][nt][1]);
+                    store_pair<XT>(g, y, z, bz[nt], o_hi, z_hi, c, acc[mt][nt][2], acc[mt][nt][3]);
+                }
             }
         }
     }
@@ -293,7 +353,8 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     int nsp = p->n_spatial;
     if ((nsp != 2 && nsp != 3) || x->rank != nsp + 2 || y->rank != nsp + 2 ||
         (x->dtype != SEGRT_DTYPE_FLOAT16 && x->dtype != SEGRT_DTYPE_BFLOAT16) || !cm_float(y->dtype) ||
-        p->C < 16 || p->C % 16 != 0 || p->K < 8 || p->K % 8 != 0 || p->K > CM_MAX_K || x->dims[1] != p->C ||
+        p->C < 16 || p->C % 16 != 0 || (p->K != 8 && p->K != 16 && p->K != 32) ||
+        p->K > (nsp == 3 ? CM_MAX_K_3D : CM_MAX_K) || x->dims[1] != p->C ||
         y->dims[1] != p->K || x->dims[0] != y->dims[0] || x->dims[0] < 1 || x->dims[0] > INT32_MAX ||
         (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU))
         return false;
@@ -335,7 +396,14 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->C = p->C;
     g->K = p->K;
     g->ldx = g->ldw = p->C + 8;
-    size_t need = 2 * ((size_t)taps * g->K * g->ldw + 2 * (size_t)halo * g->ldx);
+    // Staged stores need whole 16-byte positions of x's dtype in y.
+    g->staged = !z && y->dtype == x->dtype && y->strides[1] == 1 && (!y->data || aligned16(y->data));
+    for (int i = 0; i < y->rank; i++)
+        if (i != 1 && y->strides[i] % 8 != 0)
+            g->staged = false;
+    const size_t stage = (size_t)CM_TP * (g->K + 8);
+    g->stage_own = g->staged && stage > (size_t)halo * g->ldx;
+    size_t need = 2 * ((size_t)taps * g->K * g->ldw + 2 * (size_t)halo * g->ldx + (g->stage_own ? stage : 0));
     if (need > CM_SMEM_MAX)
         return false;
     g->xn = x->strides[0];
@@ -347,44 +415,67 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->zt = z ? z->dtype : SEGRT_DTYPE_FLOAT32;
     g->act = p->act;
     g->alpha = p->act_alpha;
+
     g->ypair = pair_ok(y);
     g->zpair = z && z->dtype == x->dtype && pair_ok(z);
     *smem = need;
     return true;
 }
 
-template <int XT, int NT, bool D3, int KS>
-static segrt_status launch(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y, const sgk_view *x,
-                           const float *w, const float *bias, const sgk_view *z, const cmgeom &g)
+// The kernel's arguments past the launch configuration.
+struct cmargs {
+    const sgk_view *y, *x, *z;
+    const float *w, *bias;
+};
+
+template <int XT, int NT, bool D3, int KS, bool STAGED>
+static segrt_status launch(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(conv_mma<XT, NT, D3, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) !=
-        cudaSuccess)
+    if (cudaFuncSetAttribute(conv_mma<XT, NT, D3, KS, STAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             CM_SMEM_MAX) != cudaSuccess)
         return launched("conv_mma (shared memory)");
-    conv_mma<XT, NT, D3, KS><<<grid, CM_THREADS, smem, stream>>>(x->data, y->data, w, bias, z ? z->data : NULL, g);
+    conv_mma<XT, NT, D3, KS, STAGED><<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias,
+                                                                        a.z ? a.z->data : NULL, g);
     return launched("conv_mma");
 }
 
-template <int XT, int NT>
-static segrt_status launch_shape(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y,
-                                 const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
-                                 const cmgeom &g)
+template <int XT, int NT, bool D3, bool STAGED>
+static segrt_status launch_ks(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
-    if (g.d3)
-        return g.C == 16 ? launch<XT, NT, true, 1>(stream, grid, smem, y, x, w, bias, z, g)
-                         : launch<XT, NT, true, 0>(stream, grid, smem, y, x, w, bias, z, g);
-    return g.C == 16 ? launch<XT, NT, false, 1>(stream, grid, smem, y, x, w, bias, z, g)
-                     : launch<XT, NT, false, 0>(stream, grid, smem, y, x, w, bias, z, g);
+    switch (g.C) {
+    case 16: return launch<XT, NT, D3, 1, STAGED>(stream, grid, smem, a, g);
+    case 32: return launch<XT, NT, D3, 2, STAGED>(stream, grid, smem, a, g);
+    case 64:
+        // (A 3-D layer of 64 input channels does not fit in shared memory.)
+        if constexpr (!D3)
+            return launch<XT, NT, D3, 4, STAGED>(stream, grid, smem, a, g);
+        [[fallthrough]];
+    default: return launch<XT, NT, D3, 0, STAGED>(stream, grid, smem, a, g);
+    }
+}
+
+template <int XT, int NT>
+static segrt_status launch_shape(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
+{
+    if constexpr (NT * 8 <= CM_MAX_K_3D) {
+        if (g.d3)
+            return g.staged ? launch_ks<XT, NT, true, true>(stream, grid, smem, a, g)
+                            : launch_ks<XT, NT, true, false>(stream, grid, smem, a, g);
+    }
+    return g.staged ? launch_ks<XT, NT, false, true>(stream, grid, smem, a, g)
+                    : launch_ks<XT, NT, false, false>(stream, grid, smem, a, g);
 }
 
 template <int XT>
-static segrt_status launch_k(cudaStream_t stream, unsigned grid, size_t smem, const sgk_view *y, const sgk_view *x,
-                             const float *w, const float *bias, const sgk_view *z, const cmgeom &g)
+static segrt_status launch_k(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
-    if (g.K == 8)
-        return launch_shape<XT, 1>(stream, grid, smem, y, x, w, bias, z, g);
-    return launch_shape<XT, 2>(stream, grid, smem, y, x, w, bias, z, g);
+    switch (g.K) {
+    case 8: return launch_shape<XT, 1>(stream, grid, smem, a, g);
+    case 16: return launch_shape<XT, 2>(stream, grid, smem, a, g);
+    default: return launch_shape<XT, 4>(stream, grid, smem, a, g);
+    }
 }
 
 extern "C" bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
@@ -409,7 +500,8 @@ extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_par
     per_sm = per_sm < 1 ? 1 : per_sm > CM_BLOCKS_PER_SM ? CM_BLOCKS_PER_SM : per_sm;
     ll cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
     unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);
+    const cmargs a = {y, x, z, w, bias};
     if (x->dtype == SEGRT_DTYPE_BFLOAT16)
-        return launch_k<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, y, x, w, bias, z, g);
-    return launch_k<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, z, g);
+        return launch_k<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, a, g);
+    return launch_k<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, a, g);
 }

@@ -14,12 +14,17 @@
  * positions through every tap and 16-channel slice with mma.sync m16n8k16
  * (float32 accumulation). The epilogue adds the bias, applies the
  * activation, adds a residual (a following Add, MONAI's residual unit) and
- * stores through any view, so the output can be a Concat's slice.
+ * stores through any view, so the output can be a Concat's slice. Without
+ * a residual, and where y has x's dtype and 16-byte positions, the results
+ * go through shared memory and leave as whole positions in 16-byte stores:
+ * with the biases held in registers and every 16-channel slice unrolled,
+ * BasicUNet's 2-D 32 -> 32 layers at 512^2 (batch 16) went from 0.67 to
+ * 0.33 ms on an H100 (cuDNN: 0.41).
  *
  * x is [N, C, (D,) H, W] float16 or bfloat16 with channels contiguous
  * (channels-last, or a slice of a channels-last buffer), C a multiple of 16;
  * y (and the residual z) [N, K, (D,) H, W] of any float dtype and strides;
- * K 8 or 16. The weights are float32 in [tap][K][C]
+ * K 8, 16 or 32 (16 at most in 3-D). The weights are float32 in [tap][K][C]
  * order, taps with the last spatial axis fastest (the caller reorders
  * ONNX's [K, C, k...]); bias (NULL: none) is K float32 values.
  * y = act(x * w + bias) + z, rounded once to y's dtype. Deterministic. */
