@@ -7,7 +7,9 @@ padding 1.
 Generated models; each feeds the layer from a first convolution (1 or 3
 channels -> C, so the layer reads a channels-last 16-bit tensor as in a
 real network), at sizes that leave partial tiles (4x4x8 in 3-D, 8x16 in
-2-D):
+2-D). Where C is 8, 16 or 32 (16 in 3-D), that first layer runs on the
+kernel too, from a copy of the input padded to 16 channels (as an image's
+first layer does), and counts in the expected steps:
 
   - 3-D 16 -> 16 with bias, single-slope PRelu and a residual Add (MONAI's
     residual unit, unet3d_spleen's Conv_132 and Conv_146);
@@ -48,7 +50,7 @@ def residual_3d(seed):
     h = first(net, 16, 3)
     y = net.node("Add", [net.act(net.conv(h, 16, [3] * 3, pads=[1] * 6), "PRelu"), h], net.shape[h])
     out = net.conv(y, 2, [1] * 3)
-    return net.model([out]), {"x": net.x}, 1
+    return net.model([out]), {"x": net.x}, 2
 
 
 def narrow_3d(seed):
@@ -62,14 +64,14 @@ def output_3d(seed):
     net = UNetNet(seed, [2, 1, 5, 6, 9])
     h = first(net, 16, 3)
     y = net.conv(h, 16, [3] * 3, pads=[1] * 6)
-    return net.model([y]), {"x": net.x}, 1
+    return net.model([y]), {"x": net.x}, 2
 
 
 def relu_2d(seed):
     net = UNetNet(seed, [2, 3, 19, 33])
     h = first(net, 16, 2)
     y = net.act(net.conv(h, 16, [3, 3], pads=[1] * 4), "Relu")
-    return net.model([net.conv(y, 3, [1, 1])]), {"x": net.x}, 1
+    return net.model([net.conv(y, 3, [1, 1])]), {"x": net.x}, 2
 
 
 def wide_2d(seed):
@@ -85,7 +87,7 @@ def concat_2d(seed):
     skip = net.act(net.instance_norm(net.conv("x", 16, [3, 3], pads=[1] * 4)), "LeakyRelu")
     h = net.act(net.conv(skip, 16, [3, 3], pads=[1] * 4), "LeakyRelu")
     y = net.conv(net.concat(skip, h), 8, [3, 3], pads=[1] * 4)  # 32 -> 8: the kernel's too
-    return net.model([y]), {"x": net.x}, 2
+    return net.model([y]), {"x": net.x}, 3
 
 
 def norm_2d(seed):
@@ -93,7 +95,7 @@ def norm_2d(seed):
     net = UNetNet(seed, [2, 3, 20, 37])
     h = first(net, 32, 2)
     y = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
-    return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 1
+    return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 2
 
 
 def wide32_2d(seed):

@@ -794,8 +794,7 @@ static sg_status pad_run(const cuda_step *s, cuda_run *r)
     return sgk_pad_channels(r->stream, &y, &x);
 }
 
-/* Node n's input copied into a new channels-last tensor of `to` channels. */
-static sg_status padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out)
+sg_status cuda_conv_padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out)
 {
     int32_t xt = cuda_value(p, n->inputs[0]);
     int64_t dims[SEGRT_MAX_RANK];
@@ -885,7 +884,7 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
 
     int32_t xt, wt, bt = -1, outt;
     if (pad_to > 0) {
-        SG_TRY(padded_input(p, n, pad_to, io, &xt));
+        SG_TRY(cuda_conv_padded_input(p, n, pad_to, io, &xt));
         SG_TRY(cuda_const_padded(p, n->inputs[1], io, CUDA_LAYOUT_CHANNELS_LAST, 1, pad_to, &wt));
     } else {
         SG_TRY(input_as(p, n, n->inputs[0], io, CUDA_LAYOUT_CHANNELS_LAST, &xt));

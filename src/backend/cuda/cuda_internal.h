@@ -414,6 +414,11 @@ sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
 /* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
 sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
+/* Node n's input copied into a new channels-last tensor of dtype io with
+ * `to` channels, zeros after its own (cuda_conv.c): a convolution over an
+ * image's few channels then runs on tensor cores, with zero weights for
+ * the added channels. */
+sg_status cuda_conv_padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out);
 /* cuda_conv_small.c: the direct kernel for <= 4 output channels; *taken false: cuDNN's turn */
 sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken);
 /* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
