@@ -415,7 +415,6 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->zt = z ? z->dtype : SEGRT_DTYPE_FLOAT32;
     g->act = p->act;
     g->alpha = p->act_alpha;
-
     g->ypair = pair_ok(y);
     g->zpair = z && z->dtype == x->dtype && pair_ok(z);
     *smem = need;
@@ -459,10 +458,12 @@ static segrt_status launch_ks(cudaStream_t stream, unsigned grid, size_t smem, c
 template <int XT, int NT>
 static segrt_status launch_shape(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
-    if constexpr (NT * 8 <= CM_MAX_K_3D) {
-        if (g.d3)
+    if (g.d3) {
+        // (cm_plan keeps 3-D layers at CM_MAX_K_3D channels.)
+        if constexpr (NT * 8 <= CM_MAX_K_3D)
             return g.staged ? launch_ks<XT, NT, true, true>(stream, grid, smem, a, g)
                             : launch_ks<XT, NT, true, false>(stream, grid, smem, a, g);
+        return sg_error(SEGRT_ERROR_INTERNAL, "3x3x3 tensor-core convolution: %d output channels", g.K);
     }
     return g.staged ? launch_ks<XT, NT, false, true>(stream, grid, smem, a, g)
                     : launch_ks<XT, NT, false, false>(stream, grid, smem, a, g);
