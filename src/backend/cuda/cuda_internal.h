@@ -167,6 +167,15 @@ typedef struct cuda_choice {
     size_t size;
 } cuda_choice;
 
+/* Statistics a step writes beside its output tensor `of` (a convolution's
+ * epilogue, cuda_conv_mma.c): per (sample, channel, tile of grid) a float32
+ * (mean, M2) pair in tensor `part`, for the normalisation that alone reads
+ * `of` (cuda_build_norm.c), which then skips its own pass over it. */
+typedef struct cuda_tile_stats {
+    int32_t of, part;
+    sgk_tile_grid grid;
+} cuda_tile_stats;
+
 /* The plan ------------------------------------------------------------------ */
 
 struct sg_cuda_plan {
@@ -193,6 +202,8 @@ struct sg_cuda_plan {
     cuda_choice *choices;    /* recorded while building */
     const sg_cuda_plan *given;/* while building: choices to reuse (from a plan file), or NULL */
     int32_t n_choices, cap_choices;
+    cuda_tile_stats *tile_stats;
+    int32_t n_tile_stats, cap_tile_stats;
     bool has_fallback;
     /* Valid while the plan is built (NULL afterwards): handles for
      * searching and checking cuDNN/cuBLASLt configurations. */
@@ -366,6 +377,11 @@ sg_status cuda_conv_args_make(sg_cuda_plan *p, const sg_node *n, int32_t x, int3
  * the views they have at run time (y may become a slice of a
  * concatenation or the caller's output buffer). */
 uint64_t cuda_conv_args_views(const cuda_conv_args *a);
+
+/* Records that tensor `part` holds per-tile statistics of tensor `of`;
+ * the statistics recorded for tensor `of`, or NULL. */
+sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid);
+const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of);
 
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);

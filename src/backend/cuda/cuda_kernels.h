@@ -217,6 +217,31 @@ segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_vi
                             const float *scale, const float *bias, int64_t groups, float eps,
                             sgk_act act, float act_alpha, void *scratch);
 
+/* Tiles over the spatial dims of an [N, C, spatial...] tensor (1 to 3
+ * spatial dims, aligned right: dims[0] is 1 in 2-D), the last fastest:
+ * ceil(dims[a] / tile[a]) tiles along axis a, those at the ends cut to the
+ * image. A producer that has a tile's values at hand (a convolution's
+ * epilogue) writes its statistics, so a following normalisation need not
+ * read the tensor once more to make them. */
+typedef struct sgk_tile_grid {
+    int32_t dims[3];
+    int32_t tile[3];
+} sgk_tile_grid;
+
+/* Tiles per sample. */
+int64_t sgk_tile_grid_tiles(const sgk_tile_grid *grid);
+
+/* Group normalisation as sgk_group_norm, from per-tile statistics instead
+ * of a pass over x: part[(n * C + c) * T + t] holds the float32 (mean, M2)
+ * of channel c over the positions of tile t (of T = sgk_tile_grid_tiles)
+ * in sample n, as a producer wrote them; only the combination and the
+ * application run. scratch: sgk_group_norm_partials_scratch() bytes. */
+size_t sgk_group_norm_partials_scratch(const sgk_view *x);
+segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_view *y, const sgk_view *x,
+                                     const float *scale, const float *bias, int64_t groups, float eps,
+                                     sgk_act act, float act_alpha, const float *part,
+                                     const sgk_tile_grid *grid, void *scratch);
+
 /* LayerNormalization: statistics over dims [axis, rank) of x for each
  * index of dims [0, axis); y = (x - mean) * inv_std * scale + bias where
  * scale and bias are views of x's rank broadcast over [0, axis) (bias.data

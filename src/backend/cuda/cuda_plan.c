@@ -365,6 +365,21 @@ sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, co
     return choice_add(p, k, data, size);
 }
 
+sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid)
+{
+    SG_TRY(sg_grow((void **)&p->tile_stats, &p->cap_tile_stats, p->n_tile_stats + 1, sizeof *p->tile_stats));
+    p->tile_stats[p->n_tile_stats++] = (cuda_tile_stats){of, part, *grid};
+    return SEGRT_OK;
+}
+
+const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of)
+{
+    for (int32_t i = 0; i < p->n_tile_stats; i++)
+        if (p->tile_stats[i].of == of)
+            return &p->tile_stats[i];
+    return NULL;
+}
+
 int32_t sg_cuda_plan_choice_count(const sg_cuda_plan *p) { return p->n_choices; }
 
 void sg_cuda_plan_choice(const sg_cuda_plan *p, int32_t i, const char **key, const void **data, size_t *size)
@@ -719,6 +734,7 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
         free(p->choices[i].data);
     }
     free(p->choices);
+    free(p->tile_stats);
     free(p->steps);
     free(p->tensors);
     free(p->conv);

@@ -27,7 +27,14 @@
  * K 8, 16 or 32 (16 at most in 3-D). The weights are float32 in [tap][K][C]
  * order, taps with the last spatial axis fastest (the caller reorders
  * ONNX's [K, C, k...]); bias (NULL: none) is K float32 values.
- * y = act(x * w + bias) + z, rounded once to y's dtype. Deterministic. */
+ * y = act(x * w + bias) + z, rounded once to y's dtype. Deterministic.
+ *
+ * With p->stats (no residual, y staged as above), the epilogue also writes
+ * each tile's per-channel (mean, M2) of its float32 results (before the
+ * rounding to y's dtype), for a normalisation that alone reads y
+ * (sgk_group_norm_partials): the statistics come from values already in
+ * registers, where the norm's own pass would read y from device memory
+ * once more. */
 #ifndef SG_BACKEND_CUDA_K_CONV_MMA_H
 #define SG_BACKEND_CUDA_K_CONV_MMA_H
 
@@ -43,19 +50,26 @@ typedef struct sgk_conv_mma_params {
     sgk_act act;
     float act_alpha;
     int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
+    bool stats;        /* also write per-tile statistics of y (see above) */
 } sgk_conv_mma_params;
 
 /* Whether the kernel takes this layer: dims that match (y's spatial dims
  * equal x's), dtypes and channel counts as above, x's channels contiguous
  * with 16-byte aligned positions, weights and two tiles that fit in 100 KB of
- * shared memory. z may be NULL (no residual). Data pointers may be NULL (a
+ * shared memory; with p->stats, no residual and a staged y. z may be NULL
+ * (no residual). Data pointers may be NULL (a
  * builder asks before memory exists). */
 bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z);
 
+/* The tiles the statistics are written over (p->stats): y's spatial dims
+ * and the kernel's tile shape. */
+void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_view *y, sgk_tile_grid *grid);
+
 /* Enqueues the layer; UNSUPPORTED (with a message) where
- * sgk_conv_mma_fits says no. */
+ * sgk_conv_mma_fits says no. stats: with p->stats, float32 device memory
+ * for N * K * sgk_tile_grid_tiles() (mean, M2) pairs. */
 segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
-                          const float *w, const float *bias, const sgk_view *z);
+                          const float *w, const float *bias, const sgk_view *z, float *stats);
 
 #ifdef __cplusplus
 }

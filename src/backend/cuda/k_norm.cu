@@ -754,6 +754,22 @@ static segrt_status gn_apply_any(cudaStream_t stream, const sgk_view *y, const s
     }
 }
 
+// The application: vectorized where v and y allow it (v.kind GNV_NONE:
+// never), else the general kernels.
+static segrt_status gn_apply_best(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
+                                  const gnvec &v, const float4 *ab, sgk_act act, float act_alpha)
+{
+    if (gnv_apply_ok(&v, &g, x, y)) {
+        switch (x->dtype) {
+        case SEGRT_DTYPE_FLOAT16: return gnv_apply_launch<SEGRT_DTYPE_FLOAT16>(stream, y, x, g, v, ab, act, act_alpha);
+        case SEGRT_DTYPE_BFLOAT16:
+            return gnv_apply_launch<SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, v, ab, act, act_alpha);
+        default: return gnv_apply_launch<SEGRT_DTYPE_FLOAT32>(stream, y, x, g, v, ab, act, act_alpha);
+        }
+    }
+    return gn_apply_any(stream, y, x, g, ab, act, act_alpha);
+}
+
 // The vectorized statistics (v.kind set, x aligned), the combination on
 // their tiling, then the vectorized application where y allows it.
 static segrt_status gnv_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
@@ -774,15 +790,7 @@ static segrt_status gnv_launch(cudaStream_t stream, const sgk_view *y, const sgk
     gn_combine<<<(unsigned)ceil_div(g.N * g.groups, 8), 256, 0, stream>>>(gc, part, scale, bias, (double)eps, ab);
     if ((s = launched("gn_combine")) != SEGRT_OK)
         return s;
-    if (gnv_apply_ok(&v, &g, x, y)) {
-        switch (x->dtype) {
-        case SEGRT_DTYPE_FLOAT16: return gnv_apply_launch<SEGRT_DTYPE_FLOAT16>(stream, y, x, g, v, ab, act, act_alpha);
-        case SEGRT_DTYPE_BFLOAT16:
-            return gnv_apply_launch<SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, v, ab, act, act_alpha);
-        default: return gnv_apply_launch<SEGRT_DTYPE_FLOAT32>(stream, y, x, g, v, ab, act, act_alpha);
-        }
-    }
-    return gn_apply_any(stream, y, x, g, ab, act, act_alpha);
+    return gn_apply_best(stream, y, x, g, v, ab, act, act_alpha);
 }
 
 extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *scale,
@@ -821,6 +829,141 @@ extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, c
     if ((s = launched("gn_combine")) != SEGRT_OK)
         return s;
     return gn_apply_any(stream, y, x, g, ab, act, act_alpha);
+}
+
+// From a producer's per-tile statistics ------------------------------------------------
+
+struct tgrid {
+    int dims[3], tile[3], nt[3];
+    ll T; // tiles per sample
+};
+
+static bool tgrid_make(const sgk_tile_grid *in, tgrid *t)
+{
+    t->T = 1;
+    for (int a = 0; a < 3; a++) {
+        if (in->dims[a] < 1 || in->tile[a] < 1)
+            return false;
+        t->dims[a] = in->dims[a];
+        t->tile[a] = in->tile[a];
+        t->nt[a] = (int)ceil_div(in->dims[a], in->tile[a]);
+        t->T *= t->nt[a];
+    }
+    return true;
+}
+
+extern "C" int64_t sgk_tile_grid_tiles(const sgk_tile_grid *grid)
+{
+    tgrid t;
+    return tgrid_make(grid, &t) ? t.T : 0;
+}
+
+// Positions of tile q (within a sample) inside the image.
+__device__ __forceinline__ double tgrid_count(const tgrid &t, ll q)
+{
+    double count = 1.0;
+    for (int a = 2; a >= 0; a--) {
+        const int i = (int)(q % t.nt[a]), left = t.dims[a] - i * t.tile[a];
+        q /= t.nt[a];
+        count *= (double)(left < t.tile[a] ? left : t.tile[a]);
+    }
+    return count;
+}
+
+#define GNT_THREADS 256
+
+// 2 on tile partials: a block per (n, group) merges the group's channels'
+// partials in double (a thread takes every GNT_THREADS-th, then a fixed
+// tree) and writes ab as gn_combine does.
+__global__ void __launch_bounds__(GNT_THREADS) gn_combine_tiles(gngeom g, tgrid tg, const float2 *part,
+                                                                const float *scale, const float *bias, double eps,
+                                                                float4 *ab)
+{
+    __shared__ dstat sh[GNT_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const ll n = blockIdx.x / g.groups, gi = blockIdx.x % g.groups, c0 = gi * g.cg;
+    const ll count = g.cg * tg.T;
+    dstat a = {0.0, 0.0, 0.0};
+    for (ll q = threadIdx.x; q < count; q += GNT_THREADS) {
+        const ll c = c0 + q / tg.T, t = q % tg.T;
+        const float2 pm = part[(n * g.C + c) * tg.T + t];
+        const dstat b = {tgrid_count(tg, t), (double)pm.x, (double)pm.y};
+        a = dstat_merge(a, b);
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+        dstat b;
+        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
+        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
+        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
+        a = dstat_merge(a, b);
+    }
+    if (lane == 0)
+        sh[warp] = a;
+    __syncthreads();
+    if (warp != 0)
+        return;
+    a = lane < GNT_THREADS / 32 ? sh[lane] : dstat{0.0, 0.0, 0.0};
+    for (int d = 16; d > 0; d >>= 1) {
+        dstat b;
+        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
+        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
+        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
+        a = dstat_merge(a, b);
+    }
+    const double mean = __shfl_sync(0xffffffffu, a.mean, 0);
+    const double var = __shfl_sync(0xffffffffu, a.n > 0.0 ? a.m2 / a.n : 0.0, 0);
+    const double inv = 1.0 / sqrt(var + eps);
+    const float hi = (float)mean, lo = (float)(mean - (double)hi);
+    for (ll k = lane; k < g.cg; k += 32) {
+        const ll c = c0 + k;
+        ab[n * g.C + c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
+    }
+}
+
+extern "C" size_t sgk_group_norm_partials_scratch(const sgk_view *x)
+{
+    return x->rank >= 2 ? (size_t)(x->dims[0] * x->dims[1]) * sizeof(float4) : 0;
+}
+
+extern "C" segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_view *y, const sgk_view *x,
+                                                const float *scale, const float *bias, int64_t groups, float eps,
+                                                sgk_act act, float act_alpha, const float *part,
+                                                const sgk_tile_grid *grid, void *scratch)
+{
+    if (!is_float(x->dtype) || !is_float(y->dtype) || y->rank != x->rank)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: unsupported views");
+    for (int d = 0; d < x->rank; d++)
+        if (x->dims[d] != y->dims[d])
+            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: output dims differ from the input's");
+    gngeom g;
+    tgrid tg;
+    if (!gn_plan(x, y, groups, &g) || !tgrid_make(grid, &tg) || x->rank > 5)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups for a view of rank %d",
+                        (long long)groups, x->rank);
+    // The grid must cover x's spatial dims exactly (aligned right).
+    ll S = 1;
+    for (int a = 0; a < 3; a++) {
+        const int d = x->rank - 3 + a;
+        const ll want = d >= 2 ? x->dims[d] : 1;
+        if (want != tg.dims[a])
+            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: tile grid does not match the input");
+        S *= want;
+    }
+    if (g.N * g.C * S == 0)
+        return SEGRT_OK;
+    if (g.N * g.groups > INT32_MAX)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups", (long long)(g.N * g.groups));
+    float4 *ab = (float4 *)scratch;
+    gn_combine_tiles<<<(unsigned)(g.N * g.groups), GNT_THREADS, 0, stream>>>(g, tg, (const float2 *)part, scale,
+                                                                            bias, (double)eps, ab);
+    segrt_status s = launched("gn_combine_tiles");
+    if (s != SEGRT_OK)
+        return s;
+    gnvec v;
+    gnv_plan(x, &g, &v);
+    if (!aligned16(x->data))
+        v.kind = GNV_NONE;
+    return gn_apply_best(stream, y, x, g, v, ab, act, act_alpha);
 }
 
 // Layer normalisation ---------------------------------------------------------------------
