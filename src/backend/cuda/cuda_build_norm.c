@@ -26,30 +26,23 @@ typedef struct gn_params {
     float eps;
     sgk_act act;
     float act_alpha;
-    sgk_tile_grid grid; /* gn_run_partials: the tiles of the producer's statistics */
+    bool from_stats;    /* the producer wrote x's per-tile statistics, over grid */
+    sgk_tile_grid grid;
 } gn_params;
 
+/* args: x, scale, bias, [the producer's per-tile statistics], y */
 static sg_status gn_run(const cuda_step *s, cuda_run *r)
 {
     const gn_params *gp = s->params;
     sgk_view x = cuda_view(r, s->args[0]);
     sgk_view scale = cuda_view(r, s->args[1]);
     sgk_view bias = cuda_view(r, s->args[2]);
-    sgk_view y = cuda_view(r, s->args[3]);
+    sgk_view y = cuda_view(r, s->args[s->n_args - 1]);
+    if (gp->from_stats)
+        return sgk_group_norm_partials(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act,
+                                       gp->act_alpha, r->ptr[s->args[3]], &gp->grid, r->scratch);
     return sgk_group_norm(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act, gp->act_alpha,
                           r->scratch);
-}
-
-/* args: x, scale, bias, the producer's per-tile statistics, y */
-static sg_status gn_run_partials(const cuda_step *s, cuda_run *r)
-{
-    const gn_params *gp = s->params;
-    sgk_view x = cuda_view(r, s->args[0]);
-    sgk_view scale = cuda_view(r, s->args[1]);
-    sgk_view bias = cuda_view(r, s->args[2]);
-    sgk_view y = cuda_view(r, s->args[4]);
-    return sgk_group_norm_partials(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act,
-                                   gp->act_alpha, r->ptr[s->args[3]], &gp->grid, r->scratch);
 }
 
 /* Scale or bias (input i) as a float32 tensor of c values: a constant is
@@ -159,8 +152,10 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     /* Where the producer wrote x's per-tile statistics (a convolution's
      * epilogue), only the combination and the application run. */
     const cuda_tile_stats *ts = cuda_tile_stats_find(p, args[0]);
-    if (ts)
+    if (ts) {
+        gp.from_stats = true;
         gp.grid = ts->grid;
+    }
     size_t scratch = ts ? sgk_group_norm_partials_scratch(&xg) : sgk_group_norm_scratch(&xg, groups);
     gn_params *params = sg_malloc(sizeof *params);
     if (!params)
@@ -171,7 +166,7 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     if (ts) {
         /* (Profiles print 22 characters of the name.) */
         int32_t pargs[5] = {args[0], args[1], args[2], ts->part, args[3]};
-        SG_TRY(cuda_step_new(p, n, "segrt norm from stats", gn_run_partials, pargs, 5, 1, params, NULL, &st));
+        SG_TRY(cuda_step_new(p, n, "segrt norm from stats", gn_run, pargs, 5, 1, params, NULL, &st));
         st->any_view = (uint64_t)1 << 4; /* y */
     } else {
         SG_TRY(cuda_step_new(p, n, group ? "segrt group norm" : "segrt instance norm", gn_run, args, 4, 1, params,

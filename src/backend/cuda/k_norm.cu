@@ -290,8 +290,36 @@ __device__ __forceinline__ dstat dstat_merge(dstat a, dstat b)
     return r;
 }
 
-// 2: a warp per (n, group); writes ab[n * C + c] = (mean_hi, mean_lo, a,
-// bias[c]) with a = scale[c] / std.
+// The warp's statistics merged into lane 0's, pairwise in a fixed order.
+__device__ __forceinline__ dstat dstat_warp_merge(dstat a)
+{
+    for (int d = 16; d > 0; d >>= 1) {
+        dstat b;
+        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
+        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
+        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
+        a = dstat_merge(a, b);
+    }
+    return a;
+}
+
+// From lane 0's statistics of group (n, channels c0 ..): ab[n * C + c] =
+// (mean_hi, mean_lo, a, bias[c]) with a = scale[c] / std. A whole warp.
+__device__ __forceinline__ void gn_write_ab(const gngeom &g, dstat a, ll n, ll c0, const float *scale,
+                                            const float *bias, double eps, float4 *ab)
+{
+    const int lane = threadIdx.x & 31;
+    const double mean = __shfl_sync(0xffffffffu, a.mean, 0);
+    const double var = __shfl_sync(0xffffffffu, a.n > 0.0 ? a.m2 / a.n : 0.0, 0);
+    const double inv = 1.0 / sqrt(var + eps);
+    const float hi = (float)mean, lo = (float)(mean - (double)hi);
+    for (ll k = lane; k < g.cg; k += 32) {
+        const ll c = c0 + k;
+        ab[n * g.C + c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
+    }
+}
+
+// 2: a warp per (n, group); writes ab (gn_write_ab).
 __global__ void gn_combine(gngeom g, const float2 *part, const float *scale, const float *bias, double eps,
                            float4 *ab)
 {
@@ -310,21 +338,7 @@ __global__ void gn_combine(gngeom g, const float2 *part, const float *scale, con
         dstat b = {(double)rows, (double)pm.x, (double)pm.y};
         a = dstat_merge(a, b);
     }
-    for (int d = 16; d > 0; d >>= 1) {
-        dstat b;
-        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
-        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
-        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
-        a = dstat_merge(a, b);
-    }
-    double mean = __shfl_sync(0xffffffffu, a.mean, 0);
-    double var = __shfl_sync(0xffffffffu, a.n > 0.0 ? a.m2 / a.n : 0.0, 0);
-    double inv = 1.0 / sqrt(var + eps);
-    float hi = (float)mean, lo = (float)(mean - (double)hi);
-    for (ll k = lane; k < g.cg; k += 32) {
-        ll c = c0 + k;
-        ab[n * g.C + c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
-    }
+    gn_write_ab(g, dstat_warp_merge(a), n, c0, scale, bias, eps, ab);
 }
 
 // y = act(((x - mean_hi) - mean_lo) * a + bias) for rows r0, r0 + step, ...
@@ -874,7 +888,8 @@ __device__ __forceinline__ double tgrid_count(const tgrid &t, ll q)
 
 // 2 on tile partials: a block per (n, group) merges the group's channels'
 // partials in double (a thread takes every GNT_THREADS-th, then a fixed
-// tree) and writes ab as gn_combine does.
+// tree) and writes ab (gn_write_ab). A block, not gn_combine's warp: a
+// convolution's tiles are small, so there are thousands per channel.
 __global__ void __launch_bounds__(GNT_THREADS) gn_combine_tiles(gngeom g, tgrid tg, const float2 *part,
                                                                 const float *scale, const float *bias, double eps,
                                                                 float4 *ab)
@@ -890,34 +905,14 @@ __global__ void __launch_bounds__(GNT_THREADS) gn_combine_tiles(gngeom g, tgrid 
         const dstat b = {tgrid_count(tg, t), (double)pm.x, (double)pm.y};
         a = dstat_merge(a, b);
     }
-    for (int d = 16; d > 0; d >>= 1) {
-        dstat b;
-        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
-        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
-        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
-        a = dstat_merge(a, b);
-    }
+    a = dstat_warp_merge(a);
     if (lane == 0)
         sh[warp] = a;
     __syncthreads();
     if (warp != 0)
         return;
     a = lane < GNT_THREADS / 32 ? sh[lane] : dstat{0.0, 0.0, 0.0};
-    for (int d = 16; d > 0; d >>= 1) {
-        dstat b;
-        b.n = __shfl_down_sync(0xffffffffu, a.n, d);
-        b.mean = __shfl_down_sync(0xffffffffu, a.mean, d);
-        b.m2 = __shfl_down_sync(0xffffffffu, a.m2, d);
-        a = dstat_merge(a, b);
-    }
-    const double mean = __shfl_sync(0xffffffffu, a.mean, 0);
-    const double var = __shfl_sync(0xffffffffu, a.n > 0.0 ? a.m2 / a.n : 0.0, 0);
-    const double inv = 1.0 / sqrt(var + eps);
-    const float hi = (float)mean, lo = (float)(mean - (double)hi);
-    for (ll k = lane; k < g.cg; k += 32) {
-        const ll c = c0 + k;
-        ab[n * g.C + c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
-    }
+    gn_write_ab(g, dstat_warp_merge(a), n, c0, scale, bias, eps, ab);
 }
 
 extern "C" size_t sgk_group_norm_partials_scratch(const sgk_view *x)
