@@ -208,8 +208,8 @@ def layer_model(spec, seed):
 
 
 def chain_spleen(seed, n=2, c0=4, side=6, nsp=3):
-    """UNet3D spleen's last layers, at a small size."""
-    net = Net(seed, [n, c0] + [side] * nsp)
+    """UNet3D spleen's last layers, at a small size (side: one extent or one per dim)."""
+    net = Net(seed, [n, c0] + (list(side) if isinstance(side, tuple) else [side] * nsp))
     h = net.act(net.conv("x", 32, [3] * nsp, pads=[1] * 2 * nsp), "PRelu")
     up = net.act(net.conv(h, 2, [3] * nsp, strides=[2] * nsp, pads=[1] * 2 * nsp, transposed=True,
                           opad=[1] * nsp), "PRelu")
@@ -271,6 +271,9 @@ CHAINS = [
     ("chain-residual-reused", lambda seed: chain_residual(seed, "reused")),
     ("chain-residual-broadcast", lambda seed: chain_residual(seed, "broadcast")),
     ("chain-spleen-3d", chain_spleen),
+    # The 2 -> 2 layer over several tiles along each dim (4 x 8 x 32),
+    # partial at the far ends: its tile staged a whole position a load.
+    ("chain-spleen-3d-tiles", lambda seed: chain_spleen(seed, n=1, c0=2, side=(5, 9, 19))),
     ("chain-spleen-2d", lambda seed: chain_spleen(seed, n=3, c0=3, side=9, nsp=2)),
     ("chain-conv16", chain_conv16),
     ("chain-conv12", chain_conv12),

@@ -253,12 +253,66 @@ struct ctgeom {
     int tz, ty, tx;        // input tile extents: TD + k0 - 1, CT_H + k1 - 1, CT_W + k2 - 1
     int tiles_d, tiles_h, tiles_w;
     fastdiv frow, fty, fc; // tx * C (a tile row's elements), ty, C
+    fastdiv ftx;           // tx
+    int pos_bytes;         // x's channels of a position as one aligned load of 2 to 16 bytes, or 0
 };
 
 // Tile elements each thread loads before it stores any: independent loads
 // in flight, where one at a time (a 2-byte load per lane, then a wait)
 // held the staging to a fraction of the memory's bandwidth.
 #define CT_LOADS 8
+
+// Stages the input tile a whole position at a time (t.pos_bytes = PB):
+// one load of the position's C contiguous channels, where the element
+// loop spent a load and three divisions on each channel. unet3d_spleen's
+// last layer (2 channels of float16: 4 bytes a position) spent most of its
+// instructions there.
+template <int XT, int PB>
+__device__ __forceinline__ void ct_stage_positions(const void *x, const ctgeom &t, ll xb, int d0, int h0, int w0,
+                                                   float *tile)
+{
+    const csgeom &g = t.g;
+    constexpr int ES = XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2;
+    const int plane = t.ty * t.tx, vol = t.tz * plane, total = vol;
+    for (int base = threadIdx.x; base < total; base += CS_THREADS * CT_LOADS) {
+        uint4 v[CT_LOADS];
+        int dst[CT_LOADS];
+#pragma unroll
+        for (int u = 0; u < CT_LOADS; u++) {
+            const int e = base + u * CS_THREADS;
+            v[u] = make_uint4(0, 0, 0, 0);
+            dst[u] = -1;
+            if (e >= total)
+                continue;
+            const int row = (int)fastdiv_div((uint32_t)e, t.ftx), ix = e - row * t.tx;
+            const int iz = (int)fastdiv_div((uint32_t)row, t.fty), iy = row - iz * t.ty;
+            const int i0 = d0 + iz - g.pb[0], i1 = h0 + iy - g.pb[1], i2 = w0 + ix - g.pb[2];
+            dst[u] = e;
+            if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2])
+                continue;
+            const char *at = (const char *)x + (xb + (ll)i0 * g.xs[0] + (ll)i1 * g.xs[1] + (ll)i2 * g.xs[2]) * ES;
+            if constexpr (PB == 2)
+                v[u].x = *(const unsigned short *)at;
+            else if constexpr (PB == 4)
+                v[u].x = *(const uint32_t *)at;
+            else if constexpr (PB == 8) {
+                const uint2 q = *(const uint2 *)at;
+                v[u].x = q.x;
+                v[u].y = q.y;
+            } else
+                v[u] = *(const uint4 *)at;
+        }
+#pragma unroll
+        for (int u = 0; u < CT_LOADS; u++)
+            if (dst[u] >= 0) {
+                float f[16 / ES];
+                vec16_unpack<XT>(v[u], f);
+#pragma unroll
+                for (int c = 0; c < PB / ES; c++)
+                    tile[c * vol + dst[u]] = f[c];
+            }
+    }
+}
 
 // CUBE3: the kernel is 3 x 3 x 3 (a 3-D UNet's), known at compile time:
 // the taps unroll into loads at fixed offsets, and each input plane is
@@ -293,7 +347,16 @@ __global__ void __launch_bounds__(CS_THREADS)
     // so that consecutive threads read consecutive addresses of a
     // channels-last row.
     const int plane = t.ty * t.tx, vol = t.tz * plane, row_len = t.tx * g.C;
-    const int total = t.tz * t.ty * row_len;
+    const int total = t.pos_bytes ? 0 : t.tz * t.ty * row_len;
+    if constexpr (XT != 0) {
+        switch (t.pos_bytes) {
+        case 2: ct_stage_positions<XT, 2>(x, t, xb, d0, h0, w0, tile); break;
+        case 4: ct_stage_positions<XT, 4>(x, t, xb, d0, h0, w0, tile); break;
+        case 8: ct_stage_positions<XT, 8>(x, t, xb, d0, h0, w0, tile); break;
+        case 16: ct_stage_positions<XT, 16>(x, t, xb, d0, h0, w0, tile); break;
+        default: break;
+        }
+    }
     for (int base = threadIdx.x; base < total; base += CS_THREADS * CT_LOADS) {
         float v[CT_LOADS];
         int dst[CT_LOADS];
@@ -429,6 +492,15 @@ segrt_status launch_tiled(cudaStream_t stream, const csgeom &g, int td, const sg
     t.frow = fastdiv_make((uint32_t)(t.tx * g.C));
     t.fty = fastdiv_make((uint32_t)t.ty);
     t.fc = fastdiv_make((uint32_t)g.C);
+    t.ftx = fastdiv_make((uint32_t)t.tx);
+    // Whole positions in one load: channels contiguous, 2 to 16 bytes a
+    // position, every position aligned to that size.
+    t.pos_bytes = 0;
+    const int es = XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2, pb = g.C * es;
+    if (XT != 0 && g.xc == 1 && (pb == 2 || pb == 4 || pb == 8 || pb == 16) &&
+        (uintptr_t)x->data % (uintptr_t)pb == 0 && (g.N == 1 || g.xn % g.C == 0) && g.xs[0] % g.C == 0 &&
+        g.xs[1] % g.C == 0 && g.xs[2] % g.C == 0)
+        t.pos_bytes = pb;
     ll blocks = (ll)t.tiles_d * t.tiles_h * t.tiles_w * g.N;
     size_t smem = tiled_smem(g, KP, td);
     const bool cube3 = g.k[0] == 3 && g.k[1] == 3 && g.k[2] == 3;
