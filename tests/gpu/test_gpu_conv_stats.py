@@ -24,10 +24,10 @@ back, and the two paths agree at fp16 and bf16 (PSNR >= 60 dB): they
 normalise the same stored values, with statistics of the results before
 and after their rounding to the plan's dtype."""
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import onnx
 import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine, run_engine_env
 from gpu_util import psnr

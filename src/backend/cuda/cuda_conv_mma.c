@@ -103,25 +103,26 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
            rn->inputs[0] == e->out_value;
 }
 
-/* Whether the kernel takes node n reading tensor xt, and its parameters
- * and epilogue if so; asks the kernel before anything touches the plan,
- * so a no leaves the node to cuDNN. An input of 1 to 15 channels (an
- * image) is read from a copy padded to 16 (*pad_to; 0 for none), as
+/* Whether the kernel takes node n reading tensor xt, and its parameters,
+ * epilogue and 16-bit dtype (*io) if so; asks the kernel before anything
+ * touches the plan, so a no leaves the node to cuDNN. An input of 1 to 15
+ * channels (an image) is read from a copy padded to 16 (*pad_to; 0 for
+ * none), as
  * cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32 at 512^2,
  * ran at 20 TFLOP/s in cuDNN. */
 static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_conv_mma_params *kp,
-                     cuda_kernel_epilogue *ep, int64_t *pad_to)
+                     cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
 {
     *pad_to = 0;
     cuda_math math = cuda_node_math(p, n);
     if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_env_off("SEGRT_CUDA_MMA_CONV") ||
         !mma_geometry(p, n, kp) || xt < 0)
         return false;
-    sg_dtype io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
+    *io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
     sgk_view xg = cuda_geometry_view(p, xt), yg, zg;
     if (kp->C < 16 && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
         sgk_view padded = xg;
-        padded.dtype = io;
+        padded.dtype = *io;
         padded.dims[1] = 16;
         cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, padded.rank, padded.dims, padded.strides);
         if (!sgk_pad_channels_fits(&padded, &xg))
@@ -129,7 +130,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_co
         xg = padded;
         kp->C = 16;
         *pad_to = 16;
-    } else if (p->tensors[xt].dtype != io) {
+    } else if (p->tensors[xt].dtype != *io) {
         /* Otherwise the input as the plan holds it: the kernel reads
          * channels-last 16-bit data, as the layer before has written it. */
         return false;
@@ -155,7 +156,8 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     cuda_kernel_epilogue ep;
     int32_t xt = cuda_value(p, n->inputs[0]);
     int64_t pad_to = 0;
-    if (!mma_plan(p, n, xt, &kp, &ep, &pad_to))
+    sg_dtype io;
+    if (!mma_plan(p, n, xt, &kp, &ep, &pad_to, &io))
         return SEGRT_OK;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
 
@@ -179,10 +181,7 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     free(mine);
     SG_TRY(s);
     if (pad_to)
-        SG_TRY(cuda_conv_padded_input(p, n, pad_to,
-                                      cuda_node_math(p, n) == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16
-                                                                             : SEGRT_DTYPE_BFLOAT16,
-                                      &xt));
+        SG_TRY(cuda_conv_padded_input(p, n, pad_to, io, &xt));
     cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
     cuda_conv_args a;
     SG_TRY(cuda_conv_args_make(p, n, xt, wt, "mma_b", kp.K, ep.z_tensor, ep.out_dtype, out_layout, &a));

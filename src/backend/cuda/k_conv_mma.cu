@@ -467,6 +467,14 @@ static bool pair_ok(const sgk_view *v)
     return true;
 }
 
+// A tile's output positions along D, H, W (cm_shape's, at run time).
+static void cm_tile_shape(bool d3, int t[3])
+{
+    t[0] = d3 ? cm_shape<true>::t0 : cm_shape<false>::t0;
+    t[1] = d3 ? cm_shape<true>::t1 : cm_shape<false>::t1;
+    t[2] = d3 ? cm_shape<true>::t2 : cm_shape<false>::t2;
+}
+
 static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z,
                     cmgeom *g, size_t *smem)
 {
@@ -502,9 +510,8 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         g->zs[a] = z && s >= 0 ? z->strides[2 + s] : 0;
     }
     g->d3 = nsp == 3;
-    const int t[3] = {g->d3 ? cm_shape<true>::t0 : cm_shape<false>::t0,
-                      g->d3 ? cm_shape<true>::t1 : cm_shape<false>::t1,
-                      g->d3 ? cm_shape<true>::t2 : cm_shape<false>::t2};
+    int t[3];
+    cm_tile_shape(g->d3, t);
     const int taps = g->d3 ? cm_shape<true>::taps : cm_shape<false>::taps;
     const int halo = g->d3 ? cm_shape<true>::halo : cm_shape<false>::halo;
     for (int a = 0; a < 3; a++) {
@@ -620,9 +627,8 @@ extern "C" bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *
 
 extern "C" void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_view *y, sgk_tile_grid *grid)
 {
-    const bool d3 = p->n_spatial == 3;
-    const int t[3] = {d3 ? cm_shape<true>::t0 : cm_shape<false>::t0, d3 ? cm_shape<true>::t1 : cm_shape<false>::t1,
-                      d3 ? cm_shape<true>::t2 : cm_shape<false>::t2};
+    int t[3];
+    cm_tile_shape(p->n_spatial == 3, t);
     for (int a = 0; a < 3; a++) {
         const int s = a - (3 - p->n_spatial);
         grid->dims[a] = s >= 0 ? (int32_t)y->dims[2 + s] : 1;

@@ -273,8 +273,8 @@ __device__ __forceinline__ void ct_stage_positions(const void *x, const ctgeom &
 {
     const csgeom &g = t.g;
     constexpr int ES = XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2;
-    const int plane = t.ty * t.tx, vol = t.tz * plane, total = vol;
-    for (int base = threadIdx.x; base < total; base += CS_THREADS * CT_LOADS) {
+    const int plane = t.ty * t.tx, vol = t.tz * plane;
+    for (int base = threadIdx.x; base < vol; base += CS_THREADS * CT_LOADS) {
         uint4 v[CT_LOADS];
         int dst[CT_LOADS];
 #pragma unroll
@@ -282,7 +282,7 @@ __device__ __forceinline__ void ct_stage_positions(const void *x, const ctgeom &
             const int e = base + u * CS_THREADS;
             v[u] = make_uint4(0, 0, 0, 0);
             dst[u] = -1;
-            if (e >= total)
+            if (e >= vol)
                 continue;
             const int row = (int)fastdiv_div((uint32_t)e, t.ftx), ix = e - row * t.tx;
             const int iz = (int)fastdiv_div((uint32_t)row, t.fty), iy = row - iz * t.ty;

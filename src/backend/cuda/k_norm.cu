@@ -936,15 +936,12 @@ extern "C" segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_v
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups for a view of rank %d",
                         (long long)groups, x->rank);
     // The grid must cover x's spatial dims exactly (aligned right).
-    ll S = 1;
     for (int a = 0; a < 3; a++) {
         const int d = x->rank - 3 + a;
-        const ll want = d >= 2 ? x->dims[d] : 1;
-        if (want != tg.dims[a])
+        if ((d >= 2 ? x->dims[d] : 1) != tg.dims[a])
             return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: tile grid does not match the input");
-        S *= want;
     }
-    if (g.N * g.C * S == 0)
+    if (g.N * g.C * g.S == 0)
         return SEGRT_OK;
     if (g.N * g.groups > INT32_MAX)
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups", (long long)(g.N * g.groups));
