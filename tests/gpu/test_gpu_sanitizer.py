@@ -1,5 +1,7 @@
 """The CUDA engine under NVIDIA's compute-sanitizer: one fp16 run of
-basicunet2d_tiny through the CLI under memcheck (out-of-bounds and
+basicunet2d_tiny, and one of a generated UNet3D spleen tail (its
+ConvTranspose on the kernel-3 tensor-core kernel, its last layers on the
+few-channel kernel), through the CLI under memcheck (out-of-bounds and
 misaligned device accesses, API errors) and under racecheck (shared-memory
 hazards in segrt's kernels). The build is untimed (--autotune 0): timing
 cuDNN's configurations under racecheck, which instruments every one of
@@ -12,11 +14,24 @@ import pathlib
 import shutil
 import subprocess
 
+import numpy as np
+import onnx
 import pytest
 
 from conftest import SEGRT
+from test_gpu_small_conv import chain_spleen
 
-NAME = "basicunet2d_tiny"
+NAMES = ["basicunet2d_tiny", "spleen-tail"]
+
+
+def model_files(name, models, tmp_path):
+    """The model and input files of `name`: shipped, or generated here."""
+    if name != "spleen-tail":
+        return models / f"{name}.onnx", models / f"{name}.in.npy"
+    m, feeds = chain_spleen(11, n=2, c0=3, side=(5, 9, 19))
+    onnx.save(m, str(tmp_path / "spleen_tail.onnx"))
+    np.save(tmp_path / "spleen_tail.in.npy", feeds["x"])
+    return tmp_path / "spleen_tail.onnx", tmp_path / "spleen_tail.in.npy"
 
 
 def sanitizer():
@@ -29,14 +44,16 @@ def sanitizer():
     return None
 
 
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-def test_compute_sanitizer(models, tmp_path, tool):
+def test_compute_sanitizer(models, tmp_path, tool, name):
     cs = sanitizer()
     if cs is None:
         pytest.skip("compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
     out = tmp_path / "out.npy"
-    cmd = [cs, "--tool", tool, "--error-exitcode", "9", SEGRT, "run", str(models / f"{NAME}.onnx"),
-           "--input", str(models / f"{NAME}.in.npy"), "--output", str(out), "--device", "cuda",
+    model, image = model_files(name, models, tmp_path)
+    cmd = [cs, "--tool", tool, "--error-exitcode", "9", SEGRT, "run", str(model),
+           "--input", str(image), "--output", str(out), "--device", "cuda",
            "--precision", "fp16", "--autotune", "0", "--no-cache", "-q"]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=540, env=env)

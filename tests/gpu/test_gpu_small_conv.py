@@ -28,7 +28,8 @@ the CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
 dtype) >= 45 dB at fp16 and >= 35 dB at bf16, as test_gpu_graphs.py holds
 its blocks. No step may fall back to the CPU.
 
-Also: a profile of the spleen tail shows both small layers on "segrt small
+Also: a profile of the spleen tail (with SEGRT_CUDA_UP_K3=0: at fp16 its
+ConvTranspose is the tensor-core kernel's) shows both small layers on "segrt small
 conv" -- the ConvTranspose on the phase-tiled variant ("... up"), the Conv
 on the tiled one -- so the paths are taken, not only correct; the same
 model built with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at
@@ -329,9 +330,15 @@ def test_small_chain(gpu, label, make):
     judge(label, m, feeds, CHAIN_PSNR_DB)
 
 
+# At fp16 and bf16 a kernel-3 stride-2 ConvTranspose reading a channels-last
+# input goes to the tensor-core kernel (test_gpu_up_k3.py); these tests
+# turn that path off to hold the direct kernel's own variants.
+NO_K3 = {"SEGRT_CUDA_UP_K3": "0"}
+
+
 def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     m, feeds = chain_spleen(7)
-    out = bench_profile(m, feeds, tmp_path)
+    out = bench_profile(m, feeds, tmp_path, env=NO_K3)
     rows = [line for line in out.splitlines() if IMPL in line]
     assert len(rows) == 2, f"expected the ConvTranspose and the last Conv on `{IMPL}`:\n{out}"
     assert any(IMPL + " up" in r for r in rows), f"the ConvTranspose should run on the phase-tiled variant:\n{out}"
@@ -379,11 +386,12 @@ def test_up_variant_agrees_with_general_kernel(gpu, spec, tmp_path):
     # At fp16 every one of these layers' tiles fits in shared memory, so
     # the variant must be taken; at fp32 (twice the bytes) some do not, and
     # the comparison there holds whichever kernel the plan chose.
-    assert small_conv_impls(m, feeds, tmp_path, "fp16") == [IMPL + " up"]
-    assert small_conv_impls(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_UP_CONV": "0"}) == [IMPL]
+    general_env = {**NO_K3, "SEGRT_CUDA_UP_CONV": "0"}
+    assert small_conv_impls(m, feeds, tmp_path, "fp16", NO_K3) == [IMPL + " up"]
+    assert small_conv_impls(m, feeds, tmp_path, "fp16", general_env) == [IMPL]
     for prec in ("fp32", "fp16"):
-        up = run_engine(model, feeds, "cuda", prec)
-        general = run_engine_env(model, feeds, "cuda", prec, {"SEGRT_CUDA_UP_CONV": "0"})
+        up = run_engine_env(model, feeds, "cuda", prec, NO_K3)
+        general = run_engine_env(model, feeds, "cuda", prec, general_env)
         for a, b in zip(up, general):
             if prec == "fp32":
                 assert rel_l2(a, b) <= 1e-6, f"fp32 up vs general: rel L2 {rel_l2(a, b):.3g}"

@@ -822,10 +822,15 @@ static sg_dtype io_dtype(cuda_math m)
 
 static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
 {
+    /* MONAI UNet's upsampling (kernel 3, stride 2) on segrt's tensor-core
+     * kernel (cuda_conv_up_k3.c), whatever its output channels. */
+    bool taken = false;
+    if (dgrad)
+        SG_TRY(cuda_build_conv_up_k3(p, n, &taken));
     /* A few output channels leave tensor cores idle: segrt's direct
      * kernel (cuda_conv_small.c) runs those layers faster than cuDNN. */
-    bool taken = false;
-    SG_TRY(cuda_build_conv_small(p, n, dgrad, &taken));
+    if (!taken)
+        SG_TRY(cuda_build_conv_small(p, n, dgrad, &taken));
     /* Likewise the kernel == stride upsampling of a UNet's decoder
      * (cuda_conv_upsample.c), which cuDNN runs as a strided dgrad. */
     if (!taken && dgrad)

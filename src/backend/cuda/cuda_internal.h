@@ -439,6 +439,9 @@ sg_status cuda_conv_padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, 
 sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken);
 /* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
+/* cuda_conv_up_k3.c: ConvTranspose kernel 3, stride 2, pads 1 (<= 64 input channels, 16-bit), tensor cores;
+ * *taken false: the other paths' turn */
+sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_mma.c: 3x3(x3) stride-1 Conv, <= 32 output channels (16 in 3-D), tensor cores; *taken false:
  * cuDNN's turn */
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken);

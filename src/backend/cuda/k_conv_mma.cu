@@ -55,19 +55,6 @@ struct cmgeom {
     bool stats;        // per-tile statistics to part (staged only)
 };
 
-// A 16-byte copy from global to shared memory that does not wait; zeros
-// when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
-{
-    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-// Waits until at most one committed group is still in flight.
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
-
 // The output origin of a tile along D, H, W, and its sample.
 template <bool D3>
 __device__ __forceinline__ void tile_origin(const cmgeom &g, int tile, int *o0, int *o1, int *o2, int *n)
@@ -151,17 +138,7 @@ __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void 
             v1 += ld_f32(z, zo + (c + 1) * g.zc, g.zt);
         }
     }
-    if (g.ypair && g.yt == (segrt_dtype)XT) {
-        if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
-            *(__nv_bfloat162 *)((T *)y + yo + c) = __floats2bfloat162_rn(v0, v1);
-        else
-            *(__half2 *)((T *)y + yo + c) = __floats2half2_rn(v0, v1);
-    } else if (g.ypair && g.yt == SEGRT_DTYPE_FLOAT32) {
-        *(float2 *)((float *)y + yo + c) = make_float2(v0, v1);
-    } else {
-        st_f32(y, yo + c * g.yc, g.yt, v0);
-        st_f32(y, yo + (c + 1) * g.yc, g.yt, v1);
-    }
+    mma_store_pair<XT>(y, g.yt, g.ypair, yo + c * g.yc, g.yc, v0, v1);
 }
 
 // Stores the block's 128 x K results from the staging tile osh (rows of

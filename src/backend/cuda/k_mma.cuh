@@ -1,6 +1,7 @@
 // Tensor-core building blocks shared by segrt's mma.sync kernels
-// (k_conv_upsample.cu, k_conv_mma.cu): the 16-bit element type of a
-// segrt dtype, rounding into it, the m16n8k16 product and ldmatrix.
+// (k_conv_upsample.cu, k_conv_mma.cu, k_conv_up_k3.cu): the 16-bit element
+// type of a segrt dtype, rounding into it, the m16n8k16 product, ldmatrix,
+// cp.async and the epilogue's two-channel store.
 #ifndef SG_BACKEND_CUDA_K_MMA_CUH
 #define SG_BACKEND_CUDA_K_MMA_CUH
 
@@ -46,6 +47,48 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *row)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+
+// Two 8x8 matrices (lanes 0-7 and 8-15 address their rows): a B operand
+// of one n8 block, in mma's b0, b1 order.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t *r, const void *row)
+{
+    uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+
+// A 16-byte copy from global to shared memory that does not wait; zeros
+// when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
+{
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most one committed group is still in flight.
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// Channels c and c + 1 of one output position at element yo of y (dtype
+// yt): as one vector where pair says y's channels are contiguous and
+// every position's first channel 4-byte (16-bit) or 8-byte (float32)
+// aligned, else one element at a time (channel stride yc).
+template <int XT>
+__device__ __forceinline__ void mma_store_pair(void *y, segrt_dtype yt, bool pair, ll yo, ll yc, float v0, float v1)
+{
+    typedef typename mma_elem<XT>::type T;
+    if (pair && yt == (segrt_dtype)XT) {
+        if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+            *(__nv_bfloat162 *)((T *)y + yo) = __floats2bfloat162_rn(v0, v1);
+        else
+            *(__half2 *)((T *)y + yo) = __floats2half2_rn(v0, v1);
+    } else if (pair && yt == SEGRT_DTYPE_FLOAT32) {
+        *(float2 *)((float *)y + yo) = make_float2(v0, v1);
+    } else {
+        st_f32(y, yo, yt, v0);
+        st_f32(y, yo + yc, yt, v1);
+    }
 }
 
 #endif
