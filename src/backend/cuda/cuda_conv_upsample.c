@@ -121,10 +121,11 @@ sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *take
     int32_t xt = cuda_value(p, n->inputs[0]);
     if (xt < 0)
         return SEGRT_OK;
-    int32_t act_node = cuda_conv_activation(p, n, &kp.act, &kp.act_alpha);
-    const sg_node *last = act_node >= 0 ? &p->g->nodes[act_node] : n;
-    int32_t out_value = last->outputs[0];
-    sg_dtype out_dt = cuda_out_dtype(p, last, out_value);
+    cuda_kernel_epilogue ep;
+    cuda_kernel_act_epilogue_of(p, n, &ep);
+    kp.act = ep.act;
+    kp.act_alpha = ep.act_alpha;
+    sg_dtype out_dt = ep.out_dtype;
     cuda_layout out_layout = cuda_dense_layout(p, xt);
 
     /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
@@ -150,10 +151,7 @@ sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *take
         macs *= i == 1 ? 1.0 : (double)yg.dims[i];
     st->flops = 2.0 * macs;
     st->any_view = cuda_conv_args_views(&a);
-    if (act_node >= 0) {
-        cuda_mark_fused(p, act_node);
-        cuda_value_set(p, out_value, a.y);
-    }
+    cuda_kernel_epilogue_bind(p, &ep, a.y);
     *taken = true;
     return SEGRT_OK;
 }

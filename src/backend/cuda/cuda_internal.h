@@ -350,6 +350,9 @@ typedef struct cuda_kernel_epilogue {
 } cuda_kernel_epilogue;
 
 void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e);
+/* The same without the residual Add (res_node -1): for kernels whose
+ * epilogue adds none. */
+void cuda_kernel_act_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e);
 /* Marks e's nodes fused and points their values at the kernel's output y. */
 void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y);
 

@@ -234,7 +234,7 @@ int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
     return r;
 }
 
-void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e)
+static void epilogue_of(const sg_cuda_plan *p, const sg_node *n, bool residual, cuda_kernel_epilogue *e)
 {
     memset(e, 0, sizeof *e);
     e->z_tensor = -1;
@@ -246,7 +246,7 @@ void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kerne
     const sg_node *last = e->act_node >= 0 ? &p->g->nodes[e->act_node] : n;
     e->act_value = last->outputs[0];
     int32_t z_value = -1;
-    e->res_node = cuda_residual_add(p, e->act_value, &z_value);
+    e->res_node = residual ? cuda_residual_add(p, e->act_value, &z_value) : -1;
     if (e->res_node >= 0) {
         /* cuda_residual_add took only a computed value of y's dims and
          * float dtype. */
@@ -260,6 +260,16 @@ void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kerne
      * directly, so the copy to the caller's buffer needs no rounding. */
     if (p->g->values[e->out_value].is_output)
         e->out_dtype = p->g->values[e->out_value].dtype;
+}
+
+void cuda_kernel_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e)
+{
+    epilogue_of(p, n, true, e);
+}
+
+void cuda_kernel_act_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_kernel_epilogue *e)
+{
+    epilogue_of(p, n, false, e);
 }
 
 void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y)
