@@ -11,8 +11,10 @@ fp32 (CUDA-core path), fp16 and bf16 (tensor-core path):
     channel chunks); several tiles of 64 positions and a partial last
     one; with and without bias; followed by LeakyRelu, scalar PRelu, Relu
     or nothing; some read the graph input (plain float32 at every
-    precision: the CUDA-core path writing float16), some an Add's output
-    (plain, element-strided loads);
+    precision: the CUDA-core path, writing the graph's output in its own
+    float32), some an Add's output (plain, element-strided loads);
+  - the graph input through the layer into an Add (the CUDA-core path
+    writing the plan's float16 or bfloat16);
   - a UNet stage, 2-D and 3-D: Conv -> InstanceNorm -> LeakyRelu (the
     skip), MaxPool, Conv -> LeakyRelu, the upsampling ConvTranspose,
     Concat with the skip, Conv. The upsampling reads a channels-last
@@ -81,10 +83,19 @@ def unet_stage(seed, nsp=2):
     return net.model([y]), {"x": net.x}
 
 
-CHAINS = [
+def from_input(seed):
+    """The graph input (float32 at every precision) through the layer into
+    an Add: the layer's output is stored in the plan's dtype."""
+    net = UNetNet(seed, [2, 8, 9, 11])
+    up = net.act(net.conv("x", 24, [2, 2], strides=[2, 2], transposed=True), "LeakyRelu")
+    return net.model([net.node("Add", [up, net.const([0.5])], net.shape[up])]), {"x": net.x}
+
+
+CONCAT_CHAINS = [
     ("unet-stage-2d", unet_stage),
     ("unet-stage-3d", lambda seed: unet_stage(seed, nsp=3)),
 ]
+CHAINS = CONCAT_CHAINS + [("from-input-2d", from_input)]
 
 
 @pytest.mark.parametrize("spec", LAYERS, ids=[s[0] for s in LAYERS])
@@ -113,7 +124,7 @@ def test_upsample_path_taken(gpu, spec, precision, tmp_path):
     assert not steps_on(off, IMPL), f"SEGRT_CUDA_UPSAMPLE_CONV=0 should leave the layer to cuDNN:\n{off}"
 
 
-@pytest.mark.parametrize("label,make", CHAINS, ids=[c[0] for c in CHAINS])
+@pytest.mark.parametrize("label,make", CONCAT_CHAINS, ids=[c[0] for c in CONCAT_CHAINS])
 def test_upsample_writes_into_the_concat_and_agrees_with_cudnn(gpu, label, make, tmp_path):
     m, feeds = make(400 + [c[0] for c in CHAINS].index(label))
     out = bench_profile(m, feeds, tmp_path, "fp16")
