@@ -29,6 +29,7 @@ import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine_env
 from gpu_util import fmt_db, psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, Net, chain_spleen, judge
+from test_gpu_upsample_conv import steps_on
 
 IMPL = "segrt convT k3s2"
 OFF = {"SEGRT_CUDA_UP_K3": "0"}
@@ -63,10 +64,6 @@ CHAINS = [
     ("chain-spleen-3d", lambda seed: chain_spleen(seed, n=2, c0=3, side=(5, 9, 19))),
     ("chain-spleen-2d", lambda seed: chain_spleen(seed, n=3, c0=3, side=11, nsp=2)),
 ]
-
-
-def steps_on(out, impl):
-    return [line for line in out.splitlines() if impl in line]
 
 
 def path_taken_and_agrees(label, m, feeds, tmp_path):

@@ -66,8 +66,7 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
             return false;
         wnumel *= 3;
     }
-    if (!cuda_const_float(wv, wnumel) ||
-        (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K)))
+    if (!cuda_conv_consts_float(p, n, wnumel, K))
         return false;
     sg_conv_attrs a;
     if (sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a) != SEGRT_OK) {

@@ -84,7 +84,7 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd);
     if (!rank)
         return false;
-    const sg_value *xv = &g->values[n->inputs[0]], *wv = &g->values[n->inputs[1]], *yv = &g->values[n->outputs[0]];
+    const sg_value *xv = &g->values[n->inputs[0]], *yv = &g->values[n->outputs[0]];
     if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || sg_attr_int(n, "group", 1) != 1)
         return false;
     int64_t K = transposed ? wd[1] : wd[0], C = transposed ? wd[0] : wd[1];
@@ -93,9 +93,7 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     int64_t wnumel = 1;
     for (int32_t i = 0; i < rank; i++)
         wnumel *= wd[i];
-    if (!cuda_const_float(wv, wnumel))
-        return false;
-    if (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K))
+    if (!cuda_conv_consts_float(p, n, wnumel, K))
         return false;
     int32_t nsp = rank - 2;
     sg_conv_attrs a;

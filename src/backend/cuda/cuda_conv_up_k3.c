@@ -65,7 +65,6 @@ static bool up_k3_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, co
  * leaves to the others. */
 static bool up_k3_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_k3_params *kp)
 {
-    const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
     int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
     int32_t rank = cuda_conv_node_dims(p, n, 4, 5, xd, wd, yd), nsp = rank - 2;
@@ -77,9 +76,7 @@ static bool up_k3_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_
     for (int32_t i = 0; i < nsp; i++)
         if (wd[2 + i] != 3)
             return false;
-    if (!cuda_const_float(&g->values[n->inputs[1]], wnumel) ||
-        (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K)) ||
-        !up_k3_attrs(p, n, nsp, xd, yd))
+    if (!cuda_conv_consts_float(p, n, wnumel, K) || !up_k3_attrs(p, n, nsp, xd, yd))
         return false;
     kp->n_spatial = nsp;
     kp->C = (int32_t)C;

@@ -62,13 +62,11 @@ static bool upsample_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp,
  * leaves to cuDNN. */
 static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_params *kp)
 {
-    const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
     int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
     int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd), nsp = rank - 2;
     if (!rank)
         return false;
-    const sg_value *wv = &g->values[n->inputs[1]];
     int64_t C = wd[0], K = wd[1], wnumel = C * K;
     if (C < 1 || C > INT32_MAX || K < 1 || K > INT32_MAX / 2 || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
@@ -78,9 +76,7 @@ static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_
         wnumel *= wd[2 + i];
         kp->kernel[i] = wd[2 + i];
     }
-    if (!cuda_const_float(wv, wnumel) ||
-        (n->n_inputs > 2 && n->inputs[2] >= 0 && !cuda_const_float(&g->values[n->inputs[2]], K)) ||
-        !upsample_attrs(p, n, nsp, wd))
+    if (!cuda_conv_consts_float(p, n, wnumel, K) || !upsample_attrs(p, n, nsp, wd))
         return false;
     kp->n_spatial = nsp;
     kp->C = (int32_t)C;

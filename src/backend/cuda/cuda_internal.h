@@ -315,6 +315,10 @@ int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *a
 /* Whether value v is a constant of exactly `numel` elements of a float
  * dtype (weights a kernel of segrt's can take as float32). */
 bool cuda_const_float(const sg_value *v, int64_t numel);
+/* Whether convolution-like node n's weights (input 1) are such a constant
+ * of wnumel elements and its bias (input 2), if any, one of K: what a
+ * kernel that stages its weights at build needs. */
+bool cuda_conv_consts_float(const sg_cuda_plan *p, const sg_node *n, int64_t wnumel, int64_t K);
 
 /* The view a new dense tensor for graph value v would have (dtype dt,
  * layout l, no memory): what a builder asks a kernel about before adding

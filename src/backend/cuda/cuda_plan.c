@@ -187,6 +187,13 @@ bool cuda_const_float(const sg_value *v, int64_t numel)
     return v->data && sg_dtype_is_float(v->dtype) && sg_shape_numel(&v->shape, &have) && have == numel;
 }
 
+bool cuda_conv_consts_float(const sg_cuda_plan *p, const sg_node *n, int64_t wnumel, int64_t K)
+{
+    const sg_graph *g = p->g;
+    return cuda_const_float(&g->values[n->inputs[1]], wnumel) &&
+           (n->n_inputs <= 2 || n->inputs[2] < 0 || cuda_const_float(&g->values[n->inputs[2]], K));
+}
+
 bool cuda_output_geometry(const sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, sgk_view *out)
 {
     const sg_value *val = &p->g->values[v];

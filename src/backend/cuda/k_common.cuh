@@ -341,6 +341,33 @@ static inline int vec16_width(int32_t dt)
 
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+// Whether every position of 16-bit view v starts a run of contiguous
+// channels on a 16-byte boundary (16-byte loads of 8 channels): channels
+// contiguous, every other stride a multiple of 8, the data aligned (or
+// not there yet: a builder asking before memory exists).
+static inline bool vec16_positions(const sgk_view *v)
+{
+    if (v->strides[1] != 1 || (v->data && !aligned16(v->data)))
+        return false;
+    for (int i = 0; i < v->rank; i++)
+        if (i != 1 && v->strides[i] % 8 != 0)
+            return false;
+    return true;
+}
+
+// Whether v's dims beyond the channels, every stride but the channels'
+// and its data allow two-channel vectors of its dtype (4 bytes for 16-bit,
+// 8 for float32).
+static inline bool pair_positions(const sgk_view *v)
+{
+    if (v->strides[1] != 1 || (v->data && ((uintptr_t)v->data & 7) != 0))
+        return false;
+    for (int i = 0; i < v->rank; i++)
+        if (i != 1 && v->dims[i] > 1 && v->strides[i] % 2 != 0)
+            return false;
+    return true;
+}
+
 // The elements (8 or 4) of a 16-byte vector of dtype XT, as float32.
 template <int XT> __device__ __forceinline__ void vec16_unpack(uint4 u, float *v)
 {

@@ -432,18 +432,6 @@ static bool cm_float(segrt_dtype t)
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
 }
 
-// Whether v's dims beyond the channels, every stride but the channels'
-// and its data allow two-channel vectors of its dtype.
-static bool pair_ok(const sgk_view *v)
-{
-    if (v->strides[1] != 1 || (v->data && ((uintptr_t)v->data & 7) != 0))
-        return false;
-    for (int i = 0; i < v->rank; i++)
-        if (i != 1 && v->dims[i] > 1 && v->strides[i] % 2 != 0)
-            return false;
-    return true;
-}
-
 // A tile's output positions along D, H, W (cm_shape's, at run time).
 static void cm_tile_shape(bool d3, int t[3])
 {
@@ -469,12 +457,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     for (int i = 0; i < y->rank; i++)
         if ((i != 1 && x->dims[i] != y->dims[i]) || (z && z->dims[i] != y->dims[i]))
             return false;
-    // 16-byte loads of 8 channels: channels contiguous, positions aligned.
-    if (x->strides[1] != 1 || (x->data && !aligned16(x->data)))
+    // 16-byte loads of 8 channels.
+    if (!vec16_positions(x))
         return false;
-    for (int i = 0; i < x->rank; i++)
-        if (i != 1 && x->strides[i] % 8 != 0)
-            return false;
     ll tiles = x->dims[0];
     for (int a = 0; a < 3; a++) {
         int s = a - (3 - nsp);
@@ -524,8 +509,8 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->zt = z ? z->dtype : SEGRT_DTYPE_FLOAT32;
     g->act = p->act;
     g->alpha = p->act_alpha;
-    g->ypair = pair_ok(y);
-    g->zpair = z && z->dtype == x->dtype && pair_ok(z);
+    g->ypair = pair_positions(y);
+    g->zpair = z && z->dtype == x->dtype && pair_positions(z);
     *smem = need;
     return true;
 }

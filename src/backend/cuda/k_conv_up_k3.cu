@@ -315,12 +315,9 @@ static bool k3_plan(const sgk_conv_up_k3_params *p, const sgk_view *y, const sgk
         x->dims[1] != p->C || y->dims[1] != p->K || x->dims[0] != y->dims[0] || x->dims[0] < 1 ||
         (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU))
         return false;
-    // 16-byte copies of 8 channels: channels contiguous, positions aligned.
-    if (x->strides[1] != 1 || (x->data && !aligned16(x->data)))
+    // 16-byte copies of 8 channels.
+    if (!vec16_positions(x))
         return false;
-    for (int i = 0; i < x->rank; i++)
-        if (i != 1 && x->strides[i] % 8 != 0)
-            return false;
     ll tiles = x->dims[0];
     const int b[3] = {nsp == 3 ? uk_box<3>::b0 : 1, nsp == 3 ? uk_box<3>::b1 : uk_box<2>::b1,
                       nsp == 3 ? uk_box<3>::b2 : uk_box<2>::b2};
@@ -354,12 +351,7 @@ static bool k3_plan(const sgk_conv_up_k3_params *p, const sgk_view *y, const sgk
     g->yt = y->dtype;
     g->act = p->act;
     g->alpha = p->act_alpha;
-    // Pairs of channels as one vector: channels contiguous, every position
-    // aligned to the pair (4 bytes for 16-bit y, 8 for float32).
-    g->ypair = y->strides[1] == 1 && (!y->data || ((uintptr_t)y->data & 7) == 0);
-    for (int i = 0; i < y->rank; i++)
-        if (i != 1 && y->dims[i] > 1 && y->strides[i] % 2 != 0)
-            g->ypair = false;
+    g->ypair = pair_positions(y);
     *smem = k3_smem(nsp, g->kp, g->ld);
     return true;
 }
