@@ -41,52 +41,66 @@ struct cmgeom {
     int sp[3];     // spatial dims of x and y: D (1 in 2-D), H, W
     int C, K;      // input and output channels
     int ntile[3];  // tiles along D, H, W
+    fastdiv fnt[3]; // ntile, for a tile's origin
     int ntiles;    // all tiles, N included
     int tps;       // tiles per sample
     bool d3;       // 3-D (cm_shape<true>), else 2-D
     int ldx, ldw;  // shared-memory row lengths (elements) of the halo and the weights
-    ll xn, xs[3], yn, yc, ys[3], zn, zc, zs[3];
+    // Strides: a sample's in 64 bits, the rest in 32 (cm_plan checks that
+    // every offset within a sample fits), so that the per-position index
+    // arithmetic of the halo loads and the stores is 32-bit.
+    ll xn, yn, zn;
+    int xs[3], ys[3], zs[3], yc, zc;
     segrt_dtype yt, zt;
-    sgk_act act;
-    float alpha;
+    float slope;       // the activation as a slope below zero: 1 none, 0 Relu, alpha LeakyRelu
     bool ypair, zpair; // two channels as one vector store / load
     bool staged;       // results out through shared memory (see conv_mma)
     bool stage_own;    // the staging tile has its own space (it does not fit in a halo buffer)
     bool stats;        // per-tile statistics to part (staged only)
 };
 
+// The activation, branch-free: the kernel's ones are all v < 0 ? v * slope : v
+// (a branch on the activation's kind per value cost two instructions more
+// than the value's own work in the epilogue).
+__device__ __forceinline__ float act_slope(float v, float slope) { return v < 0.0f ? v * slope : v; }
+
 // The output origin of a tile along D, H, W, and its sample.
 template <bool D3>
 __device__ __forceinline__ void tile_origin(const cmgeom &g, int tile, int *o0, int *o1, int *o2, int *n)
 {
     typedef cm_shape<D3> S;
-    int q = tile;
-    *o2 = (q % g.ntile[2]) * S::t2;
-    q /= g.ntile[2];
-    *o1 = (q % g.ntile[1]) * S::t1;
-    q /= g.ntile[1];
-    *o0 = (q % g.ntile[0]) * S::t0;
-    *n = q / g.ntile[0];
+    uint32_t q = (uint32_t)tile, r = fastdiv_div(q, g.fnt[2]);
+    *o2 = (int)(q - r * g.ntile[2]) * S::t2;
+    q = fastdiv_div(r, g.fnt[1]);
+    *o1 = (int)(r - q * g.ntile[1]) * S::t1;
+    r = fastdiv_div(q, g.fnt[0]);
+    *o0 = (int)(q - r * g.ntile[0]) * S::t0;
+    *n = (int)r;
 }
 
 // Starts copying a tile's halo into xsh: a thread per halo position, all
-// of its channels (8 a copy).
+// of its C channels (8 a copy; C a compile-time constant where the
+// caller's KS is).
 template <bool D3, typename T>
-__device__ __forceinline__ void halo_issue(const cmgeom &g, const T *x, int tile, T *xsh)
+__device__ __forceinline__ void halo_issue(const cmgeom &g, const T *x, int tile, T *xsh, int C, int ldx)
 {
     typedef cm_shape<D3> S;
     int o0, o1, o2, n;
     tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
     const T *xb = x + (ll)n * g.xn;
+    o0 -= S::kd / 2;
+    o1 -= 1;
+    o2 -= 1;
     for (int hp = threadIdx.x; hp < S::halo; hp += CM_THREADS) {
         const int a2 = hp % S::h2, rest = hp / S::h2;
         const int a1 = rest % S::h1, a0 = rest / S::h1;
-        const int i0 = o0 - S::kd / 2 + a0, i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
+        const int i0 = o0 + a0, i1 = o1 + a1, i2 = o2 + a2;
         const bool in = (unsigned)i0 < (unsigned)g.sp[0] && (unsigned)i1 < (unsigned)g.sp[1] &&
                         (unsigned)i2 < (unsigned)g.sp[2];
-        const T *src = in ? xb + i0 * g.xs[0] + i1 * g.xs[1] + i2 * g.xs[2] : xb;
-        T *dst = xsh + hp * g.ldx;
-        for (int c = 0; c < g.C; c += 8)
+        const T *src = xb + (in ? i0 * g.xs[0] + i1 * g.xs[1] + i2 * g.xs[2] : 0);
+        T *dst = xsh + hp * ldx;
+#pragma unroll
+        for (int c = 0; c < C; c += 8)
             cp_async16(dst + c, src + (in ? c : 0), in);
     }
 }
@@ -100,33 +114,28 @@ template <bool D3> __device__ __forceinline__ void tile_pos(int r, int *d, int *
     *d = r / (S::t2 * S::t1);
 }
 
-// Element offset in y (or z) of tile position r of the tile at (o0, o1,
-// o2) in sample n; -1 outside the image.
-template <bool D3>
-__device__ __forceinline__ ll out_offset(const cmgeom &g, int r, int n, int o0, int o1, int o2, bool of_z)
+// Offset in y (or z) of tile position r from the tile's first position;
+// -1 outside the image (e: positions left along D, H, W from the tile's
+// origin to the image's far ends).
+template <bool D3> __device__ __forceinline__ int out_offset(const int *st, const int *e, int r)
 {
     int d, h, wi;
     tile_pos<D3>(r, &d, &h, &wi);
-    const int i0 = o0 + d, i1 = o1 + h, i2 = o2 + wi;
-    if (i0 >= g.sp[0] || i1 >= g.sp[1] || i2 >= g.sp[2])
+    if (d >= e[0] || h >= e[1] || wi >= e[2])
         return -1;
-    if (of_z)
-        return (ll)n * g.zn + i0 * g.zs[0] + i1 * g.zs[1] + i2 * g.zs[2];
-    return (ll)n * g.yn + i0 * g.ys[0] + i1 * g.ys[1] + i2 * g.ys[2];
+    return d * st[0] + h * st[1] + wi * st[2];
 }
 
-// Channels c and c + 1 of one output position (at yo; its residual at zo):
-// bias (bz, of the two channels), activation, residual, one rounding to
-// y's dtype.
+// Channels c and c + 1 of one output position (at element yo of y; its
+// residual at zo): bias (bz, of the two channels), activation, residual,
+// one rounding to y's dtype.
 template <int XT>
 __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void *z, const float *bz, ll yo, ll zo,
                                            int c, float v0, float v1)
 {
     typedef typename mma_elem<XT>::type T;
-    if (yo < 0)
-        return;
-    v0 = act_apply(v0 + bz[0], g.act, g.alpha);
-    v1 = act_apply(v1 + bz[1], g.act, g.alpha);
+    v0 = act_slope(v0 + bz[0], g.slope);
+    v1 = act_slope(v1 + bz[1], g.slope);
     if (z) {
         if (g.zpair) {
             float2 f = XT == SEGRT_DTYPE_BFLOAT16 ? __bfloat1622float2(*(const __nv_bfloat162 *)((const T *)z + zo + c))
@@ -134,27 +143,27 @@ __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void 
             v0 += f.x;
             v1 += f.y;
         } else {
-            v0 += ld_f32(z, zo + c * g.zc, g.zt);
-            v1 += ld_f32(z, zo + (c + 1) * g.zc, g.zt);
+            v0 += ld_f32(z, zo + (ll)c * g.zc, g.zt);
+            v1 += ld_f32(z, zo + (ll)(c + 1) * g.zc, g.zt);
         }
     }
-    mma_store_pair<XT>(y, g.yt, g.ypair, yo + c * g.yc, g.yc, v0, v1);
+    mma_store_pair<XT>(y, g.yt, g.ypair, yo + (ll)c * g.yc, g.yc, v0, v1);
 }
 
 // Stores the block's 128 x K results from the staging tile osh (rows of
 // ldo elements, already biased, activated and rounded) with 16-byte
 // stores: whole positions at a time, where the accumulators' fragment
-// layout would give each lane 4-byte pieces of eight positions.
+// layout would give each lane 4-byte pieces of eight positions. yt: y at
+// the tile's first position.
 template <bool D3, int NT, typename T>
-__device__ __forceinline__ void store_staged(const cmgeom &g, T *y, const T *osh, int ldo, int n, int o0, int o1,
-                                             int o2)
+__device__ __forceinline__ void store_staged(const cmgeom &g, T *yt, const T *osh, int ldo, const int *e)
 {
 #pragma unroll
     for (int q = threadIdx.x; q < CM_TP * NT; q += CM_THREADS) {
         const int r = q / NT, cv = q % NT;
-        const ll yo = out_offset<D3>(g, r, n, o0, o1, o2, false);
+        const int yo = out_offset<D3>(g.ys, e, r);
         if (yo >= 0)
-            *(uint4 *)(y + yo + cv * 8) = *(const uint4 *)(osh + r * ldo + cv * 8);
+            *(uint4 *)(yt + yo + cv * 8) = *(const uint4 *)(osh + r * ldo + cv * 8);
     }
 }
 
@@ -241,6 +250,60 @@ enum { EPI_DIRECT, EPI_STAGED, EPI_STATS };
 
 // KS: C / 16 where it is 1, 2 or 4 (the taps then unroll completely), else 0
 // (a loop over the 16-channel slices). EPI: one of the above.
+// The A (halo) and B (weight) fragments of one step of the main loop: a
+// tap and a 16-channel slice.
+template <int NT> struct cm_frags {
+    uint32_t a[2][4];
+    uint32_t b[(NT + 1) / 2][4];
+};
+
+// Loads step s's fragments (tap s / ksteps, slice s % ksteps). xa: this
+// lane's ldmatrix rows of the warp's two 16-position blocks at tap
+// (0, 0, 0); wb: its row of the weights for a pair of n8 blocks; wodd: its
+// B operand of an odd last n8 block. Where ksteps, ldx and ldw are
+// compile-time constants (KS > 0) every address is a register plus a
+// constant.
+template <bool D3, int NT, typename T>
+__device__ __forceinline__ void frags_load(cm_frags<NT> &f, const T *const *xa, const T *wb, const T *wodd, int s,
+                                           int ksteps, int ldx, int ldw)
+{
+    typedef cm_shape<D3> S;
+    constexpr int K = NT * 8;
+    const int tap = s / ksteps, ks = s % ksteps;
+    const int k0 = tap / 9, k1 = (tap / 3) % 3, k2 = tap % 3;
+    const int toff = ((k0 * S::h1 + k1) * S::h2 + k2) * ldx + ks * 16;
+    const int woff = tap * K * ldw + ks * 16;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+        ldmatrix_x4(f.a[mt], xa[mt] + toff);
+#pragma unroll
+    for (int nt = 0; nt + 1 < NT; nt += 2)
+        ldmatrix_x4(f.b[nt / 2], wb + woff + nt * 8 * ldw);
+    if constexpr (NT % 2 == 1) {
+        f.b[NT / 2][0] = *(const uint32_t *)(wodd + woff);
+        f.b[NT / 2][1] = *(const uint32_t *)(wodd + woff + 8);
+    }
+}
+
+template <int XT, int NT> __device__ __forceinline__ void frags_mma(float (*acc)[NT][4], const cm_frags<NT> &f)
+{
+#pragma unroll
+    for (int nt = 0; nt + 1 < NT; nt += 2)
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            mma16816<XT>(acc[mt][nt], f.a[mt], f.b[nt / 2]);
+            mma16816<XT>(acc[mt][nt + 1], f.a[mt], f.b[nt / 2] + 2);
+        }
+    if constexpr (NT % 2 == 1)
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+            mma16816<XT>(acc[mt][NT - 1], f.a[mt], f.b[NT / 2]);
+}
+
+// KS: C / 16 where it is 1, 2 or 4 (C, the shared-memory rows and every
+// step are then compile-time constants, and the next step's fragments load
+// while this step's products run), else 0 (a loop over the 16-channel
+// slices). EPI: one of the above.
 template <int XT, int NT, bool D3, int KS, int EPI>
 __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     conv_mma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
@@ -248,17 +311,20 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
 {
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<D3> S;
+    constexpr int K = NT * 8;
+    const int C = KS ? KS * 16 : g.C, ldx = C + 8, ldw = C + 8; // cm_plan's rows
+    const int ksteps = C / 16;
     extern __shared__ __align__(128) unsigned char smem[];
     T *wsh = (T *)smem;                   // [tap][K][ldw]
-    T *xsh0 = wsh + S::taps * g.K * g.ldw; // two of [halo position][ldx]
-    T *osh_own = xsh0 + 2 * S::halo * g.ldx; // the staging tile, where it has its own space
+    T *xsh0 = wsh + S::taps * K * ldw;    // two of [halo position][ldx]
+    T *osh_own = xsh0 + 2 * S::halo * ldx; // the staging tile, where it has its own space
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     // Four weights a load (C is a multiple of 16), several loads in flight.
 #pragma unroll 4
-    for (int e = threadIdx.x * 4; e < S::taps * g.K * g.C; e += CM_THREADS * 4) {
+    for (int e = threadIdx.x * 4; e < S::taps * K * C; e += CM_THREADS * 4) {
         float4 v = *(const float4 *)(w + e);
-        T *d = wsh + (e / g.C) * g.ldw + e % g.C;
+        T *d = wsh + (e / C) * ldw + e % C;
         d[0] = mma_round<XT>(v.x);
         d[1] = mma_round<XT>(v.y);
         d[2] = mma_round<XT>(v.z);
@@ -287,15 +353,15 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     // input channels 0-7 and 8-15 of a slice, lanes 16-31 the second's: in
     // mma's b0, b1 order, one instruction for what took four loads.
     const int wrow = (lane & 7) + (lane >> 4) * 8, wcol = ((lane >> 3) & 1) * 8;
-    const int ksteps = KS ? KS : g.C / 16;
+    const T *wb = wsh + wrow * ldw + wcol, *wodd = wsh + ((NT - 1) * 8 + grp) * ldw + 2 * t4;
     const T *xt = (const T *)x;
     if (blockIdx.x < g.ntiles)
-        halo_issue<D3>(g, xt, blockIdx.x, xsh0);
+        halo_issue<D3>(g, xt, blockIdx.x, xsh0, C, ldx);
     cp_async_commit();
     for (int tile = blockIdx.x, it = 0; tile < g.ntiles; tile += gridDim.x, it++) {
-        T *xsh = xsh0 + (it & 1) * S::halo * g.ldx;
+        T *xsh = xsh0 + (it & 1) * S::halo * ldx;
         if (tile + (int)gridDim.x < g.ntiles)
-            halo_issue<D3>(g, xt, tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * g.ldx);
+            halo_issue<D3>(g, xt, tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * ldx, C, ldx);
         cp_async_commit(); // possibly empty: one group per iteration
         cp_async_wait1();  // this tile's halo has landed (this thread's part)
         __syncthreads();   // everyone's part, and the weights, the first time
@@ -307,38 +373,36 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     acc[mt][nt][i] = 0.0f;
+        const T *xa[2] = {xsh + hb[0] * ldx + lcol, xsh + hb[1] * ldx + lcol};
+        if constexpr (KS > 0) {
+            // Every tap and slice unrolled, the next step's fragments in
+            // flight while this step's products run (loaded just before
+            // their products, ldmatrix's latency stalled the tensor pipe:
+            // ncu's short-scoreboard stalls were a quarter of all).
+            constexpr int STEPS = S::taps * KS;
+            cm_frags<NT> f[2];
+            frags_load<D3>(f[0], xa, wb, wodd, 0, KS, ldx, ldw);
 #pragma unroll
-        for (int tap = 0; tap < S::taps; tap++) {
-            const int k0 = tap / 9, k1 = (tap / 3) % 3, k2 = tap % 3;
-            const int toff = (k0 * S::h1 + k1) * S::h2 + k2;
-            const T *wt = wsh + tap * g.K * g.ldw;
-#pragma unroll
-            for (int ks = 0; ks < ksteps; ks++) {
-                uint32_t a[2][4];
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-                    ldmatrix_x4(a[mt], xsh + (hb[mt] + toff) * g.ldx + ks * 16 + lcol);
-#pragma unroll
-                for (int nt = 0; nt + 1 < NT; nt += 2) {
-                    uint32_t b[4];
-                    ldmatrix_x4(b, wt + (nt * 8 + wrow) * g.ldw + ks * 16 + wcol);
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        mma16816<XT>(acc[mt][nt], a[mt], b);
-                        mma16816<XT>(acc[mt][nt + 1], a[mt], b + 2);
-                    }
-                }
-                if constexpr (NT % 2 == 1) {
-                    const T *wb = wt + ((NT - 1) * 8 + grp) * g.ldw + ks * 16 + 2 * t4;
-                    uint32_t b[2] = {*(const uint32_t *)wb, *(const uint32_t *)(wb + 8)};
-                    mma16816<XT>(acc[0][NT - 1], a[0], b);
-                    mma16816<XT>(acc[1][NT - 1], a[1], b);
-                }
+            for (int s = 0; s < STEPS; s++) {
+                if (s + 1 < STEPS)
+                    frags_load<D3>(f[(s + 1) & 1], xa, wb, wodd, s + 1, KS, ldx, ldw);
+                frags_mma<XT, NT>(acc, f[s & 1]);
             }
+        } else {
+#pragma unroll
+            for (int tap = 0; tap < S::taps; tap++)
+                for (int ks = 0; ks < ksteps; ks++) {
+                    cm_frags<NT> f;
+                    frags_load<D3>(f, xa, wb, wodd, tap * ksteps + ks, ksteps, ldx, ldw);
+                    frags_mma<XT, NT>(acc, f);
+                }
         }
         __syncthreads(); // the halo is read: the next iteration may refill it
         int o0, o1, o2, n;
         tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
+        // Positions left of the image's far ends along D, H, W: the tile's
+        // all but at those ends.
+        const int e[3] = {g.sp[0] - o0, g.sp[1] - o1, g.sp[2] - o2};
         // Lane (grp, t4) holds rows grp and grp + 8 of each block, channels
         // 2 t4 and 2 t4 + 1 of each n8 block (every index below is a
         // constant once unrolled, so the accumulators stay in registers).
@@ -347,14 +411,11 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
             // Staged in this tile's halo buffer where it fits (read: the
             // barrier above), else in its own space.
             T *osh = g.stage_own ? osh_own : xsh;
-            const int ldo = NT * 8 + 8;
+            constexpr int ldo = K + 8;
             // The statistics' partial sums: 8 per channel.
-            __shared__ __align__(8) float ssh[STATS ? 2 * CM_THREADS / 32 * 2 * NT * 8 : 2];
+            __shared__ __align__(8) float ssh[STATS ? 2 * CM_THREADS / 32 * 2 * K : 2];
             [[maybe_unused]] wsums<NT> ws;
-            // Positions left of the image's far ends along D, H, W: the
-            // tile's all but at those ends.
-            [[maybe_unused]] const int e0 = g.sp[0] - o0, e1 = g.sp[1] - o1, e2 = g.sp[2] - o2;
-            [[maybe_unused]] const bool edge = e0 < S::t0 || e1 < S::t1 || e2 < S::t2;
+            [[maybe_unused]] const bool edge = e[0] < S::t0 || e[1] < S::t1 || e[2] < S::t2;
             if constexpr (STATS) {
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
@@ -372,7 +433,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
                         for (int half = 0; half < 2; half++) {
                             int d, h, wi;
                             tile_pos<D3>(warp * 32 + mt * 16 + grp + 8 * half, &d, &h, &wi);
-                            if (d >= e0 || h >= e1 || wi >= e2)
+                            if (d >= e[0] || h >= e[1] || wi >= e[2])
 #pragma unroll
                                 for (int nt = 0; nt < NT; nt++)
                                     acc[mt][nt][2 * half] = acc[mt][nt][2 * half + 1] = 0.0f;
@@ -386,8 +447,12 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
                     const int c = nt * 8 + 2 * t4;
 #pragma unroll
                     for (int half = 0; half < 2; half++) {
-                        const float v0 = act_apply(acc[mt][nt][2 * half] + bz[nt][0], g.act, g.alpha);
-                        const float v1 = act_apply(acc[mt][nt][2 * half + 1] + bz[nt][1], g.act, g.alpha);
+                        // (cm_plan takes statistics only without an activation.)
+                        float v0 = acc[mt][nt][2 * half] + bz[nt][0], v1 = acc[mt][nt][2 * half + 1] + bz[nt][1];
+                        if constexpr (!STATS) {
+                            v0 = act_slope(v0, g.slope);
+                            v1 = act_slope(v1, g.slope);
+                        }
                         T *o = osh + (r + 8 * half) * ldo + c;
                         if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
                             *(__nv_bfloat162 *)o = __floats2bfloat162_rn(v0, v1);
@@ -401,30 +466,43 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
             if constexpr (STATS)
                 wsums_put<NT>(ws, ssh, warp, lane);
             __syncthreads();
-            store_staged<D3, NT>(g, (T *)y, osh, ldo, n, o0, o1, o2);
-            if (STATS && threadIdx.x < NT * 8)
+            T *ytile = (T *)y + (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
+            store_staged<D3, NT>(g, ytile, osh, ldo, e);
+            if (STATS && threadIdx.x < K)
                 wsums_merge<NT>(ssh, bias ? bias[threadIdx.x] : 0.0f,
-                                (float)((e0 < S::t0 ? e0 : S::t0) * (e1 < S::t1 ? e1 : S::t1) *
-                                        (e2 < S::t2 ? e2 : S::t2)),
+                                (float)((e[0] < S::t0 ? e[0] : S::t0) * (e[1] < S::t1 ? e[1] : S::t1) *
+                                        (e[2] < S::t2 ? e[2] : S::t2)),
                                 part, n, tile, g.tps);
             __syncthreads(); // the staging tile is read: the next iteration may refill it
         } else {
+            const ll ybase = (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
+            const ll zbase = z ? (ll)n * g.zn + (ll)o0 * g.zs[0] + (ll)o1 * g.zs[1] + (ll)o2 * g.zs[2] : 0;
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                const int r = warp * 32 + mt * 16 + grp;
-                const ll o_lo = out_offset<D3>(g, r, n, o0, o1, o2, false);
-                const ll o_hi = out_offset<D3>(g, r + 8, n, o0, o1, o2, false);
-                const ll z_lo = z ? out_offset<D3>(g, r, n, o0, o1, o2, true) : 0;
-                const ll z_hi = z ? out_offset<D3>(g, r + 8, n, o0, o1, o2, true) : 0;
+            for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const int c = nt * 8 + 2 * t4;
-                    store_pair<XT>(g, y, z, bz[nt], o_lo, z_lo, c, acc[mt][nt][0], acc[mt][nt][1]);
-                    store_pair<XT>(g, y, z, bz[nt], o_hi, z_hi, c, acc[mt][nt][2], acc[mt][nt][3]);
+                for (int half = 0; half < 2; half++) {
+                    const int r = warp * 32 + mt * 16 + grp + 8 * half;
+                    const int yo = out_offset<D3>(g.ys, e, r);
+                    if (yo < 0)
+                        continue;
+                    const ll zo = z ? zbase + out_offset<D3>(g.zs, e, r) : 0;
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+                        store_pair<XT>(g, y, z, bz[nt], ybase + yo, zo, nt * 8 + 2 * t4, acc[mt][nt][2 * half],
+                                       acc[mt][nt][2 * half + 1]);
                 }
-            }
         }
     }
+}
+
+// Whether every element offset within one sample of v (all dims but the
+// first) fits in 32 bits.
+static bool sample_offsets_fit(const sgk_view *v)
+{
+    ll span = 0;
+    for (int i = 1; i < v->rank; i++)
+        span += (v->dims[i] - 1) * llabs_(v->strides[i]);
+    return span < INT32_MAX / 2;
 }
 
 static bool cm_float(segrt_dtype t)
@@ -460,6 +538,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     // 16-byte loads of 8 channels.
     if (!vec16_positions(x))
         return false;
+    // Offsets within a sample in 32 bits (see cmgeom).
+    if (!sample_offsets_fit(x) || !sample_offsets_fit(y) || (z && !sample_offsets_fit(z)))
+        return false;
     ll tiles = x->dims[0];
     for (int a = 0; a < 3; a++) {
         int s = a - (3 - nsp);
@@ -467,9 +548,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         if (d < 1 || d > INT32_MAX / 2)
             return false;
         g->sp[a] = (int)d;
-        g->xs[a] = s >= 0 ? x->strides[2 + s] : 0;
-        g->ys[a] = s >= 0 ? y->strides[2 + s] : 0;
-        g->zs[a] = z && s >= 0 ? z->strides[2 + s] : 0;
+        g->xs[a] = s >= 0 ? (int)x->strides[2 + s] : 0;
+        g->ys[a] = s >= 0 ? (int)y->strides[2 + s] : 0;
+        g->zs[a] = z && s >= 0 ? (int)z->strides[2 + s] : 0;
     }
     g->d3 = nsp == 3;
     int t[3];
@@ -478,6 +559,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     const int halo = g->d3 ? cm_shape<true>::halo : cm_shape<false>::halo;
     for (int a = 0; a < 3; a++) {
         g->ntile[a] = (int)ceil_div(g->sp[a], t[a]);
+        g->fnt[a] = fastdiv_make((uint32_t)g->ntile[a]);
         tiles *= g->ntile[a];
     }
     if (tiles > INT32_MAX)
@@ -492,7 +574,8 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     for (int i = 0; i < y->rank; i++)
         if (i != 1 && y->strides[i] % 8 != 0)
             g->staged = false;
-    if (p->stats && !g->staged)
+    // The statistics are of the accumulators: no activation.
+    if (p->stats && (!g->staged || p->act != SGK_ACT_NONE))
         return false;
     g->stats = p->stats;
     const size_t stage = (size_t)CM_TP * (g->K + 8);
@@ -502,13 +585,12 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         return false;
     g->xn = x->strides[0];
     g->yn = y->strides[0];
-    g->yc = y->strides[1];
+    g->yc = (int)y->strides[1];
     g->yt = y->dtype;
     g->zn = z ? z->strides[0] : 0;
-    g->zc = z ? z->strides[1] : 0;
+    g->zc = z ? (int)z->strides[1] : 0;
     g->zt = z ? z->dtype : SEGRT_DTYPE_FLOAT32;
-    g->act = p->act;
-    g->alpha = p->act_alpha;
+    g->slope = p->act == SGK_ACT_RELU ? 0.0f : p->act == SGK_ACT_LEAKY_RELU ? p->act_alpha : 1.0f;
     g->ypair = pair_positions(y);
     g->zpair = z && z->dtype == x->dtype && pair_positions(z);
     *smem = need;
