@@ -12,8 +12,15 @@ rm -rf .carry /tmp/segrt-carry-stage
 stage=/tmp/segrt-carry-stage
 mkdir -p $stage/lib $stage/models
 cp "$build/segrt" $stage/
-cp "$build/tests/test_gpu_race" $stage/ 2>/dev/null || cp "$build"/test_gpu_race $stage/
-cp "$build/tests/test_device_memory" $stage/ 2>/dev/null || cp "$build"/test_device_memory $stage/
+# The race and device-memory tests (the race test is statically linked, a
+# third of the archive): GPU_CARRY_RACE=0 leaves them out where a run does
+# not need them and the models would not fit beside them.
+bins="segrt"
+if [ "${GPU_CARRY_RACE:-1}" != 0 ]; then
+    cp "$build/tests/test_gpu_race" $stage/ 2>/dev/null || cp "$build"/test_gpu_race $stage/
+    cp "$build/tests/test_device_memory" $stage/ 2>/dev/null || cp "$build"/test_device_memory $stage/
+    bins="segrt test_gpu_race test_device_memory"
+fi
 # onnx2torch (pure Python, from PyPI) builds the PyTorch side of bench/gpu_vs_pytorch.py
 # from the same ONNX files; the GPU machine has no package index.
 mkdir -p $stage/wheels
@@ -30,6 +37,6 @@ ldd "$build/segrt" "$build/libsegrt.so.0" | awk '$2 == "=>" && $3 ~ /^\// {print
 cp "$models"/*.onnx "$models"/*.npy $stage/models/
 # One xz archive: oneDNN alone is larger than the device tool carries raw.
 mkdir -p .carry
-tar -C $stage -cJf .carry/segrt-carry.tar.xz segrt test_gpu_race test_device_memory lib models wheels
+tar -C $stage -cJf .carry/segrt-carry.tar.xz $bins lib models wheels
 rm -rf $stage
 du -sh .carry
