@@ -6,6 +6,10 @@ tensor-core kernels take the layer (src/backend/cuda/cuda_conv.c); a
 c7-3d-to16, c3-2d-residual) goes to segrt's tensor-core kernel from a
 copy padded to 16 (cuda_conv_mma.c).
 
+(With 4 input channels or fewer and at most 16 outputs, a layer the
+tensor-core kernel does not take goes to the direct kernel instead,
+test_gpu_small_conv.py; the cases here have more of either.)
+
 Generated single layers and short chains (test_gpu_small_conv.py's Net),
 each run on the CPU engine and on the CUDA engine at fp32 (no padding
 there), fp16 and bf16:
@@ -35,10 +39,10 @@ AB_PSNR_DB = 60.0
 # (id, N, C, spatial, K, conv keywords, activation, input, residual)
 CASES = [
     ("rgb2d-3to32", 2, 3, [33, 40], 32, dict(kernel=[3, 3], pads=[1, 1, 1, 1]), "LeakyRelu", "x", False),
-    ("rgb2d-3to16-s2-asym", 1, 3, [31, 26], 16, dict(kernel=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1]), "Relu",
+    ("rgb2d-3to24-s2-asym", 1, 3, [31, 26], 24, dict(kernel=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1]), "Relu",
      "add", False),
-    ("c2-2d-same-nobias", 3, 2, [17, 21], 8, dict(kernel=[5, 5], strides=[2, 1], auto_pad="SAME_UPPER",
-                                                  bias=False), None, "x", False),
+    ("c2-2d-same-nobias", 3, 2, [17, 21], 24, dict(kernel=[5, 5], strides=[2, 1], auto_pad="SAME_UPPER",
+                                                   bias=False), None, "x", False),
     ("c7-3d-to16", 1, 7, [9, 10, 11], 16, dict(kernel=[3, 3, 3], pads=[1] * 6), "PRelu", "add", False),
     ("c5-1d-dil2", 2, 5, [50], 24, dict(kernel=[3], dil=[2], pads=[2, 2]), None, "x", False),
     ("c3-2d-residual", 2, 3, [20, 24], 8, dict(kernel=[3, 3], pads=[1, 1, 1, 1]), "Relu", "x", True),
@@ -51,8 +55,9 @@ def case_model(spec, seed):
     x = "x"
     if source == "add":
         x = net.node("Add", [x, net.const([0.5])], net.shape[x])
-    # The residual first (a 1x1 layer on the same input, padded too), so
-    # that the Add can join the main layer's epilogue.
+    # The residual first (a 1x1 layer on the same input: with 8 outputs,
+    # the direct kernel's, see above), so that the Add can join the main
+    # layer's epilogue.
     z = net.conv("x", k, [1] * len(sp)) if residual else None
     y = net.act(net.conv(x, k, **kw), act)
     if residual:

@@ -1,7 +1,9 @@
 """Convolutions with few output channels on the GPU: segrt's direct kernel
 (src/backend/cuda/k_conv_small.cu, "segrt small conv" in profiles) takes
 Conv and ConvTranspose layers with 1 to 4 output channels instead of
-cuDNN. Generated models, each run on the CPU engine and on the CUDA engine
+cuDNN, and an image's first layers (a forward Conv over 1 to 4 input
+channels with up to 16 outputs) that segrt's tensor-core kernel does not
+take. Generated models, each run on the CPU engine and on the CUDA engine
 at fp32, fp16 and bf16:
 
   - single layers: Conv and ConvTranspose, K in {1, 2, 3, 4} output and
@@ -11,6 +13,12 @@ at fp32, fp16 and bf16:
     nothing (fused into the store); some read the graph input (plain
     layout, float32 at every precision), some an Add's output (plain, in
     the plan's activation dtype);
+  - first layers: 3-D 1 -> 16 stride 2 (unet3d_spleen's), 2-D 3 -> 16
+    stride 2 with asymmetric pads, 2-D 4 -> 12 5x5, 1-D 2 -> 8 stride 2,
+    2-D 1 -> 16 stride 2 and 1 -> 12 dilation 2 (the one-channel 3x3(x3)
+    loop; 12 outputs stored one at a time, 16 as vectors),
+    and the spleen's first residual unit (two such layers reading the
+    image, a 16 -> 16 layer, the residual Add);
   - chains where a cuDNN convolution runs first, so the small layer reads
     a channels-last input (16-byte and 4-byte vector loads, and the
     strided path for 5 channels): UNet3D spleen's tail (Conv -> PRelu ->
@@ -34,7 +42,10 @@ conv" -- the ConvTranspose on the phase-tiled variant ("... up"), the Conv
 on the tiled one -- so the paths are taken, not only correct; the same
 model built with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at
 fp32; and the tiled and phase-tiled variants agree with the general kernel
-(SEGRT_CUDA_TILED_CONV=0, SEGRT_CUDA_UP_CONV=0)."""
+(SEGRT_CUDA_TILED_CONV=0, SEGRT_CUDA_UP_CONV=0). A profile of the
+spleen head at fp16 and fp32 shows both image layers on the kernel with
+no copy of the image before them, and they agree with cuDNN's
+(SEGRT_CUDA_SMALL_CONV=0: fp32 rel L2 <= 1e-5, fp16 >= 60 dB)."""
 import math
 
 import numpy as np
@@ -187,6 +198,22 @@ LAYERS = [
      "LeakyRelu", "add"),
     ("convt3d-32to1-k3s2-opad", True, 2, 32, [5, 6, 19], 1,
      dict(kernel=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6, opad=[1, 1, 0]), "PRelu", "add"),
+    # An image's first layers: 1 to 4 input channels, 5 to 16 outputs
+    # (the general kernel with 16 accumulators a thread, written
+    # channels-last): unet3d_spleen's stride-2 1 -> 16 pair, stride 2 with
+    # asymmetric pads, a 5x5 layer of 12 outputs (16 accumulators, the
+    # last four unused), 8 outputs in 1-D.
+    ("conv3d-1to16-s2-first", False, 2, 1, [9, 10, 7], 16,
+     dict(kernel=[3, 3, 3], strides=[2, 2, 2], pads=[1] * 6), "PRelu", "x"),
+    ("conv2d-3to16-s2-first", False, 2, 3, [13, 18], 16,
+     dict(kernel=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1]), "LeakyRelu", "add"),
+    ("conv2d-4to12-k5-first", False, 1, 4, [11, 14], 12, dict(kernel=[5, 5], pads=[2, 2, 2, 2], bias=False), None,
+     "x"),
+    ("conv1d-2to8-s2-first", False, 3, 2, [40], 8, dict(kernel=[3], strides=[2], pads=[1, 1]), "Relu", "add"),
+    ("conv2d-1to16-s2-first", False, 2, 1, [15, 22], 16, dict(kernel=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+     "Relu", "x"),
+    ("conv2d-1to12-dil2-first", False, 1, 1, [17, 19], 12, dict(kernel=[3, 3], pads=[2, 2, 2, 2], dil=[2, 2]),
+     "LeakyRelu", "add"),
 ]
 # The layers the phase-tiled variant takes (and the spleen layer), for the
 # A/B against the general kernel.
@@ -266,7 +293,21 @@ def chain_residual(seed, kind):
     return net.model([out]), {"x": net.x}
 
 
+def chain_spleen_head(seed, n=2, side=(10, 12, 9)):
+    """UNet3D spleen's first residual unit: two stride-2 1 -> 16 layers read
+    the image (the unit's conv and its residual path), then a 16 -> 16
+    layer whose sum with the residual is the unit's output."""
+    net = Net(seed, [n, 1] + list(side))
+    s2 = dict(strides=[2] * 3, pads=[1] * 6)
+    h = net.act(net.conv("x", 16, [3] * 3, **s2), "PRelu")
+    r = net.conv("x", 16, [3] * 3, **s2)
+    y = net.act(net.conv(h, 16, [3] * 3, pads=[1] * 6), "PRelu")
+    out = net.node("Add", [y, r], net.shape[y])
+    return net.model([out]), {"x": net.x}
+
+
 CHAINS = [
+    ("chain-spleen-head", chain_spleen_head),
     ("chain-residual-cl", lambda seed: chain_residual(seed, "cl")),
     ("chain-residual-plain-3d", lambda seed: chain_residual(seed, "plain")),
     ("chain-residual-reused", lambda seed: chain_residual(seed, "reused")),
@@ -352,6 +393,30 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     e = rel_l2(small[0], cudnn[0])
     print(f"\nsmall conv vs cuDNN at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+def test_first_layers_taken_and_agree_with_cudnn(gpu, tmp_path, precision):
+    """The spleen head's two image layers run on the direct kernel, reading
+    the float32 graph input as it is (no padded or converted copy of x),
+    and agree with cuDNN (SEGRT_CUDA_SMALL_CONV=0)."""
+    m, feeds = chain_spleen_head(11)
+    out = bench_profile(m, feeds, tmp_path, precision)
+    rows = [line for line in out.splitlines() if IMPL in line]
+    assert len(rows) == 2, f"expected both 1 -> 16 layers on `{IMPL}`:\n{out}"
+    firsts = [line.split()[:2] for line in out.splitlines() if line.split()[:1] == ["x"]]
+    assert not firsts, f"the image should be read as it is, with no step of its own:\n{out}"
+    model = sc.Model.from_bytes(m, name="spleen_head.onnx")
+    small = run_engine(model, feeds, "cuda", precision)
+    cudnn = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_SMALL_CONV": "0"})
+    if precision == "fp32":
+        e = rel_l2(small[0], cudnn[0])
+        print(f"\nspleen head, small conv vs cuDNN at fp32: rel L2 {e:.3g}")
+        assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
+    else:
+        v = psnr(small[0], cudnn[0])
+        print(f"\nspleen head, small conv vs cuDNN at fp16: PSNR {fmt_db(v)}")
+        assert v >= 60.0, f"the direct kernel and cuDNN differ at fp16: PSNR {fmt_db(v)}"
 
 
 def small_conv_impls(onnx_model, feeds, tmp_path, precision, env=None):

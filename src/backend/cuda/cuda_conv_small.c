@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Beyond 4 output channels cuDNN's engines start to pay off. */
+/* Beyond 4 output channels cuDNN's engines start to pay off, except on
+ * an image's first layers (cuda_build_conv_few_inputs). */
 #define SMALL_MAX_K 4
 
 typedef struct small_params {
@@ -76,7 +77,8 @@ static bool small_attrs(const sg_cuda_plan *p, const sg_node *n, bool transposed
 
 /* The kernel's geometry for node n, checked against the graph's shapes;
  * false for anything this path does not take. */
-static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transposed, sgk_conv_small_params *kp)
+static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transposed, int64_t max_k,
+                           sgk_conv_small_params *kp)
 {
     const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
@@ -88,7 +90,7 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || sg_attr_int(n, "group", 1) != 1)
         return false;
     int64_t K = transposed ? wd[1] : wd[0], C = transposed ? wd[0] : wd[1];
-    if (K < 1 || K > SMALL_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
+    if (K < 1 || K > max_k || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
     int64_t wnumel = 1;
     for (int32_t i = 0; i < rank; i++)
@@ -128,11 +130,15 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     return true;
 }
 
-sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken)
+/* few_inputs: the first-layer case (cuda_build_conv_few_inputs), else the
+ * few-output-channel one. */
+static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool few_inputs, bool *taken)
 {
     *taken = false;
     sgk_conv_small_params kp;
-    if (small_disabled() || !small_geometry(p, n, transposed, &kp))
+    if (small_disabled() ||
+        !small_geometry(p, n, transposed, few_inputs ? SGK_CONV_SMALL_MAX_K_FEW_C : SMALL_MAX_K, &kp) ||
+        (few_inputs && (transposed || kp.C > SGK_CONV_SMALL_FEW_C)))
         return SEGRT_OK;
     /* The input as it is, whatever its layout: the kernel reads any view. */
     int32_t xt = cuda_value(p, n->inputs[0]);
@@ -147,7 +153,9 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     kp.act_alpha = ep.act_alpha;
     int32_t res_node = ep.res_node, zt = ep.z_tensor;
     sg_dtype out_dt = ep.out_dtype;
-    cuda_layout out_layout = cuda_dense_layout(p, xt);
+    /* An image's first layer feeds channels-last layers (a one-channel
+     * image reads as plain); a last layer keeps its input's layout. */
+    cuda_layout out_layout = few_inputs ? CUDA_LAYOUT_CHANNELS_LAST : cuda_dense_layout(p, xt);
 
     /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
     sgk_view xg = cuda_geometry_view(p, xt), yg;
@@ -185,4 +193,14 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
     cuda_kernel_epilogue_bind(p, &ep, a.y);
     *taken = true;
     return SEGRT_OK;
+}
+
+sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken)
+{
+    return build_small(p, n, transposed, false, taken);
+}
+
+sg_status cuda_build_conv_few_inputs(sg_cuda_plan *p, const sg_node *n, bool *taken)
+{
+    return build_small(p, n, false, true, taken);
 }

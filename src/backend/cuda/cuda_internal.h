@@ -444,6 +444,9 @@ sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_conv_padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out);
 /* cuda_conv_small.c: the direct kernel for <= 4 output channels; *taken false: cuDNN's turn */
 sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool *taken);
+/* cuda_conv_small.c too: a forward Conv over <= 4 input channels (an image's first layers), <= 16 outputs,
+ * written channels-last; *taken false: cuDNN's turn */
+sg_status cuda_build_conv_few_inputs(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_up_k3.c: ConvTranspose kernel 3, stride 2, pads 1 (<= 64 input channels, 16-bit), tensor cores;

@@ -1,7 +1,8 @@
 // Direct Conv and ConvTranspose for few output channels (k_conv_small.h).
 //
 // One thread per output position accumulates all K channels in registers
-// (KP of them: K rounded up to 1, 2, 4 or 8, the extra weights zero). The
+// (KP of them: K rounded up to 1, 2, 4, 8 or 16, the extra weights zero;
+// 16 only in the general kernel, for few input channels). The
 // weights are staged once per block in shared memory, reordered to
 // [tap][c][KP], so that one tap's weights for V consecutive input channels
 // are a single run the thread reads with 16-byte loads; blocks loop over
@@ -55,6 +56,12 @@ struct csgeom {
     sgk_act act;
     float alpha;
     bool transposed;
+    bool yvec; // the general kernel stores a position's K channels as 16-byte vectors (no residual)
+    // A one-channel forward layer of kernel 3 along the last two dims (1 or
+    // 3 along the first) whose every offset within a sample fits in 32
+    // bits: the general kernel's first-layer loop, with x's strides xs32.
+    bool first3;
+    int xs32[3];
 };
 
 // The stored value: the activation, then the residual where there is one.
@@ -62,6 +69,36 @@ __device__ __forceinline__ float cs_out(float acc, const csgeom &g, const void *
 {
     float v = act_apply(acc, g.act, g.alpha);
     return z ? v + ld_f32(z, zi, g.zdt) : v;
+}
+
+// A position's KP results, activated, as 16-byte vectors of y's dtype at
+// element yo (g.yvec: KP == K channels contiguous and every position
+// 16-byte aligned): 16 output channels stored one element at a time were
+// 16 store instructions a thread, for two or four vectors' worth.
+template <int KP> __device__ __forceinline__ void cs_store_vec(const csgeom &g, void *y, ll yo, const float *acc)
+{
+    float v[KP];
+#pragma unroll
+    for (int k = 0; k < KP; k++)
+        v[k] = act_apply(acc[k], g.act, g.alpha);
+    if constexpr (KP % 8 == 0) {
+        if (g.ydt == SEGRT_DTYPE_FLOAT16) {
+#pragma unroll
+            for (int j = 0; j < KP; j += 8)
+                *(uint4 *)((__half *)y + yo + j) = vec16_pack<SEGRT_DTYPE_FLOAT16>(v + j);
+            return;
+        }
+        if (g.ydt == SEGRT_DTYPE_BFLOAT16) {
+#pragma unroll
+            for (int j = 0; j < KP; j += 8)
+                *(uint4 *)((__nv_bfloat16 *)y + yo + j) = vec16_pack<SEGRT_DTYPE_BFLOAT16>(v + j);
+            return;
+        }
+    }
+    if constexpr (KP % 4 == 0)
+#pragma unroll
+        for (int j = 0; j < KP; j += 4)
+            *(uint4 *)((float *)y + yo + j) = vec16_pack<SEGRT_DTYPE_FLOAT32>(v + j);
 }
 
 // The weights, staged by the block in shared memory as ws[tap][c][KP]
@@ -192,40 +229,83 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
 #pragma unroll
             for (int k = 0; k < KP; k++)
                 acc[k] = bs[k];
-            for (int kd = 0; kd < g.k[0]; kd++) {
-                int i0;
-                if (!cs_tap(g, 0, o0, kd, &i0))
-                    continue;
-                const ll a0 = xb + i0 * g.xs[0];
-                for (int kh = 0; kh < g.k[1]; kh++) {
-                    int i1;
-                    if (!cs_tap(g, 1, o1, kh, &i1))
+            if (KP == 16 && V == 1 && g.first3) {
+                // An image's one-channel first layer, 3x3(x3): each dim's
+                // three input offsets and their bounds found once, a
+                // plane's nine taps loaded before any of their products
+                // (the general loop below, 64-bit index arithmetic and a
+                // load and its wait per tap, issued five instructions an
+                // FMA and ran unet3d's 1 -> 16 stride-2 layers at 570 GB/s).
+                int off[3][3];
+                bool ok[3][3];
+                const int o[3] = {o0, o1, o2};
+#pragma unroll
+                for (int d = 0; d < 3; d++)
+#pragma unroll
+                    for (int k = 0; k < 3; k++) {
+                        const int i = o[d] * g.st[d] + k * g.dil[d] - g.pb[d];
+                        ok[d][k] = k < g.k[d] && (unsigned)i < (unsigned)g.in[d];
+                        off[d][k] = i * g.xs32[d];
+                    }
+#pragma unroll
+                for (int kd = 0; kd < 3; kd++) {
+                    if (!ok[0][kd])
                         continue;
-                    const ll a1 = a0 + i1 * g.xs[1];
-                    for (int kw = 0; kw < g.k[2]; kw++) {
-                        int i2;
-                        if (!cs_tap(g, 2, o2, kw, &i2))
+                    float xv[9];
+#pragma unroll
+                    for (int t = 0; t < 9; t++) {
+                        const int i = off[0][kd] + off[1][t / 3] + off[2][t % 3];
+                        xv[t] = ok[1][t / 3] && ok[2][t % 3] ? ldr<XT, float>(x, (segrt_dtype)XT, xb + i) : 0.0f;
+                    }
+#pragma unroll
+                    for (int t = 0; t < 9; t++) {
+                        float wv[KP];
+                        cs_lds<KP>(ws + (kd * 9 + t) * KP, wv);
+#pragma unroll
+                        for (int k = 0; k < KP; k++)
+                            acc[k] = fmaf(xv[t], wv[k], acc[k]);
+                    }
+                }
+            } else {
+                for (int kd = 0; kd < g.k[0]; kd++) {
+                    int i0;
+                    if (!cs_tap(g, 0, o0, kd, &i0))
+                        continue;
+                    const ll a0 = xb + i0 * g.xs[0];
+                    for (int kh = 0; kh < g.k[1]; kh++) {
+                        int i1;
+                        if (!cs_tap(g, 1, o1, kh, &i1))
                             continue;
-                        const ll a2 = a1 + i2 * g.xs[2];
-                        const float *wt = ws + ((kd * g.k[1] + kh) * g.k[2] + kw) * g.C * KP;
-                        // Unrolled so that several loads are in flight
-                        // before the first FMA waits: one load at a time
-                        // left these layers bound by latency.
+                        const ll a1 = a0 + i1 * g.xs[1];
+                        for (int kw = 0; kw < g.k[2]; kw++) {
+                            int i2;
+                            if (!cs_tap(g, 2, o2, kw, &i2))
+                                continue;
+                            const ll a2 = a1 + i2 * g.xs[2];
+                            const float *wt = ws + ((kd * g.k[1] + kh) * g.k[2] + kw) * g.C * KP;
+                            // Unrolled so that several loads are in flight
+                            // before the first FMA waits: one load at a time
+                            // left these layers bound by latency.
 #pragma unroll 4
-                        for (int c = 0; c < g.C; c += V) {
-                            float xv[V], wv[V * KP];
-                            cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
-                            cs_lds<V * KP>(wt + c * KP, wv);
+                            for (int c = 0; c < g.C; c += V) {
+                                float xv[V], wv[V * KP];
+                                cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
+                                cs_lds<V * KP>(wt + c * KP, wv);
 #pragma unroll
-                            for (int j = 0; j < V; j++)
+                                for (int j = 0; j < V; j++)
 #pragma unroll
-                                for (int k = 0; k < KP; k++)
-                                    acc[k] = fmaf(xv[j], wv[j * KP + k], acc[k]);
+                                    for (int k = 0; k < KP; k++)
+                                        acc[k] = fmaf(xv[j], wv[j * KP + k], acc[k]);
+                            }
                         }
                     }
                 }
             }
             const ll yo = yb + o0 * g.ys[0] + o1 * g.ys[1] + o2 * g.ys[2];
+            if (g.yvec) {
+                cs_store_vec<KP>(g, y, yo, acc);
+                continue;
+            }
             const ll zo = (ll)n * g.zn + o0 * g.zs[0] + o1 * g.zs[1] + o2 * g.zs[2];
 #pragma unroll
             for (int k = 0; k < KP; k++)
@@ -235,7 +315,7 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     }
 }
 
-int kp_of(int K) { return K <= 1 ? 1 : K <= 2 ? 2 : K <= 4 ? 4 : 8; }
+int kp_of(int K) { return K <= 1 ? 1 : K <= 2 ? 2 : K <= 4 ? 4 : K <= 8 ? 8 : 16; }
 
 // The tiled variant: forward, stride 1, dilation 1, few input channels.
 // A block computes a TD x 8 x 32 tile of output positions (x fastest, one
@@ -749,7 +829,7 @@ variant_choice choose(const sgk_conv_small_params *p, const csgeom &g, int es, u
             return c;
         }
     }
-    if (!p->no_tiled) {
+    if (!p->no_tiled && kp_of(g.K) <= 8) {
         c.td = tiled_depth(g);
         if (c.td > 0)
             c.v = SGK_CONV_SMALL_TILED;
@@ -826,6 +906,18 @@ csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view
     }
     g.taps = (int)taps;
     g.per_sample = (uint32_t)per_sample;
+    const int es = dtype_bytes(y->dtype);
+    g.yvec = !z && g.K == kp_of(g.K) && g.K * es % 16 == 0 && y->strides[1] == 1 &&
+             (!y->data || ((uintptr_t)y->data & 15) == 0);
+    for (int d = 0; d < y->rank && g.yvec; d++)
+        g.yvec = d == 1 || y->dims[d] <= 1 || y->strides[d] * es % 16 == 0;
+    ll span = 0;
+    for (int a = 0; a < 3; a++) {
+        span += (ll)(g.in[a] - 1) * llabs_(g.xs[a]);
+        g.xs32[a] = (int)g.xs[a];
+    }
+    g.first3 = !g.transposed && g.C == 1 && (g.k[0] == 1 || g.k[0] == 3) && g.k[1] == 3 && g.k[2] == 3 &&
+               span < INT32_MAX / 2;
     return g;
 }
 
@@ -910,7 +1002,8 @@ segrt_status launch_kp(cudaStream_t stream, const sgk_conv_small_params *p, cons
     case 1: return launch_vec<XT, 1>(stream, g, sm_count, v, y, x, w, bias, z);
     case 2: return launch_vec<XT, 2>(stream, g, sm_count, v, y, x, w, bias, z);
     case 4: return launch_vec<XT, 4>(stream, g, sm_count, v, y, x, w, bias, z);
-    default: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias, z);
+    case 8: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias, z);
+    default: return launch_vec<XT, 16>(stream, g, sm_count, v, y, x, w, bias, z);
     }
 }
 
@@ -919,7 +1012,8 @@ segrt_status launch_kp(cudaStream_t stream, const sgk_conv_small_params *p, cons
 extern "C" bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view *x)
 {
     int nsp = p->n_spatial;
-    if (nsp < 1 || nsp > 3 || p->K < 1 || p->K > SGK_CONV_SMALL_MAX_K || p->C < 1 || x->rank != nsp + 2 ||
+    const int max_k = !p->transposed && p->C <= SGK_CONV_SMALL_FEW_C ? SGK_CONV_SMALL_MAX_K_FEW_C : SGK_CONV_SMALL_MAX_K;
+    if (nsp < 1 || nsp > 3 || p->K < 1 || p->K > max_k || p->C < 1 || x->rank != nsp + 2 ||
         y->rank != nsp + 2 || !cs_dtype(x->dtype) || !cs_dtype(y->dtype) || x->dims[0] != y->dims[0] ||
         x->dims[0] > INT32_MAX || x->dims[1] != p->C || y->dims[1] != p->K)
         return false;

@@ -25,8 +25,13 @@
 extern "C" {
 #endif
 
-/* The most output channels the kernel computes per thread. */
+/* The most output channels the kernel computes per thread: 8, and 16 for
+ * a forward convolution of at most SGK_CONV_SMALL_FEW_C input channels
+ * (an image's first layers, where the input is all the traffic there is
+ * and cuDNN's tensor cores need it copied into 8 channels first). */
 #define SGK_CONV_SMALL_MAX_K 8
+#define SGK_CONV_SMALL_MAX_K_FEW_C 16
+#define SGK_CONV_SMALL_FEW_C 4
 
 typedef struct sgk_conv_small_params {
     bool transposed;      /* ConvTranspose: y[o] gathers x[i] where o = i*stride + k*dil - pad_begin */
