@@ -222,13 +222,14 @@ __device__ __forceinline__ void stt(void *p, segrt_dtype dt, ll i, float v)
 // The activation a convolution or normalisation applies before its store.
 // ReLU keeps NaN and maps -inf to 0 (not v * 0, which would give NaN), as
 // the map kernels do.
+// Written as selects, not branches: an epilogue applies it to every
+// accumulator, and a branch on the (uniform) kind per value cost the
+// tensor-core convolution's epilogue more instructions than the value's
+// own work.
 __device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
 {
-    if (act == SGK_ACT_RELU)
-        return v < 0.0f ? 0.0f : v;
-    if (act == SGK_ACT_LEAKY_RELU)
-        return v < 0.0f ? v * alpha : v;
-    return v;
+    const float below = act == SGK_ACT_LEAKY_RELU ? v * alpha : act == SGK_ACT_RELU ? 0.0f : v;
+    return v < 0.0f ? below : v;
 }
 
 // Index arithmetic --------------------------------------------------------------

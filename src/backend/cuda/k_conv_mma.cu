@@ -52,17 +52,13 @@ struct cmgeom {
     ll xn, yn, zn;
     int xs[3], ys[3], zs[3], yc, zc;
     segrt_dtype yt, zt;
-    float slope;       // the activation as a slope below zero: 1 none, 0 Relu, alpha LeakyRelu
+    sgk_act act;
+    float alpha;
     bool ypair, zpair; // two channels as one vector store / load
     bool staged;       // results out through shared memory (see conv_mma)
     bool stage_own;    // the staging tile has its own space (it does not fit in a halo buffer)
     bool stats;        // per-tile statistics to part (staged only)
 };
-
-// The activation, branch-free: the kernel's ones are all v < 0 ? v * slope : v
-// (a branch on the activation's kind per value cost two instructions more
-// than the value's own work in the epilogue).
-__device__ __forceinline__ float act_slope(float v, float slope) { return v < 0.0f ? v * slope : v; }
 
 // The output origin of a tile along D, H, W, and its sample.
 template <bool D3>
@@ -134,8 +130,8 @@ __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void 
                                            int c, float v0, float v1)
 {
     typedef typename mma_elem<XT>::type T;
-    v0 = act_slope(v0 + bz[0], g.slope);
-    v1 = act_slope(v1 + bz[1], g.slope);
+    v0 = act_apply(v0 + bz[0], g.act, g.alpha);
+    v1 = act_apply(v1 + bz[1], g.act, g.alpha);
     if (z) {
         if (g.zpair) {
             float2 f = XT == SEGRT_DTYPE_BFLOAT16 ? __bfloat1622float2(*(const __nv_bfloat162 *)((const T *)z + zo + c))
@@ -450,8 +446,8 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
                         // (cm_plan takes statistics only without an activation.)
                         float v0 = acc[mt][nt][2 * half] + bz[nt][0], v1 = acc[mt][nt][2 * half + 1] + bz[nt][1];
                         if constexpr (!STATS) {
-                            v0 = act_slope(v0, g.slope);
-                            v1 = act_slope(v1, g.slope);
+                            v0 = act_apply(v0, g.act, g.alpha);
+                            v1 = act_apply(v1, g.act, g.alpha);
                         }
                         T *o = osh + (r + 8 * half) * ldo + c;
                         if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
@@ -590,7 +586,8 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->zn = z ? z->strides[0] : 0;
     g->zc = z ? (int)z->strides[1] : 0;
     g->zt = z ? z->dtype : SEGRT_DTYPE_FLOAT32;
-    g->slope = p->act == SGK_ACT_RELU ? 0.0f : p->act == SGK_ACT_LEAKY_RELU ? p->act_alpha : 1.0f;
+    g->act = p->act;
+    g->alpha = p->act_alpha;
     g->ypair = pair_positions(y);
     g->zpair = z && z->dtype == x->dtype && pair_positions(z);
     *smem = need;
