@@ -356,6 +356,17 @@ static inline bool vec16_positions(const sgk_view *v)
     return true;
 }
 
+// Whether every element offset within one sample of v (all dims but the
+// first) fits in 32 bits, with room to spare: kernels whose per-position
+// index arithmetic is 32-bit within a sample ask this.
+static inline bool sample_offsets_fit(const sgk_view *v)
+{
+    ll span = 0;
+    for (int i = 1; i < v->rank; i++)
+        span += (v->dims[i] - 1) * llabs_(v->strides[i]);
+    return span < INT32_MAX / 2;
+}
+
 // Whether v's dims beyond the channels, every stride but the channels'
 // and its data allow two-channel vectors of its dtype (4 bytes for 16-bit,
 // 8 for float32).

@@ -37,6 +37,11 @@ template <bool D3> struct cm_shape {
     static_assert(t0 * t1 * t2 == 128, "128 output positions a tile");
 };
 
+// Shared-memory row length (elements) of the halo and the weights for C
+// channels: 16 bytes longer than the data, so that ldmatrix's eight row
+// reads fall in distinct banks.
+__host__ __device__ constexpr int cm_ld(int C) { return C + 8; }
+
 struct cmgeom {
     int sp[3];     // spatial dims of x and y: D (1 in 2-D), H, W
     int C, K;      // input and output channels
@@ -45,7 +50,6 @@ struct cmgeom {
     int ntiles;    // all tiles, N included
     int tps;       // tiles per sample
     bool d3;       // 3-D (cm_shape<true>), else 2-D
-    int ldx, ldw;  // shared-memory row lengths (elements) of the halo and the weights
     // Strides: a sample's in 64 bits, the rest in 32 (cm_plan checks that
     // every offset within a sample fits), so that the per-position index
     // arithmetic of the halo loads and the stores is 32-bit.
@@ -244,8 +248,6 @@ __device__ __forceinline__ void wsums_merge(const float *sh, float bias_c, float
 // one, even when skipped, made its main loop 10 % slower.
 enum { EPI_DIRECT, EPI_STAGED, EPI_STATS };
 
-// KS: C / 16 where it is 1, 2 or 4 (the taps then unroll completely), else 0
-// (a loop over the 16-channel slices). EPI: one of the above.
 // The A (halo) and B (weight) fragments of one step of the main loop: a
 // tap and a 16-channel slice.
 template <int NT> struct cm_frags {
@@ -308,7 +310,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<D3> S;
     constexpr int K = NT * 8;
-    const int C = KS ? KS * 16 : g.C, ldx = C + 8, ldw = C + 8; // cm_plan's rows
+    const int C = KS ? KS * 16 : g.C, ldx = cm_ld(C), ldw = cm_ld(C);
     const int ksteps = C / 16;
     extern __shared__ __align__(128) unsigned char smem[];
     T *wsh = (T *)smem;                   // [tap][K][ldw]
@@ -491,16 +493,6 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     }
 }
 
-// Whether every element offset within one sample of v (all dims but the
-// first) fits in 32 bits.
-static bool sample_offsets_fit(const sgk_view *v)
-{
-    ll span = 0;
-    for (int i = 1; i < v->rank; i++)
-        span += (v->dims[i] - 1) * llabs_(v->strides[i]);
-    return span < INT32_MAX / 2;
-}
-
 static bool cm_float(segrt_dtype t)
 {
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
@@ -564,7 +556,6 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->tps = g->ntile[0] * g->ntile[1] * g->ntile[2];
     g->C = p->C;
     g->K = p->K;
-    g->ldx = g->ldw = p->C + 8;
     // Staged stores need whole 16-byte positions of x's dtype in y.
     g->staged = !z && y->dtype == x->dtype && y->strides[1] == 1 && (!y->data || aligned16(y->data));
     for (int i = 0; i < y->rank; i++)
@@ -575,8 +566,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         return false;
     g->stats = p->stats;
     const size_t stage = (size_t)CM_TP * (g->K + 8);
-    g->stage_own = g->staged && stage > (size_t)halo * g->ldx;
-    size_t need = 2 * ((size_t)taps * g->K * g->ldw + 2 * (size_t)halo * g->ldx + (g->stage_own ? stage : 0));
+    const size_t ld = (size_t)cm_ld(p->C);
+    g->stage_own = g->staged && stage > (size_t)halo * ld;
+    size_t need = 2 * ((size_t)taps * g->K * ld + 2 * (size_t)halo * ld + (g->stage_own ? stage : 0));
     if (need > CM_SMEM_MAX)
         return false;
     g->xn = x->strides[0];

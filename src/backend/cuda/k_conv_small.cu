@@ -911,13 +911,10 @@ csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view
              (!y->data || ((uintptr_t)y->data & 15) == 0);
     for (int d = 0; d < y->rank && g.yvec; d++)
         g.yvec = d == 1 || y->dims[d] <= 1 || y->strides[d] * es % 16 == 0;
-    ll span = 0;
-    for (int a = 0; a < 3; a++) {
-        span += (ll)(g.in[a] - 1) * llabs_(g.xs[a]);
+    for (int a = 0; a < 3; a++)
         g.xs32[a] = (int)g.xs[a];
-    }
     g.first3 = !g.transposed && g.C == 1 && (g.k[0] == 1 || g.k[0] == 3) && g.k[1] == 3 && g.k[2] == 3 &&
-               span < INT32_MAX / 2;
+               sample_offsets_fit(x);
     return g;
 }
 
