@@ -188,18 +188,21 @@ def test_c_api_device_image_and_result(tmp_path, gpu):
         check_against_reference(case, got, models, image)
 
 
-@pytest.mark.parametrize("tag,n,models,mirror,max_memory", [
-    ("one", 1, 1, None, None),
-    ("n2-ensemble-mirror", 2, 2, 0b101, None),
-    ("passes", 2, 1, None, "budget"),
+@pytest.mark.parametrize("tag,n,models,mirror,max_memory,plane", [
+    ("one", 1, 1, None, None, (21, 18)),
+    ("n2-ensemble-mirror", 2, 2, 0b101, None, (21, 18)),
+    ("passes", 2, 1, None, "budget", (21, 18)),
+    # Rows of 4-voxel multiples: whole windows go up 16 bytes at a time,
+    # through the ring's wrap.
+    ("aligned-n2", 2, 1, None, None, (20, 24)),
 ])
-def test_host_image_ring_matches_device_image(tmp_path, gpu, tag, n, models, mirror, max_memory):
+def test_host_image_ring_matches_device_image(tmp_path, gpu, tag, n, models, mirror, max_memory, plane):
     """A host image taller than the ring of rows it goes up through: the
     rows are uploaded ahead while earlier batches run, the ring wraps, a
     second image (and, under a budget, each pass) starts it afresh. The
     result must be bit-identical to the same run over the image on the
     device (same kernels, same order), and the run reports its host time."""
-    case = SW((150, 21, 18), (16, 16, 16), n=n, c=2, k=3, overlap=0.5, sw_batch=3, blend="gaussian",
+    case = SW((150,) + plane, (16, 16, 16), n=n, c=2, k=3, overlap=0.5, sw_batch=3, blend="gaussian",
               kind="probs", seed=71, models=models)
     paths = models_for(tmp_path, case)
     image = image_for(case)
@@ -216,7 +219,7 @@ def test_host_image_ring_matches_device_image(tmp_path, gpu, tag, n, models, mir
             # over slabs of the 150 rows. Passes give the same numbers.
             with sc.WindowOptions(case.roi, **opts).bind(ctxs, image, with_stats=True)() as r:
                 whole = r.stats
-            row = (case.k + 1) * 21 * 18 * 4
+            row = (case.k + 1) * plane[0] * plane[1] * 4
             opts["max_memory"] = whole["context_bytes"] + whole["pipeline_bytes"] - whole["slab_rows"] * row + 8 * row
         with sc.WindowOptions(case.roi, **opts).bind(ctxs, image, with_stats=True)() as r:
             host, st = r.numpy(), r.stats

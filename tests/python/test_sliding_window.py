@@ -162,6 +162,10 @@ CASES = {
                                  activation="sigmoid", seed=35),
     "3d-nnunet-o25-gauss-c2": SW((20, 13, 16), (10, 8, 12), c=2, k=2, grid="nnunet", blend="gaussian",
                                  sigma_scale=0.2, sw_batch=4, seed=36),
+    # Every window inside the image on rows of 4-voxel multiples: the GPU
+    # copies such windows 16 bytes at a time; batches of 7 straddle rows.
+    "3d-aligned-n2c2-o50-sw7": SW((20, 24, 32), (8, 8, 16), n=2, c=2, k=3, overlap=0.5, sw_batch=7,
+                                  blend="gaussian", seed=39),
     # 1-D (a signal: axis 0 is both the rows and the last axis)
     "1d-c2-gauss-o50-sw3-probs": SW((200,), (32,), c=2, k=3, overlap=0.5, sw_batch=3, blend="gaussian",
                                     kind="probs", seed=37),

@@ -684,20 +684,24 @@ static sgk_win_rows image_rows(const dev_run *r, int64_t n)
     return v;
 }
 
-/* The batch's windows (global indices) into d_in, flipped by mask. */
+/* The batch's windows (global indices) into d_in, flipped by mask, in
+ * launches of up to SGK_WIN_BATCH windows. */
 static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint32_t mask)
 {
-    int64_t nw = r->g.n_windows, start[SG_SW_MAX_DIMS];
+    int64_t nw = r->g.n_windows, nd = r->g.n_dims, starts[SGK_WIN_BATCH * SG_SW_MAX_DIMS];
     if (r->have_upload) {
         CUDA_TRY(cudaStreamWaitEvent(r->st.s, r->st.ev_uploaded, 0));
         r->have_upload = false;
     }
-    for (int64_t b = 0; b < r->B; b++) {
-        int64_t g = win[b < got ? b : got - 1]; /* a short batch repeats its last window */
-        sg_sw_window_start(&r->g, g % nw, start);
-        sgk_win_rows src = image_rows(r, g / nw);
-        SG_TRY(sgk_win_gather(r->st.s, &r->geom, start, (int32_t)r->o->pad, r->o->pad_value, mask, &src, r->C,
-                              r->d_in + b * r->C * r->roi_numel));
+    sgk_win_rows src = image_rows(r, win[0] / nw); /* a batch never spans two images */
+    for (int64_t first = 0; first < r->B; first += SGK_WIN_BATCH) {
+        int64_t n = r->B - first < SGK_WIN_BATCH ? r->B - first : SGK_WIN_BATCH;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t b = first + i;
+            sg_sw_window_start(&r->g, win[b < got ? b : got - 1] % nw, starts + i * nd); /* a short batch repeats its last window */
+        }
+        SG_TRY(sgk_win_gather(r->st.s, &r->geom, starts, n, (int32_t)r->o->pad, r->o->pad_value, mask, &src, r->C,
+                              r->d_in + first * r->C * r->roi_numel));
     }
     CUDA_TRY(cudaEventRecord(r->st.ev_gathered, r->st.s));
     return SEGRT_OK;
@@ -858,7 +862,8 @@ static void pass_windows(const dev_run *r, int64_t pa, int64_t pb, int64_t *w_lo
  * them. Batches never span two images. */
 static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
 {
-    int64_t w_lo, w_hi, start[SG_SW_MAX_DIMS], done = pa, nw = r->g.n_windows;
+    /* The starts of a run of windows, and of the window after it. */
+    int64_t w_lo, w_hi, starts[(SGK_WIN_BATCH + 1) * SG_SW_MAX_DIMS], done = pa, nw = r->g.n_windows;
     int64_t win[1024];
     pass_windows(r, pa, pb, &w_lo, &w_hi);
     sgk_win_rows acc = {r->d_acc, r->ring_rows * r->pad_plane, 0, r->ring_rows};
@@ -888,16 +893,29 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
             SG_TRY(upload_ahead(r));
             r->t_upload += sw_now() - t0;
         }
-        for (int64_t b = 0; b < got; b++) {
-            sg_sw_window_start(&r->g, first + b, start);
-            int64_t ready = start[0] > pa ? start[0] : pa; /* rows before it: no later window touches them */
-            ready = ready < pb ? ready : pb;
-            if (ready > done) {
+        /* Windows accumulate in runs between the rows they finish: one
+         * launch a run (of up to SGK_WIN_BATCH), every window of a run
+         * starting at the same row. */
+        int64_t run0 = 0, nd = r->g.n_dims;
+        for (int64_t b = 0; b <= got; b++) {
+            int64_t ready = pb;
+            if (b < got) {
+                int64_t *st = starts + (b - run0) * nd;
+                sg_sw_window_start(&r->g, first + b, st);
+                ready = st[0] > pa ? st[0] : pa; /* rows before it: no later window touches them */
+                ready = ready < pb ? ready : pb;
+            }
+            if (b > run0 && (b == got || ready > done || b - run0 == SGK_WIN_BATCH)) {
+                SG_TRY(sgk_win_accumulate(r->st.s, &r->geom, starts, b - run0, r->d_out + run0 * r->K * r->roi_numel,
+                                          r->d_w, r->K, pa, pb, &acc));
+                if (b < got)
+                    memcpy(starts, starts + (b - run0) * nd, sizeof(int64_t) * (size_t)nd);
+                run0 = b;
+            }
+            if (b < got && ready > done) {
                 SG_TRY(finish_rows(r, n, done, ready));
                 done = ready;
             }
-            SG_TRY(sgk_win_accumulate(r->st.s, &r->geom, start, r->d_out + b * r->K * r->roi_numel, r->d_w, r->K, pa,
-                                      pb, &acc));
         }
         /* Padded rows before `done` are final once the slot's event is. */
         int64_t fin = done - r->g.pad_begin[0];

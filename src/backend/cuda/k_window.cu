@@ -12,6 +12,7 @@
 #include "backend/cuda/k_common.cuh"
 
 #include <math.h>
+#include <string.h>
 
 #define WIN_LANES 32 // a line's voxels, strided
 #define WIN_LINES 8  // lines a block: blockDim (WIN_LANES, WIN_LINES)
@@ -81,19 +82,57 @@ __device__ __forceinline__ ll ring_row(ll r, ll row0, ll ring)
 
 struct gather_args {
     win_dims d;
-    ll start[SGK_WIN_MAX_DIMS], size[SGK_WIN_MAX_DIMS], pad_begin[SGK_WIN_MAX_DIMS];
+    ll size[SGK_WIN_MAX_DIMS], pad_begin[SGK_WIN_MAX_DIMS];
     int pad_mode;
     float pad_value;
     unsigned flip;
     const float *src;
     ll cstride, row0, ring, plane; // plane: voxels per image row
     unsigned lines;                // channels x the window's lines
-    float *dst;
+    float *dst;                    // window i of the launch at dst + i * window
+    ll window;                     // channels x the window's voxels
+    ll start[SGK_WIN_BATCH][SGK_WIN_MAX_DIMS];
+    // Window i lies inside the image, unflipped, its lines 16-byte aligned
+    // rows of the source: it is copied a float4 at a time.
+    bool whole[SGK_WIN_BATCH];
+    fastdiv fq, fring;             // len / 4 and the ring's rows (whole windows)
+    fastdiv froi[SGK_WIN_MAX_DIMS];
 };
+
+// A whole window: float4 copies, a thread per four voxels, the line's
+// place in the source from fastdivs: the general loop's per-line
+// divisions and per-voxel padding tests are wasted on windows inside the
+// image, which is nearly every window of a large one.
+__device__ __forceinline__ void gather_whole(const gather_args &a, const ll *start, float *dst)
+{
+    const int nd = a.d.nd, last = nd - 1;
+    const unsigned q = (unsigned)(a.d.roi[last] / 4), total = a.lines * q;
+    const unsigned step = gridDim.x * blockDim.x * blockDim.y;
+    for (unsigned i = (blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x; i < total; i += step) {
+        unsigned L = fastdiv_div(i, a.fq);
+        const unsigned x4 = i - L * q;
+        unsigned p[SGK_WIN_MAX_DIMS];
+        for (int ax = nd - 2; ax >= 0; ax--) {
+            const unsigned nx = fastdiv_div(L, a.froi[ax]);
+            p[ax] = L - nx * a.froi[ax].d;
+            L = nx;
+        }
+        // L is now the channel. Row, then the axes between, then the column.
+        unsigned r = (unsigned)(start[0] - a.pad_begin[0] + p[0] - a.row0);
+        if (a.ring > 0)
+            r -= fastdiv_div(r, a.fring) * a.fring.d;
+        ll at = L * a.cstride + (ll)r * a.plane, inner = 0;
+        for (int ax = 1; ax < last; ax++)
+            inner = inner * a.size[ax] + start[ax] - a.pad_begin[ax] + p[ax];
+        at += inner * a.size[last] + start[last] - a.pad_begin[last] + 4 * (ll)x4;
+        const float4 v = *reinterpret_cast<const float4 *>(a.src + at);
+        *reinterpret_cast<float4 *>(dst + (ll)i * 4) = v;
+    }
+}
 
 // Line by line: the source row and offset of a line once, then only the
 // last axis per voxel (flipped, padded).
-__global__ void gather_kernel(const gather_args a)
+__device__ __forceinline__ void gather_lines(const gather_args &a, const ll *start, float *dst_window)
 {
     const int nd = a.d.nd, last = nd - 1;
     const ll len = a.d.roi[last];
@@ -104,7 +143,7 @@ __global__ void gather_kernel(const gather_args a)
         bool inside = true;
         for (int ax = 0; ax < last; ax++) {
             ll p = (a.flip >> ax) & 1u ? a.d.roi[ax] - 1 - pos[ax] : pos[ax];
-            ll i = pad_source(a.start[ax] + p, a.pad_begin[ax], a.size[ax], a.pad_mode);
+            ll i = pad_source(start[ax] + p, a.pad_begin[ax], a.size[ax], a.pad_mode);
             inside = inside && i >= 0;
             if (ax == 0)
                 row = i >= 0 ? ring_row(i, a.row0, a.ring) : 0;
@@ -112,16 +151,27 @@ __global__ void gather_kernel(const gather_args a)
                 inner = inner * a.size[ax] + (i >= 0 ? i : 0);
         }
         const float *src = a.src + c * a.cstride + (nd > 1 ? row * a.plane + inner * a.size[last] : 0);
-        float *dst = a.dst + (ll)line * len;
+        float *dst = dst_window + (ll)line * len;
         const bool flip = (a.flip >> last) & 1u;
         for (ll x = threadIdx.x; x < len; x += WIN_LANES) {
-            ll i = pad_source(a.start[last] + (flip ? len - 1 - x : x), a.pad_begin[last], a.size[last], a.pad_mode);
+            ll i = pad_source(start[last] + (flip ? len - 1 - x : x), a.pad_begin[last], a.size[last], a.pad_mode);
             float v = a.pad_value;
             if (inside && i >= 0)
                 v = nd > 1 ? src[i] : src[ring_row(i, a.row0, a.ring)];
             dst[x] = v;
         }
     }
+}
+
+// blockIdx.y: the window of the launch.
+__global__ void gather_kernel(const gather_args a)
+{
+    const unsigned w = blockIdx.y;
+    float *dst = a.dst + (ll)w * a.window;
+    if (a.whole[w])
+        gather_whole(a, a.start[w], dst);
+    else
+        gather_lines(a, a.start[w], dst);
 }
 
 struct combine_args {
@@ -161,42 +211,124 @@ __global__ void combine_kernel(const combine_args a)
 
 struct acc_args {
     win_dims d;
-    ll start[SGK_WIN_MAX_DIMS], padded[SGK_WIN_MAX_DIMS];
-    const float *pred, *weight;
+    ll padded[SGK_WIN_MAX_DIMS];
+    const float *pred, *weight; // window i of the launch: pred + i * classes * numel
     ll classes;
-    // The window's lines [line_lo, line_lo + lines), voxels [x_lo, x_hi) of
-    // each: its rows in the caller's range (a run of lines, or of voxels
-    // in 1-D, since axis 0 is the slowest).
-    unsigned line_lo, lines;
-    ll x_lo, x_hi;
     float *acc;
     ll cstride, ring, plane;
+    int count;
+    ll start[SGK_WIN_BATCH][SGK_WIN_MAX_DIMS];
+    // The box the launch's windows cover (padded coordinates, axis 0
+    // clipped to the caller's rows): lines over axes 0 .. nd-2, voxels
+    // [lo[last], lo[last] + ext[last]) of each.
+    ll lo[SGK_WIN_MAX_DIMS];
+    unsigned ext[SGK_WIN_MAX_DIMS];
+    unsigned lines;
 };
 
-// A thread per window voxel, all classes and the weight in one go.
+// One voxel of a line: acc's classes and weight (cstride apart) plus the
+// contributions of the line's covering windows that contain x, in the
+// windows' order. KC: the classes at compile time (accumulators in
+// registers, each read and written once), 0: any number (class by class).
+template <int KC>
+__device__ __forceinline__ void accumulate_voxel(const acc_args &a, float *p, ll x, int n, const ll *jline,
+                                                 const ll *pline, const ll *xlo)
+{
+    const ll rl = a.d.roi[a.d.nd - 1];
+    if constexpr (KC > 0) {
+        float v[KC + 1];
+#pragma unroll
+        for (int k = 0; k <= KC; k++)
+            v[k] = p[k * a.cstride];
+        for (int i = 0; i < n; i++) {
+            if (x < xlo[i] || x >= xlo[i] + rl)
+                continue;
+            const float wt = a.weight[jline[i] + x];
+            const float *pr = a.pred + pline[i] + x;
+#pragma unroll
+            for (int k = 0; k < KC; k++)
+                v[k] = fmaf(pr[k * a.d.numel], wt, v[k]);
+            v[KC] += wt;
+        }
+#pragma unroll
+        for (int k = 0; k <= KC; k++)
+            p[k * a.cstride] = v[k];
+    } else {
+        for (ll k = 0; k <= a.classes; k++) {
+            float v = p[k * a.cstride];
+            for (int i = 0; i < n; i++) {
+                if (x < xlo[i] || x >= xlo[i] + rl)
+                    continue;
+                const float wt = a.weight[jline[i] + x];
+                v = k < a.classes ? fmaf(a.pred[pline[i] + k * a.d.numel + x], wt, v) : v + wt;
+            }
+            p[k * a.cstride] = v;
+        }
+    }
+}
+
+// A thread per accumulator voxel of the box: it reads the voxel's classes
+// and weight once, adds every covering window's contribution in the
+// windows' order (the order one launch per window had, so the sums round
+// the same), and writes them once. One launch per window read and wrote
+// every voxel once per covering window: most of a batch's traffic where
+// windows overlap by half. A line's covering windows and their offsets
+// are found once, by the warp's lanes, into shared memory.
+template <int KC>
 __global__ void accumulate_kernel(const acc_args a)
 {
-    const int nd = a.d.nd, last = nd - 1;
-    const ll len = a.d.roi[last];
+    __shared__ ll s_jline[WIN_LINES][SGK_WIN_BATCH], s_pline[WIN_LINES][SGK_WIN_BATCH], s_xlo[WIN_LINES][SGK_WIN_BATCH];
+    const int nd = a.d.nd, last = nd - 1, lane = threadIdx.x;
+    ll *jline = s_jline[threadIdx.y], *pline = s_pline[threadIdx.y], *xlo = s_xlo[threadIdx.y];
+    const ll rl = a.d.roi[last];
     for (ll line = (ll)blockIdx.x * WIN_LINES + threadIdx.y; line < a.lines; line += (ll)gridDim.x * WIN_LINES) {
-        unsigned pos[SGK_WIN_MAX_DIMS];
-        const unsigned L = a.line_lo + (unsigned)line;
-        line_split(nd, a.d.roi32, L, pos);
-        ll off = 0;
+        unsigned rel[SGK_WIN_MAX_DIMS];
+        line_split(nd, a.ext, (unsigned)line, rel);
+        ll pos[SGK_WIN_MAX_DIMS];
+        for (int ax = 0; ax < last; ax++)
+            pos[ax] = a.lo[ax] + rel[ax];
+        // Lane w looks at window w (and w + 32): whether it covers the
+        // line, and where the line's voxel x is in it (jline + x) and in
+        // its predictions (pline + x). Ballots keep the windows' order.
+        int n = 0;
+        __syncwarp();
+        for (int w0 = 0; w0 < a.count; w0 += WIN_LANES) {
+            const int w = w0 + lane;
+            bool in = w < a.count;
+            ll j = 0;
+            for (int ax = 0; ax < last && in; ax++) {
+                const ll d = pos[ax] - a.start[w][ax];
+                in = d >= 0 && d < a.d.roi[ax];
+                j = j * a.d.roi[ax] + d;
+            }
+            const unsigned mask = __ballot_sync(0xffffffffu, in);
+            if (in) {
+                const int at = n + __popc(mask & ((1u << lane) - 1u));
+                const ll s = a.start[w][last];
+                jline[at] = j * rl - s;
+                pline[at] = (ll)w * a.classes * a.d.numel + j * rl - s;
+                xlo[at] = s;
+            }
+            n += __popc(mask);
+        }
+        __syncwarp();
+        if (!n)
+            continue;
+        ll base = 0; // the accumulators' offset of the line's voxel 0
         if (nd > 1) {
             ll inner = 0;
             for (int ax = 1; ax < last; ax++)
-                inner = inner * a.padded[ax] + a.start[ax] + pos[ax];
-            off = ring_row(a.start[0] + pos[0], 0, a.ring) * a.plane + inner * a.padded[last] + a.start[last];
+                inner = inner * a.padded[ax] + pos[ax];
+            base = ring_row(pos[0], 0, a.ring) * a.plane + inner * a.padded[last];
         }
-        const ll j0 = (ll)L * len;
-        for (ll x = a.x_lo + threadIdx.x; x < a.x_hi; x += WIN_LANES) {
-            const ll j = j0 + x;
-            float *p = a.acc + (nd > 1 ? off + x : ring_row(a.start[0] + x, 0, a.ring));
-            const float w = a.weight[j];
-            for (ll k = 0; k < a.classes; k++)
-                p[k * a.cstride] += a.pred[k * a.d.numel + j] * w;
-            p[a.classes * a.cstride] += w;
+        for (ll x = a.lo[last] + lane; x < a.lo[last] + a.ext[last]; x += WIN_LANES) {
+            bool any = false;
+            for (int i = 0; i < n && !any; i++)
+                any = x >= xlo[i] && x < xlo[i] + rl;
+            if (!any)
+                continue;
+            float *p = a.acc + (nd > 1 ? base + x : ring_row(x, 0, a.ring));
+            accumulate_voxel<KC>(a, p, x, n, jline, pline, xlo);
         }
     }
 }
@@ -306,15 +438,32 @@ __global__ void finalize_kernel(const final_args a)
 
 } // namespace
 
-extern "C" segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *g, const int64_t *start,
-                                       int32_t pad_mode, float pad_value, uint32_t flip_mask,
+// Whether window `start` lies inside the image unflipped with 16-byte
+// aligned lines in src: gather_whole copies it.
+static bool gather_is_whole(const sgk_win_geom *g, const int64_t *start, uint32_t flip_mask, const sgk_win_rows *src,
+                            ll plane)
+{
+    const int last = g->n_dims - 1;
+    if (g->n_dims < 2 || flip_mask || g->roi[last] % 4 || (uintptr_t)src->data % 16 || src->channel_stride % 4 ||
+        plane % 4 || g->size[last] % 4)
+        return false;
+    for (int d = 0; d < g->n_dims; d++) {
+        ll i = start[d] - g->pad_begin[d];
+        if (i < 0 || i + g->roi[d] > g->size[d])
+            return false;
+    }
+    return (start[last] - g->pad_begin[last]) % 4 == 0;
+}
+
+extern "C" segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *g, const int64_t *starts,
+                                       int64_t count, int32_t pad_mode, float pad_value, uint32_t flip_mask,
                                        const sgk_win_rows *src, int64_t channels, float *dst)
 {
     gather_args a;
+    memset(&a, 0, sizeof a);
     a.d = dims_of(g);
     a.plane = 1;
     for (int i = 0; i < SGK_WIN_MAX_DIMS; i++) {
-        a.start[i] = i < g->n_dims ? start[i] : 0;
         a.size[i] = i < g->n_dims ? g->size[i] : 1;
         a.pad_begin[i] = i < g->n_dims ? g->pad_begin[i] : 0;
         if (i >= 1 && i < g->n_dims)
@@ -327,14 +476,34 @@ extern "C" segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *
     a.cstride = src->channel_stride;
     a.row0 = src->row0;
     a.ring = src->ring;
-    a.dst = dst;
-    ll lines = channels * (a.d.numel / a.d.roi[g->n_dims - 1]);
-    if (lines > 0xffffffffLL || a.d.numel > 0x7fffffffLL)
+    a.window = channels * a.d.numel;
+    const int last = g->n_dims - 1;
+    ll lines = channels * (a.d.numel / a.d.roi[last]);
+    if (lines > 0xffffffffLL || a.window > 0xffffffffLL || a.d.numel > 0x7fffffffLL)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "window gather: %lld channels of a %lld-voxel window",
                         (long long)channels, (long long)a.d.numel);
     a.lines = (unsigned)lines;
-    gather_kernel<<<line_blocks(lines), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
-    return launched("sgk_win_gather");
+    a.fq = fastdiv_make((uint32_t)(a.d.roi[last] / 4 > 0 ? a.d.roi[last] / 4 : 1));
+    a.fring = fastdiv_make((uint32_t)(a.ring > 0 && a.ring <= 0xffffffffLL ? a.ring : 1));
+    for (int i = 0; i < SGK_WIN_MAX_DIMS; i++)
+        a.froi[i] = fastdiv_make((uint32_t)a.d.roi[i]);
+    // gather_whole's row arithmetic is 32-bit.
+    const bool rows32 = a.ring <= 0xffffffffLL && g->size[0] - a.row0 <= 0xffffffffLL;
+    for (int64_t first = 0; first < count; first += SGK_WIN_BATCH) {
+        const int n = (int)(count - first < SGK_WIN_BATCH ? count - first : SGK_WIN_BATCH);
+        for (int i = 0; i < n; i++) {
+            const int64_t *st = starts + (first + i) * g->n_dims;
+            for (int d = 0; d < SGK_WIN_MAX_DIMS; d++)
+                a.start[i][d] = d < g->n_dims ? st[d] : 0;
+            a.whole[i] = rows32 && gather_is_whole(g, st, flip_mask, src, a.plane);
+        }
+        a.dst = dst + first * a.window;
+        gather_kernel<<<dim3(line_blocks(lines), (unsigned)n), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
+        const segrt_status st = launched("sgk_win_gather");
+        if (st != SEGRT_OK)
+            return st;
+    }
+    return SEGRT_OK;
 }
 
 extern "C" segrt_status sgk_win_combine(cudaStream_t stream, const sgk_win_geom *g, uint32_t flip_mask, bool add,
@@ -350,48 +519,74 @@ extern "C" segrt_status sgk_win_combine(cudaStream_t stream, const sgk_win_geom 
     return launched("sgk_win_combine");
 }
 
-extern "C" segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_geom *g, const int64_t *start,
-                                           const float *pred, const float *weight, int64_t classes, int64_t row_lo,
-                                           int64_t row_hi, const sgk_win_rows *acc)
+extern "C" segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_geom *g, const int64_t *starts,
+                                           int64_t count, const float *pred, const float *weight, int64_t classes,
+                                           int64_t row_lo, int64_t row_hi, const sgk_win_rows *acc)
 {
     acc_args a;
+    memset(&a, 0, sizeof a);
     a.d = dims_of(g);
     a.plane = 1;
     for (int i = 0; i < SGK_WIN_MAX_DIMS; i++) {
-        a.start[i] = i < g->n_dims ? start[i] : 0;
         a.padded[i] = i < g->n_dims ? g->padded[i] : 1;
         if (i >= 1 && i < g->n_dims)
             a.plane *= g->padded[i];
     }
-    // The window's rows inside [row_lo, row_hi): a contiguous run of its
-    // positions, since axis 0 is the slowest.
-    ll lo = row_lo > start[0] ? row_lo - start[0] : 0;
-    ll hi = row_hi - start[0] < a.d.roi[0] ? row_hi - start[0] : a.d.roi[0];
-    if (hi <= lo)
-        return SEGRT_OK;
-    const int last = g->n_dims - 1;
     if (a.d.numel > 0x7fffffffLL)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "window accumulation: a %lld-voxel window", (long long)a.d.numel);
-    if (last == 0) {
-        a.line_lo = 0;
-        a.lines = 1;
-        a.x_lo = lo;
-        a.x_hi = hi;
-    } else {
-        ll per_row = a.d.numel / a.d.roi[0] / a.d.roi[last]; // lines a row
-        a.line_lo = (unsigned)(lo * per_row);
-        a.lines = (unsigned)((hi - lo) * per_row);
-        a.x_lo = 0;
-        a.x_hi = a.d.roi[last];
-    }
-    a.pred = pred;
     a.weight = weight;
     a.classes = classes;
     a.acc = (float *)acc->data;
     a.cstride = acc->channel_stride;
     a.ring = acc->ring;
-    accumulate_kernel<<<line_blocks(a.lines), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
-    return launched("sgk_win_accumulate");
+    const int nd = g->n_dims, last = nd - 1;
+    for (int64_t first = 0; first < count; first += SGK_WIN_BATCH) {
+        const int n = (int)(count - first < SGK_WIN_BATCH ? count - first : SGK_WIN_BATCH);
+        ll lo[SGK_WIN_MAX_DIMS], hi[SGK_WIN_MAX_DIMS];
+        for (int d = 0; d < nd; d++) {
+            lo[d] = INT64_MAX;
+            hi[d] = INT64_MIN;
+        }
+        for (int i = 0; i < n; i++)
+            for (int d = 0; d < SGK_WIN_MAX_DIMS; d++) {
+                const ll v = d < nd ? starts[(first + i) * nd + d] : 0;
+                a.start[i][d] = v;
+                if (d < nd) {
+                    lo[d] = v < lo[d] ? v : lo[d];
+                    hi[d] = v + g->roi[d] > hi[d] ? v + g->roi[d] : hi[d];
+                }
+            }
+        // Only the caller's rows: a contiguous run of each window's
+        // voxels, since axis 0 is the slowest.
+        lo[0] = lo[0] > row_lo ? lo[0] : row_lo;
+        hi[0] = hi[0] < row_hi ? hi[0] : row_hi;
+        if (hi[0] <= lo[0])
+            continue;
+        ll lines = 1;
+        for (int d = 0; d < SGK_WIN_MAX_DIMS; d++) {
+            a.lo[d] = d < nd ? lo[d] : 0;
+            a.ext[d] = (unsigned)(d < nd ? hi[d] - lo[d] : 1);
+            if (d < last)
+                lines *= hi[d] - lo[d];
+        }
+        if (lines > 0xffffffffLL)
+            return sg_error(SEGRT_ERROR_UNSUPPORTED, "window accumulation: %lld lines", (long long)lines);
+        a.lines = (unsigned)lines;
+        a.count = n;
+        a.pred = pred + first * classes * a.d.numel;
+        const dim3 grid(line_blocks(lines)), block(WIN_LANES, WIN_LINES);
+        switch (classes) {
+        case 1: accumulate_kernel<1><<<grid, block, 0, stream>>>(a); break;
+        case 2: accumulate_kernel<2><<<grid, block, 0, stream>>>(a); break;
+        case 3: accumulate_kernel<3><<<grid, block, 0, stream>>>(a); break;
+        case 4: accumulate_kernel<4><<<grid, block, 0, stream>>>(a); break;
+        default: accumulate_kernel<0><<<grid, block, 0, stream>>>(a); break;
+        }
+        const segrt_status st = launched("sgk_win_accumulate");
+        if (st != SEGRT_OK)
+            return st;
+    }
+    return SEGRT_OK;
 }
 
 extern "C" segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom *g, sgk_win_final kind,

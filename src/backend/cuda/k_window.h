@@ -46,14 +46,18 @@ typedef struct sgk_win_rows {
     int64_t ring;
 } sgk_win_rows;
 
-/* dst (C x window, contiguous) = the window at `start` (padded
- * coordinates) of the image held in src (unpadded rows), flipped along
- * the axes of flip_mask (bit d: spatial axis d). Positions outside the
- * image take pad_value (constant) or their reflected or replicated
- * source. */
-segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *g, const int64_t *start, int32_t pad_mode,
-                            float pad_value, uint32_t flip_mask, const sgk_win_rows *src, int64_t channels,
-                            float *dst);
+/* The batched launchers take up to this many windows a kernel (their
+ * starts travel in the kernel's parameters); more take several. */
+#define SGK_WIN_BATCH 64
+
+/* For each of `count` windows, window i starting at starts[i * n_dims ..]
+ * (padded coordinates): dst + i * C * window (C x window, contiguous) =
+ * that window of the image held in src (unpadded rows), flipped along the
+ * axes of flip_mask (bit d: spatial axis d). Positions outside the image
+ * take pad_value (constant) or their reflected or replicated source. */
+segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *g, const int64_t *starts, int64_t count,
+                            int32_t pad_mode, float pad_value, uint32_t flip_mask, const sgk_win_rows *src,
+                            int64_t channels, float *dst);
 
 /* dst[r, j] = src[r, flip(j)] (add: dst[r, j] += ...) for `rows` windows
  * or channels of a window each; then, when divisor > 1, dst /= divisor.
@@ -62,12 +66,16 @@ segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *g, const in
 segrt_status sgk_win_combine(cudaStream_t stream, const sgk_win_geom *g, uint32_t flip_mask, bool add,
                              float divisor, const float *src, float *dst, int64_t rows);
 
-/* acc[k, p] += pred[k, j] * weight[j] for k < classes and acc[classes, p]
+/* For each of `count` windows in order, window i starting at
+ * starts[i * n_dims ..] with predictions pred + i * classes * window:
+ * acc[k, p] += pred[k, j] * weight[j] for k < classes and acc[classes, p]
  * += weight[j], where p = start + j is a position of the padded image,
- * for the window's rows in [row_lo, row_hi) only. acc holds classes + 1
- * channels of padded rows (acc->row0 is ignored: rows are absolute,
- * stored mod acc->ring). */
-segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_geom *g, const int64_t *start,
+ * for the windows' rows in [row_lo, row_hi) only. Each voxel sums its
+ * windows in their order, as one call per window would. acc holds
+ * classes + 1 channels of padded rows (acc->row0 is ignored: rows are
+ * absolute, stored mod acc->ring); the windows' rows in [row_lo, row_hi)
+ * must fit the ring together. */
+segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_geom *g, const int64_t *starts, int64_t count,
                                 const float *pred, const float *weight, int64_t classes, int64_t row_lo,
                                 int64_t row_hi, const sgk_win_rows *acc);
 
