@@ -538,9 +538,19 @@ size_t tiled_smem(const csgeom &g, int kp, int td)
     return ((size_t)g.taps * g.C * kp + kp + tile * g.C) * sizeof(float);
 }
 
-// The deepest tile (4, 2 or 1) whose staging fits, or 0 where the tiled
-// variant does not apply: a 1x1, transposed, strided or dilated layer, or
-// too many input channels for any tile.
+// Whether the tiled variant's 3x3x3 loop runs tiles 8 deep: at most two
+// output channels (a 3-D UNet's last layer), where a thread's 8 x 2
+// accumulators still leave room, each plane read serves 24 products
+// where 4-deep tiles gave 12, and the halo is a fifth of the tile's
+// planes where it was a third.
+static bool tiled_deep8(const csgeom &g)
+{
+    return kp_of(g.K) <= 2 && g.k[0] == 3 && g.k[1] == 3 && g.k[2] == 3 && g.out[0] >= 8;
+}
+
+// The deepest tile (8 where tiled_deep8, else 4, 2 or 1) whose staging
+// fits, or 0 where the tiled variant does not apply: a 1x1, transposed,
+// strided or dilated layer, or too many input channels for any tile.
 int tiled_depth(const csgeom &g)
 {
     // A 1x1 layer has no halo to share: the general kernel's wide loads
@@ -551,7 +561,7 @@ int tiled_depth(const csgeom &g)
         if (g.st[a] != 1 || g.dil[a] != 1)
             return 0;
     const int kp = kp_of(g.K);
-    for (int td = g.out[0] >= 4 ? 4 : g.out[0] >= 2 ? 2 : 1; td >= 1; td /= 2)
+    for (int td = tiled_deep8(g) ? 8 : g.out[0] >= 4 ? 4 : g.out[0] >= 2 ? 2 : 1; td >= 1; td /= 2)
         if (tiled_smem(g, kp, td) <= CS_SMEM_MAX)
             return td;
     return 0;
@@ -584,6 +594,11 @@ segrt_status launch_tiled(cudaStream_t stream, const csgeom &g, int td, const sg
     ll blocks = (ll)t.tiles_d * t.tiles_h * t.tiles_w * g.N;
     size_t smem = tiled_smem(g, KP, td);
     const bool cube3 = g.k[0] == 3 && g.k[1] == 3 && g.k[2] == 3;
+    if constexpr (KP <= 2)
+        if (td == 8 && cube3) {
+            conv_tiled_kernel<XT, KP, 8, true><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, t);
+            return launched("conv_tiled_kernel");
+        }
     if (td == 4 && cube3)
         conv_tiled_kernel<XT, KP, 4, true><<<(unsigned)blocks, CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, t);
     else if (td == 4)
