@@ -20,6 +20,7 @@
 #include "core/copy_team.h"
 #include "engine/engine_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,7 @@ typedef struct dev_run {
     void *d_stage;       /* else a slab of it */
     int64_t stage_rows;
     void *h_result;
+    size_t h_bytes, h_populated; /* its size, and its bytes populate_while_busy has made resident */
     /* A host result made whole on the device goes down as it is finished:
      * through batch i, image fin_image[i % SW_IN_FLIGHT]'s rows below
      * fin_row[...] are final; rows before (dl_image, dl_row) are down. */
@@ -519,6 +521,7 @@ static sg_status plan_memory(dev_run *r)
         r->result_listed = true;
     } else
         SG_TRY(dev_alloc(r, (size_t)(r->stage_rows * (int64_t)stage_row), "the result's staging", &r->d_stage));
+    r->h_bytes = result_bytes;
     if (r->out_memory == SEGRT_MEMORY_HOST && !(r->h_result = host_result_alloc(result_bytes)))
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB result",
                         result_bytes / 1048576.0);
@@ -784,6 +787,35 @@ static sg_status finish_rows(dev_run *r, int64_t n, int64_t a, int64_t b)
     return SEGRT_OK;
 }
 
+/* While the GPU has not reached ev, the host makes the result's pages
+ * resident ahead of the downloads, 2 MiB at a time, keeping what they
+ * hold (MADV_POPULATE_WRITE): their first-touch faults (zeroing huge
+ * pages) otherwise fall on the copies out of the pinned buffers, and the
+ * copies of the last rows come after the GPU has finished. A kernel
+ * without the advice refuses it, and the pages fault as before. */
+static void populate_while_busy(dev_run *r, cudaEvent_t ev)
+{
+#ifdef MADV_POPULATE_WRITE
+    const size_t step = (size_t)2 << 20;
+    if (!r->h_result || (uintptr_t)r->h_result % step) /* host_result_alloc aligns large results only */
+        return;
+    cudaError_t q = cudaSuccess;
+    while (r->h_populated < r->h_bytes && (q = cudaEventQuery(ev)) == cudaErrorNotReady) {
+        size_t len = r->h_bytes - r->h_populated < step ? r->h_bytes - r->h_populated : step;
+        if (madvise((uint8_t *)r->h_result + r->h_populated, len, MADV_POPULATE_WRITE) != 0) {
+            r->h_populated = r->h_bytes;
+            break;
+        }
+        r->h_populated += len;
+    }
+    if (q == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)cudaGetLastError(); /* not an error: the GPU was busy */
+#else
+    (void)r;
+    (void)ev;
+#endif
+}
+
 /* Bytes [at, at + len) of the device result into the host result, on
  * the download stream through the pinned buffers (the two alternate, so
  * one piece's DMA overlaps the host's copy of the one before; the host's
@@ -873,6 +905,7 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
         cudaEvent_t slot = r->st.ev_batch[r->batches % SW_IN_FLIGHT];
         int32_t si = (int32_t)(r->batches % SW_IN_FLIGHT);
         if (r->batches >= SW_IN_FLIGHT) {
+            populate_while_busy(r, slot);
             double t0 = sw_now();
             CUDA_TRY(cudaEventSynchronize(slot));
             r->t_wait += sw_now() - t0;
