@@ -5,12 +5,13 @@
  * - The image stays where it is when it is on the device; a host image is
  *   uploaded in slabs of rows (the slowest spatial axis) through pinned
  *   double buffers on a copy stream, ahead of the windows that read them.
- * - Each window is gathered from the image by a kernel (padding and the
- *   flips of test-time augmentation included), the networks run on device
- *   buffers, and one kernel per window multiplies the prediction by the
- *   importance map and adds it into float32 accumulators (the summed
- *   weights are one more channel, so every voxel's sums add the same terms
- *   in the same order as MONAI's).
+ * - A batch's windows are gathered from the image by one kernel (padding
+ *   and the flips of test-time augmentation included), the networks run
+ *   on device buffers, and one kernel per run of windows (those between
+ *   two finished rows) multiplies the predictions by the importance map
+ *   and adds them into float32 accumulators, each voxel's windows in
+ *   order (the summed weights are one more channel, so every voxel's sums
+ *   add the same terms in the same order as MONAI's).
  * - Accumulators are a ring of rows: a row is finished (divided by its
  *   weight, turned into probabilities or labels, written out) as soon as
  *   no later window touches it, so they hold at most one window's rows,

@@ -3,7 +3,8 @@
  * One pass (or, under a tight memory budget, one per slab of rows) walks
  * the windows that touch its rows in MONAI's order, sw_batch at a time:
  * gather (per model and flip) -> run -> combine flips and models ->
- * accumulate window by window -> finish the rows no later window touches.
+ * accumulate (a launch per run of windows between finished rows, each
+ * voxel's windows in order) -> finish the rows no later window touches.
  * The pipeline's kernels run on its own stream and the networks on their
  * contexts' streams, ordered by events (a run waits for its gather, the
  * blending waits for the run), so the host enqueues ahead of the GPU and
