@@ -224,6 +224,7 @@ struct acc_args {
     ll lo[SGK_WIN_MAX_DIMS];
     unsigned ext[SGK_WIN_MAX_DIMS];
     unsigned lines;
+    bool vec4; // see accumulate_vec4
 };
 
 // One voxel of a line: acc's classes and weight (cstride apart) plus the
@@ -265,6 +266,44 @@ __device__ __forceinline__ void accumulate_voxel(const acc_args &a, float *p, ll
             p[k * a.cstride] = v;
         }
     }
+}
+
+// Four voxels x .. x + 3 of a line at once (a.vec4: every window of the
+// launch starts on a multiple of 4 along the last axis, and the rows,
+// the window and the buffers hold whole float4s, so a window covers all
+// four or none): float4 loads and stores. One float at a time, a batch
+// of the 3-D benchmark job took 0.13 ms for about 0.26 GB of traffic,
+// two thirds of the memory's bandwidth.
+template <int KC>
+__device__ __forceinline__ void accumulate_vec4(const acc_args &a, float *p, ll x, int n, const ll *jline,
+                                                const ll *pline, const ll *xlo)
+{
+    const ll rl = a.d.roi[a.d.nd - 1];
+    float4 v[KC + 1];
+#pragma unroll
+    for (int k = 0; k <= KC; k++)
+        v[k] = *reinterpret_cast<const float4 *>(p + k * a.cstride);
+    for (int i = 0; i < n; i++) {
+        if (x < xlo[i] || x >= xlo[i] + rl)
+            continue;
+        const float4 wt = *reinterpret_cast<const float4 *>(a.weight + jline[i] + x);
+        const float *pr = a.pred + pline[i] + x;
+#pragma unroll
+        for (int k = 0; k < KC; k++) {
+            const float4 q = *reinterpret_cast<const float4 *>(pr + k * a.d.numel);
+            v[k].x = fmaf(q.x, wt.x, v[k].x);
+            v[k].y = fmaf(q.y, wt.y, v[k].y);
+            v[k].z = fmaf(q.z, wt.z, v[k].z);
+            v[k].w = fmaf(q.w, wt.w, v[k].w);
+        }
+        v[KC].x += wt.x;
+        v[KC].y += wt.y;
+        v[KC].z += wt.z;
+        v[KC].w += wt.w;
+    }
+#pragma unroll
+    for (int k = 0; k <= KC; k++)
+        *reinterpret_cast<float4 *>(p + k * a.cstride) = v[k];
 }
 
 // A thread per accumulator voxel of the box: it reads the voxel's classes
@@ -321,14 +360,18 @@ __global__ void accumulate_kernel(const acc_args a)
                 inner = inner * a.padded[ax] + pos[ax];
             base = ring_row(pos[0], 0, a.ring) * a.plane + inner * a.padded[last];
         }
-        for (ll x = a.lo[last] + lane; x < a.lo[last] + a.ext[last]; x += WIN_LANES) {
+        const int V = KC > 0 && a.vec4 ? 4 : 1;
+        for (ll x = a.lo[last] + lane * V; x < a.lo[last] + a.ext[last]; x += WIN_LANES * V) {
             bool any = false;
             for (int i = 0; i < n && !any; i++)
                 any = x >= xlo[i] && x < xlo[i] + rl;
             if (!any)
                 continue;
             float *p = a.acc + (nd > 1 ? base + x : ring_row(x, 0, a.ring));
-            accumulate_voxel<KC>(a, p, x, n, jline, pline, xlo);
+            if (KC > 0 && a.vec4)
+                accumulate_vec4<KC>(a, p, x, n, jline, pline, xlo);
+            else
+                accumulate_voxel<KC>(a, p, x, n, jline, pline, xlo);
         }
     }
 }
@@ -574,6 +617,12 @@ extern "C" segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_ge
         a.lines = (unsigned)lines;
         a.count = n;
         a.pred = pred + first * classes * a.d.numel;
+        // Whole float4s: rows (the plane, the last axis), the window, the
+        // channels' stride, the buffers and every start along the last axis.
+        a.vec4 = nd > 1 && classes <= 4 && g->roi[last] % 4 == 0 && g->padded[last] % 4 == 0 && a.cstride % 4 == 0 &&
+                 (uintptr_t)a.acc % 16 == 0 && (uintptr_t)a.pred % 16 == 0 && (uintptr_t)weight % 16 == 0;
+        for (int i = 0; i < n && a.vec4; i++)
+            a.vec4 = a.start[i][last] % 4 == 0;
         const dim3 grid(line_blocks(lines)), block(WIN_LANES, WIN_LINES);
         switch (classes) {
         case 1: accumulate_kernel<1><<<grid, block, 0, stream>>>(a); break;
