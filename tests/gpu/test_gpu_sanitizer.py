@@ -1,7 +1,9 @@
 """The CUDA engine under NVIDIA's compute-sanitizer: one fp16 run of
-basicunet2d_tiny, and one of a generated UNet3D spleen tail (its
+basicunet2d_tiny, one of a generated UNet3D spleen tail (its
 ConvTranspose on the kernel-3 tensor-core kernel, its last layers on the
-few-channel kernel), through the CLI under memcheck (out-of-bounds and
+few-channel kernel), and two 3-D sliding-window jobs over a host image
+(one whose windows are gathered and accumulated in float4s, one of odd
+sizes with padding, element by element), through the CLI under memcheck (out-of-bounds and
 misaligned device accesses, API errors) and under racecheck (shared-memory
 hazards in segrt's kernels). The build is untimed (--autotune 0): timing
 cuDNN's configurations under racecheck, which instruments every one of
@@ -20,18 +22,30 @@ import pytest
 
 from conftest import SEGRT
 from test_gpu_small_conv import chain_spleen
+from test_sliding_window import make_convnet
 
-NAMES = ["basicunet2d_tiny", "spleen-tail"]
+NAMES = ["basicunet2d_tiny", "spleen-tail", "sw-aligned", "sw-odd"]
+# Sliding-window jobs: image dims (N, C, D, H, W), then `segrt run`'s options.
+SW_JOBS = {
+    "sw-aligned": ((2, 2, 28, 16, 32), ["--roi", "8,8,16", "--overlap", "0.5", "--sw-batch", "5"]),
+    "sw-odd": ((1, 2, 13, 9, 30), ["--roi", "8,12,16", "--overlap", "0.5", "--sw-batch", "3", "--tta", "mirror"]),
+}
 
 
 def model_files(name, models, tmp_path):
-    """The model and input files of `name`: shipped, or generated here."""
+    """The model and input files of `name`, shipped or generated here, and
+    the run's extra options."""
+    if name in SW_JOBS:
+        dims, args = SW_JOBS[name]
+        model = make_convnet(tmp_path / "convnet.onnx", 3, dims[1], 3, seed=5)
+        np.save(tmp_path / "image.npy", np.random.default_rng(5).standard_normal(dims).astype(np.float32))
+        return model, tmp_path / "image.npy", args + ["--blend", "gaussian", "--output-kind", "labels"]
     if name != "spleen-tail":
-        return models / f"{name}.onnx", models / f"{name}.in.npy"
+        return models / f"{name}.onnx", models / f"{name}.in.npy", []
     m, feeds = chain_spleen(11, n=2, c0=3, side=(5, 9, 19))
     onnx.save(m, str(tmp_path / "spleen_tail.onnx"))
     np.save(tmp_path / "spleen_tail.in.npy", feeds["x"])
-    return tmp_path / "spleen_tail.onnx", tmp_path / "spleen_tail.in.npy"
+    return tmp_path / "spleen_tail.onnx", tmp_path / "spleen_tail.in.npy", []
 
 
 def sanitizer():
@@ -51,10 +65,10 @@ def test_compute_sanitizer(models, tmp_path, tool, name):
     if cs is None:
         pytest.skip("compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
     out = tmp_path / "out.npy"
-    model, image = model_files(name, models, tmp_path)
+    model, image, extra = model_files(name, models, tmp_path)
     cmd = [cs, "--tool", tool, "--error-exitcode", "9", SEGRT, "run", str(model),
            "--input", str(image), "--output", str(out), "--device", "cuda",
-           "--precision", "fp16", "--autotune", "0", "--no-cache", "-q"]
+           "--precision", "fp16", "--autotune", "0", "--no-cache", "-q", *extra]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=540, env=env)
     text = p.stdout + p.stderr
