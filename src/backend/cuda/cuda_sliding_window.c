@@ -701,8 +701,8 @@ static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint3
     for (int64_t first = 0; first < r->B; first += SGK_WIN_BATCH) {
         int64_t n = r->B - first < SGK_WIN_BATCH ? r->B - first : SGK_WIN_BATCH;
         for (int64_t i = 0; i < n; i++) {
-            int64_t b = first + i;
-            sg_sw_window_start(&r->g, win[b < got ? b : got - 1] % nw, starts + i * nd); /* a short batch repeats its last window */
+            int64_t b = first + i < got ? first + i : got - 1; /* a short batch repeats its last window */
+            sg_sw_window_start(&r->g, win[b] % nw, starts + i * nd);
         }
         SG_TRY(sgk_win_gather(r->st.s, &r->geom, starts, n, (int32_t)r->o->pad, r->o->pad_value, mask, &src, r->C,
                               r->d_in + first * r->C * r->roi_numel));

@@ -232,6 +232,47 @@ __device__ __forceinline__ float act_apply(float v, sgk_act act, float alpha)
     return v < 0.0f ? below : v;
 }
 
+// N consecutive floats at p (shared or global memory), aligned to
+// min(16, 4 N) bytes: 16-byte accesses where N allows.
+template <int N> __device__ __forceinline__ void ld_floats(const float *p, float *v)
+{
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < N / 4; j++) {
+            float4 t = reinterpret_cast<const float4 *>(p)[j];
+            v[4 * j] = t.x;
+            v[4 * j + 1] = t.y;
+            v[4 * j + 2] = t.z;
+            v[4 * j + 3] = t.w;
+        }
+    } else if constexpr (N % 2 == 0) {
+#pragma unroll
+        for (int j = 0; j < N / 2; j++) {
+            float2 t = reinterpret_cast<const float2 *>(p)[j];
+            v[2 * j] = t.x;
+            v[2 * j + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = p[j];
+    }
+}
+
+// The store of ld_floats: N floats to p, aligned the same way.
+template <int N> __device__ __forceinline__ void st_floats(float *p, const float *v)
+{
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < N / 4; j++)
+            reinterpret_cast<float4 *>(p)[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            p[j] = v[j];
+    }
+}
+
 // Index arithmetic --------------------------------------------------------------
 
 // Unsigned 32-bit division by a runtime constant as a multiply and a shift

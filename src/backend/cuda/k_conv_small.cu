@@ -143,32 +143,6 @@ __device__ __forceinline__ bool cs_tap(const csgeom &g, int d, int o, int k, int
     return (int)q < g.in[d];
 }
 
-// N consecutive floats of shared memory, aligned to min(16, 4 N) bytes.
-template <int N> __device__ __forceinline__ void cs_lds(const float *p, float *v)
-{
-    if constexpr (N % 4 == 0) {
-#pragma unroll
-        for (int j = 0; j < N / 4; j++) {
-            float4 t = reinterpret_cast<const float4 *>(p)[j];
-            v[4 * j] = t.x;
-            v[4 * j + 1] = t.y;
-            v[4 * j + 2] = t.z;
-            v[4 * j + 3] = t.w;
-        }
-    } else if constexpr (N % 2 == 0) {
-#pragma unroll
-        for (int j = 0; j < N / 2; j++) {
-            float2 t = reinterpret_cast<const float2 *>(p)[j];
-            v[2 * j] = t.x;
-            v[2 * j + 1] = t.y;
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < N; j++)
-            v[j] = p[j];
-    }
-}
-
 // V input channels from element i on (contiguous where V > 1), as float.
 template <int XT, int V> __device__ __forceinline__ void cs_ldx(const void *x, ll i, float *v)
 {
@@ -260,7 +234,7 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
 #pragma unroll
                     for (int t = 0; t < 9; t++) {
                         float wv[KP];
-                        cs_lds<KP>(ws + (kd * 9 + t) * KP, wv);
+                        ld_floats<KP>(ws + (kd * 9 + t) * KP, wv);
 #pragma unroll
                         for (int k = 0; k < KP; k++)
                             acc[k] = fmaf(xv[t], wv[k], acc[k]);
@@ -290,7 +264,7 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                             for (int c = 0; c < g.C; c += V) {
                                 float xv[V], wv[V * KP];
                                 cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
-                                cs_lds<V * KP>(wt + c * KP, wv);
+                                ld_floats<V * KP>(wt + c * KP, wv);
 #pragma unroll
                                 for (int j = 0; j < V; j++)
 #pragma unroll
@@ -481,7 +455,7 @@ __global__ void __launch_bounds__(CS_THREADS)
                     float wv[3][KP];
 #pragma unroll
                     for (int kd = 0; kd < 3; kd++)
-                        cs_lds<KP>(ws + (((kd * 3 + kh) * 3 + kw) * g.C + c) * KP, wv[kd]);
+                        ld_floats<KP>(ws + (((kd * 3 + kh) * 3 + kw) * g.C + c) * KP, wv[kd]);
 #pragma unroll
                     for (int zz = 0; zz < TD + 2; zz++) {
                         const float v = tc[zz * PLANE + kh * TX + kw];
@@ -503,7 +477,7 @@ __global__ void __launch_bounds__(CS_THREADS)
             for (int kh = 0; kh < g.k[1]; kh++)
                 for (int kw = 0; kw < g.k[2]; kw++) {
                     float wv[KP];
-                    cs_lds<KP>(ws + (((kd * g.k[1] + kh) * g.k[2] + kw) * g.C + c) * KP, wv);
+                    ld_floats<KP>(ws + (((kd * g.k[1] + kh) * g.k[2] + kw) * g.C + c) * KP, wv);
                     const float *src = tc + (kd * t.ty + ty + kh) * t.tx + tx + kw;
 #pragma unroll
                     for (int j = 0; j < TD; j++) {
@@ -739,7 +713,7 @@ __global__ void __launch_bounds__(CS_THREADS)
                                 const int tap = (D0::tap(a) * D1::taps + D1::tap(c)) * D2::taps + D2::tap(e);
                                 const int ph = (D0::ph(a) * D1::phases + D1::ph(c)) * D2::phases + D2::ph(e);
                                 float wv[V * KP];
-                                cs_lds<V * KP>(ws + (tap * g.C + run * V) * KP, wv);
+                                ld_floats<V * KP>(ws + (tap * g.C + run * V) * KP, wv);
 #pragma unroll
                                 for (int j = 0; j < V; j++)
 #pragma unroll

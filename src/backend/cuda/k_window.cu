@@ -224,37 +224,52 @@ struct acc_args {
     ll lo[SGK_WIN_MAX_DIMS];
     unsigned ext[SGK_WIN_MAX_DIMS];
     unsigned lines;
-    bool vec4; // see accumulate_vec4
+    bool vec4; // see accumulate_voxels
 };
 
-// One voxel of a line: acc's classes and weight (cstride apart) plus the
-// contributions of the line's covering windows that contain x, in the
-// windows' order. KC: the classes at compile time (accumulators in
-// registers, each read and written once), 0: any number (class by class).
-template <int KC>
-__device__ __forceinline__ void accumulate_voxel(const acc_args &a, float *p, ll x, int n, const ll *jline,
-                                                 const ll *pline, const ll *xlo)
+// Voxels x .. x + V - 1 of a line: acc's classes and weight (cstride
+// apart) plus the contributions of the line's covering windows that
+// contain x, in the windows' order. KC: the classes at compile time
+// (accumulators in registers, each read and written once), 0: any number
+// (class by class, V = 1). V = 4 where a.vec4: every window of the launch
+// starts on a multiple of 4 along the last axis and the rows, the window
+// and the buffers hold whole float4s, so a window covers all four voxels
+// or none. One float at a time, a batch of the 3-D benchmark job took
+// 0.13 ms for about 0.26 GB of traffic, two thirds of the memory's
+// bandwidth.
+template <int KC, int V>
+__device__ __forceinline__ void accumulate_voxels(const acc_args &a, float *p, ll x, int n, const ll *jline,
+                                                  const ll *pline, const ll *xlo)
 {
     const ll rl = a.d.roi[a.d.nd - 1];
     if constexpr (KC > 0) {
-        float v[KC + 1];
+        float v[KC + 1][V];
 #pragma unroll
         for (int k = 0; k <= KC; k++)
-            v[k] = p[k * a.cstride];
+            ld_floats<V>(p + k * a.cstride, v[k]);
         for (int i = 0; i < n; i++) {
             if (x < xlo[i] || x >= xlo[i] + rl)
                 continue;
-            const float wt = a.weight[jline[i] + x];
+            float wt[V];
+            ld_floats<V>(a.weight + jline[i] + x, wt);
             const float *pr = a.pred + pline[i] + x;
 #pragma unroll
-            for (int k = 0; k < KC; k++)
-                v[k] = fmaf(pr[k * a.d.numel], wt, v[k]);
-            v[KC] += wt;
+            for (int k = 0; k < KC; k++) {
+                float q[V];
+                ld_floats<V>(pr + k * a.d.numel, q);
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    v[k][j] = fmaf(q[j], wt[j], v[k][j]);
+            }
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                v[KC][j] += wt[j];
         }
 #pragma unroll
         for (int k = 0; k <= KC; k++)
-            p[k * a.cstride] = v[k];
+            st_floats<V>(p + k * a.cstride, v[k]);
     } else {
+        static_assert(V == 1, "any number of classes: one voxel at a time");
         for (ll k = 0; k <= a.classes; k++) {
             float v = p[k * a.cstride];
             for (int i = 0; i < n; i++) {
@@ -266,44 +281,6 @@ __device__ __forceinline__ void accumulate_voxel(const acc_args &a, float *p, ll
             p[k * a.cstride] = v;
         }
     }
-}
-
-// Four voxels x .. x + 3 of a line at once (a.vec4: every window of the
-// launch starts on a multiple of 4 along the last axis, and the rows,
-// the window and the buffers hold whole float4s, so a window covers all
-// four or none): float4 loads and stores. One float at a time, a batch
-// of the 3-D benchmark job took 0.13 ms for about 0.26 GB of traffic,
-// two thirds of the memory's bandwidth.
-template <int KC>
-__device__ __forceinline__ void accumulate_vec4(const acc_args &a, float *p, ll x, int n, const ll *jline,
-                                                const ll *pline, const ll *xlo)
-{
-    const ll rl = a.d.roi[a.d.nd - 1];
-    float4 v[KC + 1];
-#pragma unroll
-    for (int k = 0; k <= KC; k++)
-        v[k] = *reinterpret_cast<const float4 *>(p + k * a.cstride);
-    for (int i = 0; i < n; i++) {
-        if (x < xlo[i] || x >= xlo[i] + rl)
-            continue;
-        const float4 wt = *reinterpret_cast<const float4 *>(a.weight + jline[i] + x);
-        const float *pr = a.pred + pline[i] + x;
-#pragma unroll
-        for (int k = 0; k < KC; k++) {
-            const float4 q = *reinterpret_cast<const float4 *>(pr + k * a.d.numel);
-            v[k].x = fmaf(q.x, wt.x, v[k].x);
-            v[k].y = fmaf(q.y, wt.y, v[k].y);
-            v[k].z = fmaf(q.z, wt.z, v[k].z);
-            v[k].w = fmaf(q.w, wt.w, v[k].w);
-        }
-        v[KC].x += wt.x;
-        v[KC].y += wt.y;
-        v[KC].z += wt.z;
-        v[KC].w += wt.w;
-    }
-#pragma unroll
-    for (int k = 0; k <= KC; k++)
-        *reinterpret_cast<float4 *>(p + k * a.cstride) = v[k];
 }
 
 // A thread per accumulator voxel of the box: it reads the voxel's classes
@@ -368,10 +345,13 @@ __global__ void accumulate_kernel(const acc_args a)
             if (!any)
                 continue;
             float *p = a.acc + (nd > 1 ? base + x : ring_row(x, 0, a.ring));
-            if (KC > 0 && a.vec4)
-                accumulate_vec4<KC>(a, p, x, n, jline, pline, xlo);
-            else
-                accumulate_voxel<KC>(a, p, x, n, jline, pline, xlo);
+            if constexpr (KC > 0) {
+                if (a.vec4)
+                    accumulate_voxels<KC, 4>(a, p, x, n, jline, pline, xlo);
+                else
+                    accumulate_voxels<KC, 1>(a, p, x, n, jline, pline, xlo);
+            } else
+                accumulate_voxels<0, 1>(a, p, x, n, jline, pline, xlo);
         }
     }
 }
@@ -530,23 +510,20 @@ extern "C" segrt_status sgk_win_gather(cudaStream_t stream, const sgk_win_geom *
     a.fring = fastdiv_make((uint32_t)(a.ring > 0 && a.ring <= 0xffffffffLL ? a.ring : 1));
     for (int i = 0; i < SGK_WIN_MAX_DIMS; i++)
         a.froi[i] = fastdiv_make((uint32_t)a.d.roi[i]);
+    if (count < 1 || count > SGK_WIN_BATCH)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "window gather: %lld windows in one launch (1 to %d)",
+                        (long long)count, SGK_WIN_BATCH);
     // gather_whole's row arithmetic is 32-bit.
     const bool rows32 = a.ring <= 0xffffffffLL && g->size[0] - a.row0 <= 0xffffffffLL;
-    for (int64_t first = 0; first < count; first += SGK_WIN_BATCH) {
-        const int n = (int)(count - first < SGK_WIN_BATCH ? count - first : SGK_WIN_BATCH);
-        for (int i = 0; i < n; i++) {
-            const int64_t *st = starts + (first + i) * g->n_dims;
-            for (int d = 0; d < SGK_WIN_MAX_DIMS; d++)
-                a.start[i][d] = d < g->n_dims ? st[d] : 0;
-            a.whole[i] = rows32 && gather_is_whole(g, st, flip_mask, src, a.plane);
-        }
-        a.dst = dst + first * a.window;
-        gather_kernel<<<dim3(line_blocks(lines), (unsigned)n), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
-        const segrt_status st = launched("sgk_win_gather");
-        if (st != SEGRT_OK)
-            return st;
+    for (int i = 0; i < count; i++) {
+        const int64_t *st = starts + i * g->n_dims;
+        for (int d = 0; d < SGK_WIN_MAX_DIMS; d++)
+            a.start[i][d] = d < g->n_dims ? st[d] : 0;
+        a.whole[i] = rows32 && gather_is_whole(g, st, flip_mask, src, a.plane);
     }
-    return SEGRT_OK;
+    a.dst = dst;
+    gather_kernel<<<dim3(line_blocks(lines), (unsigned)count), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
+    return launched("sgk_win_gather");
 }
 
 extern "C" segrt_status sgk_win_combine(cudaStream_t stream, const sgk_win_geom *g, uint32_t flip_mask, bool add,
@@ -582,60 +559,57 @@ extern "C" segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_ge
     a.acc = (float *)acc->data;
     a.cstride = acc->channel_stride;
     a.ring = acc->ring;
+    if (count < 1 || count > SGK_WIN_BATCH)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "window accumulation: %lld windows in one launch (1 to %d)",
+                        (long long)count, SGK_WIN_BATCH);
     const int nd = g->n_dims, last = nd - 1;
-    for (int64_t first = 0; first < count; first += SGK_WIN_BATCH) {
-        const int n = (int)(count - first < SGK_WIN_BATCH ? count - first : SGK_WIN_BATCH);
-        ll lo[SGK_WIN_MAX_DIMS], hi[SGK_WIN_MAX_DIMS];
-        for (int d = 0; d < nd; d++) {
-            lo[d] = INT64_MAX;
-            hi[d] = INT64_MIN;
-        }
-        for (int i = 0; i < n; i++)
-            for (int d = 0; d < SGK_WIN_MAX_DIMS; d++) {
-                const ll v = d < nd ? starts[(first + i) * nd + d] : 0;
-                a.start[i][d] = v;
-                if (d < nd) {
-                    lo[d] = v < lo[d] ? v : lo[d];
-                    hi[d] = v + g->roi[d] > hi[d] ? v + g->roi[d] : hi[d];
-                }
-            }
-        // Only the caller's rows: a contiguous run of each window's
-        // voxels, since axis 0 is the slowest.
-        lo[0] = lo[0] > row_lo ? lo[0] : row_lo;
-        hi[0] = hi[0] < row_hi ? hi[0] : row_hi;
-        if (hi[0] <= lo[0])
-            continue;
-        ll lines = 1;
-        for (int d = 0; d < SGK_WIN_MAX_DIMS; d++) {
-            a.lo[d] = d < nd ? lo[d] : 0;
-            a.ext[d] = (unsigned)(d < nd ? hi[d] - lo[d] : 1);
-            if (d < last)
-                lines *= hi[d] - lo[d];
-        }
-        if (lines > 0xffffffffLL)
-            return sg_error(SEGRT_ERROR_UNSUPPORTED, "window accumulation: %lld lines", (long long)lines);
-        a.lines = (unsigned)lines;
-        a.count = n;
-        a.pred = pred + first * classes * a.d.numel;
-        // Whole float4s: rows (the plane, the last axis), the window, the
-        // channels' stride, the buffers and every start along the last axis.
-        a.vec4 = nd > 1 && classes <= 4 && g->roi[last] % 4 == 0 && g->padded[last] % 4 == 0 && a.cstride % 4 == 0 &&
-                 (uintptr_t)a.acc % 16 == 0 && (uintptr_t)a.pred % 16 == 0 && (uintptr_t)weight % 16 == 0;
-        for (int i = 0; i < n && a.vec4; i++)
-            a.vec4 = a.start[i][last] % 4 == 0;
-        const dim3 grid(line_blocks(lines)), block(WIN_LANES, WIN_LINES);
-        switch (classes) {
-        case 1: accumulate_kernel<1><<<grid, block, 0, stream>>>(a); break;
-        case 2: accumulate_kernel<2><<<grid, block, 0, stream>>>(a); break;
-        case 3: accumulate_kernel<3><<<grid, block, 0, stream>>>(a); break;
-        case 4: accumulate_kernel<4><<<grid, block, 0, stream>>>(a); break;
-        default: accumulate_kernel<0><<<grid, block, 0, stream>>>(a); break;
-        }
-        const segrt_status st = launched("sgk_win_accumulate");
-        if (st != SEGRT_OK)
-            return st;
+    ll lo[SGK_WIN_MAX_DIMS], hi[SGK_WIN_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        lo[d] = INT64_MAX;
+        hi[d] = INT64_MIN;
     }
-    return SEGRT_OK;
+    for (int i = 0; i < count; i++)
+        for (int d = 0; d < SGK_WIN_MAX_DIMS; d++) {
+            const ll v = d < nd ? starts[i * nd + d] : 0;
+            a.start[i][d] = v;
+            if (d < nd) {
+                lo[d] = v < lo[d] ? v : lo[d];
+                hi[d] = v + g->roi[d] > hi[d] ? v + g->roi[d] : hi[d];
+            }
+        }
+    // Only the caller's rows: a contiguous run of each window's voxels,
+    // since axis 0 is the slowest.
+    lo[0] = lo[0] > row_lo ? lo[0] : row_lo;
+    hi[0] = hi[0] < row_hi ? hi[0] : row_hi;
+    if (hi[0] <= lo[0])
+        return SEGRT_OK;
+    ll lines = 1;
+    for (int d = 0; d < SGK_WIN_MAX_DIMS; d++) {
+        a.lo[d] = d < nd ? lo[d] : 0;
+        a.ext[d] = (unsigned)(d < nd ? hi[d] - lo[d] : 1);
+        if (d < last)
+            lines *= hi[d] - lo[d];
+    }
+    if (lines > 0xffffffffLL)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "window accumulation: %lld lines", (long long)lines);
+    a.lines = (unsigned)lines;
+    a.count = (int)count;
+    a.pred = pred;
+    // Whole float4s: rows (the plane, the last axis), the window, the
+    // channels' stride, the buffers and every start along the last axis.
+    a.vec4 = nd > 1 && classes <= 4 && g->roi[last] % 4 == 0 && g->padded[last] % 4 == 0 && a.cstride % 4 == 0 &&
+             (uintptr_t)a.acc % 16 == 0 && (uintptr_t)pred % 16 == 0 && (uintptr_t)weight % 16 == 0;
+    for (int i = 0; i < count && a.vec4; i++)
+        a.vec4 = a.start[i][last] % 4 == 0;
+    const dim3 grid(line_blocks(lines)), block(WIN_LANES, WIN_LINES);
+    switch (classes) {
+    case 1: accumulate_kernel<1><<<grid, block, 0, stream>>>(a); break;
+    case 2: accumulate_kernel<2><<<grid, block, 0, stream>>>(a); break;
+    case 3: accumulate_kernel<3><<<grid, block, 0, stream>>>(a); break;
+    case 4: accumulate_kernel<4><<<grid, block, 0, stream>>>(a); break;
+    default: accumulate_kernel<0><<<grid, block, 0, stream>>>(a); break;
+    }
+    return launched("sgk_win_accumulate");
 }
 
 extern "C" segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom *g, sgk_win_final kind,

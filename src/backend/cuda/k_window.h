@@ -46,8 +46,8 @@ typedef struct sgk_win_rows {
     int64_t ring;
 } sgk_win_rows;
 
-/* The batched launchers take up to this many windows a kernel (their
- * starts travel in the kernel's parameters); more take several. */
+/* The batched launchers take 1 to this many windows, one kernel (their
+ * starts travel in its parameters); more are INVALID_ARGUMENT. */
 #define SGK_WIN_BATCH 64
 
 /* For each of `count` windows, window i starting at starts[i * n_dims ..]
