@@ -14,7 +14,8 @@
  * Taken: float16 and bfloat16 plans, input channels a multiple of 16 and
  * already channels-last in the plan's dtype, 8, 16 or 32 output channels
  * (at most 16 in 3-D), constant weights and bias, group 1, dilation 1.
- * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons). */
+ * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons);
+ * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_mma.h"
 
@@ -118,6 +119,9 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_co
         !mma_geometry(p, n, kp) || xt < 0)
         return false;
     *io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
+    /* Hopper's warpgroup products where the kernel's sm_90a code runs:
+     * compute capability 9.0 exactly. */
+    kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_env_off("SEGRT_CUDA_WGMMA");
     sgk_view xg = cuda_geometry_view(p, xt), yg, zg;
     if (kp->C < 16 && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
         sgk_view padded = xg;

@@ -22,6 +22,7 @@
 #define CM_MAX_K_3D 16 // in 3-D, 27 unrolled taps of four n8 blocks spill registers
 #define CM_SMEM_MAX (100 * 1024) // opted in at launch
 #define CM_BLOCKS_PER_SM 4
+#define CM_WG_BLOCKS_PER_SM 5 // conv_wgmma: its epilogue's latency hides behind more blocks
 
 // The tile's shape, fixed at compile time so that positions split into
 // (d, h, w) by constant divisions: a runtime-shaped first version spent
@@ -50,6 +51,7 @@ struct cmgeom {
     int ntiles;    // all tiles, N included
     int tps;       // tiles per sample
     bool d3;       // 3-D (cm_shape<true>), else 2-D
+    bool wg;       // conv_wgmma (2-D, sm_90a), else conv_mma
     // Strides: a sample's in 64 bits, the rest in 32 (cm_plan checks that
     // every offset within a sample fits), so that the per-position index
     // arithmetic of the halo loads and the stores is 32-bit.
@@ -298,6 +300,130 @@ template <int XT, int NT> __device__ __forceinline__ void frags_mma(float (*acc)
             mma16816<XT>(acc[mt][NT - 1], f.a[mt], f.b[NT / 2]);
 }
 
+// Which tile position an accumulator row holds: mma.sync's warp w has
+// positions 32 w .. 32 w + 31 (two m16 blocks mt); a warpgroup product's
+// block mt is the tile's 8x8 patch at column 8 mt, warp w its rows 2 w
+// and 2 w + 1 (2-D only). grp: the lane's row in an m16 block (lane / 4),
+// half: + 8 rows.
+template <bool WG> __device__ __forceinline__ int acc_row(int warp, int mt, int grp, int half)
+{
+    if constexpr (WG)
+        return (2 * warp + half) * cm_shape<false>::t2 + 8 * mt + grp;
+    else
+        return warp * 32 + mt * 16 + grp + 8 * half;
+}
+
+// The tile's results out of the accumulators (two position blocks mt of
+// NT n8 blocks; lane (grp, t4) holds rows grp and grp + 8 of each block,
+// channels 2 t4 and 2 t4 + 1 of each n8 block), after the barrier that
+// ends the tile's products. xsh: the tile's halo buffer, free for staging
+// (osh_own where the staging tile does not fit there).
+template <int XT, int NT, bool D3, int EPI, bool WG>
+__device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][NT][4], const float (&bz)[NT][2],
+                                              int tile, typename mma_elem<XT>::type *xsh,
+                                              typename mma_elem<XT>::type *osh_own, void *__restrict__ y,
+                                              const void *__restrict__ z, const float *__restrict__ bias,
+                                              float2 *__restrict__ part)
+{
+    typedef typename mma_elem<XT>::type T;
+    typedef cm_shape<D3> S;
+    constexpr int K = NT * 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
+    int o0, o1, o2, n;
+    tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
+    // Positions left of the image's far ends along D, H, W: the tile's
+    // all but at those ends.
+    const int e[3] = {g.sp[0] - o0, g.sp[1] - o1, g.sp[2] - o2};
+    // (Every accumulator index below is a constant once unrolled, so the
+    // accumulators stay in registers.)
+    if constexpr (EPI != EPI_DIRECT) {
+        constexpr bool STATS = EPI == EPI_STATS;
+        // Staged in this tile's halo buffer where it fits (read: the
+        // barrier above), else in its own space.
+        T *osh = g.stage_own ? osh_own : xsh;
+        constexpr int ldo = K + 8;
+        // The statistics' partial sums: 8 per channel.
+        __shared__ __align__(8) float ssh[STATS ? 2 * CM_THREADS / 32 * 2 * K : 2];
+        [[maybe_unused]] wsums<NT> ws;
+        [[maybe_unused]] const bool edge = e[0] < S::t0 || e[1] < S::t1 || e[2] < S::t2;
+        if constexpr (STATS) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    ws.s1[nt][j] = ws.s2[nt][j] = 0.0f;
+            // Positions outside the image add nothing: their
+            // accumulators become zero (they are not stored), so the
+            // sums below need no test per position (tested there, the
+            // index arithmetic ran for every tile, predicated off).
+            if (edge)
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int half = 0; half < 2; half++) {
+                        int d, h, wi;
+                        tile_pos<D3>(acc_row<WG>(warp, mt, grp, half), &d, &h, &wi);
+                        if (d >= e[0] || h >= e[1] || wi >= e[2])
+#pragma unroll
+                            for (int nt = 0; nt < NT; nt++)
+                                acc[mt][nt][2 * half] = acc[mt][nt][2 * half + 1] = 0.0f;
+                    }
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int c = nt * 8 + 2 * t4;
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int r = acc_row<WG>(warp, mt, grp, half);
+                    // (cm_plan takes statistics only without an activation.)
+                    float v0 = acc[mt][nt][2 * half] + bz[nt][0], v1 = acc[mt][nt][2 * half + 1] + bz[nt][1];
+                    if constexpr (!STATS) {
+                        v0 = act_apply(v0, g.act, g.alpha);
+                        v1 = act_apply(v1, g.act, g.alpha);
+                    }
+                    T *o = osh + r * ldo + c;
+                    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+                        *(__nv_bfloat162 *)o = __floats2bfloat162_rn(v0, v1);
+                    else
+                        *(__half2 *)o = __floats2half2_rn(v0, v1);
+                    if constexpr (STATS)
+                        wsums_add<NT>(ws, nt, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+                }
+            }
+        }
+        if constexpr (STATS)
+            wsums_put<NT>(ws, ssh, warp, lane);
+        __syncthreads();
+        T *ytile = (T *)y + (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
+        store_staged<D3, NT>(g, ytile, osh, ldo, e);
+        if (STATS && threadIdx.x < K)
+            wsums_merge<NT>(ssh, bias ? bias[threadIdx.x] : 0.0f,
+                            (float)((e[0] < S::t0 ? e[0] : S::t0) * (e[1] < S::t1 ? e[1] : S::t1) *
+                                    (e[2] < S::t2 ? e[2] : S::t2)),
+                            part, n, tile, g.tps);
+        __syncthreads(); // the staging tile is read: the next iteration may refill it
+    } else {
+        const ll ybase = (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
+        const ll zbase = z ? (ll)n * g.zn + (ll)o0 * g.zs[0] + (ll)o1 * g.zs[1] + (ll)o2 * g.zs[2] : 0;
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int r = acc_row<WG>(warp, mt, grp, half);
+                const int yo = out_offset<D3>(g.ys, e, r);
+                if (yo < 0)
+                    continue;
+                const ll zo = z ? zbase + out_offset<D3>(g.zs, e, r) : 0;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    store_pair<XT>(g, y, z, bz[nt], ybase + yo, zo, nt * 8 + 2 * t4, acc[mt][nt][2 * half],
+                                   acc[mt][nt][2 * half + 1]);
+            }
+    }
+}
+
 // KS: C / 16 where it is 1, 2 or 4 (C, the shared-memory rows and every
 // step are then compile-time constants, and the next step's fragments load
 // while this step's products run), else 0 (a loop over the 16-channel
@@ -396,100 +522,120 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
                 }
         }
         __syncthreads(); // the halo is read: the next iteration may refill it
+        tile_epilogue<XT, NT, D3, EPI, false>(g, acc, bz, tile, xsh, osh_own, y, z, bias, part);
+    }
+}
+
+// The same layer through Hopper's warpgroup products (2-D): the four warps
+// are one warpgroup, and each tap and 16-channel slice of the tile is two
+// wgmma m64nKk16, one per 8x8 patch of the 8x16 tile, reading both
+// operands from shared memory by descriptor. The mma.sync kernel above
+// spends most of its issue slots on ldmatrix and products 16x8 at a time
+// (ncu: issue-bound); here a tile's products are 36 instructions (32
+// channels) and run while the warps wait.
+//
+// The layouts are wgmma's without swizzling, 8-channel chunks outermost:
+// the halo [chunk][halo position][8], so that the 8x8 patch a tap shifts
+// to is eight core matrices (8 positions of one row, 16 bytes each,
+// contiguous) a halo row apart; the weights [tap][chunk][K][8].
+template <int XT, int NT, int KS, int EPI>
+__global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
+    conv_wgmma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
+               const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part, cmgeom g)
+{
+    typedef typename mma_elem<XT>::type T;
+    typedef cm_shape<false> S;
+    constexpr int K = NT * 8;
+    const int C = KS ? KS * 16 : g.C, chunks = C / 8, ksteps = C / 16;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *wsh = (T *)smem;                      // [tap][chunk][K][8]
+    T *xsh0 = wsh + S::taps * K * C;         // two of [chunk][halo position][8]
+    T *osh_own = xsh0 + 2 * S::halo * C;     // the staging tile, where it has its own space
+    const int t4 = threadIdx.x & 3;
+#pragma unroll 4
+    for (int e = threadIdx.x * 4; e < S::taps * K * C; e += CM_THREADS * 4) {
+        float4 v = *(const float4 *)(w + e);
+        const int c = e % C, k = (e / C) % K, tap = e / (K * C);
+        T *d = wsh + ((tap * chunks + c / 8) * K + k) * 8 + c % 8;
+        d[0] = mma_round<XT>(v.x);
+        d[1] = mma_round<XT>(v.y);
+        d[2] = mma_round<XT>(v.z);
+        d[3] = mma_round<XT>(v.w);
+    }
+    float bz[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int c = nt * 8 + 2 * t4;
+        bz[nt][0] = bias ? bias[c] : 0.0f;
+        bz[nt][1] = bias ? bias[c + 1] : 0.0f;
+    }
+    const T *xt = (const T *)x;
+    // One thread a (halo position, chunk), chunks outermost in xsh.
+    auto issue = [&](int tile, T *xsh) {
         int o0, o1, o2, n;
-        tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
-        // Positions left of the image's far ends along D, H, W: the tile's
-        // all but at those ends.
-        const int e[3] = {g.sp[0] - o0, g.sp[1] - o1, g.sp[2] - o2};
-        // Lane (grp, t4) holds rows grp and grp + 8 of each block, channels
-        // 2 t4 and 2 t4 + 1 of each n8 block (every index below is a
-        // constant once unrolled, so the accumulators stay in registers).
-        if constexpr (EPI != EPI_DIRECT) {
-            constexpr bool STATS = EPI == EPI_STATS;
-            // Staged in this tile's halo buffer where it fits (read: the
-            // barrier above), else in its own space.
-            T *osh = g.stage_own ? osh_own : xsh;
-            constexpr int ldo = K + 8;
-            // The statistics' partial sums: 8 per channel.
-            __shared__ __align__(8) float ssh[STATS ? 2 * CM_THREADS / 32 * 2 * K : 2];
-            [[maybe_unused]] wsums<NT> ws;
-            [[maybe_unused]] const bool edge = e[0] < S::t0 || e[1] < S::t1 || e[2] < S::t2;
-            if constexpr (STATS) {
+        tile_origin<false>(g, tile, &o0, &o1, &o2, &n);
+        const T *xb = xt + (ll)n * g.xn;
+        for (int hp = threadIdx.x; hp < S::halo; hp += CM_THREADS) {
+            const int a2 = hp % S::h2, a1 = hp / S::h2;
+            const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
+            const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+            const T *src = xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
+            for (int ch = 0; ch < chunks; ch++)
+                cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
+        }
+    };
+    // Descriptors at tap (0, 0), slice 0, patch 0 of halo buffer 0, and of
+    // the weights at tap 0, slice 0: along K the next chunk, along M (N)
+    // the next 8 rows (a halo row; 8 output channels).
+    const uint64_t da0 = wg_desc(xsh0, S::halo * 16, S::h2 * 16), db0 = wg_desc(wsh, K * 16, 128);
+    if (blockIdx.x < g.ntiles)
+        issue(blockIdx.x, xsh0);
+    cp_async_commit();
+    for (int tile = blockIdx.x, it = 0; tile < g.ntiles; tile += gridDim.x, it++) {
+        T *xsh = xsh0 + (it & 1) * S::halo * C;
+        if (tile + (int)gridDim.x < g.ntiles)
+            issue(tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * C);
+        cp_async_commit();
+        cp_async_wait1();
+        wg_fence_smem(); // this thread's halo (and the first time its weights) to the async proxy
+        __syncthreads();
+        float acc[2][NT][4];
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++)
+        for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                    for (int j = 0; j < 2; j++)
-                        ws.s1[nt][j] = ws.s2[nt][j] = 0.0f;
-                // Positions outside the image add nothing: their
-                // accumulators become zero (they are not stored), so the
-                // sums below need no test per position (tested there, the
-                // index arithmetic ran for every tile, predicated off).
-                if (edge)
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    acc[mt][nt][i] = 0.0f;
+                    wg_pin(acc[mt][nt][i]);
+                }
+        wg_fence();
+        // Descriptor start addresses count 16 bytes.
+        const uint64_t da = da0 + (uint64_t)((it & 1) * S::halo * C / 8);
+#pragma unroll
+        for (int tap = 0; tap < S::taps; tap++) {
+            const int k1 = tap / 3, k2 = tap % 3;
+#pragma unroll
+            for (int ks = 0; ks < (KS ? KS : 1); ks++)
+                for (int kl = 0; kl < (KS ? 1 : ksteps); kl++) {
+                    const int sl = KS ? ks : kl;
+                    const uint64_t db = db0 + (uint64_t)((tap * chunks + 2 * sl) * K);
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                        for (int half = 0; half < 2; half++) {
-                            int d, h, wi;
-                            tile_pos<D3>(warp * 32 + mt * 16 + grp + 8 * half, &d, &h, &wi);
-                            if (d >= e[0] || h >= e[1] || wi >= e[2])
-#pragma unroll
-                                for (int nt = 0; nt < NT; nt++)
-                                    acc[mt][nt][2 * half] = acc[mt][nt][2 * half + 1] = 0.0f;
-                        }
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                const int r = warp * 32 + mt * 16 + grp;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const int c = nt * 8 + 2 * t4;
-#pragma unroll
-                    for (int half = 0; half < 2; half++) {
-                        // (cm_plan takes statistics only without an activation.)
-                        float v0 = acc[mt][nt][2 * half] + bz[nt][0], v1 = acc[mt][nt][2 * half + 1] + bz[nt][1];
-                        if constexpr (!STATS) {
-                            v0 = act_apply(v0, g.act, g.alpha);
-                            v1 = act_apply(v1, g.act, g.alpha);
-                        }
-                        T *o = osh + (r + 8 * half) * ldo + c;
-                        if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
-                            *(__nv_bfloat162 *)o = __floats2bfloat162_rn(v0, v1);
-                        else
-                            *(__half2 *)o = __floats2half2_rn(v0, v1);
-                        if constexpr (STATS)
-                            wsums_add<NT>(ws, nt, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
-                    }
-                }
-            }
-            if constexpr (STATS)
-                wsums_put<NT>(ws, ssh, warp, lane);
-            __syncthreads();
-            T *ytile = (T *)y + (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
-            store_staged<D3, NT>(g, ytile, osh, ldo, e);
-            if (STATS && threadIdx.x < K)
-                wsums_merge<NT>(ssh, bias ? bias[threadIdx.x] : 0.0f,
-                                (float)((e[0] < S::t0 ? e[0] : S::t0) * (e[1] < S::t1 ? e[1] : S::t1) *
-                                        (e[2] < S::t2 ? e[2] : S::t2)),
-                                part, n, tile, g.tps);
-            __syncthreads(); // the staging tile is read: the next iteration may refill it
-        } else {
-            const ll ybase = (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
-            const ll zbase = z ? (ll)n * g.zn + (ll)o0 * g.zs[0] + (ll)o1 * g.zs[1] + (ll)o2 * g.zs[2] : 0;
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int half = 0; half < 2; half++) {
-                    const int r = warp * 32 + mt * 16 + grp + 8 * half;
-                    const int yo = out_offset<D3>(g.ys, e, r);
-                    if (yo < 0)
-                        continue;
-                    const ll zo = z ? zbase + out_offset<D3>(g.zs, e, r) : 0;
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        store_pair<XT>(g, y, z, bz[nt], ybase + yo, zo, nt * 8 + 2 * t4, acc[mt][nt][2 * half],
-                                       acc[mt][nt][2 * half + 1]);
+                        wgmma_k16<XT, NT>(acc[mt], da + (uint64_t)(2 * sl * S::halo + k1 * S::h2 + k2 + 8 * mt), db);
                 }
         }
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    wg_pin(acc[mt][nt][i]);
+        __syncthreads(); // every warp's products are done: the halo buffer is free
+        tile_epilogue<XT, NT, false, EPI, true>(g, acc, bz, tile, xsh, osh_own, y, z, bias, part);
     }
 }
 
@@ -565,8 +711,10 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     if (p->stats && (!g->staged || p->act != SGK_ACT_NONE))
         return false;
     g->stats = p->stats;
+    g->wg = p->wgmma && !g->d3;
     const size_t stage = (size_t)CM_TP * (g->K + 8);
-    const size_t ld = (size_t)cm_ld(p->C);
+    // Shared-memory rows: padded for ldmatrix, unpadded for wgmma.
+    const size_t ld = g->wg ? (size_t)p->C : (size_t)cm_ld(p->C);
     g->stage_own = g->staged && stage > (size_t)halo * ld;
     size_t need = 2 * ((size_t)taps * g->K * ld + 2 * (size_t)halo * ld + (g->stage_own ? stage : 0));
     if (need > CM_SMEM_MAX)
@@ -596,14 +744,17 @@ struct cmargs {
 template <int XT, int NT, bool D3, int KS, int EPI>
 static segrt_status launch(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
+    typedef void (*kernel)(const void *, void *, const float *, const float *, const void *, float2 *, cmgeom);
+    kernel k = conv_mma<XT, NT, D3, KS, EPI>;
+    if constexpr (!D3)
+        if (g.wg)
+            k = conv_wgmma<XT, NT, KS, EPI>;
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(conv_mma<XT, NT, D3, KS, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             CM_SMEM_MAX) != cudaSuccess)
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) != cudaSuccess)
         return launched("conv_mma (shared memory)");
-    conv_mma<XT, NT, D3, KS, EPI><<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias,
-                                                                        a.z ? a.z->data : NULL, a.part, g);
-    return launched("conv_mma");
+    k<<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias, a.z ? a.z->data : NULL, a.part, g);
+    return launched(g.wg ? "conv_wgmma" : "conv_mma");
 }
 
 template <int XT, int NT, bool D3, int EPI>
@@ -681,7 +832,8 @@ extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_par
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: weights at %p, not 16-byte aligned",
                         (const void *)w);
     ll per_sm = (ll)(220 * 1024) / (ll)(smem + 1024); // an SM's 228 KB, 1 KB reserved per block
-    per_sm = per_sm < 1 ? 1 : per_sm > CM_BLOCKS_PER_SM ? CM_BLOCKS_PER_SM : per_sm;
+    const ll most = g.wg ? CM_WG_BLOCKS_PER_SM : CM_BLOCKS_PER_SM;
+    per_sm = per_sm < 1 ? 1 : per_sm > most ? most : per_sm;
     ll cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
     unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);
     if (p->stats && (!stats || ((uintptr_t)stats & 7) != 0))

@@ -24,6 +24,15 @@
  * the products was cut and each step's fragments loaded during the
  * previous step's products (ncu: 176 M -> 110 M instructions).
  *
+ * On Hopper (compute capability 9.0, the code built for sm_90a) 2-D
+ * layers go through warpgroup products instead (conv_wgmma: wgmma
+ * m64nKk16 reading the halo and the weights from shared memory by
+ * descriptor, no ldmatrix): the tiles, the epilogues and the results are
+ * the same. BasicUNet's 32 -> 32 layers at 512^2 (batch 16, H100): 0.344
+ * -> 0.307 ms; its 64 -> 32 layer 0.700 -> 0.624. What limits it now is
+ * the epilogue (ncu: most issue stalls on shared memory, shuffles and
+ * barriers; the tensor pipe about a quarter busy).
+ *
  * x is [N, C, (D,) H, W] float16 or bfloat16 with channels contiguous
  * (channels-last, or a slice of a channels-last buffer), C a multiple of 16;
  * y (and the residual z) [N, K, (D,) H, W] of any float dtype and strides;
@@ -54,6 +63,8 @@ typedef struct sgk_conv_mma_params {
     float act_alpha;
     int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
     bool stats;        /* also write per-tile statistics of y (see above) */
+    bool wgmma;        /* 2-D layers through Hopper's warpgroup products: the
+                        * device is sm_90 (the kernel is built for sm_90a) */
 } sgk_conv_mma_params;
 
 /* Whether the kernel takes this layer: dims that match (y's spatial dims

@@ -91,4 +91,85 @@ __device__ __forceinline__ void mma_store_pair(void *y, segrt_dtype yt, bool pai
     }
 }
 
+// Hopper's warpgroup products (sm_90a only: elsewhere these trap, and the
+// host never launches their kernels; see k_conv_mma.cu).
+//
+// A shared-memory matrix descriptor without swizzling: 8x8 core matrices
+// of 16-byte rows, the eight rows of one 128 contiguous bytes; lbo: bytes
+// from one core matrix to the next along K, sbo: along M (or N).
+__device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SG_WGMMA 1
+#define SG_WG_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define SG_WGMMA 0
+#define SG_WG_ASM(...) __trap()
+#endif
+
+// Shared-memory stores of the generic proxy (st.shared, cp.async) made
+// visible to the warpgroup products, which read through the async proxy.
+__device__ __forceinline__ void wg_fence_smem() { SG_WG_ASM("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Before a warpgroup's first product over accumulators other instructions wrote.
+__device__ __forceinline__ void wg_fence() { SG_WG_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { SG_WG_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { SG_WG_ASM("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+// Keeps the compiler from moving reads or writes of an accumulator across
+// the asynchronous products' issue and wait.
+__device__ __forceinline__ void wg_pin(float &v) { asm volatile("" : "+f"(v)::"memory"); }
+
+// (p: scale-d, 1 to add to d; operand pn holds it.)
+#define SG_WG_OP(pn) "{\n.reg .pred p;\nsetp.ne.b32 p, %" pn ", 0;\nwgmma.mma_async.sync.aligned.m64n"
+#define SG_WG_D8 "{%0,%1,%2,%3}"
+#define SG_WG_D16 "{%0,%1,%2,%3,%4,%5,%6,%7}"
+#define SG_WG_D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+
+// d (64 x 8 NT, float32; lane layout as mma.sync's m16n8 over the
+// warpgroup's four warps, 16 rows each) += a (64 x 16, descriptor da) *
+// b (16 x 8 NT, K-major, descriptor db).
+template <int XT, int NT> __device__ __forceinline__ void wgmma_k16(float (&d)[NT][4], uint64_t da, uint64_t db)
+{
+    constexpr bool BF = XT == SEGRT_DTYPE_BFLOAT16;
+    if constexpr (NT == 1) {
+        if constexpr (BF)
+            SG_WG_ASM(SG_WG_OP("6") "8k16.f32.bf16.bf16 " SG_WG_D8 ", %4, %5, p, 1, 1, 0, 0;\n}\n"
+                      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+                      : "l"(da), "l"(db), "r"(1));
+        else
+            SG_WG_ASM(SG_WG_OP("6") "8k16.f32.f16.f16 " SG_WG_D8 ", %4, %5, p, 1, 1, 0, 0;\n}\n"
+                      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+                      : "l"(da), "l"(db), "r"(1));
+    } else if constexpr (NT == 2) {
+        if constexpr (BF)
+            SG_WG_ASM(SG_WG_OP("10") "16k16.f32.bf16.bf16 " SG_WG_D16 ", %8, %9, p, 1, 1, 0, 0;\n}\n"
+                      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                        "+f"(d[1][2]), "+f"(d[1][3])
+                      : "l"(da), "l"(db), "r"(1));
+        else
+            SG_WG_ASM(SG_WG_OP("10") "16k16.f32.f16.f16 " SG_WG_D16 ", %8, %9, p, 1, 1, 0, 0;\n}\n"
+                      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                        "+f"(d[1][2]), "+f"(d[1][3])
+                      : "l"(da), "l"(db), "r"(1));
+    } else {
+        static_assert(NT == 4, "n8, n16 or n32");
+        if constexpr (BF)
+            SG_WG_ASM(SG_WG_OP("18") "32k16.f32.bf16.bf16 " SG_WG_D32 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+                      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                      : "l"(da), "l"(db), "r"(1));
+        else
+            SG_WG_ASM(SG_WG_OP("18") "32k16.f32.f16.f16 " SG_WG_D32 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+                      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                      : "l"(da), "l"(db), "r"(1));
+    }
+}
+
 #endif
