@@ -110,6 +110,28 @@ def wide32_2d(seed):
     return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 1
 
 
+def prologue_2d(seed):
+    # BasicUNet's TwoConv at full resolution: the first norm's LeakyRelu
+    # result is read only by the second 32 -> 32 layer, which normalises
+    # its input as it reads it (the norm's own pass is not run).
+    net = UNetNet(seed, [2, 3, 20, 37])
+    h = first(net, 32, 2)
+    a = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
+    b = net.act(net.instance_norm(net.conv(a, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
+    return net.model([net.conv(b, 2, [1, 1])]), {"x": net.x}, 3
+
+
+def prologue_relu_2d(seed):
+    # 16 channels, Relu; then a norm without an activation before a 16 -> 8
+    # layer (whose 16-bit result is staged, as the prologue needs).
+    net = UNetNet(seed, [1, 3, 17, 21])
+    h = first(net, 16, 2)
+    a = net.act(net.instance_norm(net.conv(h, 16, [3, 3], pads=[1] * 4)), "Relu")
+    b = net.instance_norm(net.conv(a, 16, [3, 3], pads=[1] * 4))
+    c = net.conv(b, 8, [3, 3], pads=[1] * 4)
+    return net.model([net.conv(c, 2, [1, 1])]), {"x": net.x}, 4
+
+
 CASES = [
     ("3d-16to16-prelu-residual", residual_3d),
     ("3d-32to8-leaky", narrow_3d),
@@ -119,7 +141,11 @@ CASES = [
     ("2d-concat-slice", concat_2d),
     ("2d-32to32-instance-norm", norm_2d),
     ("2d-64to32-relu", wide32_2d),
+    ("2d-norm-prologue", prologue_2d),
+    ("2d-norm-prologue-relu16", prologue_relu_2d),
 ]
+# Cases whose norms are left to the next layer on Hopper, and how many.
+PROLOGUES = {"2d-norm-prologue": 1, "2d-norm-prologue-relu16": 2}
 IDS = [c[0] for c in CASES]
 
 
@@ -156,8 +182,33 @@ def test_mma_path_taken_and_agrees_with_cudnn(gpu, label, tmp_path):
 def test_wgmma_agrees_with_mma_sync(gpu, label, precision):
     m, feeds, _ = case(label)
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
-    wg = run_engine(model, feeds, "cuda", precision)
+    # (Norms applied by the next layer are compared in their own test.)
+    wg = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})
     sync = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_WGMMA": "0"})
     v = psnr(wg[0], sync[0])
     print(f"\n{label}: wgmma vs mma.sync at {precision}: PSNR {v:.1f} dB")
     assert v >= 60.0 and np.isfinite(wg[0]).all()
+
+
+@pytest.mark.parametrize("label", list(PROLOGUES))
+def test_norm_left_to_the_next_layer(gpu, label, tmp_path):
+    """On Hopper an InstanceNorm whose (activated) result only a wgmma
+    layer reads is applied by that layer as its halo lands: the profile
+    shows the statistics' combination only ("segrt norm stats only"), no
+    "norm from stats" pass for it; SEGRT_CUDA_NORM_PROLOGUE=0 runs the pass
+    instead, and the two agree (the prologue rounds (x - mean) * s + b in
+    16-bit arithmetic, the pass in float32: PSNR >= 50 dB at fp16)."""
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("the prologue runs in the wgmma kernel: compute capability 9.0 only")
+    m, feeds, _ = case(label)
+    out = bench_profile(m, feeds, tmp_path, "fp16")
+    assert len(steps_on(out, "segrt norm stats only")) == PROLOGUES[label], out
+    off = bench_profile(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_NORM_PROLOGUE": "0"})
+    assert not steps_on(off, "segrt norm stats only"), off
+    model = sc.Model.from_bytes(m, name=f"{label}.onnx")
+    for precision, floor in (("fp16", 50.0), ("bf16", 40.0)):
+        mine = run_engine(model, feeds, "cuda", precision)
+        passes = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})
+        v = psnr(mine[0], passes[0])
+        print(f"\n{label}: prologue vs the norm's pass at {precision}: PSNR {v:.1f} dB")
+        assert v >= floor and np.isfinite(mine[0]).all()

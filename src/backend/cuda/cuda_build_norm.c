@@ -30,6 +30,17 @@ typedef struct gn_params {
     sgk_tile_grid grid;
 } gn_params;
 
+/* args: x, scale, bias, the producer's per-tile statistics, ab: the
+ * normalisation's parameters for the layer it is left to (see
+ * cuda_deferred_norm). */
+static sg_status gn_ab_run(const cuda_step *s, cuda_run *r)
+{
+    const gn_params *gp = s->params;
+    sgk_view x = cuda_view(r, s->args[0]);
+    return sgk_group_norm_partials_ab(r->stream, &x, r->ptr[s->args[1]], r->ptr[s->args[2]], gp->groups, gp->eps,
+                                      r->ptr[s->args[3]], &gp->grid, r->ptr[s->args[4]]);
+}
+
 /* args: x, scale, bias, [the producer's per-tile statistics], y */
 static sg_status gn_run(const cuda_step *s, cuda_run *r)
 {
@@ -142,6 +153,35 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &args[0]));
     SG_TRY(gn_param(p, n, 1, c, &args[1]));
     SG_TRY(gn_param(p, n, 2, c, &args[2]));
+    const cuda_tile_stats *ts = cuda_tile_stats_find(p, args[0]);
+    if (ts) {
+        gp.from_stats = true;
+        gp.grid = ts->grid;
+    }
+    /* With the producer's statistics, and a tensor-core convolution that
+     * alone reads the result: that layer normalises x as it reads it
+     * (sgk_conv_mma's prologue), and this node only combines the
+     * statistics into (mean, s, b), so x is not read and written once
+     * more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
+    int32_t result = fuse ? fuse->outputs[0] : out_value, rd = cuda_single_reader(p, result);
+    if (ts && rd >= 0 && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") &&
+        cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha)) {
+        int64_t abn = xv->shape.d[0].size * c * 4;
+        cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha};
+        SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &abn, CUDA_LAYOUT_PLAIN, &dn.ab));
+        gn_params *params = sg_malloc(sizeof *params);
+        if (!params)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        *params = gp;
+        int32_t aargs[5] = {args[0], args[1], args[2], ts->part, dn.ab};
+        cuda_step *st;
+        SG_TRY(cuda_step_new(p, n, "segrt norm stats only", gn_ab_run, aargs, 5, 1, params, NULL, &st));
+        st->any_view = 1; /* x: its dims only */
+        if (fuse)
+            cuda_mark_fused(p, reader);
+        cuda_value_set(p, result, args[0]);
+        return cuda_deferred_norm_put(p, &dn);
+    }
     sg_dtype yt = fuse ? cuda_out_dtype(p, fuse, fuse->outputs[0]) : cuda_out_dtype(p, n, out_value);
     SG_TRY(cuda_output_new(p, n, 0, yt, cuda_dense_layout(p, args[0]), &args[3]));
     if (fuse) {
@@ -150,12 +190,7 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     }
     sgk_view xg = cuda_geometry_view(p, args[0]);
     /* Where the producer wrote x's per-tile statistics (a convolution's
-     * epilogue), only the combination and the application run. */
-    const cuda_tile_stats *ts = cuda_tile_stats_find(p, args[0]);
-    if (ts) {
-        gp.from_stats = true;
-        gp.grid = ts->grid;
-    }
+     * epilogue, ts), only the combination and the application run. */
     size_t scratch = ts ? sgk_group_norm_partials_scratch(&xg) : sgk_group_norm_scratch(&xg, groups);
     gn_params *params = sg_malloc(sizeof *params);
     if (!params)

@@ -31,20 +31,21 @@ typedef struct mma_params {
     bool has_bias, has_residual;
 } mma_params;
 
-/* args: x, w, [bias], [residual], y, [statistics] */
+/* args: x, w, [bias], [residual], [the deferred norm's ab], y, [statistics] */
 static sg_status mma_run(const cuda_step *s, cuda_run *r)
 {
     const mma_params *mp = s->params;
-    int32_t yi = s->n_args - 1 - (mp->kp.stats ? 1 : 0);
+    int32_t yi = s->n_args - 1 - (mp->kp.stats ? 1 : 0), zi = yi - 1 - (mp->kp.prologue ? 1 : 0);
     sgk_view x = cuda_view(r, s->args[0]);
     sgk_view y = cuda_view(r, s->args[yi]);
     sgk_view z;
     if (mp->has_residual)
-        z = cuda_view(r, s->args[yi - 1]);
+        z = cuda_view(r, s->args[zi]);
     const float *w = r->ptr[s->args[1]];
     const float *b = mp->has_bias ? r->ptr[s->args[2]] : NULL;
     float *stats = mp->kp.stats ? r->ptr[s->args[s->n_args - 1]] : NULL;
-    return sgk_conv_mma(r->stream, &mp->kp, &y, &x, w, b, mp->has_residual ? &z : NULL, stats);
+    const float *ab = mp->kp.prologue ? r->ptr[s->args[yi - 1]] : NULL;
+    return sgk_conv_mma(r->stream, &mp->kp, &y, &x, w, b, mp->has_residual ? &z : NULL, stats, ab);
 }
 
 /* The kernel's parameters for node n, or false for a node this path
@@ -110,8 +111,8 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
  * none), as
  * cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32 at 512^2,
  * ran at 20 TFLOP/s in cuDNN. */
-static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_conv_mma_params *kp,
-                     cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
+static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const cuda_deferred_norm *dn,
+                     sgk_conv_mma_params *kp, cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
 {
     *pad_to = 0;
     cuda_math math = cuda_node_math(p, n);
@@ -122,8 +123,13 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_co
     /* Hopper's warpgroup products where the kernel's sm_90a code runs:
      * compute capability 9.0 exactly. */
     kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_env_off("SEGRT_CUDA_WGMMA");
+    if (dn) {
+        kp->prologue = true;
+        kp->pro_act = dn->act;
+        kp->pro_alpha = dn->act_alpha;
+    }
     sgk_view xg = cuda_geometry_view(p, xt), yg, zg;
-    if (kp->C < 16 && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
+    if (kp->C < 16 && !dn && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
         sgk_view padded = xg;
         padded.dtype = *io;
         padded.dims[1] = 16;
@@ -152,6 +158,30 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_co
     return sgk_conv_mma_fits(kp, &yg, &xg, ep->z_tensor >= 0 ? &zg : NULL);
 }
 
+/* The one reader of v is n, as its input x. */
+static bool reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, int32_t v)
+{
+    if (p->uses[v] != 1 || n->n_inputs < 1 || n->inputs[0] != v)
+        return false;
+    for (int32_t k = 1; k < n->n_inputs; k++)
+        if (n->inputs[k] == v)
+            return false;
+    return true;
+}
+
+bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
+                              float act_alpha)
+{
+    if (n->op != SG_OP_CONV || !reads_only_as_x(p, n, v) || p->fused[n - p->g->nodes])
+        return false;
+    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha};
+    sgk_conv_mma_params kp;
+    cuda_kernel_epilogue ep;
+    int64_t pad_to = 0;
+    sg_dtype io;
+    return mma_plan(p, n, raw, &dn, &kp, &ep, &pad_to, &io) && kp.prologue && !pad_to;
+}
+
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
 {
     *taken = false;
@@ -160,8 +190,14 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     int32_t xt = cuda_value(p, n->inputs[0]);
     int64_t pad_to = 0;
     sg_dtype io;
-    if (!mma_plan(p, n, xt, &kp, &ep, &pad_to, &io))
+    /* A normalisation left to this layer (cuda_build_norm.c asked
+     * cuda_conv_mma_takes_norm first): x is the norm's input. */
+    const cuda_deferred_norm *dn = cuda_deferred_norm_find(p, n->inputs[0]);
+    if (!mma_plan(p, n, xt, dn, &kp, &ep, &pad_to, &io)) {
+        if (dn)
+            return sg_node_error(n, SEGRT_ERROR_INTERNAL, "the normalisation left to this layer cannot be applied");
         return SEGRT_OK;
+    }
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
 
     /* ONNX's [K, C0, taps] weights as the kernel's [tap][K][C], float32
@@ -188,8 +224,15 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
     cuda_conv_args a;
     SG_TRY(cuda_conv_args_make(p, n, xt, wt, "mma_b", kp.K, ep.z_tensor, ep.out_dtype, out_layout, &a));
-    int32_t args[6], n_args = a.n;
+    int32_t args[7], n_args = a.n;
     memcpy(args, a.t, sizeof(int32_t) * (size_t)a.n);
+    uint64_t views = cuda_conv_args_views(&a);
+    if (dn) { /* the ab tensor before y */
+        args[n_args] = args[n_args - 1];
+        args[n_args - 1] = dn->ab;
+        n_args++;
+        views = (views & ~((uint64_t)1 << (a.n - 1))) | (uint64_t)1 << a.n;
+    }
     sgk_tile_grid grid;
     if (kp.stats) {
         /* N * K * tiles (mean, M2) pairs beside y, for the norm. */
@@ -211,7 +254,7 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     for (int32_t i = 0; i < p->tensors[a.y].rank; i++)
         positions *= i == 1 ? 1.0 : (double)p->tensors[a.y].dims[i];
     st->flops = 2.0 * positions * (double)(C0 * K * taps); /* the layer's own work, not the padding's */
-    st->any_view = cuda_conv_args_views(&a);
+    st->any_view = views;
     cuda_kernel_epilogue_bind(p, &ep, a.y);
     if (kp.stats)
         SG_TRY(cuda_tile_stats_put(p, a.y, args[n_args - 1], &grid));

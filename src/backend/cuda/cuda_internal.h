@@ -176,6 +176,19 @@ typedef struct cuda_tile_stats {
     sgk_tile_grid grid;
 } cuda_tile_stats;
 
+/* A normalisation left to its one reader (cuda_build_norm.c): graph value
+ * `value`, the result of an InstanceNorm or GroupNorm (and its fused
+ * activation), is held as the norm's input, tensor `raw`, and the reader
+ * applies act((raw - mean) * s + b) as it reads it, with tensor `ab`
+ * holding float4 (mean, -, s, b) per sample and channel
+ * (sgk_group_norm_partials_ab). Only readers that take it are given it:
+ * sgk_conv_mma's prologue (cuda_conv_mma_takes_norm). */
+typedef struct cuda_deferred_norm {
+    int32_t value, raw, ab;
+    sgk_act act;
+    float act_alpha;
+} cuda_deferred_norm;
+
 /* The plan ------------------------------------------------------------------ */
 
 struct sg_cuda_plan {
@@ -204,6 +217,8 @@ struct sg_cuda_plan {
     int32_t n_choices, cap_choices;
     cuda_tile_stats *tile_stats;
     int32_t n_tile_stats, cap_tile_stats;
+    cuda_deferred_norm *deferred;
+    int32_t n_deferred, cap_deferred;
     bool has_fallback;
     /* Valid while the plan is built (NULL afterwards): handles for
      * searching and checking cuDNN/cuBLASLt configurations. */
@@ -389,6 +404,8 @@ uint64_t cuda_conv_args_views(const cuda_conv_args *a);
  * the statistics recorded for tensor `of`, or NULL. */
 sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid);
 const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of);
+sg_status cuda_deferred_norm_put(sg_cuda_plan *p, const cuda_deferred_norm *d);
+const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t value);
 
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
@@ -455,6 +472,11 @@ sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_mma.c: 3x3(x3) stride-1 Conv, <= 32 output channels (16 in 3-D), tensor cores; *taken false:
  * cuDNN's turn */
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken);
+/* Whether cuda_build_conv_mma will take Conv node n reading value v with
+ * v's normalisation deferred to it (v held as tensor raw, see
+ * cuda_deferred_norm). */
+bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
+                              float act_alpha);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
 sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_gemm(sg_cuda_plan *p, const sg_node *n);

@@ -241,6 +241,13 @@ segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_view *y, con
                                      const float *scale, const float *bias, int64_t groups, float eps,
                                      sgk_act act, float act_alpha, const float *part,
                                      const sgk_tile_grid *grid, void *scratch);
+/* Only the combination of sgk_group_norm_partials: float4 (mean, the
+ * mean's low part, scale / std, bias) per sample and channel into ab (N *
+ * C float4, 16-byte aligned), for a consumer that normalises x as it
+ * reads it (sgk_conv_mma's prologue). */
+segrt_status sgk_group_norm_partials_ab(cudaStream_t stream, const sgk_view *x, const float *scale,
+                                        const float *bias, int64_t groups, float eps, const float *part,
+                                        const sgk_tile_grid *grid, float *ab);
 
 /* LayerNormalization: statistics over dims [axis, rank) of x for each
  * index of dims [0, axis); y = (x - mean) * inv_std * scale + bias where

@@ -397,6 +397,21 @@ const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of)
     return NULL;
 }
 
+sg_status cuda_deferred_norm_put(sg_cuda_plan *p, const cuda_deferred_norm *d)
+{
+    SG_TRY(sg_grow((void **)&p->deferred, &p->cap_deferred, p->n_deferred + 1, sizeof *p->deferred));
+    p->deferred[p->n_deferred++] = *d;
+    return SEGRT_OK;
+}
+
+const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t value)
+{
+    for (int32_t i = 0; i < p->n_deferred; i++)
+        if (p->deferred[i].value == value)
+            return &p->deferred[i];
+    return NULL;
+}
+
 int32_t sg_cuda_plan_choice_count(const sg_cuda_plan *p) { return p->n_choices; }
 
 void sg_cuda_plan_choice(const sg_cuda_plan *p, int32_t i, const char **key, const void **data, size_t *size)
@@ -752,6 +767,7 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
     }
     free(p->choices);
     free(p->tile_stats);
+    free(p->deferred);
     free(p->steps);
     free(p->tensors);
     free(p->conv);

@@ -52,6 +52,9 @@ struct cmgeom {
     int tps;       // tiles per sample
     bool d3;       // 3-D (cm_shape<true>), else 2-D
     bool wg;       // conv_wgmma (2-D, sm_90a), else conv_mma
+    bool pro;      // conv_wgmma normalises x as it lands (ab, pro_act; see below)
+    sgk_act pro_act;
+    float pro_alpha;
     // Strides: a sample's in 64 bits, the rest in 32 (cm_plan checks that
     // every offset within a sample fits), so that the per-position index
     // arithmetic of the halo loads and the stores is 32-bit.
@@ -538,10 +541,55 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
 // the halo [chunk][halo position][8], so that the 8x8 patch a tap shifts
 // to is eight core matrices (8 positions of one row, 16 bytes each,
 // contiguous) a halo row apart; the weights [tap][chunk][K][8].
-template <int XT, int NT, int KS, int EPI>
+//
+// With PRO, x is a normalisation's input, not its output: each thread
+// applies y = act((x - mean) * s + b) (ab: float4 (mean, mean's low part,
+// s, b) per sample and channel, sgk_group_norm_partials_ab) to the halo
+// positions it copied, once they land and before the products read them,
+// in 16-bit pairs; positions outside the image stay zero (the
+// convolution's padding is of the normalised tensor). The normalisation's
+// own pass, a read and a write of x, is then not run.
+template <typename T> struct pro_pair;
+template <> struct pro_pair<__half> {
+    typedef __half2 type;
+    static __device__ __forceinline__ type of(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct pro_pair<__nv_bfloat16> {
+    typedef __nv_bfloat162 type;
+    static __device__ __forceinline__ type of(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+
+// One sample's (mean, s, b) as 16-bit pairs, [3][C / 2], in shared memory.
+template <typename T>
+__device__ __forceinline__ void pro_stage(const float4 *__restrict__ ab, int n, int C,
+                                          typename pro_pair<T>::type *sh)
+{
+    typedef pro_pair<T> P;
+    for (int j = threadIdx.x; j < C / 2; j += CM_THREADS) {
+        const float4 u = ab[(ll)n * C + 2 * j], v = ab[(ll)n * C + 2 * j + 1];
+        sh[j] = P::of(u.x, v.x);
+        sh[C / 2 + j] = P::of(u.z, v.z);
+        sh[C + j] = P::of(u.w, v.w);
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ typename pro_pair<T>::type pro_apply(typename pro_pair<T>::type v,
+                                                                typename pro_pair<T>::type m,
+                                                                typename pro_pair<T>::type s,
+                                                                typename pro_pair<T>::type b,
+                                                                typename pro_pair<T>::type alpha, sgk_act act)
+{
+    v = __hfma2(__hsub2(v, m), s, b);
+    // (cm_plan takes slopes in [0, 1], where max(v, alpha v) is LeakyRelu.)
+    return act == SGK_ACT_NONE ? v : __hmax2(v, __hmul2(v, alpha));
+}
+
+template <int XT, int NT, int KS, int EPI, bool PRO>
 __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
     conv_wgmma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
-               const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part, cmgeom g)
+               const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part,
+               const float4 *__restrict__ ab, cmgeom g)
 {
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<false> S;
@@ -551,6 +599,9 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
     T *wsh = (T *)smem;                      // [tap][chunk][K][8]
     T *xsh0 = wsh + S::taps * K * C;         // two of [chunk][halo position][8]
     T *osh_own = xsh0 + 2 * S::halo * C;     // the staging tile, where it has its own space
+    typedef typename pro_pair<T>::type T2;
+    // PRO: two tiles' samples' (mean, s, b), after the staging tile.
+    T2 *prosh = (T2 *)(osh_own + (g.stage_own ? CM_TP * (K + 8) : 0));
     const int t4 = threadIdx.x & 3;
 #pragma unroll 4
     for (int e = threadIdx.x * 4; e < S::taps * K * C; e += CM_THREADS * 4) {
@@ -571,32 +622,76 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
     }
     const T *xt = (const T *)x;
     // One thread a (halo position, chunk), chunks outermost in xsh.
-    auto issue = [&](int tile, T *xsh) {
+    // Returns which of this thread's positions are inside the image (bit
+    // j: position threadIdx.x + j CM_THREADS); with PRO, also stages the
+    // tile's sample's (mean, s, b) in prosh's half `buf`.
+    constexpr int HPT = (S::halo + CM_THREADS - 1) / CM_THREADS; // halo positions a thread
+    auto issue = [&](int tile, T *xsh, int buf) {
         int o0, o1, o2, n;
         tile_origin<false>(g, tile, &o0, &o1, &o2, &n);
         const T *xb = xt + (ll)n * g.xn;
-        for (int hp = threadIdx.x; hp < S::halo; hp += CM_THREADS) {
+        uint32_t inside = 0;
+#pragma unroll
+        for (int j = 0; j < HPT; j++) {
+            const int hp = threadIdx.x + j * CM_THREADS;
+            if (hp >= S::halo)
+                break;
             const int a2 = hp % S::h2, a1 = hp / S::h2;
             const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
             const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+            inside |= (uint32_t)in << j;
             const T *src = xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
             for (int ch = 0; ch < chunks; ch++)
                 cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
+        }
+        if constexpr (PRO)
+            pro_stage<T>(ab, n, C, prosh + buf * 3 * (C / 2));
+        return inside;
+    };
+    // PRO: this thread's landed positions of the tile, normalised in place.
+    [[maybe_unused]] const T2 alpha2 = pro_pair<T>::of(g.pro_alpha, g.pro_alpha);
+    auto normalise = [&](T *xsh, uint32_t inside, int buf) {
+        const T2 *m = prosh + buf * 3 * (C / 2), *sc = m + C / 2, *b = m + C;
+#pragma unroll
+        for (int ch = 0; ch < chunks; ch++) {
+            T2 mv[4], sv[4], bv[4];
+            *(uint4 *)mv = *(const uint4 *)(m + ch * 4);
+            *(uint4 *)sv = *(const uint4 *)(sc + ch * 4);
+            *(uint4 *)bv = *(const uint4 *)(b + ch * 4);
+#pragma unroll
+            for (int j = 0; j < HPT; j++) {
+                const int hp = threadIdx.x + j * CM_THREADS;
+                if (hp >= S::halo || !(inside >> j & 1))
+                    continue;
+                T2 v[4];
+                uint4 *q = (uint4 *)(xsh + (ch * S::halo + hp) * 8);
+                *(uint4 *)v = *q;
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    v[e] = pro_apply<T>(v[e], mv[e], sv[e], bv[e], alpha2, g.pro_act);
+                *q = *(const uint4 *)v;
+            }
         }
     };
     // Descriptors at tap (0, 0), slice 0, patch 0 of halo buffer 0, and of
     // the weights at tap 0, slice 0: along K the next chunk, along M (N)
     // the next 8 rows (a halo row; 8 output channels).
     const uint64_t da0 = wg_desc(xsh0, S::halo * 16, S::h2 * 16), db0 = wg_desc(wsh, K * 16, 128);
+    uint32_t inside_next = 0;
     if (blockIdx.x < g.ntiles)
-        issue(blockIdx.x, xsh0);
+        inside_next = issue(blockIdx.x, xsh0, 0);
     cp_async_commit();
+    if constexpr (PRO)
+        __syncthreads(); // the first tile's (mean, s, b) (later ones: the barriers of the tile before)
     for (int tile = blockIdx.x, it = 0; tile < g.ntiles; tile += gridDim.x, it++) {
         T *xsh = xsh0 + (it & 1) * S::halo * C;
+        [[maybe_unused]] const uint32_t inside = inside_next;
         if (tile + (int)gridDim.x < g.ntiles)
-            issue(tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * C);
+            inside_next = issue(tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
         cp_async_commit();
         cp_async_wait1();
+        if constexpr (PRO)
+            normalise(xsh, inside, it & 1); // this thread's own copies: no barrier before
         wg_fence_smem(); // this thread's halo (and the first time its weights) to the async proxy
         __syncthreads();
         float acc[2][NT][4];
@@ -712,11 +807,22 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         return false;
     g->stats = p->stats;
     g->wg = p->wgmma && !g->d3;
+    // The normalising prologue: conv_wgmma, C 16, 32 or 64 (compile-time
+    // chunks), staged results, and an activation max(v, alpha v) is.
+    if (p->prologue && (!g->wg || !g->staged || (p->C != 16 && p->C != 32 && p->C != 64) ||
+                        (p->pro_act != SGK_ACT_NONE && p->pro_act != SGK_ACT_RELU &&
+                         p->pro_act != SGK_ACT_LEAKY_RELU) ||
+                        (p->pro_act == SGK_ACT_LEAKY_RELU && !(p->pro_alpha >= 0.0f && p->pro_alpha <= 1.0f))))
+        return false;
+    g->pro = p->prologue;
+    g->pro_act = p->pro_act;
+    g->pro_alpha = p->pro_act == SGK_ACT_LEAKY_RELU ? p->pro_alpha : 0.0f;
     const size_t stage = (size_t)CM_TP * (g->K + 8);
     // Shared-memory rows: padded for ldmatrix, unpadded for wgmma.
     const size_t ld = g->wg ? (size_t)p->C : (size_t)cm_ld(p->C);
     g->stage_own = g->staged && stage > (size_t)halo * ld;
-    size_t need = 2 * ((size_t)taps * g->K * ld + 2 * (size_t)halo * ld + (g->stage_own ? stage : 0));
+    size_t need = 2 * ((size_t)taps * g->K * ld + 2 * (size_t)halo * ld + (g->stage_own ? stage : 0)) +
+                  (g->pro ? 2 * 3 * (size_t)p->C * 2 : 0); // two tiles' (mean, s, b), 16-bit
     if (need > CM_SMEM_MAX)
         return false;
     g->xn = x->strides[0];
@@ -739,22 +845,48 @@ struct cmargs {
     const sgk_view *y, *x, *z;
     const float *w, *bias;
     float2 *part;
+    const float4 *ab;
 };
+
+// Past 48 KB a kernel must opt in (a function attribute, not a stream
+// operation: allowed while a CUDA graph is captured).
+template <typename F> static bool smem_opt_in(F kernel)
+{
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) == cudaSuccess;
+}
+
+template <int XT, int NT, int KS, int EPI>
+static segrt_status launch_wg(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
+{
+    const void *z = a.z ? a.z->data : NULL;
+    if constexpr (KS > 0 && EPI != EPI_DIRECT)
+        if (g.pro) {
+            if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true>))
+                return launched("conv_wgmma (shared memory)");
+            conv_wgmma<XT, NT, KS, EPI, true>
+                <<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias, z, a.part, a.ab, g);
+            return launched("conv_wgmma");
+        }
+    if (g.pro)
+        return sg_error(SEGRT_ERROR_INTERNAL, "conv_wgmma: no normalising prologue for this layer");
+    if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, false>))
+        return launched("conv_wgmma (shared memory)");
+    conv_wgmma<XT, NT, KS, EPI, false>
+        <<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias, z, a.part, NULL, g);
+    return launched("conv_wgmma");
+}
 
 template <int XT, int NT, bool D3, int KS, int EPI>
 static segrt_status launch(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
-    typedef void (*kernel)(const void *, void *, const float *, const float *, const void *, float2 *, cmgeom);
-    kernel k = conv_mma<XT, NT, D3, KS, EPI>;
     if constexpr (!D3)
         if (g.wg)
-            k = conv_wgmma<XT, NT, KS, EPI>;
-    // Past 48 KB a kernel must opt in (a function attribute, not a stream
-    // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) != cudaSuccess)
+            return launch_wg<XT, NT, KS, EPI>(stream, grid, smem, a, g);
+    if (!smem_opt_in(conv_mma<XT, NT, D3, KS, EPI>))
         return launched("conv_mma (shared memory)");
-    k<<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias, a.z ? a.z->data : NULL, a.part, g);
-    return launched(g.wg ? "conv_wgmma" : "conv_mma");
+    conv_mma<XT, NT, D3, KS, EPI><<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias,
+                                                                        a.z ? a.z->data : NULL, a.part, g);
+    return launched("conv_mma");
 }
 
 template <int XT, int NT, bool D3, int EPI>
@@ -822,7 +954,7 @@ extern "C" void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_
 
 extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y,
                                      const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
-                                     float *stats)
+                                     float *stats, const float *ab)
 {
     cmgeom g;
     size_t smem;
@@ -838,7 +970,10 @@ extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_par
     unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);
     if (p->stats && (!stats || ((uintptr_t)stats & 7) != 0))
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: statistics at %p", (void *)stats);
-    const cmargs a = {y, x, z, w, bias, (float2 *)stats};
+    if (p->prologue && (!ab || ((uintptr_t)ab & 15) != 0))
+        return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: normalisation parameters at %p",
+                        (const void *)ab);
+    const cmargs a = {y, x, z, w, bias, (float2 *)stats, (const float4 *)ab};
     if (x->dtype == SEGRT_DTYPE_BFLOAT16)
         return launch_k<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, a, g);
     return launch_k<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, a, g);

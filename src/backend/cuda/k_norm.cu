@@ -920,6 +920,42 @@ extern "C" size_t sgk_group_norm_partials_scratch(const sgk_view *x)
     return x->rank >= 2 ? (size_t)(x->dims[0] * x->dims[1]) * sizeof(float4) : 0;
 }
 
+// The combination alone: per (sample, channel) float4 (mean, its low
+// part, scale / std, bias) into ab. g: planned over x (and y).
+static segrt_status gn_partials_ab(cudaStream_t stream, const sgk_view *x, const gngeom &g, const float *scale,
+                                   const float *bias, int64_t groups, float eps, const float *part,
+                                   const sgk_tile_grid *grid, float4 *ab)
+{
+    tgrid tg;
+    if (!tgrid_make(grid, &tg) || x->rank > 5)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups for a view of rank %d",
+                        (long long)groups, x->rank);
+    // The grid must cover x's spatial dims exactly (aligned right).
+    for (int a = 0; a < 3; a++) {
+        const int d = x->rank - 3 + a;
+        if ((d >= 2 ? x->dims[d] : 1) != tg.dims[a])
+            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: tile grid does not match the input");
+    }
+    if (g.N * g.groups > INT32_MAX)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups", (long long)(g.N * g.groups));
+    if (g.N * g.C * g.S == 0)
+        return SEGRT_OK;
+    gn_combine_tiles<<<(unsigned)(g.N * g.groups), GNT_THREADS, 0, stream>>>(g, tg, (const float2 *)part, scale,
+                                                                            bias, (double)eps, ab);
+    return launched("gn_combine_tiles");
+}
+
+extern "C" segrt_status sgk_group_norm_partials_ab(cudaStream_t stream, const sgk_view *x, const float *scale,
+                                                   const float *bias, int64_t groups, float eps, const float *part,
+                                                   const sgk_tile_grid *grid, float *ab)
+{
+    gngeom g;
+    if (!is_float(x->dtype) || !gn_plan(x, NULL, groups, &g))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials_ab: %lld groups for a view of rank %d",
+                        (long long)groups, x->rank);
+    return gn_partials_ab(stream, x, g, scale, bias, groups, eps, part, grid, (float4 *)ab);
+}
+
 extern "C" segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_view *y, const sgk_view *x,
                                                 const float *scale, const float *bias, int64_t groups, float eps,
                                                 sgk_act act, float act_alpha, const float *part,
@@ -931,25 +967,12 @@ extern "C" segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_v
         if (x->dims[d] != y->dims[d])
             return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: output dims differ from the input's");
     gngeom g;
-    tgrid tg;
-    if (!gn_plan(x, y, groups, &g) || !tgrid_make(grid, &tg) || x->rank > 5)
+    if (!gn_plan(x, y, groups, &g))
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups for a view of rank %d",
                         (long long)groups, x->rank);
-    // The grid must cover x's spatial dims exactly (aligned right).
-    for (int a = 0; a < 3; a++) {
-        const int d = x->rank - 3 + a;
-        if ((d >= 2 ? x->dims[d] : 1) != tg.dims[a])
-            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: tile grid does not match the input");
-    }
-    if (g.N * g.C * g.S == 0)
-        return SEGRT_OK;
-    if (g.N * g.groups > INT32_MAX)
-        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm_partials: %lld groups", (long long)(g.N * g.groups));
     float4 *ab = (float4 *)scratch;
-    gn_combine_tiles<<<(unsigned)(g.N * g.groups), GNT_THREADS, 0, stream>>>(g, tg, (const float2 *)part, scale,
-                                                                            bias, (double)eps, ab);
-    segrt_status s = launched("gn_combine_tiles");
-    if (s != SEGRT_OK)
+    segrt_status s = gn_partials_ab(stream, x, g, scale, bias, groups, eps, part, grid, ab);
+    if (s != SEGRT_OK || g.N * g.C * g.S == 0)
         return s;
     gnvec v;
     gnv_plan(x, &g, &v);
