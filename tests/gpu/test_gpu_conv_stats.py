@@ -105,9 +105,13 @@ def test_conv_stats_path_taken_and_agrees(gpu, label, tmp_path):
     m, feeds = case(label)
     out = bench_profile(m, feeds, tmp_path, "fp16")
     assert len(steps_on(out, CONV)) == 1, f"expected the layer on `{CONV}`:\n{out}"
-    assert len(steps_on(out, NORM)) == 1, f"expected the norm on `{NORM}`:\n{out}"
+    # (Its normalisation may be left to the 1x1 layer that reads it:
+    # test_gpu_mma_conv.py's prologue tests.)
+    assert len(steps_on(out, NORM)) + len(steps_on(out, "segrt norm stats only")) == 1, \
+        f"expected the norm on `{NORM}` or left to the next layer:\n{out}"
     off = bench_profile(m, feeds, tmp_path, "fp16", OFF)
-    assert not steps_on(off, CONV) and not steps_on(off, NORM), f"{OFF} should leave the norm its pass:\n{off}"
+    assert not steps_on(off, CONV) and not steps_on(off, NORM) and not steps_on(off, "segrt norm stats only"), \
+        f"{OFF} should leave the norm its pass:\n{off}"
     model_ = sc.Model.from_bytes(m, name=f"{label}.onnx")
     for prec in ("fp16", "bf16"):
         mine = run_engine(model_, feeds, "cuda", prec)

@@ -158,14 +158,15 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
         gp.from_stats = true;
         gp.grid = ts->grid;
     }
-    /* With the producer's statistics, and a tensor-core convolution that
-     * alone reads the result: that layer normalises x as it reads it
-     * (sgk_conv_mma's prologue), and this node only combines the
+    /* With the producer's statistics, and a convolution that alone reads
+     * the result on the direct or the tensor-core kernel: that layer
+     * normalises x as it reads it (their prologues), and this node only combines the
      * statistics into (mean, s, b), so x is not read and written once
      * more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
     int32_t result = fuse ? fuse->outputs[0] : out_value, rd = cuda_single_reader(p, result);
     if (ts && rd >= 0 && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") &&
-        cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha)) {
+        (cuda_conv_small_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha) ||
+         cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha))) {
         int64_t abn = xv->shape.d[0].size * c * 4;
         cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha};
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &abn, CUDA_LAYOUT_PLAIN, &dn.ab));

@@ -826,9 +826,11 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
      * kernel (cuda_conv_up_k3.c), whatever its output channels. */
     bool taken = false;
     /* x's normalisation left to this layer (cuda_build_norm.c): only the
-     * tensor-core kernel applies it (and says so, or fails). */
+     * direct and the tensor-core kernels apply it. */
     if (!dgrad && n->n_inputs >= 1 && cuda_deferred_norm_find(p, n->inputs[0])) {
-        SG_TRY(cuda_build_conv_mma(p, n, &taken));
+        SG_TRY(cuda_build_conv_small(p, n, false, &taken));
+        if (!taken)
+            SG_TRY(cuda_build_conv_mma(p, n, &taken));
         return taken ? SEGRT_OK : sg_node_error(n, SEGRT_ERROR_INTERNAL, "a deferred normalisation was not taken");
     }
     if (dgrad)

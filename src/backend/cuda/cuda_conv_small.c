@@ -34,17 +34,19 @@ typedef struct small_params {
     bool has_residual;
 } small_params;
 
-/* args: x, w, [bias], [residual], y */
+/* args: x, w, [bias], [residual], [the deferred norm's ab], y */
 static sg_status small_run(const cuda_step *s, cuda_run *r)
 {
     const small_params *sp = s->params;
+    const int32_t yi = s->n_args - 1, zi = yi - 1 - (sp->kp.prologue ? 1 : 0);
     sgk_view x = cuda_view(r, s->args[0]);
     const float *w = r->ptr[s->args[1]];
     const float *b = sp->has_bias ? r->ptr[s->args[2]] : NULL;
-    sgk_view y = cuda_view(r, s->args[s->n_args - 1]), z;
+    sgk_view y = cuda_view(r, s->args[yi]), z;
     if (sp->has_residual)
-        z = cuda_view(r, s->args[s->n_args - 2]);
-    return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL);
+        z = cuda_view(r, s->args[zi]);
+    const float *ab = sp->kp.prologue ? r->ptr[s->args[yi - 1]] : NULL;
+    return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL, ab);
 }
 
 static bool small_disabled(void) { return cuda_env_off("SEGRT_CUDA_SMALL_CONV"); }
@@ -130,37 +132,72 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     return true;
 }
 
-/* few_inputs: the first-layer case (cuda_build_conv_few_inputs), else the
- * few-output-channel one. */
+/* Whether the kernel takes node n reading tensor xt (dn: x's deferred
+ * normalisation, or NULL), and its parameters, epilogue, output layout
+ * and geometries if so. few_inputs: the first-layer case
+ * (cuda_build_conv_few_inputs), else the few-output-channel one. */
+static bool small_plan(const sg_cuda_plan *p, const sg_node *n, bool transposed, bool few_inputs, int32_t xt,
+                       const cuda_deferred_norm *dn, sgk_conv_small_params *kp, cuda_kernel_epilogue *ep,
+                       cuda_layout *out_layout, sgk_view *xg, sgk_view *yg)
+{
+    if (small_disabled() ||
+        !small_geometry(p, n, transposed, few_inputs ? SGK_CONV_SMALL_MAX_K_FEW_C : SMALL_MAX_K, kp) ||
+        (few_inputs && (transposed || kp->C > SGK_CONV_SMALL_FEW_C)) || xt < 0)
+        return false;
+    if (dn) {
+        kp->prologue = true;
+        kp->pro_act = dn->act;
+        kp->pro_alpha = dn->act_alpha;
+    }
+    /* The activation, and a residual Add after it: the kernel adds the
+     * other operand, read through its own view, before the store. */
+    cuda_kernel_epilogue_of(p, n, ep);
+    kp->act = ep->act;
+    kp->act_alpha = ep->act_alpha;
+    /* An image's first layer feeds channels-last layers (a one-channel
+     * image reads as plain); a last layer keeps its input's layout. */
+    *out_layout = few_inputs ? CUDA_LAYOUT_CHANNELS_LAST : cuda_dense_layout(p, xt);
+    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
+    *xg = cuda_geometry_view(p, xt);
+    return cuda_output_geometry(p, n->outputs[0], ep->out_dtype, *out_layout, yg) && sgk_conv_small_fits(kp, yg, xg);
+}
+
+bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
+                                float act_alpha)
+{
+    if (n->op != SG_OP_CONV || p->uses[v] != 1 || n->n_inputs < 1 || n->inputs[0] != v ||
+        p->fused[n - p->g->nodes])
+        return false;
+    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha};
+    sgk_conv_small_params kp;
+    cuda_kernel_epilogue ep;
+    cuda_layout l;
+    sgk_view xg, yg;
+    /* Only where the general kernel would run the layer anyway: the tiled
+     * variants (unet3d_spleen's last 3x3x3 layer, say) are worth more
+     * than the norm's pass. */
+    if (!small_plan(p, n, false, false, raw, NULL, &kp, &ep, &l, &xg, &yg) ||
+        sgk_conv_small_variant_of(&kp, &yg, &xg) != SGK_CONV_SMALL_GENERAL)
+        return false;
+    return small_plan(p, n, false, false, raw, &dn, &kp, &ep, &l, &xg, &yg);
+}
+
 static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool few_inputs, bool *taken)
 {
     *taken = false;
     sgk_conv_small_params kp;
-    if (small_disabled() ||
-        !small_geometry(p, n, transposed, few_inputs ? SGK_CONV_SMALL_MAX_K_FEW_C : SMALL_MAX_K, &kp) ||
-        (few_inputs && (transposed || kp.C > SGK_CONV_SMALL_FEW_C)))
-        return SEGRT_OK;
-    /* The input as it is, whatever its layout: the kernel reads any view. */
-    int32_t xt = cuda_value(p, n->inputs[0]);
-    if (xt < 0)
-        return SEGRT_OK;
-
-    /* The activation, and a residual Add after it: the kernel adds the
-     * other operand, read through its own view, before the store. */
     cuda_kernel_epilogue ep;
-    cuda_kernel_epilogue_of(p, n, &ep);
-    kp.act = ep.act;
-    kp.act_alpha = ep.act_alpha;
+    cuda_layout out_layout;
+    sgk_view xg, yg;
+    /* The input as it is, whatever its layout: the kernel reads any view;
+     * with its normalisation deferred to this layer, the norm's input
+     * (cuda_build_norm.c asked cuda_conv_small_takes_norm first). */
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    const cuda_deferred_norm *dn = transposed || few_inputs ? NULL : cuda_deferred_norm_find(p, n->inputs[0]);
+    if (!small_plan(p, n, transposed, few_inputs, xt, dn, &kp, &ep, &out_layout, &xg, &yg))
+        return SEGRT_OK;
     int32_t res_node = ep.res_node, zt = ep.z_tensor;
     sg_dtype out_dt = ep.out_dtype;
-    /* An image's first layer feeds channels-last layers (a one-channel
-     * image reads as plain); a last layer keeps its input's layout. */
-    cuda_layout out_layout = few_inputs ? CUDA_LAYOUT_CHANNELS_LAST : cuda_dense_layout(p, xt);
-
-    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
-    sgk_view xg = cuda_geometry_view(p, xt), yg;
-    if (!cuda_output_geometry(p, n->outputs[0], out_dt, out_layout, &yg) || !sgk_conv_small_fits(&kp, &yg, &xg))
-        return SEGRT_OK;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
     kp.no_tiled = cuda_env_off("SEGRT_CUDA_TILED_CONV");
     kp.no_up = cuda_env_off("SEGRT_CUDA_UP_CONV");
@@ -186,10 +223,19 @@ static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed,
     sp->has_residual = a.has_residual;
     cuda_step *st;
     static const char *const impl[] = {"segrt small conv", "segrt small conv tiled", "segrt small conv up"};
-    SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, a.t, a.n, 1, sp, NULL,
-                         &st));
+    int32_t args[6], n_args = a.n;
+    memcpy(args, a.t, sizeof(int32_t) * (size_t)a.n);
+    uint64_t views = cuda_conv_args_views(&a);
+    if (dn) { /* the ab tensor before y */
+        args[n_args] = args[n_args - 1];
+        args[n_args - 1] = dn->ab;
+        n_args++;
+        views = (views & ~((uint64_t)1 << (a.n - 1))) | (uint64_t)1 << a.n;
+    }
+    SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, args, n_args, 1, sp,
+                         NULL, &st));
     st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;
-    st->any_view = cuda_conv_args_views(&a);
+    st->any_view = views;
     cuda_kernel_epilogue_bind(p, &ep, a.y);
     *taken = true;
     return SEGRT_OK;

@@ -182,7 +182,7 @@ typedef struct cuda_tile_stats {
  * applies act((raw - mean) * s + b) as it reads it, with tensor `ab`
  * holding float4 (mean, -, s, b) per sample and channel
  * (sgk_group_norm_partials_ab). Only readers that take it are given it:
- * sgk_conv_mma's prologue (cuda_conv_mma_takes_norm). */
+ * sgk_conv_mma's and sgk_conv_small's prologues (cuda_conv_*_takes_norm). */
 typedef struct cuda_deferred_norm {
     int32_t value, raw, ab;
     sgk_act act;
@@ -477,6 +477,9 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken);
  * cuda_deferred_norm). */
 bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
                               float act_alpha);
+/* Likewise for cuda_build_conv_small (forward, few output channels). */
+bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
+                                float act_alpha);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
 sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_gemm(sg_cuda_plan *p, const sg_node *n);

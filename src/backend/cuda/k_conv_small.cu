@@ -62,6 +62,12 @@ struct csgeom {
     // bits: the general kernel's first-layer loop, with x's strides xs32.
     bool first3;
     int xs32[3];
+    // x is a normalisation's input (sgk_conv_small_params.prologue): each
+    // value read becomes pro_act((x - mean) * s + b) of its sample and
+    // channel, the (mean, s, b) staged per sample after the bias.
+    bool pro;
+    sgk_act pro_act;
+    float pro_alpha;
 };
 
 // The stored value: the activation, then the residual where there is one.
@@ -171,18 +177,30 @@ template <int XT, int V> __device__ __forceinline__ void cs_ldx(const void *x, l
 template <int XT, int KP, int V>
 __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     conv_small_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
-                      const float *__restrict__ bias, const void *__restrict__ z, csgeom g)
+                      const float *__restrict__ bias, const void *__restrict__ z, const float4 *__restrict__ ab,
+                      csgeom g)
 {
     extern __shared__ float4 cs_smem[];
     float *ws = reinterpret_cast<float *>(cs_smem); // [tap][c][KP]
     const int nw = g.taps * g.C * KP;
     float *bs = ws + nw;
+    float *pm = bs + KP, *ps = pm + g.C, *pbias = ps + g.C; // g.pro: this sample's mean, s, b
     cs_stage_weights<KP>(g, w, bias, ws, bs);
     __syncthreads();
 
     const uint32_t step = gridDim.x * blockDim.x;
     for (int n = blockIdx.y; n < g.N; n += gridDim.y) {
         const ll xb = (ll)n * g.xn, yb = (ll)n * g.yn;
+        if (g.pro) {
+            __syncthreads(); // the last sample's are read
+            for (int c = threadIdx.x; c < g.C; c += blockDim.x) {
+                const float4 q = ab[(ll)n * g.C + c];
+                pm[c] = q.x;
+                ps[c] = q.z;
+                pbias[c] = q.w;
+            }
+            __syncthreads();
+        }
         for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < g.per_sample; q += step) {
             // q -> (phase, qd, qh, qw), qw fastest, the phase slowest.
             uint32_t t = fastdiv_div(q, g.fq[2]);
@@ -264,6 +282,11 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                             for (int c = 0; c < g.C; c += V) {
                                 float xv[V], wv[V * KP];
                                 cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
+                                if (g.pro)
+#pragma unroll
+                                    for (int j = 0; j < V; j++)
+                                        xv[j] = act_apply(fmaf(xv[j] - pm[c + j], ps[c + j], pbias[c + j]),
+                                                          g.pro_act, g.pro_alpha);
                                 ld_floats<V * KP>(wt + c * KP, wv);
 #pragma unroll
                                 for (int j = 0; j < V; j++)
@@ -811,6 +834,8 @@ variant_choice choose(const sgk_conv_small_params *p, const csgeom &g, int es, u
     variant_choice c;
     memset(&c, 0, sizeof c);
     c.v = SGK_CONV_SMALL_GENERAL;
+    if (g.pro) // (the general kernel alone normalises its input)
+        return c;
     if (!p->no_up && kp_of(g.K) <= 4) {
         c.smem = up_plan(g, p->n_spatial, es, xaddr, &c.u, &c.set);
         if (c.smem > 0 && (ll)c.u.blocks[0] * c.u.blocks[1] * c.u.blocks[2] * g.N < INT32_MAX) {
@@ -846,10 +871,11 @@ bool cs_dtype(segrt_dtype t)
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
 }
 
-size_t smem_bytes(int K, int C, ll taps)
+size_t smem_bytes(int K, int C, ll taps, bool pro)
 {
     int kp = kp_of(K);
-    return (size_t)taps * (size_t)C * (size_t)kp * sizeof(float) + (size_t)kp * sizeof(float);
+    return (size_t)taps * (size_t)C * (size_t)kp * sizeof(float) + (size_t)kp * sizeof(float) +
+           (pro ? 3 * (size_t)C * sizeof(float) : 0);
 }
 
 // The geometry of a layer sgk_conv_small_fits accepts, lifted to 3-D.
@@ -902,8 +928,11 @@ csgeom geom_of(const sgk_conv_small_params *p, const sgk_view *y, const sgk_view
         g.yvec = d == 1 || y->dims[d] <= 1 || y->strides[d] * es % 16 == 0;
     for (int a = 0; a < 3; a++)
         g.xs32[a] = (int)g.xs[a];
-    g.first3 = !g.transposed && g.C == 1 && (g.k[0] == 1 || g.k[0] == 3) && g.k[1] == 3 && g.k[2] == 3 &&
-               sample_offsets_fit(x);
+    g.pro = p->prologue;
+    g.pro_act = p->pro_act;
+    g.pro_alpha = p->pro_alpha;
+    g.first3 = !g.pro && !g.transposed && g.C == 1 && (g.k[0] == 1 || g.k[0] == 3) && g.k[1] == 3 &&
+               g.k[2] == 3 && sample_offsets_fit(x);
     return g;
 }
 
@@ -929,9 +958,9 @@ int vec_of(const sgk_view *x, int C)
 
 template <int XT, int KP, int V>
 segrt_status launch(cudaStream_t stream, const csgeom &g, int sm_count, const sgk_view *y, const sgk_view *x,
-                    const float *w, const float *bias, const void *z)
+                    const float *w, const float *bias, const void *z, const float4 *ab)
 {
-    size_t smem = smem_bytes(g.K, g.C, g.taps);
+    size_t smem = smem_bytes(g.K, g.C, g.taps, g.pro);
     // One wave of blocks that all stay resident (CS_BLOCKS_PER_SM fit
     // whatever the weights' size and the variant's registers): each stages
     // the weights once and loops over an equal share of the positions.
@@ -942,29 +971,30 @@ segrt_status launch(cudaStream_t stream, const csgeom &g, int sm_count, const sg
     gx = gx < need ? gx : need;
     gx = gx < 1 ? 1 : gx;
     conv_small_kernel<XT, KP, V>
-        <<<dim3((unsigned)gx, (unsigned)gy), CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, g);
+        <<<dim3((unsigned)gx, (unsigned)gy), CS_THREADS, smem, stream>>>(x->data, y->data, w, bias, z, ab, g);
     return launched("conv_small_kernel");
 }
 
 template <int XT, int KP>
 segrt_status launch_vec(cudaStream_t stream, const csgeom &g, int sm_count, int v, const sgk_view *y,
-                        const sgk_view *x, const float *w, const float *bias, const void *z)
+                        const sgk_view *x, const float *w, const float *bias, const void *z, const float4 *ab)
 {
     if constexpr (XT == SEGRT_DTYPE_FLOAT32) {
         if (v == 4)
-            return launch<XT, KP, 4>(stream, g, sm_count, y, x, w, bias, z);
+            return launch<XT, KP, 4>(stream, g, sm_count, y, x, w, bias, z, ab);
     } else {
         if (v == 8)
-            return launch<XT, KP, 8>(stream, g, sm_count, y, x, w, bias, z);
+            return launch<XT, KP, 8>(stream, g, sm_count, y, x, w, bias, z, ab);
         if (v == 2)
-            return launch<XT, KP, 2>(stream, g, sm_count, y, x, w, bias, z);
+            return launch<XT, KP, 2>(stream, g, sm_count, y, x, w, bias, z, ab);
     }
-    return launch<XT, KP, 1>(stream, g, sm_count, y, x, w, bias, z);
+    return launch<XT, KP, 1>(stream, g, sm_count, y, x, w, bias, z, ab);
 }
 
 template <int XT>
 segrt_status launch_kp(cudaStream_t stream, const sgk_conv_small_params *p, const csgeom &g, int v,
-                       const sgk_view *y, const sgk_view *x, const float *w, const float *bias, const void *z)
+                       const sgk_view *y, const sgk_view *x, const float *w, const float *bias, const void *z,
+                       const float4 *ab)
 {
     const int sm_count = p->sm_count;
     const variant_choice c = choose(p, g, XT == SEGRT_DTYPE_FLOAT32 ? 4 : 2, (uintptr_t)x->data);
@@ -985,11 +1015,11 @@ segrt_status launch_kp(cudaStream_t stream, const sgk_conv_small_params *p, cons
         }
     }
     switch (kp_of(g.K)) {
-    case 1: return launch_vec<XT, 1>(stream, g, sm_count, v, y, x, w, bias, z);
-    case 2: return launch_vec<XT, 2>(stream, g, sm_count, v, y, x, w, bias, z);
-    case 4: return launch_vec<XT, 4>(stream, g, sm_count, v, y, x, w, bias, z);
-    case 8: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias, z);
-    default: return launch_vec<XT, 16>(stream, g, sm_count, v, y, x, w, bias, z);
+    case 1: return launch_vec<XT, 1>(stream, g, sm_count, v, y, x, w, bias, z, ab);
+    case 2: return launch_vec<XT, 2>(stream, g, sm_count, v, y, x, w, bias, z, ab);
+    case 4: return launch_vec<XT, 4>(stream, g, sm_count, v, y, x, w, bias, z, ab);
+    case 8: return launch_vec<XT, 8>(stream, g, sm_count, v, y, x, w, bias, z, ab);
+    default: return launch_vec<XT, 16>(stream, g, sm_count, v, y, x, w, bias, z, ab);
     }
 }
 
@@ -1023,7 +1053,10 @@ extern "C" bool sgk_conv_small_fits(const sgk_conv_small_params *p, const sgk_vi
         if (per_sample > CS_INDEX_MAX * 2)
             return false;
     }
-    return smem_bytes(p->K, p->C, taps) <= CS_SMEM_MAX;
+    if (p->prologue && (p->transposed || (p->pro_act != SGK_ACT_NONE && p->pro_act != SGK_ACT_RELU &&
+                                          p->pro_act != SGK_ACT_LEAKY_RELU)))
+        return false;
+    return smem_bytes(p->K, p->C, taps, p->prologue) <= CS_SMEM_MAX;
 }
 
 extern "C" sgk_conv_small_variant sgk_conv_small_variant_of(const sgk_conv_small_params *p, const sgk_view *y,
@@ -1046,8 +1079,11 @@ extern "C" bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *
 }
 
 extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small_params *p, const sgk_view *y,
-                                       const sgk_view *x, const float *w, const float *bias, const sgk_view *z)
+                                       const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
+                                       const float *ab)
 {
+    if (p->prologue && (!ab || ((uintptr_t)ab & 15) != 0))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_conv_small: normalisation parameters at %p", (const void *)ab);
     if (!sgk_conv_small_fits(p, y, x) || (z && !sgk_conv_small_residual_fits(y, z)))
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
                         "sgk_conv_small: a %d-D %s with %d input and %d output channels (%s to %s) is outside "
@@ -1060,10 +1096,11 @@ extern "C" segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small
     csgeom g = geom_of(p, y, x, z);
     int v = vec_of(x, g.C);
     const void *zd = z ? z->data : NULL;
+    const float4 *abv = (const float4 *)ab;
     switch (x->dtype) {
-    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, p, g, v, y, x, w, bias, zd);
+    case SEGRT_DTYPE_FLOAT16: return launch_kp<SEGRT_DTYPE_FLOAT16>(stream, p, g, v, y, x, w, bias, zd, abv);
     case SEGRT_DTYPE_BFLOAT16:
-        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, p, g, v, y, x, w, bias, zd);
-    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, p, g, v, y, x, w, bias, zd);
+        return launch_kp<SEGRT_DTYPE_BFLOAT16>(stream, p, g, v, y, x, w, bias, zd, abv);
+    default: return launch_kp<SEGRT_DTYPE_FLOAT32>(stream, p, g, v, y, x, w, bias, zd, abv);
     }
 }

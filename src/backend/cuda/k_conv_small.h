@@ -47,6 +47,13 @@ typedef struct sgk_conv_small_params {
     int32_t sm_count;     /* the device's multiprocessors, for the grid (0: assume 132) */
     bool no_tiled;        /* keep the general kernel where the tiled variant would run (A/B) */
     bool no_up;           /* likewise for the phase-tiled variant */
+    /* A forward layer whose x is an InstanceNorm or GroupNorm's input: the
+     * general kernel reads pro_act((x - mean) * s + b) instead, with
+     * float4 (mean, -, s, b) per sample and channel in sgk_conv_small's ab
+     * (sgk_group_norm_partials_ab), so the norm's own pass is not run. */
+    bool prologue;
+    sgk_act pro_act;
+    float pro_alpha;
 } sgk_conv_small_params;
 
 /* Whether the kernel takes this layer: the parameters are in range, the
@@ -74,7 +81,8 @@ bool sgk_conv_small_residual_fits(const sgk_view *y, const sgk_view *z);
 /* Enqueues the convolution; UNSUPPORTED (with a message) where
  * sgk_conv_small_fits or sgk_conv_small_residual_fits says no. */
 segrt_status sgk_conv_small(cudaStream_t stream, const sgk_conv_small_params *p, const sgk_view *y,
-                            const sgk_view *x, const float *w, const float *bias, const sgk_view *z);
+                            const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
+                            const float *ab);
 
 #ifdef __cplusplus
 }
