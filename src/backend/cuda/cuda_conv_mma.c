@@ -224,15 +224,9 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
     cuda_conv_args a;
     SG_TRY(cuda_conv_args_make(p, n, xt, wt, "mma_b", kp.K, ep.z_tensor, ep.out_dtype, out_layout, &a));
-    int32_t args[7], n_args = a.n;
-    memcpy(args, a.t, sizeof(int32_t) * (size_t)a.n);
-    uint64_t views = cuda_conv_args_views(&a);
-    if (dn) { /* the ab tensor before y */
-        args[n_args] = args[n_args - 1];
-        args[n_args - 1] = dn->ab;
-        n_args++;
-        views = (views & ~((uint64_t)1 << (a.n - 1))) | (uint64_t)1 << a.n;
-    }
+    int32_t args[7];
+    uint64_t views;
+    int32_t n_args = cuda_conv_args_insert(&a, dn ? dn->ab : -1, args, &views); /* the norm's ab before y */
     sgk_tile_grid grid;
     if (kp.stats) {
         /* N * K * tiles (mean, M2) pairs beside y, for the norm. */

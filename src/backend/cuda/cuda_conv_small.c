@@ -223,15 +223,9 @@ static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed,
     sp->has_residual = a.has_residual;
     cuda_step *st;
     static const char *const impl[] = {"segrt small conv", "segrt small conv tiled", "segrt small conv up"};
-    int32_t args[6], n_args = a.n;
-    memcpy(args, a.t, sizeof(int32_t) * (size_t)a.n);
-    uint64_t views = cuda_conv_args_views(&a);
-    if (dn) { /* the ab tensor before y */
-        args[n_args] = args[n_args - 1];
-        args[n_args - 1] = dn->ab;
-        n_args++;
-        views = (views & ~((uint64_t)1 << (a.n - 1))) | (uint64_t)1 << a.n;
-    }
+    int32_t args[6];
+    uint64_t views;
+    int32_t n_args = cuda_conv_args_insert(&a, dn ? dn->ab : -1, args, &views); /* the norm's ab before y */
     SG_TRY(cuda_step_new(p, n, impl[sgk_conv_small_variant_of(&kp, &yg, &xg)], small_run, args, n_args, 1, sp,
                          NULL, &st));
     st->flops = 2.0 * (double)xg.dims[0] * (double)wnumel * positions;

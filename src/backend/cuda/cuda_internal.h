@@ -399,6 +399,9 @@ sg_status cuda_conv_args_make(sg_cuda_plan *p, const sg_node *n, int32_t x, int3
  * the views they have at run time (y may become a slice of a
  * concatenation or the caller's output buffer). */
 uint64_t cuda_conv_args_views(const cuda_conv_args *a);
+/* a's arguments into args with tensor `extra` (-1: none) inserted before
+ * y, and their any_view mask; returns their count (at most a->n + 1). */
+int32_t cuda_conv_args_insert(const cuda_conv_args *a, int32_t extra, int32_t *args, uint64_t *views);
 
 /* Records that tensor `part` holds per-tile statistics of tensor `of`;
  * the statistics recorded for tensor `of`, or NULL. */

@@ -333,6 +333,18 @@ uint64_t cuda_conv_args_views(const cuda_conv_args *a)
     return m;
 }
 
+int32_t cuda_conv_args_insert(const cuda_conv_args *a, int32_t extra, int32_t *args, uint64_t *views)
+{
+    memcpy(args, a->t, sizeof(int32_t) * (size_t)a->n);
+    *views = cuda_conv_args_views(a);
+    if (extra < 0)
+        return a->n;
+    args[a->n] = args[a->n - 1];
+    args[a->n - 1] = extra;
+    *views = (*views & ~((uint64_t)1 << (a->n - 1))) | (uint64_t)1 << a->n;
+    return a->n + 1;
+}
+
 /* Choices ----------------------------------------------------------------------- */
 
 static char *choice_key(const char *node, const char *tag)

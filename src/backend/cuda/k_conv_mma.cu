@@ -529,6 +529,18 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     }
 }
 
+// Every accumulator of a tile pinned (wg_pin).
+template <int NT> __device__ __forceinline__ void wg_pin_all(float (&acc)[2][NT][4])
+{
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                wg_pin(acc[mt][nt][i]);
+}
+
 // The same layer through Hopper's warpgroup products (2-D): the four warps
 // are one warpgroup, and each tap and 16-channel slice of the tile is two
 // wgmma m64nKk16, one per 8x8 patch of the 8x16 tile, reading both
@@ -694,16 +706,8 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
             normalise(xsh, inside, it & 1); // this thread's own copies: no barrier before
         wg_fence_smem(); // this thread's halo (and the first time its weights) to the async proxy
         __syncthreads();
-        float acc[2][NT][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    acc[mt][nt][i] = 0.0f;
-                    wg_pin(acc[mt][nt][i]);
-                }
+        float acc[2][NT][4] = {};
+        wg_pin_all<NT>(acc);
         wg_fence();
         // Descriptor start addresses count 16 bytes.
         const uint64_t da = da0 + (uint64_t)((it & 1) * S::halo * C / 8);
@@ -722,13 +726,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
         }
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    wg_pin(acc[mt][nt][i]);
+        wg_pin_all<NT>(acc);
         __syncthreads(); // every warp's products are done: the halo buffer is free
         tile_epilogue<XT, NT, false, EPI, true>(g, acc, bz, tile, xsh, osh_own, y, z, bias, part);
     }
