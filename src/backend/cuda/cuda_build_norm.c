@@ -160,9 +160,9 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     }
     /* With the producer's statistics, and a convolution that alone reads
      * the result on the direct or the tensor-core kernel: that layer
-     * normalises x as it reads it (their prologues), and this node only combines the
-     * statistics into (mean, s, b), so x is not read and written once
-     * more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
+     * normalises x as it reads it (their prologues), and this node only
+     * combines the statistics into (mean, s, b), so x is not read and
+     * written once more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
     int32_t result = fuse ? fuse->outputs[0] : out_value, rd = cuda_single_reader(p, result);
     if (ts && rd >= 0 && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") &&
         (cuda_conv_small_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha) ||

@@ -14,7 +14,13 @@
  * channels, groups, weights computed at run time, an output_shape or SAME
  * padding on a ConvTranspose, weights too large for shared memory) leaves
  * the plan untouched and goes to cuDNN. SEGRT_CUDA_SMALL_CONV=0 in the
- * environment sends every node to cuDNN (for comparisons). */
+ * environment sends every node to cuDNN (for comparisons).
+ *
+ * A forward layer that alone reads an InstanceNorm's or GroupNorm's
+ * result may be given that normalisation (cuda_deferred_norm): it reads
+ * the norm's input and the general kernel normalises each value, so the
+ * norm's pass is not run; only where the general variant would run the
+ * layer anyway (cuda_conv_small_takes_norm). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_small.h"
 
