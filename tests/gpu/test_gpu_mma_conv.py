@@ -22,7 +22,10 @@ first layer does), and counts in the expected steps:
     place, then a 3x3 conv;
   - 2-D 32 -> 32 before an InstanceNorm (BasicUNet's full-resolution
     layers: four n8 blocks, results staged through shared memory) and
-    2-D 64 -> 32 Relu (four 16-channel steps).
+    2-D 64 -> 32 Relu (four 16-channel steps);
+  - BasicUNet's TwoConv with its norms left to the next layers, and a
+    UNet level whose skip norm is read by a max pool and a Concat (left to
+    both: the pool and the decoder layer normalise as they read).
 
 On Hopper (compute capability 9.0) the 2-D layers run on the kernel's
 warpgroup (wgmma) form; SEGRT_CUDA_WGMMA=0 keeps them on its mma.sync
@@ -133,6 +136,21 @@ def prologue_relu_2d(seed):
     return net.model([net.conv(c, 2, [1, 1])]), {"x": net.x}, 4
 
 
+def skip_2d(seed):
+    # A BasicUNet level: the skip's norm (after a 32 -> 32 layer with
+    # statistics) is read by a max pool and by the Concat before the
+    # decoder's 64 -> 32 layer. The pool normalises as it reads; the
+    # layer's prologue normalises the Concat's first 32 channels and takes
+    # the upsampled 32 as they are.
+    net = UNetNet(seed, [2, 3, 20, 36])
+    h = first(net, 32, 2)
+    skip = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
+    deep = net.act(net.conv(net.max_pool(skip), 32, [3, 3], pads=[1] * 4), "LeakyRelu")
+    up = net.conv(deep, 32, [2, 2], strides=[2, 2], transposed=True)
+    y = net.act(net.instance_norm(net.conv(net.concat(skip, up), 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
+    return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 4
+
+
 CASES = [
     ("3d-16to16-prelu-residual", residual_3d),
     ("3d-32to8-leaky", narrow_3d),
@@ -144,9 +162,10 @@ CASES = [
     ("2d-64to32-relu", wide32_2d),
     ("2d-norm-prologue", prologue_2d),
     ("2d-norm-prologue-relu16", prologue_relu_2d),
+    ("2d-norm-skip-pool-concat", skip_2d),
 ]
 # Cases whose norms are left to the next layer on Hopper, and how many.
-PROLOGUES = {"2d-norm-prologue": 2, "2d-norm-prologue-relu16": 2}
+PROLOGUES = {"2d-norm-prologue": 2, "2d-norm-prologue-relu16": 2, "2d-norm-skip-pool-concat": 2}
 IDS = [c[0] for c in CASES]
 
 
@@ -213,3 +232,63 @@ def test_norm_left_to_the_next_layer(gpu, label, tmp_path):
         v = psnr(mine[0], passes[0])
         print(f"\n{label}: prologue vs the norm's pass at {precision}: PSNR {v:.1f} dB")
         assert v >= floor and np.isfinite(mine[0]).all()
+
+
+def test_norm_left_to_a_pool_and_a_concat(gpu, tmp_path):
+    """A norm read by a max pool and a Concat (a UNet's skip) is left to
+    both: no pass over it, the pool and the decoder layer normalise as they
+    read. With SEGRT_CUDA_CONCAT_SLICES=0 the Concat copies its inputs, so
+    it cannot leave its slice to the layer: the plan applies the norm
+    before the copy ("segrt norm apply"), and both plans agree."""
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("the prologue runs in the wgmma kernel: compute capability 9.0 only")
+    m, feeds, _ = case("2d-norm-skip-pool-concat")
+    out = bench_profile(m, feeds, tmp_path, "fp16")
+    assert not steps_on(out, "segrt norm from stats") and not steps_on(out, "segrt norm apply"), out
+    assert not steps_on(out, "segrt concat"), out
+    copied = bench_profile(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_CONCAT_SLICES": "0"})
+    assert len(steps_on(copied, "segrt norm apply")) == 1 and len(steps_on(copied, "segrt concat")) == 1, copied
+    model = sc.Model.from_bytes(m, name="skip.onnx")
+    for precision, floor in (("fp16", 50.0), ("bf16", 40.0)):
+        mine = run_engine(model, feeds, "cuda", precision)
+        applied = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_CONCAT_SLICES": "0"})
+        v = psnr(mine[0], applied[0])
+        print(f"\nskip: left to the Concat's reader vs applied before the copy at {precision}: PSNR {v:.1f} dB")
+        assert v >= floor and np.isfinite(mine[0]).all()
+
+
+def norm_pool_2d(seed, act):
+    # A norm (scales of both signs) read only by a 3x3 stride-2 max pool
+    # with padding (windows partly outside), then a 1x1 layer (a graph
+    # output pool would be stored in float32 without the 16-bit rounding
+    # the norm's pass gives its values).
+    net = UNetNet(seed, [2, 3, 22, 34])
+    h = first(net, 32, 2)
+    y = net.conv(h, 32, [3, 3], pads=[1] * 4)
+    rng = np.random.default_rng(seed)
+    scale = net.const(rng.uniform(0.5, 1.5, 32) * rng.choice([-1.0, 1.0], 32))
+    normed = net.node("InstanceNormalization", [y, scale, net.const(0.1 * rng.standard_normal(32))], net.shape[y],
+                      epsilon=1e-5)
+    a = net.act(normed, act)
+    pooled = net.node("MaxPool", [a], [2, 32, 11, 17], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    return net.model([net.conv(pooled, 2, [1, 1])]), {"x": net.x}
+
+
+@pytest.mark.parametrize("act", [None, "Relu", "LeakyRelu"])
+def test_max_pool_normalises_as_the_pass_would(gpu, act, tmp_path):
+    """A norm left to a max pool: the pool takes the raw values' largest
+    (or, for a channel of negative scale, least) and normalises that once;
+    the normalisation never decreases (increases) with its input, so the
+    result is the same float as the norm's pass then the pool give: equal
+    to the SEGRT_CUDA_NORM_PROLOGUE=0 plan's, bit for bit but zeros' signs."""
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("norms are left to other layers on compute capability 9.0 only")
+    m, feeds = norm_pool_2d(660, act)
+    out = bench_profile(m, feeds, tmp_path, "fp16")
+    assert len(steps_on(out, "segrt norm stats only")) == 1 and not steps_on(out, "segrt norm from stats"), out
+    model = sc.Model.from_bytes(m, name="norm_pool.onnx")
+    for precision in ("fp16", "bf16"):
+        mine = run_engine(model, feeds, "cuda", precision)[0]
+        passes = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})[0]
+        assert np.isfinite(mine).all() and np.abs(mine).max() > 0
+        np.testing.assert_array_equal(mine, passes)

@@ -477,6 +477,25 @@ sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n)
         return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%d inputs; at most %d are supported", n_in,
                              CUDA_MAX_ARGS - 1);
     SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), rank, &axis));
+    /* A normalisation left to the readers of an input (cuda_build_norm.c):
+     * the first input, written in place, stays the norm's input and the
+     * result is left normalised over its slice to the one convolution
+     * that reads it (concat_takes_norm there); any other is applied. */
+    cuda_deferred_norm kept;
+    memset(&kept, 0, sizeof kept);
+    kept.value = -1;
+    for (int32_t i = 0; i < n_in; i++) {
+        const cuda_deferred_norm *dn = n->inputs[i] >= 0 ? cuda_deferred_norm_find(p, n->inputs[i]) : NULL;
+        if (!dn)
+            continue;
+        bool once = true;
+        for (int32_t j = 0; j < n_in; j++)
+            once = once && (j == i || n->inputs[j] != n->inputs[i]);
+        if (i == 0 && axis == 1 && once && cuda_deferred_norm_whole(p, dn))
+            kept = *dn;
+        else
+            SG_TRY(cuda_deferred_norm_apply(p, n->inputs[i]));
+    }
     concat_step *c = sg_calloc(1, sizeof *c);
     if (!c)
         return SEGRT_ERROR_OUT_OF_MEMORY;
@@ -484,7 +503,10 @@ sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n)
     int64_t at = 0;
     sg_status s = SEGRT_OK;
     for (int32_t i = 0; i < n_in && s == SEGRT_OK; i++) {
-        s = input(p, n, i, &args[i]);
+        if (i == 0 && kept.value >= 0)
+            args[i] = kept.raw;
+        else
+            s = input(p, n, i, &args[i]);
         if (s != SEGRT_OK)
             break;
         const cuda_tensor *t = &p->tensors[args[i]];
@@ -510,13 +532,35 @@ sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n)
      * its slice of the output: the concatenation costs no copy (a UNet's
      * skip connection and upsampled path, say). A tensor that appears
      * twice is placed once. */
-    bool all_placed = true;
+    bool all_placed = true, in_place = !cuda_env_off("SEGRT_CUDA_CONCAT_SLICES");
     for (int32_t i = 0; i < n_in; i++) {
         bool repeated = false;
         for (int32_t j = 0; j < i && !repeated; j++)
             repeated = args[j] == args[i];
-        c->placed[i] = !repeated && cuda_place_in_slice(p, args[i], args[n_in], axis, c->at[i]);
+        c->placed[i] = !repeated && in_place && cuda_place_in_slice(p, args[i], args[n_in], axis, c->at[i]);
+        if (i == 0 && kept.value >= 0 && !c->placed[i]) {
+            /* Not in place: the copy would take the norm's input. */
+            sg_status as = cuda_deferred_norm_apply(p, n->inputs[0]);
+            if (as != SEGRT_OK) {
+                free(c);
+                return as;
+            }
+            args[0] = cuda_value(p, n->inputs[0]);
+            c->placed[0] = in_place && cuda_place_in_slice(p, args[0], args[n_in], axis, c->at[0]);
+            kept.value = -1;
+        }
         all_placed = all_placed && c->placed[i];
+    }
+    if (kept.value >= 0) {
+        cuda_deferred_norm part = kept;
+        part.value = n->outputs[0];
+        part.raw = args[n_in];
+        part.c_at = c->at[0];
+        sg_status ps = cuda_deferred_norm_put(p, &part);
+        if (ps != SEGRT_OK) {
+            free(c);
+            return ps;
+        }
     }
     if (all_placed) {
         free(c);

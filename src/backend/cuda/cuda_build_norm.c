@@ -110,6 +110,115 @@ static sg_status gn_param_ok(const sg_cuda_plan *p, const sg_node *n, int32_t i,
     return SEGRT_OK;
 }
 
+/* Geometry of a Concat's channels-last result over tensor raw's dtype and
+ * spatial dims, for a reader's kernel asked before the Concat is built. */
+static bool concat_geometry(const sg_cuda_plan *p, const sg_node *cat, int32_t raw, sgk_view *g)
+{
+    const sg_value *cv = &p->g->values[cat->outputs[0]];
+    *g = cuda_geometry_view(p, raw);
+    if (cv->shape.rank != g->rank)
+        return false;
+    for (int32_t d = 0; d < g->rank; d++) {
+        if (d != 1 && cv->shape.d[d].size != g->dims[d])
+            return false;
+        g->dims[d] = cv->shape.d[d].size;
+    }
+    cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, g->rank, g->dims, g->strides);
+    return true;
+}
+
+/* Whether Concat node cat, reading v (held as tensor raw), can leave v's
+ * normalisation to the one convolution that reads its result: v is its
+ * first input along the channels (the layer's prologue normalises a
+ * leading run of channels; a UNet's skip connection comes first in
+ * MONAI's UpCat) and appears once. */
+static bool concat_takes_norm(const sg_cuda_plan *p, const sg_node *cat, int32_t v, int32_t raw, sgk_act act,
+                              float act_alpha)
+{
+    const sg_value *xv = &p->g->values[v];
+    int32_t axis = -1;
+    if (cat->op != SG_OP_CONCAT || cat->n_inputs < 2 || cat->inputs[0] != v || cat->n_outputs < 1 ||
+        cat->outputs[0] < 0 || xv->shape.rank < 3 ||
+        sg_infer_axis(cat, sg_attr_int(cat, "axis", 0), xv->shape.rank, &axis) != SEGRT_OK || axis != 1)
+        return false;
+    for (int32_t k = 1; k < cat->n_inputs; k++)
+        if (cat->inputs[k] == v)
+            return false;
+    int32_t rd = cuda_single_reader(p, cat->outputs[0]);
+    sgk_view g;
+    return rd >= 0 && concat_geometry(p, cat, raw, &g) &&
+           cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], cat->outputs[0], &g, act, act_alpha, xv->shape.d[1].size);
+}
+
+/* Whether every reader of value v (the norm's result, held as tensor raw)
+ * applies the normalisation as it reads v: convolutions on the direct or
+ * the tensor-core kernel, max pools, and Concats read by such a
+ * convolution. A graph output, or any other reader, keeps the pass. */
+static bool deferred_takers(const sg_cuda_plan *p, int32_t v, int32_t raw, sgk_act act, float act_alpha)
+{
+    if (p->g->values[v].is_output || p->uses[v] < 1)
+        return false;
+    sgk_view xg = cuda_geometry_view(p, raw);
+    int32_t readers = 0;
+    for (int32_t i = 0; i < p->g->n_nodes; i++) {
+        const sg_node *r = &p->g->nodes[i];
+        bool reads = false;
+        for (int32_t k = 0; k < r->n_inputs; k++)
+            reads = reads || r->inputs[k] == v;
+        if (r->dead || !reads)
+            continue;
+        if (p->fused[i])
+            return false;
+        readers++;
+        if (!cuda_conv_small_takes_norm(p, r, v, raw, act, act_alpha) &&
+            !cuda_conv_mma_takes_norm(p, r, v, &xg, act, act_alpha, xg.dims[1]) &&
+            !cuda_pool_takes_norm(p, r, v, act, act_alpha) &&
+            !concat_takes_norm(p, r, v, raw, act, act_alpha))
+            return false;
+    }
+    return readers > 0;
+}
+
+/* Applying a deferred normalisation (cuda_deferred_norm_apply) -------------------- */
+
+typedef struct apply_params {
+    sgk_act act;
+    float act_alpha;
+    int64_t c_at, c_len;
+} apply_params;
+
+/* args: raw, ab, y */
+static sg_status apply_run(const cuda_step *s, cuda_run *r)
+{
+    const apply_params *ap = s->params;
+    sgk_view x = cuda_view(r, s->args[0]), y = cuda_view(r, s->args[2]);
+    return sgk_norm_apply_ab(r->stream, &y, &x, r->ptr[s->args[1]], ap->c_at, ap->c_len, ap->act, ap->act_alpha);
+}
+
+sg_status cuda_deferred_norm_apply(sg_cuda_plan *p, int32_t value)
+{
+    int32_t i = 0;
+    while (i < p->n_deferred && p->deferred[i].value != value)
+        i++;
+    if (i == p->n_deferred)
+        return SEGRT_OK;
+    cuda_deferred_norm d = p->deferred[i];
+    p->deferred[i].value = -1; /* readers built from now on see the normalised tensor */
+    const cuda_tensor *raw = &p->tensors[d.raw];
+    int32_t y;
+    SG_TRY(cuda_tensor_new(p, raw->dtype, raw->rank, raw->dims, cuda_dense_layout(p, d.raw), &y));
+    apply_params *ap = sg_malloc(sizeof *ap);
+    if (!ap)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *ap = (apply_params){d.act, d.act_alpha, d.c_at, d.c_len};
+    int32_t args[3] = {d.raw, d.ab, y};
+    cuda_step *st;
+    SG_TRY(cuda_step_new(p, d.node, "segrt norm apply", apply_run, args, 3, 1, ap, NULL, &st));
+    st->any_view = 1 | 4; /* x and y through their views (y may become a Concat's slice) */
+    cuda_value_set(p, value, y);
+    return SEGRT_OK;
+}
+
 static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
 {
     if (n->n_inputs < 3 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->inputs[2] < 0 || n->n_outputs < 1 ||
@@ -158,17 +267,14 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
         gp.from_stats = true;
         gp.grid = ts->grid;
     }
-    /* With the producer's statistics, and a convolution that alone reads
-     * the result on the direct or the tensor-core kernel: that layer
-     * normalises x as it reads it (their prologues), and this node only
-     * combines the statistics into (mean, s, b), so x is not read and
-     * written once more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
-    int32_t result = fuse ? fuse->outputs[0] : out_value, rd = cuda_single_reader(p, result);
-    if (ts && rd >= 0 && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") &&
-        (cuda_conv_small_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha) ||
-         cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], result, args[0], gp.act, gp.act_alpha))) {
+    /* With the producer's statistics, and readers that all normalise x as
+     * they read it (deferred_takers): this node only combines the
+     * statistics into (mean, s, b), so x is not read and written once
+     * more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
+    int32_t result = fuse ? fuse->outputs[0] : out_value;
+    if (ts && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") && deferred_takers(p, result, args[0], gp.act, gp.act_alpha)) {
         int64_t abn = xv->shape.d[0].size * c * 4;
-        cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha};
+        cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha, 0, c, n};
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &abn, CUDA_LAYOUT_PLAIN, &dn.ab));
         gn_params *params = sg_malloc(sizeof *params);
         if (!params)

@@ -19,16 +19,37 @@
 
 /* Pooling ------------------------------------------------------------------------ */
 
+typedef struct pool_step {
+    sgk_pool_params pp;
+    bool norm; /* x's normalisation deferred to this pool: ab is args[1] */
+    sgk_act act;
+    float act_alpha;
+} pool_step;
+
+/* args: x, [ab], y, [indices] */
 static sg_status pool_run(const cuda_step *s, cuda_run *r)
 {
-    const sgk_pool_params *pp = s->params;
+    const pool_step *ps = s->params;
+    int32_t k = ps->norm ? 2 : 1;
     sgk_view x = cuda_view(r, s->args[0]);
-    sgk_view y = cuda_view(r, s->args[1]);
+    sgk_view y = cuda_view(r, s->args[k]);
     sgk_view idx;
     memset(&idx, 0, sizeof idx);
     if (s->n_outputs > 1)
-        idx = cuda_view(r, s->args[2]);
-    return sgk_pool(r->stream, pp, &y, &idx, &x);
+        idx = cuda_view(r, s->args[k + 1]);
+    sgk_norm_in norm = {ps->norm ? r->ptr[s->args[1]] : NULL, ps->act, ps->act_alpha};
+    return sgk_pool(r->stream, &ps->pp, &y, &idx, &x, ps->norm ? &norm : NULL);
+}
+
+bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, sgk_act act, float act_alpha)
+{
+    const sg_value *xv = &p->g->values[v];
+    /* (The kernel pools the raw values and normalises the result: an
+     * activation that never decreases.) */
+    bool monotone = act == SGK_ACT_NONE || act == SGK_ACT_RELU || (act == SGK_ACT_LEAKY_RELU && act_alpha >= 0.0f);
+    return monotone && n->op == SG_OP_MAX_POOL && n->n_inputs >= 1 && n->inputs[0] == v && !p->fused[n - p->g->nodes] &&
+           (n->n_outputs < 2 || n->outputs[1] < 0) && sg_dtype_is_float(xv->dtype) && xv->shape.rank >= 3 &&
+           xv->shape.rank <= 5;
 }
 
 sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
@@ -51,10 +72,29 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
     if (so != 0 && so != 1)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "storage_order must be 0 or 1");
 
-    sgk_pool_params *pp = sg_malloc(sizeof *pp);
-    if (!pp)
+    /* x's normalisation left to this pool (cuda_build_norm.c asked
+     * cuda_pool_takes_norm): x is the norm's input, normalised as it is
+     * read. A part of the channels only (a Concat's) is applied first. */
+    cuda_deferred_norm dn;
+    memset(&dn, 0, sizeof dn);
+    const cuda_deferred_norm *found = cuda_deferred_norm_find(p, n->inputs[0]);
+    bool norm = found && cuda_pool_takes_norm(p, n, n->inputs[0], found->act, found->act_alpha) &&
+                cuda_deferred_norm_whole(p, found);
+    if (found)
+        dn = *found;
+    if (found && !norm)
+        SG_TRY(cuda_deferred_norm_apply(p, n->inputs[0]));
+
+    pool_step *ps = sg_malloc(sizeof *ps);
+    if (!ps)
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    memset(pp, 0, sizeof *pp);
+    memset(ps, 0, sizeof *ps);
+    sgk_pool_params *pp = &ps->pp;
+    if (norm) {
+        ps->norm = true;
+        ps->act = dn.act;
+        ps->act_alpha = dn.act_alpha;
+    }
     pp->kind = is_max ? SGK_POOL_MAX : SGK_POOL_AVG;
     pp->n_spatial = ns;
     pp->count_include_pad = !is_max && sg_attr_int(n, "count_include_pad", 0) != 0;
@@ -83,28 +123,33 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
         }
     }
 
-    int32_t args[3], x;
-    sg_status s = cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x);
+    int32_t args[4], x, k = 0;
+    sg_status s = norm ? SEGRT_OK : cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x);
+    if (norm)
+        x = dn.raw;
     cuda_layout l = s == SEGRT_OK ? cuda_dense_layout(p, x) : CUDA_LAYOUT_PLAIN;
-    args[0] = x;
+    args[k++] = x;
+    if (norm)
+        args[k++] = dn.ab;
+    /* (A deferred norm's result has the graph's dtype; raw may not.) */
     if (s == SEGRT_OK)
-        s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), l, &args[1]);
+        s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), l, &args[k++]);
     int32_t n_out = 1;
     /* Indices in the output's layout, so the kernel's stores of both
      * coalesce alike; their values are flat NCHW offsets whatever the
      * layout. */
     if (s == SEGRT_OK && is_max && n->n_outputs > 1 && n->outputs[1] >= 0) {
-        s = cuda_output_new(p, n, 1, SEGRT_DTYPE_INT64, l, &args[2]);
+        s = cuda_output_new(p, n, 1, SEGRT_DTYPE_INT64, l, &args[k++]);
         n_out = 2;
     }
     if (s != SEGRT_OK) {
-        free(pp);
+        free(ps);
         return s;
     }
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, is_max ? "segrt max pool" : "segrt average pool", pool_run, args, 1 + n_out, n_out,
-                         pp, NULL, &st));
-    st->any_view = 3; /* x and y; the indices stay dense */
+    SG_TRY(cuda_step_new(p, n, is_max ? "segrt max pool" : "segrt average pool", pool_run, args, k, n_out, ps, NULL,
+                         &st));
+    st->any_view = norm ? (1 | 4) : 3; /* x and y; ab and the indices stay dense */
     return SEGRT_OK;
 }
 

@@ -111,13 +111,13 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
  * none), as
  * cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32 at 512^2,
  * ran at 20 TFLOP/s in cuDNN. */
-static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const cuda_deferred_norm *dn,
+static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x, const cuda_deferred_norm *dn,
                      sgk_conv_mma_params *kp, cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
 {
     *pad_to = 0;
     cuda_math math = cuda_node_math(p, n);
     if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_env_off("SEGRT_CUDA_MMA_CONV") ||
-        !mma_geometry(p, n, kp) || xt < 0)
+        !mma_geometry(p, n, kp) || (dn && dn->c_at != 0))
         return false;
     *io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
     /* Hopper's warpgroup products where the kernel's sm_90a code runs:
@@ -127,8 +127,9 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const 
         kp->prologue = true;
         kp->pro_act = dn->act;
         kp->pro_alpha = dn->act_alpha;
+        kp->pro_c = (int32_t)dn->c_len;
     }
-    sgk_view xg = cuda_geometry_view(p, xt), yg, zg;
+    sgk_view xg = *x, yg, zg;
     if (kp->C < 16 && !dn && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
         sgk_view padded = xg;
         padded.dtype = *io;
@@ -139,7 +140,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const 
         xg = padded;
         kp->C = 16;
         *pad_to = 16;
-    } else if (p->tensors[xt].dtype != *io) {
+    } else if (x->dtype != *io) {
         /* Otherwise the input as the plan holds it: the kernel reads
          * channels-last 16-bit data, as the layer before has written it. */
         return false;
@@ -158,28 +159,20 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const 
     return sgk_conv_mma_fits(kp, &yg, &xg, ep->z_tensor >= 0 ? &zg : NULL);
 }
 
-/* The one reader of v is n, as its input x. */
-static bool reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, int32_t v)
+bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, const sgk_view *xg, sgk_act act,
+                              float act_alpha, int64_t c_len)
 {
-    if (p->uses[v] != 1 || n->n_inputs < 1 || n->inputs[0] != v)
+    if (n->op != SG_OP_CONV || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
         return false;
     for (int32_t k = 1; k < n->n_inputs; k++)
         if (n->inputs[k] == v)
             return false;
-    return true;
-}
-
-bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
-                              float act_alpha)
-{
-    if (n->op != SG_OP_CONV || !reads_only_as_x(p, n, v) || p->fused[n - p->g->nodes])
-        return false;
-    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha};
+    const cuda_deferred_norm dn = {v, -1, -1, act, act_alpha, 0, c_len, NULL};
     sgk_conv_mma_params kp;
     cuda_kernel_epilogue ep;
     int64_t pad_to = 0;
     sg_dtype io;
-    return mma_plan(p, n, raw, &dn, &kp, &ep, &pad_to, &io) && kp.prologue && !pad_to;
+    return mma_plan(p, n, xg, &dn, &kp, &ep, &pad_to, &io) && kp.prologue && !pad_to;
 }
 
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
@@ -193,11 +186,11 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     /* A normalisation left to this layer (cuda_build_norm.c asked
      * cuda_conv_mma_takes_norm first): x is the norm's input. */
     const cuda_deferred_norm *dn = cuda_deferred_norm_find(p, n->inputs[0]);
-    if (!mma_plan(p, n, xt, dn, &kp, &ep, &pad_to, &io)) {
-        if (dn)
-            return sg_node_error(n, SEGRT_ERROR_INTERNAL, "the normalisation left to this layer cannot be applied");
+    if (xt < 0)
         return SEGRT_OK;
-    }
+    sgk_view xg = cuda_geometry_view(p, xt);
+    if (!mma_plan(p, n, &xg, dn, &kp, &ep, &pad_to, &io))
+        return SEGRT_OK;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
 
     /* ONNX's [K, C0, taps] weights as the kernel's [tap][K][C], float32

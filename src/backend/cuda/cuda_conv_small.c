@@ -171,10 +171,13 @@ static bool small_plan(const sg_cuda_plan *p, const sg_node *n, bool transposed,
 bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
                                 float act_alpha)
 {
-    if (n->op != SG_OP_CONV || p->uses[v] != 1 || n->n_inputs < 1 || n->inputs[0] != v ||
-        p->fused[n - p->g->nodes])
+    if (n->op != SG_OP_CONV || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
         return false;
-    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha};
+    for (int32_t k = 1; k < n->n_inputs; k++)
+        if (n->inputs[k] == v)
+            return false;
+    const cuda_tensor *rt = &p->tensors[raw];
+    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha, 0, rt->rank >= 2 ? rt->dims[1] : 0, NULL};
     sgk_conv_small_params kp;
     cuda_kernel_epilogue ep;
     cuda_layout l;
@@ -200,6 +203,8 @@ static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed,
      * (cuda_build_norm.c asked cuda_conv_small_takes_norm first). */
     int32_t xt = cuda_value(p, n->inputs[0]);
     const cuda_deferred_norm *dn = transposed || few_inputs ? NULL : cuda_deferred_norm_find(p, n->inputs[0]);
+    if (dn && !cuda_deferred_norm_whole(p, dn))
+        return SEGRT_OK; /* a part of the channels: the kernel's prologue takes all */
     if (!small_plan(p, n, transposed, few_inputs, xt, dn, &kp, &ep, &out_layout, &xg, &yg))
         return SEGRT_OK;
     int32_t res_node = ep.res_node, zt = ep.z_tensor;

@@ -176,17 +176,25 @@ typedef struct cuda_tile_stats {
     sgk_tile_grid grid;
 } cuda_tile_stats;
 
-/* A normalisation left to its one reader (cuda_build_norm.c): graph value
- * `value`, the result of an InstanceNorm or GroupNorm (and its fused
- * activation), is held as the norm's input, tensor `raw`, and the reader
- * applies act((raw - mean) * s + b) as it reads it, with tensor `ab`
- * holding float4 (mean, -, s, b) per sample and channel
- * (sgk_group_norm_partials_ab). Only readers that take it are given it:
- * sgk_conv_mma's and sgk_conv_small's prologues (cuda_conv_*_takes_norm). */
+/* A normalisation left to the layers that read its result
+ * (cuda_build_norm.c): graph value `value`, the result of an InstanceNorm
+ * or GroupNorm (and its fused activation), is held as the norm's input,
+ * tensor `raw`, and each reader applies act((raw - mean) * s + b) as it
+ * reads it, with tensor `ab` holding float4 (mean, -, s, b) per sample and
+ * normalised channel (sgk_group_norm_partials_ab). Channels [c_at, c_at +
+ * c_len) of raw are normalised, the others are taken as they are: a
+ * Concat whose slice the norm's input was written into leaves its result
+ * deferred over that slice. Readers that take it: sgk_conv_mma's and
+ * sgk_conv_small's prologues (cuda_conv_*_takes_norm), the max pool
+ * (cuda_pool_takes_norm) and a Concat read by such a convolution. Any
+ * other reader gets the normalised tensor from cuda_deferred_norm_apply
+ * (the plan calls it before a builder that does not know of deferral). */
 typedef struct cuda_deferred_norm {
     int32_t value, raw, ab;
     sgk_act act;
     float act_alpha;
+    int64_t c_at, c_len;
+    const sg_node *node; /* the normalisation, for the applying step's name */
 } cuda_deferred_norm;
 
 /* The plan ------------------------------------------------------------------ */
@@ -409,6 +417,14 @@ sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const s
 const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of);
 sg_status cuda_deferred_norm_put(sg_cuda_plan *p, const cuda_deferred_norm *d);
 const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t value);
+/* Whether d normalises all of its raw tensor's channels. */
+bool cuda_deferred_norm_whole(const sg_cuda_plan *p, const cuda_deferred_norm *d);
+/* Ends value's deferral (cuda_build_norm.c): a step writes the normalised
+ * tensor, which becomes the value's tensor for the readers built after. */
+sg_status cuda_deferred_norm_apply(sg_cuda_plan *p, int32_t value);
+/* Whether the plan's builder for node n applies a deferred normalisation
+ * of its input k itself (or calls cuda_deferred_norm_apply). */
+bool cuda_reads_deferred(const sg_node *n, int32_t k);
 
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
@@ -453,6 +469,10 @@ sg_status cuda_build_softmax(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_norm(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_pool.c: MaxPool, AveragePool; Resize, Upsample */
 sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n);
+/* Whether cuda_build_pool applies the normalisation of its input v
+ * (activated by act), deferred over all of v's channels, as it reads it
+ * (a MaxPool). */
+bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, sgk_act act, float act_alpha);
 sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
 /* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
 sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
@@ -475,12 +495,13 @@ sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_mma.c: 3x3(x3) stride-1 Conv, <= 32 output channels (16 in 3-D), tensor cores; *taken false:
  * cuDNN's turn */
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken);
-/* Whether cuda_build_conv_mma will take Conv node n reading value v with
- * v's normalisation deferred to it (v held as tensor raw, see
- * cuda_deferred_norm). */
-bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
-                              float act_alpha);
-/* Likewise for cuda_build_conv_small (forward, few output channels). */
+/* Whether cuda_build_conv_mma will take Conv node n reading value v, of
+ * geometry xg, with v's normalisation deferred to it over channels [0,
+ * c_len) (see cuda_deferred_norm). */
+bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, const sgk_view *xg, sgk_act act,
+                              float act_alpha, int64_t c_len);
+/* Likewise for cuda_build_conv_small (forward, few output channels), v
+ * held as tensor raw and normalised over all its channels. */
 bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
                                 float act_alpha);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */

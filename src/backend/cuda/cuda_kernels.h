@@ -249,6 +249,13 @@ segrt_status sgk_group_norm_partials_ab(cudaStream_t stream, const sgk_view *x, 
                                         const float *bias, int64_t groups, float eps, const float *part,
                                         const sgk_tile_grid *grid, float *ab);
 
+/* y = act((x - mean) * s + b) over channels [c_at, c_at + c_len) of x,
+ * ab[n * c_len + c - c_at] holding (mean, its low part, s, b) as
+ * sgk_group_norm_partials_ab writes them; x elsewhere. x and y of one
+ * shape (rank 2 to 5, channels on dim 1), any float dtypes and strides. */
+segrt_status sgk_norm_apply_ab(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *ab,
+                               int64_t c_at, int64_t c_len, sgk_act act, float act_alpha);
+
 /* LayerNormalization: statistics over dims [axis, rank) of x for each
  * index of dims [0, axis); y = (x - mean) * inv_std * scale + bias where
  * scale and bias are views of x's rank broadcast over [0, axis) (bias.data
@@ -276,8 +283,19 @@ typedef struct sgk_pool_params {
     int32_t storage_order;
 } sgk_pool_params;
 
+/* With norm (NULL: none; max pools with no activation, Relu or a
+ * LeakyRelu of slope >= 0 only), x is a normalisation's input and the
+ * pool reads act((x - mean) * s + b) instead (ab as
+ * sgk_group_norm_partials_ab writes it, N * C float4), computed in float32
+ * as the norm's own pass does: the result equals pooling that pass's
+ * output. */
+typedef struct sgk_norm_in {
+    const float *ab;
+    sgk_act act;
+    float act_alpha;
+} sgk_norm_in;
 segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, const sgk_view *y,
-                      const sgk_view *indices, const sgk_view *x);
+                      const sgk_view *indices, const sgk_view *x, const sgk_norm_in *norm);
 
 /* Resize ------------------------------------------------------------------------
  * Resize (opset 11-19 semantics, as src/backend/ref/ref_resize.c computes

@@ -424,6 +424,22 @@ const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t
     return NULL;
 }
 
+bool cuda_deferred_norm_whole(const sg_cuda_plan *p, const cuda_deferred_norm *d)
+{
+    const cuda_tensor *t = &p->tensors[d->raw];
+    return d->c_at == 0 && t->rank >= 2 && d->c_len == t->dims[1];
+}
+
+bool cuda_reads_deferred(const sg_node *n, int32_t k)
+{
+    switch (n->op) {
+    case SG_OP_CONV:
+    case SG_OP_MAX_POOL: return k == 0;
+    case SG_OP_CONCAT: return true;
+    default: return false;
+    }
+}
+
 int32_t sg_cuda_plan_choice_count(const sg_cuda_plan *p) { return p->n_choices; }
 
 void sg_cuda_plan_choice(const sg_cuda_plan *p, int32_t i, const char **key, const void **data, size_t *size)
@@ -539,6 +555,12 @@ static sg_status build_node(sg_cuda_plan *p, int32_t i)
     cuda_builder_fn fn = builder_of(n->op);
     sg_status s;
     int32_t mark_steps = p->n_steps;
+    /* A normalisation left to the readers of its result (cuda_build_norm.c
+     * asked them): a builder that knows nothing of it gets the normalised
+     * tensor. */
+    for (int32_t k = 0; fn && k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && !cuda_reads_deferred(n, k) && cuda_deferred_norm_find(p, n->inputs[k]))
+            SG_TRY(cuda_deferred_norm_apply(p, n->inputs[k]));
     if (fn) {
         s = fn(p, n);
     } else {
@@ -557,6 +579,10 @@ static sg_status build_node(sg_cuda_plan *p, int32_t i)
             (p->steps[k].params_free ? p->steps[k].params_free : free)(p->steps[k].params);
     p->n_steps = mark_steps;
     sg_error_clear();
+    /* The CPU reads what the graph says: normalised inputs. */
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && cuda_deferred_norm_find(p, n->inputs[k]))
+            SG_TRY(cuda_deferred_norm_apply(p, n->inputs[k]));
     return build_fallback(p, n);
 }
 

@@ -53,6 +53,7 @@ struct cmgeom {
     bool d3;       // 3-D (cm_shape<true>), else 2-D
     bool wg;       // conv_wgmma (2-D, sm_90a), else conv_mma
     bool pro;      // conv_wgmma normalises x as it lands (ab, pro_act; see below)
+    int pro_c;     // ... its channels [0, pro_c)
     sgk_act pro_act;
     float pro_alpha;
     // Strides: a sample's in 64 bits, the rest in 32 (cm_plan checks that
@@ -571,14 +572,15 @@ template <> struct pro_pair<__nv_bfloat16> {
     static __device__ __forceinline__ type of(float a, float b) { return __floats2bfloat162_rn(a, b); }
 };
 
-// One sample's (mean, s, b) as 16-bit pairs, [3][C / 2], in shared memory.
+// One sample's (mean, s, b) of its Cn normalised channels as 16-bit pairs,
+// [3][C / 2], in shared memory.
 template <typename T>
-__device__ __forceinline__ void pro_stage(const float4 *__restrict__ ab, int n, int C,
+__device__ __forceinline__ void pro_stage(const float4 *__restrict__ ab, int n, int C, int Cn,
                                           typename pro_pair<T>::type *sh)
 {
     typedef pro_pair<T> P;
-    for (int j = threadIdx.x; j < C / 2; j += CM_THREADS) {
-        const float4 u = ab[(ll)n * C + 2 * j], v = ab[(ll)n * C + 2 * j + 1];
+    for (int j = threadIdx.x; j < Cn / 2; j += CM_THREADS) {
+        const float4 u = ab[(ll)n * Cn + 2 * j], v = ab[(ll)n * Cn + 2 * j + 1];
         sh[j] = P::of(u.x, v.x);
         sh[C / 2 + j] = P::of(u.z, v.z);
         sh[C + j] = P::of(u.w, v.w);
@@ -657,7 +659,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
                 cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
         }
         if constexpr (PRO)
-            pro_stage<T>(ab, n, C, prosh + buf * 3 * (C / 2));
+            pro_stage<T>(ab, n, C, g.pro_c, prosh + buf * 3 * (C / 2));
         return inside;
     };
     // PRO: this thread's landed positions of the tile, normalised in place.
@@ -666,6 +668,8 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
         const T2 *m = prosh + buf * 3 * (C / 2), *sc = m + C / 2, *b = m + C;
 #pragma unroll
         for (int ch = 0; ch < chunks; ch++) {
+            if (ch * 8 >= g.pro_c)
+                break; // the channels taken as they are
             T2 mv[4], sv[4], bv[4];
             *(uint4 *)mv = *(const uint4 *)(m + ch * 4);
             *(uint4 *)sv = *(const uint4 *)(sc + ch * 4);
@@ -813,6 +817,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
                         (p->pro_act == SGK_ACT_LEAKY_RELU && !(p->pro_alpha >= 0.0f && p->pro_alpha <= 1.0f))))
         return false;
     g->pro = p->prologue;
+    g->pro_c = p->pro_c > 0 ? p->pro_c : p->C;
+    if (g->pro && (g->pro_c % 8 != 0 || g->pro_c > p->C))
+        return false;
     g->pro_act = p->pro_act;
     g->pro_alpha = p->pro_act == SGK_ACT_LEAKY_RELU ? p->pro_alpha : 0.0f;
     const size_t stage = (size_t)CM_TP * (g->K + 8);

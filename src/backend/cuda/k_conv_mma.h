@@ -68,14 +68,16 @@ typedef struct sgk_conv_mma_params {
     bool prologue;     /* x is normalised as it is read (see below) */
     sgk_act pro_act;   /* ... then activated: none, Relu or LeakyRelu of */
     float pro_alpha;   /* a slope in [0, 1] */
+    int32_t pro_c;     /* ... over channels [0, pro_c) (a multiple of 8; 0: all), the
+                        * rest taken as they are (a Concat's other inputs) */
 } sgk_conv_mma_params;
 
 /* With p->prologue (wgmma layers of 16, 32 or 64 input channels whose
  * results are staged), x is an InstanceNorm or GroupNorm's input and the
  * layer reads act((x - mean) * s + b) instead, the transform applied in
  * 16-bit arithmetic to each halo as it lands in shared memory; ab holds
- * float4 (mean, -, s, b) per sample and channel
- * (sgk_group_norm_partials_ab). The normalisation's own pass over x is
+ * float4 (mean, -, s, b) per sample and normalised channel (pro_c of
+ * them, sgk_group_norm_partials_ab). The normalisation's own pass over x is
  * then not needed: BasicUNet's at 512^2 cost 0.2 ms each (batch 16, H100).
  *
  * Whether the kernel takes this layer: dims that match (y's spatial dims

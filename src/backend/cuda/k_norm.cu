@@ -981,6 +981,73 @@ extern "C" segrt_status sgk_group_norm_partials(cudaStream_t stream, const sgk_v
     return gn_apply_best(stream, y, x, g, v, ab, act, act_alpha);
 }
 
+// A deferred normalisation applied -------------------------------------------------------
+//
+// y = act(((x - mean_hi) - mean_lo) * s + b) over channels [c_at, c_at +
+// c_len), a copy of x elsewhere: what a reader that does not normalise as
+// it reads gets (cuda_deferred_norm_apply). The plan's readers of a
+// deferred norm take it themselves, so this is a fallback: one thread an
+// element, any strides.
+
+#define NA_RANK 5
+
+struct nageom {
+    int rank;
+    ll dims[NA_RANK], xs[NA_RANK], ys[NA_RANK];
+    ll total, c_at, c_len;
+    segrt_dtype xt, yt;
+};
+
+__global__ void norm_apply_ab(const void *x, void *y, const float4 *ab, nageom g, sgk_act act, float alpha)
+{
+    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < g.total; i += (ll)gridDim.x * blockDim.x) {
+        ll rest = i, xo = 0, yo = 0, co[NA_RANK];
+        for (int d = g.rank - 1; d >= 0; d--) {
+            co[d] = rest % g.dims[d];
+            rest /= g.dims[d];
+            xo += co[d] * g.xs[d];
+            yo += co[d] * g.ys[d];
+        }
+        float v = ld<float>(x, g.xt, xo);
+        const ll c = co[1] - g.c_at;
+        if (c >= 0 && c < g.c_len) {
+            const float4 k = ab[co[0] * g.c_len + c];
+            v = act_apply(((v - k.x) - k.y) * k.z + k.w, act, alpha);
+        }
+        st<float>(y, g.yt, yo, v);
+    }
+}
+
+extern "C" segrt_status sgk_norm_apply_ab(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *ab,
+                                          int64_t c_at, int64_t c_len, sgk_act act, float act_alpha)
+{
+    if (x->rank != y->rank || x->rank < 2 || x->rank > NA_RANK || !is_float(x->dtype) || !is_float(y->dtype) ||
+        c_at < 0 || c_len < 0 || c_at + c_len > x->dims[1])
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_norm_apply_ab: unsupported views");
+    nageom g;
+    memset(&g, 0, sizeof g);
+    g.rank = x->rank;
+    g.total = 1;
+    for (int d = 0; d < g.rank; d++) {
+        if (x->dims[d] != y->dims[d])
+            return sg_error(SEGRT_ERROR_INTERNAL, "sgk_norm_apply_ab: output dims differ from the input's");
+        g.dims[d] = x->dims[d];
+        g.xs[d] = x->strides[d];
+        g.ys[d] = y->strides[d];
+        g.total *= x->dims[d];
+    }
+    if (g.total == 0)
+        return SEGRT_OK;
+    g.c_at = c_at;
+    g.c_len = c_len;
+    g.xt = x->dtype;
+    g.yt = y->dtype;
+    ll blocks = ceil_div(g.total, 256);
+    blocks = blocks > (1 << 20) ? (1 << 20) : blocks;
+    norm_apply_ab<<<(unsigned)blocks, 256, 0, stream>>>(x->data, y->data, (const float4 *)ab, g, act, act_alpha);
+    return launched("norm_apply_ab");
+}
+
 // Layer normalisation ---------------------------------------------------------------------
 //
 // A warp per row (a block for long rows when there are few of them) reads

@@ -9,6 +9,11 @@
 // consecutive indices along the output dim with the smallest stride
 // (channels, for channels-last tensors), so loads and stores coalesce.
 // Lower ranks run as 3-D with leading spatial dims of size 1.
+//
+// A max pool may also be given a normalisation deferred to it (x is an
+// InstanceNorm's input, sgk_norm_in): the general kernel normalises each
+// value it reads, the channels-last one pools the raw values (their least
+// too) and normalises once per channel (see pool_cl_kernel).
 #include "backend/cuda/k_common.cuh"
 
 #include <math.h>
@@ -45,7 +50,8 @@ struct pgeom {
 };
 
 template <int XT, typename T>
-__global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype yt, ll *indices, pgeom g)
+__global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype yt, ll *indices, pgeom g,
+                            sgk_norm_in norm)
 {
     int ns = g.rank - 2;
     for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < g.total; i += (ll)gridDim.x * blockDim.x) {
@@ -72,6 +78,8 @@ __global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype 
             o[a] = s >= 0 ? co[2 + s] : 0;
         }
         ll base = co[0] * g.xn + co[1] * g.xc;
+        // A deferred normalisation: its (mean, -, s, b) for this channel.
+        const float4 k = norm.ab ? ((const float4 *)norm.ab)[co[0] * g.C + co[1]] : make_float4(0, 0, 0, 0);
         T best = -INFINITY, sum = 0;
         ll count = 0, best_t = -1;
         // Taps in the reference's order (kd, kh, kw), POOL_BATCH at a time:
@@ -97,6 +105,8 @@ __global__ void pool_kernel(const void *x, segrt_dtype xt, void *y, segrt_dtype 
                 if (in_x) {
                     valid |= 1u << b;
                     v[b] = ldr<XT, T>(x, xt, base + pd * g.xs[0] + ph * g.xs[1] + pw * g.xs[2]);
+                    if (norm.ab)
+                        v[b] = (T)act_apply((((float)v[b] - k.x) - k.y) * k.z + k.w, norm.act, norm.act_alpha);
                 } else if (in_pads) {
                     padded |= 1u << b;
                 }
@@ -171,13 +181,67 @@ struct pfast {
     fastdiv cv, od, oh, ow;  // channel vectors; output dims, 3-D embedding
     ll xn, xs[3], yn, ys[3]; // strides in elements (0 along padded dims)
     int in[3], k[3], st[3], dil[3], pb[3], pe[3], taps;
+    int C;                   // channels (a deferred normalisation's ab rows)
+    int ab_rows;             // N * C where they are staged in shared memory, else 0
     bool include_pad;
 };
 
+#define POOL_AB_ROWS_MAX 2048 // 32 KB of normalisation rows staged per block
+#define POOL_NORM_BLOCKS_PER_SM 4
+
+// Elementwise maxima and minima of eight 16-bit values, a NaN in either
+// operand giving NaN (the reference's first NaN wins: its payload aside,
+// the same result).
+template <int XT> __device__ __forceinline__ uint4 pair_max(uint4 a, uint4 b)
+{
+    uint4 r;
+    const uint32_t *pa = &a.x, *pb = &b.x;
+    uint32_t *pr = &r.x;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if constexpr (XT == SEGRT_DTYPE_BFLOAT16) {
+            __nv_bfloat162 v = __hmax2_nan(*(const __nv_bfloat162 *)(pa + e), *(const __nv_bfloat162 *)(pb + e));
+            pr[e] = *(const uint32_t *)&v;
+        } else {
+            __half2 v = __hmax2_nan(*(const __half2 *)(pa + e), *(const __half2 *)(pb + e));
+            pr[e] = *(const uint32_t *)&v;
+        }
+    }
+    return r;
+}
+
+template <int XT> __device__ __forceinline__ uint4 pair_min(uint4 a, uint4 b)
+{
+    uint4 r;
+    const uint32_t *pa = &a.x, *pb = &b.x;
+    uint32_t *pr = &r.x;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if constexpr (XT == SEGRT_DTYPE_BFLOAT16) {
+            __nv_bfloat162 v = __hmin2_nan(*(const __nv_bfloat162 *)(pa + e), *(const __nv_bfloat162 *)(pb + e));
+            pr[e] = *(const uint32_t *)&v;
+        } else {
+            __half2 v = __hmin2_nan(*(const __half2 *)(pa + e), *(const __half2 *)(pb + e));
+            pr[e] = *(const uint32_t *)&v;
+        }
+    }
+    return r;
+}
+
 // Positions are 32-bit here (the launcher checks that they fit): fewer
 // registers, more threads in flight.
-template <int XT, bool MAX> __global__ void __launch_bounds__(256) pool_cl_kernel(const void *x, void *y, pfast g)
+template <int XT, bool MAX, bool NORM>
+__global__ void __launch_bounds__(256) pool_cl_kernel(const void *x, void *y, pfast g, sgk_norm_in norm)
 {
+    // NORM: the normalisation's (mean, -, s, b) rows in shared memory where
+    // they fit (g.ab_rows > 0; the grid is then a few blocks an SM, each
+    // walking many outputs, so a block stages them once).
+    extern __shared__ float4 absh[];
+    if constexpr (NORM) {
+        for (int i = threadIdx.x; i < g.ab_rows; i += blockDim.x)
+            absh[i] = ((const float4 *)norm.ab)[i];
+        __syncthreads();
+    }
     constexpr int V = V16<XT>();
     constexpr int ES = 16 / V; // element bytes
     const uint32_t step = gridDim.x * blockDim.x;
@@ -200,6 +264,11 @@ template <int XT, bool MAX> __global__ void __launch_bounds__(256) pool_cl_kerne
 #pragma unroll
         for (int j = 0; j < V; j++)
             acc[j] = MAX ? -INFINITY : 0.0f;
+        // NORM: the least of the raw values too (below); 16-bit values as
+        // pairs, packed (two maxima and minima an instruction: unpacked,
+        // the extra comparisons cost BasicUNet's first pool half its time).
+        [[maybe_unused]] float lo[NORM ? V : 1];
+        [[maybe_unused]] uint4 hi2 = make_uint4(0, 0, 0, 0), lo2 = make_uint4(0, 0, 0, 0);
         bool any = false;
         int count = 0, kd = 0, kh = 0, kw = 0;
         for (int t0 = 0; t0 < g.taps; t0 += PCL_BATCH) {
@@ -235,10 +304,19 @@ template <int XT, bool MAX> __global__ void __launch_bounds__(256) pool_cl_kerne
                     continue;
                 }
                 count++;
+                if constexpr (NORM && V == 8) {
+                    hi2 = any ? pair_max<XT>(hi2, raw[b]) : raw[b];
+                    lo2 = any ? pair_min<XT>(lo2, raw[b]) : raw[b];
+                    any = true;
+                    continue;
+                }
                 float v[V];
                 vec16_unpack<XT>(raw[b], v);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
+                    if constexpr (NORM)
+                        if (!any || v[j] < lo[j] || (v[j] != v[j] && lo[j] == lo[j]))
+                            lo[j] = v[j];
                     if (MAX) {
                         if (!any || v[j] > acc[j] || (v[j] != v[j] && acc[j] == acc[j]))
                             acc[j] = v[j];
@@ -254,14 +332,54 @@ template <int XT, bool MAX> __global__ void __launch_bounds__(256) pool_cl_kerne
             for (int j = 0; j < V; j++)
                 acc[j] = acc[j] / (float)count; // an empty window gives NaN, as the reference
         }
+        if constexpr (NORM) {
+            // The normalisation f(v) = act((v - mean) * s + b), each step
+            // rounded as the norm's own pass rounds it, never decreases
+            // with v where s >= 0 and never increases where s < 0 (the
+            // activations taken have slopes >= 0): the largest f(v) is
+            // f(max v) or f(min v), the same float as the pass then the
+            // pool give. One transform a channel instead of one a tap, its
+            // parameters from shared memory (ncu: loaded per output from
+            // global memory, mostly missing L1 beside the streamed x, they
+            // left the loads of x waiting: BasicUNet's first pool ran at
+            // 44 % of DRAM's speed, 0.23 ms, 0.12 without the norm).
+            const float4 *abr = (g.ab_rows ? absh : (const float4 *)norm.ab) + (ll)n * g.C + c;
+            if constexpr (V == 8) {
+                if (any) { // (else acc keeps -inf: a window with no tap inside)
+                    vec16_unpack<XT>(hi2, acc);
+                    vec16_unpack<XT>(lo2, lo);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                const float4 k = abr[j];
+                const float v = k.z < 0.0f ? lo[j] : acc[j];
+                if (any)
+                    acc[j] = act_apply(((v - k.x) - k.y) * k.z + k.w, norm.act, norm.act_alpha);
+            }
+        }
         ll yo = (ll)n * g.yn + o0 * g.ys[0] + o1 * g.ys[1] + o2 * g.ys[2] + c;
         *(uint4 *)((char *)y + yo * ES) = vec16_pack<XT>(acc);
     }
 }
 
+template <int XT>
+static void pool_cl_launch(cudaStream_t stream, unsigned nb, bool mx, const sgk_view *x, const sgk_view *y,
+                           const pfast &g, const sgk_norm_in &norm)
+{
+    // (sgk_pool gives a normalisation to max pools only.)
+    if (norm.ab)
+        pool_cl_kernel<XT, true, true>
+            <<<nb, 256, (size_t)g.ab_rows * sizeof(float4), stream>>>(x->data, y->data, g, norm);
+    else if (mx)
+        pool_cl_kernel<XT, true, false><<<nb, 256, 0, stream>>>(x->data, y->data, g, norm);
+    else
+        pool_cl_kernel<XT, false, false><<<nb, 256, 0, stream>>>(x->data, y->data, g, norm);
+}
+
 // Launches pool_cl_kernel where its conditions hold; false otherwise.
 static bool try_pool_cl(cudaStream_t stream, const sgk_pool_params *p, const sgk_view *y, bool want_idx,
-                        const sgk_view *x, segrt_status *st)
+                        const sgk_view *x, const sgk_norm_in &norm, segrt_status *st)
 {
     segrt_dtype dt = x->dtype;
     ll V = vec16_width(dt), C = x->dims[1];
@@ -310,36 +428,40 @@ static bool try_pool_cl(cudaStream_t stream, const sgk_pool_params *p, const sgk
     g.oh = fastdiv_make(od[1]);
     g.ow = fastdiv_make(od[2]);
     g.include_pad = p->count_include_pad;
+    g.C = (int)C;
     ll blocks = ceil_div(total, 256);
     unsigned nb = (unsigned)(blocks > (1 << 20) ? (1 << 20) : blocks);
+    if (norm.ab && y->dims[0] * C <= POOL_AB_ROWS_MAX) {
+        int dev = 0, sms = 132;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            sms = 132;
+        g.ab_rows = (int)(y->dims[0] * C);
+        const ll most = (ll)sms * POOL_NORM_BLOCKS_PER_SM;
+        nb = (unsigned)(blocks < most ? blocks : most);
+    }
     bool mx = p->kind == SGK_POOL_MAX;
     switch (dt) {
-    case SEGRT_DTYPE_FLOAT16:
-        if (mx)
-            pool_cl_kernel<SEGRT_DTYPE_FLOAT16, true><<<nb, 256, 0, stream>>>(x->data, y->data, g);
-        else
-            pool_cl_kernel<SEGRT_DTYPE_FLOAT16, false><<<nb, 256, 0, stream>>>(x->data, y->data, g);
-        break;
-    case SEGRT_DTYPE_BFLOAT16:
-        if (mx)
-            pool_cl_kernel<SEGRT_DTYPE_BFLOAT16, true><<<nb, 256, 0, stream>>>(x->data, y->data, g);
-        else
-            pool_cl_kernel<SEGRT_DTYPE_BFLOAT16, false><<<nb, 256, 0, stream>>>(x->data, y->data, g);
-        break;
-    default:
-        if (mx)
-            pool_cl_kernel<SEGRT_DTYPE_FLOAT32, true><<<nb, 256, 0, stream>>>(x->data, y->data, g);
-        else
-            pool_cl_kernel<SEGRT_DTYPE_FLOAT32, false><<<nb, 256, 0, stream>>>(x->data, y->data, g);
-        break;
+    case SEGRT_DTYPE_FLOAT16: pool_cl_launch<SEGRT_DTYPE_FLOAT16>(stream, nb, mx, x, y, g, norm); break;
+    case SEGRT_DTYPE_BFLOAT16: pool_cl_launch<SEGRT_DTYPE_BFLOAT16>(stream, nb, mx, x, y, g, norm); break;
+    default: pool_cl_launch<SEGRT_DTYPE_FLOAT32>(stream, nb, mx, x, y, g, norm); break;
     }
     *st = launched("pool_cl_kernel");
     return true;
 }
 
 extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, const sgk_view *y,
-                                 const sgk_view *indices, const sgk_view *x)
+                                 const sgk_view *indices, const sgk_view *x, const sgk_norm_in *normp)
 {
+    sgk_norm_in norm;
+    memset(&norm, 0, sizeof norm);
+    if (normp)
+        norm = *normp;
+    if (norm.ab && (((uintptr_t)norm.ab & 15) != 0 || p->kind != SGK_POOL_MAX ||
+                    (norm.act != SGK_ACT_NONE && norm.act != SGK_ACT_RELU && norm.act != SGK_ACT_LEAKY_RELU) ||
+                    (norm.act == SGK_ACT_LEAKY_RELU && !(norm.act_alpha >= 0.0f))))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_pool: a normalisation it does not take (at %p)",
+                        (const void *)norm.ab);
     int ns = p->n_spatial;
     bool is_max = p->kind == SGK_POOL_MAX;
     if (ns < 1 || ns > 3 || x->rank != ns + 2 || y->rank != ns + 2 || y->dims[0] != x->dims[0] ||
@@ -354,7 +476,7 @@ extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, 
         if (y->dims[d] == 0)
             return SEGRT_OK;
     segrt_status fast;
-    if (try_pool_cl(stream, p, y, want_idx, x, &fast))
+    if (try_pool_cl(stream, p, y, want_idx, x, norm, &fast))
         return fast;
     pgeom g;
     memset(&g, 0, sizeof g);
@@ -411,21 +533,21 @@ extern "C" segrt_status sgk_pool(cudaStream_t stream, const sgk_pool_params *p, 
     switch (x->dtype) {
     case SEGRT_DTYPE_FLOAT16:
         pool_kernel<SEGRT_DTYPE_FLOAT16, float>
-            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g, norm);
         break;
     case SEGRT_DTYPE_BFLOAT16:
         pool_kernel<SEGRT_DTYPE_BFLOAT16, float>
-            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g, norm);
         break;
     case SEGRT_DTYPE_FLOAT32:
         pool_kernel<SEGRT_DTYPE_FLOAT32, float>
-            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+            <<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g, norm);
         break;
     case SEGRT_DTYPE_FLOAT64:
-        pool_kernel<0, double><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        pool_kernel<0, double><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g, norm);
         break;
     default:
-        pool_kernel<0, float><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g);
+        pool_kernel<0, float><<<(unsigned)blocks, 256, 0, stream>>>(x->data, x->dtype, y->data, y->dtype, idx, g, norm);
         break;
     }
     return launched("pool_kernel");
