@@ -25,7 +25,9 @@ first layer does), and counts in the expected steps:
     2-D 64 -> 32 Relu (four 16-channel steps);
   - BasicUNet's TwoConv with its norms left to the next layers, and a
     UNet level whose skip norm is read by a max pool and a Concat (left to
-    both: the pool and the decoder layer normalise as they read).
+    both: the pool and the decoder layer normalise as they read); a norm
+    left to a max pool alone, and one left to the upsampling ConvTranspose
+    (both equal, bit for bit, to the plan that runs the norm's pass).
 
 On Hopper (compute capability 9.0) the 2-D layers run on the kernel's
 warpgroup (wgmma) form; SEGRT_CUDA_WGMMA=0 keeps them on its mma.sync
@@ -287,6 +289,35 @@ def test_max_pool_normalises_as_the_pass_would(gpu, act, tmp_path):
     out = bench_profile(m, feeds, tmp_path, "fp16")
     assert len(steps_on(out, "segrt norm stats only")) == 1 and not steps_on(out, "segrt norm from stats"), out
     model = sc.Model.from_bytes(m, name="norm_pool.onnx")
+    for precision in ("fp16", "bf16"):
+        mine = run_engine(model, feeds, "cuda", precision)[0]
+        passes = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})[0]
+        assert np.isfinite(mine).all() and np.abs(mine).max() > 0
+        np.testing.assert_array_equal(mine, passes)
+
+
+def norm_upsample_2d(seed):
+    # BasicUNet's decoder: a norm read only by the kernel == stride
+    # ConvTranspose (segrt's upsampling kernel), then a 1x1 layer.
+    net = UNetNet(seed, [2, 3, 18, 26])
+    h = first(net, 32, 2)
+    a = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
+    up = net.conv(a, 16, [2, 2], strides=[2, 2], transposed=True)
+    return net.model([net.conv(up, 2, [1, 1])]), {"x": net.x}
+
+
+def test_upsampling_normalises_as_the_pass_would(gpu, tmp_path):
+    """A norm left to the upsampling ConvTranspose: the kernel normalises
+    each input vector as it stages it, in float32 and rounded to 16 bits as
+    the norm's pass stores it, so the products are the pass path's: equal
+    to the SEGRT_CUDA_NORM_PROLOGUE=0 plan's, bit for bit."""
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("norms are left to other layers on compute capability 9.0 only")
+    m, feeds = norm_upsample_2d(670)
+    out = bench_profile(m, feeds, tmp_path, "fp16")
+    assert len(steps_on(out, "segrt norm stats only")) == 1 and not steps_on(out, "segrt norm from stats"), out
+    assert len(steps_on(out, "segrt upsample conv")) == 1, out
+    model = sc.Model.from_bytes(m, name="norm_upsample.onnx")
     for precision in ("fp16", "bf16"):
         mine = run_engine(model, feeds, "cuda", precision)[0]
         passes = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})[0]

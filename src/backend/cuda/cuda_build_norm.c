@@ -152,8 +152,8 @@ static bool concat_takes_norm(const sg_cuda_plan *p, const sg_node *cat, int32_t
 
 /* Whether every reader of value v (the norm's result, held as tensor raw)
  * applies the normalisation as it reads v: convolutions on the direct or
- * the tensor-core kernel, max pools, and Concats read by such a
- * convolution. A graph output, or any other reader, keeps the pass. */
+ * the tensor-core kernel, kernel == stride ConvTransposes on the
+ * upsampling kernel, max pools, and Concats read by such a convolution. A graph output, or any other reader, keeps the pass. */
 static bool deferred_takers(const sg_cuda_plan *p, int32_t v, int32_t raw, sgk_act act, float act_alpha)
 {
     if (p->g->values[v].is_output || p->uses[v] < 1)
@@ -172,6 +172,7 @@ static bool deferred_takers(const sg_cuda_plan *p, int32_t v, int32_t raw, sgk_a
         readers++;
         if (!cuda_conv_small_takes_norm(p, r, v, raw, act, act_alpha) &&
             !cuda_conv_mma_takes_norm(p, r, v, &xg, act, act_alpha, xg.dims[1]) &&
+            !cuda_conv_upsample_takes_norm(p, r, v, raw, act, act_alpha) &&
             !cuda_pool_takes_norm(p, r, v, act, act_alpha) &&
             !concat_takes_norm(p, r, v, raw, act, act_alpha))
             return false;

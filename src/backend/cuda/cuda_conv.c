@@ -826,13 +826,16 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
      * kernel (cuda_conv_up_k3.c), whatever its output channels. */
     bool taken = false;
     /* x's normalisation left to this layer (cuda_build_norm.c): only the
-     * direct and the tensor-core kernels apply it; had neither taken it
-     * (they said they would), the layer reads the normalised tensor. */
+     * direct, the tensor-core and the upsampling kernels apply it; had none
+     * taken it (they said they would), the layer reads the normalised
+     * tensor. */
     if (n->n_inputs >= 1 && cuda_deferred_norm_find(p, n->inputs[0])) {
         if (!dgrad)
             SG_TRY(cuda_build_conv_small(p, n, false, &taken));
         if (!taken && !dgrad)
             SG_TRY(cuda_build_conv_mma(p, n, &taken));
+        if (!taken && dgrad)
+            SG_TRY(cuda_build_conv_upsample(p, n, &taken));
         if (taken)
             return SEGRT_OK;
         SG_TRY(cuda_deferred_norm_apply(p, n->inputs[0]));

@@ -28,7 +28,7 @@ typedef struct upsample_params {
     bool has_bias;
 } upsample_params;
 
-/* args: x, w, [bias], y */
+/* args: x, w, [bias], [the deferred norm's ab], y */
 static sg_status upsample_run(const cuda_step *s, cuda_run *r)
 {
     const upsample_params *up = s->params;
@@ -36,7 +36,8 @@ static sg_status upsample_run(const cuda_step *s, cuda_run *r)
     sgk_view y = cuda_view(r, s->args[s->n_args - 1]);
     const float *w = r->ptr[s->args[1]];
     const float *b = up->has_bias ? r->ptr[s->args[2]] : NULL;
-    return sgk_conv_up(r->stream, &up->kp, &y, &x, w, b);
+    const float *ab = up->kp.prologue ? r->ptr[s->args[s->n_args - 2]] : NULL;
+    return sgk_conv_up(r->stream, &up->kp, &y, &x, w, b, ab);
 }
 
 /* Whether node n's attributes are those of a kernel == stride upsampling:
@@ -108,26 +109,58 @@ static sg_status upsample_weights(sg_cuda_plan *p, const sg_node *n, const sgk_c
     return s;
 }
 
+/* Whether the kernel takes node n reading tensor xt (dn: x's deferred
+ * normalisation, or NULL), with its parameters, epilogue and geometries. */
+static bool upsample_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const cuda_deferred_norm *dn,
+                          sgk_conv_up_params *kp, cuda_kernel_epilogue *ep, sgk_view *xg, sgk_view *yg)
+{
+    if (cuda_env_off("SEGRT_CUDA_UPSAMPLE_CONV") || xt < 0 || !upsample_geometry(p, n, kp) ||
+        (dn && !cuda_deferred_norm_whole(p, dn)))
+        return false;
+    if (dn) {
+        kp->prologue = true;
+        kp->pro_act = dn->act;
+        kp->pro_alpha = dn->act_alpha;
+    }
+    cuda_kernel_act_epilogue_of(p, n, ep);
+    kp->act = ep->act;
+    kp->act_alpha = ep->act_alpha;
+    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
+    *xg = cuda_geometry_view(p, xt);
+    return cuda_output_geometry(p, n->outputs[0], ep->out_dtype, cuda_dense_layout(p, xt), yg) &&
+           sgk_conv_up_fits(kp, yg, xg);
+}
+
+bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
+                                   float act_alpha)
+{
+    if (n->op != SG_OP_CONV_TRANSPOSE || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
+        return false;
+    for (int32_t k = 1; k < n->n_inputs; k++)
+        if (n->inputs[k] == v)
+            return false;
+    const cuda_tensor *rt = &p->tensors[raw];
+    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha, 0, rt->rank >= 2 ? rt->dims[1] : 0, NULL};
+    sgk_conv_up_params kp;
+    cuda_kernel_epilogue ep;
+    sgk_view xg, yg;
+    return upsample_plan(p, n, raw, &dn, &kp, &ep, &xg, &yg);
+}
+
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken)
 {
     *taken = false;
     sgk_conv_up_params kp;
-    if (cuda_env_off("SEGRT_CUDA_UPSAMPLE_CONV") || !upsample_geometry(p, n, &kp))
-        return SEGRT_OK;
-    int32_t xt = cuda_value(p, n->inputs[0]);
-    if (xt < 0)
-        return SEGRT_OK;
     cuda_kernel_epilogue ep;
-    cuda_kernel_act_epilogue_of(p, n, &ep);
-    kp.act = ep.act;
-    kp.act_alpha = ep.act_alpha;
+    sgk_view xg, yg;
+    int32_t xt = cuda_value(p, n->inputs[0]);
+    /* With x's normalisation deferred to this layer (cuda_build_norm.c
+     * asked cuda_conv_upsample_takes_norm), x is the norm's input. */
+    const cuda_deferred_norm *dn = cuda_deferred_norm_find(p, n->inputs[0]);
+    if (!upsample_plan(p, n, xt, dn, &kp, &ep, &xg, &yg))
+        return SEGRT_OK;
     sg_dtype out_dt = ep.out_dtype;
     cuda_layout out_layout = cuda_dense_layout(p, xt);
-
-    /* Ask the kernel before touching the plan: a no leaves it for cuDNN. */
-    sgk_view xg = cuda_geometry_view(p, xt), yg;
-    if (!cuda_output_geometry(p, n->outputs[0], out_dt, out_layout, &yg) || !sgk_conv_up_fits(&kp, &yg, &xg))
-        return SEGRT_OK;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
 
     int32_t wt;
@@ -140,13 +173,16 @@ sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *take
     up->kp = kp;
     up->has_bias = a.has_bias;
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, "segrt upsample conv", upsample_run, a.t, a.n, 1, up, NULL, &st));
+    int32_t args[6];
+    uint64_t views;
+    int32_t n_args = cuda_conv_args_insert(&a, dn ? dn->ab : -1, args, &views); /* the norm's ab before y */
+    SG_TRY(cuda_step_new(p, n, "segrt upsample conv", upsample_run, args, n_args, 1, up, NULL, &st));
     /* MACs: each input position times C x K per phase. */
     double macs = (double)kp.C * kp.K;
     for (int32_t i = 0; i < yg.rank; i++)
         macs *= i == 1 ? 1.0 : (double)yg.dims[i];
     st->flops = 2.0 * macs;
-    st->any_view = cuda_conv_args_views(&a);
+    st->any_view = views;
     cuda_kernel_epilogue_bind(p, &ep, a.y);
     *taken = true;
     return SEGRT_OK;

@@ -184,8 +184,8 @@ typedef struct cuda_tile_stats {
  * normalised channel (sgk_group_norm_partials_ab). Channels [c_at, c_at +
  * c_len) of raw are normalised, the others are taken as they are: a
  * Concat whose slice the norm's input was written into leaves its result
- * deferred over that slice. Readers that take it: sgk_conv_mma's and
- * sgk_conv_small's prologues (cuda_conv_*_takes_norm), the max pool
+ * deferred over that slice. Readers that take it: sgk_conv_mma's,
+ * sgk_conv_small's and sgk_conv_up's prologues (cuda_conv_*_takes_norm), the max pool
  * (cuda_pool_takes_norm) and a Concat read by such a convolution. Any
  * other reader gets the normalised tensor from cuda_deferred_norm_apply
  * (the plan calls it before a builder that does not know of deferral). */
@@ -489,6 +489,11 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
 sg_status cuda_build_conv_few_inputs(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
+/* Whether cuda_build_conv_upsample will take ConvTranspose node n reading
+ * value v with v's normalisation deferred to it (v held as tensor raw,
+ * normalised over all its channels). */
+bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
+                                   float act_alpha);
 /* cuda_conv_up_k3.c: ConvTranspose kernel 3, stride 2, pads 1 (<= 64 input channels, 16-bit), tensor cores;
  * *taken false: the other paths' turn */
 sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken);

@@ -434,6 +434,7 @@ bool cuda_reads_deferred(const sg_node *n, int32_t k)
 {
     switch (n->op) {
     case SG_OP_CONV:
+    case SG_OP_CONV_TRANSPOSE:
     case SG_OP_MAX_POOL: return k == 0;
     case SG_OP_CONCAT: return true;
     default: return false;

@@ -55,7 +55,13 @@ struct upgeom {
     bool ypair;     // 2 output channels store as one 4- or 8-byte vector; tensor cores
     bool ystage;    // y has x's dtype and 16-byte rows of 8 channels: results go out through
                     // the warp's square, 16 bytes a lane (tensor cores)
+    bool pro;       // x normalised as it is staged (sgk_conv_up_params.prologue)
+    sgk_act pro_act;
+    float pro_alpha;
+    int ab_rows;    // pro: N * C rows of (mean, -, s, b) staged in shared memory, or 0 (read from ab)
 };
+
+#define UP_AB_ROWS_MAX 2048 // 32 KB
 
 // Offsets in y of the phases (last spatial axis fastest), once per block.
 __device__ __forceinline__ void phase_offsets(const upgeom &g, ll *phase)
@@ -93,8 +99,9 @@ __device__ __forceinline__ void up_store(void *y, segrt_dtype yt, const upgeom &
         st_f32(y, off + j * g.yc, yt, v[j]);
 }
 
-// The tile's input and output offsets, one thread per position (-1: past the end).
-__device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_x, ll *pix_y)
+// The tile's input and output offsets, one thread per position (-1: past
+// the end), and (pix_n non-NULL) each position's sample.
+__device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_x, ll *pix_y, int *pix_n = NULL)
 {
     int t = threadIdx.x;
     if (t >= g.tp)
@@ -114,6 +121,8 @@ __device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_
         }
         xo += (ll)q * g.xn;
         yo += (ll)q * g.yn;
+        if (pix_n)
+            pix_n[t] = (int)q;
     }
     pix_x[t] = xo;
     pix_y[t] = yo;
@@ -145,12 +154,14 @@ __device__ __forceinline__ void up_store2(void *y, segrt_dtype yt, const upgeom 
 template <int XT>
 __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
-               const float *__restrict__ bias, upgeom g)
+               const float *__restrict__ bias, const float4 *__restrict__ ab, upgeom g)
 {
     typedef typename mma_elem<XT>::type T;
     extern __shared__ __align__(128) unsigned char smem[];
-    ll *pix_x = (ll *)smem, *pix_y = pix_x + UP_TP_TC, *phase = pix_y + UP_TP_TC;
-    T *xsh = (T *)(phase + UP_MAX_F); // [position][channel], row length ldx
+    float4 *absh = (float4 *)smem; // g.pro: the normalisation's rows (g.ab_rows of them)
+    ll *pix_x = (ll *)(absh + g.ab_rows), *pix_y = pix_x + UP_TP_TC, *phase = pix_y + UP_TP_TC;
+    int *pix_n = (int *)(phase + UP_MAX_F); // g.pro: each position's sample
+    T *xsh = (T *)(phase + UP_MAX_F + UP_TP_TC / 2); // [position][channel], row length ldx
     T *wsh = xsh + UP_TP_TC * g.ldx;  // [phase][output channel][input channel], row length ldw
     // This warp's square of results, [16 positions][chunk channels], row length lds.
     T *wst = wsh + g.F * g.Kc * g.ldw + (threadIdx.x >> 5) * 16 * g.lds;
@@ -158,6 +169,9 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     phase_offsets(g, phase);
+    for (int i = threadIdx.x; i < g.ab_rows; i += UP_THREADS)
+        absh[i] = ab[i];
+    const float4 *abr = g.ab_rows ? absh : ab;
     for (int e = threadIdx.x; e < g.F * g.Kc * g.Cp; e += UP_THREADS) {
         int ci = e % g.Cp, r = e / g.Cp, j = r % g.Kc, f = r / g.Kc;
         float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
@@ -166,15 +180,28 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     const int ntiles = (g.P + UP_TP_TC - 1) / UP_TP_TC, n8 = (kn + 7) / 8, nks = g.Cp / 16;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         __syncthreads(); // the last tile's readers are done (the weights staged, the first time)
-        tile_offsets(g, tile, pix_x, pix_y);
+        tile_offsets(g, tile, pix_x, pix_y, g.pro ? pix_n : NULL);
         __syncthreads();
         if (g.xvec) {
             const int chunks = g.Cp / 8;
             for (int e = threadIdx.x; e < UP_TP_TC * chunks; e += UP_THREADS) {
                 int pix = (int)fastdiv_div((uint32_t)e, g.fchunks), c = (e - pix * chunks) * 8;
                 uint4 v = make_uint4(0, 0, 0, 0);
-                if (pix_x[pix] >= 0 && c < g.C)
+                if (pix_x[pix] >= 0 && c < g.C) {
                     v = *(const uint4 *)((const T *)x + pix_x[pix] + c);
+                    if (g.pro) {
+                        // As the norm's pass computes and stores it.
+                        float f[8];
+                        vec16_unpack<XT>(v, f);
+                        const float4 *k = abr + (ll)pix_n[pix] * g.C + c;
+#pragma unroll
+                        for (int j = 0; j < 8; j++) {
+                            const float4 kj = k[j];
+                            f[j] = act_apply(((f[j] - kj.x) - kj.y) * kj.z + kj.w, g.pro_act, g.pro_alpha);
+                        }
+                        v = vec16_pack<XT>(f);
+                    }
+                }
                 *(uint4 *)(xsh + pix * g.ldx + c) = v;
             }
         } else {
@@ -304,7 +331,10 @@ static size_t up_layout(upgeom *g, bool tc, int Kc)
 {
     g->Kc = Kc;
     g->tp = tc ? UP_TP_TC : UP_TP_F32;
-    size_t offsets = (2 * (size_t)g->tp + UP_MAX_F) * sizeof(ll);
+    // (The tensor-core path: the positions' samples after the offsets,
+    // and the normalisation's rows before them.)
+    size_t offsets = (2 * (size_t)g->tp + UP_MAX_F + (tc ? UP_TP_TC / 2 : 0)) * sizeof(ll) +
+                     (size_t)g->ab_rows * 16;
     if (tc) {
         // Rows 16 bytes longer than the data: ldmatrix's eight row reads
         // and the lanes' weight reads then fall in distinct banks.
@@ -358,6 +388,15 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     g->yc = y->strides[1];
     g->act = p->act;
     g->alpha = p->act_alpha;
+    // The normalising prologue: on the tensor-core path with vector loads
+    // (checked below), its rows in shared memory where they fit.
+    if (p->prologue && (!tc || (p->pro_act != SGK_ACT_NONE && p->pro_act != SGK_ACT_RELU &&
+                                p->pro_act != SGK_ACT_LEAKY_RELU)))
+        return false;
+    g->pro = p->prologue;
+    g->pro_act = p->pro_act;
+    g->pro_alpha = p->pro_act == SGK_ACT_LEAKY_RELU ? p->pro_alpha : 0.0f;
+    g->ab_rows = g->pro && x->dims[0] * p->C <= UP_AB_ROWS_MAX ? (int)(x->dims[0] * p->C) : 0;
     // The widest channel chunk whose weights fit beside the tile.
     int step = 8, most = tc ? 64 : 32;
     int Kc = (int)(p->K < most ? round_up(p->K, step) : most);
@@ -373,6 +412,8 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     ll xw = 8;
     g->xvec = tc && g->xc == 1 && g->C % 8 == 0 && g->xn % xw == 0 && g->xs[0] % xw == 0 && g->xs[1] % xw == 0 &&
               g->xs[2] % xw == 0 && (x->data == NULL || aligned16(x->data));
+    if (g->pro && !g->xvec)
+        return false;
     // Stores of 8 channels as one (16-bit) or two (float32) 16-byte
     // vectors: chunks and groups start at multiples of 8 channels.
     ll yw = vec16_width(y->dtype);
@@ -388,14 +429,14 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
 
 template <int XT>
 static segrt_status launch_tc(cudaStream_t stream, dim3 grid, size_t smem, const sgk_view *y, const sgk_view *x,
-                              const float *w, const float *bias, const upgeom &g)
+                              const float *w, const float *bias, const float *ab, const upgeom &g)
 {
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
     if (cudaFuncSetAttribute(conv_up_tc<XT>, cudaFuncAttributeMaxDynamicSharedMemorySize, UP_SMEM_MAX_TC) !=
         cudaSuccess)
         return launched("conv_up (shared memory)");
-    conv_up_tc<XT><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, g);
+    conv_up_tc<XT><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, (const float4 *)ab, g);
     return launched("conv_up");
 }
 
@@ -407,19 +448,22 @@ extern "C" bool sgk_conv_up_fits(const sgk_conv_up_params *p, const sgk_view *y,
 }
 
 extern "C" segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_params *p, const sgk_view *y,
-                                    const sgk_view *x, const float *w, const float *bias)
+                                    const sgk_view *x, const float *w, const float *bias, const float *ab)
 {
     upgeom g;
     size_t smem;
     if (!up_plan(p, y, x, &g, &smem))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "upsampling convolution: layer not supported by the kernel");
+    if (p->prologue && (!ab || ((uintptr_t)ab & 15) != 0))
+        return sg_error(SEGRT_ERROR_INTERNAL, "upsampling convolution: normalisation parameters at %p",
+                        (const void *)ab);
     if (g.P == 0)
         return SEGRT_OK;
     ll tiles = ceil_div(g.P, g.tp), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * 4;
     dim3 grid((unsigned)(tiles < cap ? tiles : cap), (unsigned)ceil_div(g.K, g.Kc));
     switch (x->dtype) {
-    case SEGRT_DTYPE_FLOAT16: return launch_tc<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, g);
-    case SEGRT_DTYPE_BFLOAT16: return launch_tc<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, y, x, w, bias, g);
+    case SEGRT_DTYPE_FLOAT16: return launch_tc<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, ab, g);
+    case SEGRT_DTYPE_BFLOAT16: return launch_tc<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, y, x, w, bias, ab, g);
     default:
         conv_up_f32<<<grid, UP_THREADS, smem, stream>>>((const float *)x->data, y->data, y->dtype, w, bias, g);
         break;

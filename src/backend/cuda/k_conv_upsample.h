@@ -35,6 +35,9 @@ typedef struct sgk_conv_up_params {
     int32_t K;         /* output channels */
     int32_t C;         /* input channels */
     int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
+    bool prologue;     /* x is a normalisation's input, normalised as it is read (below) */
+    sgk_act pro_act;   /* ... then activated: none, Relu or LeakyRelu of */
+    float pro_alpha;   /* this slope */
 } sgk_conv_up_params;
 
 /* Whether the kernel takes this layer: dims that match the parameters,
@@ -44,10 +47,17 @@ typedef struct sgk_conv_up_params {
  * data may be NULL (a builder asks before any memory exists). */
 bool sgk_conv_up_fits(const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x);
 
+/* With p->prologue (16-bit x read as 16-byte vectors: channels
+ * contiguous, a multiple of 8), x is an InstanceNorm or GroupNorm's input
+ * and the layer reads act((x - mean) * s + b) instead, computed in float32
+ * as the norm's pass computes it and rounded to x's dtype as the pass
+ * stores it: the same products as after the pass. ab holds float4 (mean,
+ * -, s, b) per sample and channel (sgk_group_norm_partials_ab). */
+
 /* Enqueues the layer; UNSUPPORTED (with a message) where
- * sgk_conv_up_fits says no. */
+ * sgk_conv_up_fits says no. ab: with p->prologue, as above (else NULL). */
 segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x,
-                         const float *w, const float *bias);
+                         const float *w, const float *bias, const float *ab);
 
 #ifdef __cplusplus
 }
