@@ -127,38 +127,40 @@ static bool concat_geometry(const sg_cuda_plan *p, const sg_node *cat, int32_t r
     return true;
 }
 
-/* Whether Concat node cat, reading v (held as tensor raw), can leave v's
- * normalisation to the one convolution that reads its result: v is its
- * first input along the channels (the layer's prologue normalises a
- * leading run of channels; a UNet's skip connection comes first in
- * MONAI's UpCat) and appears once. */
-static bool concat_takes_norm(const sg_cuda_plan *p, const sg_node *cat, int32_t v, int32_t raw, sgk_act act,
-                              float act_alpha)
+/* Whether Concat node cat, reading dn's value, can leave its
+ * normalisation to the one convolution that reads the Concat's result:
+ * the value is its first input along the channels (the layer's prologue
+ * normalises a leading run of channels; a UNet's skip connection comes
+ * first in MONAI's UpCat) and appears once. */
+static bool concat_takes_norm(const sg_cuda_plan *p, const sg_node *cat, const cuda_deferred_norm *dn)
 {
-    const sg_value *xv = &p->g->values[v];
+    const sg_value *xv = &p->g->values[dn->value];
     int32_t axis = -1;
-    if (cat->op != SG_OP_CONCAT || cat->n_inputs < 2 || cat->inputs[0] != v || cat->n_outputs < 1 ||
+    if (cat->op != SG_OP_CONCAT || cat->n_inputs < 2 || cat->inputs[0] != dn->value || cat->n_outputs < 1 ||
         cat->outputs[0] < 0 || xv->shape.rank < 3 ||
         sg_infer_axis(cat, sg_attr_int(cat, "axis", 0), xv->shape.rank, &axis) != SEGRT_OK || axis != 1)
         return false;
     for (int32_t k = 1; k < cat->n_inputs; k++)
-        if (cat->inputs[k] == v)
+        if (cat->inputs[k] == dn->value)
             return false;
     int32_t rd = cuda_single_reader(p, cat->outputs[0]);
+    cuda_deferred_norm part = *dn;
+    part.value = cat->outputs[0];
     sgk_view g;
-    return rd >= 0 && concat_geometry(p, cat, raw, &g) &&
-           cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], cat->outputs[0], &g, act, act_alpha, xv->shape.d[1].size);
+    return rd >= 0 && concat_geometry(p, cat, dn->raw, &g) && cuda_conv_mma_takes_norm(p, &p->g->nodes[rd], &part, &g);
 }
 
-/* Whether every reader of value v (the norm's result, held as tensor raw)
- * applies the normalisation as it reads v: convolutions on the direct or
- * the tensor-core kernel, kernel == stride ConvTransposes on the
- * upsampling kernel, max pools, and Concats read by such a convolution. A graph output, or any other reader, keeps the pass. */
-static bool deferred_takers(const sg_cuda_plan *p, int32_t v, int32_t raw, sgk_act act, float act_alpha)
+/* Whether every reader of dn's value (the norm's result, held as tensor
+ * dn->raw) applies the normalisation as it reads it: convolutions on the
+ * direct or the tensor-core kernel, kernel == stride ConvTransposes on the
+ * upsampling kernel, max pools, and Concats read by such a convolution. A
+ * graph output, or any other reader, keeps the pass. */
+static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
 {
+    int32_t v = dn->value;
     if (p->g->values[v].is_output || p->uses[v] < 1)
         return false;
-    sgk_view xg = cuda_geometry_view(p, raw);
+    sgk_view xg = cuda_geometry_view(p, dn->raw);
     int32_t readers = 0;
     for (int32_t i = 0; i < p->g->n_nodes; i++) {
         const sg_node *r = &p->g->nodes[i];
@@ -170,11 +172,9 @@ static bool deferred_takers(const sg_cuda_plan *p, int32_t v, int32_t raw, sgk_a
         if (p->fused[i])
             return false;
         readers++;
-        if (!cuda_conv_small_takes_norm(p, r, v, raw, act, act_alpha) &&
-            !cuda_conv_mma_takes_norm(p, r, v, &xg, act, act_alpha, xg.dims[1]) &&
-            !cuda_conv_upsample_takes_norm(p, r, v, raw, act, act_alpha) &&
-            !cuda_pool_takes_norm(p, r, v, act, act_alpha) &&
-            !concat_takes_norm(p, r, v, raw, act, act_alpha))
+        if (!cuda_conv_small_takes_norm(p, r, dn) && !cuda_conv_mma_takes_norm(p, r, dn, &xg) &&
+            !cuda_conv_upsample_takes_norm(p, r, dn) && !cuda_pool_takes_norm(p, r, dn) &&
+            !concat_takes_norm(p, r, dn))
             return false;
     }
     return readers > 0;
@@ -273,9 +273,9 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
      * statistics into (mean, s, b), so x is not read and written once
      * more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
     int32_t result = fuse ? fuse->outputs[0] : out_value;
-    if (ts && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") && deferred_takers(p, result, args[0], gp.act, gp.act_alpha)) {
+    cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha, 0, c, n};
+    if (ts && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") && deferred_takers(p, &dn)) {
         int64_t abn = xv->shape.d[0].size * c * 4;
-        cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha, 0, c, n};
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &abn, CUDA_LAYOUT_PLAIN, &dn.ab));
         gn_params *params = sg_malloc(sizeof *params);
         if (!params)

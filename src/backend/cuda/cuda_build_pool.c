@@ -41,13 +41,14 @@ static sg_status pool_run(const cuda_step *s, cuda_run *r)
     return sgk_pool(r->stream, &ps->pp, &y, &idx, &x, ps->norm ? &norm : NULL);
 }
 
-bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, sgk_act act, float act_alpha)
+bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn)
 {
-    const sg_value *xv = &p->g->values[v];
+    const sg_value *xv = &p->g->values[dn->value];
     /* (The kernel pools the raw values and normalises the result: an
      * activation that never decreases.) */
-    bool monotone = act == SGK_ACT_NONE || act == SGK_ACT_RELU || (act == SGK_ACT_LEAKY_RELU && act_alpha >= 0.0f);
-    return monotone && n->op == SG_OP_MAX_POOL && n->n_inputs >= 1 && n->inputs[0] == v && !p->fused[n - p->g->nodes] &&
+    bool monotone = dn->act == SGK_ACT_NONE || dn->act == SGK_ACT_RELU ||
+                    (dn->act == SGK_ACT_LEAKY_RELU && dn->act_alpha >= 0.0f);
+    return monotone && cuda_reads_only_as_x(p, n, SG_OP_MAX_POOL, dn->value) && cuda_deferred_norm_whole(p, dn) &&
            (n->n_outputs < 2 || n->outputs[1] < 0) && sg_dtype_is_float(xv->dtype) && xv->shape.rank >= 3 &&
            xv->shape.rank <= 5;
 }
@@ -78,8 +79,7 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
     cuda_deferred_norm dn;
     memset(&dn, 0, sizeof dn);
     const cuda_deferred_norm *found = cuda_deferred_norm_find(p, n->inputs[0]);
-    bool norm = found && cuda_pool_takes_norm(p, n, n->inputs[0], found->act, found->act_alpha) &&
-                cuda_deferred_norm_whole(p, found);
+    bool norm = found && cuda_pool_takes_norm(p, n, found);
     if (found)
         dn = *found;
     if (found && !norm)

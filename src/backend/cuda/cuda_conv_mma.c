@@ -159,20 +159,16 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
     return sgk_conv_mma_fits(kp, &yg, &xg, ep->z_tensor >= 0 ? &zg : NULL);
 }
 
-bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, const sgk_view *xg, sgk_act act,
-                              float act_alpha, int64_t c_len)
+bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn,
+                              const sgk_view *xg)
 {
-    if (n->op != SG_OP_CONV || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
+    if (!cuda_reads_only_as_x(p, n, SG_OP_CONV, dn->value))
         return false;
-    for (int32_t k = 1; k < n->n_inputs; k++)
-        if (n->inputs[k] == v)
-            return false;
-    const cuda_deferred_norm dn = {v, -1, -1, act, act_alpha, 0, c_len, NULL};
     sgk_conv_mma_params kp;
     cuda_kernel_epilogue ep;
     int64_t pad_to = 0;
     sg_dtype io;
-    return mma_plan(p, n, xg, &dn, &kp, &ep, &pad_to, &io) && kp.prologue && !pad_to;
+    return mma_plan(p, n, xg, dn, &kp, &ep, &pad_to, &io) && kp.prologue && !pad_to;
 }
 
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)

@@ -168,16 +168,11 @@ static bool small_plan(const sg_cuda_plan *p, const sg_node *n, bool transposed,
     return cuda_output_geometry(p, n->outputs[0], ep->out_dtype, *out_layout, yg) && sgk_conv_small_fits(kp, yg, xg);
 }
 
-bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
-                                float act_alpha)
+bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn)
 {
-    if (n->op != SG_OP_CONV || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
+    if (!cuda_reads_only_as_x(p, n, SG_OP_CONV, dn->value) || !cuda_deferred_norm_whole(p, dn))
         return false;
-    for (int32_t k = 1; k < n->n_inputs; k++)
-        if (n->inputs[k] == v)
-            return false;
-    const cuda_tensor *rt = &p->tensors[raw];
-    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha, 0, rt->rank >= 2 ? rt->dims[1] : 0, NULL};
+    int32_t raw = dn->raw;
     sgk_conv_small_params kp;
     cuda_kernel_epilogue ep;
     cuda_layout l;
@@ -188,7 +183,7 @@ bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t
     if (!small_plan(p, n, false, false, raw, NULL, &kp, &ep, &l, &xg, &yg) ||
         sgk_conv_small_variant_of(&kp, &yg, &xg) != SGK_CONV_SMALL_GENERAL)
         return false;
-    return small_plan(p, n, false, false, raw, &dn, &kp, &ep, &l, &xg, &yg);
+    return small_plan(p, n, false, false, raw, dn, &kp, &ep, &l, &xg, &yg);
 }
 
 static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed, bool few_inputs, bool *taken)

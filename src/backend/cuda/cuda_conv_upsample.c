@@ -131,20 +131,13 @@ static bool upsample_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, c
            sgk_conv_up_fits(kp, yg, xg);
 }
 
-bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
-                                   float act_alpha)
+bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn)
 {
-    if (n->op != SG_OP_CONV_TRANSPOSE || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
-        return false;
-    for (int32_t k = 1; k < n->n_inputs; k++)
-        if (n->inputs[k] == v)
-            return false;
-    const cuda_tensor *rt = &p->tensors[raw];
-    const cuda_deferred_norm dn = {v, raw, -1, act, act_alpha, 0, rt->rank >= 2 ? rt->dims[1] : 0, NULL};
     sgk_conv_up_params kp;
     cuda_kernel_epilogue ep;
     sgk_view xg, yg;
-    return upsample_plan(p, n, raw, &dn, &kp, &ep, &xg, &yg);
+    return cuda_reads_only_as_x(p, n, SG_OP_CONV_TRANSPOSE, dn->value) &&
+           upsample_plan(p, n, dn->raw, dn, &kp, &ep, &xg, &yg);
 }
 
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken)

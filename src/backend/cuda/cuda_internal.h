@@ -425,6 +425,9 @@ sg_status cuda_deferred_norm_apply(sg_cuda_plan *p, int32_t value);
 /* Whether the plan's builder for node n applies a deferred normalisation
  * of its input k itself (or calls cuda_deferred_norm_apply). */
 bool cuda_reads_deferred(const sg_node *n, int32_t k);
+/* Whether node n, not fused, is an `op` that reads value v as its first
+ * input and only there (the readers that may take v's deferred norm). */
+bool cuda_reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, sg_op op, int32_t v);
 
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
@@ -469,10 +472,9 @@ sg_status cuda_build_softmax(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_norm(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_pool.c: MaxPool, AveragePool; Resize, Upsample */
 sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n);
-/* Whether cuda_build_pool applies the normalisation of its input v
- * (activated by act), deferred over all of v's channels, as it reads it
- * (a MaxPool). */
-bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, sgk_act act, float act_alpha);
+/* Whether cuda_build_pool applies the normalisation deferred over all the
+ * channels of its input dn->value as it reads it (a MaxPool). */
+bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn);
 sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
 /* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
 sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
@@ -489,26 +491,22 @@ sg_status cuda_build_conv_small(sg_cuda_plan *p, const sg_node *n, bool transpos
 sg_status cuda_build_conv_few_inputs(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_upsample.c: ConvTranspose with kernel == stride (<= 64 input channels); *taken false: cuDNN's turn */
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
-/* Whether cuda_build_conv_upsample will take ConvTranspose node n reading
- * value v with v's normalisation deferred to it (v held as tensor raw,
- * normalised over all its channels). */
-bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
-                                   float act_alpha);
+/* Likewise for cuda_build_conv_upsample (a ConvTranspose node n). */
+bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn);
 /* cuda_conv_up_k3.c: ConvTranspose kernel 3, stride 2, pads 1 (<= 64 input channels, 16-bit), tensor cores;
  * *taken false: the other paths' turn */
 sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* cuda_conv_mma.c: 3x3(x3) stride-1 Conv, <= 32 output channels (16 in 3-D), tensor cores; *taken false:
  * cuDNN's turn */
 sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken);
-/* Whether cuda_build_conv_mma will take Conv node n reading value v, of
- * geometry xg, with v's normalisation deferred to it over channels [0,
- * c_len) (see cuda_deferred_norm). */
-bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, const sgk_view *xg, sgk_act act,
-                              float act_alpha, int64_t c_len);
-/* Likewise for cuda_build_conv_small (forward, few output channels), v
- * held as tensor raw and normalised over all its channels. */
-bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, int32_t v, int32_t raw, sgk_act act,
-                                float act_alpha);
+/* Whether cuda_build_conv_mma will take Conv node n reading value
+ * dn->value, of geometry xg, with its normalisation deferred to it as dn
+ * says (channels [0, dn->c_len); dn->raw and dn->ab unused). */
+bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn,
+                              const sgk_view *xg);
+/* Likewise for cuda_build_conv_small (forward, few output channels), the
+ * value held as tensor dn->raw and normalised over all its channels. */
+bool cuda_conv_small_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn);
 /* cuda_matmul.c (cuBLASLt): MatMul, Gemm */
 sg_status cuda_build_matmul(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_gemm(sg_cuda_plan *p, const sg_node *n);

@@ -441,6 +441,16 @@ bool cuda_reads_deferred(const sg_node *n, int32_t k)
     }
 }
 
+bool cuda_reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, sg_op op, int32_t v)
+{
+    if (n->op != op || n->n_inputs < 1 || n->inputs[0] != v || p->fused[n - p->g->nodes])
+        return false;
+    for (int32_t k = 1; k < n->n_inputs; k++)
+        if (n->inputs[k] == v)
+            return false;
+    return true;
+}
+
 int32_t sg_cuda_plan_choice_count(const sg_cuda_plan *p) { return p->n_choices; }
 
 void sg_cuda_plan_choice(const sg_cuda_plan *p, int32_t i, const char **key, const void **data, size_t *size)

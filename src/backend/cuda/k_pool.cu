@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <type_traits>
 
 #define POOL_BATCH 8
 
@@ -189,42 +190,18 @@ struct pfast {
 #define POOL_AB_ROWS_MAX 2048 // 32 KB of normalisation rows staged per block
 #define POOL_NORM_BLOCKS_PER_SM 4
 
-// Elementwise maxima and minima of eight 16-bit values, a NaN in either
-// operand giving NaN (the reference's first NaN wins: its payload aside,
-// the same result).
-template <int XT> __device__ __forceinline__ uint4 pair_max(uint4 a, uint4 b)
+// Elementwise maxima (MAX) or minima of eight 16-bit values, a NaN in
+// either operand giving NaN (the reference's first NaN wins: its payload
+// aside, the same result).
+template <int XT, bool MAX> __device__ __forceinline__ uint4 pair_extreme(uint4 a, uint4 b)
 {
+    typedef typename std::conditional<XT == SEGRT_DTYPE_BFLOAT16, __nv_bfloat162, __half2>::type P;
     uint4 r;
-    const uint32_t *pa = &a.x, *pb = &b.x;
-    uint32_t *pr = &r.x;
+    const P *pa = (const P *)&a, *pb = (const P *)&b;
+    P *pr = (P *)&r;
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-        if constexpr (XT == SEGRT_DTYPE_BFLOAT16) {
-            __nv_bfloat162 v = __hmax2_nan(*(const __nv_bfloat162 *)(pa + e), *(const __nv_bfloat162 *)(pb + e));
-            pr[e] = *(const uint32_t *)&v;
-        } else {
-            __half2 v = __hmax2_nan(*(const __half2 *)(pa + e), *(const __half2 *)(pb + e));
-            pr[e] = *(const uint32_t *)&v;
-        }
-    }
-    return r;
-}
-
-template <int XT> __device__ __forceinline__ uint4 pair_min(uint4 a, uint4 b)
-{
-    uint4 r;
-    const uint32_t *pa = &a.x, *pb = &b.x;
-    uint32_t *pr = &r.x;
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        if constexpr (XT == SEGRT_DTYPE_BFLOAT16) {
-            __nv_bfloat162 v = __hmin2_nan(*(const __nv_bfloat162 *)(pa + e), *(const __nv_bfloat162 *)(pb + e));
-            pr[e] = *(const uint32_t *)&v;
-        } else {
-            __half2 v = __hmin2_nan(*(const __half2 *)(pa + e), *(const __half2 *)(pb + e));
-            pr[e] = *(const uint32_t *)&v;
-        }
-    }
+    for (int e = 0; e < 4; e++)
+        pr[e] = MAX ? __hmax2_nan(pa[e], pb[e]) : __hmin2_nan(pa[e], pb[e]);
     return r;
 }
 
@@ -305,8 +282,8 @@ __global__ void __launch_bounds__(256) pool_cl_kernel(const void *x, void *y, pf
                 }
                 count++;
                 if constexpr (NORM && V == 8) {
-                    hi2 = any ? pair_max<XT>(hi2, raw[b]) : raw[b];
-                    lo2 = any ? pair_min<XT>(lo2, raw[b]) : raw[b];
+                    hi2 = any ? pair_extreme<XT, true>(hi2, raw[b]) : raw[b];
+                    lo2 = any ? pair_extreme<XT, false>(lo2, raw[b]) : raw[b];
                     any = true;
                     continue;
                 }
