@@ -263,9 +263,11 @@ def _pair(seg, torch, fmt):
 
 
 def _batches(case):
-    """Windows per call: one figure when both sides use it, else segrt · torch."""
+    """Windows per call: one figure when both sides use it, else segrt · torch
+    (segrt's as 1–N where its engine takes a range of batches)."""
     sb, tb = case.get("sw_batch"), case.get("torch_sw_batch")
-    return f"{sb}" if tb in (None, sb) else f"{sb} · {tb}"
+    seg = f"1–{sb}" if case.get("segrt_batch_range") else f"{sb}"
+    return seg if tb in (None, sb) and not case.get("segrt_batch_range") else f"{seg} · {tb}"
 
 
 def _sw_row(case):

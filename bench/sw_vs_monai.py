@@ -31,7 +31,11 @@ over the classes, N x 1 x spatial) in a numpy array:
          (on the CPU: float32, no autocast).
   segrt  segrt_window_run through ctypes (tests/python/segrt_capi.py) on
          one context of an engine built once for [sw_batch, C, window...]
-         (FP16 on cuda, autotuning at its default), labels output.
+         (FP16 on cuda, autotuning at its default), labels output. The
+         engine's batch is a range, 1 to sw_batch (--fixed-batch: exactly
+         sw_batch), so a job's short last batch runs at its own size, as
+         PyTorch's does: its plan is compiled on the first run (a warm-up
+         run, not timed) and kept by the engine.
 
 Per repetition the sides alternate (segrt, torch, segrt, torch, ...); the
 first --warmup repetitions are not timed (the first call of each is
@@ -271,15 +275,16 @@ class SegrtSide:
     run() is segrt_window_run on the host image, returning a
     segrt_capi.WindowResult (host memory, freed by its close())."""
 
-    def __init__(self, model_path, image, job, sw_batch, blend, device, precision=None, output="labels"):
+    def __init__(self, model_path, image, job, sw_batch, blend, device, precision=None, output="labels",
+                 batch_range=True):
         self.closers = []
         try:
-            self._make(model_path, image, job, sw_batch, blend, device, precision, output)
+            self._make(model_path, image, job, sw_batch, blend, device, precision, output, batch_range)
         except BaseException:
             self.close()
             raise
 
-    def _make(self, model_path, image, job, sw_batch, blend, device, precision, output):
+    def _make(self, model_path, image, job, sw_batch, blend, device, precision, output, batch_range):
         import segrt_capi as sc
         t0 = time.perf_counter()
         model = self._own(sc.Model.load(model_path))
@@ -287,7 +292,11 @@ class SegrtSide:
                                                pad="constant", pad_value=0.0, output=output))
         self.input_dims = self.opts.input_dims(image)
         name = model.inputs()[0]["name"]
-        with sc.BuildOptions(shapes={name: self.input_dims}, device=device, precision=precision) as b:
+        dims = tuple(self.input_dims)
+        # (A batch range on the GPU, where the runner uses it.)
+        ranged = batch_range and str(device).startswith("cuda")
+        shape = {"ranges": {name: ((1,) + dims[1:], dims, dims)}} if ranged else {"shapes": {name: dims}}
+        with sc.BuildOptions(**shape, device=device, precision=precision) as b:
             self.engine = self._own(sc.Engine.build(model, b))
         self.ctx = self._own(self.engine.context())
         self.build_s = time.perf_counter() - t0
@@ -485,13 +494,15 @@ class Bench:
         iters = a.iters or job.iters
         sw_batch = case["sw_batch"]
         tag = f"{job.name} sw_batch {sw_batch}"
-        case.update(iters=iters, warmup=a.warmup)
+        case.update(iters=iters, warmup=a.warmup, segrt_batch_range=not a.fixed_batch and self.cuda)
         self.segrt_stats = None
         free0 = self.free_now() if self.cuda else None
         log(f"{tag}: building segrt's engine ...")
-        seg = SegrtSide(path, image, job, sw_batch, a.blend, a.device, a.precision)
+        seg = SegrtSide(path, image, job, sw_batch, a.blend, a.device, a.precision,
+                        batch_range=not a.fixed_batch)
         try:
             info = seg.info()
+            plans0 = info.get("plans")
             case["segrt_build"] = {"build_s": seg.build_s, "input_dims": list(seg.input_dims), "engine_info": info,
                                    "engine_bytes": info["weight_bytes"] + info["arena_bytes"]
                                    + info["workspace_bytes"]}
@@ -521,6 +532,8 @@ class Bench:
                 case["torch"]["peak_bytes"] = torch.cuda.max_memory_allocated(self.device)
                 case["torch"]["reserved_peak_bytes"] = torch.cuda.max_memory_reserved(self.device)
             case["labels_agreement"] = label_agreement(labels.get("segrt"), labels.get("torch"))
+            # Plans the engine compiled during the runs: the short last batch's (a batch range).
+            case["segrt_plans_compiled_in_runs"] = (seg.info().get("plans") or 0) - (plans0 or 0)
             # segrt_window_stats of the last run (on_device: blended on the GPU), where the library has them.
             case["segrt_stats"] = self.segrt_stats
             labels.clear()
@@ -606,6 +619,8 @@ def parse_args(argv=None):
                     help="windows per call on the PyTorch side only (default: --sw-batch's), so each side runs at "
                          "its own best batch (MONAI's documented 2D job uses 8)")
     ap.add_argument("--blend", default="gaussian", choices=("gaussian", "constant"))
+    ap.add_argument("--fixed-batch", action="store_true",
+                    help="build segrt's engine for exactly --sw-batch windows (a short last batch is padded)")
     ap.add_argument("--iters", type=int, default=None, help="timed runs per side (default 10 for 2d, 5 for 3d)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs per side first (at least 1)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))

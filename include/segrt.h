@@ -353,6 +353,8 @@ typedef struct segrt_engine_info {
     uint64_t workspace_bytes;   /* cuDNN/cuBLASLt workspace each context allocates */
     int32_t steps;              /* steps of the plan for the profile's opt shape */
     int32_t fallback_steps;     /* steps that run on the CPU (--allow-cpu-fallback) */
+    int32_t plans;              /* CUDA: plans compiled so far (the profile's opt and max
+                                 * shapes at build, other shapes on their first run) */
 } segrt_engine_info;
 
 SEGRT_API segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out);

@@ -473,6 +473,11 @@ sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_te
                : sg_error_prefix(s, "%s: ", e->g->path);
 }
 
+bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs)
+{
+    return ctx->engine->cuda && sg_cuda_engine_ranged(ctx->engine->cuda, n_inputs, inputs);
+}
+
 sg_status sg_context_finish(segrt_context *ctx)
 {
     if (!ctx->engine->cuda)

@@ -292,6 +292,21 @@ void sg_cuda_engine_exec_free(sg_cuda_exec *x) { sg_cuda_exec_free(x); }
 sg_status sg_cuda_engine_exec_profile(sg_cuda_exec *x, bool on) { return sg_cuda_exec_profile(x, on); }
 void sg_cuda_engine_exec_profile_print(const sg_cuda_exec *x, FILE *f) { sg_cuda_exec_profile_print(x, f); }
 
+bool sg_cuda_engine_ranged(const sg_cuda_engine *ce, size_t n_inputs, const segrt_tensor *inputs)
+{
+    if (n_inputs == 0 || n_inputs != (size_t)ce->g->n_inputs)
+        return false;
+    for (size_t i = 0; i < n_inputs; i++) {
+        const sg_shape_binding *b = binding_of(ce, ce->g->values[ce->g->inputs[i]].name);
+        if (!b || !b->ranged || inputs[i].rank != b->rank)
+            return false;
+        for (int32_t d = 0; d < b->rank; d++)
+            if (inputs[i].dims[d] < b->min[d] || inputs[i].dims[d] > b->max[d])
+                return false;
+    }
+    return true;
+}
+
 const sg_cuda_plan *sg_cuda_engine_first_plan(sg_cuda_engine *ce)
 {
     pthread_mutex_lock(&ce->lock);
@@ -319,6 +334,7 @@ void sg_cuda_engine_info(sg_cuda_engine *ce, segrt_engine_info *out)
             out->fallback_steps = pi.fallback_steps;
         }
     }
+    out->plans = ce->n_plans;
     pthread_mutex_unlock(&ce->lock);
 }
 
@@ -381,6 +397,11 @@ sg_status sg_cuda_engine_exec_profile(struct sg_cuda_exec *x, bool on)
     return SEGRT_OK;
 }
 void sg_cuda_engine_exec_profile_print(const struct sg_cuda_exec *x, FILE *f) { (void)x, (void)f; }
+bool sg_cuda_engine_ranged(const sg_cuda_engine *ce, size_t n_inputs, const segrt_tensor *inputs)
+{
+    (void)ce, (void)n_inputs, (void)inputs;
+    return false;
+}
 const struct sg_cuda_plan *sg_cuda_engine_first_plan(sg_cuda_engine *ce)
 {
     (void)ce;

@@ -56,6 +56,10 @@ void sg_cuda_engine_exec_profile_print(const struct sg_cuda_exec *x, FILE *f);
 
 const sg_graph *sg_cuda_engine_plan_graph(const struct sg_cuda_plan *p);
 struct sg_cuda_weights *sg_cuda_engine_weights(const sg_cuda_engine *ce);
+/* Whether every input is bound to a range of shapes (a profile, not a
+ * fixed shape) that holds these inputs' dims: a run at them is expected,
+ * and worth the plan compiled for them on its first run. */
+bool sg_cuda_engine_ranged(const sg_cuda_engine *ce, size_t n_inputs, const segrt_tensor *inputs);
 /* The first plan (the profile's opt shape), or NULL if none was compiled. */
 const struct sg_cuda_plan *sg_cuda_engine_first_plan(sg_cuda_engine *ce);
 void sg_cuda_engine_info(sg_cuda_engine *ce, segrt_engine_info *out);

@@ -42,6 +42,9 @@ struct CUevent_st;
 sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
                              segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done);
 sg_status sg_context_finish(segrt_context *ctx);
+/* Whether ctx's engine (CUDA) was built for a range of shapes that holds
+ * these inputs' dims (sg_cuda_engine_ranged). */
+bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs);
 
 /* Builds an engine from a plan file's graph and seed (plan_file.c). */
 sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,

@@ -15,6 +15,9 @@ blended and finished on the device.
   windows, the ring wrapping, a second image, passes under a budget):
   bit-identical to the same run over a device image, with the run's host
   time reported.
+- Engines built for a range of batches: the job's short last batch runs at
+  its own size (one more plan, compiled once), with the fixed-batch
+  engines' numbers.
 - The issue's bounded-memory job: a random 100-class network over a
   384x384x256 volume with a 128^3 window at overlap 0.5, labels, under a
   2 GiB budget, against the whole-image run.
@@ -186,6 +189,42 @@ def test_c_api_device_image_and_result(tmp_path, gpu):
             got = r.numpy()
         assert np.array_equal(got, want), "a device image and result changed the numbers"
         check_against_reference(case, got, models, image)
+
+
+def test_short_last_batch_at_its_own_size(tmp_path, gpu):
+    """With engines built for a range of batches, a short batch (an
+    image's 9 windows in batches of 4: its last batch of 1; two images, an
+    ensemble of two) runs at its own size, on a plan the engine compiles on
+    its first run and keeps, not padded to 4 with repeated windows: each
+    engine holds one more plan after the job, none more after a second
+    one, and the numbers match the fixed-batch engines' and the
+    reference."""
+    case = SW((37, 30), (16, 16), n=2, c=2, k=3, overlap=0.25, sw_batch=4, blend="gaussian", kind="probs",
+              seed=77, models=2)
+    paths = models_for(tmp_path, case)
+    image = image_for(case)
+    win = (case.c,) + case.roi
+    fixed = sc.BuildOptions(shapes={"x": (4,) + win}, device="cuda", precision="fp32", workspace=64 << 20)
+    ranged = sc.BuildOptions(ranges={"x": ((1,) + win, (4,) + win, (4,) + win)}, device="cuda", precision="fp32",
+                             workspace=64 << 20)
+    opts = dict(overlap=0.25, batch=4, blend="gaussian", output="probs")
+    loaded = [sc.Model.load(str(m)) for m in paths]
+    engines = {k: [sc.Engine.build(m, b) for m in loaded] for k, b in (("fixed", fixed), ("ranged", ranged))}
+    ctxs = {k: [e.context() for e in es] for k, es in engines.items()}
+    try:
+        plans0 = [e.info()["plans"] for e in engines["ranged"]]
+        got = {k: sc.WindowOptions(case.roi, **opts).run(c, image) for k, c in ctxs.items()}
+        plans1 = [e.info()["plans"] for e in engines["ranged"]]
+        again = sc.WindowOptions(case.roi, **opts).run(ctxs["ranged"], image)
+        plans2 = [e.info()["plans"] for e in engines["ranged"]]
+    finally:
+        for x in [c for cs in ctxs.values() for c in cs] + [e for es in engines.values() for e in es] + loaded:
+            x.close()
+    print(f"\nplans per ranged engine: {plans0} -> {plans1} -> {plans2}")
+    assert all(b == a + 1 for a, b in zip(plans0, plans1)) and plans2 == plans1
+    assert np.array_equal(again, got["ranged"])
+    np.testing.assert_allclose(got["ranged"], got["fixed"], rtol=0, atol=1e-5)
+    check_against_reference(case, got["ranged"], paths, image)
 
 
 @pytest.mark.parametrize("tag,n,models,mirror,max_memory,plane", [

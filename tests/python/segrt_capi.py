@@ -103,7 +103,7 @@ class EngineInfo(ctypes.Structure):
     _fields_ = [("device", ctypes.c_int), ("device_index", ctypes.c_int32), ("precision", ctypes.c_int),
                 ("weight_bytes", ctypes.c_uint64), ("arena_bytes", ctypes.c_uint64),
                 ("workspace_bytes", ctypes.c_uint64), ("steps", ctypes.c_int32),
-                ("fallback_steps", ctypes.c_int32)]
+                ("fallback_steps", ctypes.c_int32), ("plans", ctypes.c_int32)]
 
 
 class DeviceInfo(ctypes.Structure):

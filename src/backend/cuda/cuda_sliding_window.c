@@ -689,8 +689,9 @@ static sgk_win_rows image_rows(const dev_run *r, int64_t n)
 }
 
 /* The batch's windows (global indices) into d_in, flipped by mask, in
- * launches of up to SGK_WIN_BATCH windows. */
-static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint32_t mask)
+ * launches of up to SGK_WIN_BATCH windows: run_b of them, the got given
+ * and, past those, the last one repeated. */
+static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, int64_t run_b, uint32_t mask)
 {
     int64_t nw = r->g.n_windows, nd = r->g.n_dims, starts[SGK_WIN_BATCH * SG_SW_MAX_DIMS];
     if (r->have_upload) {
@@ -698,8 +699,8 @@ static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint3
         r->have_upload = false;
     }
     sgk_win_rows src = image_rows(r, win[0] / nw); /* a batch never spans two images */
-    for (int64_t first = 0; first < r->B; first += SGK_WIN_BATCH) {
-        int64_t n = r->B - first < SGK_WIN_BATCH ? r->B - first : SGK_WIN_BATCH;
+    for (int64_t first = 0; first < run_b; first += SGK_WIN_BATCH) {
+        int64_t n = run_b - first < SGK_WIN_BATCH ? run_b - first : SGK_WIN_BATCH;
         for (int64_t i = 0; i < n; i++) {
             int64_t b = first + i < got ? first + i : got - 1; /* a short batch repeats its last window */
             sg_sw_window_start(&r->g, win[b] % nw, starts + i * nd);
@@ -714,24 +715,37 @@ static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, uint3
 /* Every model and flip over the batch: the averaged prediction in d_out. */
 static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
 {
-    int64_t rows = r->B * r->K;
     segrt_tensor in;
     memset(&in, 0, sizeof in);
     in.dtype = SEGRT_DTYPE_FLOAT32;
     in.rank = r->g.n_dims + 2;
-    in.dims[0] = r->B;
     in.dims[1] = r->C;
     memcpy(in.dims + 2, r->g.roi, sizeof(int64_t) * (size_t)r->g.n_dims);
     in.data = r->d_in;
     in.memory = SEGRT_MEMORY_DEVICE;
     in.device = r->device;
+    /* A short batch (the job's last) runs at its own size where every
+     * model's engine was built for a range of batches that holds it: the
+     * engine compiles a plan for it on its first run and keeps it (the
+     * caller asked for the range). Otherwise it repeats its last window up
+     * to the batch the plan was built for. */
+    int64_t run_b = r->B;
+    in.dims[0] = got;
+    bool own_size = got < r->B;
+    for (int32_t m = 0; own_size && m < r->n_models; m++) /* (models of one output: the prediction) */
+        own_size = r->dm[m].n == 1 && sg_context_in_profile(r->models[m].ctx, 1, &in);
+    if (own_size)
+        run_b = got;
+    in.dims[0] = run_b;
+    int64_t rows = run_b * r->K;
     for (int32_t m = 0; m < r->n_models; m++) {
         dev_model *dm = &r->dm[m];
         dm->t[0].data = r->d_pred;
         dm->t[0].memory = SEGRT_MEMORY_DEVICE;
         dm->t[0].device = r->device;
+        dm->t[0].dims[0] = run_b; /* the prediction: [windows, K, roi...] */
         for (int32_t f = 0; f < r->n_flips; f++) {
-            SG_TRY(gather_batch(r, win, got, r->flips[f]));
+            SG_TRY(gather_batch(r, win, got, run_b, r->flips[f]));
             /* The run reads d_in after the gather and writes d_pred after
              * the last batch's blending (both before ev_gathered on s); the
              * next gather and the blending wait for the run. */
