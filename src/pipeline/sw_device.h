@@ -21,7 +21,10 @@
  * - The result is written once into a device buffer, or downloaded once
  *   (or per slab when it is too large to stage whole).
  * Unlike the host path, a batch of windows never spans two images (a
- * short batch ends each image); each window's sums are the same. */
+ * short batch ends each image); each window's sums are the same. A short
+ * batch runs at its own size where every engine was built for a range of
+ * batches that holds it (a plan compiled on its first run, then kept),
+ * else padded with repeats of its last window. */
 #ifndef SG_PIPELINE_SW_DEVICE_H
 #define SG_PIPELINE_SW_DEVICE_H
 
