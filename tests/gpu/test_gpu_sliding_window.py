@@ -15,9 +15,9 @@ blended and finished on the device.
   windows, the ring wrapping, a second image, passes under a budget):
   bit-identical to the same run over a device image, with the run's host
   time reported.
-- Engines built for a range of batches: the job's short last batch runs at
+- Engines built for a range of batches: the job's short batch runs at
   its own size (one more plan, compiled once), with the fixed-batch
-  engines' numbers.
+  engines' numbers, and first (a network that mixes its batch shows it).
 - The issue's bounded-memory job: a random 100-class network over a
   384x384x256 volume with a 128^3 window at overlap 0.5, labels, under a
   2 GiB budget, against the whole-image run.
@@ -225,6 +225,75 @@ def test_short_last_batch_at_its_own_size(tmp_path, gpu):
     assert np.array_equal(again, got["ranged"])
     np.testing.assert_allclose(got["ranged"], got["fixed"], rtol=0, atol=1e-5)
     check_against_reference(case, got["ranged"], paths, image)
+
+
+def make_batch_mixing_net(path, n_dims, channels, classes, seed):
+    """y = h + the batch's mean of h, h = Conv 1x1(x): a window's result
+    depends on the windows that ran beside it, so the result shows how
+    the job was cut into batches."""
+    rng = np.random.default_rng(seed)
+    spatial = ["D", "H", "W"][3 - n_dims:]
+    w = rng.standard_normal([classes, channels] + [1] * n_dims).astype(np.float32)
+    b = (0.1 * rng.standard_normal(classes)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["h"], kernel_shape=[1] * n_dims),
+        helper.make_node("ReduceMean", ["h"], ["m"], axes=[0], keepdims=1),
+        helper.make_node("Add", ["h", "m"], ["y"]),
+    ]
+    save_model(path, nodes, [tensor_input("x", ["N", channels] + spatial)],
+               [tensor_input("y", ["N", classes] + spatial)], [init("w", w), init("b", b)])
+    return path
+
+
+def reference_in_batches(case, image, model, sizes):
+    """The numpy MONAI reference with the network run on the windows (of
+    one image) in batches of the given sizes, in order."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    seen = []
+    ref.sliding_window(image, case.roi, lambda x: (seen.append(x), np.zeros((len(x), case.k) + x.shape[2:],
+                                                                            np.float32))[1],
+                       overlap=case.overlap, sw_batch=case.sw_batch, blend=case.blend)
+    windows = np.concatenate(seen)
+    assert sum(sizes) == len(windows)
+    cuts = np.cumsum((0,) + tuple(sizes))
+    pred = np.concatenate([sess.run(None, {"x": windows[a:b]})[0] for a, b in zip(cuts[:-1], cuts[1:])])
+    at = [0]
+
+    def replay(x):
+        at[0] += len(x)
+        return pred[at[0] - len(x):at[0]]
+    return ref.sliding_window(image, case.roi, replay, overlap=case.overlap, sw_batch=case.sw_batch, blend=case.blend)
+
+
+def test_short_batch_runs_first(tmp_path, gpu):
+    """Where the short batch runs at its own size it goes first, so that
+    from a host image the network starts on the few rows its windows read
+    while the rest go up: 9 windows in batches of 4 run as 1, 4, 4. A
+    network that mixes its batch shows the cut: the result is the
+    reference's cut into 1, 4, 4, which differs from 4, 4, 1."""
+    case = SW((37, 30), (16, 16), c=2, k=3, overlap=0.25, sw_batch=4, blend="gaussian", kind="logits", seed=78)
+    path = make_batch_mixing_net(tmp_path / "mix.onnx", 2, case.c, case.k, seed=case.seed)
+    image = image_for(case)
+    win = (case.c,) + case.roi
+    ranged = sc.BuildOptions(ranges={"x": ((1,) + win, (4,) + win, (4,) + win)}, device="cuda", precision="fp32",
+                             workspace=64 << 20)
+    model = sc.Model.load(str(path))
+    engine = sc.Engine.build(model, ranged)
+    ctx = engine.context()
+    try:
+        got = sc.WindowOptions(case.roi, overlap=0.25, batch=4, blend="gaussian", output="logits").run([ctx], image)
+    finally:
+        for x in (ctx, engine, model):
+            x.close()
+    first = reference_in_batches(case, image, path, (1, 4, 4))
+    last = reference_in_batches(case, image, path, (4, 4, 1))
+    scale = max(1.0, float(np.abs(first).max()))
+    apart = float(np.abs(first - last).max())
+    err = float(np.abs(got.astype(np.float64) - first).max())
+    print(f"\nmax diff from the 1-4-4 reference {err:.3g}; the two cuts differ by {apart:.3g}")
+    assert apart > 100 * TOL * scale, "the network does not show the cut"
+    assert err <= TOL * scale
 
 
 @pytest.mark.parametrize("tag,n,models,mirror,max_memory,plane", [

@@ -712,31 +712,44 @@ static sg_status gather_batch(dev_run *r, const int64_t *win, int64_t got, int64
     return SEGRT_OK;
 }
 
-/* Every model and flip over the batch: the averaged prediction in d_out. */
-static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
+/* The networks' input: `batch` windows of the roi, on the device, in d_in. */
+static segrt_tensor window_input(const dev_run *r, int64_t batch)
 {
     segrt_tensor in;
     memset(&in, 0, sizeof in);
     in.dtype = SEGRT_DTYPE_FLOAT32;
     in.rank = r->g.n_dims + 2;
+    in.dims[0] = batch;
     in.dims[1] = r->C;
     memcpy(in.dims + 2, r->g.roi, sizeof(int64_t) * (size_t)r->g.n_dims);
     in.data = r->d_in;
     in.memory = SEGRT_MEMORY_DEVICE;
     in.device = r->device;
-    /* A short batch (the job's last) runs at its own size where every
-     * model's engine was built for a range of batches that holds it: the
-     * engine compiles a plan for it on its first run and keeps it (the
-     * caller asked for the range). Otherwise it repeats its last window up
-     * to the batch the plan was built for. */
-    int64_t run_b = r->B;
-    in.dims[0] = got;
-    bool own_size = got < r->B;
-    for (int32_t m = 0; own_size && m < r->n_models; m++) /* (models of one output: the prediction) */
-        own_size = r->dm[m].n == 1 && sg_context_in_profile(r->models[m].ctx, 1, &in);
-    if (own_size)
-        run_b = got;
-    in.dims[0] = run_b;
+    return in;
+}
+
+/* Whether a short batch of `got` windows runs at its own size: where
+ * every model's engine was built for a range of batches that holds it
+ * (the engine compiles a plan for it on its first run and keeps it; the
+ * caller asked for the range), and every model has one output (the
+ * prediction). Otherwise it repeats its last window up to the batch the
+ * plan was built for. */
+static bool runs_at_own_size(const dev_run *r, int64_t got)
+{
+    if (got >= r->B)
+        return false;
+    segrt_tensor in = window_input(r, got);
+    for (int32_t m = 0; m < r->n_models; m++)
+        if (r->dm[m].n != 1 || !sg_context_in_profile(r->models[m].ctx, 1, &in))
+            return false;
+    return true;
+}
+
+/* Every model and flip over the batch: the averaged prediction in d_out. */
+static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
+{
+    int64_t run_b = runs_at_own_size(r, got) ? got : r->B;
+    segrt_tensor in = window_input(r, run_b);
     int64_t rows = run_b * r->K;
     for (int32_t m = 0; m < r->n_models; m++) {
         dev_model *dm = &r->dm[m];
@@ -914,8 +927,17 @@ static sg_status run_image_pass(dev_run *r, int64_t n, int64_t pa, int64_t pb)
     int64_t win[1024];
     pass_windows(r, pa, pb, &w_lo, &w_hi);
     sgk_win_rows acc = {r->d_acc, r->ring_rows * r->pad_plane, 0, r->ring_rows};
-    for (int64_t first = w_lo; first < w_hi; first += r->B) {
-        int64_t got = w_hi - first < r->B ? w_hi - first : r->B;
+    /* Where the short batch runs at its own size, it goes first: from a
+     * host image, the network then starts on the rows its few windows read
+     * while the rest are uploaded (a full first batch of the 2-D job's
+     * 5 × 5 windows reads 81 % of the image's rows, 9 windows 44 %). The
+     * windows keep their order, and so does the blending. */
+    int64_t lead = (w_hi - w_lo) % r->B, got;
+    if (lead == 0 || !runs_at_own_size(r, lead))
+        lead = r->B;
+    for (int64_t first = w_lo; first < w_hi; first += got) {
+        got = first == w_lo ? lead : r->B;
+        got = w_hi - first < got ? w_hi - first : got;
         /* At most SW_IN_FLIGHT batches ahead of the GPU. */
         cudaEvent_t slot = r->st.ev_batch[r->batches % SW_IN_FLIGHT];
         int32_t si = (int32_t)(r->batches % SW_IN_FLIGHT);
