@@ -123,8 +123,10 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
         }
     }
 
-    int32_t args[4], x, k = 0;
-    sg_status s = norm ? SEGRT_OK : cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x);
+    int32_t args[4], x = -1, k = 0;
+    sg_status s = cuda_sm_count(p, &pp->sm_count);
+    if (s == SEGRT_OK && !norm)
+        s = cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x);
     if (norm)
         x = dn.raw;
     cuda_layout l = s == SEGRT_OK ? cuda_dense_layout(p, x) : CUDA_LAYOUT_PLAIN;

@@ -281,6 +281,7 @@ typedef struct sgk_pool_params {
     int64_t kernel[3], strides[3], pads_begin[3], pads_end[3], dilations[3];
     bool count_include_pad;
     int32_t storage_order;
+    int32_t sm_count; /* the device's SMs: the grid of a normalising max pool */
 } sgk_pool_params;
 
 /* With norm (NULL: none; max pools with no activation, Relu or a

@@ -409,12 +409,8 @@ static bool try_pool_cl(cudaStream_t stream, const sgk_pool_params *p, const sgk
     ll blocks = ceil_div(total, 256);
     unsigned nb = (unsigned)(blocks > (1 << 20) ? (1 << 20) : blocks);
     if (norm.ab && y->dims[0] * C <= POOL_AB_ROWS_MAX) {
-        int dev = 0, sms = 132;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            sms = 132;
         g.ab_rows = (int)(y->dims[0] * C);
-        const ll most = (ll)sms * POOL_NORM_BLOCKS_PER_SM;
+        const ll most = (ll)(p->sm_count > 0 ? p->sm_count : 1) * POOL_NORM_BLOCKS_PER_SM;
         nb = (unsigned)(blocks < most ? blocks : most);
     }
     bool mx = p->kind == SGK_POOL_MAX;
