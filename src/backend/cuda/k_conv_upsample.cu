@@ -150,8 +150,29 @@ __device__ __forceinline__ void up_store2(void *y, segrt_dtype yt, const upgeom 
         st_f32(y, off + g.yc, yt, v1);
 }
 
-// Float16 and bfloat16 inputs: tensor cores.
-template <int XT>
+// Two results rounded to T and packed as one 32-bit word (the lower
+// channel first), as two mma_round would store them.
+template <int XT> __device__ __forceinline__ uint32_t round_pair(float v0, float v1)
+{
+    uint32_t u;
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+        memcpy(&u, &h, sizeof u);
+    } else {
+        __half2 h = __floats2half2_rn(v0, v1);
+        memcpy(&u, &h, sizeof u);
+    }
+    return u;
+}
+
+// Float16 and bfloat16 inputs: tensor cores. NKS: the k16 steps over the
+// staged channels (Cp / 16), fixed so that the products are straight-line
+// code. Per warp, tile and phase the epilogue is the hot path (ncu: 104
+// instructions a phase and 8-channel group, 4 of them products, when the
+// steps were a runtime count and the bias came from global memory each
+// time): the bias sits in shared memory, an activation of none costs
+// nothing, and two channels are rounded and stored as one word.
+template <int XT, int NKS>
 __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
                const float *__restrict__ bias, const float4 *__restrict__ ab, upgeom g)
@@ -165,19 +186,32 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
     T *wsh = xsh + UP_TP_TC * g.ldx;  // [phase][output channel][input channel], row length ldw
     // This warp's square of results, [16 positions][chunk channels], row length lds.
     T *wst = wsh + g.F * g.Kc * g.ldw + (threadIdx.x >> 5) * 16 * g.lds;
+    float *bsh = (float *)(wsh + g.F * g.Kc * g.ldw + UP_WARPS * 16 * g.lds); // the chunk's bias, 0 past kn
     const int k0 = blockIdx.y * g.Kc, kn = min(g.Kc, g.K - k0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     phase_offsets(g, phase);
     for (int i = threadIdx.x; i < g.ab_rows; i += UP_THREADS)
         absh[i] = ab[i];
+    for (int j = threadIdx.x; j < g.Kc; j += UP_THREADS)
+        bsh[j] = bias && j < kn ? bias[k0 + j] : 0.0f;
+    // The staged stores' (row, 8-channel chunk) for this lane: at most 16
+    // rows x 8 chunks over 32 lanes (-1: none).
+    const int chunks = g.ystage ? kn / 8 : 0;
+    int srow[4], scol[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int e = lane + 32 * i;
+        srow[i] = e < 16 * chunks ? e / chunks : -1;
+        scol[i] = e < 16 * chunks ? (e - srow[i] * chunks) * 8 : 0;
+    }
     const float4 *abr = g.ab_rows ? absh : ab;
     for (int e = threadIdx.x; e < g.F * g.Kc * g.Cp; e += UP_THREADS) {
         int ci = e % g.Cp, r = e / g.Cp, j = r % g.Kc, f = r / g.Kc;
         float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
         wsh[r * g.ldw + ci] = mma_round<XT>(v);
     }
-    const int ntiles = (g.P + UP_TP_TC - 1) / UP_TP_TC, n8 = (kn + 7) / 8, nks = g.Cp / 16;
+    const int ntiles = (g.P + UP_TP_TC - 1) / UP_TP_TC, n8 = (kn + 7) / 8;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         __syncthreads(); // the last tile's readers are done (the weights staged, the first time)
         tile_offsets(g, tile, pix_x, pix_y, g.pro ? pix_n : NULL);
@@ -213,33 +247,39 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
         }
         __syncthreads();
         // This warp's 16 positions, as mma's A operand for every k-step.
-        uint32_t a[UP_MAX_CP / 16][4];
+        uint32_t a[NKS][4];
         const int row0 = warp * 16;
 #pragma unroll
-        for (int ks = 0; ks < UP_MAX_CP / 16; ks++)
-            if (ks < nks)
-                ldmatrix_x4(a[ks], xsh + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * g.ldx + ks * 16 + (lane >> 4) * 8);
+        for (int ks = 0; ks < NKS; ks++)
+            ldmatrix_x4(a[ks], xsh + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * g.ldx + ks * 16 + (lane >> 4) * 8);
         if (pix_y[row0] < 0)
             continue; // all 16 rows past the end (mma.sync needs the whole warp, so the test is per warp)
         const ll yo0 = pix_y[row0 + grp], yo1 = pix_y[row0 + grp + 8];
+        ll syo[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            syo[i] = srow[i] >= 0 ? pix_y[row0 + srow[i]] : -1;
         for (int f = 0; f < g.F; f++) {
             for (int nt = 0; nt < n8; nt++) {
                 float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 const T *wb = wsh + (f * g.Kc + nt * 8 + grp) * g.ldw + 2 * t4;
 #pragma unroll
-                for (int ks = 0; ks < UP_MAX_CP / 16; ks++)
-                    if (ks < nks) {
-                        uint32_t b[2] = {*(const uint32_t *)(wb + ks * 16), *(const uint32_t *)(wb + ks * 16 + 8)};
-                        mma16816<XT>(d, a[ks], b);
-                    }
+                for (int ks = 0; ks < NKS; ks++) {
+                    uint32_t b[2] = {*(const uint32_t *)(wb + ks * 16), *(const uint32_t *)(wb + ks * 16 + 8)};
+                    mma16816<XT>(d, a[ks], b);
+                }
                 int c = nt * 8 + 2 * t4;
                 if (g.ystage) {
                     // Rounded into the warp's square; stored below, 16 bytes a lane.
-                    float b0 = bias ? bias[k0 + c] : 0.0f, b1 = bias ? bias[k0 + c + 1] : 0.0f;
-                    wst[grp * g.lds + c] = mma_round<XT>(act_apply(d[0] + b0, g.act, g.alpha));
-                    wst[grp * g.lds + c + 1] = mma_round<XT>(act_apply(d[1] + b1, g.act, g.alpha));
-                    wst[(grp + 8) * g.lds + c] = mma_round<XT>(act_apply(d[2] + b0, g.act, g.alpha));
-                    wst[(grp + 8) * g.lds + c + 1] = mma_round<XT>(act_apply(d[3] + b1, g.act, g.alpha));
+                    const float2 b = *(const float2 *)(bsh + c);
+                    float v[4] = {d[0] + b.x, d[1] + b.y, d[2] + b.x, d[3] + b.y};
+                    if (g.act != SGK_ACT_NONE) {
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            v[j] = act_apply(v[j], g.act, g.alpha);
+                    }
+                    *(uint32_t *)(wst + grp * g.lds + c) = round_pair<XT>(v[0], v[1]);
+                    *(uint32_t *)(wst + (grp + 8) * g.lds + c) = round_pair<XT>(v[2], v[3]);
                 } else if (c < kn) {
                     int cnt = min(2, kn - c);
                     ll off = phase[f] + (k0 + c) * g.yc;
@@ -251,13 +291,11 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
             }
             if (g.ystage) {
                 __syncwarp();
-                const int chunks = kn / 8;
-                for (int e = lane; e < 16 * chunks; e += 32) {
-                    int r = e / chunks, c = (e - r * chunks) * 8;
-                    ll yo = pix_y[row0 + r];
-                    if (yo >= 0)
-                        *(uint4 *)((T *)y + yo + phase[f] + k0 + c) = *(const uint4 *)(wst + r * g.lds + c);
-                }
+                T *yf = (T *)y + phase[f] + k0;
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (syo[i] >= 0)
+                        *(uint4 *)(yf + syo[i] + scol[i]) = *(const uint4 *)(wst + srow[i] * g.lds + scol[i]);
                 __syncwarp();
             }
         }
@@ -342,7 +380,8 @@ static size_t up_layout(upgeom *g, bool tc, int Kc)
         g->ldx = g->Cp + 8;
         g->ldw = g->Cp + 8;
         g->lds = Kc + 8;
-        return offsets + 2 * ((size_t)g->tp * g->ldx + (size_t)g->F * Kc * g->ldw + (size_t)UP_WARPS * 16 * g->lds);
+        return offsets + 2 * ((size_t)g->tp * g->ldx + (size_t)g->F * Kc * g->ldw + (size_t)UP_WARPS * 16 * g->lds) +
+               sizeof(float) * (size_t)Kc;
     }
     g->Cp = g->C;
     g->ldx = g->C + 1; // odd: lanes reading one channel of 32 positions hit 32 banks
@@ -427,17 +466,30 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     return true;
 }
 
+template <int XT, int NKS>
+static segrt_status launch_tc_k(cudaStream_t stream, dim3 grid, size_t smem, const sgk_view *y, const sgk_view *x,
+                                const float *w, const float *bias, const float *ab, const upgeom &g)
+{
+    // Past 48 KB a kernel must opt in (a function attribute, not a stream
+    // operation: allowed while a CUDA graph is captured).
+    if (cudaFuncSetAttribute(conv_up_tc<XT, NKS>, cudaFuncAttributeMaxDynamicSharedMemorySize, UP_SMEM_MAX_TC) !=
+        cudaSuccess)
+        return launched("conv_up (shared memory)");
+    conv_up_tc<XT, NKS>
+        <<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, (const float4 *)ab, g);
+    return launched("conv_up");
+}
+
 template <int XT>
 static segrt_status launch_tc(cudaStream_t stream, dim3 grid, size_t smem, const sgk_view *y, const sgk_view *x,
                               const float *w, const float *bias, const float *ab, const upgeom &g)
 {
-    // Past 48 KB a kernel must opt in (a function attribute, not a stream
-    // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(conv_up_tc<XT>, cudaFuncAttributeMaxDynamicSharedMemorySize, UP_SMEM_MAX_TC) !=
-        cudaSuccess)
-        return launched("conv_up (shared memory)");
-    conv_up_tc<XT><<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, (const float4 *)ab, g);
-    return launched("conv_up");
+    switch (g.Cp / 16) { // (up_plan keeps C within UP_MAX_CP)
+    case 1: return launch_tc_k<XT, 1>(stream, grid, smem, y, x, w, bias, ab, g);
+    case 2: return launch_tc_k<XT, 2>(stream, grid, smem, y, x, w, bias, ab, g);
+    case 3: return launch_tc_k<XT, 3>(stream, grid, smem, y, x, w, bias, ab, g);
+    default: return launch_tc_k<XT, 4>(stream, grid, smem, y, x, w, bias, ab, g);
+    }
 }
 
 extern "C" bool sgk_conv_up_fits(const sgk_conv_up_params *p, const sgk_view *y, const sgk_view *x)
