@@ -321,7 +321,8 @@ def sw_markdown(result):
         f"PyTorch {v.get('torch', '?')} (CUDA {v.get('torch_cuda', '?')}, cuDNN {v.get('torch_cudnn', '?')}) "
         f"running MONAI's sliding_window_inference algorithm, {s.get('torch_mode', '?')}, onnx2torch "
         f"{v.get('onnx2torch', '?')}. End to end from a float32 image in host memory to uint8 labels in host "
-        f"memory, {s.get('blend', '?')} blending, sides alternating; median (p10–p90) of "
+        f"memory, {s.get('blend', '?')} blending, sides alternating"
+        f"{'' if s.get('block', 1) == 1 else ' in blocks of ' + str(s['block']) + ' runs'}; median (p10–p90) of "
         f"{'/'.join(map(str, runs)) or '?'} runs after {s.get('warmup', '?')} warm-up."
         + (" **Smoke test (--small).**" if s.get("small") else "")
         + ("" if result.get("complete", True) else " **Run cut short: cases are missing.**"),

@@ -40,7 +40,11 @@ over the classes, N x 1 x spatial) in a numpy array:
 Per repetition the sides alternate (segrt, torch, segrt, torch, ...); the
 first --warmup repetitions are not timed (the first call of each is
 reported apart), then the median of --iters wall-clock runs (default 10 for
-2d, 5 for 3d). torch's device is synchronized before and after its runs.
+2d, 5 for 3d). With --block K each side runs K times in a row per
+repetition (all timed: iters x K runs a side), so that each side runs in
+its own steady state: on the H100, segrt's 2-D job right after 40 ms of
+PyTorch's tensor-core work waited about 2 ms longer for the GPU (7.3
+instead of 5.3 ms) than right after its own run. torch's device is synchronized before and after its runs.
 Peak device memory: torch's allocator peak over the timed runs
 (max_memory_allocated after reset_peak_memory_stats: weights, image,
 accumulators, activations); segrt's is sampled: a thread reads the free
@@ -425,14 +429,15 @@ class Bench:
         self.result = {
             "benchmark": "sw_vs_monai", "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "host": platform.node(), "device": dev, "versions": versions,
-            "settings": {"device": a.device, "small": a.small, "warmup": a.warmup, "iters": a.iters,
+            "settings": {"device": a.device, "small": a.small, "warmup": a.warmup, "iters": a.iters, "block": a.block,
                          "blend": a.blend, "sigma_scale": 0.125, "padding": "constant 0", "seed": a.seed,
                          "segrt_precision": a.precision, "segrt_output": "labels (uint8 argmax)",
                          "torch_mode": "AMP float16 (torch.autocast), channels-last" if self.cuda
                          else "float32 (CPU)",
                          "torch_algorithm": "monai_sliding_window (MONAI's sliding_window_inference in torch)",
                          "timing": "wall clock per end-to-end run (host float32 image -> host uint8 labels), "
-                                   "sides alternating; torch synchronized before and after",
+                                   f"sides alternating{'' if a.block == 1 else f' in blocks of {a.block} runs'}; "
+                                   "torch synchronized before and after",
                          "torch_peak": "max_memory_allocated over the timed runs (stats reset after the warm-up)",
                          "segrt_peak": "sampled: free device memory before the engine build less its minimum "
                                        "during one more run (every 2 ms), torch's cache emptied, less torch's "
@@ -519,11 +524,12 @@ class Bench:
                     # After the warm-up: cuDNN's algorithm trials are not the steady state.
                     torch.cuda.reset_peak_memory_stats(self.device)
                 for side, call in sides.items():
-                    last[side], labels[side] = call()
-                    if rep == 0:
-                        case[f"{side}_first_call_ms"] = last[side]
-                    if rep >= a.warmup:
-                        times[side].append(last[side])
+                    for k in range(a.block):
+                        last[side], labels[side] = call()
+                        if rep == 0 and k == 0:
+                            case[f"{side}_first_call_ms"] = last[side]
+                        if rep >= a.warmup:
+                            times[side].append(last[side])
                 log(f"{tag}: {'warm-up' if rep < a.warmup else 'run'} {rep + 1}: "
                     + ", ".join(f"{s} {ms:.1f} ms" for s, ms in last.items()))
             for side in sides:
@@ -623,6 +629,8 @@ def parse_args(argv=None):
                     help="build segrt's engine for exactly --sw-batch windows (a short last batch is padded)")
     ap.add_argument("--iters", type=int, default=None, help="timed runs per side (default 10 for 2d, 5 for 3d)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs per side first (at least 1)")
+    ap.add_argument("--block", type=int, default=1,
+                    help="runs of one side in a row per repetition (default 1: the sides alternate every run)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--small", action="store_true", help="tiny images and windows, for smoke tests")
     ap.add_argument("--precision", default=None, choices=("fp32", "tf32", "fp16", "bf16"),
@@ -638,8 +646,8 @@ def parse_args(argv=None):
         ap.error(f"unknown jobs {bad}; known: {', '.join(JOBS)}")
     if not a.sw_batch or min(a.sw_batch) < 1 or (a.torch_sw_batch is not None and a.torch_sw_batch < 1):
         ap.error("--sw-batch and --torch-sw-batch need values >= 1")
-    if a.warmup < 1 or (a.iters is not None and a.iters < 1):
-        ap.error("--warmup and --iters must be at least 1")
+    if a.warmup < 1 or a.block < 1 or (a.iters is not None and a.iters < 1):
+        ap.error("--warmup, --block and --iters must be at least 1")
     if a.precision is None and a.device == "cuda":
         a.precision = "fp16"
     return a
