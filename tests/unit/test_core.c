@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void test_half(void)
 {
@@ -154,6 +155,44 @@ static void test_copy_team(void)
     free(dst);
 }
 
+/* The team's two hand-offs: copies in a burst (the workers still watching
+ * for the next one) and after a pause longer than their watch (asleep,
+ * woken through the condition variable); and a team freed while its
+ * workers watch and one freed while they sleep. */
+static void test_copy_team_handoffs(void)
+{
+    const size_t n = ((size_t)2 << 20) + 333;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    CHECK(src && dst);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i * 40503u >> 7);
+    const struct timespec pause = {0, 2000000}; /* 2 ms: ten times the watch */
+    for (int asleep = 0; asleep < 2; asleep++) {
+        sg_copy_team *t = NULL;
+        CHECK(sg_copy_team_new(4, &t) == SEGRT_OK && t);
+        int bad = 0;
+        for (int rep = 0; rep < 40; rep++) {
+            if (asleep && rep % 8 == 0)
+                nanosleep(&pause, NULL);
+            size_t len = n - (size_t)rep * 4099;
+            dst[len - 1] = (unsigned char)~src[len - 1];
+            sg_copy_team_memcpy(t, dst, src, len);
+            bad += memcmp(dst, src, len) != 0;
+        }
+        CHECK_MSG(bad == 0, "%s: %d bad copies", asleep ? "after pauses" : "in a burst", bad);
+        if (asleep)
+            nanosleep(&pause, NULL);
+        sg_copy_team_free(t);
+    }
+    free(src);
+    free(dst);
+}
+
 int main(void)
 {
     test_half();
@@ -162,5 +201,6 @@ int main(void)
     test_blob_and_map();
     test_errors();
     test_copy_team();
+    test_copy_team_handoffs();
     return sg_test_finish("test_core");
 }
