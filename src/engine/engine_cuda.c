@@ -215,6 +215,17 @@ static bool plan_fits(const sg_cuda_plan *p, size_t n_inputs, const segrt_tensor
     return true;
 }
 
+/* Whether t's dims lie within binding b's (from min to max). */
+static bool binding_holds(const sg_shape_binding *b, const segrt_tensor *t)
+{
+    if (t->rank != b->rank)
+        return false;
+    for (int32_t d = 0; d < b->rank; d++)
+        if (t->dims[d] < b->min[d] || t->dims[d] > b->max[d])
+            return false;
+    return true;
+}
+
 /* A run's dims must lie in the profile of ranged inputs. */
 static sg_status check_profile(const sg_cuda_engine *ce, size_t n_inputs, const segrt_tensor *inputs)
 {
@@ -223,10 +234,7 @@ static sg_status check_profile(const sg_cuda_engine *ce, size_t n_inputs, const 
         const sg_shape_binding *b = binding_of(ce, v->name);
         if (!b || !b->ranged)
             continue;
-        bool ok = inputs[i].rank == b->rank;
-        for (int32_t d = 0; ok && d < b->rank; d++)
-            ok = inputs[i].dims[d] >= b->min[d] && inputs[i].dims[d] <= b->max[d];
-        if (!ok) {
+        if (!binding_holds(b, &inputs[i])) {
             char given[256], lo[256], hi[256];
             int32_t r = inputs[i].rank < 0 || inputs[i].rank > SEGRT_MAX_RANK ? 0 : inputs[i].rank;
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -298,11 +306,8 @@ bool sg_cuda_engine_ranged(const sg_cuda_engine *ce, size_t n_inputs, const segr
         return false;
     for (size_t i = 0; i < n_inputs; i++) {
         const sg_shape_binding *b = binding_of(ce, ce->g->values[ce->g->inputs[i]].name);
-        if (!b || !b->ranged || inputs[i].rank != b->rank)
+        if (!b || !b->ranged || !binding_holds(b, &inputs[i]))
             return false;
-        for (int32_t d = 0; d < b->rank; d++)
-            if (inputs[i].dims[d] < b->min[d] || inputs[i].dims[d] > b->max[d])
-                return false;
     }
     return true;
 }
