@@ -205,8 +205,6 @@ void sg_copy_team_memcpy(sg_copy_team *t, void *dst, const void *src, size_t byt
     atomic_fetch_add(&t->generation, 1);
     wake_sleepers(t);
     copy_part(dst, src, bytes, 0, t->n_workers + 1);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 1; atomic_load(&t->pending) > 0; i++)
         spin_step(i);
 }
