@@ -44,7 +44,8 @@ reported apart), then the median of --iters wall-clock runs (default 10 for
 repetition (all timed: iters x K runs a side), so that each side runs in
 its own steady state: on the H100, segrt's 2-D job right after 40 ms of
 PyTorch's tensor-core work waited about 2 ms longer for the GPU (7.3
-instead of 5.3 ms) than right after its own run. torch's device is synchronized before and after its runs.
+instead of 5.3 ms) than right after its own run. torch's device is
+synchronized before and after its runs.
 Peak device memory: torch's allocator peak over the timed runs
 (max_memory_allocated after reset_peak_memory_stats: weights, image,
 accumulators, activations); segrt's is sampled: a thread reads the free
