@@ -4,7 +4,11 @@ channels" in profiles) and pads the weights with zeros, so that cuDNN's
 tensor-core kernels take the layer (src/backend/cuda/cuda_conv.c); a
 3x3(x3) stride-1 layer of 8, 16 or 32 outputs (16 in 3-D: rgb2d-3to32,
 c7-3d-to16, c3-2d-residual) goes to segrt's tensor-core kernel from a
-copy padded to 16 (cuda_conv_mma.c).
+copy padded to 16 (cuda_conv_mma.c). On Hopper (compute capability 9.0)
+a 2-D one of up to 8 input channels whose results it stages (no residual)
+reads the input where it lies instead, converting each value as its halo
+lands: no padded copy (chain_model: where the layer's result is the
+network's float32 output, it reads the padded copy).
 
 (With 4 input channels or fewer and at most 16 outputs, a layer the
 tensor-core kernel does not take goes to the direct kernel instead,
@@ -24,8 +28,10 @@ there), fp16 and bf16:
 Bounds are test_gpu_small_conv.py's: fp32 relative L2 to the CPU engine
 <= 1e-5; fp16 and bf16 PSNR against CUDA fp32 >= 45 dB. Each fp16 case is
 also built with SEGRT_CUDA_PAD_CHANNELS=0 (cuDNN on the unpadded layer):
-the sums are the same, so the two agree to fp16 rounding (>= 60 dB). A
-profile shows the padding step is taken."""
+the sums are the same, so the two agree to fp16 rounding (>= 60 dB), and
+so does each fp16 and bf16 case with SEGRT_CUDA_MMA_SMALL_INPUT=0 (the
+padded copy in place of reading the input as it is). Profiles show which
+step is taken."""
 
 import pytest
 
@@ -83,10 +89,56 @@ def test_padding_agrees_with_unpadded(gpu, spec):
         assert v >= AB_PSNR_DB, f"padded vs unpadded at fp16: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
 
 
+def chain_model(seed):
+    """rgb2d-3to32 followed by a 1x1 layer: the first layer's result stays
+    inside the plan, 16-bit and channels-last, as the kernel stages it
+    (where the result is the network's float32 output it is not staged,
+    and the layer reads the padded copy)."""
+    net = Net(seed, [2, 3, 33, 40])
+    y = net.act(net.conv("x", 32, [3, 3], pads=[1, 1, 1, 1]), "LeakyRelu")
+    return net.model([net.conv(y, 8, [1, 1])]), {"x": net.x}
+
+
+def small_input_cases():
+    return [(c[0], lambda c=c: case_model(c, seed=CASES.index(c) + 11)) for c in CASES] + [
+        ("rgb2d-3to32-then-1x1", lambda: chain_model(5))]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("label,make", small_input_cases(), ids=[c[0] for c in small_input_cases()])
+def test_small_input_agrees_with_padded(gpu, label, make, precision):
+    m, feeds = make()
+    model = sc.Model.from_bytes(m, name=f"{label}.onnx")
+    direct = run_engine(model, feeds, "cuda", precision)
+    padded = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"})
+    for a, b in zip(direct, padded):
+        v = psnr(a, b)
+        print(f"\n{label}: input as it is vs padded copy at {precision}: PSNR {fmt_db(v)}")
+        assert v >= AB_PSNR_DB, f"input as it is vs padded at {precision}: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
+
+
+def profile_rows(out):
+    return [line.split() for line in out.splitlines()]
+
+
 def test_padding_step_taken(gpu, tmp_path):
     m, feeds = case_model(CASES[0], seed=11)
-    out = bench_profile(m, feeds, tmp_path)
-    rows = [line.split() for line in out.splitlines()]
+    out = bench_profile(m, feeds, tmp_path, env={"SEGRT_CUDA_MMA_SMALL_INPUT": "0"})
+    rows = profile_rows(out)
     assert any(r[:4] == ["x", "segrt", "pad", "channels"] for r in rows), out
     # The padded copy replaces the input's conversion: no other copy of x.
     assert not any(r[:3] == ["x", "segrt", "copy"] for r in rows), out
+
+
+def test_small_input_read_as_it_is(gpu, tmp_path):
+    """On Hopper, chain_model's first layer reads the float32 input itself:
+    no padded copy, no conversion, the layer on segrt's kernel; its
+    results match the CPU engine's (judge)."""
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("the wgmma kernel reads small inputs: compute capability 9.0 only")
+    m, feeds = chain_model(5)
+    out = bench_profile(m, feeds, tmp_path)
+    rows = profile_rows(out)
+    assert not any(r[:1] == ["x"] for r in rows), out
+    assert any(r[1:3] == ["segrt", "mma"] for r in rows), out
+    judge("rgb2d-3to32-then-1x1", m, feeds, LAYER_PSNR_DB)

@@ -12,10 +12,14 @@
  * against cuDNN's 0.41 (H100), so 32 output channels come here too.
  *
  * Taken: float16 and bfloat16 plans, input channels a multiple of 16 and
- * already channels-last in the plan's dtype, 8, 16 or 32 output channels
+ * already channels-last in the plan's dtype (fewer: a padded copy, or on
+ * Hopper up to 8 read as they lie), 8, 16 or 32 output channels
  * (at most 16 in 3-D), constant weights and bias, group 1, dilation 1.
  * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons);
- * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper. */
+ * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper;
+ * SEGRT_CUDA_WGMMA_SHARED=0 gives each of its warpgroups a block and a
+ * copy of the weights of its own, SEGRT_CUDA_MMA_SMALL_INPUT=0 pads an
+ * image of up to 8 channels to a 16-bit copy for it (for comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_mma.h"
 
@@ -104,13 +108,25 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
            rn->inputs[0] == e->out_value;
 }
 
+/* Whether the kernel takes the layer as kp says, with the statistics for
+ * a norm that reads y where it can. */
+static bool mma_fits(const sg_cuda_plan *p, sgk_conv_mma_params *kp, const cuda_kernel_epilogue *ep,
+                     const sgk_view *yg, const sgk_view *xg, const sgk_view *zg)
+{
+    kp->stats = mma_feeds_norm(p, ep);
+    if (kp->stats && sgk_conv_mma_fits(kp, yg, xg, NULL))
+        return true;
+    kp->stats = false;
+    return sgk_conv_mma_fits(kp, yg, xg, ep->z_tensor >= 0 ? zg : NULL);
+}
+
 /* Whether the kernel takes node n reading tensor xt, and its parameters,
  * epilogue and 16-bit dtype (*io) if so; asks the kernel before anything
  * touches the plan, so a no leaves the node to cuDNN. An input of 1 to 15
  * channels (an image) is read from a copy padded to 16 (*pad_to; 0 for
- * none), as
- * cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32 at 512^2,
- * ran at 20 TFLOP/s in cuDNN. */
+ * none), as cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32
+ * at 512^2, ran at 20 TFLOP/s in cuDNN. On Hopper an image of up to 8
+ * channels is read as it is instead (kp->small_input). */
 static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x, const cuda_deferred_norm *dn,
                      sgk_conv_mma_params *kp, cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
 {
@@ -123,14 +139,36 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
     /* Hopper's warpgroup products where the kernel's sm_90a code runs:
      * compute capability 9.0 exactly. */
     kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_env_off("SEGRT_CUDA_WGMMA");
+    kp->wg_groups = cuda_env_off("SEGRT_CUDA_WGMMA_SHARED") ? 1 : 0;
     if (dn) {
         kp->prologue = true;
         kp->pro_act = dn->act;
         kp->pro_alpha = dn->act_alpha;
         kp->pro_c = (int32_t)dn->c_len;
     }
-    sgk_view xg = *x, yg, zg;
-    if (kp->C < 16 && !dn && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
+    cuda_kernel_epilogue_of(p, n, ep);
+    kp->act = ep->act;
+    kp->act_alpha = ep->act_alpha;
+    sgk_view yg, zg;
+    if (ep->z_tensor >= 0)
+        zg = cuda_geometry_view(p, ep->z_tensor);
+    if (!cuda_output_geometry(p, n->outputs[0], ep->out_dtype, CUDA_LAYOUT_CHANNELS_LAST, &yg))
+        return false;
+    const int32_t C = kp->C;
+    if (C <= 8 && !dn && kp->wgmma && kp->n_spatial == 2 && !cuda_env_off("SEGRT_CUDA_MMA_SMALL_INPUT")) {
+        /* The image as it is, each value converted as the kernel reads it
+         * (staged results only: else the padded copy below). */
+        kp->small_input = true;
+        kp->x_channels = C;
+        kp->C = 16;
+        if (mma_fits(p, kp, ep, &yg, x, &zg))
+            return true;
+        kp->small_input = false;
+        kp->x_channels = 0;
+        kp->C = C;
+    }
+    sgk_view xg = *x;
+    if (C < 16 && !dn && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
         sgk_view padded = xg;
         padded.dtype = *io;
         padded.dims[1] = 16;
@@ -145,18 +183,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
          * channels-last 16-bit data, as the layer before has written it. */
         return false;
     }
-    cuda_kernel_epilogue_of(p, n, ep);
-    kp->act = ep->act;
-    kp->act_alpha = ep->act_alpha;
-    if (ep->z_tensor >= 0)
-        zg = cuda_geometry_view(p, ep->z_tensor);
-    if (!cuda_output_geometry(p, n->outputs[0], ep->out_dtype, CUDA_LAYOUT_CHANNELS_LAST, &yg))
-        return false;
-    kp->stats = mma_feeds_norm(p, ep);
-    if (kp->stats && sgk_conv_mma_fits(kp, &yg, &xg, NULL))
-        return true;
-    kp->stats = false;
-    return sgk_conv_mma_fits(kp, &yg, &xg, ep->z_tensor >= 0 ? &zg : NULL);
+    return mma_fits(p, kp, ep, &yg, &xg, &zg);
 }
 
 bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn,
@@ -203,7 +230,7 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
             for (int64_t c = 0; c < C0; c++)
                 for (int64_t t = 0; t < taps; t++)
                     mine[(t * K + k) * C + c] = onnx[(k * C0 + c) * taps + t];
-        s = cuda_const_f32_tensor(p, n->inputs[1], pad_to ? "mma_w_pad16" : "mma_w", mine, C * K * taps, &wt);
+        s = cuda_const_f32_tensor(p, n->inputs[1], C != C0 ? "mma_w_pad16" : "mma_w", mine, C * K * taps, &wt);
     }
     free(onnx);
     free(mine);

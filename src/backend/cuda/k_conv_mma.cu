@@ -20,9 +20,16 @@
 #define CM_MAX_K 32 // four n8 blocks: the builder asks for no more, and each
                     // instantiation unrolls every tap
 #define CM_MAX_K_3D 16 // in 3-D, 27 unrolled taps of four n8 blocks spill registers
-#define CM_SMEM_MAX (100 * 1024) // opted in at launch
+#define CM_SMEM_MAX (100 * 1024) // a layer's weights and one tile group's buffers; opted in at launch
 #define CM_BLOCKS_PER_SM 4
-#define CM_WG_BLOCKS_PER_SM 5 // conv_wgmma: its epilogue's latency hides behind more blocks
+// conv_wgmma: warpgroups a block (its epilogue's latency hides behind
+// more of them), as many as fit in an SM's shared memory (227 KB a block
+// on sm_90) next to one copy of the weights; five is 640 threads, the
+// register budget the kernel was tuned at (five blocks of one warpgroup:
+// 64 -> 32 channel layers then fitted only two, each with its own copy
+// of the weights).
+#define CM_WG_MAX 5
+#define CM_WG_SMEM_MAX (227 * 1024)
 
 // The tile's shape, fixed at compile time so that positions split into
 // (d, h, w) by constant divisions: a runtime-shaped first version spent
@@ -68,6 +75,12 @@ struct cmgeom {
     bool staged;       // results out through shared memory (see conv_mma)
     bool stage_own;    // the staging tile has its own space (it does not fit in a halo buffer)
     bool stats;        // per-tile statistics to part (staged only)
+    bool xsmall;       // conv_wgmma: x has xcn <= 8 channels of any float dtype xt and
+    int xcn, xc;       // ... strides (channel stride xc), read element by element (C is 16)
+    segrt_dtype xt;
+    int wgs;           // conv_wgmma: warpgroups a block
+    int wg_w_bytes;    // ... shared memory: the weights, then wgs regions of
+    int wg_bytes;      //     wg_bytes (two halos, the staging tile, (mean, s, b), the statistics' sums)
 };
 
 // The output origin of a tile along D, H, W, and its sample.
@@ -161,16 +174,27 @@ __device__ __forceinline__ void store_pair(const cmgeom &g, void *y, const void 
 // stores: whole positions at a time, where the accumulators' fragment
 // layout would give each lane 4-byte pieces of eight positions. yt: y at
 // the tile's first position.
+// (Every shared-memory load before the first store: the compiler cannot
+// tell the generic pointers apart, and one at a time each load waited for
+// the store before it.)
 template <bool D3, int NT, typename T>
-__device__ __forceinline__ void store_staged(const cmgeom &g, T *yt, const T *osh, int ldo, const int *e)
+__device__ __forceinline__ void store_staged(const cmgeom &g, T *yt, const T *osh, int ldo, const int *e, int tid)
 {
+    static_assert(CM_TP * NT % CM_THREADS == 0, "whole vectors a thread");
+    constexpr int Q = CM_TP * NT / CM_THREADS;
+    uint4 v[Q];
+    int yo[Q];
 #pragma unroll
-    for (int q = threadIdx.x; q < CM_TP * NT; q += CM_THREADS) {
-        const int r = q / NT, cv = q % NT;
-        const int yo = out_offset<D3>(g.ys, e, r);
-        if (yo >= 0)
-            *(uint4 *)(yt + yo + cv * 8) = *(const uint4 *)(osh + r * ldo + cv * 8);
+    for (int i = 0; i < Q; i++) {
+        const int q = tid + i * CM_THREADS, r = q / NT, cv = q % NT;
+        v[i] = *(const uint4 *)(osh + r * ldo + cv * 8);
+        yo[i] = out_offset<D3>(g.ys, e, r);
+        yo[i] = yo[i] < 0 ? -1 : yo[i] + cv * 8;
     }
+#pragma unroll
+    for (int i = 0; i < Q; i++)
+        if (yo[i] >= 0)
+            *(uint4 *)(yt + yo[i]) = v[i];
 }
 
 // Per-tile statistics (EPI_STATS) --------------------------------------------------
@@ -232,10 +256,9 @@ template <int NT> __device__ __forceinline__ void wsums_put(wsums<NT> &ws, float
 // index in its sample]; count: the tile's positions inside the image.
 template <int NT>
 __device__ __forceinline__ void wsums_merge(const float *sh, float bias_c, float count, float2 *part, int n,
-                                            int tile, int tps)
+                                            int tile, int tps, int c)
 {
     constexpr int K = NT * 8;
-    const int c = threadIdx.x;
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int e = 0; e < 2 * CM_THREADS / 32; e++) {
@@ -317,22 +340,27 @@ template <bool WG> __device__ __forceinline__ int acc_row(int warp, int mt, int 
         return warp * 32 + mt * 16 + grp + 8 * half;
 }
 
+// The statistics' partial sums of a tile: 8 (S1, S2) pairs per channel.
+__host__ __device__ constexpr int cm_ssh_floats(int K) { return 2 * CM_THREADS / 32 * 2 * K; }
+
 // The tile's results out of the accumulators (two position blocks mt of
 // NT n8 blocks; lane (grp, t4) holds rows grp and grp + 8 of each block,
 // channels 2 t4 and 2 t4 + 1 of each n8 block), after the barrier that
-// ends the tile's products. xsh: the tile's halo buffer, free for staging
-// (osh_own where the staging tile does not fit there).
-template <int XT, int NT, bool D3, int EPI, bool WG>
+// ends the tile's products. The tile belongs to CM_THREADS threads (tid:
+// this one's index among them; sync: their barrier). xsh: the tile's
+// halo buffer, free for staging (osh_own where the staging tile does not
+// fit there); ssh: cm_ssh_floats(K) floats for the statistics.
+template <int XT, int NT, bool D3, int EPI, bool WG, typename Sync>
 __device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][NT][4], const float (&bz)[NT][2],
                                               int tile, typename mma_elem<XT>::type *xsh,
-                                              typename mma_elem<XT>::type *osh_own, void *__restrict__ y,
-                                              const void *__restrict__ z, const float *__restrict__ bias,
-                                              float2 *__restrict__ part)
+                                              typename mma_elem<XT>::type *osh_own, float *ssh, int tid, Sync sync,
+                                              void *__restrict__ y, const void *__restrict__ z,
+                                              const float *__restrict__ bias, float2 *__restrict__ part)
 {
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<D3> S;
     constexpr int K = NT * 8;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
+    const int lane = tid & 31, warp = tid >> 5, grp = lane >> 2, t4 = lane & 3;
     int o0, o1, o2, n;
     tile_origin<D3>(g, tile, &o0, &o1, &o2, &n);
     // Positions left of the image's far ends along D, H, W: the tile's
@@ -346,8 +374,6 @@ __device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][N
         // barrier above), else in its own space.
         T *osh = g.stage_own ? osh_own : xsh;
         constexpr int ldo = K + 8;
-        // The statistics' partial sums: 8 per channel.
-        __shared__ __align__(8) float ssh[STATS ? 2 * CM_THREADS / 32 * 2 * K : 2];
         [[maybe_unused]] wsums<NT> ws;
         [[maybe_unused]] const bool edge = e[0] < S::t0 || e[1] < S::t1 || e[2] < S::t2;
         if constexpr (STATS) {
@@ -399,15 +425,15 @@ __device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][N
         }
         if constexpr (STATS)
             wsums_put<NT>(ws, ssh, warp, lane);
-        __syncthreads();
+        sync();
         T *ytile = (T *)y + (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
-        store_staged<D3, NT>(g, ytile, osh, ldo, e);
-        if (STATS && threadIdx.x < K)
-            wsums_merge<NT>(ssh, bias ? bias[threadIdx.x] : 0.0f,
+        store_staged<D3, NT>(g, ytile, osh, ldo, e, tid);
+        if (STATS && tid < K)
+            wsums_merge<NT>(ssh, bias ? bias[tid] : 0.0f,
                             (float)((e[0] < S::t0 ? e[0] : S::t0) * (e[1] < S::t1 ? e[1] : S::t1) *
                                     (e[2] < S::t2 ? e[2] : S::t2)),
-                            part, n, tile, g.tps);
-        __syncthreads(); // the staging tile is read: the next iteration may refill it
+                            part, n, tile, g.tps, tid);
+        sync(); // the staging tile is read: the next iteration may refill it
     } else {
         const ll ybase = (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
         const ll zbase = z ? (ll)n * g.zn + (ll)o0 * g.zs[0] + (ll)o1 * g.zs[1] + (ll)o2 * g.zs[2] : 0;
@@ -446,6 +472,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     T *wsh = (T *)smem;                   // [tap][K][ldw]
     T *xsh0 = wsh + S::taps * K * ldw;    // two of [halo position][ldx]
     T *osh_own = xsh0 + 2 * S::halo * ldx; // the staging tile, where it has its own space
+    __shared__ __align__(8) float ssh[EPI == EPI_STATS ? cm_ssh_floats(K) : 2];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     // Four weights a load (C is a multiple of 16), several loads in flight.
@@ -526,7 +553,8 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
                 }
         }
         __syncthreads(); // the halo is read: the next iteration may refill it
-        tile_epilogue<XT, NT, D3, EPI, false>(g, acc, bz, tile, xsh, osh_own, y, z, bias, part);
+        tile_epilogue<XT, NT, D3, EPI, false>(g, acc, bz, tile, xsh, osh_own, ssh, threadIdx.x,
+                                              [] { __syncthreads(); }, y, z, bias, part);
     }
 }
 
@@ -542,10 +570,12 @@ template <int NT> __device__ __forceinline__ void wg_pin_all(float (&acc)[2][NT]
                 wg_pin(acc[mt][nt][i]);
 }
 
-// The same layer through Hopper's warpgroup products (2-D): the four warps
-// are one warpgroup, and each tap and 16-channel slice of the tile is two
-// wgmma m64nKk16, one per 8x8 patch of the 8x16 tile, reading both
-// operands from shared memory by descriptor. The mma.sync kernel above
+// The same layer through Hopper's warpgroup products (2-D): four warps are
+// a warpgroup, and each tap and 16-channel slice of its tile is two wgmma
+// m64nKk16, one per 8x8 patch of the 8x16 tile, reading both operands
+// from shared memory by descriptor. A block holds up to CM_WG_MAX
+// warpgroups that share one copy of the weights and otherwise walk their
+// own tiles with their own buffers and barriers. The mma.sync kernel above
 // spends most of its issue slots on ldmatrix and products 16x8 at a time
 // (ncu: issue-bound); here a tile's products are 36 instructions (32
 // channels) and run while the warps wait.
@@ -576,10 +606,10 @@ template <> struct pro_pair<__nv_bfloat16> {
 // [3][C / 2], in shared memory.
 template <typename T>
 __device__ __forceinline__ void pro_stage(const float4 *__restrict__ ab, int n, int C, int Cn,
-                                          typename pro_pair<T>::type *sh)
+                                          typename pro_pair<T>::type *sh, int tid)
 {
     typedef pro_pair<T> P;
-    for (int j = threadIdx.x; j < Cn / 2; j += CM_THREADS) {
+    for (int j = tid; j < Cn / 2; j += CM_THREADS) {
         const float4 u = ab[(ll)n * Cn + 2 * j], v = ab[(ll)n * Cn + 2 * j + 1];
         sh[j] = P::of(u.x, v.x);
         sh[C / 2 + j] = P::of(u.z, v.z);
@@ -599,8 +629,15 @@ __device__ __forceinline__ typename pro_pair<T>::type pro_apply(typename pro_pai
     return act == SGK_ACT_NONE ? v : __hmax2(v, __hmul2(v, alpha));
 }
 
-template <int XT, int NT, int KS, int EPI, bool PRO>
-__global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
+// A warpgroup's barrier: named barrier 1 + wg over its CM_THREADS threads
+// (0 is __syncthreads').
+__device__ __forceinline__ void wg_sync(int wg)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wg), "r"(CM_THREADS) : "memory");
+}
+
+template <int XT, int NT, int KS, int EPI, bool PRO, bool XS>
+__global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
     conv_wgmma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
                const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part,
                const float4 *__restrict__ ab, cmgeom g)
@@ -609,16 +646,25 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
     typedef cm_shape<false> S;
     constexpr int K = NT * 8;
     const int C = KS ? KS * 16 : g.C, chunks = C / 8, ksteps = C / 16;
+    // Warpgroup wg of wgs walks its own tiles; the weights are the block's.
+    // (wg through a shuffle: known to be the same across the warp, so that
+    // its buffers' addresses and the descriptors derived from them live in
+    // uniform registers; from threadIdx.x, every product waited for an
+    // R2UR move, ncu: 7 % of all instructions.)
+    const int wgs = blockDim.x / CM_THREADS, wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / CM_THREADS, 0),
+              tid = threadIdx.x % CM_THREADS;
     extern __shared__ __align__(128) unsigned char smem[];
-    T *wsh = (T *)smem;                      // [tap][chunk][K][8]
-    T *xsh0 = wsh + S::taps * K * C;         // two of [chunk][halo position][8]
-    T *osh_own = xsh0 + 2 * S::halo * C;     // the staging tile, where it has its own space
+    T *wsh = (T *)smem; // [tap][chunk][K][8]
+    unsigned char *mine = smem + g.wg_w_bytes + (size_t)wg * g.wg_bytes;
+    T *xsh0 = (T *)mine;                 // two of [chunk][halo position][8]
+    T *osh_own = xsh0 + 2 * S::halo * C; // the staging tile, where it has its own space
     typedef typename pro_pair<T>::type T2;
     // PRO: two tiles' samples' (mean, s, b), after the staging tile.
     T2 *prosh = (T2 *)(osh_own + (g.stage_own ? CM_TP * (K + 8) : 0));
-    const int t4 = threadIdx.x & 3;
+    float *ssh = (float *)(prosh + (PRO ? 2 * 3 * (C / 2) : 0));
+    const int t4 = tid & 3;
 #pragma unroll 4
-    for (int e = threadIdx.x * 4; e < S::taps * K * C; e += CM_THREADS * 4) {
+    for (int e = threadIdx.x * 4; e < S::taps * K * C; e += blockDim.x * 4) {
         float4 v = *(const float4 *)(w + e);
         const int c = e % C, k = (e / C) % K, tap = e / (K * C);
         T *d = wsh + ((tap * chunks + c / 8) * K + k) * 8 + c % 8;
@@ -627,6 +673,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
         d[2] = mma_round<XT>(v.z);
         d[3] = mma_round<XT>(v.w);
     }
+    wg_fence_smem(); // the weights, to the async proxy
     float bz[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -635,57 +682,111 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
         bz[nt][1] = bias ? bias[c + 1] : 0.0f;
     }
     const T *xt = (const T *)x;
+    constexpr int HPT = (S::halo + CM_THREADS - 1) / CM_THREADS; // halo positions a thread
+    // XS: the next tile's halo in registers, 8 channels a position (zeros
+    // past xcn and outside the image), rounded and stored to chunk 0 when
+    // its turn comes (rounded as they arrived, each tile waited for its
+    // loads); chunk 1, channels 8-15, stays zero.
+    [[maybe_unused]] float pend[HPT][8];
+    if constexpr (XS)
+        for (int i = tid; i < 2 * S::halo; i += CM_THREADS)
+            *(uint4 *)(xsh0 + (i / S::halo) * S::halo * C + (S::halo + i % S::halo) * 8) = make_uint4(0, 0, 0, 0);
     // One thread a (halo position, chunk), chunks outermost in xsh.
     // Returns which of this thread's positions are inside the image (bit
-    // j: position threadIdx.x + j CM_THREADS); with PRO, also stages the
-    // tile's sample's (mean, s, b) in prosh's half `buf`.
-    constexpr int HPT = (S::halo + CM_THREADS - 1) / CM_THREADS; // halo positions a thread
+    // j: position tid + j CM_THREADS); with PRO, also stages the tile's
+    // sample's (mean, s, b) in prosh's half `buf`.
+    //
+    // Where C is a compile-time constant (KS > 0, not XS), a thread copies
+    // one chunk instead, ck, of positions cp0 + j CPR (bit j of the
+    // result): with PRO it then normalises one chunk's channels, their
+    // (mean, s, b) read once a tile, and can load all its positions before
+    // it stores any (over every chunk of its own positions, each step's
+    // shared-memory load waited for the store before it: ncu put a quarter
+    // of the stall samples there). Eight consecutive threads take eight
+    // consecutive positions of a chunk: 128 contiguous bytes of shared
+    // memory (one phase of 16-byte accesses, free of bank conflicts; with
+    // ck = tid % CHK, 2-way conflicts), while a warp's global loads still
+    // read 64 contiguous bytes or more of each position they touch.
+    constexpr int CHK = KS ? 2 * KS : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
+    [[maybe_unused]] const int ck = (tid >> 3) % CHK, cp0 = (tid >> 3) / CHK * 8 + (tid & 7);
+    [[maybe_unused]] int pro_n0 = -1, pro_n1 = -1; // the samples whose (mean, s, b) prosh's halves hold
     auto issue = [&](int tile, T *xsh, int buf) {
         int o0, o1, o2, n;
         tile_origin<false>(g, tile, &o0, &o1, &o2, &n);
         const T *xb = xt + (ll)n * g.xn;
         uint32_t inside = 0;
+        if constexpr (KS > 0 && !XS) {
 #pragma unroll
-        for (int j = 0; j < HPT; j++) {
-            const int hp = threadIdx.x + j * CM_THREADS;
-            if (hp >= S::halo)
-                break;
-            const int a2 = hp % S::h2, a1 = hp / S::h2;
-            const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
-            const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
-            inside |= (uint32_t)in << j;
-            const T *src = xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
-            for (int ch = 0; ch < chunks; ch++)
-                cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
+            for (int j = 0; j < CPT; j++) {
+                const int hp = cp0 + j * CPR;
+                if (hp >= S::halo)
+                    break;
+                const int a2 = hp % S::h2, a1 = hp / S::h2;
+                const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
+                const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+                inside |= (uint32_t)in << j;
+                cp_async16(xsh + (ck * S::halo + hp) * 8, xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] + ck * 8 : 0), in);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < HPT; j++) {
+                const int hp = tid + j * CM_THREADS;
+                if (hp >= S::halo)
+                    break;
+                const int a2 = hp % S::h2, a1 = hp / S::h2;
+                const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
+                const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+                inside |= (uint32_t)in << j;
+                if constexpr (XS) {
+                    const ll at = (ll)n * g.xn + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        pend[j][c] = in && c < g.xcn ? ld_f32(x, at + (ll)c * g.xc, g.xt) : 0.0f;
+                    continue;
+                }
+                const T *src = xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
+                for (int ch = 0; ch < chunks; ch++)
+                    cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
+            }
         }
+        // (A warpgroup's tiles follow each other within a sample, mostly:
+        // staged anew, every tile waited for the loads.)
         if constexpr (PRO)
-            pro_stage<T>(ab, n, C, g.pro_c, prosh + buf * 3 * (C / 2));
+            if ((buf ? pro_n1 : pro_n0) != n) {
+                pro_stage<T>(ab, n, C, g.pro_c, prosh + buf * 3 * (C / 2), tid);
+                (buf ? pro_n1 : pro_n0) = n;
+            }
         return inside;
     };
     // PRO: this thread's landed positions of the tile, normalised in place.
     [[maybe_unused]] const T2 alpha2 = pro_pair<T>::of(g.pro_alpha, g.pro_alpha);
+    // (PRO is instantiated with KS > 0 only: one chunk a thread.)
     auto normalise = [&](T *xsh, uint32_t inside, int buf) {
-        const T2 *m = prosh + buf * 3 * (C / 2), *sc = m + C / 2, *b = m + C;
+        if (ck * 8 >= g.pro_c)
+            return; // the channels taken as they are
+        const T2 *m = prosh + buf * 3 * (C / 2) + ck * 4, *sc = m + C / 2, *b = m + C;
+        T2 mv[4], sv[4], bv[4];
+        *(uint4 *)mv = *(const uint4 *)m;
+        *(uint4 *)sv = *(const uint4 *)sc;
+        *(uint4 *)bv = *(const uint4 *)b;
+        // Four positions' loads in flight before their stores.
+        constexpr int G = 4;
 #pragma unroll
-        for (int ch = 0; ch < chunks; ch++) {
-            if (ch * 8 >= g.pro_c)
-                break; // the channels taken as they are
-            T2 mv[4], sv[4], bv[4];
-            *(uint4 *)mv = *(const uint4 *)(m + ch * 4);
-            *(uint4 *)sv = *(const uint4 *)(sc + ch * 4);
-            *(uint4 *)bv = *(const uint4 *)(b + ch * 4);
+        for (int j0 = 0; j0 < CPT; j0 += G) {
+            uint4 v[G];
 #pragma unroll
-            for (int j = 0; j < HPT; j++) {
-                const int hp = threadIdx.x + j * CM_THREADS;
-                if (hp >= S::halo || !(inside >> j & 1))
+            for (int j = j0; j < j0 + G && j < CPT; j++)
+                if (cp0 + j * CPR < S::halo && (inside >> j & 1))
+                    v[j - j0] = *(const uint4 *)(xsh + (ck * S::halo + cp0 + j * CPR) * 8);
+#pragma unroll
+            for (int j = j0; j < j0 + G && j < CPT; j++) {
+                if (cp0 + j * CPR >= S::halo || !(inside >> j & 1))
                     continue;
-                T2 v[4];
-                uint4 *q = (uint4 *)(xsh + (ch * S::halo + hp) * 8);
-                *(uint4 *)v = *q;
+                T2 *e2 = (T2 *)&v[j - j0];
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    v[e] = pro_apply<T>(v[e], mv[e], sv[e], bv[e], alpha2, g.pro_act);
-                *q = *(const uint4 *)v;
+                    e2[e] = pro_apply<T>(e2[e], mv[e], sv[e], bv[e], alpha2, g.pro_act);
+                *(uint4 *)(xsh + (ck * S::halo + cp0 + j * CPR) * 8) = v[j - j0];
             }
         }
     };
@@ -693,23 +794,34 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
     // the weights at tap 0, slice 0: along K the next chunk, along M (N)
     // the next 8 rows (a halo row; 8 output channels).
     const uint64_t da0 = wg_desc(xsh0, S::halo * 16, S::h2 * 16), db0 = wg_desc(wsh, K * 16, 128);
+    const int first = blockIdx.x * wgs + wg, stride = gridDim.x * wgs;
     uint32_t inside_next = 0;
-    if (blockIdx.x < g.ntiles)
-        inside_next = issue(blockIdx.x, xsh0, 0);
+    if (first < g.ntiles)
+        inside_next = issue(first, xsh0, 0);
     cp_async_commit();
-    if constexpr (PRO)
-        __syncthreads(); // the first tile's (mean, s, b) (later ones: the barriers of the tile before)
-    for (int tile = blockIdx.x, it = 0; tile < g.ntiles; tile += gridDim.x, it++) {
+    __syncthreads(); // the weights (and with PRO the first tile's (mean, s, b); later
+                     // ones: the barriers of the tile before)
+    for (int tile = first, it = 0; tile < g.ntiles; tile += stride, it++) {
         T *xsh = xsh0 + (it & 1) * S::halo * C;
+        if constexpr (XS) // this tile's values, loaded during the tile before
+#pragma unroll
+            for (int j = 0; j < HPT; j++)
+                if (tid + j * CM_THREADS < S::halo) {
+                    T2 v[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        v[e] = pro_pair<T>::of(pend[j][2 * e], pend[j][2 * e + 1]);
+                    *(uint4 *)(xsh + (tid + j * CM_THREADS) * 8) = *(const uint4 *)v;
+                }
         [[maybe_unused]] const uint32_t inside = inside_next;
-        if (tile + (int)gridDim.x < g.ntiles)
-            inside_next = issue(tile + gridDim.x, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
+        if (tile + stride < g.ntiles)
+            inside_next = issue(tile + stride, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
         cp_async_commit();
         cp_async_wait1();
         if constexpr (PRO)
             normalise(xsh, inside, it & 1); // this thread's own copies: no barrier before
-        wg_fence_smem(); // this thread's halo (and the first time its weights) to the async proxy
-        __syncthreads();
+        wg_fence_smem(); // this thread's halo to the async proxy
+        wg_sync(wg);
         float acc[2][NT][4] = {};
         wg_pin_all<NT>(acc);
         wg_fence();
@@ -731,8 +843,9 @@ __global__ void __launch_bounds__(CM_THREADS, CM_WG_BLOCKS_PER_SM)
         wg_commit();
         wg_wait0();
         wg_pin_all<NT>(acc);
-        __syncthreads(); // every warp's products are done: the halo buffer is free
-        tile_epilogue<XT, NT, false, EPI, true>(g, acc, bz, tile, xsh, osh_own, y, z, bias, part);
+        wg_sync(wg); // every warp's products are done: the halo buffer is free
+        tile_epilogue<XT, NT, false, EPI, true>(g, acc, bz, tile, xsh, osh_own, ssh, tid, [wg] { wg_sync(wg); }, y,
+                                                z, bias, part);
     }
 }
 
@@ -754,10 +867,15 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
 {
     memset(g, 0, sizeof *g);
     int nsp = p->n_spatial;
+    // The products' 16-bit dtype: x's, or with small_input y's.
+    const segrt_dtype et = p->small_input ? y->dtype : x->dtype;
+    if (p->small_input && (!p->wgmma || nsp != 2 || p->C != 16 || p->x_channels < 1 || p->x_channels > 8 ||
+                           p->prologue || !cm_float(x->dtype)))
+        return false;
     if ((nsp != 2 && nsp != 3) || x->rank != nsp + 2 || y->rank != nsp + 2 ||
-        (x->dtype != SEGRT_DTYPE_FLOAT16 && x->dtype != SEGRT_DTYPE_BFLOAT16) || !cm_float(y->dtype) ||
+        (et != SEGRT_DTYPE_FLOAT16 && et != SEGRT_DTYPE_BFLOAT16) || !cm_float(y->dtype) ||
         p->C < 16 || p->C % 16 != 0 || (p->K != 8 && p->K != 16 && p->K != 32) ||
-        p->K > (nsp == 3 ? CM_MAX_K_3D : CM_MAX_K) || x->dims[1] != p->C ||
+        p->K > (nsp == 3 ? CM_MAX_K_3D : CM_MAX_K) || x->dims[1] != (p->small_input ? p->x_channels : p->C) ||
         y->dims[1] != p->K || x->dims[0] != y->dims[0] || x->dims[0] < 1 || x->dims[0] > INT32_MAX ||
         (p->act != SGK_ACT_NONE && p->act != SGK_ACT_RELU && p->act != SGK_ACT_LEAKY_RELU))
         return false;
@@ -766,8 +884,8 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     for (int i = 0; i < y->rank; i++)
         if ((i != 1 && x->dims[i] != y->dims[i]) || (z && z->dims[i] != y->dims[i]))
             return false;
-    // 16-byte loads of 8 channels.
-    if (!vec16_positions(x))
+    // 16-byte loads of 8 channels (small_input: element by element).
+    if (!p->small_input && !vec16_positions(x))
         return false;
     // Offsets within a sample in 32 bits (see cmgeom).
     if (!sample_offsets_fit(x) || !sample_offsets_fit(y) || (z && !sample_offsets_fit(z)))
@@ -800,12 +918,15 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->C = p->C;
     g->K = p->K;
     // Staged stores need whole 16-byte positions of x's dtype in y.
-    g->staged = !z && y->dtype == x->dtype && y->strides[1] == 1 && (!y->data || aligned16(y->data));
+    g->staged = !z && y->dtype == et && y->strides[1] == 1 && (!y->data || aligned16(y->data));
     for (int i = 0; i < y->rank; i++)
         if (i != 1 && y->strides[i] % 8 != 0)
             g->staged = false;
-    // The statistics are of the accumulators: no activation.
-    if (p->stats && (!g->staged || p->act != SGK_ACT_NONE))
+    // The statistics are of the accumulators: no activation. (Also
+    // staged: small_input, whose kernel is instantiated only so.)
+    if ((p->stats || p->small_input) && !g->staged)
+        return false;
+    if (p->stats && p->act != SGK_ACT_NONE)
         return false;
     g->stats = p->stats;
     g->wg = p->wgmma && !g->d3;
@@ -825,11 +946,31 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     const size_t stage = (size_t)CM_TP * (g->K + 8);
     // Shared-memory rows: padded for ldmatrix, unpadded for wgmma.
     const size_t ld = g->wg ? (size_t)p->C : (size_t)cm_ld(p->C);
-    g->stage_own = g->staged && stage > (size_t)halo * ld;
-    size_t need = 2 * ((size_t)taps * g->K * ld + 2 * (size_t)halo * ld + (g->stage_own ? stage : 0)) +
-                  (g->pro ? 2 * 3 * (size_t)p->C * 2 : 0); // two tiles' (mean, s, b), 16-bit
-    if (need > CM_SMEM_MAX)
+    // (small_input: the halo buffers' channels 8-15 stay zero, so the
+    // staging tile never goes there.)
+    g->stage_own = g->staged && (stage > (size_t)halo * ld || p->small_input);
+    g->xsmall = p->small_input;
+    g->xcn = p->x_channels;
+    g->xc = p->small_input ? (int)x->strides[1] : 0;
+    g->xt = x->dtype;
+    const size_t wbytes = 2 * (size_t)taps * g->K * ld;
+    size_t group = 2 * (2 * (size_t)halo * ld + (g->stage_own ? stage : 0)) +
+                   (g->pro ? 2 * 3 * (size_t)p->C * 2 : 0); // two tiles' (mean, s, b), 16-bit
+    // (Whether a layer runs here is decided at one tile group without the
+    // statistics' sums, as before conv_wgmma took several groups.)
+    if (wbytes + group > CM_SMEM_MAX)
         return false;
+    size_t need = wbytes + group;
+    if (g->wg) {
+        group += p->stats ? 4 * (size_t)cm_ssh_floats(g->K) : 0;
+        group = (group + 127) / 128 * 128;
+        size_t n = (CM_WG_SMEM_MAX - wbytes) / group;
+        const size_t most = p->wg_groups > 0 && p->wg_groups < CM_WG_MAX ? (size_t)p->wg_groups : CM_WG_MAX;
+        g->wgs = n < 1 ? 1 : n > most ? (int)most : (int)n;
+        g->wg_w_bytes = (int)((wbytes + 127) / 128 * 128);
+        g->wg_bytes = (int)group;
+        need = (size_t)g->wg_w_bytes + (size_t)g->wgs * group;
+    }
     g->xn = x->strides[0];
     g->yn = y->strides[0];
     g->yc = (int)y->strides[1];
@@ -855,9 +996,9 @@ struct cmargs {
 
 // Past 48 KB a kernel must opt in (a function attribute, not a stream
 // operation: allowed while a CUDA graph is captured).
-template <typename F> static bool smem_opt_in(F kernel)
+template <typename F> static bool smem_opt_in(F kernel, int bytes = CM_SMEM_MAX)
 {
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CM_SMEM_MAX) == cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
 }
 
 template <int XT, int NT, int KS, int EPI>
@@ -866,18 +1007,27 @@ static segrt_status launch_wg(cudaStream_t stream, unsigned grid, size_t smem, c
     const void *z = a.z ? a.z->data : NULL;
     if constexpr (KS > 0 && EPI != EPI_DIRECT)
         if (g.pro) {
-            if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true>))
+            if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true, false>, CM_WG_SMEM_MAX))
                 return launched("conv_wgmma (shared memory)");
-            conv_wgmma<XT, NT, KS, EPI, true>
-                <<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias, z, a.part, a.ab, g);
+            conv_wgmma<XT, NT, KS, EPI, true, false><<<grid, CM_THREADS * g.wgs, smem, stream>>>(
+                a.x->data, a.y->data, a.w, a.bias, z, a.part, a.ab, g);
             return launched("conv_wgmma");
         }
-    if (g.pro)
-        return sg_error(SEGRT_ERROR_INTERNAL, "conv_wgmma: no normalising prologue for this layer");
-    if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, false>))
+    if constexpr (KS == 1 && EPI != EPI_DIRECT)
+        if (g.xsmall) {
+            if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, false, true>, CM_WG_SMEM_MAX))
+                return launched("conv_wgmma (shared memory)");
+            conv_wgmma<XT, NT, KS, EPI, false, true><<<grid, CM_THREADS * g.wgs, smem, stream>>>(
+                a.x->data, a.y->data, a.w, a.bias, z, a.part, NULL, g);
+            return launched("conv_wgmma");
+        }
+    if (g.pro || g.xsmall)
+        return sg_error(SEGRT_ERROR_INTERNAL, "conv_wgmma: no %s for this layer",
+                        g.pro ? "normalising prologue" : "element-wise input");
+    if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, false, false>, CM_WG_SMEM_MAX))
         return launched("conv_wgmma (shared memory)");
-    conv_wgmma<XT, NT, KS, EPI, false>
-        <<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias, z, a.part, NULL, g);
+    conv_wgmma<XT, NT, KS, EPI, false, false><<<grid, CM_THREADS * g.wgs, smem, stream>>>(
+        a.x->data, a.y->data, a.w, a.bias, z, a.part, NULL, g);
     return launched("conv_wgmma");
 }
 
@@ -968,18 +1118,26 @@ extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_par
     if (((uintptr_t)w & 15) != 0)
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: weights at %p, not 16-byte aligned",
                         (const void *)w);
-    ll per_sm = (ll)(220 * 1024) / (ll)(smem + 1024); // an SM's 228 KB, 1 KB reserved per block
-    const ll most = g.wg ? CM_WG_BLOCKS_PER_SM : CM_BLOCKS_PER_SM;
+    // Blocks an SM: as many as fit (an SM's 228 KB, 1 KB reserved a
+    // block), up to CM_BLOCKS_PER_SM, or CM_WG_MAX warpgroups.
+    ll per_sm = (ll)(220 * 1024) / (ll)(smem + 1024);
+    const ll most = g.wg ? CM_WG_MAX / g.wgs : CM_BLOCKS_PER_SM;
     per_sm = per_sm < 1 ? 1 : per_sm > most ? most : per_sm;
     ll cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
     unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);
+    // Few tiles: fewer warpgroups a block, so that every block has work.
+    if (g.wg && ceil_div(g.ntiles, (ll)grid) < g.wgs) {
+        const int per = (int)ceil_div(g.ntiles, (ll)grid);
+        smem -= (size_t)(g.wgs - per) * (size_t)g.wg_bytes;
+        g.wgs = per;
+    }
     if (p->stats && (!stats || ((uintptr_t)stats & 7) != 0))
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: statistics at %p", (void *)stats);
     if (p->prologue && (!ab || ((uintptr_t)ab & 15) != 0))
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: normalisation parameters at %p",
                         (const void *)ab);
     const cmargs a = {y, x, z, w, bias, (float2 *)stats, (const float4 *)ab};
-    if (x->dtype == SEGRT_DTYPE_BFLOAT16)
+    if ((p->small_input ? y->dtype : x->dtype) == SEGRT_DTYPE_BFLOAT16)
         return launch_k<SEGRT_DTYPE_BFLOAT16>(stream, grid, smem, a, g);
     return launch_k<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, a, g);
 }

@@ -31,7 +31,13 @@
  * the same. BasicUNet's 32 -> 32 layers at 512^2 (batch 16, H100): 0.344
  * -> 0.307 ms; its 64 -> 32 layer 0.700 -> 0.624. What limits it now is
  * the epilogue (ncu: most issue stalls on shared memory, shuffles and
- * barriers; the tensor pipe about a quarter busy).
+ * barriers; the tensor pipe about a quarter busy). Up to five warpgroups
+ * share a block and one copy of the weights (a block each, the 64 -> 32
+ * layer fitted two an SM, now three), their buffers' addresses uniform,
+ * and the normalising prologue takes one 8-channel chunk a thread: with
+ * the image read as it is (below), BasicUNet at batch 16 went 3.69 ->
+ * 3.56 ms, its 64 -> 32 layer 0.68 -> 0.61 ms, the 32 -> 32 ones with
+ * statistics and a prologue 0.35-0.36 ms.
  *
  * x is [N, C, (D,) H, W] float16 or bfloat16 with channels contiguous
  * (channels-last, or a slice of a channels-last buffer), C a multiple of 16;
@@ -70,9 +76,21 @@ typedef struct sgk_conv_mma_params {
     float pro_alpha;   /* a slope in [0, 1] */
     int32_t pro_c;     /* ... over channels [0, pro_c) (a multiple of 8; 0: all), the
                         * rest taken as they are (a Concat's other inputs) */
+    int32_t wg_groups; /* wgmma: warpgroups a block at most, sharing its copy of the
+                        * weights (0: as many as fit; 1: a copy each) */
+    bool small_input;  /* wgmma, 2-D: x has x_channels (1-8) channels of any float dtype */
+    int32_t x_channels; /* and layout, read as it is (see below); C is then 16 */
 } sgk_conv_mma_params;
 
-/* With p->prologue (wgmma layers of 16, 32 or 64 input channels whose
+/* With p->small_input (a network's first layer over an image of up to 8
+ * channels, on Hopper), the kernel reads x where it lies, float32 planes
+ * say, converting each value as its halo lands, channels 8-15 and the
+ * weights past x_channels zero: no padded 16-bit copy of the image is
+ * written and read again (BasicUNet, batch 16 x 3 x 512^2 on an H100:
+ * the copy took 0.075 ms and the layer 0.20 on it; reading the float32
+ * image, the layer takes 0.225-0.232).
+ *
+ * With p->prologue (wgmma layers of 16, 32 or 64 input channels whose
  * results are staged), x is an InstanceNorm or GroupNorm's input and the
  * layer reads act((x - mean) * s + b) instead, the transform applied in
  * 16-bit arithmetic to each halo as it lands in shared memory; ab holds
