@@ -43,9 +43,9 @@ reported apart), then the median of --iters wall-clock runs (default 10 for
 2d, 5 for 3d). With --block K each side runs K times in a row per
 repetition (all timed: iters x K runs a side), so that each side runs in
 its own steady state: on the H100, segrt's 2-D job right after 40 ms of
-PyTorch's tensor-core work waited about 2 ms longer for the GPU (7.3
-instead of 5.3 ms) than right after its own run. torch's device is
-synchronized before and after its runs.
+PyTorch's tensor-core work waited about 0.8 ms longer for the GPU (6.4
+instead of 5.6 ms, bench/sw_interference.py) than right after its own
+run. torch's device is synchronized before and after its runs.
 Peak device memory: torch's allocator peak over the timed runs
 (max_memory_allocated after reset_peak_memory_stats: weights, image,
 accumulators, activations); segrt's is sampled: a thread reads the free
