@@ -710,8 +710,16 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
     constexpr int CHK = KS ? 2 * KS : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
     [[maybe_unused]] const int ck = (tid >> 3) % CHK, cp0 = (tid >> 3) / CHK * 8 + (tid & 7);
     [[maybe_unused]] int pro_n0 = -1, pro_n1 = -1; // the samples whose (mean, s, b) prosh's halves hold
+    // Halo position hp of the tile at (o1, o2): its offset in a sample of
+    // x (0 outside the image), and whether it is inside.
+    auto halo_at = [&](int hp, int o1, int o2, int *off) {
+        const int i1 = o1 - 1 + hp / S::h2, i2 = o2 - 1 + hp % S::h2;
+        const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+        *off = in ? i1 * g.xs[1] + i2 * g.xs[2] : 0;
+        return in;
+    };
     auto issue = [&](int tile, T *xsh, int buf) {
-        int o0, o1, o2, n;
+        int o0, o1, o2, n, off;
         tile_origin<false>(g, tile, &o0, &o1, &o2, &n);
         const T *xb = xt + (ll)n * g.xn;
         uint32_t inside = 0;
@@ -721,11 +729,9 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
                 const int hp = cp0 + j * CPR;
                 if (hp >= S::halo)
                     break;
-                const int a2 = hp % S::h2, a1 = hp / S::h2;
-                const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
-                const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+                const bool in = halo_at(hp, o1, o2, &off);
                 inside |= (uint32_t)in << j;
-                cp_async16(xsh + (ck * S::halo + hp) * 8, xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] + ck * 8 : 0), in);
+                cp_async16(xsh + (ck * S::halo + hp) * 8, xb + (in ? off + ck * 8 : 0), in);
             }
         } else {
 #pragma unroll
@@ -733,18 +739,16 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
                 const int hp = tid + j * CM_THREADS;
                 if (hp >= S::halo)
                     break;
-                const int a2 = hp % S::h2, a1 = hp / S::h2;
-                const int i1 = o1 - 1 + a1, i2 = o2 - 1 + a2;
-                const bool in = (unsigned)i1 < (unsigned)g.sp[1] && (unsigned)i2 < (unsigned)g.sp[2];
+                const bool in = halo_at(hp, o1, o2, &off);
                 inside |= (uint32_t)in << j;
                 if constexpr (XS) {
-                    const ll at = (ll)n * g.xn + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
+                    const ll at = (ll)n * g.xn + off;
 #pragma unroll
                     for (int c = 0; c < 8; c++)
                         pend[j][c] = in && c < g.xcn ? ld_f32(x, at + (ll)c * g.xc, g.xt) : 0.0f;
                     continue;
                 }
-                const T *src = xb + (in ? i1 * g.xs[1] + i2 * g.xs[2] : 0);
+                const T *src = xb + off;
                 for (int ch = 0; ch < chunks; ch++)
                     cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
             }
