@@ -921,7 +921,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->tps = g->ntile[0] * g->ntile[1] * g->ntile[2];
     g->C = p->C;
     g->K = p->K;
-    // Staged stores need whole 16-byte positions of x's dtype in y.
+    // Staged stores need whole 16-byte positions of the products' dtype in y.
     g->staged = !z && y->dtype == et && y->strides[1] == 1 && (!y->data || aligned16(y->data));
     for (int i = 0; i < y->rank; i++)
         if (i != 1 && y->strides[i] % 8 != 0)

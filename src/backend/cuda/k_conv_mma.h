@@ -103,9 +103,10 @@ typedef struct sgk_conv_mma_params {
  * with 16-byte aligned positions, weights and two tiles that fit in 100 KB of
  * shared memory, every offset within a sample of x, y and z below 2^30
  * elements (the kernel's index arithmetic is 32-bit there); with
- * p->stats, no activation, no residual and a staged y. z may be NULL (no
- * residual). Data pointers may be NULL (a builder asks before memory
- * exists). */
+ * p->stats, no activation, no residual and a staged y; with
+ * p->small_input, a staged y of 16-bit dtype (x's channels then in any
+ * layout). z may be NULL (no residual). Data pointers may be NULL (a
+ * builder asks before memory exists). */
 bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z);
 
 /* The tiles the statistics are written over (p->stats): y's spatial dims
