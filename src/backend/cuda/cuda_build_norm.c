@@ -28,6 +28,7 @@ typedef struct gn_params {
     float act_alpha;
     bool from_stats;    /* the producer wrote x's per-tile statistics, over grid */
     sgk_tile_grid grid;
+    int32_t one_pass_sms; /* sgk_group_norm's: the device's SMs, or 0 */
 } gn_params;
 
 /* args: x, scale, bias, the producer's per-tile statistics, ab: the
@@ -53,7 +54,7 @@ static sg_status gn_run(const cuda_step *s, cuda_run *r)
         return sgk_group_norm_partials(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act,
                                        gp->act_alpha, r->ptr[s->args[3]], &gp->grid, r->scratch);
     return sgk_group_norm(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act, gp->act_alpha,
-                          r->scratch);
+                          gp->one_pass_sms, r->scratch);
 }
 
 /* Scale or bias (input i) as a float32 tensor of c values: a constant is
@@ -247,6 +248,10 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     gp.groups = groups;
     gp.eps = sg_attr_float(n, "epsilon", 1e-5f);
     gp.act = SGK_ACT_NONE;
+    /* One kernel where the grid fits (see sgk_group_norm);
+     * SEGRT_CUDA_NORM_ONE_PASS=0 keeps the three. */
+    if (!cuda_env_off("SEGRT_CUDA_NORM_ONE_PASS"))
+        SG_TRY(cuda_sm_count(p, &gp.one_pass_sms));
     /* A Relu or LeakyRelu that alone reads the result is applied before
      * the store: the activation is not written and read back. */
     const sg_node *fuse = NULL;

@@ -26,6 +26,8 @@
 // 3 (see "Vectorized paths"); the rest, the general ones.
 #include "backend/cuda/k_common.cuh"
 
+#include <cooperative_groups.h>
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -545,20 +547,22 @@ __global__ void __launch_bounds__(GN_THREADS) gnv_stats_cl(const void *x, gngeom
         pw *= 2;
     for (int h = pw / 2; h > 0; h /= 2) {
         __syncthreads();
-        if (active && ty < h && ty + h < v.ry)
+        if (active && ty < h && ty + h < v.ry) {
 #pragma unroll
             for (int j = 0; j < V; j++) {
                 ll a = (ll)ty * g.C + tx * V + j;
                 sh[a] = mstat_merge(sh[a], sh[a + (ll)h * g.C]);
             }
+        }
     }
     __syncthreads();
-    if (active && ty == 0)
+    if (active && ty == 0) {
 #pragma unroll
         for (int j = 0; j < V; j++) {
             mstat m = sh[tx * V + j];
             part[(n * g.C + tx * V + j) * v.tiles + t] = make_float2(m.mean, m.m2);
         }
+    }
 }
 
 // 1, SP: block (n, c, tile); threads across the plane's vectors.
@@ -706,6 +710,8 @@ static segrt_status gnv_apply_launch(cudaStream_t stream, const sgk_view *y, con
     return launched("gnv_apply_sp");
 }
 
+#define GNF_MAX_SMS 264 // the one pass's most blocks (gnf_cl; its partials are sized for them)
+
 // Scratch: per (n, c, tile) mean and M2, then per (n, c) the mean (hi, lo),
 // a and bias (rounded up so that the float4 array stays aligned). Sized
 // for the larger of the general and the vectorized tilings: which one runs
@@ -713,6 +719,8 @@ static segrt_status gnv_apply_launch(cudaStream_t stream, const sgk_view *y, con
 static size_t gn_part_bytes(const gngeom *g, const gnvec *v)
 {
     ll tiles = v->kind != GNV_NONE && v->tiles > g->tiles ? v->tiles : g->tiles;
+    const ll one_pass = g->N > 0 ? ceil_div(GNF_MAX_SMS, g->N) : 1; // gnf_cl's blocks per sample, at most
+    tiles = tiles > one_pass ? tiles : one_pass;
     return ((size_t)(g->N * g->C * tiles) * sizeof(float2) + 15) & ~(size_t)15;
 }
 
@@ -807,9 +815,191 @@ static segrt_status gnv_launch(cudaStream_t stream, const sgk_view *y, const sgk
     return gn_apply_best(stream, y, x, g, v, ab, act, act_alpha);
 }
 
+// One pass: InstanceNormalization, channels-last --------------------------------------
+//
+// Where the whole grid fits on the device at once (a cooperative launch),
+// one kernel does all three steps and reads x once: a block takes a range
+// of one sample's positions, sums them as gnv_stats_cl does while keeping
+// them in shared memory, writes its per-channel (mean, M2), waits for the
+// grid, merges its sample's partials (every block of the sample the same
+// way, in the same order as gn_combine: double, Chan's formula), and
+// normalises its positions from shared memory (those that did not fit are
+// read again). BasicUNet's norms below 256^2 (batch 16, H100), after
+// cuDNN's convolutions: three kernels, each near its own floor, took
+// 0.023-0.053 ms a norm, more than twice a read and a write of x.
+#define GNF_THREADS 512
+#define GNF_WARPS (GNF_THREADS / 32)
+#define GNF_SMEM_MAX (227 * 1024)
+
+struct gnfgeom {
+    int P;          // blocks per sample
+    int rpb;        // positions per block
+    int cache_rows; // positions a block keeps in shared memory
+    int cv, ry;     // threads: channel vectors across, rows of threads
+};
+
+template <int XT>
+__global__ void __launch_bounds__(GNF_THREADS, 1)
+    gnf_cl(const void *x, void *y, gngeom g, gnvec v, gnfgeom f, const float *scale, const float *bias, double eps,
+           sgk_act act, float alpha, float2 *part)
+{
+    constexpr int V = V16<XT>();
+    extern __shared__ __align__(16) unsigned char gnf_smem[];
+    uint4 *cache = (uint4 *)gnf_smem;                                // [cache_rows][cv]
+    float4 *abs = (float4 *)(cache + (size_t)f.cache_rows * f.cv);   // [C]
+    mstat *red = (mstat *)(abs + g.C);                               // [warps][C]
+    const int C = (int)g.C, n = blockIdx.x / f.P, p = blockIdx.x % f.P;
+    const int tx = threadIdx.x % f.cv, ty = threadIdx.x / f.cv, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const ll r0 = (ll)p * f.rpb, r1 = r0 + f.rpb < g.S ? r0 + f.rpb : g.S;
+    const int rows = r0 + ty < r1 ? (int)((r1 - r0 - ty + f.ry - 1) / f.ry) : 0;
+    const uint4 *xb = (const uint4 *)x + ((ll)n * g.xn + (ll)tx * V) / V;
+    const ll pv = v.px / V;
+    // 1. This thread's rows: deviations from the block's first row, summed
+    // (rows <= CHUNK: gnf_plan), and kept where they fit.
+    mstat m[V];
+    {
+        float k[V], s1[V], s2[V];
+        vec16_unpack<XT>(xb[r0 * pv], k);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            s1[j] = s2[j] = 0.0f;
+        int i = 0;
+        for (; i + GNV_UNROLL <= rows; i += GNV_UNROLL) {
+            uint4 raw[GNV_UNROLL];
+#pragma unroll
+            for (int u = 0; u < GNV_UNROLL; u++)
+                raw[u] = xb[(r0 + ty + (ll)(i + u) * f.ry) * pv];
+#pragma unroll
+            for (int u = 0; u < GNV_UNROLL; u++) {
+                vadd<XT, V>(raw[u], k, s1, s2);
+                const int lr = ty + (i + u) * f.ry;
+                if (lr < f.cache_rows)
+                    cache[lr * f.cv + tx] = raw[u];
+            }
+        }
+        for (; i < rows; i++) {
+            const uint4 raw = xb[(r0 + ty + (ll)i * f.ry) * pv];
+            vadd<XT, V>(raw, k, s1, s2);
+            const int lr = ty + i * f.ry;
+            if (lr < f.cache_rows)
+                cache[lr * f.cv + tx] = raw;
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const mstat z = {0.0f, 0.0f, 0.0f};
+            m[j] = rows ? mstat_chunk((float)rows, s1[j], s2[j], k[j]) : z;
+        }
+    }
+    // The warp's rows of threads merged pairwise (lanes cv apart hold the
+    // same channels; cv is a power of two up to 32: gnf_plan), then the
+    // warps' in order by one thread a channel.
+    for (int d = f.cv; d < 32; d <<= 1)
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            mstat b;
+            b.n = __shfl_down_sync(0xffffffffu, m[j].n, d);
+            b.mean = __shfl_down_sync(0xffffffffu, m[j].mean, d);
+            b.m2 = __shfl_down_sync(0xffffffffu, m[j].m2, d);
+            if (lane + d < 32)
+                m[j] = mstat_merge(m[j], b);
+        }
+    if (lane < f.cv) {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            red[warp * C + tx * V + j] = m[j];
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += GNF_THREADS) {
+        mstat a = red[c];
+        for (int w = 1; w < GNF_WARPS; w++)
+            a = mstat_merge(a, red[w * C + c]);
+        part[((ll)n * C + c) * f.P + p] = make_float2(a.mean, a.m2);
+    }
+    // 2. Every block's partials, then the sample's (mean, a, bias).
+    cooperative_groups::this_grid().sync();
+    for (int c = threadIdx.x; c < C; c += GNF_THREADS) {
+        dstat a = {0.0, 0.0, 0.0};
+        for (int q = 0; q < f.P; q++) {
+            const ll left = g.S - (ll)q * f.rpb;
+            const float2 pm = part[((ll)n * C + c) * f.P + q];
+            const dstat b = {(double)(left < f.rpb ? left : f.rpb), (double)pm.x, (double)pm.y};
+            a = dstat_merge(a, b);
+        }
+        const double var = a.n > 0.0 ? a.m2 / a.n : 0.0, inv = 1.0 / sqrt(var + eps);
+        const float hi = (float)a.mean, lo = (float)(a.mean - (double)hi);
+        abs[c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
+    }
+    __syncthreads();
+    // 3. The same rows normalised: from shared memory where they were kept.
+    float4 k[V];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        k[j] = abs[tx * V + j];
+    uint4 *yb = (uint4 *)y + ((ll)n * g.yn + (ll)tx * V) / V;
+    const ll py = v.py / V;
+    for (int i = 0; i < rows; i++) {
+        const int lr = ty + i * f.ry;
+        const ll r = r0 + lr;
+        const uint4 raw = lr < f.cache_rows ? cache[lr * f.cv + tx] : xb[r * pv];
+        yb[r * py] = vapply<XT, V>(raw, k, act, alpha);
+    }
+}
+
+// The one pass's grid for x on sm_count multiprocessors (InstanceNorm,
+// channels-last, y as gnv_apply_cl writes it), or false.
+static bool gnf_plan(const gngeom &g, const gnvec &v, const sgk_view *x, const sgk_view *y, int sm_count,
+                     gnfgeom *f, size_t *smem)
+{
+    if (sm_count < 1 || v.kind != GNV_CL || g.groups != g.C || !gnv_apply_ok(&v, &g, x, y) || g.N > sm_count)
+        return false;
+    const ll V = vec16_width(x->dtype);
+    const int cv = (int)(g.C / V);
+    if (cv < 1 || cv > 32 || (cv & (cv - 1)) != 0)
+        return false;
+    f->cv = cv;
+    f->ry = GNF_THREADS / cv;
+    const int sms = sm_count < GNF_MAX_SMS ? sm_count : GNF_MAX_SMS;
+    const ll P = sms / g.N, rpb = ceil_div(g.S, P);
+    // (Rows a thread: one chunk of the statistics, as gnv_stats_cl keeps them.)
+    if (P < 1 || rpb > INT32_MAX || ceil_div(rpb, f->ry) > CHUNK)
+        return false;
+    f->rpb = (int)rpb;
+    f->P = (int)ceil_div(g.S, rpb);
+    const size_t fixed = (size_t)g.C * sizeof(float4) + (size_t)GNF_WARPS * g.C * sizeof(mstat);
+    const size_t row = (size_t)cv * 16;
+    if (fixed + row > GNF_SMEM_MAX)
+        return false;
+    const size_t fit = (GNF_SMEM_MAX - fixed) / row;
+    f->cache_rows = (int)(fit < (size_t)rpb ? fit : (size_t)rpb);
+    *smem = fixed + (size_t)f->cache_rows * row;
+    return true;
+}
+
+template <int XT>
+static segrt_status gnf_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const gngeom &g,
+                               const gnvec &v, const gnfgeom &f, size_t smem, const float *scale,
+                               const float *bias, float eps, sgk_act act, float alpha, float2 *part)
+{
+    if (cudaFuncSetAttribute(gnf_cl<XT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return launched("gnf_cl (shared memory)");
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(g.N * f.P));
+    cfg.blockDim = dim3(GNF_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const double e = (double)eps;
+    cudaLaunchKernelEx(&cfg, gnf_cl<XT>, x->data, y->data, g, v, f, scale, bias, e, act, alpha, part);
+    return launched("gnf_cl");
+}
+
 extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *scale,
                                        const float *bias, int64_t groups, float eps, sgk_act act, float act_alpha,
-                                       void *scratch)
+                                       int32_t one_pass_sms, void *scratch)
 {
     if (!is_float(x->dtype) || !is_float(y->dtype) || y->rank != x->rank)
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm: unsupported views");
@@ -828,6 +1018,19 @@ extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, c
     float4 *ab = (float4 *)((char *)scratch + gn_part_bytes(&g, &v));
     if (!aligned16(x->data))
         v.kind = GNV_NONE;
+    gnfgeom f;
+    size_t fsmem;
+    if (gnf_plan(g, v, x, y, one_pass_sms, &f, &fsmem)) {
+        switch (x->dtype) {
+        case SEGRT_DTYPE_FLOAT16:
+            return gnf_launch<SEGRT_DTYPE_FLOAT16>(stream, y, x, g, v, f, fsmem, scale, bias, eps, act, act_alpha, part);
+        case SEGRT_DTYPE_BFLOAT16:
+            return gnf_launch<SEGRT_DTYPE_BFLOAT16>(stream, y, x, g, v, f, fsmem, scale, bias, eps, act, act_alpha,
+                                                    part);
+        default:
+            return gnf_launch<SEGRT_DTYPE_FLOAT32>(stream, y, x, g, v, f, fsmem, scale, bias, eps, act, act_alpha, part);
+        }
+    }
     segrt_status s;
     if (v.kind != GNV_NONE)
         return gnv_launch(stream, y, x, g, v, part, ab, scale, bias, eps, act, act_alpha);
