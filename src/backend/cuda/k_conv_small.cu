@@ -101,10 +101,11 @@ template <int KP> __device__ __forceinline__ void cs_store_vec(const csgeom &g, 
             return;
         }
     }
-    if constexpr (KP % 4 == 0)
+    if constexpr (KP % 4 == 0) {
 #pragma unroll
         for (int j = 0; j < KP; j += 4)
             *(uint4 *)((float *)y + yo + j) = vec16_pack<SEGRT_DTYPE_FLOAT32>(v + j);
+    }
 }
 
 // The weights, staged by the block in shared memory as ws[tap][c][KP]
@@ -282,11 +283,12 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                             for (int c = 0; c < g.C; c += V) {
                                 float xv[V], wv[V * KP];
                                 cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
-                                if (g.pro)
+                                if (g.pro) {
 #pragma unroll
                                     for (int j = 0; j < V; j++)
                                         xv[j] = act_apply(fmaf(xv[j] - pm[c + j], ps[c + j], pbias[c + j]),
                                                           g.pro_act, g.pro_alpha);
+                                }
                                 ld_floats<V * KP>(wt + c * KP, wv);
 #pragma unroll
                                 for (int j = 0; j < V; j++)
@@ -485,10 +487,11 @@ __global__ void __launch_bounds__(CS_THREADS)
 #pragma unroll
                         for (int kd = 0; kd < 3; kd++) {
                             const int j = zz - kd; // the output along d this tap of plane zz feeds
-                            if (j >= 0 && j < TD)
+                            if (j >= 0 && j < TD) {
 #pragma unroll
                                 for (int k = 0; k < KP; k++)
                                     acc[j][k] = fmaf(v, wv[kd][k], acc[j][k]);
+                            }
                         }
                     }
                 }

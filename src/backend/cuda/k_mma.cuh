@@ -65,10 +65,16 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool vali
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
-// Waits until at most one committed group is still in flight.
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+// Waits until at most one committed group is still in flight. (The
+// "memory" clobbers keep the compiler from moving shared-memory loads of
+// the landed data above the wait: conv_wgmma's normalising prologue read
+// its halo before it had landed once its loop was reordered.)
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// Waits until every committed group has landed.
+__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Channels c and c + 1 of one output position at element yo of y (dtype
 // yt): as one vector where pair says y's channels are contiguous and
