@@ -321,10 +321,11 @@ template <int XT, int NT> __device__ __forceinline__ void frags_mma(float (*acc)
             mma16816<XT>(acc[mt][nt], f.a[mt], f.b[nt / 2]);
             mma16816<XT>(acc[mt][nt + 1], f.a[mt], f.b[nt / 2] + 2);
         }
-    if constexpr (NT % 2 == 1)
+    if constexpr (NT % 2 == 1) {
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
             mma16816<XT>(acc[mt][NT - 1], f.a[mt], f.b[NT / 2]);
+    }
 }
 
 // Which tile position an accumulator row holds: mma.sync's warp w has
@@ -386,18 +387,20 @@ __device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][N
             // accumulators become zero (they are not stored), so the
             // sums below need no test per position (tested there, the
             // index arithmetic ran for every tile, predicated off).
-            if (edge)
+            if (edge) {
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
 #pragma unroll
                     for (int half = 0; half < 2; half++) {
                         int d, h, wi;
                         tile_pos<D3>(acc_row<WG>(warp, mt, grp, half), &d, &h, &wi);
-                        if (d >= e[0] || h >= e[1] || wi >= e[2])
+                        if (d >= e[0] || h >= e[1] || wi >= e[2]) {
 #pragma unroll
                             for (int nt = 0; nt < NT; nt++)
                                 acc[mt][nt][2 * half] = acc[mt][nt][2 * half + 1] = 0.0f;
+                        }
                     }
+            }
         }
 #pragma unroll
         for (int mt = 0; mt < 2; mt++) {
@@ -629,6 +632,14 @@ __device__ __forceinline__ typename pro_pair<T>::type pro_apply(typename pro_pai
     return act == SGK_ACT_NONE ? v : __hmax2(v, __hmul2(v, alpha));
 }
 
+// 16 bytes from one object to another of another type (a uint4, four
+// 16-bit pairs), without reading either through the other's type.
+template <typename To, typename From> __device__ __forceinline__ void bits16(To *to, const From &from)
+{
+    static_assert(sizeof(From) == 16, "16 bytes");
+    memcpy((void *)to, (const void *)&from, 16);
+}
+
 // A warpgroup's barrier: named barrier 1 + wg over its CM_THREADS threads
 // (0 is __syncthreads').
 __device__ __forceinline__ void wg_sync(int wg)
@@ -769,10 +780,13 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
         if (ck * 8 >= g.pro_c)
             return; // the channels taken as they are
         const T2 *m = prosh + buf * 3 * (C / 2) + ck * 4, *sc = m + C / 2, *b = m + C;
+        // (16-byte moves between 16-bit pairs and uint4 through bits16:
+        // through a pointer cast, a T2 written into a uint4 is another
+        // type's object, which the compiler may take as not written.)
         T2 mv[4], sv[4], bv[4];
-        *(uint4 *)mv = *(const uint4 *)m;
-        *(uint4 *)sv = *(const uint4 *)sc;
-        *(uint4 *)bv = *(const uint4 *)b;
+        bits16(mv, *(const uint4 *)m);
+        bits16(sv, *(const uint4 *)sc);
+        bits16(bv, *(const uint4 *)b);
         // Four positions' loads in flight before their stores.
         constexpr int G = 4;
 #pragma unroll
@@ -786,11 +800,14 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
             for (int j = j0; j < j0 + G && j < CPT; j++) {
                 if (cp0 + j * CPR >= S::halo || !(inside >> j & 1))
                     continue;
-                T2 *e2 = (T2 *)&v[j - j0];
+                T2 e2[4];
+                bits16(e2, v[j - j0]);
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     e2[e] = pro_apply<T>(e2[e], mv[e], sv[e], bv[e], alpha2, g.pro_act);
-                *(uint4 *)(xsh + (ck * S::halo + cp0 + j * CPR) * 8) = v[j - j0];
+                uint4 out;
+                bits16(&out, e2);
+                *(uint4 *)(xsh + (ck * S::halo + cp0 + j * CPR) * 8) = out;
             }
         }
     };
@@ -807,7 +824,12 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
                      // ones: the barriers of the tile before)
     for (int tile = first, it = 0; tile < g.ntiles; tile += stride, it++) {
         T *xsh = xsh0 + (it & 1) * S::halo * C;
-        if constexpr (XS) // this tile's values, loaded during the tile before
+        // XS: this tile's values, loaded during the tile before. (Braces
+        // round a statement that a #pragma begins: without them nvcc ran
+        // this loop in every instantiation, storing the uninitialised pend
+        // into the halo, and a reordering of this loop dropped the PRO
+        // normalisation as work on undefined values.)
+        if constexpr (XS) {
 #pragma unroll
             for (int j = 0; j < HPT; j++)
                 if (tid + j * CM_THREADS < S::halo) {
@@ -815,8 +837,11 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
                         v[e] = pro_pair<T>::of(pend[j][2 * e], pend[j][2 * e + 1]);
-                    *(uint4 *)(xsh + (tid + j * CM_THREADS) * 8) = *(const uint4 *)v;
+                    uint4 out;
+                    bits16(&out, v);
+                    *(uint4 *)(xsh + (tid + j * CM_THREADS) * 8) = out;
                 }
+        }
         [[maybe_unused]] const uint32_t inside = inside_next;
         if (tile + stride < g.ntiles)
             inside_next = issue(tile + stride, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
