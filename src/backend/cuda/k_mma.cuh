@@ -69,12 +69,8 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 
 // Waits until at most one committed group is still in flight. (The
 // "memory" clobbers keep the compiler from moving shared-memory loads of
-// the landed data above the wait: conv_wgmma's normalising prologue read
-// its halo before it had landed once its loop was reordered.)
+// the landed data above the wait, as it may across an asm without them.)
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-
-// Waits until every committed group has landed.
-__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Channels c and c + 1 of one output position at element yo of y (dtype
 // yt): as one vector where pair says y's channels are contiguous and

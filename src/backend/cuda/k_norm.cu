@@ -711,6 +711,7 @@ static segrt_status gnv_apply_launch(cudaStream_t stream, const sgk_view *y, con
 }
 
 #define GNF_MAX_SMS 264 // the one pass's most blocks (gnf_cl; its partials are sized for them)
+#define GNF_MAX_P 32    // ... and blocks a sample (see gnf_plan)
 
 // Scratch: per (n, c, tile) mean and M2, then per (n, c) the mean (hi, lo),
 // a and bias (rounded up so that the float4 array stays aligned). Sized
@@ -719,7 +720,8 @@ static segrt_status gnv_apply_launch(cudaStream_t stream, const sgk_view *y, con
 static size_t gn_part_bytes(const gngeom *g, const gnvec *v)
 {
     ll tiles = v->kind != GNV_NONE && v->tiles > g->tiles ? v->tiles : g->tiles;
-    const ll one_pass = g->N > 0 ? ceil_div(GNF_MAX_SMS, g->N) : 1; // gnf_cl's blocks per sample, at most
+    ll one_pass = g->N > 0 ? ceil_div(GNF_MAX_SMS, g->N) : 1; // gnf_cl's blocks per sample, at most
+    one_pass = one_pass < GNF_MAX_P ? one_pass : GNF_MAX_P;
     tiles = tiles > one_pass ? tiles : one_pass;
     return ((size_t)(g->N * g->C * tiles) * sizeof(float2) + 15) & ~(size_t)15;
 }
@@ -830,7 +832,6 @@ static segrt_status gnv_launch(cudaStream_t stream, const sgk_view *y, const sgk
 #define GNF_THREADS 512
 #define GNF_WARPS (GNF_THREADS / 32)
 #define GNF_SMEM_MAX (227 * 1024)
-#define GNF_MAX_P 32 // blocks a sample (see gnf_plan)
 
 struct gnfgeom {
     int P;          // blocks per sample
@@ -847,8 +848,8 @@ __global__ void __launch_bounds__(GNF_THREADS, 1)
     constexpr int V = V16<XT>();
     extern __shared__ __align__(16) unsigned char gnf_smem[];
     uint4 *cache = (uint4 *)gnf_smem;                                // [cache_rows][cv]
-    float4 *abs = (float4 *)(cache + (size_t)f.cache_rows * f.cv);   // [C]
-    mstat *red = (mstat *)(abs + g.C);                               // [warps][C]
+    float4 *coef = (float4 *)(cache + (size_t)f.cache_rows * f.cv);  // [C]
+    mstat *red = (mstat *)(coef + g.C);                              // [warps][C]
     const int C = (int)g.C, n = blockIdx.x / f.P, p = blockIdx.x % f.P;
     const int tx = threadIdx.x % f.cv, ty = threadIdx.x / f.cv, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const ll r0 = (ll)p * f.rpb, r1 = r0 + f.rpb < g.S ? r0 + f.rpb : g.S;
@@ -928,14 +929,14 @@ __global__ void __launch_bounds__(GNF_THREADS, 1)
         }
         const double var = a.n > 0.0 ? a.m2 / a.n : 0.0, inv = 1.0 / sqrt(var + eps);
         const float hi = (float)a.mean, lo = (float)(a.mean - (double)hi);
-        abs[c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
+        coef[c] = make_float4(hi, lo, (float)((double)scale[c] * inv), bias[c]);
     }
     __syncthreads();
     // 3. The same rows normalised: from shared memory where they were kept.
     float4 k[V];
 #pragma unroll
     for (int j = 0; j < V; j++)
-        k[j] = abs[tx * V + j];
+        k[j] = coef[tx * V + j];
     uint4 *yb = (uint4 *)y + ((ll)n * g.yn + (ll)tx * V) / V;
     const ll py = v.py / V;
     for (int i = 0; i < rows; i++) {
@@ -951,7 +952,7 @@ __global__ void __launch_bounds__(GNF_THREADS, 1)
 static bool gnf_plan(const gngeom &g, const gnvec &v, const sgk_view *x, const sgk_view *y, int sm_count,
                      gnfgeom *f, size_t *smem)
 {
-    if (sm_count < 1 || v.kind != GNV_CL || g.groups != g.C || !gnv_apply_ok(&v, &g, x, y) || g.N > sm_count)
+    if (sm_count < 1 || v.kind != GNV_CL || g.groups != g.C || !gnv_apply_ok(&v, &g, x, y))
         return false;
     const ll V = vec16_width(x->dtype);
     const int cv = (int)(g.C / V);
@@ -961,14 +962,12 @@ static bool gnf_plan(const gngeom &g, const gnvec &v, const sgk_view *x, const s
     f->ry = GNF_THREADS / cv;
     const int sms = sm_count < GNF_MAX_SMS ? sm_count : GNF_MAX_SMS;
     const ll P = sms / g.N, rpb = ceil_div(g.S, P);
-    // (At most GNF_MAX_P blocks a sample: each block merges its sample's
-    // partials in double, one after another, and basicunet2d at batch 1
-    // took 0.78 ms with 132 blocks a sample against 0.59 ms on three
-    // kernels; at batch 16, 8 blocks a sample.)
-    if (P > GNF_MAX_P)
-        return false;
-    // (Rows a thread: one chunk of the statistics, as gnv_stats_cl keeps them.)
-    if (P < 1 || rpb > INT32_MAX || ceil_div(rpb, f->ry) > CHUNK)
+    // At least a block a sample (all resident at once), at most GNF_MAX_P:
+    // each block merges its sample's partials in double, one after
+    // another, and basicunet2d at batch 1 took 0.78 ms with 132 blocks a
+    // sample against 0.59 ms on three kernels (at batch 16: 8 a sample).
+    // Rows a thread: one chunk of the statistics, as gnv_stats_cl keeps them.
+    if (P < 1 || P > GNF_MAX_P || rpb > INT32_MAX || ceil_div(rpb, f->ry) > CHUNK)
         return false;
     f->rpb = (int)rpb;
     f->P = (int)ceil_div(g.S, rpb);
