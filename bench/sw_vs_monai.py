@@ -379,6 +379,7 @@ class Bench:
             torch.backends.cudnn.benchmark = True
         self.result = None
         self.segrt_stats = None
+        self.segrt_stats_runs = []
 
     def sync(self):
         if self.cuda:
@@ -502,6 +503,7 @@ class Bench:
         tag = f"{job.name} sw_batch {sw_batch}"
         case.update(iters=iters, warmup=a.warmup, segrt_batch_range=not a.fixed_batch and self.cuda)
         self.segrt_stats = None
+        self.segrt_stats_runs = []
         free0 = self.free_now() if self.cuda else None
         log(f"{tag}: building segrt's engine ...")
         seg = SegrtSide(path, image, job, sw_batch, a.blend, a.device, a.precision,
@@ -543,6 +545,14 @@ class Bench:
             case["segrt_plans_compiled_in_runs"] = (seg.info().get("plans") or 0) - (plans0 or 0)
             # segrt_window_stats of the last run (on_device: blended on the GPU), where the library has them.
             case["segrt_stats"] = self.segrt_stats
+            # ... and where each timed run's host time went, to tell a slow
+            # run's cause (copies, the GPU, the result) from the others'.
+            runs = self.segrt_stats_runs[a.warmup * a.block:]
+            if runs and all(runs):
+                keys = ("seconds_setup", "seconds_uploading", "seconds_waiting", "seconds_downloading",
+                        "seconds_run")
+                case["segrt_stats_runs"] = {k.replace("seconds_", "") + "_ms": [r[k] * 1e3 for r in runs]
+                                            for k in keys if k in runs[0]}
             labels.clear()
             if self.cuda:
                 case["segrt"].update(self.segrt_sampled_peak(seg, free0))
@@ -562,6 +572,7 @@ class Bench:
             ms = (time.perf_counter() - t0) * 1e3
             with res:
                 self.segrt_stats = res.stats
+                self.segrt_stats_runs.append(res.stats)
                 return ms, res.numpy()  # the copy is not timed
         return call
 
