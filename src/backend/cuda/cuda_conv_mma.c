@@ -140,6 +140,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
      * compute capability 9.0 exactly. */
     kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_env_off("SEGRT_CUDA_WGMMA");
     kp->wg_groups = cuda_env_off("SEGRT_CUDA_WGMMA_SHARED") ? 1 : 0;
+    kp->issue_late = !cuda_env_off("SEGRT_CUDA_WGMMA_ISSUE_LATE");
     if (dn) {
         kp->prologue = true;
         kp->pro_act = dn->act;

@@ -30,6 +30,13 @@
 // of the weights).
 #define CM_WG_MAX 5
 #define CM_WG_SMEM_MAX (227 * 1024)
+// ... except with 64 input channels (KS 4; 2-D only), where four fit next
+// to the weights anyway and five's 96 registers a thread made the
+// normalising instantiation spill: reloaded from local memory every tile,
+// the spilled halo offsets missed L1 (its carve-out is shared memory) and
+// stalled the halo loads (ncu, BasicUNet's 64 -> 32 layer at 256^2: a
+// tenth of the stall samples). 512 threads get 128 registers.
+__host__ __device__ constexpr int cm_wg_max(int ks) { return ks == 4 ? 4 : CM_WG_MAX; }
 
 // The tile's shape, fixed at compile time so that positions split into
 // (d, h, w) by constant divisions: a runtime-shaped first version spent
@@ -59,6 +66,7 @@ struct cmgeom {
     int tps;       // tiles per sample
     bool d3;       // 3-D (cm_shape<true>), else 2-D
     bool wg;       // conv_wgmma (2-D, sm_90a), else conv_mma
+    bool late;     // conv_wgmma: the next tile's loads start behind this tile's products
     bool pro;      // conv_wgmma normalises x as it lands (ab, pro_act; see below)
     int pro_c;     // ... its channels [0, pro_c)
     sgk_act pro_act;
@@ -436,7 +444,11 @@ __device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][N
                             (float)((e[0] < S::t0 ? e[0] : S::t0) * (e[1] < S::t1 ? e[1] : S::t1) *
                                     (e[2] < S::t2 ? e[2] : S::t2)),
                             part, n, tile, g.tps, tid);
-        sync(); // the staging tile is read: the next iteration may refill it
+        // The staging tile is read: the next iteration may refill it.
+        // (conv_wgmma with g.late refills this buffer only after its next
+        // tile's first barrier, which every thread reaches past here.)
+        if (!(WG && g.late))
+            sync();
     } else {
         const ll ybase = (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
         const ll zbase = z ? (ll)n * g.zn + (ll)o0 * g.zs[0] + (ll)o1 * g.zs[1] + (ll)o2 * g.zs[2] : 0;
@@ -648,7 +660,7 @@ __device__ __forceinline__ void wg_sync(int wg)
 }
 
 template <int XT, int NT, int KS, int EPI, bool PRO, bool XS>
-__global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
+__global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     conv_wgmma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
                const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part,
                const float4 *__restrict__ ab, cmgeom g)
@@ -783,10 +795,13 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
         // (16-byte moves between 16-bit pairs and uint4 through bits16:
         // through a pointer cast, a T2 written into a uint4 is another
         // type's object, which the compiler may take as not written.)
+        // (Loaded into uint4s first: copied straight from shared memory,
+        // the three became 48 byte loads, ncu.)
+        const uint4 mu = *(const uint4 *)m, su = *(const uint4 *)sc, bu = *(const uint4 *)b;
         T2 mv[4], sv[4], bv[4];
-        bits16(mv, *(const uint4 *)m);
-        bits16(sv, *(const uint4 *)sc);
-        bits16(bv, *(const uint4 *)b);
+        bits16(mv, mu);
+        bits16(sv, su);
+        bits16(bv, bu);
         // Four positions' loads in flight before their stores.
         constexpr int G = 4;
 #pragma unroll
@@ -843,10 +858,23 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
                 }
         }
         [[maybe_unused]] const uint32_t inside = inside_next;
-        if (tile + stride < g.ntiles)
-            inside_next = issue(tile + stride, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
-        cp_async_commit();
-        cp_async_wait1();
+        // The next tile's loads go to the other buffer, free since the tile
+        // before's epilogue ended. g.late: once this tile's products are
+        // issued, so that their address arithmetic and copies run while
+        // the products do (ncu: a fifth of the warps' time went to waiting
+        // for the products, another to issuing the loads before them);
+        // they then have the epilogue's time to land, not a whole tile's.
+        auto issue_next = [&] {
+            if (tile + stride < g.ntiles)
+                inside_next = issue(tile + stride, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
+            cp_async_commit();
+        };
+        if (g.late) {
+            cp_async_wait0();
+        } else {
+            issue_next();
+            cp_async_wait1();
+        }
         if constexpr (PRO)
             normalise(xsh, inside, it & 1); // this thread's own copies: no barrier before
         wg_fence_smem(); // this thread's halo to the async proxy
@@ -870,6 +898,8 @@ __global__ void __launch_bounds__(CM_THREADS *CM_WG_MAX, 1)
                 }
         }
         wg_commit();
+        if (g.late)
+            issue_next();
         wg_wait0();
         wg_pin_all<NT>(acc);
         wg_sync(wg); // every warp's products are done: the halo buffer is free
@@ -959,6 +989,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         return false;
     g->stats = p->stats;
     g->wg = p->wgmma && !g->d3;
+    g->late = g->wg && p->issue_late;
     // The normalising prologue: conv_wgmma, C 16, 32 or 64 (compile-time
     // chunks), staged results, and an activation max(v, alpha v) is.
     if (p->prologue && (!g->wg || !g->staged || (p->C != 16 && p->C != 32 && p->C != 64) ||
@@ -994,7 +1025,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         group += p->stats ? 4 * (size_t)cm_ssh_floats(g->K) : 0;
         group = (group + 127) / 128 * 128;
         size_t n = (CM_WG_SMEM_MAX - wbytes) / group;
-        const size_t most = p->wg_groups > 0 && p->wg_groups < CM_WG_MAX ? (size_t)p->wg_groups : CM_WG_MAX;
+        // (The kernel's instantiation for C: KS = 4 at 64 channels.)
+        const size_t cap = (size_t)cm_wg_max(p->C == 64 ? 4 : 0);
+        const size_t most = p->wg_groups > 0 && (size_t)p->wg_groups < cap ? (size_t)p->wg_groups : cap;
         g->wgs = n < 1 ? 1 : n > most ? (int)most : (int)n;
         g->wg_w_bytes = (int)((wbytes + 127) / 128 * 128);
         g->wg_bytes = (int)group;
@@ -1150,7 +1183,7 @@ extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_par
     // Blocks an SM: as many as fit (an SM's 228 KB, 1 KB reserved a
     // block), up to CM_BLOCKS_PER_SM, or CM_WG_MAX warpgroups.
     ll per_sm = (ll)(220 * 1024) / (ll)(smem + 1024);
-    const ll most = g.wg ? CM_WG_MAX / g.wgs : CM_BLOCKS_PER_SM;
+    const ll most = g.wg ? cm_wg_max(g.C == 64 ? 4 : 0) / g.wgs : CM_BLOCKS_PER_SM;
     per_sm = per_sm < 1 ? 1 : per_sm > most ? most : per_sm;
     ll cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
     unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);

@@ -71,6 +71,8 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 // "memory" clobbers keep the compiler from moving shared-memory loads of
 // the landed data above the wait, as it may across an asm without them.)
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+// ... until none is.
+__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Channels c and c + 1 of one output position at element yo of y (dtype
 // yt): as one vector where pair says y's channels are contiguous and
