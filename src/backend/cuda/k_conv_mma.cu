@@ -37,6 +37,8 @@
 // stalled the halo loads (ncu, BasicUNet's 64 -> 32 layer at 256^2: a
 // tenth of the stall samples). 512 threads get 128 registers.
 __host__ __device__ constexpr int cm_wg_max(int ks) { return ks == 4 ? 4 : CM_WG_MAX; }
+// ... for a 2-D layer of C input channels (launch_ks: KS 4 at 64).
+static int cm_wg_cap(int C) { return cm_wg_max(C == 64 ? 4 : 0); }
 
 // The tile's shape, fixed at compile time so that positions split into
 // (d, h, w) by constant divisions: a runtime-shaped first version spent
@@ -1025,8 +1027,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         group += p->stats ? 4 * (size_t)cm_ssh_floats(g->K) : 0;
         group = (group + 127) / 128 * 128;
         size_t n = (CM_WG_SMEM_MAX - wbytes) / group;
-        // (The kernel's instantiation for C: KS = 4 at 64 channels.)
-        const size_t cap = (size_t)cm_wg_max(p->C == 64 ? 4 : 0);
+        const size_t cap = (size_t)cm_wg_cap(p->C);
         const size_t most = p->wg_groups > 0 && (size_t)p->wg_groups < cap ? (size_t)p->wg_groups : cap;
         g->wgs = n < 1 ? 1 : n > most ? (int)most : (int)n;
         g->wg_w_bytes = (int)((wbytes + 127) / 128 * 128);
@@ -1181,9 +1182,9 @@ extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_par
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: weights at %p, not 16-byte aligned",
                         (const void *)w);
     // Blocks an SM: as many as fit (an SM's 228 KB, 1 KB reserved a
-    // block), up to CM_BLOCKS_PER_SM, or CM_WG_MAX warpgroups.
+    // block), up to CM_BLOCKS_PER_SM, or cm_wg_cap's warpgroups.
     ll per_sm = (ll)(220 * 1024) / (ll)(smem + 1024);
-    const ll most = g.wg ? cm_wg_max(g.C == 64 ? 4 : 0) / g.wgs : CM_BLOCKS_PER_SM;
+    const ll most = g.wg ? cm_wg_cap(g.C) / g.wgs : CM_BLOCKS_PER_SM;
     per_sm = per_sm < 1 ? 1 : per_sm > most ? most : per_sm;
     ll cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
     unsigned grid = (unsigned)(g.ntiles < cap ? g.ntiles : cap);

@@ -82,7 +82,8 @@ typedef struct sgk_conv_mma_params {
     int32_t wg_groups; /* wgmma: warpgroups a block at most, sharing its copy of the
                         * weights (0: as many as fit; 1: a copy each) */
     bool issue_late;   /* wgmma: a warpgroup starts its next tile's loads once its products
-                        * are under way, not before it waits for this tile's (see below) */
+                        * are under way, not before it waits for this tile's; the results
+                        * are the same bit for bit */
     bool small_input;  /* wgmma, 2-D: x has x_channels (1-8) channels of any float dtype */
     int32_t x_channels; /* and layout, read as it is (see below); C is then 16 */
 } sgk_conv_mma_params;
