@@ -312,7 +312,7 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     cuda_step *st;
     bool group = n->op == SG_OP_GROUP_NORMALIZATION;
     if (ts) {
-        /* (Profiles print 22 characters of the name.) */
+        /* (Profiles print 26 characters of the name.) */
         int32_t pargs[5] = {args[0], args[1], args[2], ts->part, args[3]};
         SG_TRY(cuda_step_new(p, n, "segrt norm from stats", gn_run, pargs, 5, 1, params, NULL, &st));
         st->any_view = (uint64_t)1 << 4; /* y */

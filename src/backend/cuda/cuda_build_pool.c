@@ -80,6 +80,17 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n)
     memset(&dn, 0, sizeof dn);
     const cuda_deferred_norm *found = cuda_deferred_norm_find(p, n->inputs[0]);
     bool norm = found && cuda_pool_takes_norm(p, n, found);
+    /* The layer that produced x already pooled it (cuda_conv_mma.c's
+     * mma_pool_of): the result is that tensor with the same deferred
+     * norm, left to this pool's readers in turn. */
+    const cuda_tile_stats *ts = norm ? cuda_tile_stats_find(p, found->raw) : NULL;
+    if (ts && ts->pooled >= 0 && ts->pool_node == cuda_node_index(p, n) && cuda_deferred_norm_whole(p, found)) {
+        dn = *found;
+        dn.value = n->outputs[0];
+        dn.raw = ts->pooled;
+        cuda_value_set(p, dn.value, dn.raw);
+        return cuda_deferred_norm_put(p, &dn);
+    }
     if (found)
         dn = *found;
     if (found && !norm)

@@ -15,6 +15,8 @@
  * already channels-last in the plan's dtype (fewer: a padded copy, or on
  * Hopper up to 8 read as they lie), 8, 16 or 32 output channels
  * (at most 16 in 3-D), constant weights and bias, group 1, dilation 1.
+ * A layer that writes its norm's statistics can also do the 2x2 max pool
+ * that reads the norm's result (mma_pool_of).
  * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons);
  * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper;
  * SEGRT_CUDA_WGMMA_SHARED=0 gives each of its warpgroups a block and a
@@ -35,11 +37,12 @@ typedef struct mma_params {
     bool has_bias, has_residual;
 } mma_params;
 
-/* args: x, w, [bias], [residual], [the deferred norm's ab], y, [statistics] */
+/* args: x, w, [bias], [residual], [the deferred norm's ab], y, [statistics], [pool] */
 static sg_status mma_run(const cuda_step *s, cuda_run *r)
 {
     const mma_params *mp = s->params;
-    int32_t yi = s->n_args - 1 - (mp->kp.stats ? 1 : 0), zi = yi - 1 - (mp->kp.prologue ? 1 : 0);
+    int32_t si = s->n_args - 1 - (mp->kp.pool ? 1 : 0), yi = si - (mp->kp.stats ? 1 : 0);
+    int32_t zi = yi - 1 - (mp->kp.prologue ? 1 : 0);
     sgk_view x = cuda_view(r, s->args[0]);
     sgk_view y = cuda_view(r, s->args[yi]);
     sgk_view z;
@@ -47,9 +50,13 @@ static sg_status mma_run(const cuda_step *s, cuda_run *r)
         z = cuda_view(r, s->args[zi]);
     const float *w = r->ptr[s->args[1]];
     const float *b = mp->has_bias ? r->ptr[s->args[2]] : NULL;
-    float *stats = mp->kp.stats ? r->ptr[s->args[s->n_args - 1]] : NULL;
+    float *stats = mp->kp.stats ? r->ptr[s->args[si]] : NULL;
     const float *ab = mp->kp.prologue ? r->ptr[s->args[yi - 1]] : NULL;
-    return sgk_conv_mma(r->stream, &mp->kp, &y, &x, w, b, mp->has_residual ? &z : NULL, stats, ab);
+    sgk_view pooled;
+    if (mp->kp.pool)
+        pooled = cuda_view(r, s->args[s->n_args - 1]);
+    return sgk_conv_mma(r->stream, &mp->kp, &y, &x, w, b, mp->has_residual ? &z : NULL, stats, ab,
+                        mp->kp.pool ? &pooled : NULL);
 }
 
 /* The kernel's parameters for node n, or false for a node this path
@@ -106,6 +113,110 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
     const sg_node *rn = &p->g->nodes[r];
     return (rn->op == SG_OP_INSTANCE_NORMALIZATION || rn->op == SG_OP_GROUP_NORMALIZATION) && rn->n_inputs >= 1 &&
            rn->inputs[0] == e->out_value;
+}
+
+/* The MaxPool whose work a layer that writes its norm's statistics can
+ * do in its epilogue (k_conv_mma.h's p->pool), or -1: the norm (e's
+ * single reader) has a constant scale, whose signs give *min_bits, and
+ * a monotone activation or none after it, and one reader of its result
+ * is a MaxPool of kernel 2x2, stride 2, no padding, dilation 1, floor,
+ * without indices, whose result is not a graph output and goes only to
+ * layers of this kernel that normalise it as they load it (a cuDNN layer
+ * would need the normalised pool written out, by a pass slower than the
+ * pool's own: BasicUNet's second level). Its pass over the full-size
+ * tensor is then not run: cuda_build_pool.c defers the norm to the pool's
+ * readers, over the layer's pooled tensor of yg's dtype. (Should the norm
+ * not be deferred after all, the pool reads its result as before, and the
+ * pooled tensor goes unread.) SEGRT_CUDA_CONV_POOL=0 turns this off. */
+static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_view *yg, sgk_act act, float alpha)
+{
+    sgk_view pg = *yg;
+    pg.data = NULL;
+    pg.dims[2] /= 2;
+    pg.dims[3] /= 2;
+    cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, 4, pg.dims, pg.strides);
+    cuda_deferred_norm dn = {v, -1, -1, act, alpha, 0, yg->dims[1], NULL};
+    int32_t readers = 0;
+    for (int32_t i = 0; i < p->g->n_nodes; i++) {
+        const sg_node *r = &p->g->nodes[i];
+        bool reads = false;
+        for (int32_t k = 0; k < r->n_inputs; k++)
+            reads = reads || r->inputs[k] == v;
+        if (r->dead || !reads)
+            continue;
+        if (p->fused[i] || !cuda_conv_mma_takes_norm(p, r, &dn, &pg))
+            return false;
+        readers++;
+    }
+    return readers > 0;
+}
+
+static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e, const sgk_view *yg,
+                           uint32_t *min_bits)
+{
+    const int64_t K = yg->dims[1];
+    *min_bits = 0;
+    int32_t r = cuda_single_reader(p, e->out_value);
+    if (r < 0 || K > 32 || cuda_env_off("SEGRT_CUDA_CONV_POOL"))
+        return -1;
+    const sg_graph *g = p->g;
+    const sg_node *norm = &g->nodes[r];
+    if (norm->n_inputs < 3 || norm->inputs[1] < 0 || !g->values[norm->inputs[1]].data || norm->n_outputs < 1 ||
+        norm->outputs[0] < 0)
+        return -1;
+    /* The activation the norm fuses (cuda_build_norm.c's rule). */
+    int32_t result = norm->outputs[0];
+    int32_t ar = cuda_single_reader(p, result);
+    sgk_act act = SGK_ACT_NONE;
+    float alpha = 0.0f;
+    if (ar >= 0) {
+        const sg_node *an = &g->nodes[ar];
+        if (an->n_inputs >= 1 && an->inputs[0] == result && an->n_outputs >= 1 && an->outputs[0] >= 0 &&
+            cuda_act_of(p, an, &act, &alpha))
+            result = an->outputs[0];
+        else
+            act = SGK_ACT_NONE;
+    }
+    if (act == SGK_ACT_LEAKY_RELU && !(alpha >= 0.0f))
+        return -1;
+    int32_t pool = -1;
+    for (int32_t i = 0; i < g->n_nodes && pool < 0; i++) {
+        const sg_node *n = &g->nodes[i];
+        if (n->dead || p->fused[i] || n->op != SG_OP_MAX_POOL || n->n_inputs < 1 || n->inputs[0] != result ||
+            n->n_outputs < 1 || n->outputs[0] < 0 || (n->n_outputs > 1 && n->outputs[1] >= 0) ||
+            g->values[n->outputs[0]].is_output || g->values[result].shape.rank != 4)
+            continue;
+        sg_conv_attrs a;
+        if (sg_conv_attrs_read(g, n, 2, NULL, NULL, &a) != SEGRT_OK) {
+            sg_error_clear();
+            continue;
+        }
+        bool ok = !a.ceil_mode && (a.auto_pad == SG_AUTO_PAD_NOTSET || a.auto_pad == SG_AUTO_PAD_VALID);
+        for (int32_t d = 0; d < 2; d++)
+            ok = ok && a.kernel[d] == 2 && a.strides[d] == 2 && a.dilations[d] == 1 && a.pads[d] == 0 &&
+                 a.pads[2 + d] == 0;
+        if (ok && mma_pool_readers_take(p, n->outputs[0], yg, act, alpha))
+            pool = i;
+    }
+    if (pool < 0)
+        return -1;
+    /* Per-channel or (GroupNormalization) per-group scales. */
+    const sg_value *sv = &g->values[norm->inputs[1]];
+    int64_t numel = 1;
+    for (int32_t d = 0; d < sv->shape.rank; d++)
+        numel *= sv->shape.d[d].size;
+    if (numel < 1 || K % numel != 0)
+        return -1;
+    float *scale = cuda_const_f32(p, norm->inputs[1]);
+    if (!scale) {
+        sg_error_clear();
+        return -1;
+    }
+    for (int64_t k = 0; k < K; k++)
+        if (scale[k / (K / numel)] < 0.0f)
+            *min_bits |= 1u << k;
+    free(scale);
+    return pool;
 }
 
 /* Whether the kernel takes the layer as kp says, with the statistics for
@@ -241,16 +352,28 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
     cuda_conv_args a;
     SG_TRY(cuda_conv_args_make(p, n, xt, wt, "mma_b", kp.K, ep.z_tensor, ep.out_dtype, out_layout, &a));
-    int32_t args[7];
+    int32_t args[8];
     uint64_t views;
     int32_t n_args = cuda_conv_args_insert(&a, dn ? dn->ab : -1, args, &views); /* the norm's ab before y */
     sgk_tile_grid grid;
+    int32_t pool_node = -1, pooled = -1;
     if (kp.stats) {
         /* N * K * tiles (mean, M2) pairs beside y, for the norm. */
         sgk_view yg = cuda_geometry_view(p, a.y);
         sgk_conv_mma_stats_grid(&kp, &yg, &grid);
         int64_t pairs = yg.dims[0] * K * sgk_tile_grid_tiles(&grid) * 2;
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &pairs, CUDA_LAYOUT_PLAIN, &args[n_args++]));
+        pool_node = mma_pool_of(p, &ep, &yg, &kp.pool_min);
+        kp.pool = pool_node >= 0;
+        if (kp.pool && !sgk_conv_mma_fits(&kp, &yg, &xg, NULL)) {
+            kp.pool = false;
+            pool_node = -1;
+        }
+        if (kp.pool) {
+            int64_t pd[4] = {yg.dims[0], K, yg.dims[2] / 2, yg.dims[3] / 2};
+            SG_TRY(cuda_tensor_new(p, yg.dtype, 4, pd, CUDA_LAYOUT_CHANNELS_LAST, &pooled));
+            args[n_args++] = pooled;
+        }
     }
     mma_params *mp = sg_calloc(1, sizeof *mp);
     if (!mp)
@@ -259,8 +382,8 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     mp->has_bias = a.has_bias;
     mp->has_residual = a.has_residual;
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, kp.stats ? "segrt mma conv+stats" : "segrt mma conv", mma_run, args,
-                         n_args, kp.stats ? 2 : 1, mp, NULL, &st));
+    const char *impl = kp.pool ? "segrt mma conv+stats+pool" : kp.stats ? "segrt mma conv+stats" : "segrt mma conv";
+    SG_TRY(cuda_step_new(p, n, impl, mma_run, args, n_args, 1 + kp.stats + kp.pool, mp, NULL, &st));
     double positions = 1.0;
     for (int32_t i = 0; i < p->tensors[a.y].rank; i++)
         positions *= i == 1 ? 1.0 : (double)p->tensors[a.y].dims[i];
@@ -268,7 +391,7 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     st->any_view = views;
     cuda_kernel_epilogue_bind(p, &ep, a.y);
     if (kp.stats)
-        SG_TRY(cuda_tile_stats_put(p, a.y, args[n_args - 1], &grid));
+        SG_TRY(cuda_tile_stats_put(p, a.y, args[n_args - 1 - kp.pool], &grid, pooled, pool_node));
     *taken = true;
     return SEGRT_OK;
 }

@@ -641,13 +641,13 @@ void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f)
                 order[j] = order[j - 1];
                 order[j - 1] = x;
             }
-        fprintf(f, "%-40s %-22s %10s %7s %9s %8s\n", "step", "kernel", "ms/run", "share", "TFLOP/s", "GB/s");
+        fprintf(f, "%-40s %-26s %10s %7s %9s %8s\n", "step", "kernel", "ms/run", "share", "TFLOP/s", "GB/s");
         for (int32_t i = 0; i < p->n_steps; i++) {
             const cuda_step *st = &p->steps[order[i]];
             double ms = ep->step_ms[order[i]] / (double)ep->runs;
             double tf = st->flops > 0 && ms > 0 ? st->flops / (ms * 1e-3) / 1e12 : 0;
             double gbs = st->bytes > 0 && ms > 0 ? st->bytes / (ms * 1e-3) / 1e9 : 0;
-            fprintf(f, "%-40.40s %-22.22s %10.4f %6.1f%% ", st->name, st->impl, ms,
+            fprintf(f, "%-40.40s %-26.26s %10.4f %6.1f%% ", st->name, st->impl, ms,
                     total > 0 ? 100.0 * ep->step_ms[order[i]] / total : 0.0);
             if (tf > 0)
                 fprintf(f, "%9.1f", tf);
@@ -655,7 +655,7 @@ void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f)
                 fprintf(f, "%9s", "-");
             fprintf(f, " %8.0f\n", gbs);
         }
-        fprintf(f, "%-40s %-22s %10.4f\n", "total (sum of steps)", "", total / (double)ep->runs);
+        fprintf(f, "%-40s %-26s %10.4f\n", "total (sum of steps)", "", total / (double)ep->runs);
         free(order);
     }
 }

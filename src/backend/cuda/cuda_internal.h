@@ -174,6 +174,12 @@ typedef struct cuda_choice {
 typedef struct cuda_tile_stats {
     int32_t of, part;
     sgk_tile_grid grid;
+    /* The step also wrote tensor `pooled`, the 2x2 max pool of `of` for
+     * MaxPool node `pool_node` of the norm's result (k_conv_mma.h's
+     * p->pool: each channel's max, or min under a negative scale), or -1:
+     * the pool defers the norm to its readers over that tensor
+     * (cuda_build_pool.c) instead of reading `of`. */
+    int32_t pooled, pool_node;
 } cuda_tile_stats;
 
 /* A normalisation left to the layers that read its result
@@ -186,7 +192,9 @@ typedef struct cuda_tile_stats {
  * Concat whose slice the norm's input was written into leaves its result
  * deferred over that slice. Readers that take it: sgk_conv_mma's,
  * sgk_conv_small's and sgk_conv_up's prologues (cuda_conv_*_takes_norm), the max pool
- * (cuda_pool_takes_norm) and a Concat read by such a convolution. Any
+ * (cuda_pool_takes_norm) and a Concat read by such a convolution. A max
+ * pool that the producing layer already did (cuda_tile_stats' pooled)
+ * passes the deferral on: its result is the pooled tensor as `raw`. Any
  * other reader gets the normalised tensor from cuda_deferred_norm_apply
  * (the plan calls it before a builder that does not know of deferral). */
 typedef struct cuda_deferred_norm {
@@ -413,7 +421,8 @@ int32_t cuda_conv_args_insert(const cuda_conv_args *a, int32_t extra, int32_t *a
 
 /* Records that tensor `part` holds per-tile statistics of tensor `of`;
  * the statistics recorded for tensor `of`, or NULL. */
-sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid);
+sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid, int32_t pooled,
+                              int32_t pool_node);
 const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of);
 sg_status cuda_deferred_norm_put(sg_cuda_plan *p, const cuda_deferred_norm *d);
 const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t value);

@@ -394,10 +394,11 @@ sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, co
     return choice_add(p, k, data, size);
 }
 
-sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid)
+sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid, int32_t pooled,
+                              int32_t pool_node)
 {
     SG_TRY(sg_grow((void **)&p->tile_stats, &p->cap_tile_stats, p->n_tile_stats + 1, sizeof *p->tile_stats));
-    p->tile_stats[p->n_tile_stats++] = (cuda_tile_stats){of, part, *grid};
+    p->tile_stats[p->n_tile_stats++] = (cuda_tile_stats){of, part, *grid, pooled, pool_node};
     return SEGRT_OK;
 }
 

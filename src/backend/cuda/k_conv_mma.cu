@@ -88,6 +88,10 @@ struct cmgeom {
     bool xsmall;       // conv_wgmma: x has xcn <= 8 channels of any float dtype xt and
     int xcn, xc;       // ... strides (channel stride xc), read element by element (C is 16)
     segrt_dtype xt;
+    void *pool;        // stats: also y's 2x2 max pool (stride 2, floor) there, dense channels-last,
+    ll pn;             // ... its sample stride
+    int ps[2];         // ... and its H, W strides
+    uint32_t pool_min; // ... taking channel c's minimum where bit c is set (see store_pooled)
     int wgs;           // conv_wgmma: warpgroups a block
     int wg_w_bytes;    // ... shared memory: the weights, then wgs regions of
     int wg_bytes;      //     wg_bytes (two halos, the staging tile, (mean, s, b), the statistics' sums)
@@ -205,6 +209,70 @@ __device__ __forceinline__ void store_staged(const cmgeom &g, T *yt, const T *os
     for (int i = 0; i < Q; i++)
         if (yo[i] >= 0)
             *(uint4 *)(yt + yo[i]) = v[i];
+}
+
+// A pair of 16-bit values of dtype T (the normalising prologue's and the
+// pool's arithmetic).
+template <typename T> struct pro_pair;
+template <> struct pro_pair<__half> {
+    typedef __half2 type;
+    static __device__ __forceinline__ type of(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct pro_pair<__nv_bfloat16> {
+    typedef __nv_bfloat162 type;
+    static __device__ __forceinline__ type of(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+
+// The tile's 2x2 max pool (stride 2, 2-D), from the staging tile osh:
+// whole 16-byte channel vectors of the 4x8 pooled positions, each the
+// largest of its four results, or the smallest for the channels whose bit
+// of g.pool_min is set. A norm with a negative scale follows there (the
+// planner reads the signs of its constant scale): the pool of the
+// normalised tensor is the normalisation of that smallest value, so the
+// layer reading the pool normalises this tensor as it loads it and the
+// pool's own pass over the full-size tensor is not run. Tile origins are
+// even, so no window straddles two tiles; a window that reaches past the
+// image's last row or column has no output (floor). pt: the pool at the
+// tile's first pooled position.
+template <typename T> __device__ __forceinline__ uint32_t pool2_word(uint32_t a, uint32_t b, bool lo_min, bool hi_min)
+{
+    typedef typename pro_pair<T>::type T2;
+    T2 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const T2 mx = __hmax2(x, y), mn = __hmin2(x, y);
+    uint32_t umx, umn;
+    memcpy(&umx, &mx, 4);
+    memcpy(&umn, &mn, 4);
+    const uint32_t sel = (lo_min ? 0xffffu : 0u) | (hi_min ? 0xffff0000u : 0u);
+    return (umx & ~sel) | (umn & sel);
+}
+
+template <int NT, typename T>
+__device__ __forceinline__ void store_pooled(const cmgeom &g, T *pt, const T *osh, int ldo, const int *e, int tid)
+{
+    typedef cm_shape<false> S;
+    constexpr int PW = S::t2 / 2, PP = S::t1 / 2 * PW; // 4 x 8 pooled positions
+    for (int q = tid; q < PP * NT; q += CM_THREADS) {
+        const int pp = q / NT, cv = q % NT, i = pp / PW, j = pp % PW;
+        if (2 * i + 1 >= e[1] || 2 * j + 1 >= e[2])
+            continue;
+        const T *o = osh + (2 * i * S::t2 + 2 * j) * ldo + cv * 8;
+        const uint4 a = *(const uint4 *)o, b = *(const uint4 *)(o + ldo), c = *(const uint4 *)(o + S::t2 * ldo),
+                    d = *(const uint4 *)(o + (S::t2 + 1) * ldo);
+        const uint32_t bits = g.pool_min >> (cv * 8);
+        uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w}, cv4[4] = {c.x, c.y, c.z, c.w},
+                 dv[4] = {d.x, d.y, d.z, d.w}, r[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const bool lo = bits >> (2 * k) & 1u, hi = bits >> (2 * k + 1) & 1u;
+            // (Max of maxes, or min of mins: each half-word selects one
+            // of the two the same way at both levels.)
+            r[k] = pool2_word<T>(pool2_word<T>(av[k], bv[k], lo, hi), pool2_word<T>(cv4[k], dv[k], lo, hi),
+                                     lo, hi);
+        }
+        *(uint4 *)(pt + i * g.ps[0] + j * g.ps[1] + cv * 8) = make_uint4(r[0], r[1], r[2], r[3]);
+    }
 }
 
 // Per-tile statistics (EPI_STATS) --------------------------------------------------
@@ -441,6 +509,10 @@ __device__ __forceinline__ void tile_epilogue(const cmgeom &g, float (&acc)[2][N
         sync();
         T *ytile = (T *)y + (ll)n * g.yn + (ll)o0 * g.ys[0] + (ll)o1 * g.ys[1] + (ll)o2 * g.ys[2];
         store_staged<D3, NT>(g, ytile, osh, ldo, e, tid);
+        if constexpr (STATS && !D3)
+            if (g.pool)
+                store_pooled<NT, T>(g, (T *)g.pool + (ll)n * g.pn + (ll)(o1 / 2) * g.ps[0] + (ll)(o2 / 2) * g.ps[1],
+                                    osh, ldo, e, tid);
         if (STATS && tid < K)
             wsums_merge<NT>(ssh, bias ? bias[tid] : 0.0f,
                             (float)((e[0] < S::t0 ? e[0] : S::t0) * (e[1] < S::t1 ? e[1] : S::t1) *
@@ -609,16 +681,6 @@ template <int NT> __device__ __forceinline__ void wg_pin_all(float (&acc)[2][NT]
 // in 16-bit pairs; positions outside the image stay zero (the
 // convolution's padding is of the normalised tensor). The normalisation's
 // own pass, a read and a write of x, is then not run.
-template <typename T> struct pro_pair;
-template <> struct pro_pair<__half> {
-    typedef __half2 type;
-    static __device__ __forceinline__ type of(float a, float b) { return __floats2half2_rn(a, b); }
-};
-template <> struct pro_pair<__nv_bfloat16> {
-    typedef __nv_bfloat162 type;
-    static __device__ __forceinline__ type of(float a, float b) { return __floats2bfloat162_rn(a, b); }
-};
-
 // One sample's (mean, s, b) of its Cn normalised channels as 16-bit pairs,
 // [3][C / 2], in shared memory.
 template <typename T>
@@ -990,6 +1052,9 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     if (p->stats && p->act != SGK_ACT_NONE)
         return false;
     g->stats = p->stats;
+    // The pool: from the staged tile, beside the statistics, in 2-D.
+    if (p->pool && (!p->stats || nsp != 2))
+        return false;
     g->wg = p->wgmma && !g->d3;
     g->late = g->wg && p->issue_late;
     // The normalising prologue: conv_wgmma, C 16, 32 or 64 (compile-time
@@ -1172,12 +1237,27 @@ extern "C" void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_
 
 extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y,
                                      const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
-                                     float *stats, const float *ab)
+                                     float *stats, const float *ab, const sgk_view *pooled)
 {
     cmgeom g;
     size_t smem;
     if (!cm_plan(p, y, x, z, &g, &smem))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "3x3 tensor-core convolution: layer not supported by the kernel");
+    if (p->pool) {
+        const sgk_view *q = pooled;
+        bool ok = q && q->rank == 4 && q->dtype == y->dtype && q->dims[0] == y->dims[0] && q->dims[1] == p->K &&
+                  q->dims[2] == y->dims[2] / 2 && q->dims[3] == y->dims[3] / 2 && q->strides[1] == 1 &&
+                  aligned16(q->data) && sample_offsets_fit(q);
+        for (int i = 0; ok && i < 4; i++)
+            ok = i == 1 || q->strides[i] % 8 == 0;
+        if (!ok)
+            return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: the pool's tensor does not fit");
+        g.pool = q->data;
+        g.pn = q->strides[0];
+        g.ps[0] = (int)q->strides[2];
+        g.ps[1] = (int)q->strides[3];
+        g.pool_min = p->pool_min;
+    }
     if (((uintptr_t)w & 15) != 0)
         return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: weights at %p, not 16-byte aligned",
                         (const void *)w);
