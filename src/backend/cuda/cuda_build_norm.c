@@ -165,10 +165,7 @@ static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
     int32_t readers = 0;
     for (int32_t i = 0; i < p->g->n_nodes; i++) {
         const sg_node *r = &p->g->nodes[i];
-        bool reads = false;
-        for (int32_t k = 0; k < r->n_inputs; k++)
-            reads = reads || r->inputs[k] == v;
-        if (r->dead || !reads)
+        if (!cuda_node_reads(r, v))
             continue;
         if (p->fused[i])
             return false;

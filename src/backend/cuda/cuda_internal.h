@@ -434,6 +434,8 @@ sg_status cuda_deferred_norm_apply(sg_cuda_plan *p, int32_t value);
 /* Whether the plan's builder for node n applies a deferred normalisation
  * of its input k itself (or calls cuda_deferred_norm_apply). */
 bool cuda_reads_deferred(const sg_node *n, int32_t k);
+/* Whether node n is live and reads value v (as any of its inputs). */
+bool cuda_node_reads(const sg_node *n, int32_t v);
 /* Whether node n, not fused, is an `op` that reads value v as its first
  * input and only there (the readers that may take v's deferred norm). */
 bool cuda_reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, sg_op op, int32_t v);

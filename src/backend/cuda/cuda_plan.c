@@ -153,6 +153,16 @@ int32_t cuda_node_index(const sg_cuda_plan *p, const sg_node *n) { return (int32
 
 void cuda_mark_fused(sg_cuda_plan *p, int32_t node) { p->fused[node] = 1; }
 
+bool cuda_node_reads(const sg_node *n, int32_t v)
+{
+    if (n->dead)
+        return false;
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] == v)
+            return true;
+    return false;
+}
+
 int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v)
 {
     if (p->uses[v] != 1 || p->g->values[v].is_output)
