@@ -31,13 +31,12 @@ reader's prologue instead of in float32 by the pool, which at bf16's
 8-bit mantissa is an ulp of the normalised value here and there (both
 paths measured 50-58 dB from CUDA fp32 at bf16, H100)."""
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine, run_engine_env
 from gpu_util import psnr
+from test_gpu_conv_stats import model
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
 
@@ -59,16 +58,6 @@ def signed_norm(net, x, groups=None):
         return net.node("InstanceNormalization", [x, net.const(signed(net, c)), bias], net.shape[x], epsilon=1e-5)
     return net.node("GroupNormalization", [x, net.const(signed(net, groups)), net.const(0.1 * net.rng.standard_normal([groups]))],
                     net.shape[x], num_groups=groups, epsilon=1e-5)
-
-
-def model(net, outputs, opset):
-    graph = helper.make_graph(
-        net.nodes, "conv_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, net.shape["x"])],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, net.shape[o]) for o in outputs], net.inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="segrt-tests")
-    m.ir_version = 10 if opset >= 21 else 8
-    onnx.checker.check_model(m)
-    return m
 
 
 def head(net, x, k_out):
