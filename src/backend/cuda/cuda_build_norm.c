@@ -178,6 +178,24 @@ static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
     return readers > 0;
 }
 
+int32_t cuda_norm_fused_act(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
+{
+    *act = SGK_ACT_NONE;
+    *alpha = 0.0f;
+    int32_t out = n->outputs[0], r = cuda_single_reader(p, out);
+    if (r < 0)
+        return -1;
+    const sg_node *rn = &p->g->nodes[r];
+    sgk_act a;
+    float al;
+    if (rn->n_inputs < 1 || rn->inputs[0] != out || rn->n_outputs < 1 || rn->outputs[0] < 0 ||
+        !cuda_act_of(p, rn, &a, &al))
+        return -1;
+    *act = a;
+    *alpha = al;
+    return r;
+}
+
 /* Applying a deferred normalisation (cuda_deferred_norm_apply) -------------------- */
 
 typedef struct apply_params {
@@ -251,15 +269,9 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
         SG_TRY(cuda_sm_count(p, &gp.one_pass_sms));
     /* A Relu or LeakyRelu that alone reads the result is applied before
      * the store: the activation is not written and read back. */
-    const sg_node *fuse = NULL;
     int32_t out_value = n->outputs[0];
-    int32_t reader = cuda_single_reader(p, out_value);
-    if (reader >= 0) {
-        const sg_node *rn = &p->g->nodes[reader];
-        if (rn->n_inputs >= 1 && rn->inputs[0] == out_value && rn->n_outputs >= 1 && rn->outputs[0] >= 0 &&
-            cuda_act_of(p, rn, &gp.act, &gp.act_alpha))
-            fuse = rn;
-    }
+    int32_t reader = cuda_norm_fused_act(p, n, &gp.act, &gp.act_alpha);
+    const sg_node *fuse = reader >= 0 ? &p->g->nodes[reader] : NULL;
 
     int32_t args[4];
     SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &args[0]));

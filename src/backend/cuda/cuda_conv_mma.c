@@ -115,19 +115,9 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
            rn->inputs[0] == e->out_value;
 }
 
-/* The MaxPool whose work a layer that writes its norm's statistics can
- * do in its epilogue (k_conv_mma.h's p->pool), or -1: the norm (e's
- * single reader) has a constant scale, whose signs give *min_bits, and
- * a monotone activation or none after it, and one reader of its result
- * is a MaxPool of kernel 2x2, stride 2, no padding, dilation 1, floor,
- * without indices, whose result is not a graph output and goes only to
- * layers of this kernel that normalise it as they load it (a cuDNN layer
- * would need the normalised pool written out, by a pass slower than the
- * pool's own: BasicUNet's second level). Its pass over the full-size
- * tensor is then not run: cuda_build_pool.c defers the norm to the pool's
- * readers, over the layer's pooled tensor of yg's dtype. (Should the norm
- * not be deferred after all, the pool reads its result as before, and the
- * pooled tensor goes unread.) SEGRT_CUDA_CONV_POOL=0 turns this off. */
+/* Whether value v (a pool of the layer's output yg, normalised by act,
+ * alpha) has readers and each is a layer of this kernel that normalises
+ * it as it loads it. */
 static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_view *yg, sgk_act act, float alpha)
 {
     sgk_view pg = *yg;
@@ -148,6 +138,19 @@ static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_vi
     return readers > 0;
 }
 
+/* The MaxPool whose work a layer that writes its norm's statistics can
+ * do in its epilogue (k_conv_mma.h's p->pool), or -1: the norm (e's
+ * single reader) has a constant scale, whose signs give *min_bits, and
+ * a monotone activation or none after it, and one reader of its result
+ * is a MaxPool of kernel 2x2, stride 2, no padding, dilation 1, floor,
+ * without indices, whose result is not a graph output and goes only to
+ * layers of this kernel that normalise it as they load it (a cuDNN layer
+ * would need the normalised pool written out, by a pass slower than the
+ * pool's own: BasicUNet's second level). Its pass over the full-size
+ * tensor is then not run: cuda_build_pool.c defers the norm to the pool's
+ * readers, over the layer's pooled tensor of yg's dtype. (Should the norm
+ * not be deferred after all, the pool reads its result as before, and the
+ * pooled tensor goes unread.) SEGRT_CUDA_CONV_POOL=0 turns this off. */
 static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e, const sgk_view *yg,
                            uint32_t *min_bits)
 {
@@ -161,20 +164,11 @@ static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e,
     if (norm->n_inputs < 3 || norm->inputs[1] < 0 || !g->values[norm->inputs[1]].data || norm->n_outputs < 1 ||
         norm->outputs[0] < 0)
         return -1;
-    /* The activation the norm fuses (cuda_build_norm.c's rule). */
-    int32_t result = norm->outputs[0];
-    int32_t ar = cuda_single_reader(p, result);
-    sgk_act act = SGK_ACT_NONE;
-    float alpha = 0.0f;
-    if (ar >= 0) {
-        const sg_node *an = &g->nodes[ar];
-        if (an->n_inputs >= 1 && an->inputs[0] == result && an->n_outputs >= 1 && an->outputs[0] >= 0 &&
-            cuda_act_of(p, an, &act, &alpha))
-            result = an->outputs[0];
-        else
-            act = SGK_ACT_NONE;
-    }
-    if (act == SGK_ACT_LEAKY_RELU && !(alpha >= 0.0f))
+    sgk_act act;
+    float alpha;
+    int32_t ar = cuda_norm_fused_act(p, norm, &act, &alpha);
+    int32_t result = ar >= 0 ? g->nodes[ar].outputs[0] : norm->outputs[0];
+    if (!cuda_act_monotone(act, alpha))
         return -1;
     int32_t pool = -1;
     for (int32_t i = 0; i < g->n_nodes && pool < 0; i++) {
@@ -198,11 +192,8 @@ static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e,
     if (pool < 0)
         return -1;
     /* Per-channel or (GroupNormalization) per-group scales. */
-    const sg_value *sv = &g->values[norm->inputs[1]];
-    int64_t numel = 1;
-    for (int32_t d = 0; d < sv->shape.rank; d++)
-        numel *= sv->shape.d[d].size;
-    if (numel < 1 || K % numel != 0)
+    int64_t numel = 0;
+    if (!sg_shape_numel(&g->values[norm->inputs[1]].shape, &numel) || numel < 1 || K % numel != 0)
         return -1;
     float *scale = cuda_const_f32(p, norm->inputs[1]);
     if (!scale) {

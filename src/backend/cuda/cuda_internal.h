@@ -434,6 +434,17 @@ sg_status cuda_deferred_norm_apply(sg_cuda_plan *p, int32_t value);
 /* Whether the plan's builder for node n applies a deferred normalisation
  * of its input k itself (or calls cuda_deferred_norm_apply). */
 bool cuda_reads_deferred(const sg_node *n, int32_t k);
+/* The activation node that alone reads normalisation n's result and is
+ * fused into it (cuda_build_norm.c's rule), its activation in *act and
+ * *alpha, or -1 (*act NONE). */
+int32_t cuda_norm_fused_act(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha);
+/* Whether activation act (slope alpha) never decreases: none, Relu, or a
+ * LeakyRelu of slope >= 0 (a max over raw values then picks the largest
+ * activated one). */
+static inline bool cuda_act_monotone(sgk_act act, float alpha)
+{
+    return act == SGK_ACT_NONE || act == SGK_ACT_RELU || (act == SGK_ACT_LEAKY_RELU && alpha >= 0.0f);
+}
 /* Whether node n is live and reads value v (as any of its inputs). */
 bool cuda_node_reads(const sg_node *n, int32_t v);
 /* Whether node n, not fused, is an `op` that reads value v as its first
