@@ -338,22 +338,26 @@ def same_as_the_pass(m, feeds, tmp_path, name, reader=None):
         np.testing.assert_array_equal(mine, passes)
 
 
-def norm_upsample_2d(seed):
+def norm_upsample_2d(seed, k=16):
     # BasicUNet's decoder: a norm read only by the kernel == stride
-    # ConvTranspose (segrt's upsampling kernel), then a 1x1 layer.
+    # ConvTranspose (segrt's upsampling kernel) of k outputs, then a 1x1
+    # layer. 18 x 26 positions a sample: a 16-position tile spans two samples.
     net = UNetNet(seed, [2, 3, 18, 26])
     h = first(net, 32, 2)
     a = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
-    up = net.conv(a, 16, [2, 2], strides=[2, 2], transposed=True)
+    up = net.conv(a, k, [2, 2], strides=[2, 2], transposed=True)
     return net.model([net.conv(up, 2, [1, 1])]), {"x": net.x}
 
 
-def test_upsampling_normalises_as_the_pass_would(gpu, tmp_path):
+# 16 outputs: the kernel's run-time loops; 32: its instantiation for four
+# phases of 32 channels (UNet's upsampling).
+@pytest.mark.parametrize("k", [16, 32])
+def test_upsampling_normalises_as_the_pass_would(gpu, tmp_path, k):
     """A norm left to the upsampling ConvTranspose: the kernel normalises
     each input vector as it stages it, in float32 and rounded to 16 bits as
     the norm's pass stores it, so the products are the pass path's: equal
     to the SEGRT_CUDA_NORM_PROLOGUE=0 plan's, bit for bit."""
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
         pytest.skip("norms are left to other layers on compute capability 9.0 only")
-    m, feeds = norm_upsample_2d(670)
-    same_as_the_pass(m, feeds, tmp_path, "norm_upsample", "segrt upsample conv")
+    m, feeds = norm_upsample_2d(670, k)
+    same_as_the_pass(m, feeds, tmp_path, f"norm_upsample{k}", "segrt upsample conv")

@@ -2,17 +2,16 @@
 // k_conv_upsample.h).
 //
 // A block stages one channel chunk of the weights in shared memory once,
-// then walks tiles of input positions: it loads the tile's [positions x C]
-// inputs, and its warps compute the products of every phase and 8-channel
-// group. Float16 and bfloat16 use the tensor cores through mma.sync
-// m16n8k16 (float32 accumulation): each warp owns 16 positions of a
-// 128-position tile and loads their inputs into registers once
-// (ldmatrix). Where y has x's dtype and rows of whole 16-byte vectors (a
-// channels-last tensor or its slice of a Concat), a phase's results, bias
-// and activation applied, are rounded into the warp's own square in shared
-// memory and stored 16 bytes a lane; otherwise each lane stores its two
-// channels of two positions straight from its accumulators. No block-wide
-// barrier separates a tile's phases. Float32 uses the CUDA cores:
+// then walks tiles of input positions: it loads a tile's [positions x C]
+// inputs and computes the products of every phase and 8-channel group. Float16 and bfloat16 use the tensor cores through mma.sync
+// m16n8k16 (float32 accumulation): each warp walks its own tiles of 16
+// positions, copying the next one's inputs while it multiplies this one,
+// and loads a tile's inputs into registers once (ldmatrix). Where y has
+// x's dtype and rows of whole 16-byte vectors (a channels-last tensor or
+// its slice of a Concat), a phase's results, bias and activation applied,
+// are rounded into the warp's own square in shared memory and stored 16
+// bytes a lane; otherwise each lane stores its two channels of two
+// positions straight from its accumulators. Float32 uses the CUDA cores:
 // a lane per input position, 8 output channels per pass, the weights read
 // as broadcasts.
 #include "backend/cuda/k_common.cuh"
@@ -33,6 +32,10 @@
 // after another within a block, so other blocks must fill the gaps (and
 // registers are capped to let them in).
 #define UP_MIN_BLOCKS 4
+// ... tensor cores: a warp's next tile's copies are in flight while it
+// multiplies, so fewer warps hide the loads, and at 64 registers the
+// fragments, offsets and store addresses spilled.
+#define UP_MIN_BLOCKS_TC 3
 
 struct upgeom {
     int P;          // input positions: N times the spatial sizes
@@ -99,31 +102,34 @@ __device__ __forceinline__ void up_store(void *y, segrt_dtype yt, const upgeom &
         st_f32(y, off + j * g.yc, yt, v[j]);
 }
 
-// The tile's input and output offsets, one thread per position (-1: past
-// the end), and (pix_n non-NULL) each position's sample.
-__device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_x, ll *pix_y, int *pix_n = NULL)
+// Input position p (< g.P) as its offsets in x and y and its sample.
+__device__ __forceinline__ void pos_offsets(const upgeom &g, int p, ll *xo, ll *yo, int *n)
 {
-    int t = threadIdx.x;
+    uint32_t q = (uint32_t)p;
+    ll a = 0, b = 0;
+    for (int d = 2; d >= 0; d--) {
+        uint32_t qd = fastdiv_div(q, g.fin[d]);
+        ll i = (ll)(q - qd * (uint32_t)g.in[d]);
+        a += i * g.xs[d];
+        b += i * g.k[d] * g.ys[d];
+        q = qd;
+    }
+    *xo = a + (ll)q * g.xn;
+    *yo = b + (ll)q * g.yn;
+    *n = (int)q;
+}
+
+// The tile's input and output offsets, one thread per position (-1: past
+// the end).
+__device__ __forceinline__ void tile_offsets(const upgeom &g, int tile, ll *pix_x, ll *pix_y)
+{
+    int t = threadIdx.x, n;
     if (t >= g.tp)
         return;
     int p = tile * g.tp + t;
     ll xo = -1, yo = -1;
-    if (p < g.P) {
-        uint32_t q = (uint32_t)p;
-        xo = 0;
-        yo = 0;
-        for (int d = 2; d >= 0; d--) {
-            uint32_t qd = fastdiv_div(q, g.fin[d]);
-            ll i = (ll)(q - qd * (uint32_t)g.in[d]);
-            xo += i * g.xs[d];
-            yo += i * g.k[d] * g.ys[d];
-            q = qd;
-        }
-        xo += (ll)q * g.xn;
-        yo += (ll)q * g.yn;
-        if (pix_n)
-            pix_n[t] = (int)q;
-    }
+    if (p < g.P)
+        pos_offsets(g, p, &xo, &yo, &n);
     pix_x[t] = xo;
     pix_y[t] = yo;
 }
@@ -165,121 +171,214 @@ template <int XT> __device__ __forceinline__ uint32_t round_pair(float v0, float
     return u;
 }
 
+// A 32-bit word of two 16-bit values (the lower channel first) as float32.
+template <int XT> __device__ __forceinline__ float2 unpack_pair(uint32_t u)
+{
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16) {
+        __nv_bfloat162 h;
+        memcpy(&h, &u, sizeof u);
+        return __bfloat1622float2(h);
+    } else {
+        __half2 h;
+        memcpy(&h, &u, sizeof u);
+        return __half22float2(h);
+    }
+}
+
 // Float16 and bfloat16 inputs: tensor cores. NKS: the k16 steps over the
 // staged channels (Cp / 16), fixed so that the products are straight-line
-// code. Per warp, tile and phase the epilogue is the hot path (ncu: 104
-// instructions a phase and 8-channel group, 4 of them products, when the
-// steps were a runtime count and the bias came from global memory each
-// time): the bias sits in shared memory, an activation of none costs
-// nothing, and two channels are rounded and stored as one word.
-template <int XT, int NKS>
-__global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
+// code. Each warp walks its own tiles of 16 input positions, with no
+// barrier between warps after the weights are staged: lanes 0-15 find the
+// offsets of one position each (shared by shuffles), the warp copies the
+// next tile's inputs into the other of its two buffers (cp.async) before
+// it multiplies this one, and the normalising prologue works on the A
+// fragments in registers. (The first version walked 128-position tiles a
+// block, its loads synchronous and normalised from shared-memory rows,
+// each tile behind block barriers: ncu put a third of its stall samples
+// on the loads, and BasicUNet's 32 -> 32 layer at 256^2 -> 512^2, batch
+// 16 on an H100, wrote 1.4 TB/s.)
+//
+// NF, NT: the phases and the chunk's 8-channel groups where fixed at
+// compile time (a 2-D kernel of 2 and a chunk of 32 channels, stored
+// staged: UNet's upsampling), else 0. Run-time loops over them, with the
+// epilogue's branches between store paths, cost more instructions than the
+// products and stores (ncu: 1580 a warp's tile, 32 of them products;
+// half integer arithmetic, compares and branches).
+template <int XT, int NKS, int NF, int NT>
+__global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS_TC)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
                const float *__restrict__ bias, const float4 *__restrict__ ab, upgeom g)
 {
     typedef typename mma_elem<XT>::type T;
+    constexpr bool FIXED = NF > 0;
     extern __shared__ __align__(128) unsigned char smem[];
     float4 *absh = (float4 *)smem; // g.pro: the normalisation's rows (g.ab_rows of them)
-    ll *pix_x = (ll *)(absh + g.ab_rows), *pix_y = pix_x + UP_TP_TC, *phase = pix_y + UP_TP_TC;
-    int *pix_n = (int *)(phase + UP_MAX_F); // g.pro: each position's sample
-    T *xsh = (T *)(phase + UP_MAX_F + UP_TP_TC / 2); // [position][channel], row length ldx
-    T *wsh = xsh + UP_TP_TC * g.ldx;  // [phase][output channel][input channel], row length ldw
-    // This warp's square of results, [16 positions][chunk channels], row length lds.
-    T *wst = wsh + g.F * g.Kc * g.ldw + (threadIdx.x >> 5) * 16 * g.lds;
-    float *bsh = (float *)(wsh + g.F * g.Kc * g.ldw + UP_WARPS * 16 * g.lds); // the chunk's bias, 0 past kn
-    const int k0 = blockIdx.y * g.Kc, kn = min(g.Kc, g.K - k0);
+    ll *phase = (ll *)(absh + g.ab_rows);
+    T *wsh = (T *)(phase + UP_MAX_F); // [phase][output channel][input channel], row length ldw
+    float *bsh = (float *)(wsh + g.F * g.Kc * g.ldw); // the chunk's bias, 0 past kn
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
+    const int ldx = FIXED ? NKS * 16 + 8 : g.ldx, ldw = FIXED ? NKS * 16 + 8 : g.ldw, lds = FIXED ? NT * 8 + 8 : g.lds;
+    // This warp's two input buffers, [16 positions][channel] of row length
+    // ldx, then its square of results, [16 positions][chunk channels] of
+    // row length lds.
+    T *xb0 = (T *)(bsh + g.Kc) + warp * (2 * 16 * ldx + 16 * lds);
+    T *wst = xb0 + 2 * 16 * ldx;
+    const int k0 = blockIdx.y * g.Kc, kn = FIXED ? NT * 8 : min(g.Kc, g.K - k0);
+    const int F = FIXED ? NF : g.F;
+    const bool ystage = FIXED || g.ystage;
 
     phase_offsets(g, phase);
     for (int i = threadIdx.x; i < g.ab_rows; i += UP_THREADS)
         absh[i] = ab[i];
     for (int j = threadIdx.x; j < g.Kc; j += UP_THREADS)
         bsh[j] = bias && j < kn ? bias[k0 + j] : 0.0f;
+    for (int e = threadIdx.x; e < F * g.Kc * g.Cp; e += UP_THREADS) {
+        int ci = e % g.Cp, r = e / g.Cp, j = r % g.Kc, f = r / g.Kc;
+        float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
+        wsh[r * ldw + ci] = mma_round<XT>(v);
+    }
+    __syncthreads();
     // The staged stores' (row, 8-channel chunk) for this lane: at most 16
     // rows x 8 chunks over 32 lanes (-1: none).
-    const int chunks = g.ystage ? kn / 8 : 0;
-    int srow[4], scol[4];
+    constexpr int SI = FIXED ? (16 * NT + 31) / 32 : 4;
+    const int chunks = ystage ? kn / 8 : 0;
+    int srow[SI], scol[SI];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < SI; i++) {
         const int e = lane + 32 * i;
         srow[i] = e < 16 * chunks ? e / chunks : -1;
         scol[i] = e < 16 * chunks ? (e - srow[i] * chunks) * 8 : 0;
     }
-    const float4 *abr = g.ab_rows ? absh : ab;
-    for (int e = threadIdx.x; e < g.F * g.Kc * g.Cp; e += UP_THREADS) {
-        int ci = e % g.Cp, r = e / g.Cp, j = r % g.Kc, f = r / g.Kc;
-        float v = ci < g.C && j < kn ? w[((ll)f * g.C + ci) * g.K + k0 + j] : 0.0f;
-        wsh[r * g.ldw + ci] = mma_round<XT>(v);
-    }
-    const int ntiles = (g.P + UP_TP_TC - 1) / UP_TP_TC, n8 = (kn + 7) / 8;
-    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-        __syncthreads(); // the last tile's readers are done (the weights staged, the first time)
-        tile_offsets(g, tile, pix_x, pix_y, g.pro ? pix_n : NULL);
-        __syncthreads();
+    const int xchunks = (FIXED ? NKS * 16 : g.Cp) / 8, ntiles = (g.P + 15) / 16;
+    const int first = blockIdx.x * UP_WARPS + warp, stride = gridDim.x * UP_WARPS;
+    // Lane l < 16: position l of a tile (xo -1 past the end); lanes 16-31 repeat them.
+    auto offsets = [&](int tile, ll *xo, ll *yo, int *n) {
+        const int p = tile * 16 + (lane & 15);
+        *xo = *yo = -1;
+        *n = 0;
+        if (p < g.P)
+            pos_offsets(g, p, xo, yo, n);
+    };
+    // A tile's inputs into buffer xb: 16-byte copies (g.xvec, zeros past
+    // the end and past C), or element by element, rounded as they land.
+    auto load = [&](T *xb, ll xo) {
         if (g.xvec) {
-            const int chunks = g.Cp / 8;
-            for (int e = threadIdx.x; e < UP_TP_TC * chunks; e += UP_THREADS) {
-                int pix = (int)fastdiv_div((uint32_t)e, g.fchunks), c = (e - pix * chunks) * 8;
-                uint4 v = make_uint4(0, 0, 0, 0);
-                if (pix_x[pix] >= 0 && c < g.C) {
-                    v = *(const uint4 *)((const T *)x + pix_x[pix] + c);
-                    if (g.pro) {
-                        // As the norm's pass computes and stores it.
-                        float f[8];
-                        vec16_unpack<XT>(v, f);
-                        const float4 *k = abr + (ll)pix_n[pix] * g.C + c;
 #pragma unroll
-                        for (int j = 0; j < 8; j++) {
-                            const float4 kj = k[j];
-                            f[j] = act_apply(((f[j] - kj.x) - kj.y) * kj.z + kj.w, g.pro_act, g.pro_alpha);
-                        }
-                        v = vec16_pack<XT>(f);
-                    }
-                }
-                *(uint4 *)(xsh + pix * g.ldx + c) = v;
+            for (int e = lane; e < 16 * xchunks; e += 32) {
+                const int r = e / xchunks, c = (e - r * xchunks) * 8;
+                const ll o = __shfl_sync(0xffffffffu, xo, r);
+                const bool in = o >= 0 && c < g.C;
+                cp_async16(xb + r * ldx + c, (const T *)x + (in ? o + c : 0), in);
             }
         } else {
-            for (int e = threadIdx.x; e < UP_TP_TC * g.Cp; e += UP_THREADS) {
-                int pix = (int)fastdiv_div((uint32_t)e, g.fcp), c = e - pix * g.Cp;
-                float v = pix_x[pix] >= 0 && c < g.C ? ldr<XT, float>(x, (segrt_dtype)XT, pix_x[pix] + c * g.xc) : 0.0f;
-                xsh[pix * g.ldx + c] = mma_round<XT>(v);
+            for (int e = lane; e < 16 * g.Cp; e += 32) {
+                const int r = e / g.Cp, c = e - r * g.Cp;
+                const ll o = __shfl_sync(0xffffffffu, xo, r);
+                const float v = o >= 0 && c < g.C ? ldr<XT, float>(x, (segrt_dtype)XT, o + c * g.xc) : 0.0f;
+                xb[r * ldx + c] = mma_round<XT>(v);
             }
         }
-        __syncthreads();
-        // This warp's 16 positions, as mma's A operand for every k-step.
+    };
+    // The normalisation's (mean, -, s, b) of channel c of sample n.
+    auto ab_row = [&](int n, int c) { return g.ab_rows ? absh[n * g.C + c] : ab[(ll)n * g.C + c]; };
+    ll xo_next, yo_next;
+    int n_next;
+    if (first < ntiles) {
+        offsets(first, &xo_next, &yo_next, &n_next);
+        if (g.xvec)
+            load(xb0, xo_next);
+    }
+    cp_async_commit();
+    for (int tile = first, it = 0; tile < ntiles; tile += stride, it++) {
+        const ll yo = yo_next;
+        const int n = n_next;
+        T *xb = xb0 + (it & 1) * 16 * ldx;
+        if (g.xvec) {
+            // The next tile's copies go out before this tile's products.
+            if (tile + stride < ntiles) {
+                offsets(tile + stride, &xo_next, &yo_next, &n_next);
+                load(xb0 + ((it + 1) & 1) * 16 * ldx, xo_next);
+            }
+            cp_async_commit();
+            cp_async_wait1();
+        } else {
+            load(xb, xo_next);
+            if (tile + stride < ntiles)
+                offsets(tile + stride, &xo_next, &yo_next, &n_next);
+        }
+        __syncwarp();
+        // This warp's 16 positions, as mma's A operand for every k-step:
+        // a[ks][0] rows 0-7 and [1] rows 8-15 of channels 16 ks + 0-7, [2]
+        // and [3] of channels 16 ks + 8-15; this lane's are rows grp and
+        // grp + 8, channels 2 t4 and 2 t4 + 1 of each eight.
         uint32_t a[NKS][4];
-        const int row0 = warp * 16;
 #pragma unroll
         for (int ks = 0; ks < NKS; ks++)
-            ldmatrix_x4(a[ks], xsh + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * g.ldx + ks * 16 + (lane >> 4) * 8);
-        if (pix_y[row0] < 0)
-            continue; // all 16 rows past the end (mma.sync needs the whole warp, so the test is per warp)
-        const ll yo0 = pix_y[row0 + grp], yo1 = pix_y[row0 + grp + 8];
-        ll syo[4];
+            ldmatrix_x4(a[ks], xb + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldx + ks * 16 + (lane >> 4) * 8);
+        __syncwarp(); // the buffer is free for the copies two tiles on
+        if (__shfl_sync(0xffffffffu, yo, 0) < 0)
+            continue; // all 16 positions past the end
+        if (g.pro) {
+            // As the norm's pass computes and stores it, in float32 (rows
+            // past the end take sample 0's rows; they are not stored).
+            const int rn[2] = {__shfl_sync(0xffffffffu, n, grp), __shfl_sync(0xffffffffu, n, grp + 8)};
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            syo[i] = srow[i] >= 0 ? pix_y[row0 + srow[i]] : -1;
-        for (int f = 0; f < g.F; f++) {
-            for (int nt = 0; nt < n8; nt++) {
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                const T *wb = wsh + (f * g.Kc + nt * 8 + grp) * g.ldw + 2 * t4;
+            for (int ks = 0; ks < NKS; ks++)
 #pragma unroll
-                for (int ks = 0; ks < NKS; ks++) {
-                    uint32_t b[2] = {*(const uint32_t *)(wb + ks * 16), *(const uint32_t *)(wb + ks * 16 + 8)};
-                    mma16816<XT>(d, a[ks], b);
+                for (int i = 0; i < 4; i++) {
+                    const int c = ks * 16 + (i >> 1) * 8 + 2 * t4;
+                    if (c >= g.C)
+                        continue; // the padding stays zero
+                    const float4 ka = ab_row(rn[i & 1], c), kb = ab_row(rn[i & 1], c + 1);
+                    float2 v = unpack_pair<XT>(a[ks][i]);
+                    v.x = act_apply(((v.x - ka.x) - ka.y) * ka.z + ka.w, g.pro_act, g.pro_alpha);
+                    v.y = act_apply(((v.y - kb.x) - kb.y) * kb.z + kb.w, g.pro_act, g.pro_alpha);
+                    a[ks][i] = round_pair<XT>(v.x, v.y);
                 }
+        }
+        const ll yo0 = __shfl_sync(0xffffffffu, yo, grp), yo1 = __shfl_sync(0xffffffffu, yo, grp + 8);
+        ll syo[SI];
+#pragma unroll
+        for (int i = 0; i < SI; i++) {
+            const ll o = __shfl_sync(0xffffffffu, yo, srow[i] >= 0 ? srow[i] : 0);
+            syo[i] = srow[i] >= 0 ? o : -1;
+        }
+#pragma unroll(FIXED ? NF : 1)
+        for (int f = 0; f < F; f++) {
+#pragma unroll(FIXED ? NT : 1)
+            for (int nt = 0; nt < (FIXED ? NT : (kn + 7) / 8); nt++) {
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                // The B operands of every k-step: ldmatrix's lane l addresses
+                // output channel nt 8 + l % 8, input channels 8 (l / 8) on
+                // (whole k-steps two at a time, then one).
+                uint32_t b[NKS][2];
+                const T *wrow = wsh + (f * g.Kc + nt * 8 + (lane & 7)) * ldw;
+#pragma unroll
+                for (int ks = 0; ks + 1 < NKS; ks += 2) {
+                    uint32_t r4[4];
+                    ldmatrix_x4(r4, wrow + ks * 16 + (lane >> 3) * 8);
+                    b[ks][0] = r4[0];
+                    b[ks][1] = r4[1];
+                    b[ks + 1][0] = r4[2];
+                    b[ks + 1][1] = r4[3];
+                }
+                if constexpr (NKS % 2)
+                    ldmatrix_x2(b[NKS - 1], wrow + (NKS - 1) * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+                for (int ks = 0; ks < NKS; ks++)
+                    mma16816<XT>(d, a[ks], b[ks]);
                 int c = nt * 8 + 2 * t4;
-                if (g.ystage) {
+                if (ystage) {
                     // Rounded into the warp's square; stored below, 16 bytes a lane.
-                    const float2 b = *(const float2 *)(bsh + c);
-                    float v[4] = {d[0] + b.x, d[1] + b.y, d[2] + b.x, d[3] + b.y};
+                    const float2 bb = *(const float2 *)(bsh + c);
+                    float v[4] = {d[0] + bb.x, d[1] + bb.y, d[2] + bb.x, d[3] + bb.y};
                     if (g.act != SGK_ACT_NONE) {
 #pragma unroll
                         for (int j = 0; j < 4; j++)
                             v[j] = act_apply(v[j], g.act, g.alpha);
                     }
-                    *(uint32_t *)(wst + grp * g.lds + c) = round_pair<XT>(v[0], v[1]);
-                    *(uint32_t *)(wst + (grp + 8) * g.lds + c) = round_pair<XT>(v[2], v[3]);
+                    *(uint32_t *)(wst + grp * lds + c) = round_pair<XT>(v[0], v[1]);
+                    *(uint32_t *)(wst + (grp + 8) * lds + c) = round_pair<XT>(v[2], v[3]);
                 } else if (c < kn) {
                     int cnt = min(2, kn - c);
                     ll off = phase[f] + (k0 + c) * g.yc;
@@ -289,17 +388,18 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS)
                         up_store2(y, yt, g, yo1 + off, d[2], d[3], cnt, bias, k0 + c);
                 }
             }
-            if (g.ystage) {
+            if (ystage) {
                 __syncwarp();
                 T *yf = (T *)y + phase[f] + k0;
 #pragma unroll
-                for (int i = 0; i < 4; i++)
+                for (int i = 0; i < SI; i++)
                     if (syo[i] >= 0)
-                        *(uint4 *)(yf + syo[i] + scol[i]) = *(const uint4 *)(wst + srow[i] * g.lds + scol[i]);
+                        *(uint4 *)(yf + syo[i] + scol[i]) = *(const uint4 *)(wst + srow[i] * lds + scol[i]);
                 __syncwarp();
             }
         }
     }
+    cp_async_wait0(); // (none outstanding past the last tile, but a block leaves with its copies landed)
 }
 
 // Float32 inputs: CUDA cores, float32 products.
@@ -369,24 +469,23 @@ static size_t up_layout(upgeom *g, bool tc, int Kc)
 {
     g->Kc = Kc;
     g->tp = tc ? UP_TP_TC : UP_TP_F32;
-    // (The tensor-core path: the positions' samples after the offsets,
-    // and the normalisation's rows before them.)
-    size_t offsets = (2 * (size_t)g->tp + UP_MAX_F + (tc ? UP_TP_TC / 2 : 0)) * sizeof(ll) +
-                     (size_t)g->ab_rows * 16;
     if (tc) {
-        // Rows 16 bytes longer than the data: ldmatrix's eight row reads
-        // and the lanes' weight reads then fall in distinct banks.
+        // The normalisation's rows, the phases' offsets, the weights, the
+        // bias, then each warp's two input buffers and its square of
+        // results. Rows 16 bytes longer than the data: ldmatrix's eight
+        // row reads and the lanes' weight reads then fall in distinct banks.
         g->Cp = (int)round_up(g->C, 16);
         g->ldx = g->Cp + 8;
         g->ldw = g->Cp + 8;
         g->lds = Kc + 8;
-        return offsets + 2 * ((size_t)g->tp * g->ldx + (size_t)g->F * Kc * g->ldw + (size_t)UP_WARPS * 16 * g->lds) +
+        return (size_t)g->ab_rows * 16 + UP_MAX_F * sizeof(ll) +
+               2 * ((size_t)g->F * Kc * g->ldw + (size_t)UP_WARPS * 16 * (2 * g->ldx + g->lds)) +
                sizeof(float) * (size_t)Kc;
     }
     g->Cp = g->C;
     g->ldx = g->C + 1; // odd: lanes reading one channel of 32 positions hit 32 banks
     g->ldw = Kc;
-    return offsets + sizeof(float) * ((size_t)g->tp * g->ldx + (size_t)g->F * g->C * Kc);
+    return (2 * (size_t)g->tp + UP_MAX_F) * sizeof(ll) + sizeof(float) * ((size_t)g->tp * g->ldx + (size_t)g->F * g->C * Kc);
 }
 
 // The launch geometry, or false where the kernel does not take the layer.
@@ -466,18 +565,29 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     return true;
 }
 
-template <int XT, int NKS>
+template <int XT, int NKS, int NF, int NT>
 static segrt_status launch_tc_k(cudaStream_t stream, dim3 grid, size_t smem, const sgk_view *y, const sgk_view *x,
                                 const float *w, const float *bias, const float *ab, const upgeom &g)
 {
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(conv_up_tc<XT, NKS>, cudaFuncAttributeMaxDynamicSharedMemorySize, UP_SMEM_MAX_TC) !=
-        cudaSuccess)
+    if (cudaFuncSetAttribute(conv_up_tc<XT, NKS, NF, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             UP_SMEM_MAX_TC) != cudaSuccess)
         return launched("conv_up (shared memory)");
-    conv_up_tc<XT, NKS>
+    conv_up_tc<XT, NKS, NF, NT>
         <<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, (const float4 *)ab, g);
     return launched("conv_up");
+}
+
+// Four phases (a 2-D kernel of 2, say) in chunks of 32 output channels,
+// stored staged: the compiled-in instantiation; anything else loops at run time.
+template <int XT, int NKS>
+static segrt_status launch_tc_f(cudaStream_t stream, dim3 grid, size_t smem, const sgk_view *y, const sgk_view *x,
+                                const float *w, const float *bias, const float *ab, const upgeom &g)
+{
+    if (g.F == 4 && g.Kc == 32 && g.K % 32 == 0 && g.ystage)
+        return launch_tc_k<XT, NKS, 4, 4>(stream, grid, smem, y, x, w, bias, ab, g);
+    return launch_tc_k<XT, NKS, 0, 0>(stream, grid, smem, y, x, w, bias, ab, g);
 }
 
 template <int XT>
@@ -485,10 +595,10 @@ static segrt_status launch_tc(cudaStream_t stream, dim3 grid, size_t smem, const
                               const float *w, const float *bias, const float *ab, const upgeom &g)
 {
     switch (g.Cp / 16) { // (up_plan keeps C within UP_MAX_CP)
-    case 1: return launch_tc_k<XT, 1>(stream, grid, smem, y, x, w, bias, ab, g);
-    case 2: return launch_tc_k<XT, 2>(stream, grid, smem, y, x, w, bias, ab, g);
-    case 3: return launch_tc_k<XT, 3>(stream, grid, smem, y, x, w, bias, ab, g);
-    default: return launch_tc_k<XT, 4>(stream, grid, smem, y, x, w, bias, ab, g);
+    case 1: return launch_tc_f<XT, 1>(stream, grid, smem, y, x, w, bias, ab, g);
+    case 2: return launch_tc_f<XT, 2>(stream, grid, smem, y, x, w, bias, ab, g);
+    case 3: return launch_tc_f<XT, 3>(stream, grid, smem, y, x, w, bias, ab, g);
+    default: return launch_tc_f<XT, 4>(stream, grid, smem, y, x, w, bias, ab, g);
     }
 }
 
@@ -511,7 +621,9 @@ extern "C" segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_param
                         (const void *)ab);
     if (g.P == 0)
         return SEGRT_OK;
-    ll tiles = ceil_div(g.P, g.tp), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * 4;
+    // One wave of resident blocks, each walking its share of the tiles.
+    ll tiles = ceil_div(g.P, g.tp),
+       cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * (x->dtype == SEGRT_DTYPE_FLOAT32 ? UP_MIN_BLOCKS : UP_MIN_BLOCKS_TC);
     dim3 grid((unsigned)(tiles < cap ? tiles : cap), (unsigned)ceil_div(g.K, g.Kc));
     switch (x->dtype) {
     case SEGRT_DTYPE_FLOAT16: return launch_tc<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, ab, g);
