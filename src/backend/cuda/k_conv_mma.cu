@@ -794,7 +794,16 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // memory (one phase of 16-byte accesses, free of bank conflicts; with
     // ck = tid % CHK, 2-way conflicts), while a warp's global loads still
     // read 64 contiguous bytes or more of each position they touch.
-    constexpr int CHK = KS ? 2 * KS : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
+    //
+    // With 64 channels (KS 4) a thread takes two chunks, ck and ck + 4, of
+    // half as many positions: a Concat whose first half alone is
+    // normalised (UNet's decoder, the skip beside the upsampling) then
+    // gives every thread the same share of the prologue's work. (With one
+    // chunk a thread, warps 0 and 2 normalised while 1 and 3 waited at the
+    // barrier before the products: ncu put 30 % of the stall samples of
+    // BasicUNet's 64 -> 32 layer at 512^2 on barriers.)
+    constexpr int NCH = KS == 4 ? 2 : 1; // chunks a thread
+    constexpr int CHK = KS ? 2 * KS / NCH : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
     [[maybe_unused]] const int ck = (tid >> 3) % CHK, cp0 = (tid >> 3) / CHK * 8 + (tid & 7);
     [[maybe_unused]] int pro_n0 = -1, pro_n1 = -1; // the samples whose (mean, s, b) prosh's halves hold
     // Halo position hp of the tile at (o1, o2): its offset in a sample of
@@ -818,7 +827,11 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                     break;
                 const bool in = halo_at(hp, o1, o2, &off);
                 inside |= (uint32_t)in << j;
-                cp_async16(xsh + (ck * S::halo + hp) * 8, xb + (in ? off + ck * 8 : 0), in);
+#pragma unroll
+                for (int h = 0; h < NCH; h++) {
+                    const int c8 = ck + h * CHK;
+                    cp_async16(xsh + (c8 * S::halo + hp) * 8, xb + (in ? off + c8 * 8 : 0), in);
+                }
             }
         } else {
 #pragma unroll
@@ -851,11 +864,9 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     };
     // PRO: this thread's landed positions of the tile, normalised in place.
     [[maybe_unused]] const T2 alpha2 = pro_pair<T>::of(g.pro_alpha, g.pro_alpha);
-    // (PRO is instantiated with KS > 0 only: one chunk a thread.)
-    auto normalise = [&](T *xsh, uint32_t inside, int buf) {
-        if (ck * 8 >= g.pro_c)
-            return; // the channels taken as they are
-        const T2 *m = prosh + buf * 3 * (C / 2) + ck * 4, *sc = m + C / 2, *b = m + C;
+    // (PRO is instantiated with KS > 0 only: NCH chunks a thread, one at a time.)
+    auto normalise_chunk = [&](T *xsh, uint32_t inside, int buf, int c8) {
+        const T2 *m = prosh + buf * 3 * (C / 2) + c8 * 4, *sc = m + C / 2, *b = m + C;
         // (16-byte moves between 16-bit pairs and uint4 through bits16:
         // through a pointer cast, a T2 written into a uint4 is another
         // type's object, which the compiler may take as not written.)
@@ -874,7 +885,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
 #pragma unroll
             for (int j = j0; j < j0 + G && j < CPT; j++)
                 if (cp0 + j * CPR < S::halo && (inside >> j & 1))
-                    v[j - j0] = *(const uint4 *)(xsh + (ck * S::halo + cp0 + j * CPR) * 8);
+                    v[j - j0] = *(const uint4 *)(xsh + (c8 * S::halo + cp0 + j * CPR) * 8);
 #pragma unroll
             for (int j = j0; j < j0 + G && j < CPT; j++) {
                 if (cp0 + j * CPR >= S::halo || !(inside >> j & 1))
@@ -886,9 +897,15 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                     e2[e] = pro_apply<T>(e2[e], mv[e], sv[e], bv[e], alpha2, g.pro_act);
                 uint4 out;
                 bits16(&out, e2);
-                *(uint4 *)(xsh + (ck * S::halo + cp0 + j * CPR) * 8) = out;
+                *(uint4 *)(xsh + (c8 * S::halo + cp0 + j * CPR) * 8) = out;
             }
         }
+    };
+    auto normalise = [&](T *xsh, uint32_t inside, int buf) {
+#pragma unroll
+        for (int h = 0; h < NCH; h++)
+            if ((ck + h * CHK) * 8 < g.pro_c) // (the rest taken as they are)
+                normalise_chunk(xsh, inside, buf, ck + h * CHK);
     };
     // Descriptors at tap (0, 0), slice 0, patch 0 of halo buffer 0, and of
     // the weights at tap 0, slice 0: along K the next chunk, along M (N)
