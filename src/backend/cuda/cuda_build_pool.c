@@ -46,7 +46,8 @@ bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_de
     const sg_value *xv = &p->g->values[dn->value];
     /* (The kernel pools the raw values and normalises the result: an
      * activation that never decreases.) */
-    return cuda_act_monotone(dn->act, dn->act_alpha) && cuda_reads_only_as_x(p, n, SG_OP_MAX_POOL, dn->value) && cuda_deferred_norm_whole(p, dn) &&
+    return cuda_act_monotone(dn->act, dn->act_alpha) && cuda_reads_only_as_x(p, n, SG_OP_MAX_POOL, dn->value) &&
+           cuda_deferred_norm_whole(p, dn) &&
            (n->n_outputs < 2 || n->outputs[1] < 0) && sg_dtype_is_float(xv->dtype) && xv->shape.rank >= 3 &&
            xv->shape.rank <= 5;
 }

@@ -3,8 +3,9 @@
 //
 // A block stages one channel chunk of the weights in shared memory once,
 // then walks tiles of input positions: it loads a tile's [positions x C]
-// inputs and computes the products of every phase and 8-channel group. Float16 and bfloat16 use the tensor cores through mma.sync
-// m16n8k16 (float32 accumulation): each warp walks its own tiles of 16
+// inputs and computes the products of every phase and 8-channel group.
+// Float16 and bfloat16 use the tensor cores through mma.sync m16n8k16
+// (float32 accumulation): each warp walks its own tiles of 16
 // positions, copying the next one's inputs while it multiplies this one,
 // and loads a tile's inputs into registers once (ldmatrix). Where y has
 // x's dtype and rows of whole 16-byte vectors (a channels-last tensor or
@@ -47,8 +48,7 @@ struct upgeom {
     int lds;        // row length of a warp's square of results (tensor cores, ystage)
     int in[3], k[3];
     fastdiv fin[3]; // the spatial sizes, innermost last
-    fastdiv fcp;    // Cp, for the tile loads
-    fastdiv fchunks;// Cp / 8, for the vector loads
+    fastdiv fcp;    // Cp, for the CUDA cores' tile loads
     ll xn, xc, xs[3];
     ll yn, yc, ys[3];
     sgk_act act;
@@ -485,7 +485,8 @@ static size_t up_layout(upgeom *g, bool tc, int Kc)
     g->Cp = g->C;
     g->ldx = g->C + 1; // odd: lanes reading one channel of 32 positions hit 32 banks
     g->ldw = Kc;
-    return (2 * (size_t)g->tp + UP_MAX_F) * sizeof(ll) + sizeof(float) * ((size_t)g->tp * g->ldx + (size_t)g->F * g->C * Kc);
+    return (2 * (size_t)g->tp + UP_MAX_F) * sizeof(ll) +
+           sizeof(float) * ((size_t)g->tp * g->ldx + (size_t)g->F * g->C * Kc);
 }
 
 // The launch geometry, or false where the kernel does not take the layer.
@@ -544,7 +545,6 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     if (need > most_smem)
         return false;
     g->fcp = fastdiv_make((uint32_t)g->Cp);
-    g->fchunks = fastdiv_make((uint32_t)(g->Cp >= 8 ? g->Cp / 8 : 1));
     // 16-byte input loads: channels contiguous, every position's first
     // channel 16-byte aligned, whole vectors per position.
     ll xw = 8;
@@ -622,8 +622,8 @@ extern "C" segrt_status sgk_conv_up(cudaStream_t stream, const sgk_conv_up_param
     if (g.P == 0)
         return SEGRT_OK;
     // One wave of resident blocks, each walking its share of the tiles.
-    ll tiles = ceil_div(g.P, g.tp),
-       cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * (x->dtype == SEGRT_DTYPE_FLOAT32 ? UP_MIN_BLOCKS : UP_MIN_BLOCKS_TC);
+    const int per_sm = x->dtype == SEGRT_DTYPE_FLOAT32 ? UP_MIN_BLOCKS : UP_MIN_BLOCKS_TC;
+    ll tiles = ceil_div(g.P, g.tp), cap = (ll)(p->sm_count > 0 ? p->sm_count : 132) * per_sm;
     dim3 grid((unsigned)(tiles < cap ? tiles : cap), (unsigned)ceil_div(g.K, g.Kc));
     switch (x->dtype) {
     case SEGRT_DTYPE_FLOAT16: return launch_tc<SEGRT_DTYPE_FLOAT16>(stream, grid, smem, y, x, w, bias, ab, g);
