@@ -31,8 +31,11 @@ also built with SEGRT_CUDA_PAD_CHANNELS=0 (cuDNN on the unpadded layer):
 the sums are the same, so the two agree to fp16 rounding (>= 60 dB), and
 so does each fp16 and bf16 case with SEGRT_CUDA_MMA_SMALL_INPUT=0 (the
 padded copy in place of reading the input as it is). Profiles show which
-step is taken."""
+step is taken. wide_model gives the kernel that reads the input as it is
+ten tiles a warpgroup, from the float32 input and from a 16-bit tensor,
+with and without per-tile statistics, against the padded copy too."""
 
+import numpy as np
 import pytest
 
 import segrt_capi as sc
@@ -115,6 +118,44 @@ def test_small_input_agrees_with_padded(gpu, label, make, precision):
         v = psnr(a, b)
         print(f"\n{label}: input as it is vs padded copy at {precision}: PSNR {fmt_db(v)}")
         assert v >= AB_PSNR_DB, f"input as it is vs padded at {precision}: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
+
+
+def wide_model(seed, source, norm):
+    """rgb2d-3to32-then-1x1 over 4 x 3 x 389 x 505: 6272 tiles of 8 x 16,
+    about ten for each of the kernel's warpgroups on an H100, so that its
+    ring of halos in flight (CM_XS_RING) wraps round many times, with
+    edge tiles along both dims. source "add": the layer reads the plan's
+    16-bit channels-last tensor (converted as it is read), not the float32
+    input (copied as it is). norm: an InstanceNormalization between, so
+    that the layer writes per-tile statistics."""
+    net = Net(seed, [4, 3, 389, 505])
+    x = "x"
+    if source == "add":
+        x = net.node("Add", [x, net.const([0.5])], net.shape[x])
+    y = net.conv(x, 32, [3, 3], pads=[1, 1, 1, 1])
+    if norm:
+        y = net.node("InstanceNormalization", [y, net.const(np.linspace(0.5, 1.5, 32)),
+                                               net.const(np.linspace(-0.2, 0.2, 32))], net.shape[y], epsilon=1e-5)
+    y = net.act(y, "LeakyRelu")
+    return net.model([net.conv(y, 8, [1, 1])]), {"x": net.x}
+
+
+@pytest.mark.parametrize("norm", [False, True], ids=["act", "norm"])
+@pytest.mark.parametrize("source", ["x", "add"])
+def test_small_input_many_tiles_agrees_with_padded(gpu, source, norm, tmp_path):
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("the wgmma kernel reads small inputs: compute capability 9.0 only")
+    m, feeds = wide_model(21, source, norm)
+    rows = profile_rows(bench_profile(m, feeds, tmp_path))
+    assert not any(r[1:4] == ["segrt", "pad", "channels"] for r in rows), rows
+    assert any(r[1:3] == ["segrt", "mma"] for r in rows), rows
+    model = sc.Model.from_bytes(m, name="wide.onnx")
+    direct = run_engine(model, feeds, "cuda", "fp16")
+    padded = run_engine_env(model, feeds, "cuda", "fp16", {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"})
+    for a, b in zip(direct, padded):
+        v = psnr(a, b)
+        print(f"\nwide {source} {'norm' if norm else 'act'}: input as it is vs padded copy: PSNR {fmt_db(v)}")
+        assert v >= AB_PSNR_DB, f"input as it is vs padded: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
 
 
 def profile_rows(out):

@@ -30,6 +30,9 @@
 // of the weights).
 #define CM_WG_MAX 5
 #define CM_WG_SMEM_MAX (227 * 1024)
+// conv_wgmma with a small input (XS): tile halos in flight, the one
+// multiplied included (see the kernel).
+#define CM_XS_RING 4
 // ... except with 64 input channels (KS 4; 2-D only), where four fit next
 // to the weights anyway and five's 96 registers a thread made the
 // normalising instantiation spill: reloaded from local memory every tile,
@@ -749,6 +752,8 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // PRO: two tiles' samples' (mean, s, b), after the staging tile.
     T2 *prosh = (T2 *)(osh_own + (g.stage_own ? CM_TP * (K + 8) : 0));
     float *ssh = (float *)(prosh + (PRO ? 2 * 3 * (C / 2) : 0));
+    // XS: the ring of landed halos after the statistics' sums (cm_plan).
+    [[maybe_unused]] float *ring = ssh + (EPI == EPI_STATS ? cm_ssh_floats(K) : 0);
     const int t4 = tid & 3;
 #pragma unroll 4
     for (int e = threadIdx.x * 4; e < S::taps * K * C; e += blockDim.x * 4) {
@@ -770,11 +775,19 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     }
     const T *xt = (const T *)x;
     constexpr int HPT = (S::halo + CM_THREADS - 1) / CM_THREADS; // halo positions a thread
-    // XS: the next tile's halo in registers, 8 channels a position (zeros
-    // past xcn and outside the image), rounded and stored to chunk 0 when
-    // its turn comes (rounded as they arrived, each tile waited for its
-    // loads); chunk 1, channels 8-15, stays zero.
-    [[maybe_unused]] float pend[HPT][8];
+    // XS: x's xcn channels land as float32 in a ring of CM_XS_RING tile
+    // halos, [slot][channel][halo position], copied CM_XS_RING - 1 tiles
+    // ahead of the products; a tile's turn rounds its slot into chunk 0 of
+    // its halo buffer (zeros past xcn); chunk 1, channels 8-15, stays zero.
+    // A thread copies and rounds the same positions, so the ring needs no
+    // barrier. (The halo of the next tile alone, loaded into registers by
+    // ld_f32's switch on the dtype, left the loads the epilogue's time to
+    // land, and their uneven share, two positions for some threads and
+    // one for the rest, held the warpgroup at the barrier after the
+    // products: ncu on BasicUNet's first layer, a sixth of the stall
+    // samples there.)
+    constexpr int XR = CM_XS_RING;
+    [[maybe_unused]] const int ring_slot = g.xcn * S::halo;
     if constexpr (XS)
         for (int i = tid; i < 2 * S::halo; i += CM_THREADS)
             *(uint4 *)(xsh0 + (i / S::halo) * S::halo * C + (S::halo + i % S::halo) * 8) = make_uint4(0, 0, 0, 0);
@@ -841,13 +854,6 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                     break;
                 const bool in = halo_at(hp, o1, o2, &off);
                 inside |= (uint32_t)in << j;
-                if constexpr (XS) {
-                    const ll at = (ll)n * g.xn + off;
-#pragma unroll
-                    for (int c = 0; c < 8; c++)
-                        pend[j][c] = in && c < g.xcn ? ld_f32(x, at + (ll)c * g.xc, g.xt) : 0.0f;
-                    continue;
-                }
                 const T *src = xb + off;
                 for (int ch = 0; ch < chunks; ch++)
                     cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
@@ -861,6 +867,48 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                 (buf ? pro_n1 : pro_n0) = n;
             }
         return inside;
+    };
+    // XS: starts copying tile's halo into ring slot `slot` (zeros outside
+    // the image); 16-bit inputs, which cp.async cannot take element by
+    // element, are converted as they are read.
+    auto issue_xs = [&](int tile, int slot) {
+        int o0, o1, o2, n, off;
+        tile_origin<false>(g, tile, &o0, &o1, &o2, &n);
+        float *r = ring + slot * ring_slot;
+#pragma unroll
+        for (int j = 0; j < HPT; j++) {
+            const int hp = tid + j * CM_THREADS;
+            if (hp >= S::halo)
+                break;
+            const bool in = halo_at(hp, o1, o2, &off);
+            const ll at = (ll)n * g.xn + off;
+            if (g.xt == SEGRT_DTYPE_FLOAT32) {
+                const float *src = (const float *)x + (in ? at : 0);
+                for (int c = 0; c < g.xcn; c++, src += in ? g.xc : 0)
+                    cp_async4(r + c * S::halo + hp, src, in);
+            } else {
+                for (int c = 0; c < g.xcn; c++)
+                    r[c * S::halo + hp] = in ? ld_f32(x, at + (ll)c * g.xc, g.xt) : 0.0f;
+            }
+        }
+    };
+    // XS: ring slot `slot`, landed, rounded into chunk 0 of xsh.
+    auto round_xs = [&](int slot, T *xsh) {
+        const float *r = ring + slot * ring_slot;
+#pragma unroll
+        for (int j = 0; j < HPT; j++) {
+            const int hp = tid + j * CM_THREADS;
+            if (hp >= S::halo)
+                break;
+            T2 v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                v[e] = pro_pair<T>::of(2 * e < g.xcn ? r[2 * e * S::halo + hp] : 0.0f,
+                                       2 * e + 1 < g.xcn ? r[(2 * e + 1) * S::halo + hp] : 0.0f);
+            uint4 out;
+            bits16(&out, v);
+            *(uint4 *)(xsh + hp * 8) = out;
+        }
     };
     // PRO: this thread's landed positions of the tile, normalised in place.
     [[maybe_unused]] const T2 alpha2 = pro_pair<T>::of(g.pro_alpha, g.pro_alpha);
@@ -913,30 +961,29 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     const uint64_t da0 = wg_desc(xsh0, S::halo * 16, S::h2 * 16), db0 = wg_desc(wsh, K * 16, 128);
     const int first = blockIdx.x * wgs + wg, stride = gridDim.x * wgs;
     uint32_t inside_next = 0;
-    if (first < g.ntiles)
-        inside_next = issue(first, xsh0, 0);
-    cp_async_commit();
+    if constexpr (XS) {
+        for (int k = 0; k < XR - 1; k++) {
+            if (first + k * stride < g.ntiles)
+                issue_xs(first + k * stride, k);
+            cp_async_commit();
+        }
+    } else {
+        if (first < g.ntiles)
+            inside_next = issue(first, xsh0, 0);
+        cp_async_commit();
+    }
     __syncthreads(); // the weights (and with PRO the first tile's (mean, s, b); later
                      // ones: the barriers of the tile before)
     for (int tile = first, it = 0; tile < g.ntiles; tile += stride, it++) {
         T *xsh = xsh0 + (it & 1) * S::halo * C;
-        // XS: this tile's values, loaded during the tile before. (Braces
-        // round a statement that a #pragma begins: without them nvcc ran
-        // this loop in every instantiation, storing the uninitialised pend
-        // into the halo, and a reordering of this loop dropped the PRO
-        // normalisation as work on undefined values.)
+        // XS: the tile XR - 1 ahead starts (into the slot this thread
+        // rounded last tile), then this tile's slot, landed, is rounded.
         if constexpr (XS) {
-#pragma unroll
-            for (int j = 0; j < HPT; j++)
-                if (tid + j * CM_THREADS < S::halo) {
-                    T2 v[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        v[e] = pro_pair<T>::of(pend[j][2 * e], pend[j][2 * e + 1]);
-                    uint4 out;
-                    bits16(&out, v);
-                    *(uint4 *)(xsh + (tid + j * CM_THREADS) * 8) = out;
-                }
+            if (tile + (XR - 1) * stride < g.ntiles)
+                issue_xs(tile + (XR - 1) * stride, (it + XR - 1) % XR);
+            cp_async_commit();
+            cp_async_wait<XR - 1>();
+            round_xs(it % XR, xsh);
         }
         [[maybe_unused]] const uint32_t inside = inside_next;
         // The next tile's loads go to the other buffer, free since the tile
@@ -950,11 +997,13 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                 inside_next = issue(tile + stride, xsh0 + ((it + 1) & 1) * S::halo * C, (it + 1) & 1);
             cp_async_commit();
         };
-        if (g.late) {
-            cp_async_wait0();
-        } else {
-            issue_next();
-            cp_async_wait1();
+        if constexpr (!XS) {
+            if (g.late) {
+                cp_async_wait0();
+            } else {
+                issue_next();
+                cp_async_wait1();
+            }
         }
         if constexpr (PRO)
             normalise(xsh, inside, it & 1); // this thread's own copies: no barrier before
@@ -979,8 +1028,9 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                 }
         }
         wg_commit();
-        if (g.late)
-            issue_next();
+        if constexpr (!XS)
+            if (g.late)
+                issue_next();
         wg_wait0();
         wg_pin_all<NT>(acc);
         wg_sync(wg); // every warp's products are done: the halo buffer is free
@@ -1107,6 +1157,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     size_t need = wbytes + group;
     if (g->wg) {
         group += p->stats ? 4 * (size_t)cm_ssh_floats(g->K) : 0;
+        group += p->small_input ? 4 * (size_t)CM_XS_RING * (size_t)p->x_channels * (size_t)halo : 0;
         group = (group + 127) / 128 * 128;
         size_t n = (CM_WG_SMEM_MAX - wbytes) / group;
         const size_t cap = (size_t)cm_wg_cap(p->C);
