@@ -117,12 +117,12 @@ def wide32_2d(seed):
     return net.model([net.conv(y, 2, [1, 1])]), {"x": net.x}, 1
 
 
-def prologue_2d(seed):
+def prologue_2d(seed, shape=(2, 3, 20, 37)):
     # BasicUNet's TwoConv at full resolution: the first norm's LeakyRelu
     # result is read only by the second 32 -> 32 layer, which normalises
     # its input as it reads it (the norm's own pass is not run); the second
     # norm is applied likewise by the last 1x1 layer (the direct kernel).
-    net = UNetNet(seed, [2, 3, 20, 37])
+    net = UNetNet(seed, list(shape))
     h = first(net, 32, 2)
     a = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
     b = net.act(net.instance_norm(net.conv(a, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
@@ -140,13 +140,13 @@ def prologue_relu_2d(seed):
     return net.model([net.conv(c, 2, [1, 1])]), {"x": net.x}, 4
 
 
-def skip_2d(seed):
+def skip_2d(seed, shape=(2, 3, 20, 36)):
     # A BasicUNet level: the skip's norm (after a 32 -> 32 layer with
     # statistics) is read by a max pool and by the Concat before the
     # decoder's 64 -> 32 layer. The pool normalises as it reads; the
     # layer's prologue normalises the Concat's first 32 channels and takes
     # the upsampled 32 as they are.
-    net = UNetNet(seed, [2, 3, 20, 36])
+    net = UNetNet(seed, list(shape))
     h = first(net, 32, 2)
     skip = net.act(net.instance_norm(net.conv(h, 32, [3, 3], pads=[1] * 4)), "LeakyRelu")
     deep = net.act(net.conv(net.max_pool(skip), 32, [3, 3], pads=[1] * 4), "LeakyRelu")
@@ -225,6 +225,11 @@ def test_wgmma_load_order_changes_no_bit(gpu, label, precision):
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
         pytest.skip("the order is conv_wgmma's: compute capability 9.0 only")
     m, feeds, _ = case(label)
+    assert load_orders_differ(m, feeds, label, precision) == 0
+
+
+def load_orders_differ(m, feeds, label, precision):
+    """Bytes of the output that differ between the two load orders."""
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
 
     def run(order):
@@ -240,7 +245,25 @@ def test_wgmma_load_order_changes_no_bit(gpu, label, precision):
     assert late[0].shape == early[0].shape and np.isfinite(late[0]).all()
     differ = int(np.count_nonzero(late[0].view(np.uint8) != early[0].view(np.uint8)))
     print(f"\n{label}: load orders at {precision}: {differ} differing bytes")
-    assert differ == 0
+    return differ
+
+
+MANY_TILES = [("2d-norm-prologue", prologue_2d), ("2d-norm-skip-pool-concat", skip_2d)]
+
+
+@pytest.mark.parametrize("label,make", MANY_TILES, ids=[c[0] for c in MANY_TILES])
+def test_wgmma_many_tiles_a_warpgroup(gpu, label, make):
+    """The cases above over 4 x 3 x 256 x 512: 4096 tiles at full
+    resolution, six or so for each warpgroup on an H100, so that each
+    cycles through its halo buffers and its prologue's (mean, s, b) many
+    times, across samples (the small cases give a warpgroup one tile).
+    Against the mma.sync kernel (the norms in their passes: agrees_with's
+    bounds), and the two load orders bit for bit."""
+    if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
+        pytest.skip("conv_wgmma's buffers: compute capability 9.0 only")
+    m, feeds, _ = make(700, shape=(4, 3, 256, 512))
+    agrees_with(m, feeds, f"{label} x4096", {"SEGRT_CUDA_WGMMA": "0"}, "wgmma vs mma.sync")
+    assert load_orders_differ(m, feeds, f"{label} x4096", "fp16") == 0
 
 
 @pytest.mark.parametrize("label", list(PROLOGUES))

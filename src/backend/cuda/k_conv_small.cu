@@ -175,6 +175,12 @@ template <int XT, int V> __device__ __forceinline__ void cs_ldx(const void *x, l
     }
 }
 
+// Where a normalising prologue's (mean, s, b) start in shared memory, in
+// floats past the weights (nw) and the bias (kp): 16-byte aligned; each
+// is cs_pro_stride(C) floats long.
+__host__ __device__ constexpr ll cs_pro_at(ll nw, int kp) { return (nw + kp + 3) / 4 * 4; }
+__host__ __device__ constexpr int cs_pro_stride(int C) { return (C + 3) / 4 * 4; }
+
 template <int XT, int KP, int V>
 __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     conv_small_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
@@ -185,7 +191,10 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
     float *ws = reinterpret_cast<float *>(cs_smem); // [tap][c][KP]
     const int nw = g.taps * g.C * KP;
     float *bs = ws + nw;
-    float *pm = bs + KP, *ps = pm + g.C, *pbias = ps + g.C; // g.pro: this sample's mean, s, b
+    // g.pro: this sample's mean, s, b, each 16-byte aligned (cs_pro_at),
+    // so that four channels' load as one vector.
+    const int cp = cs_pro_stride(g.C);
+    float *pm = ws + cs_pro_at(nw, KP), *ps = pm + cp, *pbias = ps + cp;
     cs_stage_weights<KP>(g, w, bias, ws, bs);
     __syncthreads();
 
@@ -284,10 +293,29 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                                 float xv[V], wv[V * KP];
                                 cs_ldx<XT, V>(x, V == 1 ? a2 + c * g.xc : a2 + c, xv);
                                 if (g.pro) {
+                                    if constexpr (V % 4 == 0) {
+                                        // (c + j a multiple of 4: c steps by V.
+                                        // One scalar load a parameter was three
+                                        // of the final 1x1 layer's loads a channel.)
 #pragma unroll
-                                    for (int j = 0; j < V; j++)
-                                        xv[j] = act_apply(fmaf(xv[j] - pm[c + j], ps[c + j], pbias[c + j]),
-                                                          g.pro_act, g.pro_alpha);
+                                        for (int j = 0; j < V; j += 4) {
+                                            const float4 m4 = *(const float4 *)(pm + c + j),
+                                                         s4 = *(const float4 *)(ps + c + j),
+                                                         b4 = *(const float4 *)(pbias + c + j);
+                                            const float mv[4] = {m4.x, m4.y, m4.z, m4.w},
+                                                        sv[4] = {s4.x, s4.y, s4.z, s4.w},
+                                                        bv[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+                                            for (int e = 0; e < 4; e++)
+                                                xv[j + e] = act_apply(fmaf(xv[j + e] - mv[e], sv[e], bv[e]),
+                                                                      g.pro_act, g.pro_alpha);
+                                        }
+                                    } else {
+#pragma unroll
+                                        for (int j = 0; j < V; j++)
+                                            xv[j] = act_apply(fmaf(xv[j] - pm[c + j], ps[c + j], pbias[c + j]),
+                                                              g.pro_act, g.pro_alpha);
+                                    }
                                 }
                                 ld_floats<V * KP>(wt + c * KP, wv);
 #pragma unroll
@@ -877,8 +905,9 @@ bool cs_dtype(segrt_dtype t)
 size_t smem_bytes(int K, int C, ll taps, bool pro)
 {
     int kp = kp_of(K);
-    return (size_t)taps * (size_t)C * (size_t)kp * sizeof(float) + (size_t)kp * sizeof(float) +
-           (pro ? 3 * (size_t)C * sizeof(float) : 0);
+    const ll nw = taps * C * kp;
+    return pro ? ((size_t)cs_pro_at(nw, kp) + 3 * (size_t)cs_pro_stride(C)) * sizeof(float)
+               : (size_t)(nw + kp) * sizeof(float);
 }
 
 // The geometry of a layer sgk_conv_small_fits accepts, lifted to 3-D.
