@@ -83,13 +83,19 @@ def test_padded_layer(gpu, spec):
 @pytest.mark.parametrize("spec", CASES, ids=[c[0] for c in CASES])
 def test_padding_agrees_with_unpadded(gpu, spec):
     m, feeds = case_model(spec, seed=CASES.index(spec) + 11)
-    model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
-    padded = run_engine(model, feeds, "cuda", "fp16")
-    plain = run_engine_env(model, feeds, "cuda", "fp16", {"SEGRT_CUDA_PAD_CHANNELS": "0"})
-    for a, b in zip(padded, plain):
+    agrees(m, feeds, spec[0], "fp16", {"SEGRT_CUDA_PAD_CHANNELS": "0"}, "padded vs unpadded")
+
+
+def agrees(m, feeds, label, precision, env, what):
+    """Model m's outputs against the plan built with `env` set: PSNR >=
+    AB_PSNR_DB."""
+    model = sc.Model.from_bytes(m, name=f"{label}.onnx")
+    mine = run_engine(model, feeds, "cuda", precision)
+    other = run_engine_env(model, feeds, "cuda", precision, env)
+    for a, b in zip(mine, other):
         v = psnr(a, b)
-        print(f"\n{spec[0]}: padded vs unpadded fp16 PSNR {fmt_db(v)}")
-        assert v >= AB_PSNR_DB, f"padded vs unpadded at fp16: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
+        print(f"\n{label}: {what} at {precision}: PSNR {fmt_db(v)}")
+        assert v >= AB_PSNR_DB, f"{what} at {precision}: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
 
 
 def chain_model(seed):
@@ -111,13 +117,7 @@ def small_input_cases():
 @pytest.mark.parametrize("label,make", small_input_cases(), ids=[c[0] for c in small_input_cases()])
 def test_small_input_agrees_with_padded(gpu, label, make, precision):
     m, feeds = make()
-    model = sc.Model.from_bytes(m, name=f"{label}.onnx")
-    direct = run_engine(model, feeds, "cuda", precision)
-    padded = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"})
-    for a, b in zip(direct, padded):
-        v = psnr(a, b)
-        print(f"\n{label}: input as it is vs padded copy at {precision}: PSNR {fmt_db(v)}")
-        assert v >= AB_PSNR_DB, f"input as it is vs padded at {precision}: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
+    agrees(m, feeds, label, precision, {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"}, "input as it is vs padded copy")
 
 
 def wide_model(seed, source, norm):
@@ -149,13 +149,8 @@ def test_small_input_many_tiles_agrees_with_padded(gpu, source, norm, tmp_path):
     rows = profile_rows(bench_profile(m, feeds, tmp_path))
     assert not any(r[1:4] == ["segrt", "pad", "channels"] for r in rows), rows
     assert any(r[1:3] == ["segrt", "mma"] for r in rows), rows
-    model = sc.Model.from_bytes(m, name="wide.onnx")
-    direct = run_engine(model, feeds, "cuda", "fp16")
-    padded = run_engine_env(model, feeds, "cuda", "fp16", {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"})
-    for a, b in zip(direct, padded):
-        v = psnr(a, b)
-        print(f"\nwide {source} {'norm' if norm else 'act'}: input as it is vs padded copy: PSNR {fmt_db(v)}")
-        assert v >= AB_PSNR_DB, f"input as it is vs padded: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
+    agrees(m, feeds, f"wide-{source}-{'norm' if norm else 'act'}", "fp16", {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"},
+           "input as it is vs padded copy")
 
 
 def profile_rows(out):
