@@ -1,7 +1,9 @@
 """The CUDA engine under NVIDIA's compute-sanitizer: one fp16 run of
 basicunet2d_tiny, one of a generated UNet3D spleen tail (its
 ConvTranspose on the kernel-3 tensor-core kernel, its last layers on the
-few-channel kernel), and two 3-D sliding-window jobs over a host image
+few-channel kernel), one of a generated BasicUNet last level whose
+upsampling is folded into the next layer's halo (test_gpu_up_fold.py; on
+Hopper), and two 3-D sliding-window jobs over a host image
 (one whose windows are gathered and accumulated in float4s, one of odd
 sizes with padding, element by element), through the CLI under memcheck (out-of-bounds and
 misaligned device accesses, API errors) and under racecheck (shared-memory
@@ -22,9 +24,15 @@ import pytest
 
 from conftest import SEGRT
 from test_gpu_small_conv import chain_spleen
+from test_gpu_up_fold import decoder
 from test_sliding_window import make_convnet
 
-NAMES = ["basicunet2d_tiny", "spleen-tail", "sw-aligned", "sw-odd"]
+NAMES = ["basicunet2d_tiny", "spleen-tail", "up-fold", "sw-aligned", "sw-odd"]
+# Generated models: name -> (the model and its feeds).
+GENERATED = {
+    "spleen-tail": lambda: chain_spleen(11, n=2, c0=3, side=(5, 9, 19)),
+    "up-fold": lambda: decoder(12, [2, 3, 36, 52]),
+}
 # Sliding-window jobs: image dims (N, C, D, H, W), then `segrt run`'s options.
 SW_JOBS = {
     "sw-aligned": ((2, 2, 28, 16, 32), ["--roi", "8,8,16", "--overlap", "0.5", "--sw-batch", "5"]),
@@ -40,12 +48,12 @@ def model_files(name, models, tmp_path):
         model = make_convnet(tmp_path / "convnet.onnx", 3, dims[1], 3, seed=5)
         np.save(tmp_path / "image.npy", np.random.default_rng(5).standard_normal(dims).astype(np.float32))
         return model, tmp_path / "image.npy", args + ["--blend", "gaussian", "--output-kind", "labels"]
-    if name != "spleen-tail":
+    if name not in GENERATED:
         return models / f"{name}.onnx", models / f"{name}.in.npy", []
-    m, feeds = chain_spleen(11, n=2, c0=3, side=(5, 9, 19))
-    onnx.save(m, str(tmp_path / "spleen_tail.onnx"))
-    np.save(tmp_path / "spleen_tail.in.npy", feeds["x"])
-    return tmp_path / "spleen_tail.onnx", tmp_path / "spleen_tail.in.npy", []
+    m, feeds = GENERATED[name]()
+    onnx.save(m, str(tmp_path / f"{name}.onnx"))
+    np.save(tmp_path / f"{name}.in.npy", feeds["x"])
+    return tmp_path / f"{name}.onnx", tmp_path / f"{name}.in.npy", []
 
 
 def sanitizer():

@@ -16,7 +16,8 @@
  * Hopper up to 8 read as they lie), 8, 16 or 32 output channels
  * (at most 16 in 3-D), constant weights and bias, group 1, dilation 1.
  * A layer that writes its norm's statistics can also do the 2x2 max pool
- * that reads the norm's result (mma_pool_of).
+ * that reads the norm's result (mma_pool_of), or compute the 2x2
+ * upsampling whose result is the second half of its input (mma_up_fold).
  * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons);
  * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper;
  * SEGRT_CUDA_WGMMA_SHARED=0 gives each of its warpgroups a block and a
@@ -24,6 +25,7 @@
  * image of up to 8 channels to a 16-bit copy for it (for comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_mma.h"
+#include "backend/cuda/k_conv_upsample.h"
 
 #include "graph/infer_util.h"
 
@@ -37,12 +39,13 @@ typedef struct mma_params {
     bool has_bias, has_residual;
 } mma_params;
 
-/* args: x, w, [bias], [residual], [the deferred norm's ab], y, [statistics], [pool] */
+/* args: x, w, [bias], [residual], [the deferred norm's ab], [the folded
+ * upsampling's x, w, bias and ab (-1: none)], y, [statistics], [pool] */
 static sg_status mma_run(const cuda_step *s, cuda_run *r)
 {
     const mma_params *mp = s->params;
     int32_t si = s->n_args - 1 - (mp->kp.pool ? 1 : 0), yi = si - (mp->kp.stats ? 1 : 0);
-    int32_t zi = yi - 1 - (mp->kp.prologue ? 1 : 0);
+    int32_t ui = yi - (mp->kp.up ? 4 : 0), zi = ui - 1 - (mp->kp.prologue ? 1 : 0);
     sgk_view x = cuda_view(r, s->args[0]);
     sgk_view y = cuda_view(r, s->args[yi]);
     sgk_view z;
@@ -51,12 +54,19 @@ static sg_status mma_run(const cuda_step *s, cuda_run *r)
     const float *w = r->ptr[s->args[1]];
     const float *b = mp->has_bias ? r->ptr[s->args[2]] : NULL;
     float *stats = mp->kp.stats ? r->ptr[s->args[si]] : NULL;
-    const float *ab = mp->kp.prologue ? r->ptr[s->args[yi - 1]] : NULL;
+    const float *ab = mp->kp.prologue ? r->ptr[s->args[ui - 1]] : NULL;
     sgk_view pooled;
     if (mp->kp.pool)
         pooled = cuda_view(r, s->args[s->n_args - 1]);
+    sgk_conv_mma_up up;
+    if (mp->kp.up) {
+        up.x = cuda_view(r, s->args[ui]);
+        up.w = r->ptr[s->args[ui + 1]];
+        up.bias = s->args[ui + 2] >= 0 ? r->ptr[s->args[ui + 2]] : NULL;
+        up.ab = s->args[ui + 3] >= 0 ? r->ptr[s->args[ui + 3]] : NULL;
+    }
     return sgk_conv_mma(r->stream, &mp->kp, &y, &x, w, b, mp->has_residual ? &z : NULL, stats, ab,
-                        mp->kp.pool ? &pooled : NULL);
+                        mp->kp.pool ? &pooled : NULL, mp->kp.up ? &up : NULL);
 }
 
 /* The kernel's parameters for node n, or false for a node this path
@@ -213,10 +223,10 @@ static bool mma_fits(const sg_cuda_plan *p, sgk_conv_mma_params *kp, const cuda_
                      const sgk_view *yg, const sgk_view *xg, const sgk_view *zg)
 {
     kp->stats = mma_feeds_norm(p, ep);
-    if (kp->stats && sgk_conv_mma_fits(kp, yg, xg, NULL))
+    if (kp->stats && sgk_conv_mma_fits(kp, yg, xg, NULL, NULL))
         return true;
     kp->stats = false;
-    return sgk_conv_mma_fits(kp, yg, xg, ep->z_tensor >= 0 ? zg : NULL);
+    return sgk_conv_mma_fits(kp, yg, xg, ep->z_tensor >= 0 ? zg : NULL, NULL);
 }
 
 /* Whether the kernel takes node n reading tensor xt, and its parameters,
@@ -286,6 +296,83 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
     return mma_fits(p, kp, ep, &yg, &xg, &zg);
 }
 
+/* An upsampling step that a layer computes in its halo instead (k_conv_mma.h's p->up). */
+typedef struct mma_fold {
+    int32_t step;         /* the upsampling's step, built already */
+    sgk_conv_up_params up;
+    int32_t x, bias, ab;  /* its tensors: input, bias (-1: none), its input's norm's ab (-1: none) */
+    sgk_view xg;
+} mma_fold;
+
+/* Whether node n (planned as kp, reading tensor xt) takes the upsampling
+ * that writes the second half of its input: xt is a Concat's result of
+ * two inputs along channels that n alone reads, the first normalised by
+ * n's prologue, the second written into its slice by a "segrt upsample
+ * conv" step (kernel 2x2) that the Concat alone reads. The step is then
+ * not run: BasicUNet's last upsampling wrote 268 MB that the layer read
+ * back (batch 16, 0.2 ms on an H100). Sets kp's up fields if so.
+ * SEGRT_CUDA_UP_FOLD=0 turns this off. */
+static bool mma_up_fold(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_conv_mma_params *kp,
+                        const sgk_view *yg, const sgk_view *xg, mma_fold *f)
+{
+    const sg_graph *g = p->g;
+    if (!kp->wgmma || !kp->prologue || !kp->stats || kp->pro_c <= 0 || kp->n_spatial != 2 ||
+        cuda_env_off("SEGRT_CUDA_UP_FOLD"))
+        return false;
+    int32_t v = n->inputs[0], ci = g->values[v].producer;
+    if (ci < 0 || cuda_single_reader(p, v) != cuda_node_index(p, n))
+        return false;
+    const sg_node *cat = &g->nodes[ci];
+    int64_t axis = sg_attr_int(cat, "axis", 0);
+    if (cat->op != SG_OP_CONCAT || cat->n_inputs != 2 || (axis != 1 && axis != -3) || cat->inputs[1] < 0 ||
+        cuda_single_reader(p, cat->inputs[1]) != ci)
+        return false;
+    int32_t ut = cuda_value(p, cat->inputs[1]), uy = -1;
+    if (ut < 0)
+        return false;
+    for (f->step = p->n_steps - 1; f->step >= 0; f->step--)
+        if (cuda_conv_upsample_step(&p->steps[f->step], &f->up, &f->x, &f->bias, &f->ab, &uy) && uy == ut)
+            break;
+    if (f->step < 0)
+        return false;
+    const cuda_tensor *u = &p->tensors[ut];
+    if (u->kind != CUDA_T_ALIAS || u->alias != xt || u->alias_offset != kp->pro_c || f->up.n_spatial != 2 ||
+        f->up.kernel[0] != 2 || f->up.kernel[1] != 2 || f->up.K != kp->C - kp->pro_c)
+        return false;
+    kp->up = true;
+    kp->up_c = f->up.C;
+    kp->up_act = f->up.act;
+    kp->up_alpha = f->up.act_alpha;
+    kp->up_pro = f->up.prologue;
+    kp->up_pro_act = f->up.pro_act;
+    kp->up_pro_alpha = f->up.pro_alpha;
+    f->xg = cuda_geometry_view(p, f->x);
+    if (sgk_conv_mma_fits(kp, yg, xg, NULL, &f->xg))
+        return true;
+    kp->up = false;
+    return false;
+}
+
+/* The folded upsampling's ONNX [C, K, 2, 2] weights as the kernel's
+ * [phase][K][C] (phase = kh * 2 + kw), float32. */
+static sg_status mma_up_weights(sg_cuda_plan *p, const sg_node *up_node, int64_t C, int64_t K, int32_t *out)
+{
+    float *onnx = cuda_const_f32(p, up_node->inputs[1]), *mine = sg_malloc(sizeof(float) * (size_t)(C * K * 4));
+    sg_status s = SEGRT_OK;
+    if (!onnx || !mine) {
+        s = sg_node_error(up_node, SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a copy of the weights");
+    } else {
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t f = 0; f < 4; f++)
+                    mine[(f * K + k) * C + c] = onnx[(c * K + k) * 4 + f];
+        s = cuda_const_f32_tensor(p, up_node->inputs[1], "mma_up_w", mine, C * K * 4, out);
+    }
+    free(onnx);
+    free(mine);
+    return s;
+}
+
 bool cuda_conv_mma_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn,
                               const sgk_view *xg)
 {
@@ -315,6 +402,10 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     if (!mma_plan(p, n, &xg, dn, &kp, &ep, &pad_to, &io))
         return SEGRT_OK;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
+    mma_fold fold;
+    sgk_view yg0;
+    if (!pad_to && cuda_output_geometry(p, n->outputs[0], ep.out_dtype, CUDA_LAYOUT_CHANNELS_LAST, &yg0))
+        mma_up_fold(p, n, xt, &kp, &yg0, &xg, &fold);
 
     /* ONNX's [K, C0, taps] weights as the kernel's [tap][K][C], float32
      * (zeros for the channels the padding adds). */
@@ -340,9 +431,24 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     cuda_layout out_layout = CUDA_LAYOUT_CHANNELS_LAST;
     cuda_conv_args a;
     SG_TRY(cuda_conv_args_make(p, n, xt, wt, "mma_b", kp.K, ep.z_tensor, ep.out_dtype, out_layout, &a));
-    int32_t args[8];
+    int32_t args[12];
     uint64_t views;
     int32_t n_args = cuda_conv_args_insert(&a, dn ? dn->ab : -1, args, &views); /* the norm's ab before y */
+    if (kp.up) {
+        /* The upsampling's x, weights, bias and ab before y, its step gone. */
+        int32_t uw;
+        SG_TRY(mma_up_weights(p, p->steps[fold.step].node, kp.up_c, kp.C - kp.pro_c, &uw));
+        const int32_t y = args[n_args - 1], yv = (int32_t)(views >> (n_args - 1) & 1u);
+        views &= ~((uint64_t)1 << (n_args - 1));
+        views |= (uint64_t)1 << (n_args - 1) | (uint64_t)yv << (n_args + 3); /* x read through its view */
+        args[n_args - 1] = fold.x;
+        args[n_args] = uw;
+        args[n_args + 1] = fold.bias;
+        args[n_args + 2] = fold.ab;
+        args[n_args + 3] = y;
+        n_args += 4;
+        cuda_step_remove(p, fold.step);
+    }
     sgk_tile_grid grid;
     int32_t pool_node = -1, pooled = -1;
     if (kp.stats) {
@@ -353,7 +459,7 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &pairs, CUDA_LAYOUT_PLAIN, &args[n_args++]));
         pool_node = mma_pool_of(p, &ep, &yg, &kp.pool_min);
         kp.pool = pool_node >= 0;
-        if (kp.pool && !sgk_conv_mma_fits(&kp, &yg, &xg, NULL)) {
+        if (kp.pool && !sgk_conv_mma_fits(&kp, &yg, &xg, NULL, kp.up ? &fold.xg : NULL)) {
             kp.pool = false;
             pool_node = -1;
         }
@@ -370,12 +476,17 @@ sg_status cuda_build_conv_mma(sg_cuda_plan *p, const sg_node *n, bool *taken)
     mp->has_bias = a.has_bias;
     mp->has_residual = a.has_residual;
     cuda_step *st;
-    const char *impl = kp.pool ? "segrt mma conv+stats+pool" : kp.stats ? "segrt mma conv+stats" : "segrt mma conv";
+    const char *impl = kp.up     ? (kp.pool ? "segrt mma conv+up+stats+pool" : "segrt mma conv+up+stats")
+                       : kp.pool ? "segrt mma conv+stats+pool"
+                       : kp.stats ? "segrt mma conv+stats"
+                                  : "segrt mma conv";
     SG_TRY(cuda_step_new(p, n, impl, mma_run, args, n_args, 1 + kp.stats + kp.pool, mp, NULL, &st));
     double positions = 1.0;
     for (int32_t i = 0; i < p->tensors[a.y].rank; i++)
         positions *= i == 1 ? 1.0 : (double)p->tensors[a.y].dims[i];
     st->flops = 2.0 * positions * (double)(C0 * K * taps); /* the layer's own work, not the padding's */
+    if (kp.up) /* and the upsampling's: a quarter of the positions, four phases */
+        st->flops += 2.0 * positions * (double)kp.up_c * (double)(kp.C - kp.pro_c);
     st->any_view = views;
     cuda_kernel_epilogue_bind(p, &ep, a.y);
     if (kp.stats)

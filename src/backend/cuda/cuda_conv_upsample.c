@@ -40,6 +40,20 @@ static sg_status upsample_run(const cuda_step *s, cuda_run *r)
     return sgk_conv_up(r->stream, &up->kp, &y, &x, w, b, ab);
 }
 
+bool cuda_conv_upsample_step(const cuda_step *s, sgk_conv_up_params *kp, int32_t *x, int32_t *bias, int32_t *ab,
+                             int32_t *y)
+{
+    if (s->run != upsample_run)
+        return false;
+    const upsample_params *up = s->params;
+    *kp = up->kp;
+    *x = s->args[0];
+    *bias = up->has_bias ? s->args[2] : -1;
+    *ab = up->kp.prologue ? s->args[s->n_args - 2] : -1;
+    *y = s->args[s->n_args - 1];
+    return true;
+}
+
 /* Whether node n's attributes are those of a kernel == stride upsampling:
  * no pads, dilations, output_padding, output_shape or groups. */
 static bool upsample_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, const int64_t *wd)

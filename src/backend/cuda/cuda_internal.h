@@ -298,6 +298,11 @@ cuda_layout cuda_dense_layout(const sg_cuda_plan *p, int32_t t);
 sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
                         const int32_t *args, int32_t n_args, int32_t n_outputs, void *params,
                         void (*params_free)(void *), cuda_step **out);
+/* Takes step i out of the plan (a later step does its work: an
+ * upsampling folded into the convolution after it), freeing its
+ * parameters; the steps after it move up. Only while the plan is built,
+ * before tensors' lifetimes are. */
+void cuda_step_remove(sg_cuda_plan *p, int32_t i);
 
 /* A device copy of constant host data (dtype dt, n_bytes) owned by the
  * weight store under key (blob, tag): uploads once per engine. */
@@ -515,6 +520,12 @@ sg_status cuda_build_conv_few_inputs(sg_cuda_plan *p, const sg_node *n, bool *ta
 sg_status cuda_build_conv_upsample(sg_cuda_plan *p, const sg_node *n, bool *taken);
 /* Likewise for cuda_build_conv_upsample (a ConvTranspose node n). */
 bool cuda_conv_upsample_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn);
+/* Whether step s is an upsampling of cuda_build_conv_upsample's, with its
+ * parameters and tensors: x, the bias (-1: none), its deferred norm's ab
+ * (-1: none) and y. */
+struct sgk_conv_up_params;
+bool cuda_conv_upsample_step(const cuda_step *s, struct sgk_conv_up_params *kp, int32_t *x, int32_t *bias,
+                             int32_t *ab, int32_t *y);
 /* cuda_conv_up_k3.c: ConvTranspose kernel 3, stride 2, pads 1 (<= 64 input channels, 16-bit), tensor cores;
  * *taken false: the other paths' turn */
 sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken);

@@ -149,6 +149,15 @@ sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cud
     return SEGRT_OK;
 }
 
+void cuda_step_remove(sg_cuda_plan *p, int32_t i)
+{
+    cuda_step *st = &p->steps[i];
+    if (st->params)
+        (st->params_free ? st->params_free : free)(st->params);
+    memmove(st, st + 1, sizeof *st * (size_t)(p->n_steps - i - 1));
+    p->n_steps--;
+}
+
 int32_t cuda_node_index(const sg_cuda_plan *p, const sg_node *n) { return (int32_t)(n - p->g->nodes); }
 
 void cuda_mark_fused(sg_cuda_plan *p, int32_t node) { p->fused[node] = 1; }

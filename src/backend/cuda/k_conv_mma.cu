@@ -33,6 +33,13 @@
 // conv_wgmma with a small input (XS): tile halos in flight, the one
 // multiplied included (see the kernel).
 #define CM_XS_RING 4
+// conv_wgmma with the upsampling folded in (UP): its input channels, and
+// the input positions under a tile's halo (6 x 10, as 64 rows of a
+// product).
+#define CM_UP_C 32
+#define CM_UP_R 6
+#define CM_UP_W 10
+#define CM_UP_ROWS 64
 // ... except with 64 input channels (KS 4; 2-D only), where four fit next
 // to the weights anyway and five's 96 registers a thread made the
 // normalising instantiation spill: reloaded from local memory every tile,
@@ -95,6 +102,15 @@ struct cmgeom {
     ll pn;             // ... its sample stride
     int ps[2];         // ... and its H, W strides
     uint32_t pool_min; // ... taking channel c's minimum where bit c is set (see store_pooled)
+    bool up;           // conv_wgmma: channels [pro_c, C) from the upsampling of ux (see conv_wgmma)
+    const void *ux;    // ... [N, CM_UP_C, H / 2, W / 2], channels contiguous: its sample stride,
+    ll un;             //     H and W strides and dims
+    int us[2], usp[2];
+    const float *uw, *ub; // ... the upsampling's weights and bias (NULL: none)
+    const float4 *uab; // ... with up_pro, its input's normalisation
+    sgk_act up_act, up_pro_act;
+    float up_alpha, up_pro_alpha;
+    bool up_pro;
     int wgs;           // conv_wgmma: warpgroups a block
     int wg_w_bytes;    // ... shared memory: the weights, then wgs regions of
     int wg_bytes;      //     wg_bytes (two halos, the staging tile, (mean, s, b), the statistics' sums)
@@ -220,10 +236,12 @@ template <typename T> struct pro_pair;
 template <> struct pro_pair<__half> {
     typedef __half2 type;
     static __device__ __forceinline__ type of(float a, float b) { return __floats2half2_rn(a, b); }
+    static __device__ __forceinline__ float2 to(type v) { return __half22float2(v); }
 };
 template <> struct pro_pair<__nv_bfloat16> {
     typedef __nv_bfloat162 type;
     static __device__ __forceinline__ type of(float a, float b) { return __floats2bfloat162_rn(a, b); }
+    static __device__ __forceinline__ float2 to(type v) { return __bfloat1622float2(v); }
 };
 
 // The tile's 2x2 max pool (stride 2, 2-D), from the staging tile osh:
@@ -726,7 +744,41 @@ __device__ __forceinline__ void wg_sync(int wg)
     asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wg), "r"(CM_THREADS) : "memory");
 }
 
-template <int XT, int NT, int KS, int EPI, bool PRO, bool XS>
+// Weights [taps][K][C] float32 as [tap][chunk][K][8] of T in shared memory
+// (wgmma's layout, below), four a load.
+template <int XT>
+__device__ __forceinline__ void wg_stage_weights(typename mma_elem<XT>::type *wsh, const float *__restrict__ w,
+                                                 int taps, int K, int C)
+{
+    typedef typename mma_elem<XT>::type T;
+    const int chunks = C / 8;
+#pragma unroll 4
+    for (int e = threadIdx.x * 4; e < taps * K * C; e += blockDim.x * 4) {
+        float4 v = *(const float4 *)(w + e);
+        const int c = e % C, k = (e / C) % K, tap = e / (K * C);
+        T *d = wsh + ((tap * chunks + c / 8) * K + k) * 8 + c % 8;
+        d[0] = mma_round<XT>(v.x);
+        d[1] = mma_round<XT>(v.y);
+        d[2] = mma_round<XT>(v.z);
+        d[3] = mma_round<XT>(v.w);
+    }
+}
+
+// UP: with the upsampling folded in (cmgeom.up; KS 4, C 64, 32 of them
+// the upsampling's), a tile's halo channels 32-63 are computed, not
+// loaded. The upsampling's input under the halo, 6 x 10 positions of
+// CM_UP_C channels (zeros outside it), lands by cp.async in the halo
+// buffer's space for those channels, as 64 rows [chunk][row][8], with
+// its normalisation's (mean, -, s, b) after them; each thread normalises
+// the rows it copied (float32, as the norm's pass), then the warpgroup
+// multiplies them by the weights of each of the four phases (wgmma
+// m64n32k16), and after a barrier the results, bias added and rounded to
+// x's dtype as the upsampling's store rounds them, are written over the
+// same space as the halo's channels 32-63 (zeros outside the image), and
+// the tile goes on as if they had been read. The statistics' sums, which
+// have no space left beside the weights of both layers, go after the
+// staging tile in the halo buffer.
+template <int XT, int NT, int KS, int EPI, bool PRO, bool XS, bool UP = false>
 __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     conv_wgmma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
                const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part,
@@ -735,6 +787,8 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<false> S;
     constexpr int K = NT * 8;
+    static_assert(!UP || (KS == 4 && NT == 4 && PRO && EPI == EPI_STATS && !XS), "UP: 64 -> 32 with statistics");
+    constexpr int UCH = CM_UP_C / 8, KU = 32; // UP: the upsampling's input chunks, its output channels
     const int C = KS ? KS * 16 : g.C, chunks = C / 8, ksteps = C / 16;
     // Warpgroup wg of wgs walks its own tiles; the weights are the block's.
     // (wg through a shuffle: known to be the same across the warp, so that
@@ -755,16 +809,10 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // XS: the ring of landed halos after the statistics' sums (cm_plan).
     [[maybe_unused]] float *ring = ssh + (EPI == EPI_STATS ? cm_ssh_floats(K) : 0);
     const int t4 = tid & 3;
-#pragma unroll 4
-    for (int e = threadIdx.x * 4; e < S::taps * K * C; e += blockDim.x * 4) {
-        float4 v = *(const float4 *)(w + e);
-        const int c = e % C, k = (e / C) % K, tap = e / (K * C);
-        T *d = wsh + ((tap * chunks + c / 8) * K + k) * 8 + c % 8;
-        d[0] = mma_round<XT>(v.x);
-        d[1] = mma_round<XT>(v.y);
-        d[2] = mma_round<XT>(v.z);
-        d[3] = mma_round<XT>(v.w);
-    }
+    wg_stage_weights<XT>(wsh, w, S::taps, K, C);
+    [[maybe_unused]] T *wsh_up = wsh + S::taps * K * C; // UP: [phase][chunk][KU][8]
+    if constexpr (UP)
+        wg_stage_weights<XT>(wsh_up, g.uw, 4, KU, CM_UP_C);
     wg_fence_smem(); // the weights, to the async proxy
     float bz[NT][2];
 #pragma unroll
@@ -773,6 +821,14 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
         bz[nt][0] = bias ? bias[c] : 0.0f;
         bz[nt][1] = bias ? bias[c + 1] : 0.0f;
     }
+    [[maybe_unused]] float ubz[KU / 8][2]; // UP: the upsampling's biases
+    if constexpr (UP)
+#pragma unroll
+        for (int nt = 0; nt < KU / 8; nt++) {
+            const int c = nt * 8 + 2 * t4;
+            ubz[nt][0] = g.ub ? g.ub[c] : 0.0f;
+            ubz[nt][1] = g.ub ? g.ub[c + 1] : 0.0f;
+        }
     const T *xt = (const T *)x;
     constexpr int HPT = (S::halo + CM_THREADS - 1) / CM_THREADS; // halo positions a thread
     // XS: x's xcn channels land as float32 in a ring of CM_XS_RING tile
@@ -815,8 +871,12 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // chunk a thread, warps 0 and 2 normalised while 1 and 3 waited at the
     // barrier before the products: ncu put 30 % of the stall samples of
     // BasicUNet's 64 -> 32 layer at 512^2 on barriers.)
-    constexpr int NCH = KS == 4 ? 2 : 1; // chunks a thread
-    constexpr int CHK = KS ? 2 * KS / NCH : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
+    //
+    // UP: the upsampled chunks 4-7 are not loaded: a thread copies one of
+    // chunks 0-3, and the same chunk of two of the upsampling's input rows.
+    constexpr int NCH = KS == 4 && !UP ? 2 : 1; // chunks a thread
+    constexpr int CHK = UP ? 4 : KS ? 2 * KS / NCH : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
+    static_assert(!UP || (CHK == UCH && 2 * CPR == CM_UP_ROWS), "UP: two input rows a thread");
     [[maybe_unused]] const int ck = (tid >> 3) % CHK, cp0 = (tid >> 3) / CHK * 8 + (tid & 7);
     [[maybe_unused]] int pro_n0 = -1, pro_n1 = -1; // the samples whose (mean, s, b) prosh's halves hold
     // Halo position hp of the tile at (o1, o2): its offset in a sample of
@@ -858,6 +918,26 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                 for (int ch = 0; ch < chunks; ch++)
                     cp_async16(xsh + (ch * S::halo + hp) * 8, src + (in ? ch * 8 : 0), in);
             }
+        }
+        if constexpr (UP) {
+            // The upsampling's input under the halo, and its normalisation.
+            T *low = xsh + UCH * S::halo * 8;
+            const int l1 = o1 / 2 - 1, l2 = o2 / 2 - 1;
+            const T *ub = (const T *)g.ux + (ll)n * g.un;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int lr = cp0 + j * CPR, i1 = l1 + lr / CM_UP_W, i2 = l2 + lr % CM_UP_W;
+                const bool in = lr < CM_UP_R * CM_UP_W && (unsigned)i1 < (unsigned)g.usp[0] &&
+                                (unsigned)i2 < (unsigned)g.usp[1];
+                cp_async16(low + (ck * CM_UP_ROWS + lr) * 8, ub + (in ? i1 * g.us[0] + i2 * g.us[1] + ck * 8 : 0),
+                           in);
+            }
+            // (Read by every thread, before the barrier that follows the
+            // landing: copied here, not by cp.async, which the copying
+            // thread alone waits for, so that the barriers between this
+            // issue and the tile's turn publish it.)
+            if (g.up_pro && tid < CM_UP_C)
+                *(float4 *)(low + UCH * CM_UP_ROWS * 8 + tid * 8) = g.uab[(ll)n * CM_UP_C + tid];
         }
         // (A warpgroup's tiles follow each other within a sample, mostly:
         // staged anew, every tile waited for the loads.)
@@ -955,10 +1035,101 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
             if ((ck + h * CHK) * 8 < g.pro_c) // (the rest taken as they are)
                 normalise_chunk(xsh, inside, buf, ck + h * CHK);
     };
+    // UP: this thread's two landed rows of the upsampling's input,
+    // normalised in place (rows outside the input too: their results fall
+    // outside the image, where zeros are written instead).
+    auto normalise_up = [&](T *xsh) {
+        T *low = xsh + UCH * S::halo * 8;
+        const float4 *q = (const float4 *)(low + UCH * CM_UP_ROWS * 8) + ck * 8;
+        uint4 v[2];
+        T2 e2[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            v[j] = *(const uint4 *)(low + (ck * CM_UP_ROWS + cp0 + j * CPR) * 8);
+            bits16(e2[j], v[j]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float4 qa = q[2 * e], qb = q[2 * e + 1];
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                float2 f = pro_pair<T>::to(e2[j][e]);
+                f.x = act_apply(((f.x - qa.x) - qa.y) * qa.z + qa.w, g.up_pro_act, g.up_pro_alpha);
+                f.y = act_apply(((f.y - qb.x) - qb.y) * qb.z + qb.w, g.up_pro_act, g.up_pro_alpha);
+                e2[j][e] = pro_pair<T>::of(f.x, f.y);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            bits16(&v[j], e2[j]);
+            *(uint4 *)(low + (ck * CM_UP_ROWS + cp0 + j * CPR) * 8) = v[j];
+        }
+    };
     // Descriptors at tap (0, 0), slice 0, patch 0 of halo buffer 0, and of
     // the weights at tap 0, slice 0: along K the next chunk, along M (N)
     // the next 8 rows (a halo row; 8 output channels).
     const uint64_t da0 = wg_desc(xsh0, S::halo * 16, S::h2 * 16), db0 = wg_desc(wsh, K * 16, 128);
+    // UP: the upsampling's input rows in halo buffer 0 (chunks outermost,
+    // 8 rows a core matrix) and its weights at phase 0, slice 0.
+    [[maybe_unused]] const uint64_t dl0 = wg_desc(xsh0 + UCH * S::halo * 8, CM_UP_ROWS * 16, 128),
+                                    dbu0 = wg_desc(wsh_up, KU * 16, 128);
+    // UP: the tile's halo channels 32-63 from the upsampling's input (rows
+    // normalised, behind the barrier that follows).
+    auto up_halo = [&](T *xsh, int buf, int tile) {
+        const uint64_t dl = dl0 + (uint64_t)(buf * S::halo * C / 8);
+        uint32_t pk[2][2][KU / 8][2]; // [kh][kw][n8 block][row half]: two channels rounded
+#pragma unroll
+        for (int f1 = 0; f1 < 2; f1++) {
+            // A phase row at a time: two phases' accumulators, as many as the layer's own.
+            float au[2][KU / 8][4] = {};
+            wg_pin_all<KU / 8>(au);
+            wg_fence();
+#pragma unroll
+            for (int f2 = 0; f2 < 2; f2++)
+#pragma unroll
+                for (int sl = 0; sl < UCH / 2; sl++)
+                    wgmma_k16<XT, KU / 8>(au[f2], dl + (uint64_t)(2 * sl * CM_UP_ROWS),
+                                          dbu0 + (uint64_t)(((2 * f1 + f2) * UCH + 2 * sl) * KU));
+            wg_commit();
+            wg_wait0();
+            wg_pin_all<KU / 8>(au);
+#pragma unroll
+            for (int f2 = 0; f2 < 2; f2++)
+#pragma unroll
+                for (int nt = 0; nt < KU / 8; nt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const T2 v = pro_pair<T>::of(act_apply(au[f2][nt][2 * h] + ubz[nt][0], g.up_act, g.up_alpha),
+                                                     act_apply(au[f2][nt][2 * h + 1] + ubz[nt][1], g.up_act,
+                                                               g.up_alpha));
+                        memcpy(&pk[f1][f2][nt][h], &v, 4);
+                    }
+        }
+        wg_sync(wg); // every warp's products have read the input rows
+        int o0, o1, o2, n;
+        tile_origin<false>(g, tile, &o0, &o1, &o2, &n);
+        const int row0 = (tid >> 5) * 16 + ((tid & 31) >> 2);
+#pragma unroll
+        for (int f1 = 0; f1 < 2; f1++)
+#pragma unroll
+            for (int f2 = 0; f2 < 2; f2++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    // Input row r (6 x 10 from the halo's origin, less one)
+                    // lands at halo position (2 r1 + kh - 1, 2 r2 + kw - 1).
+                    const int r = row0 + 8 * h, a1 = 2 * (r / CM_UP_W) + f1 - 1, a2 = 2 * (r % CM_UP_W) + f2 - 1;
+                    if (r >= CM_UP_R * CM_UP_W || a1 < 0 || a1 >= S::h1 || a2 < 0 || a2 >= S::h2)
+                        continue;
+                    const bool in = (unsigned)(o1 - 1 + a1) < (unsigned)g.sp[1] &&
+                                    (unsigned)(o2 - 1 + a2) < (unsigned)g.sp[2];
+                    T *d = xsh + (UCH * S::halo + a1 * S::h2 + a2) * 8 + 2 * t4;
+#pragma unroll
+                    for (int nt = 0; nt < KU / 8; nt++)
+                        *(uint32_t *)(d + nt * S::halo * 8) = in ? pk[f1][f2][nt][h] : 0u;
+                }
+        wg_fence_smem(); // the upsampled channels, to the async proxy
+        wg_sync(wg);
+    };
     const int first = blockIdx.x * wgs + wg, stride = gridDim.x * wgs;
     uint32_t inside_next = 0;
     if constexpr (XS) {
@@ -1007,8 +1178,13 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
         }
         if constexpr (PRO)
             normalise(xsh, inside, it & 1); // this thread's own copies: no barrier before
+        if constexpr (UP)
+            if (g.up_pro)
+                normalise_up(xsh);
         wg_fence_smem(); // this thread's halo to the async proxy
         wg_sync(wg);
+        if constexpr (UP)
+            up_halo(xsh, it & 1, tile);
         float acc[2][NT][4] = {};
         wg_pin_all<NT>(acc);
         wg_fence();
@@ -1034,8 +1210,10 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
         wg_wait0();
         wg_pin_all<NT>(acc);
         wg_sync(wg); // every warp's products are done: the halo buffer is free
-        tile_epilogue<XT, NT, false, EPI, true>(g, acc, bz, tile, xsh, osh_own, ssh, tid, [wg] { wg_sync(wg); }, y,
-                                                z, bias, part);
+        // (UP: the statistics' sums after the staging tile, see above.)
+        tile_epilogue<XT, NT, false, EPI, true>(g, acc, bz, tile, xsh, osh_own,
+                                                UP ? (float *)(xsh + CM_TP * (K + 8)) : ssh, tid,
+                                                [wg] { wg_sync(wg); }, y, z, bias, part);
     }
 }
 
@@ -1052,8 +1230,37 @@ static void cm_tile_shape(bool d3, int t[3])
     t[2] = d3 ? cm_shape<true>::t2 : cm_shape<false>::t2;
 }
 
+static bool cm_act_slope(sgk_act act, float alpha)
+{
+    return act == SGK_ACT_NONE || act == SGK_ACT_RELU || (act == SGK_ACT_LEAKY_RELU && alpha >= 0.0f && alpha <= 1.0f);
+}
+
+// p->up: the upsampling's input u and what the kernel takes (see
+// sgk_conv_mma_up), given the rest of g planned.
+static bool cm_plan_up(const sgk_conv_mma_params *p, const sgk_view *x, const sgk_view *u, cmgeom *g)
+{
+    if (!g->wg || !g->pro || !g->stats || g->stage_own || p->C != 64 || p->K != 32 || g->pro_c != 32 ||
+        p->up_c != CM_UP_C || !u || u->rank != 4 || u->dtype != x->dtype || u->dims[0] != x->dims[0] ||
+        u->dims[1] != CM_UP_C || u->dims[2] * 2 != x->dims[2] || u->dims[3] * 2 != x->dims[3] ||
+        !vec16_positions(u) || !sample_offsets_fit(u) || !cm_act_slope(p->up_act, p->up_alpha) ||
+        (p->up_pro && !cm_act_slope(p->up_pro_act, p->up_pro_alpha)))
+        return false;
+    g->up = true;
+    g->un = u->strides[0];
+    for (int a = 0; a < 2; a++) {
+        g->us[a] = (int)u->strides[2 + a];
+        g->usp[a] = (int)u->dims[2 + a];
+    }
+    g->up_act = p->up_act;
+    g->up_alpha = p->up_act == SGK_ACT_LEAKY_RELU ? p->up_alpha : 0.0f;
+    g->up_pro = p->up_pro;
+    g->up_pro_act = p->up_pro_act;
+    g->up_pro_alpha = p->up_pro_act == SGK_ACT_LEAKY_RELU ? p->up_pro_alpha : 0.0f;
+    return true;
+}
+
 static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z,
-                    cmgeom *g, size_t *smem)
+                    const sgk_view *u, cmgeom *g, size_t *smem)
 {
     memset(g, 0, sizeof *g);
     int nsp = p->n_spatial;
@@ -1138,16 +1345,20 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->pro_act = p->pro_act;
     g->pro_alpha = p->pro_act == SGK_ACT_LEAKY_RELU ? p->pro_alpha : 0.0f;
     const size_t stage = (size_t)CM_TP * (g->K + 8);
+    const size_t ssh_bytes = 4 * (size_t)cm_ssh_floats(g->K);
     // Shared-memory rows: padded for ldmatrix, unpadded for wgmma.
     const size_t ld = g->wg ? (size_t)p->C : (size_t)cm_ld(p->C);
     // (small_input: the halo buffers' channels 8-15 stay zero, so the
     // staging tile never goes there.)
     g->stage_own = g->staged && (stage > (size_t)halo * ld || p->small_input);
+    // (UP: the statistics' sums after the staging tile, in the halo buffer.)
+    if (p->up && (!cm_plan_up(p, x, u, g) || stage + ssh_bytes / 2 > (size_t)halo * ld))
+        return false;
     g->xsmall = p->small_input;
     g->xcn = p->x_channels;
     g->xc = p->small_input ? (int)x->strides[1] : 0;
     g->xt = x->dtype;
-    const size_t wbytes = 2 * (size_t)taps * g->K * ld;
+    const size_t wbytes = 2 * (size_t)taps * g->K * ld + (g->up ? 2 * 4 * 32 * (size_t)CM_UP_C : 0);
     size_t group = 2 * (2 * (size_t)halo * ld + (g->stage_own ? stage : 0)) +
                    (g->pro ? 2 * 3 * (size_t)p->C * 2 : 0); // two tiles' (mean, s, b), 16-bit
     // (Whether a layer runs here is decided at one tile group without the
@@ -1156,7 +1367,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
         return false;
     size_t need = wbytes + group;
     if (g->wg) {
-        group += p->stats ? 4 * (size_t)cm_ssh_floats(g->K) : 0;
+        group += p->stats && !g->up ? ssh_bytes : 0;
         group += p->small_input ? 4 * (size_t)CM_XS_RING * (size_t)p->x_channels * (size_t)halo : 0;
         group = (group + 127) / 128 * 128;
         size_t n = (CM_WG_SMEM_MAX - wbytes) / group;
@@ -1201,6 +1412,16 @@ template <int XT, int NT, int KS, int EPI>
 static segrt_status launch_wg(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
     const void *z = a.z ? a.z->data : NULL;
+    if constexpr (KS == 4 && NT == 4 && EPI == EPI_STATS)
+        if (g.up) {
+            if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true, false, true>, CM_WG_SMEM_MAX))
+                return launched("conv_wgmma (shared memory)");
+            conv_wgmma<XT, NT, KS, EPI, true, false, true><<<grid, CM_THREADS * g.wgs, smem, stream>>>(
+                a.x->data, a.y->data, a.w, a.bias, z, a.part, a.ab, g);
+            return launched("conv_wgmma");
+        }
+    if (g.up)
+        return sg_error(SEGRT_ERROR_INTERNAL, "conv_wgmma: no folded upsampling for this layer");
     if constexpr (KS > 0 && EPI != EPI_DIRECT)
         if (g.pro) {
             if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true, false>, CM_WG_SMEM_MAX))
@@ -1285,11 +1506,11 @@ static segrt_status launch_k(cudaStream_t stream, unsigned grid, size_t smem, co
 }
 
 extern "C" bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
-                                  const sgk_view *z)
+                                  const sgk_view *z, const sgk_view *up_x)
 {
     cmgeom g;
     size_t smem;
-    return cm_plan(p, y, x, z, &g, &smem);
+    return cm_plan(p, y, x, z, up_x, &g, &smem);
 }
 
 extern "C" void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_view *y, sgk_tile_grid *grid)
@@ -1305,12 +1526,22 @@ extern "C" void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_
 
 extern "C" segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y,
                                      const sgk_view *x, const float *w, const float *bias, const sgk_view *z,
-                                     float *stats, const float *ab, const sgk_view *pooled)
+                                     float *stats, const float *ab, const sgk_view *pooled,
+                                     const sgk_conv_mma_up *up)
 {
     cmgeom g;
     size_t smem;
-    if (!cm_plan(p, y, x, z, &g, &smem))
+    if (!cm_plan(p, y, x, z, p->up && up ? &up->x : NULL, &g, &smem))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "3x3 tensor-core convolution: layer not supported by the kernel");
+    if (p->up) {
+        if (!aligned16(up->x.data) || ((uintptr_t)up->w & 15) != 0 || (p->up_pro && (!up->ab || !aligned16(up->ab))))
+            return sg_error(SEGRT_ERROR_INTERNAL, "3x3 tensor-core convolution: the upsampling's input, weights "
+                                                  "or normalisation are not 16-byte aligned");
+        g.ux = up->x.data;
+        g.uw = up->w;
+        g.ub = up->bias;
+        g.uab = (const float4 *)up->ab;
+    }
     if (p->pool) {
         const sgk_view *q = pooled;
         bool ok = q && q->rank == 4 && q->dtype == y->dtype && q->dims[0] == y->dims[0] && q->dims[1] == p->K &&

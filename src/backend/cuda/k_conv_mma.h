@@ -97,7 +97,32 @@ typedef struct sgk_conv_mma_params {
     int32_t x_channels; /* and layout, read as it is (see below); C is then 16 */
     bool pool;         /* stats, 2-D: also write y's 2x2 max pool (see above), */
     uint32_t pool_min; /* ... its minimum for channel c where bit c is set */
+    bool up;           /* x's channels [pro_c, C) are a 2x2 upsampling's, computed in the halo
+                        * (see below) */
+    int32_t up_c;      /* ... of up_c input channels */
+    sgk_act up_act;    /* ... activated after its bias: none, Relu or LeakyRelu of */
+    float up_alpha;    /* a slope in [0, 1] */
+    bool up_pro;       /* ... its input normalised as it is read, as p->prologue's */
+    sgk_act up_pro_act;
+    float up_pro_alpha;
 } sgk_conv_mma_params;
+
+/* With p->up, the upsampling ConvTranspose (kernel 2x2, stride 2, no
+ * padding) whose results are x's channels [pro_c, C) is not run: each
+ * tile computes the upsampled part of its halo from the input's 6 x 10
+ * positions under it, rounded to x's dtype as the layer would store them,
+ * so that the upsampled tensor, the largest of a UNet's decoder, is
+ * neither written nor read (BasicUNet's last: 268 MB at batch 16). Those
+ * channels of x are then not read. Taken on Hopper for 2-D layers of 64
+ * input channels, 32 output channels, statistics and a normalising
+ * prologue over the first 32 (UNet's decoder: Concat(skip, upsampled)),
+ * the upsampling 32 -> 32 channels. */
+typedef struct sgk_conv_mma_up {
+    sgk_view x;        /* [N, up_c, H / 2, W / 2], x's 16-bit dtype, channels contiguous */
+    const float *w;    /* [phase][K'][up_c] float32, phase = kh * 2 + kw, K' = C - pro_c */
+    const float *bias; /* K' float32 values, or NULL */
+    const float *ab;   /* with p->up_pro: float4 (mean, -, s, b) per sample and channel */
+} sgk_conv_mma_up;
 
 /* With p->small_input (a network's first layer over an image of up to 8
  * channels, on Hopper), the kernel reads x where it lies, float32 planes
@@ -122,9 +147,11 @@ typedef struct sgk_conv_mma_params {
  * elements (the kernel's index arithmetic is 32-bit there); with
  * p->stats, no activation, no residual and a staged y; with
  * p->small_input, a staged y of 16-bit dtype (x's channels then in any
- * layout). z may be NULL (no residual). Data pointers may be NULL (a
- * builder asks before memory exists). */
-bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z);
+ * layout). z may be NULL (no residual); up_x: with p->up, the
+ * upsampling's input (else NULL). Data pointers may be NULL (a builder
+ * asks before memory exists). */
+bool sgk_conv_mma_fits(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x, const sgk_view *z,
+                       const sgk_view *up_x);
 
 /* The tiles the statistics are written over (p->stats): y's spatial dims
  * and the kernel's tile shape. */
@@ -134,10 +161,11 @@ void sgk_conv_mma_stats_grid(const sgk_conv_mma_params *p, const sgk_view *y, sg
  * sgk_conv_mma_fits says no. stats: with p->stats, float32 device memory
  * for N * K * sgk_tile_grid_tiles() (mean, M2) pairs; pooled: with
  * p->pool, the pool's view, of the dims, dtype and layout above (16-byte
- * aligned), else NULL. */
+ * aligned), else NULL; up: with p->up, the upsampling's input and
+ * parameters (x, 16-byte aligned positions; w 16-byte aligned), else NULL. */
 segrt_status sgk_conv_mma(cudaStream_t stream, const sgk_conv_mma_params *p, const sgk_view *y, const sgk_view *x,
                           const float *w, const float *bias, const sgk_view *z, float *stats, const float *ab,
-                          const sgk_view *pooled);
+                          const sgk_view *pooled, const sgk_conv_mma_up *up);
 
 #ifdef __cplusplus
 }
