@@ -78,6 +78,20 @@ def run_engine_env(model, feeds, device, precision, env):
         return run_engine(model, feeds, device, precision)
 
 
+def paths_agree(onnx_model, feeds, label, env, what, agree_db):
+    """Runs onnx_model at fp16 and bf16 as planned and with the A/B switches
+    env (what: the two paths, for the printout), and asserts that every
+    output is finite and within agree_db[precision] dB PSNR of the other."""
+    model = sc.Model.from_bytes(onnx_model, name=f"{label}.onnx")
+    for prec in ("fp16", "bf16"):
+        mine = run_engine(model, feeds, "cuda", prec)
+        other = run_engine_env(model, feeds, "cuda", prec, env)
+        for k, (a, b) in enumerate(zip(mine, other)):
+            v = psnr(a, b)
+            print(f"\n{label} {prec} output {k}: {what}: PSNR {fmt_db(v)}, {100 * float(np.mean(a == b)):.2f} % equal")
+            assert np.isfinite(a).all() and v >= agree_db[prec], f"{label} {prec} output {k}: {what}: {fmt_db(v)}"
+
+
 def bench_profile(onnx_model, feeds, tmp_path, precision="fp16", env=None):
     """`segrt bench --profile` of onnx_model at feeds' shapes (no autotune,
     no plan cache): its stdout, one row per step with the kernel's name."""

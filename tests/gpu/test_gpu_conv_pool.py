@@ -33,9 +33,7 @@ paths measured 50-58 dB from CUDA fp32 at bf16, H100)."""
 import numpy as np
 import pytest
 
-import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
-from gpu_util import psnr
+from gpu_judge import bench_profile, paths_agree
 from test_gpu_conv_stats import model
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
@@ -113,14 +111,7 @@ def test_conv_pool_path_taken_and_agrees(gpu, label, tmp_path):
     off = bench_profile(m, feeds, tmp_path, "fp16", OFF)
     assert not steps_on(off, CONV) and len(steps_on(off, POOL)) == 1, \
         f"{OFF} should leave the pool its pass:\n{off}"
-    model_ = sc.Model.from_bytes(m, name=f"{label}.onnx")
-    for prec in ("fp16", "bf16"):
-        mine = run_engine(model_, feeds, "cuda", prec)
-        own = run_engine_env(model_, feeds, "cuda", prec, OFF)
-        for k, (a, b) in enumerate(zip(mine, own)):
-            v = psnr(a, b)
-            print(f"\n{label} {prec} output {k}: pooled by the conv vs the pool's own pass: PSNR {v:.1f} dB")
-            assert v >= AGREE_DB[prec] and np.isfinite(a).all()
+    paths_agree(m, feeds, label, OFF, "pooled by the conv vs the pool's own pass", AGREE_DB)
 
 
 def test_conv_pool_not_for_a_cudnn_reader(gpu, tmp_path):

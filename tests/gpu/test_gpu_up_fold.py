@@ -22,12 +22,9 @@ folded layer and no "segrt upsample conv" step; SEGRT_CUDA_UP_FOLD=0
 gives the upsampling its step back; and the two paths agree (PSNR >= 60
 dB at fp16, 45 at bf16): the same normalised inputs and products, summed
 in another order before the upsampled values are rounded."""
-import numpy as np
 import pytest
 
-import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
-from gpu_util import psnr
+from gpu_judge import bench_profile, paths_agree
 from test_gpu_conv_stats import model
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
@@ -77,13 +74,4 @@ def test_up_fold_path_taken_and_agrees(gpu, label, tmp_path):
     off = bench_profile(m, feeds, tmp_path, "fp16", OFF)
     assert not steps_on(off, FOLDED) and len(steps_on(off, UP)) == 1, \
         f"{OFF} should give the upsampling its step back:\n{off}"
-    model_ = sc.Model.from_bytes(m, name=f"{label}.onnx")
-    for prec in ("fp16", "bf16"):
-        mine = run_engine(model_, feeds, "cuda", prec)
-        own = run_engine_env(model_, feeds, "cuda", prec, OFF)
-        for k, (a, b) in enumerate(zip(mine, own)):
-            v = psnr(a, b)
-            same = float(np.mean(a == b))
-            print(f"\n{label} {prec} output {k}: folded vs the upsampling's own step: PSNR {v:.1f} dB, "
-                  f"{100 * same:.2f} % equal")
-            assert np.isfinite(a).all() and v >= AGREE_DB[prec]
+    paths_agree(m, feeds, label, OFF, "folded vs the upsampling's own step", AGREE_DB)
