@@ -14,7 +14,10 @@ upsampling as it reads it) -> ConvTranspose 32 -> 32, Concat with the
 skip, Conv 64 -> 32 -> InstanceNorm -> LeakyRelu -> Conv 1x1 to 2
 outputs. Sizes with whole tiles (8 x 16) and with partial ones, batch 2
 and 3, with and without the upsampling's bias, and one of 4 x 256^2,
-where each warpgroup walks several tiles of several samples.
+where each warpgroup walks several tiles of several samples; also a
+deeper level of 64 channels (BasicUNet's second last: its layer runs on
+cuDNN and its norm has its own pass, so the folded upsampling, 64 -> 32,
+reads a normalised tensor).
 
 Checks: test_gpu_small_conv.py's judge (fp32 against the CPU engine, fp16
 and bf16 PSNR against CUDA fp32); the profile at fp16 and bf16 shows the
@@ -35,11 +38,11 @@ OFF = {"SEGRT_CUDA_UP_FOLD": "0"}
 AGREE_DB = {"fp16": 60.0, "bf16": 45.0}
 
 
-def decoder(seed, shape, up_bias=True):
+def decoder(seed, shape, up_bias=True, deep_c=32):
     net = UNetNet(seed, shape)
     k3, p1 = [3, 3], [1] * 4
     skip = net.act(net.instance_norm(net.conv("x", 32, k3, pads=p1)), "LeakyRelu")
-    deep = net.act(net.instance_norm(net.conv(net.max_pool(skip), 32, k3, pads=p1)), "LeakyRelu")
+    deep = net.act(net.instance_norm(net.conv(net.max_pool(skip), deep_c, k3, pads=p1)), "LeakyRelu")
     up = net.conv(deep, 32, [2, 2], strides=[2, 2], transposed=True, bias=up_bias)
     y = net.act(net.instance_norm(net.conv(net.concat(skip, up), 32, k3, pads=p1)), "LeakyRelu")
     return model(net, [net.conv(y, 2, [1, 1])], 17), {"x": net.x}
@@ -47,7 +50,8 @@ def decoder(seed, shape, up_bias=True):
 
 CASES = [("whole-tiles-40x48", lambda seed: decoder(seed, [2, 3, 40, 48])),
          ("partial-tiles-36x52", lambda seed: decoder(seed, [2, 3, 36, 52])),
-         ("no-bias-20x34", lambda seed: decoder(seed, [3, 3, 20, 34], up_bias=False))]
+         ("no-bias-20x34", lambda seed: decoder(seed, [3, 3, 20, 34], up_bias=False)),
+         ("up-64-channels-24x40", lambda seed: decoder(seed, [2, 3, 24, 40], deep_c=64))]
 BIG = ("many-tiles-4x256x256", lambda seed: decoder(seed, [4, 3, 256, 256]))
 IDS = [c[0] for c in CASES]
 ALL = CASES + [BIG]

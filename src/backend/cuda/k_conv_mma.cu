@@ -33,10 +33,8 @@
 // conv_wgmma with a small input (XS): tile halos in flight, the one
 // multiplied included (see the kernel).
 #define CM_XS_RING 4
-// conv_wgmma with the upsampling folded in (UP): its input channels, and
-// the input positions under a tile's halo (6 x 10, as 64 rows of a
-// product).
-#define CM_UP_C 32
+// conv_wgmma with the upsampling folded in (UP): the input positions under
+// a tile's halo (6 x 10, as 64 rows of a product).
 #define CM_UP_R 6
 #define CM_UP_W 10
 #define CM_UP_ROWS 64
@@ -103,7 +101,8 @@ struct cmgeom {
     int ps[2];         // ... and its H, W strides
     uint32_t pool_min; // ... taking channel c's minimum where bit c is set (see store_pooled)
     bool up;           // conv_wgmma: channels [pro_c, C) from the upsampling of ux (see conv_wgmma)
-    const void *ux;    // ... [N, CM_UP_C, H / 2, W / 2], channels contiguous: its sample stride,
+    int up_c;          // ... of up_c (32 or 64) input channels
+    const void *ux;    // ... [N, up_c, H / 2, W / 2], channels contiguous: its sample stride,
     ll un;             //     H and W strides and dims
     int us[2], usp[2];
     const float *uw, *ub; // ... the upsampling's weights and bias (NULL: none)
@@ -764,10 +763,10 @@ __device__ __forceinline__ void wg_stage_weights(typename mma_elem<XT>::type *ws
     }
 }
 
-// UP: with the upsampling folded in (cmgeom.up; KS 4, C 64, 32 of them
-// the upsampling's), a tile's halo channels 32-63 are computed, not
-// loaded. The upsampling's input under the halo, 6 x 10 positions of
-// CM_UP_C channels (zeros outside it), lands by cp.async in the halo
+// UP: with the upsampling of UP (32 or 64) input channels folded in
+// (cmgeom.up; KS 4, C 64, 32 of them the upsampling's), a tile's halo
+// channels 32-63 are computed, not loaded. The upsampling's input under
+// the halo, 6 x 10 positions (zeros outside it), lands by cp.async in the halo
 // buffer's space for those channels, as 64 rows [chunk][row][8], with
 // its normalisation's (mean, -, s, b) after them; each thread normalises
 // the rows it copied (float32, as the norm's pass), then the warpgroup
@@ -778,7 +777,7 @@ __device__ __forceinline__ void wg_stage_weights(typename mma_elem<XT>::type *ws
 // the tile goes on as if they had been read. The statistics' sums, which
 // have no space left beside the weights of both layers, go after the
 // staging tile in the halo buffer.
-template <int XT, int NT, int KS, int EPI, bool PRO, bool XS, bool UP = false>
+template <int XT, int NT, int KS, int EPI, bool PRO, bool XS, int UP = 0>
 __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     conv_wgmma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
                const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part,
@@ -788,7 +787,12 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     typedef cm_shape<false> S;
     constexpr int K = NT * 8;
     static_assert(!UP || (KS == 4 && NT == 4 && PRO && EPI == EPI_STATS && !XS), "UP: 64 -> 32 with statistics");
-    constexpr int UCH = CM_UP_C / 8, KU = 32; // UP: the upsampling's input chunks, its output channels
+    // UP: the upsampling's input chunks, its output channels, the halo's
+    // first chunk of them.
+    constexpr int UCH = UP / 8, KU = 32, HU = 4;
+    static_assert(UP == 0 || UP == 32 || UP == 64, "UP: 32 or 64 input channels");
+    // (Its rows and their (mean, -, s, b) fit in the space of halo chunks 4-7.)
+    static_assert(UCH * CM_UP_ROWS * 16 + UP * 16 <= (8 - HU) * S::halo * 16, "UP: the input in the halo buffer");
     const int C = KS ? KS * 16 : g.C, chunks = C / 8, ksteps = C / 16;
     // Warpgroup wg of wgs walks its own tiles; the weights are the block's.
     // (wg through a shuffle: known to be the same across the warp, so that
@@ -812,7 +816,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     wg_stage_weights<XT>(wsh, w, S::taps, K, C);
     [[maybe_unused]] T *wsh_up = wsh + S::taps * K * C; // UP: [phase][chunk][KU][8]
     if constexpr (UP)
-        wg_stage_weights<XT>(wsh_up, g.uw, 4, KU, CM_UP_C);
+        wg_stage_weights<XT>(wsh_up, g.uw, 4, KU, UP);
     wg_fence_smem(); // the weights, to the async proxy
     float bz[NT][2];
 #pragma unroll
@@ -873,10 +877,11 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // BasicUNet's 64 -> 32 layer at 512^2 on barriers.)
     //
     // UP: the upsampled chunks 4-7 are not loaded: a thread copies one of
-    // chunks 0-3, and the same chunk of two of the upsampling's input rows.
+    // chunks 0-3, and the same chunk of two of the upsampling's input rows
+    // (and chunk + 4, with 64 channels).
     constexpr int NCH = KS == 4 && !UP ? 2 : 1; // chunks a thread
     constexpr int CHK = UP ? 4 : KS ? 2 * KS / NCH : 1, CPR = CM_THREADS / CHK, CPT = (S::halo + CPR - 1) / CPR;
-    static_assert(!UP || (CHK == UCH && 2 * CPR == CM_UP_ROWS), "UP: two input rows a thread");
+    static_assert(!UP || (CHK == 4 && 2 * CPR == CM_UP_ROWS), "UP: two input rows a thread");
     [[maybe_unused]] const int ck = (tid >> 3) % CHK, cp0 = (tid >> 3) / CHK * 8 + (tid & 7);
     [[maybe_unused]] int pro_n0 = -1, pro_n1 = -1; // the samples whose (mean, s, b) prosh's halves hold
     // Halo position hp of the tile at (o1, o2): its offset in a sample of
@@ -921,7 +926,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
         }
         if constexpr (UP) {
             // The upsampling's input under the halo, and its normalisation.
-            T *low = xsh + UCH * S::halo * 8;
+            T *low = xsh + HU * S::halo * 8;
             const int l1 = o1 / 2 - 1, l2 = o2 / 2 - 1;
             const T *ub = (const T *)g.ux + (ll)n * g.un;
 #pragma unroll
@@ -929,15 +934,17 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                 const int lr = cp0 + j * CPR, i1 = l1 + lr / CM_UP_W, i2 = l2 + lr % CM_UP_W;
                 const bool in = lr < CM_UP_R * CM_UP_W && (unsigned)i1 < (unsigned)g.usp[0] &&
                                 (unsigned)i2 < (unsigned)g.usp[1];
-                cp_async16(low + (ck * CM_UP_ROWS + lr) * 8, ub + (in ? i1 * g.us[0] + i2 * g.us[1] + ck * 8 : 0),
-                           in);
+#pragma unroll
+                for (int c8 = ck; c8 < UCH; c8 += 4)
+                    cp_async16(low + (c8 * CM_UP_ROWS + lr) * 8,
+                               ub + (in ? i1 * g.us[0] + i2 * g.us[1] + c8 * 8 : 0), in);
             }
             // (Read by every thread, before the barrier that follows the
             // landing: copied here, not by cp.async, which the copying
             // thread alone waits for, so that the barriers between this
             // issue and the tile's turn publish it.)
-            if (g.up_pro && tid < CM_UP_C)
-                *(float4 *)(low + UCH * CM_UP_ROWS * 8 + tid * 8) = g.uab[(ll)n * CM_UP_C + tid];
+            if (g.up_pro && tid < UP)
+                *(float4 *)(low + UCH * CM_UP_ROWS * 8 + tid * 8) = g.uab[(ll)n * UP + tid];
         }
         // (A warpgroup's tiles follow each other within a sample, mostly:
         // staged anew, every tile waited for the loads.)
@@ -1035,17 +1042,17 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
             if ((ck + h * CHK) * 8 < g.pro_c) // (the rest taken as they are)
                 normalise_chunk(xsh, inside, buf, ck + h * CHK);
     };
-    // UP: this thread's two landed rows of the upsampling's input,
-    // normalised in place (rows outside the input too: their results fall
-    // outside the image, where zeros are written instead).
-    auto normalise_up = [&](T *xsh) {
-        T *low = xsh + UCH * S::halo * 8;
-        const float4 *q = (const float4 *)(low + UCH * CM_UP_ROWS * 8) + ck * 8;
+    // UP: this thread's two landed rows of the upsampling's input (a
+    // chunk of them), normalised in place (rows outside the input too:
+    // their results fall outside the image, where zeros are written
+    // instead).
+    auto normalise_up_chunk = [&](T *low, int c8) {
+        const float4 *q = (const float4 *)(low + UCH * CM_UP_ROWS * 8) + c8 * 8;
         uint4 v[2];
         T2 e2[2][4];
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-            v[j] = *(const uint4 *)(low + (ck * CM_UP_ROWS + cp0 + j * CPR) * 8);
+            v[j] = *(const uint4 *)(low + (c8 * CM_UP_ROWS + cp0 + j * CPR) * 8);
             bits16(e2[j], v[j]);
         }
 #pragma unroll
@@ -1062,8 +1069,13 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
 #pragma unroll
         for (int j = 0; j < 2; j++) {
             bits16(&v[j], e2[j]);
-            *(uint4 *)(low + (ck * CM_UP_ROWS + cp0 + j * CPR) * 8) = v[j];
+            *(uint4 *)(low + (c8 * CM_UP_ROWS + cp0 + j * CPR) * 8) = v[j];
         }
+    };
+    auto normalise_up = [&](T *xsh) {
+#pragma unroll
+        for (int c8 = ck; c8 < UCH; c8 += 4)
+            normalise_up_chunk(xsh + HU * S::halo * 8, c8);
     };
     // Descriptors at tap (0, 0), slice 0, patch 0 of halo buffer 0, and of
     // the weights at tap 0, slice 0: along K the next chunk, along M (N)
@@ -1071,7 +1083,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     const uint64_t da0 = wg_desc(xsh0, S::halo * 16, S::h2 * 16), db0 = wg_desc(wsh, K * 16, 128);
     // UP: the upsampling's input rows in halo buffer 0 (chunks outermost,
     // 8 rows a core matrix) and its weights at phase 0, slice 0.
-    [[maybe_unused]] const uint64_t dl0 = wg_desc(xsh0 + UCH * S::halo * 8, CM_UP_ROWS * 16, 128),
+    [[maybe_unused]] const uint64_t dl0 = wg_desc(xsh0 + HU * S::halo * 8, CM_UP_ROWS * 16, 128),
                                     dbu0 = wg_desc(wsh_up, KU * 16, 128);
     // UP: the tile's halo channels 32-63 from the upsampling's input (rows
     // normalised, behind the barrier that follows).
@@ -1122,7 +1134,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                         continue;
                     const bool in = (unsigned)(o1 - 1 + a1) < (unsigned)g.sp[1] &&
                                     (unsigned)(o2 - 1 + a2) < (unsigned)g.sp[2];
-                    T *d = xsh + (UCH * S::halo + a1 * S::h2 + a2) * 8 + 2 * t4;
+                    T *d = xsh + (HU * S::halo + a1 * S::h2 + a2) * 8 + 2 * t4;
 #pragma unroll
                     for (int nt = 0; nt < KU / 8; nt++)
                         *(uint32_t *)(d + nt * S::halo * 8) = in ? pk[f1][f2][nt][h] : 0u;
@@ -1240,12 +1252,13 @@ static bool cm_act_slope(sgk_act act, float alpha)
 static bool cm_plan_up(const sgk_conv_mma_params *p, const sgk_view *x, const sgk_view *u, cmgeom *g)
 {
     if (!g->wg || !g->pro || !g->stats || g->stage_own || p->C != 64 || p->K != 32 || g->pro_c != 32 ||
-        p->up_c != CM_UP_C || !u || u->rank != 4 || u->dtype != x->dtype || u->dims[0] != x->dims[0] ||
-        u->dims[1] != CM_UP_C || u->dims[2] * 2 != x->dims[2] || u->dims[3] * 2 != x->dims[3] ||
+        (p->up_c != 32 && p->up_c != 64) || !u || u->rank != 4 || u->dtype != x->dtype ||
+        u->dims[0] != x->dims[0] || u->dims[1] != p->up_c || u->dims[2] * 2 != x->dims[2] || u->dims[3] * 2 != x->dims[3] ||
         !vec16_positions(u) || !sample_offsets_fit(u) || !cm_act_slope(p->up_act, p->up_alpha) ||
         (p->up_pro && !cm_act_slope(p->up_pro_act, p->up_pro_alpha)))
         return false;
     g->up = true;
+    g->up_c = p->up_c;
     g->un = u->strides[0];
     for (int a = 0; a < 2; a++) {
         g->us[a] = (int)u->strides[2 + a];
@@ -1358,7 +1371,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
     g->xcn = p->x_channels;
     g->xc = p->small_input ? (int)x->strides[1] : 0;
     g->xt = x->dtype;
-    const size_t wbytes = 2 * (size_t)taps * g->K * ld + (g->up ? 2 * 4 * 32 * (size_t)CM_UP_C : 0);
+    const size_t wbytes = 2 * (size_t)taps * g->K * ld + (g->up ? 2 * 4 * 32 * (size_t)g->up_c : 0);
     size_t group = 2 * (2 * (size_t)halo * ld + (g->stage_own ? stage : 0)) +
                    (g->pro ? 2 * 3 * (size_t)p->C * 2 : 0); // two tiles' (mean, s, b), 16-bit
     // (Whether a layer runs here is decided at one tile group without the
@@ -1408,18 +1421,24 @@ template <typename F> static bool smem_opt_in(F kernel, int bytes = CM_SMEM_MAX)
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
 }
 
+template <int XT, int NT, int KS, int EPI, int UP>
+static segrt_status launch_wg_up(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
+{
+    if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true, false, UP>, CM_WG_SMEM_MAX))
+        return launched("conv_wgmma (shared memory)");
+    conv_wgmma<XT, NT, KS, EPI, true, false, UP><<<grid, CM_THREADS * g.wgs, smem, stream>>>(
+        a.x->data, a.y->data, a.w, a.bias, a.z ? a.z->data : NULL, a.part, a.ab, g);
+    return launched("conv_wgmma");
+}
+
 template <int XT, int NT, int KS, int EPI>
 static segrt_status launch_wg(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
     const void *z = a.z ? a.z->data : NULL;
     if constexpr (KS == 4 && NT == 4 && EPI == EPI_STATS)
-        if (g.up) {
-            if (!smem_opt_in(conv_wgmma<XT, NT, KS, EPI, true, false, true>, CM_WG_SMEM_MAX))
-                return launched("conv_wgmma (shared memory)");
-            conv_wgmma<XT, NT, KS, EPI, true, false, true><<<grid, CM_THREADS * g.wgs, smem, stream>>>(
-                a.x->data, a.y->data, a.w, a.bias, z, a.part, a.ab, g);
-            return launched("conv_wgmma");
-        }
+        if (g.up)
+            return g.up_c == 64 ? launch_wg_up<XT, NT, KS, EPI, 64>(stream, grid, smem, a, g)
+                                : launch_wg_up<XT, NT, KS, EPI, 32>(stream, grid, smem, a, g);
     if (g.up)
         return sg_error(SEGRT_ERROR_INTERNAL, "conv_wgmma: no folded upsampling for this layer");
     if constexpr (KS > 0 && EPI != EPI_DIRECT)

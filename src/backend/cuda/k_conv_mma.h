@@ -116,7 +116,8 @@ typedef struct sgk_conv_mma_params {
  * channels of x are then not read. Taken on Hopper for 2-D layers of 64
  * input channels, 32 output channels, statistics and a normalising
  * prologue over the first 32 (UNet's decoder: Concat(skip, upsampled)),
- * the upsampling 32 -> 32 channels. */
+ * the upsampling 32 or 64 -> 32 channels (64: three warpgroups a block
+ * fit beside both layers' weights, not four). */
 typedef struct sgk_conv_mma_up {
     sgk_view x;        /* [N, up_c, H / 2, W / 2], x's 16-bit dtype, channels contiguous */
     const float *w;    /* [phase][K'][up_c] float32, phase = kh * 2 + kw, K' = C - pro_c */
