@@ -97,17 +97,17 @@ def tiny(tmp_path_factory):
             "ref": np.load(models / f"{NAME}.out.npy"), "xdg": empty_cache}
 
 
-def build_plan(tiny, path, shape_arg, *extra):
+def build_plan(tiny, path, shape_arg, *extra, env=None):
     ok(cli("build", tiny["onnx"], "-o", path, "--precision", PRECISION, *UNTIMED, "--shape", f"{INPUT}={shape_arg}",
            *extra,
-           env={"XDG_CACHE_HOME": str(tiny["xdg"])}), f"segrt build --shape {INPUT}={shape_arg}")
+           env={"XDG_CACHE_HOME": str(tiny["xdg"]), **(env or {})}), f"segrt build --shape {INPUT}={shape_arg}")
     assert path.is_file() and path.stat().st_size > 0, f"segrt build wrote no plan at {path}"
     return path
 
 
-def run_plan(tiny, plan, src, out, *extra):
+def run_plan(tiny, plan, src, out, *extra, env=None):
     return cli("run", plan, "--input", f"{INPUT}={src}", "--output", out, "--device", "cuda", "-q", *extra,
-               env={"XDG_CACHE_HOME": str(tiny["xdg"])})
+               env={"XDG_CACHE_HOME": str(tiny["xdg"]), **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,21 @@ def test_plan_run_is_bit_identical_to_onnx_run(tiny, plan):
     same_bits(np.load(out), tiny["onnx_out"], "the plan's output against the .onnx run's")
     # And the output is right, not only reproducible (test_gpu_models.py's fp16 bound).
     assert psnr(tiny["onnx_out"], tiny["ref"]) >= 50.0
+
+
+def test_serialized_cudnn_plans_give_the_same_bits(tiny, plan, tmp_path):
+    """The build serializes each cuDNN execution plan into the plan file
+    and contexts restore it instead of finalizing it from the recorded
+    engine configuration (a runtime compilation per fused convolution):
+    the same bits as a plan built without them (SEGRT_CUDNN_PLAN_JSON=0),
+    whose file is smaller by the serialized plans."""
+    bare = build_plan(tiny, tmp_path / "bare.plan", dims(tiny["x"].shape), env={"SEGRT_CUDNN_PLAN_JSON": "0"})
+    a, b = tmp_path / "restored.npy", tmp_path / "finalized.npy"
+    ok(run_plan(tiny, plan, tiny["src"], a), "run of the plan with serialized cuDNN plans")
+    ok(run_plan(tiny, bare, tiny["src"], b, env={"SEGRT_CUDNN_PLAN_JSON": "0"}), "run of the plan without")
+    same_bits(np.load(a), np.load(b), "restored cuDNN plans against finalized ones")
+    print(f"\nplan file: {plan.stat().st_size} bytes with serialized cuDNN plans, {bare.stat().st_size} without")
+    assert plan.stat().st_size > bare.stat().st_size, "the plan file holds no serialized cuDNN plan"
 
 
 def test_timed_plan_round_trip(tiny, tmp_path):

@@ -69,9 +69,20 @@ typedef struct conv_spec {
 typedef struct conv_params {
     conv_spec spec;
     cdg_choice choice;
+    const char *tag;  /* the choice's record in the plan file */
+    char *json;       /* the execution plan serialized (conv_build_done), or NULL */
+    size_t json_len;
     int32_t n_uids;
     int64_t uids[CONV_MAX_UIDS]; /* per step arg, in arg order */
 } conv_params;
+
+static void conv_params_free(void *params)
+{
+    conv_params *cp = params;
+    if (cp)
+        free(cp->json);
+    free(cp);
+}
 
 /* Per-context state: the plan and its descriptors, and the variant pack
  * of the pointers it was last made for. */
@@ -208,11 +219,19 @@ static sg_status conv_ctx_build(const cuda_step *s, cudnnHandle_t cudnn, conv_st
     cudnnBackendDescriptor_t graph;
     bool ok = false;
     char why[600];
+    int64_t ws = 0;
+    /* The plan as the build serialized it: no runtime compilation here.
+     * (Where this cuDNN does not restore it, the choice is finalized.) */
+    if (cp->json) {
+        SG_TRY(cdg_plan_from_json(&st->pool, cudnn, cp->json, cp->json_len, &st->plan, &ws, &ok, why, sizeof why));
+        if (ok && (size_t)ws <= s->workspace_bytes)
+            return SEGRT_OK;
+        st->plan = NULL;
+    }
     SG_TRY(conv_graph(&st->pool, cudnn, &cp->spec, cp->choice.variant, &graph, &ok, why, sizeof why));
     if (!ok)
         return sg_error(SEGRT_ERROR_DEVICE, "the cuDNN operation graph (%s) that finalized at plan build does not "
                         "finalize in this context: %s", variant_name(cp->choice.variant), why);
-    int64_t ws = 0;
     SG_TRY(cdg_plan_from_choice(&st->pool, cudnn, graph, &cp->choice, &st->plan, &ws, &ok, why, sizeof why));
     if (!ok)
         return sg_error(SEGRT_ERROR_DEVICE, "cuDNN engine %lld (%s), chosen at plan build, does not finalize in "
@@ -453,6 +472,49 @@ static bool conv_restride(sg_cuda_plan *p, cuda_step *s, int32_t t, const cuda_t
         return false;
     ask.same = same;
     return cuda_choice_put(p, s->node->name, tag, &ask, sizeof ask) == SEGRT_OK && same;
+}
+
+/* Once the plan's strides are final (a Concat may have restrided the
+ * step's tensors since it was built): the execution plan serialized, so
+ * that each context restores it instead of finalizing it from the engine
+ * config, which for cuDNN's runtime-compiled fusion engines compiles a
+ * kernel every time (basicunet2d's context creation took 1.6-1.9 s at
+ * batch 16 on an H100, most of a plan load's time to its first result).
+ * Kept in the plan file beside the choice; a plan file's is taken as it
+ * is. SEGRT_CUDNN_PLAN_JSON=0 turns this off. */
+static sg_status conv_build_done(sg_cuda_plan *p, cuda_step *s)
+{
+    conv_params *cp = s->params;
+    if (cuda_env_off("SEGRT_CUDNN_PLAN_JSON"))
+        return SEGRT_OK;
+    char tag[32];
+    snprintf(tag, sizeof tag, "%s-json", cp->tag);
+    const cuda_choice *given = cuda_choice_find(p, s->node->name, tag);
+    if (given) {
+        if (given->size < 1)
+            return sg_node_error(s->node, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN plan is empty");
+        if (!(cp->json = malloc(given->size)))
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        memcpy(cp->json, given->data, given->size);
+        cp->json_len = given->size;
+    } else {
+        cdg_pool pool;
+        pool.n = 0;
+        cudnnBackendDescriptor_t graph, plan;
+        bool ok = false;
+        int64_t ws = 0;
+        char why[600];
+        sg_status st = conv_graph(&pool, p->build_cudnn, &cp->spec, cp->choice.variant, &graph, &ok, why, sizeof why);
+        if (st == SEGRT_OK && ok)
+            st = cdg_plan_from_choice(&pool, p->build_cudnn, graph, &cp->choice, &plan, &ws, &ok, why, sizeof why);
+        if (st == SEGRT_OK && ok)
+            st = cdg_plan_json(plan, &cp->json, &cp->json_len);
+        cdg_pool_clear(&pool);
+        SG_TRY(st);
+        if (!cp->json) /* not serializable, or not finalized here: contexts finalize (and say why) */
+            return SEGRT_OK;
+    }
+    return cuda_choice_put(p, s->node->name, tag, cp->json, cp->json_len);
 }
 
 /* Building ------------------------------------------------------------------------ */
@@ -943,6 +1005,7 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     cp->spec = cs;
     cp->choice = choice;
+    cp->tag = tag;
     int32_t args[CONV_MAX_UIDS], na = 0;
     args[na] = xt;
     cp->uids[na++] = UID_X;
@@ -961,11 +1024,12 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     cp->n_uids = na;
     const char *impl = dgrad ? "cudnn dgrad" : fused ? "cudnn conv+epilogue" : "cudnn conv";
     cuda_step *st;
-    SG_TRY(cuda_step_new(p, n, impl, conv_run, args, na, 1, cp, NULL, &st));
+    SG_TRY(cuda_step_new(p, n, impl, conv_run, args, na, 1, cp, conv_params_free, &st));
     st->workspace_bytes = (size_t)choice.workspace;
     st->flops = flops;
     st->ctx_init = conv_ctx_init;
     st->ctx_free = conv_ctx_free;
+    st->build_done = conv_build_done;
     if (!cuda_env_off("SEGRT_CUDA_CONCAT_SLICES"))
         st->restride = conv_restride;
 

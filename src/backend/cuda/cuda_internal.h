@@ -133,6 +133,10 @@ struct cuda_step {
      * the context's handles; run sees the result as r->state. */
     sg_status (*ctx_init)(const cuda_step *s, cudnnHandle_t cudnn, cublasLtHandle_t lt, void **state);
     void (*ctx_free)(void *state);
+    /* Optional: runs once every node is built (tensors' strides final,
+     * the build's handles still valid), for work that needs the final
+     * plan: a cuDNN step serializes its execution plan for contexts. */
+    sg_status (*build_done)(sg_cuda_plan *p, cuda_step *s);
 };
 
 /* What a step's run function sees: the context's stream and handles and

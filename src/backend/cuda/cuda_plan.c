@@ -807,6 +807,9 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
             s = build_node(p, i);
     if (s == SEGRT_OK)
         s = build_outputs(p);
+    for (int32_t i = 0; s == SEGRT_OK && i < p->n_steps; i++)
+        if (p->steps[i].build_done)
+            s = p->steps[i].build_done(p, &p->steps[i]);
     if (s == SEGRT_OK)
         s = plan_memory(p);
     if (s == SEGRT_OK)

@@ -491,6 +491,58 @@ sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_
     return SEGRT_OK;
 }
 
+sg_status cdg_plan_json(cudnnBackendDescriptor_t plan, char **json, size_t *len)
+{
+    *json = NULL;
+    *len = 0;
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n,
+                                 NULL) != CUDNN_STATUS_SUCCESS ||
+        n <= 0)
+        return SEGRT_OK; /* not serializable: contexts finalize from the engine config */
+    char *buf = malloc((size_t)n);
+    if (!buf)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a cuDNN plan's %lld-byte JSON", (long long)n);
+    int64_t got = 0;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got,
+                                 buf) != CUDNN_STATUS_SUCCESS ||
+        got <= 0 || got > n) {
+        free(buf);
+        return SEGRT_OK;
+    }
+    *json = buf;
+    *len = (size_t)got;
+    return SEGRT_OK;
+}
+
+sg_status cdg_plan_from_json(cdg_pool *pool, cudnnHandle_t h, const char *json, size_t len,
+                             cudnnBackendDescriptor_t *plan, int64_t *workspace, bool *ok, char *why,
+                             size_t why_cap)
+{
+    *ok = false;
+    *plan = NULL;
+    *workspace = 0;
+    if (len < 1 || len > (size_t)INT64_MAX)
+        return SEGRT_OK;
+    cudnnBackendDescriptor_t p;
+    SG_TRY(cdg_new(pool, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p));
+    CDG_SET(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    cudnnStatus_t st = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                                (int64_t)len, json);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendFinalize(p);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        refusal(why, why_cap, "cudnnBackendFinalize(execution plan from JSON)", st);
+        return SEGRT_OK;
+    }
+    int64_t cnt = 0, ws = 0;
+    CUDNN_TRY(cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &ws));
+    *plan = p;
+    *workspace = ws;
+    *ok = true;
+    return SEGRT_OK;
+}
+
 sg_status cdg_plan_from_choice(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t graph,
                                const cdg_choice *c, cudnnBackendDescriptor_t *plan, int64_t *workspace, bool *ok,
                                char *why, size_t why_cap)

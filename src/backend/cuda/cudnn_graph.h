@@ -122,6 +122,19 @@ sg_status cdg_plan_from_choice(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDesc
                                const cdg_choice *c, cudnnBackendDescriptor_t *plan, int64_t *workspace, bool *ok,
                                char *why, size_t why_cap);
 
+/* The finalized plan's serialized form (cuDNN's JSON representation,
+ * which runtime-compiled engines keep with their compiled kernel): *json
+ * (caller frees) of *len bytes, or NULL where the engine has none. */
+sg_status cdg_plan_json(cudnnBackendDescriptor_t plan, char **json, size_t *len);
+
+/* An execution plan restored from cdg_plan_json's output for handle h,
+ * without the runtime compilation a finalize from the engine config
+ * costs, owned by pool. *ok is false (with *why) where this cuDNN does
+ * not restore it; other failures are errors. */
+sg_status cdg_plan_from_json(cdg_pool *pool, cudnnHandle_t h, const char *json, size_t len,
+                             cudnnBackendDescriptor_t *plan, int64_t *workspace, bool *ok, char *why,
+                             size_t why_cap);
+
 /* A finalized variant pack (caller destroys it). */
 sg_status cdg_variant_pack(int32_t n, const int64_t *uids, void *const *ptrs, void *workspace,
                            cudnnBackendDescriptor_t *out);
