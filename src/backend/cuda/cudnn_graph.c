@@ -515,6 +515,26 @@ sg_status cdg_plan_json(cudnnBackendDescriptor_t plan, char **json, size_t *len)
     return SEGRT_OK;
 }
 
+/* Finalizes execution plan p (its attributes set, st: how setting them
+ * went) and hands it out with its workspace; *ok false, with *why, where
+ * cuDNN refuses it. */
+static sg_status plan_finish(cudnnBackendDescriptor_t p, cudnnStatus_t st, const char *what,
+                             cudnnBackendDescriptor_t *plan, int64_t *workspace, bool *ok, char *why, size_t why_cap)
+{
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendFinalize(p);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        refusal(why, why_cap, what, st);
+        return SEGRT_OK;
+    }
+    int64_t cnt = 0, ws = 0;
+    CUDNN_TRY(cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &ws));
+    *plan = p;
+    *workspace = ws;
+    *ok = true;
+    return SEGRT_OK;
+}
+
 sg_status cdg_plan_from_json(cdg_pool *pool, cudnnHandle_t h, const char *json, size_t len,
                              cudnnBackendDescriptor_t *plan, int64_t *workspace, bool *ok, char *why,
                              size_t why_cap)
@@ -529,18 +549,7 @@ sg_status cdg_plan_from_json(cdg_pool *pool, cudnnHandle_t h, const char *json, 
     CDG_SET(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     cudnnStatus_t st = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
                                                 (int64_t)len, json);
-    if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnBackendFinalize(p);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        refusal(why, why_cap, "cudnnBackendFinalize(execution plan from JSON)", st);
-        return SEGRT_OK;
-    }
-    int64_t cnt = 0, ws = 0;
-    CUDNN_TRY(cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &ws));
-    *plan = p;
-    *workspace = ws;
-    *ok = true;
-    return SEGRT_OK;
+    return plan_finish(p, st, "cudnnBackendFinalize(execution plan from JSON)", plan, workspace, ok, why, why_cap);
 }
 
 sg_status cdg_plan_from_choice(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t graph,
@@ -582,17 +591,8 @@ sg_status cdg_plan_from_choice(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDesc
     SG_TRY(cdg_new(pool, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p));
     CDG_SET(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     CDG_SET(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
-    st = cudnnBackendFinalize(p);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        refusal(why, why_cap, "cudnnBackendFinalize(execution plan)", st);
-        return SEGRT_OK;
-    }
-    int64_t cnt = 0, ws = 0;
-    CUDNN_TRY(cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &ws));
-    *plan = p;
-    *workspace = ws;
-    *ok = true;
-    return SEGRT_OK;
+    return plan_finish(p, CUDNN_STATUS_SUCCESS, "cudnnBackendFinalize(execution plan)", plan, workspace, ok, why,
+                       why_cap);
 }
 
 sg_status cdg_variant_pack(int32_t n, const int64_t *uids, void *const *ptrs, void *workspace,
