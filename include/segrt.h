@@ -115,6 +115,19 @@ SEGRT_API const char *segrt_dtype_name(segrt_dtype dtype);
 /* Bytes per element; 0 for SEGRT_DTYPE_UNDEFINED and unknown values. */
 SEGRT_API size_t segrt_dtype_size(segrt_dtype dtype);
 
+/* Files segrt writes (plan files, and the outputs of the segrt command)
+ * go to a temporary name beside the destination (".NAME.segrt-" and 16
+ * random hex digits), created exclusively, and are renamed over the
+ * destination only when complete: a reader sees the previous file or the
+ * new one whole, and a symbolic link planted at either name cannot
+ * redirect the write. This removes the temporary files of every such
+ * write in progress in this process and makes those writes fail, so that
+ * an interrupted program leaves nothing behind. Async-signal-safe: made
+ * to be called from a SIGINT or SIGTERM handler before the process ends.
+ * (After SIGKILL a ".NAME.segrt-*" file may remain; segrt never reads or
+ * reuses such a name, and it can be deleted.) */
+SEGRT_API void segrt_abandon_outputs(void);
+
 /* ---------------------------------------------------------------------
  * Models: a parsed and validated ONNX graph
  * ------------------------------------------------------------------- */

@@ -258,31 +258,18 @@ static const char *header_get(const char *text, const char *key, char *buf, size
 
 /* Saving --------------------------------------------------------------------------- */
 
+/* The plan file whole or not at all, through an output (core/file.h). */
 static sg_status write_atomic(const char *path, const void *a, size_t na, const void *b, size_t nb)
 {
-    size_t len = strlen(path) + 32;
-    char *tmp = sg_malloc(len);
-    if (!tmp)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    sg_status s = SEGRT_OK;
-    if (!f)
-        s = sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
-    else {
-        bool ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb);
-        ok &= fflush(f) == 0;
-        ok &= fclose(f) == 0;
-        if (!ok)
-            s = sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(errno));
-        else if (rename(tmp, path) != 0)
-            s = sg_error(SEGRT_ERROR_IO, "%s: cannot rename the finished file into place: %s", path,
-                         strerror(errno));
-        if (s != SEGRT_OK)
-            unlink(tmp);
+    sg_output *o;
+    SG_TRY(sg_output_open(path, &o));
+    FILE *f = sg_output_stream(o);
+    if (!f || fwrite(a, 1, na, f) != na || (nb && fwrite(b, 1, nb, f) != nb)) {
+        sg_status s = sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(errno));
+        sg_output_discard(o);
+        return s;
     }
-    free(tmp);
-    return s;
+    return sg_output_commit(o);
 }
 
 static sg_status payload_write(const segrt_engine *e, wbuf *w)

@@ -194,24 +194,45 @@ static bool image_is_valid(const sg_image *img)
            (img->bits == 8 || img->bits == 16);
 }
 
-sg_status sg_image_write(const char *path, const sg_image *img)
+/* The format the destination's extension names, for writing. */
+static sg_status write_format(const char *path, sg_image_format *format)
 {
-    sg_image_format format = sg_image_format_of_name(path);
-    if (format == SG_IMAGE_JPEG)
+    *format = sg_image_format_of_name(path);
+    if (*format == SG_IMAGE_JPEG)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: segrt writes no JPEG (lossy); use .png or .tif", path);
-    if (format == SG_IMAGE_UNKNOWN)
+    if (*format == SG_IMAGE_UNKNOWN)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: cannot tell the format to write: use .png or .tif",
                         path);
+    return SEGRT_OK;
+}
+
+sg_status sg_image_check_writable_name(const char *path)
+{
+    sg_image_format format;
+    return write_format(path, &format);
+}
+
+sg_status sg_image_write_to(sg_output *o, const sg_image *img)
+{
+    const char *path = sg_output_path(o);
+    sg_image_format format;
+    SG_TRY(write_format(path, &format));
     if (!image_is_valid(img))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: nothing to write (an empty or malformed image)", path);
-    char tmp[4096];
-    SG_TRY(sg_tmp_path(path, tmp, sizeof tmp));
-    sg_status s = format == SG_IMAGE_PNG ? sg_png_encode(img, tmp, path) : sg_tiff_encode(img, tmp, path);
+    return format == SG_IMAGE_PNG ? sg_png_encode(img, o) : sg_tiff_encode(img, o);
+}
+
+sg_status sg_image_write(const char *path, const sg_image *img)
+{
+    SG_TRY(sg_image_check_writable_name(path));
+    sg_output *o;
+    SG_TRY(sg_output_open(path, &o));
+    sg_status s = sg_image_write_to(o, img);
     if (s != SEGRT_OK) {
-        sg_tmp_discard(tmp);
+        sg_output_discard(o);
         return s;
     }
-    return sg_tmp_commit(tmp, path);
+    return sg_output_commit(o);
 }
 
 sg_status sg_image_to_tensor(const sg_image *img, bool keep_alpha, sg_tensor *out)

@@ -20,6 +20,7 @@
 #ifndef SG_IO_IMAGE_H
 #define SG_IO_IMAGE_H
 
+#include "core/file.h"
 #include "core/tensor.h"
 
 #include <stdbool.h>
@@ -66,12 +67,18 @@ sg_status sg_image_read_memory_max(const void *bytes, size_t n, const char *name
 
 /* Writes img to path as the extension says: .png (8/16-bit grey, grey+alpha,
  * RGB, RGBA) or .tif/.tiff (the same, deflate-compressed with horizontal
- * prediction; BigTIFF past 2 GiB of pixels). The file is written under a
- * temporary name in the same directory and renamed into place when complete,
- * so a failure never leaves a partial file under path. Errors:
+ * prediction; BigTIFF past 2 GiB of pixels), whole or not at all (an
+ * output of core/file.h, opened, written and committed). Errors:
  * INVALID_ARGUMENT (an extension that is not PNG or TIFF, a malformed img),
  * UNSUPPORTED (.jpg: segrt writes no lossy format), IO (cannot write). */
 sg_status sg_image_write(const char *path, const sg_image *img);
+
+/* The same into an open output, which the caller commits or discards. */
+sg_status sg_image_write_to(sg_output *o, const sg_image *img);
+
+/* Whether path's extension names an image format segrt writes, as
+ * sg_image_write would answer before writing anything. */
+sg_status sg_image_check_writable_name(const char *path);
 
 /* Frees img's pixels and zeroes it. NULL or an empty image is fine. */
 void sg_image_free(sg_image *img);
@@ -118,9 +125,9 @@ sg_status sg_tiff_decode_memory(const void *bytes, size_t n, const char *name, u
  * page's bytes are touched). */
 sg_status sg_tiff_decode_file(const char *path, uint64_t max_bytes, sg_image *out);
 
-/* Each encoder writes img (already checked) to the new file tmp; errors
- * name path, the file the user asked for. */
-sg_status sg_png_encode(const sg_image *img, const char *tmp, const char *path);
-sg_status sg_tiff_encode(const sg_image *img, const char *tmp, const char *path);
+/* Each encoder writes img (already checked) into the open output o; errors
+ * name o's destination. */
+sg_status sg_png_encode(const sg_image *img, sg_output *o);
+sg_status sg_tiff_encode(const sg_image *img, sg_output *o);
 
 #endif

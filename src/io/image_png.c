@@ -125,18 +125,17 @@ static sg_status encode_body(png_structp png, png_infop info, png_job *job, cons
     return SEGRT_OK;
 }
 
-sg_status sg_png_encode(const sg_image *img, const char *tmp, const char *path)
+sg_status sg_png_encode(const sg_image *img, sg_output *o)
 {
-    FILE *f = fopen(tmp, "wb");
+    const char *path = sg_output_path(o);
+    FILE *f = sg_output_stream(o);
     if (!f)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
     png_job job = {0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &job, on_error, on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     sg_status s = info ? encode_body(png, info, &job, img, f, path)
                        : sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", path);
     png_destroy_write_struct(&png, &info);
-    if (fclose(f) != 0 && s == SEGRT_OK)
-        s = sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(errno));
     return s;
 }

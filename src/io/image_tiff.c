@@ -8,10 +8,12 @@
 
 #include "core/mem.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <tiffio.h>
+#include <unistd.h>
 
 /* What the handlers and the memory procs need. */
 typedef struct tiff_job {
@@ -462,21 +464,31 @@ static sg_status write_strips(TIFF *tif, const sg_image *img, uint32_t rps)
     return s;
 }
 
-sg_status sg_tiff_encode(const sg_image *img, const char *tmp, const char *path)
+sg_status sg_tiff_encode(const sg_image *img, sg_output *o)
 {
+    const char *path = sg_output_path(o);
     if (!TIFFIsCODECConfigured(COMPRESSION_ADOBE_DEFLATE))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: this libtiff has no deflate codec", path);
+    /* libtiff closes the descriptor it is given; the output keeps its own
+     * to fsync and close when it commits. */
+    int fd = dup(sg_output_fd(o));
+    if (fd < 0)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
     tiff_job job = {0};
     TIFFOpenOptions *opts = open_options(&job, SG_IMAGE_MAX_BYTES);
-    if (!opts)
+    if (!opts) {
+        close(fd);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libtiff", path);
+    }
     /* Classic TIFF's offsets are 32-bit; BigTIFF where the file might
      * pass 4 GiB (few readers lack it now). */
     bool big = sg_image_bytes(img) > ((size_t)2 << 30);
-    TIFF *tif = TIFFOpenExt(tmp, big ? "w8" : "w", opts);
+    TIFF *tif = TIFFFdOpenExt(fd, path, big ? "w8" : "w", opts);
     TIFFOpenOptionsFree(opts);
-    if (!tif)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot create %s: %s", path, tmp, job.msg[0] ? job.msg : "libtiff failed");
+    if (!tif) {
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, job.msg[0] ? job.msg : "libtiff failed");
+    }
     uint32_t rps = strip_rows(img);
     sg_status s = write_tags(tif, img, rps);
     if (s == SEGRT_OK)

@@ -166,8 +166,9 @@ sg_status sg_npy_read(const char *path, sg_tensor *out)
     return s;
 }
 
-sg_status sg_npy_write(const char *path, const sg_tensor *t)
+sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t)
 {
+    const char *path = sg_output_path(o);
     const char *descr = descr_of(t->dtype);
     if (!descr)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: cannot write %s as NPY", path, segrt_dtype_name(t->dtype));
@@ -195,20 +196,23 @@ sg_status sg_npy_write(const char *path, const sg_tensor *t)
     size_t hlen = (size_t)hl + pad + 1;
     uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
 
-    char tmp[4096];
-    SG_TRY(sg_tmp_path(path, tmp, sizeof tmp));
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot create: %s", path, strerror(errno));
+    FILE *f = sg_output_stream(o);
     size_t bytes = sg_tensor_bytes(t);
-    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen &&
+    bool ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen &&
               (bytes == 0 || fwrite(t->data, 1, bytes, f) == bytes);
-    ok = fflush(f) == 0 && ok;
-    int err = errno;
-    ok = fclose(f) == 0 && ok;
-    if (!ok) {
-        sg_tmp_discard(tmp);
-        return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(err));
+    if (!ok)
+        return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(errno));
+    return SEGRT_OK;
+}
+
+sg_status sg_npy_write(const char *path, const sg_tensor *t)
+{
+    sg_output *o;
+    SG_TRY(sg_output_open(path, &o));
+    sg_status s = sg_npy_write_to(o, t);
+    if (s != SEGRT_OK) {
+        sg_output_discard(o);
+        return s;
     }
-    return sg_tmp_commit(tmp, path);
+    return sg_output_commit(o);
 }

@@ -2,6 +2,7 @@
 #ifndef SG_IO_NPY_H
 #define SG_IO_NPY_H
 
+#include "core/file.h"
 #include "core/tensor.h"
 
 /* Reads path into *out; out->data is malloc'd and owned by the caller.
@@ -14,8 +15,12 @@ sg_status sg_npy_read(const char *path, sg_tensor *out);
  * into a new malloc'd copy. */
 sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tensor *out);
 
-/* Writes t to path through a temporary file renamed into place, so that a
- * failure never leaves a partial file under the final name. */
+/* Writes t into the output o (core/file.h), which the caller then commits
+ * or discards. Errors name o's destination. */
+sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t);
+
+/* Writes t to path whole or not at all (an output opened, written and
+ * committed). */
 sg_status sg_npy_write(const char *path, const sg_tensor *t);
 
 #endif
