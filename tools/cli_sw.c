@@ -3,6 +3,7 @@
 #include "cli_sw.h"
 
 #include "core/tensor.h"
+#include "cli_files.h"
 #include "cli_sw_io.h"
 #include "io/npy.h"
 #include "pipeline/sw_device.h"
@@ -113,8 +114,6 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
     } else if (strcmp(a, "--overlay") == 0) {
         if (!v)
             return cli_usage_error("--overlay wants a .png or .tif file"), -1;
-        if (!cli_sw_is_image_output(v))
-            return cli_usage_error("--overlay %s: the picture is written as .png or .tif", v), -1;
         o->overlay = v;
     } else if (strcmp(a, "--raw-input") == 0) {
         o->raw_input = true;
@@ -400,7 +399,7 @@ static sg_status run_windows(sw_state *st, const cli_sw_opts *so, sg_sw_stats *s
 }
 
 static int sw_run(sw_state *st, const char *model, const char *in, const char *out, cli_sw_opts *so,
-                  const cli_engine_opts *eo, bool quiet)
+                  const cli_engine_opts *eo, bool quiet, cli_files *files)
 {
     segrt_status s;
     int rc;
@@ -465,9 +464,10 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
         sg_error_prefix(s, "%s over %s: ", model, in);
         return cli_fail(s);
     }
-    if ((rc = cli_sw_write_result(out, &st->result)) != CLI_OK)
+    if ((rc = cli_sw_write_result(files->out[0].out, &st->result)) != CLI_OK ||
+        (so->overlay && (rc = cli_sw_write_overlay(files->out[1].out, &st->pixels, &st->result)) != CLI_OK))
         return rc;
-    if (so->overlay && (rc = cli_sw_write_overlay(so->overlay, &st->pixels, &st->result)) != CLI_OK)
+    if ((rc = cli_files_commit(files, 0)) != CLI_OK || (so->overlay && (rc = cli_files_commit(files, 1)) != CLI_OK))
         return rc;
     if (!quiet) {
         char img[128], res[128], where[64];
@@ -506,9 +506,22 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
 int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *so, const cli_engine_opts *eo,
                bool quiet)
 {
+    cli_files files;
+    memset(&files, 0, sizeof files);
+    cli_files_input(&files, model, "the model");
+    for (int32_t m = 0; m < so->n_models; m++)
+        cli_files_input(&files, so->models[m], "the --model");
+    cli_files_input(&files, in, "the image");
+    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF);
+    if (so->overlay)
+        cli_files_output(&files, so->overlay, "--overlay", CLI_PNG | CLI_TIFF);
+    int rc = cli_files_check(&files, true);
+    if (rc != CLI_OK)
+        return rc;
     sw_state st;
     memset(&st, 0, sizeof st);
-    int rc = sw_run(&st, model, in, out, so, eo, quiet);
+    rc = sw_run(&st, model, in, out, so, eo, quiet, &files);
     sw_state_free(&st);
+    cli_files_close(&files);
     return rc;
 }

@@ -1,6 +1,8 @@
 /* Inputs and outputs of a sliding-window `segrt run` (cli_sw_io.h). */
 #include "cli_sw_io.h"
 
+#include "cli_files.h"
+
 #include "io/npy.h"
 #include "pipeline/overlay.h"
 
@@ -130,37 +132,42 @@ int cli_sw_read_input(const char *path, const segrt_model *model, const char *mo
 
 bool cli_sw_is_image_output(const char *path)
 {
-    sg_image_format f = sg_image_format_of_name(path);
-    return f == SG_IMAGE_PNG || f == SG_IMAGE_TIFF;
+    return (cli_files_format(path) & (CLI_PNG | CLI_TIFF)) != 0;
 }
 
-int cli_sw_write_result(const char *path, const sg_tensor *result)
+/* A write into a checked, open output fails only at run time (a full
+ * disk, say): exit code 1. */
+static int write_failed(void)
 {
-    segrt_status s;
-    if (!cli_sw_is_image_output(path)) {
-        if ((s = sg_npy_write(path, result)) != SEGRT_OK)
-            return cli_fail(s);
-        return CLI_OK;
-    }
-    sg_image img;
-    if ((s = sg_image_from_labels(result, &img)) != SEGRT_OK) {
-        sg_error_prefix(s, "%s: ", path);
-        return cli_fail(s);
-    }
-    s = sg_image_write(path, &img);
-    sg_image_free(&img);
-    return s == SEGRT_OK ? CLI_OK : cli_fail(s);
+    fprintf(stderr, "segrt: %s\n", segrt_last_error());
+    return CLI_RUNTIME;
 }
 
-int cli_sw_write_overlay(const char *path, const sg_image *pixels, const sg_tensor *labels)
+int cli_sw_write_result(sg_output *o, const sg_tensor *result)
 {
+    const char *path = sg_output_path(o);
+    if (!cli_sw_is_image_output(path))
+        return sg_npy_write_to(o, result) == SEGRT_OK ? CLI_OK : write_failed();
     sg_image img;
-    segrt_status s = sg_overlay_render(pixels, labels, NULL, &img);
+    segrt_status s = sg_image_from_labels(result, &img);
     if (s != SEGRT_OK) {
         sg_error_prefix(s, "%s: ", path);
         return cli_fail(s);
     }
-    s = sg_image_write(path, &img);
+    s = sg_image_write_to(o, &img);
     sg_image_free(&img);
-    return s == SEGRT_OK ? CLI_OK : cli_fail(s);
+    return s == SEGRT_OK ? CLI_OK : write_failed();
+}
+
+int cli_sw_write_overlay(sg_output *o, const sg_image *pixels, const sg_tensor *labels)
+{
+    sg_image img;
+    segrt_status s = sg_overlay_render(pixels, labels, NULL, &img);
+    if (s != SEGRT_OK) {
+        sg_error_prefix(s, "%s: ", sg_output_path(o));
+        return cli_fail(s);
+    }
+    s = sg_image_write_to(o, &img);
+    sg_image_free(&img);
+    return s == SEGRT_OK ? CLI_OK : write_failed();
 }

@@ -31,10 +31,11 @@ int cli_sw_read_input(const char *path, const segrt_model *model, const char *mo
 /* Whether path names an image file segrt writes (.png, .tif, .tiff). */
 bool cli_sw_is_image_output(const char *path);
 
-/* The result to path: NPY, or a label map as a PNG/TIFF image. */
-int cli_sw_write_result(const char *path, const sg_tensor *result);
+/* The result into the open output o (committed by the caller): NPY, or a
+ * label map as a PNG/TIFF image, as its destination's extension says. */
+int cli_sw_write_result(sg_output *o, const sg_tensor *result);
 
 /* The overlay picture of labels over the input image, as PNG or TIFF. */
-int cli_sw_write_overlay(const char *path, const sg_image *pixels, const sg_tensor *labels);
+int cli_sw_write_overlay(sg_output *o, const sg_image *pixels, const sg_tensor *labels);
 
 #endif

@@ -1,5 +1,6 @@
 /* segrt build: an ONNX model compiled for this machine's GPU into a plan file. */
 #include "cli_engine.h"
+#include "cli_files.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -53,16 +54,26 @@ int cmd_build(int argc, char **argv)
         return cli_usage_error("build: give a model and -o OUT.plan\n%s", build_usage);
     if (eo.device != SEGRT_DEVICE_CUDA)
         return cli_usage_error("build: plans are for CUDA devices; --device wants cuda or cuda:N");
+    /* segrt_engine_save writes the plan whole or not at all; its name is
+     * checked now, before a build of a minute. */
+    cli_files files;
+    memset(&files, 0, sizeof files);
+    cli_files_input(&files, path, "the model");
+    cli_files_output(&files, out, "-o", CLI_PLAN);
+    int rc = cli_files_check(&files, false);
+    if (rc != CLI_OK)
+        return rc;
     double t0 = now_s();
     segrt_model *model = NULL;
     segrt_build_options *opts = NULL;
     segrt_engine *engine = NULL;
     segrt_status s = segrt_model_load(path, &model);
-    int rc = s == SEGRT_OK ? cli_engine_options(&eo, &opts) : cli_fail(s);
+    rc = s == SEGRT_OK ? cli_engine_options(&eo, &opts) : cli_fail(s);
     if (rc == CLI_OK && (s = segrt_engine_build(model, opts, &engine)) != SEGRT_OK)
         rc = cli_fail(s);
+    /* The name was checked: a write that fails now is a runtime failure. */
     if (rc == CLI_OK && (s = segrt_engine_save(engine, out)) != SEGRT_OK)
-        rc = cli_fail(s);
+        rc = s == SEGRT_ERROR_IO ? (fprintf(stderr, "segrt: %s\n", segrt_last_error()), CLI_RUNTIME) : cli_fail(s);
     if (rc == CLI_OK && !quiet) {
         segrt_engine_info info;
         segrt_engine_get_info(engine, &info);

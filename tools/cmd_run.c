@@ -1,6 +1,7 @@
 /* segrt run: a model over NPY inputs, NPY outputs; with --roi, over an
  * image larger than the model's window (cli_sw.c). */
 #include "cli_engine.h"
+#include "cli_files.h"
 #include "cli_sw.h"
 
 #include "core/tensor.h"
@@ -80,7 +81,7 @@ static void run_state_free(run_state *st)
 static int input_slot(const segrt_engine *e, const char *name) { return find_io(e, true, name); }
 
 static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *outs, int n_outs,
-               const cli_engine_opts *eo, bool quiet)
+               const cli_engine_opts *eo, bool quiet, cli_files *files)
 {
     segrt_status s;
     bool plan = cli_is_plan_file(path);
@@ -162,21 +163,30 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
     }
     if ((s = segrt_context_run(st->ctx, n_model_in, st->inputs, n_model_out, st->outputs)) != SEGRT_OK)
         return cli_fail(s);
+    int slots[MAX_IO];
     for (int i = 0; i < n_outs; i++) {
-        int slot = outs[i].name ? find_io(st->engine, false, outs[i].name) : i;
-        if (slot < 0)
+        slots[i] = outs[i].name ? find_io(st->engine, false, outs[i].name) : i;
+        if (slots[i] < 0)
             return cli_usage_error("%s: the model has no output `%s`", path, outs[i].name);
-        const segrt_tensor *o = &st->outputs[slot];
+    }
+    /* Every output written before any is renamed into place. */
+    for (int i = 0; i < n_outs; i++) {
+        const segrt_tensor *o = &st->outputs[slots[i]];
         sg_tensor t = {o->dtype, o->rank, {0}, o->data};
         memcpy(t.dims, o->dims, sizeof t.dims);
-        if ((s = sg_npy_write(outs[i].path, &t)) != SEGRT_OK) {
+        if ((s = sg_npy_write_to(files->out[i].out, &t)) != SEGRT_OK) {
             fprintf(stderr, "segrt: %s\n", segrt_last_error());
             return CLI_RUNTIME;
         }
+    }
+    for (int i = 0; i < n_outs; i++) {
+        if ((rc = cli_files_commit(files, i)) != CLI_OK)
+            return rc;
         if (!quiet) {
+            const segrt_tensor *o = &st->outputs[slots[i]];
             segrt_tensor_desc d;
             char dims[256];
-            segrt_engine_output(st->engine, (size_t)slot, &d);
+            segrt_engine_output(st->engine, (size_t)slots[i], &d);
             printf("wrote %s (%s %s) to %s\n", d.name, segrt_dtype_name(o->dtype),
                    sg_dims_format(o->dims, o->rank, dims, sizeof dims), outs[i].path);
         }
@@ -245,9 +255,20 @@ int cmd_run(int argc, char **argv)
                                    n_outs);
         return cli_sw_run(path, ins[0].path, outs[0].path, &so, &eo, quiet);
     }
+    cli_files files;
+    memset(&files, 0, sizeof files);
+    cli_files_input(&files, path, cli_is_plan_file(path) ? "the plan" : "the model");
+    for (int i = 0; i < n_ins; i++)
+        cli_files_input(&files, ins[i].path, "the input");
+    for (int i = 0; i < n_outs; i++)
+        cli_files_output(&files, outs[i].path, "--output", CLI_NPY);
+    int rc = cli_files_check(&files, true);
+    if (rc != CLI_OK)
+        return rc;
     run_state st;
     memset(&st, 0, sizeof st);
-    int rc = run(&st, path, ins, n_ins, outs, n_outs, &eo, quiet);
+    rc = run(&st, path, ins, n_ins, outs, n_outs, &eo, quiet, &files);
     run_state_free(&st);
+    cli_files_close(&files);
     return rc;
 }

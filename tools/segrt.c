@@ -1,5 +1,6 @@
 /* segrt: the command line. */
 #include "cli.h"
+#include "cli_files.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0)
         return print_version();
+    cli_files_on_signals();
     if (strcmp(cmd, "info") == 0)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
