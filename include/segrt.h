@@ -487,6 +487,14 @@ SEGRT_API segrt_status segrt_window_options_set_mirroring(segrt_window_options *
  * for a window's rows of accumulators makes the run go over the image in
  * thinner slabs, running windows once per slab they touch. */
 SEGRT_API segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uint64_t bytes);
+
+/* The most host memory a windowed run may hold, the image, accumulators,
+ * window buffers, result and CPU engines' activations together (0, the
+ * default: what the machine has available). Before allocating, a run
+ * estimates what it needs and fails with OUT_OF_MEMORY, naming the need,
+ * its parts and the limit, when it would pass this limit or what the
+ * machine (or the process's cgroup) has available. */
+SEGRT_API segrt_status segrt_window_options_set_max_host_memory(segrt_window_options *opts, uint64_t bytes);
 /* Where segrt_window_run puts its result: SEGRT_MEMORY_HOST (the default)
  * or SEGRT_MEMORY_DEVICE (CUDA contexts only; on their device). */
 SEGRT_API segrt_status segrt_window_options_set_result_memory(segrt_window_options *opts,

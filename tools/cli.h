@@ -24,7 +24,8 @@ bool cli_parse_shape_range(char *arg, const char **name, int32_t *rank, int64_t 
 
 /* Parses a non-negative decimal integer. */
 bool cli_parse_int(const char *s, int64_t *out);
-/* A byte count: "4G", "512M", "1024K" (an optional B or iB after), or bytes. */
+/* A byte count: "1T", "4G", "512M", "1024K" (an optional B or iB after), or
+ * bytes; false for a sign, other text or a count past SIZE_MAX. */
 bool cli_parse_size(const char *s, size_t *out);
 
 /* Formats a descriptor's dims: "s77x3xs53xs0", "?" for unknown dims. */

@@ -74,8 +74,9 @@ int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
     } else if (strcmp(a, "--allow-cpu-fallback") == 0) {
         o->allow_cpu_fallback = true;
     } else if (strcmp(a, "--workspace") == 0) {
-        if (!has_value || !cli_parse_size(argv[++*i], &o->workspace)) {
-            cli_usage_error("--workspace wants a size such as 4G or 512M");
+        const char *v = has_value ? argv[++*i] : "";
+        if (!cli_parse_size(v, &o->workspace)) {
+            cli_usage_error("--workspace wants a size such as 4G or 512M, not `%s`", v);
             return -1;
         }
     } else if (strcmp(a, "--autotune") == 0) {
@@ -135,6 +136,26 @@ int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out)
         }
     }
     *out = opts;
+    return CLI_OK;
+}
+
+int cli_engine_check_cpu(const cli_engine_opts *o)
+{
+    if (o->device != SEGRT_DEVICE_CPU)
+        return CLI_OK;
+    if (o->precision_set && o->precision != SEGRT_PRECISION_FP32)
+        return cli_usage_error("--precision %s applies to CUDA devices; the CPU computes in fp32 (add --device cuda)",
+                               segrt_precision_name(o->precision));
+    /* Options of CUDA plans, each with the name the user typed. */
+    const char *cuda_only = o->fp32_ops ? "--fp32-ops"
+                            : o->allow_cpu_fallback ? "--allow-cpu-fallback"
+                            : o->workspace ? "--workspace"
+                            : o->autotune >= 0 ? "--autotune"
+                            : o->no_cache ? "--no-cache"
+                            : o->cache_dir ? "--cache-dir"
+                                           : NULL;
+    if (cuda_only)
+        return cli_usage_error("%s applies to CUDA devices, not the CPU (add --device cuda)", cuda_only);
     return CLI_OK;
 }
 

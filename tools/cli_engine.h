@@ -45,6 +45,11 @@ void cli_engine_opts_init(cli_engine_opts *o);
 int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i);
 /* Build options from the parsed options; returns an exit code. */
 int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out);
+/* On the CPU (not a plan file), options that only CUDA plans take are
+ * usage errors: --precision other than fp32, --fp32-ops,
+ * --allow-cpu-fallback, --workspace, --autotune, --no-cache, --cache-dir.
+ * Returns an exit code. */
+int cli_engine_check_cpu(const cli_engine_opts *o);
 /* Whether the file starts like a segrt plan. */
 bool cli_is_plan_file(const char *path);
 /* Builds the engine (through the plan cache for CUDA unless --no-cache). */

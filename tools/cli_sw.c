@@ -104,13 +104,19 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
     } else if (strcmp(a, "--max-memory") == 0) {
         size_t bytes;
         if (!v || !cli_parse_size(v, &bytes) || bytes == 0)
-            return cli_usage_error("--max-memory wants a size such as 2G or 1500M"), -1;
+            return cli_usage_error("--max-memory wants a size such as 2G or 1500M, not `%s`", v ? v : ""), -1;
         o->sw.max_memory = bytes;
+    } else if (strcmp(a, "--max-host-memory") == 0) {
+        size_t bytes;
+        if (!v || !cli_parse_size(v, &bytes) || bytes == 0)
+            return cli_usage_error("--max-host-memory wants a size such as 8G or 1500M, not `%s`", v ? v : ""), -1;
+        o->sw.max_host_memory = bytes;
     } else if (strcmp(a, "--accumulate") == 0) {
         static const char *const accs[] = {"slabs", "whole"};
         if (!v || (k = pick(v, accs, 2)) < 0)
             return cli_usage_error("--accumulate wants slabs or whole"), -1;
         o->sw.whole = k == 1;
+        o->accumulate_set = true;
     } else if (strcmp(a, "--overlay") == 0) {
         if (!v)
             return cli_usage_error("--overlay wants a .png or .tif file"), -1;
@@ -131,6 +137,7 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || !parse_float(v, &f) || !(f > 0))
             return cli_usage_error("--sigma-scale wants a number > 0"), -1;
         o->sw.sigma_scale = f;
+        o->sigma_set = true;
     } else if (strcmp(a, "--pad") == 0) {
         if (!v || (k = pick(v, pads, 3)) < 0)
             return cli_usage_error("--pad wants constant, reflect or replicate"), -1;
@@ -139,6 +146,7 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || !parse_float(v, &f))
             return cli_usage_error("--pad-value wants a number"), -1;
         o->sw.pad_value = (float)f;
+        o->pad_value_set = true;
     } else if (strcmp(a, "--grid") == 0) {
         if (!v || (k = pick(v, grids, 2)) < 0)
             return cli_usage_error("--grid wants monai or nnunet"), -1;
@@ -165,12 +173,46 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || !parse_float(v, &f))
             return cli_usage_error("--threshold wants a number"), -1;
         o->sw.threshold = (float)f;
+        o->threshold_set = true;
     } else {
         return 0;
     }
     o->any = true;
     ++*i;
     return 1;
+}
+
+/* Every option given applies to this job: CUDA's options are not taken on
+ * the CPU, and an option another one makes moot is refused rather than
+ * ignored. Run once the output kind is known. */
+static int check_applicable(const cli_sw_opts *so, const cli_engine_opts *eo, bool image_file)
+{
+    int rc;
+    if ((rc = cli_engine_check_cpu(eo)) != CLI_OK)
+        return rc;
+    if (eo->device == SEGRT_DEVICE_CPU) {
+        const char *cuda_only = so->sw.max_memory ? "--max-memory"
+                                : so->accumulate_set ? "--accumulate"
+                                : so->sw.host_path ? "--host-blend"
+                                                   : NULL;
+        if (cuda_only)
+            return cli_usage_error("%s applies to CUDA devices: on the CPU the windows are blended in host memory "
+                                   "(add --device cuda)",
+                                   cuda_only);
+    }
+    const sg_sw_options *o = &so->sw;
+    if (so->sigma_set && o->blend != SG_SW_BLEND_GAUSSIAN)
+        return cli_usage_error("--sigma-scale applies to --blend gaussian (the blend is constant)");
+    if (so->pad_value_set && o->pad != SG_SW_PAD_CONSTANT)
+        return cli_usage_error("--pad-value applies to --pad constant, not the padding asked for");
+    if (o->activation != SG_SW_ACTIVATION_DEFAULT && o->output == SG_SW_OUTPUT_LOGITS)
+        return cli_usage_error("--activation applies to --output probs or labels; logits are written as the "
+                               "network gives them");
+    if (so->threshold_set && !(o->output == SG_SW_OUTPUT_LABELS && o->activation == SG_SW_ACTIVATION_SIGMOID))
+        return cli_usage_error("--threshold applies to --output labels with --activation sigmoid");
+    if (so->raw_input && !image_file)
+        return cli_usage_error("--raw-input applies to image files (PNG, JPEG, TIFF): an NPY array is read as it is");
+    return CLI_OK;
 }
 
 /* The sliding-window options resolved against the image's rank. */
@@ -381,6 +423,8 @@ static sg_status run_windows(sw_state *st, const cli_sw_opts *so, sg_sw_stats *s
     free(st->result.data);
     memset(&st->result, 0, sizeof st->result);
     *on_device = !so->sw.host_path && sg_sw_device_capable(st->members, st->n);
+    SG_TRY(sg_sw_check_host_memory(st->members, st->n, &so->sw, st->image.rank, st->image.dims, true, *on_device,
+                                   "--max-host-memory"));
     if (!*on_device)
         return sg_sliding_window(st->members, st->n, &so->sw, &st->image, &st->result);
     segrt_tensor in, res;
@@ -405,6 +449,20 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     int rc;
     if (eo->n_shapes)
         return cli_usage_error("--shape does not go with --roi: the window and --sw-batch give the model's shape");
+    /* Everything the command line alone decides, before any work. */
+    if (cli_sw_is_image_output(out)) {
+        if (!so->output_set)
+            so->sw.output = SG_SW_OUTPUT_LABELS;
+        if (so->sw.output != SG_SW_OUTPUT_LABELS)
+            return cli_usage_error("%s: an image file takes a label map; write logits or probs to .npy", out);
+    }
+    bool image_file = sg_image_is_image_file(in);
+    if ((rc = check_applicable(so, eo, image_file)) != CLI_OK)
+        return rc;
+    if (so->overlay && !image_file)
+        return cli_usage_error("--overlay draws over an image file (PNG, JPEG, TIFF); %s is an array", in);
+    if (so->overlay && so->sw.output != SG_SW_OUTPUT_LABELS)
+        return cli_usage_error("--overlay draws labels: add --output labels");
     for (int32_t m = 0; m <= so->n_models; m++)
         if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1])) != CLI_OK)
             return rc;
@@ -418,16 +476,6 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
                                segrt_dtype_name(st->image.dtype));
     if ((rc = check_ranks(st)) != CLI_OK)
         return rc;
-    if (cli_sw_is_image_output(out)) {
-        if (!so->output_set)
-            so->sw.output = SG_SW_OUTPUT_LABELS;
-        if (so->sw.output != SG_SW_OUTPUT_LABELS)
-            return cli_usage_error("%s: an image file takes a label map; write logits or probs to .npy", out);
-    }
-    if (so->overlay && !st->pixels.pixels)
-        return cli_usage_error("--overlay draws over an image file (PNG, JPEG, TIFF); %s is an array", in);
-    if (so->overlay && so->sw.output != SG_SW_OUTPUT_LABELS)
-        return cli_usage_error("--overlay draws labels: add --output labels");
     bool cuda = eo->device == SEGRT_DEVICE_CUDA;
     if (so->auto_batch)
         so->sw.sw_batch = 1;

@@ -26,6 +26,8 @@ typedef struct cli_sw_opts {
     bool output_set;            /* --output-kind (or --output KIND) given */
     const char *overlay;        /* --overlay PATH */
     bool raw_input;             /* --raw-input: no normalisation of image files */
+    /* Given on the command line, for the check that each applies. */
+    bool accumulate_set, sigma_set, pad_value_set, threshold_set;
 } cli_sw_opts;
 
 #define CLI_SW_USAGE                                                                                  \
@@ -42,6 +44,8 @@ typedef struct cli_sw_opts {
     "                            the device's free memory or --max-memory, halved on running out)\n" \
     "  --max-memory SIZE         CUDA: device memory the run may hold, networks included (e.g. 2G);\n" \
     "                            accumulators then stream in thinner slabs if they must\n"          \
+    "  --max-host-memory SIZE    host memory the job may hold: image, accumulators, result (default:\n" \
+    "                            what the machine has available); checked before the job starts\n" \
     "  --accumulate slabs|whole  CUDA: a ring of a window's rows of accumulators (default), or the\n" \
     "                            whole image's (the unbounded reference; same numbers)\n"         \
     "  --host-blend              CUDA: gather and blend on the host instead of the GPU (reference)\n" \

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,12 +122,16 @@ const char *cli_format_dims(const segrt_tensor_desc *d, char *buf, size_t cap)
     return buf;
 }
 
-/* "4G", "512M", "1024K", or bytes. */
+/* "4G", "512M", "1024K", or bytes: digits only (strtoull would take "-5"
+ * as 2^64 - 5), and no overflow. */
 bool cli_parse_size(const char *s, size_t *out)
 {
+    if (!s || *s < '0' || *s > '9')
+        return false;
     char *end;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
+    if (errno)
         return false;
     unsigned long long mul = 1;
     if (*end == 'K' || *end == 'k')
@@ -135,9 +140,14 @@ bool cli_parse_size(const char *s, size_t *out)
         mul = 1ull << 20;
     else if (*end == 'G' || *end == 'g')
         mul = 1ull << 30;
+    else if (*end == 'T' || *end == 't')
+        mul = 1ull << 40;
     else if (*end)
         return false;
-    if (mul > 1 && end[1] && !(end[1] == 'B' || end[1] == 'b' || (end[1] == 'i' && end[2] == 'B')))
+    if (mul > 1 && end[1] && !((end[1] == 'B' || end[1] == 'b') && !end[2]) &&
+        !(end[1] == 'i' && end[2] == 'B' && !end[3]))
+        return false;
+    if (v > SIZE_MAX / mul)
         return false;
     *out = (size_t)(v * mul);
     return true;

@@ -278,6 +278,9 @@ static int open_model(const bench_args *args, bench_state *st)
     st->free_before = device_free_bytes(st->device);
     if (st->plan)
         return cli_plan_load(args->path, &args->eo, &st->engine);
+    int rc = cli_engine_check_cpu(&args->eo);
+    if (rc != CLI_OK)
+        return rc;
     segrt_status s = segrt_model_load(args->path, &st->model);
     return s == SEGRT_OK ? CLI_OK : cli_fail(s);
 }

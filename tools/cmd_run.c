@@ -86,6 +86,8 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
     segrt_status s;
     bool plan = cli_is_plan_file(path);
     int rc;
+    if (!plan && (rc = cli_engine_check_cpu(eo)) != CLI_OK)
+        return rc;
     if (plan) {
         if ((rc = cli_plan_load(path, eo, &st->engine)) != CLI_OK)
             return rc;

@@ -1,6 +1,7 @@
 #include "core/mem.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 void *sg_malloc(size_t size)
@@ -124,3 +125,83 @@ void sg_blob_unref(sg_blob *b)
 
 void *sg_blob_data(const sg_blob *b) { return b->data; }
 size_t sg_blob_size(const sg_blob *b) { return b->size; }
+
+/* The first unsigned number in the file at path (after key when given,
+ * e.g. "MemAvailable:"), times scale; false if there is none ("max"). */
+static bool read_number(const char *path, const char *key, uint64_t scale, uint64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        const char *p = line;
+        if (key) {
+            if (strncmp(line, key, strlen(key)) != 0)
+                continue;
+            p += strlen(key);
+        }
+        unsigned long long v;
+        found = sscanf(p, " %llu", &v) == 1;
+        if (found)
+            *out = (uint64_t)v * scale;
+        if (!key)
+            break;
+    }
+    fclose(f);
+    return found;
+}
+
+/* What the cgroup's limit leaves: limit less usage, when there is a limit. */
+static bool cgroup_room(uint64_t *room, const char **source)
+{
+    char rel[512] = "", path[600];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "0::", 3) == 0) { /* cgroup v2 */
+                snprintf(rel, sizeof rel, "%s", line + 3);
+                rel[strcspn(rel, "\n")] = '\0';
+            }
+        fclose(f);
+    }
+    uint64_t limit, usage;
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", strcmp(rel, "/") == 0 ? "" : rel);
+    if (read_number(path, NULL, 1, &limit)) {
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", strcmp(rel, "/") == 0 ? "" : rel);
+        if (!read_number(path, NULL, 1, &usage))
+            usage = 0;
+        *room = limit > usage ? limit - usage : 0;
+        *source = "the cgroup's memory.max";
+        return true;
+    }
+    /* v1: "no limit" reads as a number near 2^63. */
+    if (read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes", NULL, 1, &limit) && limit < ((uint64_t)1 << 60)) {
+        if (!read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", NULL, 1, &usage))
+            usage = 0;
+        *room = limit > usage ? limit - usage : 0;
+        *source = "the cgroup's memory.limit_in_bytes";
+        return true;
+    }
+    return false;
+}
+
+bool sg_host_memory_available(uint64_t *bytes, const char **source)
+{
+    uint64_t avail, room;
+    const char *why = "MemAvailable", *cg = NULL;
+    bool have = read_number("/proc/meminfo", "MemAvailable:", 1024, &avail);
+    if (cgroup_room(&room, &cg) && (!have || room < avail)) {
+        avail = room;
+        why = cg;
+        have = true;
+    }
+    if (have) {
+        *bytes = avail;
+        if (source)
+            *source = why;
+    }
+    return have;
+}

@@ -27,6 +27,13 @@ bool sg_add_i64(int64_t a, int64_t b, int64_t *out);
 /* Product of dims, false where it overflows int64 or a dim is negative. */
 bool sg_dims_product(const int64_t *dims, int32_t rank, int64_t *out);
 
+/* Host memory this process may still allocate, in bytes: the kernel's
+ * MemAvailable, lowered to what the process's cgroup (v2 memory.max, or
+ * v1 memory.limit_in_bytes) leaves above its current usage. *source names
+ * the figure that decided ("MemAvailable", "the cgroup's memory.max").
+ * false when none of them can be read. */
+bool sg_host_memory_available(uint64_t *bytes, const char **source);
+
 /* An immutable byte buffer with a reference count, for constant tensor data
  * that folded graphs and engines share instead of copying. */
 typedef struct sg_blob sg_blob;

@@ -46,6 +46,13 @@ segrt_status segrt_window_options_create(int32_t spatial_dims, const int64_t *ro
 
 void segrt_window_options_destroy(segrt_window_options *opts) { free(opts); }
 
+segrt_status segrt_window_options_set_max_host_memory(segrt_window_options *opts, uint64_t bytes)
+{
+    CHECK_OPTS(opts);
+    opts->o.max_host_memory = (size_t)bytes;
+    return SEGRT_OK;
+}
+
 segrt_status segrt_window_options_set_overlap(segrt_window_options *opts, const double *overlap)
 {
     CHECK_OPTS(opts);
@@ -212,6 +219,10 @@ segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_con
         memset(times, 0, sizeof *times);
     if (sg_sw_device_capable(models, (int32_t)n_contexts)) {
         sg_sw_stats st;
+        /* A result left on the device takes no host memory but staging. */
+        if (opts->result_memory == SEGRT_MEMORY_HOST)
+            SG_TRY(sg_sw_check_host_memory(models, (int32_t)n_contexts, &opts->o, image->rank, image->dims,
+                                           image->memory == SEGRT_MEMORY_HOST, true, "max_host_memory"));
         SG_TRY(sg_sw_device_run(models, (int32_t)n_contexts, &opts->o, image, opts->result_memory, out, &st));
         if (stats) {
             stats->windows = st.windows;

@@ -5,6 +5,8 @@
  * same order as MONAI's. */
 #include "pipeline/sliding_window.h"
 
+#include "core/mem.h"
+
 #include "pipeline/sw_device.h"
 
 #include <math.h>
@@ -482,6 +484,142 @@ static sg_status make_labels(sw_run *r, int64_t n_img, sg_sw_activation act, sg_
     return SEGRT_OK;
 }
 
+/* The device path's pinned staging: two buffers of 8 MiB, or of one image
+ * plane when that is larger (cuda_sliding_window.c). */
+#define SW_DEVICE_PINNED_BYTES ((uint64_t)8 << 20)
+
+/* a * b * ..., false past 64 bits. */
+static bool mul_u64(uint64_t *acc, uint64_t v)
+{
+    if (v && *acc > UINT64_MAX / v)
+        return false;
+    *acc *= v;
+    return true;
+}
+
+sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_t classes, bool device_path,
+                              uint64_t extra_image, uint64_t networks, sg_sw_host_need *need)
+{
+    memset(need, 0, sizeof *need);
+    sg_sw_grid g;
+    SG_TRY(sg_sw_grid_make(o->n_dims, dims + 2, o->roi, o->overlap, o->grid, &g));
+    uint64_t numel = 1, padded = 1, roi = 1, plane = 1;
+    bool ok = true;
+    for (int32_t d = 0; d < g.n_dims; d++) {
+        ok &= mul_u64(&numel, (uint64_t)g.size[d]) && mul_u64(&padded, (uint64_t)g.padded[d]) &&
+              mul_u64(&roi, (uint64_t)g.roi[d]);
+        if (d > 0)
+            ok &= mul_u64(&plane, (uint64_t)g.size[d]);
+    }
+    sg_sw_grid_free(&g);
+    uint64_t N = (uint64_t)dims[0], C = (uint64_t)dims[1], K = classes > 0 ? (uint64_t)classes : 1;
+    uint64_t B = (uint64_t)(o->sw_batch > 0 ? o->sw_batch : 1);
+    bool labels = o->output == SG_SW_OUTPUT_LABELS, sigmoid = sg_sw_effective_activation(o) == SG_SW_ACTIVATION_SIGMOID;
+    uint64_t out_ch = labels && !sigmoid ? 1 : K, esize = !labels ? 4 : (!sigmoid && K > 256 ? 2 : 1);
+    uint64_t image = N, result = N, acc = N, weights = padded, in_win = B, out_win = B;
+    ok &= mul_u64(&image, C) && mul_u64(&image, numel) && mul_u64(&image, 4);
+    ok &= mul_u64(&result, out_ch) && mul_u64(&result, numel) && mul_u64(&result, esize);
+    ok &= mul_u64(&acc, K) && mul_u64(&acc, padded) && mul_u64(&weights, 4);
+    ok &= mul_u64(&in_win, C) && mul_u64(&in_win, roi) && mul_u64(&out_win, K) && mul_u64(&out_win, roi);
+    ok &= mul_u64(&acc, 4);
+    need->image = image + extra_image;
+    if (device_path) {
+        uint64_t staging = plane;
+        ok &= mul_u64(&staging, C * 4);
+        need->windows = 2 * (staging > SW_DEVICE_PINNED_BYTES ? staging : SW_DEVICE_PINNED_BYTES);
+        need->result = result;
+    } else {
+        /* Two window buffers in, four out (sliding_window.c's prepare) and
+         * the importance map; logits and probabilities are cropped into the
+         * accumulators' memory. */
+        need->accumulators = acc + weights;
+        need->windows = 4 * (2 * in_win + 4 * out_win + roi);
+        need->result = labels ? result : 0;
+    }
+    need->networks = networks;
+    uint64_t parts[] = {need->image, need->accumulators, need->windows, need->result, need->networks};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        ok &= parts[i] <= UINT64_MAX - need->total;
+        need->total += ok ? parts[i] : 0;
+    }
+    if (!ok) {
+        char d[256];
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows over a %s image with %lld classes need more "
+                        "host memory than 64 bits count", sg_dims_format(dims, o->n_dims + 2, d, sizeof d),
+                        (long long)K);
+    }
+    return SEGRT_OK;
+}
+
+/* "1.5 GiB", "12.0 MiB", "512 KiB". */
+static const char *size_text(uint64_t bytes, char *buf, size_t cap)
+{
+    if (bytes >= (uint64_t)1 << 30)
+        snprintf(buf, cap, "%.1f GiB", (double)bytes / (double)(1 << 30));
+    else if (bytes >= (uint64_t)1 << 20)
+        snprintf(buf, cap, "%.1f MiB", (double)bytes / (double)(1 << 20));
+    else
+        snprintf(buf, cap, "%llu KiB", (unsigned long long)((bytes + 1023) >> 10));
+    return buf;
+}
+
+sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *need, uint64_t held,
+                                const char *limit_name)
+{
+    uint64_t avail = 0;
+    const char *source = NULL;
+    bool over_limit = o->max_host_memory && need->total > o->max_host_memory;
+    bool over_machine = !over_limit && sg_host_memory_available(&avail, &source) &&
+                        need->total - (held < need->total ? held : need->total) > avail;
+    if (!over_limit && !over_machine)
+        return SEGRT_OK;
+    char t[32], a[32], b[32], c[32], d[32], e[32], l[32];
+    char parts[256];
+    snprintf(parts, sizeof parts, "image %s, accumulators %s, windows %s, result %s, networks %s",
+             size_text(need->image, a, sizeof a), size_text(need->accumulators, b, sizeof b),
+             size_text(need->windows, c, sizeof c), size_text(need->result, d, sizeof d),
+             size_text(need->networks, e, sizeof e));
+    if (over_limit)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "the job needs %s of host memory (%s); the limit (%s) is %s",
+                        size_text(need->total, t, sizeof t), parts, limit_name,
+                        size_text(o->max_host_memory, l, sizeof l));
+    return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,
+                    "the job needs %s of host memory (%s)%s%s%s; this machine has %s available (%s)",
+                    size_text(need->total, t, sizeof t), parts, held ? ", " : "",
+                    held ? size_text(held, l, sizeof l) : "", held ? " of it held already" : "",
+                    size_text(avail, e, sizeof e), source);
+}
+
+sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                  int32_t rank, const int64_t *dims, bool image_on_host, bool device_path,
+                                  const char *limit_name)
+{
+    sg_tensor image = {SEGRT_DTYPE_FLOAT32, rank, {0}, NULL};
+    memcpy(image.dims, dims, sizeof(int64_t) * (size_t)rank);
+    sg_sw_grid g;
+    SG_TRY(sg_sw_grid_make(o->n_dims, dims + 2, o->roi, o->overlap, o->grid, &g));
+    segrt_tensor in, t[SG_SW_MAX_OUTPUTS];
+    memset(&in, 0, sizeof in);
+    in.dtype = SEGRT_DTYPE_FLOAT32;
+    in.rank = rank;
+    size_t n = 0;
+    int64_t classes = 0;
+    sg_status s = sg_sw_input_dims(o, &image, in.dims);
+    if (s == SEGRT_OK)
+        s = sg_sw_model_outputs(models, 0, o, g.roi, &in, &n, t, &classes);
+    sg_sw_grid_free(&g);
+    SG_TRY(s);
+    uint64_t networks = 0;
+    for (int32_t m = 0; m < n_models; m++) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(models[m].engine, &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CPU)
+            networks += info.arena_bytes;
+    }
+    sg_sw_host_need need;
+    SG_TRY(sg_sw_host_need_of(o, dims, classes, device_path, 0, networks, &need));
+    return sg_sw_host_need_check(o, &need, networks + (image_on_host ? need.image : 0), limit_name);
+}
+
 sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
                             const sg_tensor *image, sg_tensor *out)
 {
@@ -489,7 +627,10 @@ sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const s
     SG_TRY(check_image(o, image));
     if (n_models < 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sliding windows need a model");
-    if (sg_sw_device_capable(models, n_models) && !o->host_path) {
+    bool device_path = sg_sw_device_capable(models, n_models) && !o->host_path;
+    SG_TRY(sg_sw_check_host_memory(models, n_models, o, image->rank, image->dims, true, device_path,
+                                   "max_host_memory"));
+    if (device_path) {
         segrt_tensor in, res;
         memset(&in, 0, sizeof in);
         in.dtype = image->dtype;

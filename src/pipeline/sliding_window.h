@@ -68,6 +68,9 @@ typedef struct sg_sw_options {
     bool whole;
     /* Gather and blend on the host even when every model runs on CUDA. */
     bool host_path;
+    /* The most host memory the job may hold, the image included (0: no
+     * limit but what the machine has available). */
+    size_t max_host_memory;
     /* Called after each batch of windows with the windows done and the
      * total (NULL: nothing). */
     void (*progress)(void *user, int64_t done, int64_t total);
@@ -105,6 +108,42 @@ void sg_sw_options_default(sg_sw_options *o, int32_t n_dims);
 /* The engine's input shape for an image with `channels` channels:
  * [sw_batch, channels, roi...] with roi resolved against image dims. */
 sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64_t *dims);
+
+/* The host memory a job holds at its peak, by part, in bytes. */
+typedef struct sg_sw_host_need {
+    uint64_t image;        /* the image in float32, and what the caller keeps beside it */
+    uint64_t accumulators; /* host path: N x K x the padded image, and the summed weights */
+    uint64_t windows;      /* host path: a batch of windows in and out; device path: pinned staging */
+    uint64_t result;       /* what the job returns, where not in the accumulators' memory */
+    uint64_t networks;     /* engines that run on the CPU: weights and activations */
+    uint64_t total;
+} sg_sw_host_need;
+
+/* What a job over an image of dims (N x C x spatial, o->n_dims spatial)
+ * holds in host memory with `classes` output channels, on the host path
+ * or the device path; extra_image is added to the image's part (pixels the
+ * caller keeps for an overlay) and networks is taken as given.
+ * INVALID_ARGUMENT when the geometry is refused, OUT_OF_MEMORY (naming
+ * the sizes) when the sums pass 64 bits. */
+sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_t classes, bool device_path,
+                              uint64_t extra_image, uint64_t networks, sg_sw_host_need *need);
+
+/* OUT_OF_MEMORY, with a message naming the need, its parts and the limit,
+ * when need->total exceeds o->max_host_memory (when set; limit_name says
+ * what set it, "max_host_memory" say), or when what it still has to
+ * allocate (need->total less `held`, what of it the caller already holds)
+ * exceeds the host memory available now (sg_host_memory_available). */
+sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *need, uint64_t held,
+                                const char *limit_name);
+
+/* The check of sg_sw_host_need_check for a job about to run: models'
+ * class count asked of their engines, engines on the CPU counted with
+ * their activation arenas (held already, as is the image when
+ * image_on_host). sg_sliding_window and the device path's entry points
+ * call it before allocating; limit_name as for sg_sw_host_need_check. */
+sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                  int32_t rank, const int64_t *dims, bool image_on_host, bool device_path,
+                                  const char *limit_name);
 
 /* Runs the windows of image (float32, N x C x spatial with o->n_dims
  * spatial dims, host memory) through each model (on the device path of

@@ -469,20 +469,24 @@ static sg_status plan_memory(dev_run *r)
     r->pass_rows = rows0;
     if (o->max_memory) {
         uint64_t need = fixed + (uint64_t)r->ring_rows * (row_bytes + (whole_result ? 0 : stage_row));
+        /* A budget the job cannot run in is a bad option, not a failure
+         * of the run: INVALID_ARGUMENT, with the least that would do. */
         if (need > o->max_memory) {
             if (o->whole)
-                return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,
-                                "sliding windows: whole-image accumulators need %.1f MiB; the budget is %.1f MiB",
+                return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                                "sliding windows: whole-image accumulators need %.1f MiB; the device-memory budget "
+                                "is %.1f MiB",
                                 need / 1048576.0, o->max_memory / 1048576.0);
+            uint64_t per_row = row_bytes + (whole_result ? 0 : stage_row);
             uint64_t room = fixed < o->max_memory ? o->max_memory - fixed : 0;
-            int64_t rows = (int64_t)(room / (row_bytes + (whole_result ? 0 : stage_row)));
+            int64_t rows = (int64_t)(room / per_row);
             if (rows < 1)
-                return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,
-                                "sliding windows: a budget of %.1f MiB leaves no room for accumulators: the "
-                                "networks, the window buffers%s take %.1f MiB; one row of accumulators takes "
-                                "%.1f MiB",
-                                o->max_memory / 1048576.0, whole_result ? " and the result" : "",
-                                fixed / 1048576.0, row_bytes / 1048576.0);
+                return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                                "sliding windows: a device-memory budget of %.1f MiB is less than one window "
+                                "needs: %.1f MiB (the networks, the window buffers%s %.1f MiB, one row of "
+                                "accumulators %.1f MiB)",
+                                o->max_memory / 1048576.0, (fixed + per_row) / 1048576.0,
+                                whole_result ? " and the result" : "", fixed / 1048576.0, per_row / 1048576.0);
             r->ring_rows = r->pass_rows = rows;
         }
     }
