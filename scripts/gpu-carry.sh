@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Prepares .carry/ for scripts/gpu-check.sh: the segrt binary and library
 # built here with CUDA, the GPU race test, the non-system libraries they
-# need (the GPU machine has no Debian package registry) and the shared
-# models, as one archive that gpu-check.sh unpacks. .carry/ is git-ignored
-# and named in the device tool's carry list.
+# need (the GPU machine has no Debian package registry) and the benchmarks'
+# models (../shared/models), as one archive that gpu-check.sh unpacks. The
+# tests' models are not carried: gpu-check.sh generates them on the GPU
+# machine with tests/models/make_models.py (its python3 has numpy, onnx and
+# onnxruntime), as ctest does here. .carry/ is git-ignored and named in the
+# device tool's carry list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}

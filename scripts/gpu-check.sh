@@ -12,7 +12,10 @@
 # `swbench JOBS BATCHES` bench/sw_vs_monai.py; `train` the demo model
 # (demo/train.py); `profile` only the per-step profiles of the two
 # benchmark models at their batch sizes (about a minute, where `bench`
-# builds eleven plans). Logs go to $OUT; a short table last.
+# builds eleven plans). The tests run on the test models, generated here
+# by tests/models/make_models.py into /tmp/segrt-test-models ($SEGRT_MODELS);
+# the benchmarks on the carried ../shared/models ($BENCH_MODELS). Logs go to
+# $OUT; a short table last.
 #   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw|profile] [extra pytest args for tests/gpu]
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
@@ -29,7 +32,8 @@ mkdir -p "$out"
 cudnn_new=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 # cuDNN before 9.15 has wrong-result bugs in FP16/BF16 3D convolutions.
 export LD_LIBRARY_PATH=$carry/lib:$cudnn_new:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export SEGRT=$carry/segrt SEGRT_LIB=$carry/lib/libsegrt.so.0 SEGRT_MODELS=$carry/models
+export SEGRT=$carry/segrt SEGRT_LIB=$carry/lib/libsegrt.so.0
+export SEGRT_MODELS=/tmp/segrt-test-models BENCH_MODELS=$carry/models
 export SEGRT_GPU_REPORT=$out/gpu_report.jsonl
 export PATH=/usr/local/cuda/bin:$PATH
 export XDG_CACHE_HOME=/tmp/segrt-gpu-cache  # plans are large: not under $OUT
@@ -44,7 +48,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 if [ "$what" = torch ]; then
     model=${1:-basicunet2d} batches=${2:-1,16}
     python3 -m pip install -q --no-deps --target /tmp/segrt-o2t "$carry"/wheels/onnx2torch-*.whl >/dev/null 2>&1
-    step "torch-$model" python3 "$root/bench/gpu_vs_pytorch.py" --pythonpath /tmp/segrt-o2t --models "$SEGRT_MODELS" \
+    step "torch-$model" python3 "$root/bench/gpu_vs_pytorch.py" --pythonpath /tmp/segrt-o2t --models "$BENCH_MODELS" \
         --models-list "$model" --batches "$batches" --out "$out/gpu_vs_pytorch-$model.json"
     tail -n 30 "$out/torch-$model.log"
     printf '%s\n' "${rows[@]}"
@@ -55,7 +59,7 @@ if [ "$what" = swbench ]; then
     shift 2 || shift $#
     python3 -m pip install -q --no-deps --target /tmp/segrt-o2t "$carry"/wheels/onnx2torch-*.whl >/dev/null 2>&1
     step "sw-${jobs//,/-}" python3 "$root/bench/sw_vs_monai.py" --pythonpath /tmp/segrt-o2t \
-        --models-dir "$SEGRT_MODELS" --jobs "$jobs" --sw-batch "$batches" \
+        --models-dir "$BENCH_MODELS" --jobs "$jobs" --sw-batch "$batches" \
         --out "$out/sw_vs_monai-${jobs//,/-}.json" "$@"
     tail -n 20 "$out/sw-${jobs//,/-}.log"
     printf '%s\n' "${rows[@]}"
@@ -72,7 +76,7 @@ if [ "$what" = profile ]; then
     for spec in basicunet2d:16x3x512x512 basicunet2d:1x3x512x512 unet3d_spleen:4x1x96x96x96 \
         unet3d_spleen:1x1x96x96x96; do
         model=${spec%%:*} shape=${spec#*:}
-        step "profile-$model-${shape%%x*}" "$SEGRT" bench "$SEGRT_MODELS/$model.onnx" --shape "image=$shape" \
+        step "profile-$model-${shape%%x*}" "$SEGRT" bench "$BENCH_MODELS/$model.onnx" --shape "image=$shape" \
             --device cuda --precision fp16 --iters 30 --warmup 5 --profile
         grep -E "^latency" "$out/profile-$model-${shape%%x*}.log"
         grep -A10 "^step" "$out/profile-$model-${shape%%x*}.log"
@@ -80,6 +84,8 @@ if [ "$what" = profile ]; then
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
+# Everything below runs tests (bench aside), on models generated here.
+[ "$what" = bench ] || step make-models python3 "$root/tests/models/make_models.py" "$SEGRT_MODELS"
 if [ "$what" = sw ]; then
     step gpu-sw python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu/test_gpu_sliding_window.py" "$@"
     grep -E "^segrt:|passed|failed|error" "$out/gpu-sw.log" | tail -n 12
@@ -103,7 +109,7 @@ fi
 bench() { # model shape [precisions]
     for p in ${3:-fp32 fp16}; do
         echo "== $1 $2 $p"
-        "$SEGRT" bench "$SEGRT_MODELS/$1" --shape "$2" --device cuda --precision "$p" --iters 50 --warmup 5
+        "$SEGRT" bench "$BENCH_MODELS/$1" --shape "$2" --device cuda --precision "$p" --iters 50 --warmup 5
     done
 }
 if [ "$what" = tests ]; then
@@ -117,14 +123,14 @@ step gpu-bench bash -c "$(declare -f bench); bench basicunet2d.onnx image=1x3x51
     bench basicunet2d.onnx image=16x3x512x512 fp16; bench unet3d_spleen.onnx image=4x1x96x96x96 fp16;
     bench basicunet2d_tiny.onnx image=1x1x256x256
     echo '== basicunet2d image=16x3x512x512 fp16 host io'
-    \"\$SEGRT\" bench \"\$SEGRT_MODELS/basicunet2d.onnx\" --shape image=16x3x512x512 --device cuda --precision fp16 --io host --iters 20"
-step gpu-bench-sweep "$SEGRT" bench "$SEGRT_MODELS/basicunet2d.onnx" --shape image=1x3x512x512 --device cuda \
+    \"\$SEGRT\" bench \"\$BENCH_MODELS/basicunet2d.onnx\" --shape image=16x3x512x512 --device cuda --precision fp16 --io host --iters 20"
+step gpu-bench-sweep "$SEGRT" bench "$BENCH_MODELS/basicunet2d.onnx" --shape image=1x3x512x512 --device cuda \
     --precision fp16 --batch-sweep 1,2,4,8,16 --iters 30 --warmup 5
-step gpu-profile bash -c "\"\$SEGRT\" bench \"\$SEGRT_MODELS/basicunet2d.onnx\" --shape image=16x3x512x512 --device cuda --precision fp16 --iters 20 --profile;
-    \"\$SEGRT\" bench \"\$SEGRT_MODELS/unet3d_spleen.onnx\" --shape image=4x1x96x96x96 --device cuda --precision fp16 --iters 20 --profile"
+step gpu-profile bash -c "\"\$SEGRT\" bench \"\$BENCH_MODELS/basicunet2d.onnx\" --shape image=16x3x512x512 --device cuda --precision fp16 --iters 20 --profile;
+    \"\$SEGRT\" bench \"\$BENCH_MODELS/unet3d_spleen.onnx\" --shape image=4x1x96x96x96 --device cuda --precision fp16 --iters 20 --profile"
 if [ "$what" = all ]; then
     step cpu-pytest python3 -m pytest -q -p no:cacheprovider "$root/tests/python"
-    step cpu-bench python3 "$root/bench/cpu_vs_onnxruntime.py" --segrt "$SEGRT" --models "$SEGRT_MODELS" \
+    step cpu-bench python3 "$root/bench/cpu_vs_onnxruntime.py" --segrt "$SEGRT" --models "$BENCH_MODELS" \
         --threads "$(nproc)" --out "$out/cpu_vs_onnxruntime.json"
 fi
 cat "$out/version.log" "$out/info-devices.log"

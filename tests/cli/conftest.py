@@ -1,4 +1,4 @@
-"""The CLI tests share tests/python's fixtures (the segrt binary, the shared
+"""The CLI tests share tests/python's fixtures (the segrt binary, the test
 models, run_segrt). That file is loaded under another module name, since
 this one is `conftest` too, and its names are re-exported here."""
 import importlib.util
@@ -19,3 +19,4 @@ SANITIZED = _py_conftest.SANITIZED
 run_segrt = _py_conftest.run_segrt
 segrt = _py_conftest.segrt
 models = _py_conftest.models
+require_models = _py_conftest.require_models

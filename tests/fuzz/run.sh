@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the fuzz targets for a bounded time on corpora seeded with the shared
-# models and their reference arrays. Usage: run.sh BUILD_DIR SECONDS MODELS_DIR
+# Runs the fuzz targets for a bounded time on corpora seeded with the test
+# models and their inputs (MODELS_DIR: what tests/models/make_models.py
+# writes). Usage: run.sh BUILD_DIR SECONDS MODELS_DIR
 # A crashing input is kept in BUILD_DIR/fuzz-artifacts/ for reproduction.
 set -euo pipefail
 build=$1 seconds=$2 models=$3

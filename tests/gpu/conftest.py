@@ -1,9 +1,10 @@
 """The GPU tests: the CUDA engine against the CPU engine, the CLI at every
-precision on the shared models, plan files and the plan cache, and the
+precision on the test models, plan files and the plan cache, and the
 CUDA sanitizers. Run as a pytest session of its own (tests/python has a
 conftest.py of the same module name):
 
-    SEGRT=build/segrt SEGRT_MODELS=../shared/models python -m pytest -q -s tests/gpu
+    python tests/models/make_models.py build/test-models
+    SEGRT=build/segrt SEGRT_MODELS=build/test-models python -m pytest -q -s tests/gpu
 
 Everything is skipped (reported as skipped, never passed) where the library
 has no CUDA backend or sees no CUDA device. With SEGRT_GPU_SKIP_EXIT=77 (as
@@ -11,10 +12,11 @@ ctest sets it) a session skipped for that reason exits 77, so that ctest
 reports it skipped too.
 
 Environment: SEGRT (the binary), SEGRT_LIB (libsegrt.so; default next to
-the binary), SEGRT_MODELS (the shared models), SEGRT_GPU_SCALE (multiplies
-the op cases per family), SEGRT_GPU_REPORT (a file the measured figures are
-appended to as JSON lines), SEGRT_DIFF_SEED (rerun chosen op cases, as in
-tests/python)."""
+the binary), SEGRT_MODELS (the folder of the test models that
+tests/models/make_models.py writes; default build/test-models),
+SEGRT_GPU_SCALE (multiplies the op cases per family), SEGRT_GPU_REPORT (a
+file the measured figures are appended to as JSON lines), SEGRT_DIFF_SEED
+(rerun chosen op cases, as in tests/python)."""
 import importlib.util
 import os
 import pathlib
@@ -39,6 +41,7 @@ SANITIZED = _py_conftest.SANITIZED
 run_segrt = _py_conftest.run_segrt
 segrt = _py_conftest.segrt
 models = _py_conftest.models
+require_models = _py_conftest.require_models
 
 import segrt_capi  # noqa: E402 - after the sys.path change
 

@@ -1,7 +1,7 @@
-"""The shared models on the GPU through the command line, at every
+"""The test models on the GPU through the command line, at every
 precision: `segrt run MODEL.onnx --device cuda --precision P --no-cache` on
-each reference pair (NAME.in.npy -> NAME.out.npy, PyTorch's float32 CPU
-output; ../shared/models/README.md), compared with the reference in numpy:
+each reference pair (NAME.in.npy -> NAME.out.npy, onnxruntime's float32 CPU
+output; tests/models/make_models.py), compared with the reference in numpy:
 
   fp32   relative L2 <= 1e-5
   tf32   relative L2 <= 5e-3

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import segrt_capi as sc
-from conftest import MODELS, SEGRT
+from conftest import SEGRT, require_models
 from gpu_util import psnr
 
 NAME = "basicunet2d_tiny"
@@ -81,7 +81,7 @@ def tiny(tmp_path_factory):
     """Paths, the reference input, and the fp16 output of the .onnx run
     through the CLI with --no-cache (its cache dir must stay empty)."""
     d = tmp_path_factory.mktemp("plan")
-    models = MODELS
+    models = require_models()
     onnx_path = models / f"{NAME}.onnx"
     src = models / f"{NAME}.in.npy"
     x = np.load(src)

@@ -9,7 +9,8 @@
  * Outputs are poisoned (all bits set) before every run, so that a run that
  * leaves part of its output unwritten is caught.
  *
- * usage: test_gpu_race [MODEL.onnx | MODELS_DIR]   (default $SEGRT_MODELS)
+ * usage: test_gpu_race [MODEL.onnx | MODELS_DIR]   (default $SEGRT_MODELS, the folder
+ * tests/models/make_models.py writes)
  * Exit 0: every output matched; 1: a mismatch (the first one is printed
  * with its call index) or a failed call; 77: skipped, no CUDA device (ctest
  * takes 77 as skipped); 2: bad usage or the model is missing. */
@@ -146,8 +147,8 @@ static void *worker(void *p)
 static const char *model_path(int argc, char **argv, char *buf, size_t cap)
 {
     const char *arg = argc > 1 ? argv[1] : getenv("SEGRT_MODELS");
-    if (!arg)
-        arg = "../shared/models";
+    if (!arg || !arg[0])
+        return NULL;
     struct stat st;
     if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(buf, cap, "%s/basicunet2d_tiny.onnx", arg);
@@ -167,6 +168,11 @@ int main(int argc, char **argv)
     }
     char buf[4096];
     const char *path = model_path(argc, argv, buf, sizeof buf);
+    if (!path) {
+        fprintf(stderr, "usage: test_gpu_race [MODEL.onnx | MODELS_DIR]: no argument and SEGRT_MODELS is not "
+                        "set; `python tests/models/make_models.py DIR` writes the test models\n");
+        return 2;
+    }
 
     segrt_model *model = NULL;
     segrt_build_options *opts = NULL;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make install` works for a user: installs into a fresh prefix, then builds a
 # program against the installed header through pkg-config, links the shared
-# library by its SONAME and runs it on a shared model.
-# Usage: test_install.sh BUILD_DIR SOURCE_DIR MODELS_DIR
+# library by its SONAME and runs it on a test model.
+# Usage: test_install.sh BUILD_DIR SOURCE_DIR MODELS_DIR (the generated test models)
 set -euo pipefail
 build=$1 src=$2 models=$3
 prefix=$(mktemp -d)

@@ -109,7 +109,7 @@ def family_of_seed(seed):
 
 
 def register_fixed(name, count):
-    """A family whose cases are not generated graphs (the shared models):
+    """A family whose cases are not generated graphs (the test models):
     only its seed range, so that SEGRT_DIFF_SEED finds it."""
     if name not in FAMILIES:
         FAMILIES[name] = Family(name, None, count)

@@ -1,5 +1,5 @@
 """segrt compare against the same metrics computed with numpy, and segrt
-bench on the tiny shared model."""
+bench on the tiny test model."""
 import json
 import math
 

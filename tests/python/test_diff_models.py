@@ -1,4 +1,4 @@
-"""Each shared model at several batch and spatial sizes on random normal
+"""Each test model at several batch and spatial sizes on random normal
 inputs, in segrt (inputs fed, and folded in so that the reference backend
 computes the whole network) against onnxruntime: relative L2 <= 1e-5.
 

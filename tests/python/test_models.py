@@ -1,5 +1,7 @@
-"""segrt info and segrt run on the shared MONAI models, checked against the
-onnx package's view of each file and against the reference pairs."""
+"""segrt info and segrt run on the test models (tests/models/make_models.py:
+MONAI networks laid out as PyTorch exports them), checked against the onnx
+package's view of each file and against the reference pairs, whose outputs
+onnxruntime computed when the models were generated."""
 import collections
 import re
 
@@ -78,7 +80,8 @@ def test_torchscript_shape_arithmetic_folds_away(models):
 
 
 def test_gflop_of_basicunet2d(models):
-    """../shared/models/README.md: 39.9 GFLOP per 512x512 sample."""
+    """BasicUNet(2, 3, 2): 39.9 GFLOP per 512x512 sample (multiply-adds
+    counted twice), as for the PyTorch export of the same network."""
     info = parse_info(run_segrt("info", models / "basicunet2d.onnx", "--shape", "image=1x3x512x512", check=0).stdout)
     assert info["gflop"] == pytest.approx(39.9, rel=0.02)
 

@@ -9,14 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *models_path(const char *file)
-{
-    const char *dir = getenv("SEGRT_MODELS");
-    static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "../shared/models", file);
-    return buf;
-}
-
 static void test_null_arguments(void)
 {
     segrt_model *m = NULL;
@@ -96,8 +88,8 @@ static double rel_l2(const float *a, const float *b, size_t n)
 static void test_tiny_model(void)
 {
     size_t size = 0;
-    uint8_t *bytes = read_file(models_path("basicunet2d_tiny.onnx"), &size);
-    CHECK_MSG(bytes != NULL, "cannot read %s", models_path("basicunet2d_tiny.onnx"));
+    uint8_t *bytes = read_file(sg_test_model("basicunet2d_tiny.onnx"), &size);
+    CHECK_MSG(bytes != NULL, "cannot read %s", sg_test_model("basicunet2d_tiny.onnx"));
     if (!bytes)
         return;
     segrt_model *m = NULL;
@@ -118,8 +110,8 @@ static void test_tiny_model(void)
     CHECK(segrt_model_flops(m, &flops) == SEGRT_ERROR_SHAPE); /* shapes unbound */
 
     sg_tensor x, want;
-    CHECK(sg_npy_read(models_path("basicunet2d_tiny.in.npy"), &x) == SEGRT_OK);
-    CHECK(sg_npy_read(models_path("basicunet2d_tiny.out.npy"), &want) == SEGRT_OK);
+    CHECK(sg_npy_read(sg_test_model("basicunet2d_tiny.in.npy"), &x) == SEGRT_OK);
+    CHECK(sg_npy_read(sg_test_model("basicunet2d_tiny.out.npy"), &want) == SEGRT_OK);
     segrt_build_options *opts;
     segrt_build_options_create(&opts);
     segrt_build_options_set_shape(opts, "image", x.rank, x.dims);

@@ -1,4 +1,4 @@
-/* ONNX export: every shared model, as loaded and as optimized (with and
+/* ONNX export: every test model, as loaded and as optimized (with and
  * without bound shapes), exported and loaded back through the ONNX loader
  * must give the same graph (inputs, outputs, nodes, attributes, constants
  * bit for bit) and bit-identical results on the CPU engine; a hand-built
@@ -16,14 +16,6 @@
 
 #define F32 SEGRT_DTYPE_FLOAT32
 #define I64 SEGRT_DTYPE_INT64
-
-static char *models_path(const char *file)
-{
-    const char *dir = getenv("SEGRT_MODELS");
-    static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "../shared/models", file);
-    return buf;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Graph comparison                                                          */
@@ -329,12 +321,12 @@ static void compare_runs(const char *what, const segrt_model *a, const segrt_mod
 }
 
 /* ------------------------------------------------------------------------ */
-/* The shared models                                                         */
+/* The test models (tests/models/make_models.py)                            */
 
 static void test_model(const char *file)
 {
     segrt_model *raw = NULL;
-    sg_status s = segrt_model_load(models_path(file), &raw);
+    sg_status s = segrt_model_load(sg_test_model(file), &raw);
     CHECK_MSG(s == SEGRT_OK, "%s", segrt_last_error());
     if (s != SEGRT_OK)
         return;

@@ -48,9 +48,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    const char *dir = getenv("SEGRT_MODELS");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/basicunet2d_tiny.onnx", dir ? dir : "../shared/models");
+    const char *path = sg_test_model("basicunet2d_tiny.onnx");
     segrt_model *m = NULL;
     CHECK_MSG(segrt_model_load(path, &m) == SEGRT_OK, "%s", segrt_last_error());
     if (!m)

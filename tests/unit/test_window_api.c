@@ -15,10 +15,7 @@
 
 static const char *model_path(void)
 {
-    const char *dir = getenv("SEGRT_MODELS");
-    static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/basicunet2d_tiny.onnx", dir ? dir : "../shared/models");
-    return buf;
+    return sg_test_model("basicunet2d_tiny.onnx");
 }
 
 typedef struct rig {

@@ -32,4 +32,10 @@ extern int sg_test_passed, sg_test_failed;
 /* Prints the summary line and returns the exit code. */
 int sg_test_finish(const char *name);
 
+/* $SEGRT_MODELS/file: a file of the test models, which
+ * tests/models/make_models.py generates (ctest's models.generate does, into
+ * the build's test-models/ folder, and sets SEGRT_MODELS). Exits with a
+ * message saying so when SEGRT_MODELS is not set. The string is static. */
+const char *sg_test_model(const char *file);
+
 #endif
