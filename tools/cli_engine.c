@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void cli_engine_opts_init(cli_engine_opts *o)
 {
@@ -161,9 +164,20 @@ int cli_engine_check_cpu(const cli_engine_opts *o)
 
 bool cli_is_plan_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO given as the model must not be waited on (it is
+     * refused as not a regular file when the model is loaded). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
         return false;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return false;
+    }
     char magic[8];
     bool yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, "SEGRTPLN", 8) == 0;
     fclose(f);

@@ -14,20 +14,49 @@
 #include <time.h>
 #include <unistd.h>
 
-sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size)
+static const char *not_regular(mode_t mode);
+
+sg_status sg_open_input(const char *path, int *fd)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (f < 0)
         return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
+    const char *what = fstat(f, &st) != 0 ? "one that cannot be examined" : not_regular(st.st_mode);
+    if (what) {
+        close(f);
+        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file (%s)", path, what);
+    }
+    int flags = fcntl(f, F_GETFL);
+    if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        close(f);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot open: %s", path, strerror(err));
+    }
+    *fd = f;
+    return SEGRT_OK;
+}
+
+sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size)
+{
+    int fd;
+    SG_TRY(sg_open_input(path, &fd));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
     }
     if ((uint64_t)st.st_size > max_bytes) {
-        fclose(f);
+        close(fd);
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %lld bytes, more than %s", path, (long long)st.st_size,
                         limit);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
     }
     size_t n = (size_t)st.st_size;
     uint8_t *buf = sg_malloc(n ? n : 1);

@@ -9,6 +9,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Opens path for reading when it is a regular file (links followed), as
+ * a descriptor (the caller closes it). The open does not block: a FIFO or
+ * a device is refused, never waited on. IO naming path: "cannot open:
+ * REASON" or "not a regular file (a FIFO)". */
+sg_status sg_open_input(const char *path, int *fd);
+
 /* Reads the regular file at path into a new buffer (*out, freed by the
  * caller; never NULL on success, even for an empty file). A file over
  * max_bytes fails with INVALID_MODEL, "PATH: N bytes, more than LIMIT"

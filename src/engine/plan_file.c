@@ -574,9 +574,12 @@ static bool make_dirs(char *path)
 /* Whether the plan at path has exactly this key (read from its header). */
 static bool plan_key_matches(const char *path, const char *key)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd;
+    FILE *f = sg_open_input(path, &fd) == SEGRT_OK ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        sg_error_clear();
         return false;
+    }
     uint8_t head[16];
     bool ok = fread(head, 1, 16, f) == 16 && memcmp(head, PLAN_MAGIC, 8) == 0;
     uint32_t n = 0;

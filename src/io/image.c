@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Largest PNG or JPEG file read into memory. Compressed data bigger than
  * the pixel cap is possible (PNG stores raw pixels with little overhead)
@@ -49,30 +50,32 @@ sg_image_format sg_image_format_of_name(const char *path)
 }
 
 /* Reads up to cap bytes from the start of path, which must be a regular
- * file. Returns 0, or the errno of the failure (EISDIR and the like for
- * something that is not a regular file). */
-static int read_head(const char *path, uint8_t *head, size_t cap, size_t *got)
+ * file (sg_open_input: never waits on a FIFO). The thread's error names
+ * the failure. */
+static sg_status read_head(const char *path, uint8_t *head, size_t cap, size_t *got)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno ? errno : EIO;
-    struct stat st;
-    int err = 0;
-    if (fstat(fileno(f), &st) != 0)
-        err = errno ? errno : EIO;
-    else if (!S_ISREG(st.st_mode))
-        err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    else
-        *got = fread(head, 1, cap, f);
-    fclose(f);
-    return err;
+    int fd;
+    SG_TRY(sg_open_input(path, &fd));
+    ssize_t n = read(fd, head, cap);
+    int err = errno;
+    close(fd);
+    if (n < 0)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
+    *got = (size_t)n;
+    return SEGRT_OK;
 }
 
 bool sg_image_is_image_file(const char *path)
 {
     uint8_t head[8];
     size_t got = 0;
-    return read_head(path, head, sizeof head, &got) == 0 && sg_image_format_of_bytes(head, got) != SG_IMAGE_UNKNOWN;
+    /* The thread's error message is left as it was. */
+    char saved[2048];
+    snprintf(saved, sizeof saved, "%s", sg_last_error());
+    bool yes = read_head(path, head, sizeof head, &got) == SEGRT_OK &&
+               sg_image_format_of_bytes(head, got) != SG_IMAGE_UNKNOWN;
+    sg_error(SEGRT_OK, "%s", saved);
+    return yes;
 }
 
 static sg_status unknown_format(const char *name)
@@ -109,11 +112,7 @@ sg_status sg_image_read(const char *path, sg_image *out)
     memset(out, 0, sizeof *out);
     uint8_t head[8];
     size_t got = 0;
-    int err = read_head(path, head, sizeof head, &got);
-    if (err == EINVAL)
-        return sg_error(SEGRT_ERROR_IO, "%s: not a regular file", path);
-    if (err)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
+    SG_TRY(read_head(path, head, sizeof head, &got));
     if (got == 0)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the file is empty", path);
     sg_image_format format = sg_image_format_of_bytes(head, got);

@@ -1,5 +1,6 @@
 #include "onnx/external_data.h"
 
+#include "core/file.h"
 #include "core/mem.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A location is rejected before touching the file system when it is
  * absolute or has a ".." component; the realpath check below then catches
@@ -59,15 +61,20 @@ sg_status sg_external_data_read(const char *base_dir, const char *location, int6
         return sg_error(SEGRT_ERROR_INVALID_MODEL,
                         "tensor `%s`: external data `%s` resolves outside the model's folder",
                         tensor, location);
-    FILE *f = fopen(real_file, "rb");
-    if (!f)
-        return sg_error(SEGRT_ERROR_IO, "tensor `%s`: cannot open external data `%s`: %s", tensor,
-                        location, strerror(errno));
+    int fd;
+    if (sg_open_input(real_file, &fd) != SEGRT_OK) { /* a FIFO is refused, not waited on */
+        char why[512]; /* sg_open_input's reason, after its "PATH: " */
+        snprintf(why, sizeof why, "%s", sg_last_error() + strlen(real_file) + 2);
+        return sg_error(SEGRT_ERROR_IO, "tensor `%s`: external data `%s`: %s", tensor, location, why);
+    }
+    FILE *f = fdopen(fd, "rb");
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return sg_error(SEGRT_ERROR_IO, "tensor `%s`: external data `%s` is not a regular file",
-                        tensor, location);
+    if (!f || fstat(fd, &st) != 0) {
+        if (f)
+            fclose(f);
+        else
+            close(fd);
+        return sg_error(SEGRT_ERROR_IO, "tensor `%s`: cannot read external data `%s`", tensor, location);
     }
     int64_t need;
     if (!sg_add_i64(offset, (int64_t)size, &need) || need > (int64_t)st.st_size) {
