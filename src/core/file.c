@@ -1,4 +1,4 @@
-/* Whole-file reads and output files (see file.h). */
+/* Whole-file reads and mappings, and output files (see file.h). */
 #include "core/file.h"
 
 #include "core/mem.h"
@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -73,6 +74,45 @@ sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, 
     *out = buf;
     *size = n;
     return SEGRT_OK;
+}
+
+sg_status sg_map_file(const char *path, uint64_t max_bytes, const char *limit, sg_mapped_file *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd;
+    SG_TRY(sg_open_input(path, &fd));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %lld bytes, more than %s", path, (long long)st.st_size,
+                        limit);
+    }
+    if (st.st_size == 0) { /* mmap refuses a length of 0 */
+        close(fd);
+        out->data = (const uint8_t *)"";
+        return SEGRT_OK;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
+    close(fd); /* the mapping keeps the file */
+    if (p == MAP_FAILED)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot map: %s", path, strerror(err));
+    out->data = p;
+    out->size = (size_t)st.st_size;
+    return SEGRT_OK;
+}
+
+void sg_unmap_file(sg_mapped_file *m)
+{
+    if (m && m->size)
+        munmap((void *)(uintptr_t)m->data, m->size);
+    if (m)
+        memset(m, 0, sizeof *m);
 }
 
 /* Output files (file.h) ---------------------------------------------------------- */

@@ -1,4 +1,5 @@
-/* Reading a whole file into memory, with the checks every reader needs. */
+/* Reading or mapping a whole file, with the checks every reader needs, and
+ * writing one whole or not at all. */
 #ifndef SG_CORE_FILE_H
 #define SG_CORE_FILE_H
 
@@ -21,6 +22,22 @@ sg_status sg_open_input(const char *path, int *fd);
  * where limit says what the cap is. Other failures are IO errors naming
  * the file. */
 sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size);
+
+/* A regular file mapped read-only, for readers that look at a header and
+ * then at parts of the file: the kernel reads in only the pages touched,
+ * and they are page cache, not the process's memory. data is never NULL
+ * (an empty file maps to an empty string). The file must not shrink while
+ * it is mapped: a read past its new end raises SIGBUS (libtiff maps its
+ * files the same way). */
+typedef struct sg_mapped_file {
+    const uint8_t *data;
+    size_t size;
+} sg_mapped_file;
+
+/* Maps path (opened as sg_open_input opens it); errors as sg_read_file's.
+ * sg_unmap_file takes a zeroed or already unmapped file too. */
+sg_status sg_map_file(const char *path, uint64_t max_bytes, const char *limit, sg_mapped_file *out);
+void sg_unmap_file(sg_mapped_file *m);
 
 /* Output files: written whole or not at all, and never redirected.
  *
