@@ -1,6 +1,11 @@
 #include "testlib.h"
 
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int sg_test_passed, sg_test_failed;
 
@@ -22,4 +27,85 @@ const char *sg_test_model(const char *file)
     }
     snprintf(buf, sizeof buf, "%s/%s", dir, file);
     return buf;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+
+#ifdef TEST_ASAN
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
+
+static size_t largest_alloc;
+
+static void on_malloc(const volatile void *p, size_t size)
+{
+    (void)p;
+    if (size > largest_alloc)
+        largest_alloc = size;
+}
+#endif
+
+/* The child's address space now, from /proc/self/statm (in pages). */
+static size_t address_space(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1)
+            pages = 0;
+        fclose(f);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+int sg_test_small_memory(size_t budget, int (*fn)(void *arg, char *text, size_t cap), void *arg, char *text,
+                         size_t cap)
+{
+    int fds[2];
+    if (cap == 0 || pipe(fds) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        char *out = calloc(1, cap);
+        int rc = out ? 0 : 125;
+#ifdef TEST_ASAN
+        __sanitizer_install_malloc_and_free_hooks(on_malloc, NULL);
+#else
+        struct rlimit lim;
+        lim.rlim_cur = lim.rlim_max = address_space() + budget;
+        if (setrlimit(RLIMIT_AS, &lim) != 0)
+            rc = 125;
+#endif
+        if (rc == 0)
+            rc = fn(arg, out, cap);
+#ifdef TEST_ASAN
+        if (largest_alloc > budget) {
+            snprintf(out, cap, "allocated %zu bytes at once, over the budget of %zu", largest_alloc, budget);
+            rc = SG_TEST_OVER_BUDGET;
+        }
+#endif
+        if (out && write(fds[1], out, strlen(out)) < 0)
+            rc = 125;
+        _exit(rc);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    for (ssize_t k; got + 1 < cap && (k = read(fds[0], text + got, cap - 1 - got)) > 0;)
+        got += (size_t)k;
+    text[got] = '\0';
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
 }
