@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Largest PNG or JPEG file read into memory. Compressed data bigger than
- * the pixel cap is possible (PNG stores raw pixels with little overhead)
- * but not by much. */
+/* Largest PNG or JPEG file read. Compressed data bigger than the pixel
+ * cap is possible (PNG stores raw pixels with little overhead) but not by
+ * much; a file past this cannot decode to an image segrt takes. */
 #define IMAGE_MAX_FILE_BYTES (SG_IMAGE_MAX_BYTES + ((uint64_t)1 << 30))
 
 sg_image_format sg_image_format_of_bytes(const void *head, size_t n)
@@ -83,23 +83,34 @@ static sg_status unknown_format(const char *name)
     return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: not a PNG, JPEG or TIFF file (by its first bytes)", name);
 }
 
-sg_status sg_image_read_memory_max(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
-                                   sg_image *out)
+/* A read (out) or a probe (out NULL) of bytes in memory. */
+static sg_status decode_memory(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
+                               sg_image_info *info, sg_image *out)
 {
-    memset(out, 0, sizeof *out);
+    memset(info, 0, sizeof *info);
+    if (out)
+        memset(out, 0, sizeof *out);
     if (max_bytes > SG_IMAGE_MAX_BYTES)
         max_bytes = SG_IMAGE_MAX_BYTES;
-    switch (sg_image_format_of_bytes(bytes, n)) {
+    info->format = sg_image_format_of_bytes(bytes, n);
+    switch (info->format) {
     case SG_IMAGE_PNG:
-        return sg_png_decode(bytes, n, name, max_bytes, out);
+        return sg_png_decode(bytes, n, name, max_bytes, info, out);
     case SG_IMAGE_JPEG:
-        return sg_jpeg_decode(bytes, n, name, max_bytes, out);
+        return sg_jpeg_decode(bytes, n, name, max_bytes, info, out);
     case SG_IMAGE_TIFF:
-        return sg_tiff_decode_memory(bytes, n, name, max_bytes, out);
+        return sg_tiff_decode_memory(bytes, n, name, max_bytes, info, out);
     case SG_IMAGE_UNKNOWN:
         break;
     }
     return unknown_format(name);
+}
+
+sg_status sg_image_read_memory_max(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
+                                   sg_image *out)
+{
+    sg_image_info info;
+    return decode_memory(bytes, n, name, max_bytes, &info, out);
 }
 
 sg_status sg_image_read_memory(const void *bytes, size_t n, const char *name, sg_image *out)
@@ -107,9 +118,27 @@ sg_status sg_image_read_memory(const void *bytes, size_t n, const char *name, sg
     return sg_image_read_memory_max(bytes, n, name, SG_IMAGE_MAX_BYTES, out);
 }
 
-sg_status sg_image_read(const char *path, sg_image *out)
+sg_status sg_image_probe_memory_max(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
+                                    sg_image_info *out)
 {
-    memset(out, 0, sizeof *out);
+    return decode_memory(bytes, n, name, max_bytes, out, NULL);
+}
+
+sg_status sg_image_probe_memory(const void *bytes, size_t n, const char *name, sg_image_info *out)
+{
+    return sg_image_probe_memory_max(bytes, n, name, SG_IMAGE_MAX_BYTES, out);
+}
+
+/* A read (out) or a probe (out NULL) of the file at path. PNG and JPEG are
+ * mapped rather than read into memory: the probe touches only headers (and
+ * a PNG's chunk headers), and a read holds the pixels, not the file too. A
+ * TIFF may hold many pages and gigabytes of other data; libtiff maps the
+ * file and touches only what the pages need. */
+static sg_status decode_file(const char *path, sg_image_info *info, sg_image *out)
+{
+    memset(info, 0, sizeof *info);
+    if (out)
+        memset(out, 0, sizeof *out);
     uint8_t head[8];
     size_t got = 0;
     SG_TRY(read_head(path, head, sizeof head, &got));
@@ -118,16 +147,26 @@ sg_status sg_image_read(const char *path, sg_image *out)
     sg_image_format format = sg_image_format_of_bytes(head, got);
     if (format == SG_IMAGE_UNKNOWN)
         return unknown_format(path);
-    /* A TIFF may hold many pages and gigabytes past the first; libtiff maps
-     * the file and reads only what page 0 needs. */
-    if (format == SG_IMAGE_TIFF)
-        return sg_tiff_decode_file(path, SG_IMAGE_MAX_BYTES, out);
-    uint8_t *buf;
-    size_t size;
-    SG_TRY(sg_read_file(path, IMAGE_MAX_FILE_BYTES, "an image file segrt reads (5 GiB)", &buf, &size));
-    sg_status s = sg_image_read_memory(buf, size, path, out);
-    free(buf);
+    if (format == SG_IMAGE_TIFF) {
+        info->format = format;
+        return sg_tiff_decode_file(path, SG_IMAGE_MAX_BYTES, info, out);
+    }
+    sg_mapped_file map;
+    SG_TRY(sg_map_file(path, IMAGE_MAX_FILE_BYTES, "an image file segrt reads (5 GiB)", &map));
+    sg_status s = decode_memory(map.data, map.size, path, SG_IMAGE_MAX_BYTES, info, out);
+    sg_unmap_file(&map);
     return s;
+}
+
+sg_status sg_image_read(const char *path, sg_image *out)
+{
+    sg_image_info info;
+    return decode_file(path, &info, out);
+}
+
+sg_status sg_image_probe(const char *path, sg_image_info *out)
+{
+    return decode_file(path, out, NULL);
 }
 
 void sg_image_free(sg_image *img)
@@ -143,36 +182,106 @@ size_t sg_image_row_bytes(const sg_image *img)
     return (size_t)img->width * (size_t)img->channels * (size_t)(img->bits / 8);
 }
 
-size_t sg_image_bytes(const sg_image *img)
+size_t sg_image_page_bytes(const sg_image *img)
 {
     return sg_image_row_bytes(img) * (size_t)img->height;
+}
+
+size_t sg_image_bytes(const sg_image *img)
+{
+    return sg_image_page_bytes(img) * (size_t)(img->depth > 1 ? img->depth : 1);
+}
+
+const char *sg_image_format_bytes(uint64_t n, char *buf, size_t cap)
+{
+    static const char *const units[] = {"kB", "MB", "GB", "TB", "PB", "EB"};
+    if (n < 1000) {
+        snprintf(buf, cap, "%llu byte%s", (unsigned long long)n, n == 1 ? "" : "s");
+        return buf;
+    }
+    double v = (double)n / 1000.0;
+    size_t u = 0;
+    while (v >= 999.95 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1000.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* Pixel bytes of the dims as a double: exact to 2^53, and never wrapping
+ * where the dims are hostile. For messages. */
+static double dims_bytes(int64_t width, int64_t height, int64_t depth, int32_t channels, int32_t bits)
+{
+    return (double)width * (double)height * (double)depth * (double)channels * (double)(bits / 8);
+}
+
+const char *sg_image_describe(const sg_image_info *info, char *buf, size_t cap)
+{
+    char size[32];
+    double bytes = dims_bytes(info->width, info->height, info->depth, info->channels, info->bits);
+    sg_image_format_bytes(bytes >= 1.8e19 ? UINT64_MAX : (uint64_t)bytes, size, sizeof size);
+    if (info->depth > 1)
+        snprintf(buf, cap, "%dx%dx%d, %d pages, %d-bit (%s)", info->width, info->height, info->channels,
+                 info->depth, info->bits, size);
+    else
+        snprintf(buf, cap, "%dx%dx%d, %d-bit (%s)", info->width, info->height, info->channels, info->bits, size);
+    return buf;
+}
+
+sg_status sg_image_check_dims(int64_t width, int64_t height, int64_t depth, int32_t channels, int32_t bits,
+                              uint64_t max_bytes, const char *name, sg_image_info *info)
+{
+    SG_ASSERT(channels >= 1 && channels <= 4 && (bits == 8 || bits == 16));
+    if (width <= 0 || height <= 0 || width > INT32_MAX || height > INT32_MAX)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: image dims %lldx%lld are not valid", name,
+                        (long long)width, (long long)height);
+    if (depth <= 0 || depth > INT32_MAX)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %lld pages is not a valid depth", name, (long long)depth);
+    /* width * height is below 2^62; compared with max_bytes over the
+     * bytes of a pixel before it is multiplied out, nothing wraps (a
+     * product of the full dims could pass 2^64 and come back small). */
+    uint64_t pixel = (uint64_t)channels * (uint64_t)(bits / 8), plane = (uint64_t)width * (uint64_t)height;
+    if (plane > max_bytes / pixel || plane * pixel > max_bytes / (uint64_t)depth) {
+        char pages[32] = "";
+        if (depth > 1)
+            snprintf(pages, sizeof pages, ", %lld pages,", (long long)depth);
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: a %lldx%lld image%s of %d channel(s) at %d bits needs %.0f bytes, more than the "
+                        "%llu segrt reads",
+                        name, (long long)width, (long long)height, pages, channels, bits,
+                        dims_bytes(width, height, depth, channels, bits), (unsigned long long)max_bytes);
+    }
+    info->width = (int32_t)width;
+    info->height = (int32_t)height;
+    info->depth = (int32_t)depth;
+    info->channels = channels;
+    info->bits = bits;
+    info->pixel_bytes = plane * pixel * (uint64_t)depth;
+    return SEGRT_OK;
+}
+
+sg_status sg_image_alloc_info(const sg_image_info *info, const char *name, sg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    out->pixels = sg_malloc((size_t)info->pixel_bytes);
+    if (!out->pixels)
+        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
+    out->width = info->width;
+    out->height = info->height;
+    out->depth = info->depth;
+    out->channels = info->channels;
+    out->bits = info->bits;
+    return SEGRT_OK;
 }
 
 sg_status sg_image_alloc(int64_t width, int64_t height, int32_t channels, int32_t bits, uint64_t max_bytes,
                          const char *name, sg_image *out)
 {
     memset(out, 0, sizeof *out);
-    SG_ASSERT(channels >= 1 && channels <= 4 && (bits == 8 || bits == 16));
-    if (width <= 0 || height <= 0 || width > INT32_MAX || height > INT32_MAX)
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: image dims %lldx%lld are not valid", name,
-                        (long long)width, (long long)height);
-    /* Each factor is below 2^31 and channels * bytes at most 8, so this
-     * cannot overflow 64 bits. */
-    uint64_t bytes = (uint64_t)width * (uint64_t)height * (uint64_t)channels * (uint64_t)(bits / 8);
-    if (bytes > max_bytes)
-        return sg_error(SEGRT_ERROR_INVALID_MODEL,
-                        "%s: a %lldx%lld image of %d channel(s) at %d bits needs %llu bytes, more than the "
-                        "%llu segrt reads",
-                        name, (long long)width, (long long)height, channels, bits, (unsigned long long)bytes,
-                        (unsigned long long)max_bytes);
-    out->pixels = sg_malloc((size_t)bytes);
-    if (!out->pixels)
-        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
-    out->width = (int32_t)width;
-    out->height = (int32_t)height;
-    out->channels = channels;
-    out->bits = bits;
-    return SEGRT_OK;
+    sg_image_info info = {0};
+    SG_TRY(sg_image_check_dims(width, height, 1, channels, bits, max_bytes, name, &info));
+    return sg_image_alloc_info(&info, name, out);
 }
 
 void sg_image_one_line(char *buf, size_t cap, const char *msg)
@@ -189,8 +298,8 @@ void sg_image_one_line(char *buf, size_t cap, const char *msg)
 
 static bool image_is_valid(const sg_image *img)
 {
-    return img && img->pixels && img->width > 0 && img->height > 0 && img->channels >= 1 && img->channels <= 4 &&
-           (img->bits == 8 || img->bits == 16);
+    return img && img->pixels && img->width > 0 && img->height > 0 && img->depth >= 1 && img->channels >= 1 &&
+           img->channels <= 4 && (img->bits == 8 || img->bits == 16);
 }
 
 /* The format the destination's extension names, for writing. */
@@ -218,6 +327,10 @@ sg_status sg_image_write_to(sg_output *o, const sg_image *img)
     SG_TRY(write_format(path, &format));
     if (!image_is_valid(img))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: nothing to write (an empty or malformed image)", path);
+    /* The encoders write one page. */
+    if (img->depth > 1)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: writing a volume (%d pages) is not supported yet", path,
+                        img->depth);
     return format == SG_IMAGE_PNG ? sg_png_encode(img, o) : sg_tiff_encode(img, o);
 }
 
@@ -241,11 +354,13 @@ sg_status sg_image_to_tensor(const sg_image *img, bool keep_alpha, sg_tensor *ou
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "an empty or malformed image");
     int32_t c_in = img->channels;
     int32_t c_out = keep_alpha || c_in == 1 || c_in == 3 ? c_in : c_in - 1;
-    size_t plane = (size_t)img->width * (size_t)img->height;
+    /* A volume's pages are its slowest axis, in the tensor as in the
+     * pixels, so the conversion is the same over all of them. */
+    size_t plane = (size_t)img->width * (size_t)img->height * (size_t)img->depth;
     float *data = sg_malloc(plane * (size_t)c_out * sizeof(float));
     if (!data)
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    /* Interleaved HWC to planar CHW, one channel at a time so that the
+    /* Interleaved (D)HWC to planar C(D)HW, one channel at a time so that the
      * writes stream. */
     for (int32_t c = 0; c < c_out; c++) {
         float *dst = data + (size_t)c * plane;
@@ -260,11 +375,13 @@ sg_status sg_image_to_tensor(const sg_image *img, bool keep_alpha, sg_tensor *ou
         }
     }
     out->dtype = SEGRT_DTYPE_FLOAT32;
-    out->rank = 4;
-    out->dims[0] = 1;
-    out->dims[1] = c_out;
-    out->dims[2] = img->height;
-    out->dims[3] = img->width;
+    out->rank = 0;
+    out->dims[out->rank++] = 1;
+    out->dims[out->rank++] = c_out;
+    if (img->depth > 1)
+        out->dims[out->rank++] = img->depth;
+    out->dims[out->rank++] = img->height;
+    out->dims[out->rank++] = img->width;
     out->data = data;
     return SEGRT_OK;
 }

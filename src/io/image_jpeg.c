@@ -17,6 +17,17 @@
  * write at most a few dozen (libjpeg-turbo's own tools suggest 500). */
 #define JPEG_MAX_SCANS 500
 
+/* A Huffman-coded JPEG spends at least one bit on each 8x8 block of each
+ * component: its DC coefficient's code (JPEG's Huffman codes are 1 to 16
+ * bits), in the first scan of a progressive file as in a baseline one. So
+ * a file of n bytes holds at most 8n blocks; one that claims more is
+ * refused before the pixels are allocated (libjpeg would allocate them and
+ * then fill a lie with grey). An arithmetic-coded file has no such bound
+ * (its coder spends a small fraction of a bit on a likely decision), so it
+ * gets the fixed ratio SG_IMAGE_UNBOUNDED_RATIO of pixel bytes to file
+ * bytes; real ones compress a tenth better than Huffman ones. */
+#define JPEG_BLOCKS_PER_BYTE 8
+
 typedef struct jpeg_job {
     struct jpeg_error_mgr err; /* first: libjpeg hands back cinfo->err */
     struct jpeg_progress_mgr progress;
@@ -74,10 +85,51 @@ static sg_status unsupported(const char *name, const char *what)
     return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %s JPEG files are not supported", name, what);
 }
 
+/* The 8x8 blocks the file codes: each component's, at its sampling, as
+ * libjpeg counts them once it has read the header. */
+static uint64_t coded_blocks(const struct jpeg_decompress_struct *cinfo)
+{
+    uint64_t blocks = 0;
+    for (int c = 0; c < cinfo->num_components; c++)
+        blocks += (uint64_t)cinfo->comp_info[c].width_in_blocks * cinfo->comp_info[c].height_in_blocks;
+    return blocks;
+}
+
+/* The checks made after the header and before the pixels are allocated:
+ * the pixel cap, then what the file's bytes can decode to. */
+static sg_status check_header(const struct jpeg_decompress_struct *cinfo, size_t n, const char *name,
+                              int32_t channels, uint64_t max_bytes, sg_image_info *info)
+{
+    SG_TRY(sg_image_check_dims(cinfo->image_width, cinfo->image_height, 1, channels, 8, max_bytes, name, info));
+    uint64_t blocks = coded_blocks(cinfo);
+    char what[128], size[32], least[32];
+    if (!cinfo->arith_code && blocks > (uint64_t)n * JPEG_BLOCKS_PER_BYTE)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: JPEG claims %s from %s: its %llu 8x8 blocks need at least %s, as Huffman coding "
+                        "spends at least one bit on each",
+                        name, sg_image_describe(info, what, sizeof what), sg_image_format_bytes(n, size, sizeof size),
+                        (unsigned long long)blocks,
+                        sg_image_format_bytes((blocks + 7) / JPEG_BLOCKS_PER_BYTE, least, sizeof least));
+    if (cinfo->arith_code && info->pixel_bytes / SG_IMAGE_UNBOUNDED_RATIO > n)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: arithmetic-coded JPEG claims %s from %s, more than %d times its size (segrt's cap for "
+                        "coders with no bound of their own)",
+                        name, sg_image_describe(info, what, sizeof what), sg_image_format_bytes(n, size, sizeof size),
+                        SG_IMAGE_UNBOUNDED_RATIO);
+    /* A file of several scans (progressive, or components in scans of
+     * their own) is decoded through a coefficient buffer for the whole
+     * image, 2 bytes a coefficient; one scan through a few rows of blocks.
+     * Either way libjpeg also keeps a couple of MCU rows of samples. */
+    bool multi_scan = cinfo->progressive_mode || cinfo->comps_in_scan < cinfo->num_components;
+    uint64_t row = (uint64_t)info->width * (uint64_t)channels;
+    info->scratch_bytes = (multi_scan ? blocks * 64 * 2 : 0) + 4 * 16 * row + (1 << 20);
+    return SEGRT_OK;
+}
+
 /* Everything that may longjmp back. State that must survive the jump lives
- * in job and out, outside this frame. */
+ * in job, info and out, outside this frame. */
 static sg_status decode_body(struct jpeg_decompress_struct *cinfo, jpeg_job *job, const void *bytes, size_t n,
-                             const char *name, uint64_t max_bytes, sg_image *out)
+                             const char *name, uint64_t max_bytes, sg_image_info *info, sg_image *out)
 {
     if (setjmp(job->jump)) {
         /* 12-bit and lossless files are valid JPEG this libjpeg build does
@@ -112,7 +164,10 @@ static sg_status decode_body(struct jpeg_decompress_struct *cinfo, jpeg_job *job
     default:
         return unsupported(name, cinfo->num_components == 4 ? "4-component" : "unknown-colour-space");
     }
-    SG_TRY(sg_image_alloc(cinfo->image_width, cinfo->image_height, channels, 8, max_bytes, name, out));
+    SG_TRY(check_header(cinfo, n, name, channels, max_bytes, info));
+    if (!out)
+        return SEGRT_OK;
+    SG_TRY(sg_image_alloc_info(info, name, out));
     jpeg_start_decompress(cinfo);
     if (cinfo->output_components != channels || cinfo->output_width != (JDIMENSION)out->width ||
         cinfo->output_height != (JDIMENSION)out->height)
@@ -128,9 +183,11 @@ static sg_status decode_body(struct jpeg_decompress_struct *cinfo, jpeg_job *job
     return SEGRT_OK;
 }
 
-sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image *out)
+sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image_info *info,
+                         sg_image *out)
 {
-    memset(out, 0, sizeof *out);
+    if (out)
+        memset(out, 0, sizeof *out);
     struct jpeg_decompress_struct cinfo;
     jpeg_job job;
     memset(&cinfo, 0, sizeof cinfo);
@@ -139,9 +196,9 @@ sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t
     job.err.error_exit = on_error_exit;
     job.err.emit_message = on_emit_message;
     job.progress.progress_monitor = on_progress;
-    sg_status s = decode_body(&cinfo, &job, bytes, n, name, max_bytes, out);
+    sg_status s = decode_body(&cinfo, &job, bytes, n, name, max_bytes, info, out);
     jpeg_destroy_decompress(&cinfo);
-    if (s != SEGRT_OK)
+    if (s != SEGRT_OK && out)
         sg_image_free(out);
     return s;
 }

@@ -9,6 +9,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Deflate's largest expansion: a 258-byte match coded in 2 bits (a 1-bit
+ * length code and a 1-bit distance code in a dynamic block) gives 1032
+ * bytes out per byte in, and nothing codes more output per bit. zlib gets
+ * about 1030:1 on zeros. */
+#define PNG_DEFLATE_MAX_RATIO 1032
+/* Output the ratio does not account for: a stream's first byte is a
+ * literal, and the smallest images are all header. Any file this lets
+ * through is tiny. */
+#define PNG_DEFLATE_SLACK 4096
+
 /* What libpng's callbacks need: the input (reads), the first message. */
 typedef struct png_job {
     const uint8_t *bytes;
@@ -48,32 +58,125 @@ static bool little_endian(void)
     return low == 1;
 }
 
-/* Everything that may longjmp back. Only job and out, which live in the
- * caller, carry state across the jump. */
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The bytes of compressed pixel data the file holds: the lengths of its
+ * IDAT chunks, each cut to what is left of the file. The walk over the
+ * chunk headers stops at IEND or where a chunk runs past the end (libpng
+ * then reports the damage); it never reads a chunk's data. */
+static uint64_t idat_bytes(const uint8_t *b, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t pos = 8; n >= pos + 8;) {
+        uint64_t len = be32(b + pos), left = n - pos - 8;
+        if (memcmp(b + pos + 4, "IDAT", 4) == 0)
+            sum += len < left ? len : left;
+        if (memcmp(b + pos + 4, "IEND", 4) == 0 || len + 4 > left)
+            break;
+        pos += 12 + (size_t)len;
+    }
+    return sum;
+}
+
+/* a * b, or UINT64_MAX where that would wrap. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+/* The bytes deflate must give for the image: each row's filter byte and
+ * its samples packed at the file's depth, over Adam7's seven passes when
+ * interlaced (a pass with no pixels has no rows). */
+static uint64_t filtered_bytes(uint32_t width, uint32_t height, int depth, int color, int interlace)
+{
+    uint64_t samples = color == PNG_COLOR_TYPE_RGB_ALPHA    ? 4
+                       : color == PNG_COLOR_TYPE_RGB        ? 3
+                       : color == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+                                                            : 1,
+             bpp = samples * (uint64_t)depth;
+    if (interlace == PNG_INTERLACE_NONE)
+        return mul_sat(height, 1 + ((uint64_t)width * bpp + 7) / 8);
+    static const uint8_t x0[7] = {0, 4, 0, 2, 0, 1, 0}, y0[7] = {0, 0, 4, 0, 2, 0, 1};
+    static const uint8_t dx[7] = {8, 8, 4, 4, 2, 2, 1}, dy[7] = {8, 8, 8, 4, 4, 2, 2};
+    uint64_t sum = 0;
+    for (int p = 0; p < 7; p++) {
+        uint64_t cols = width > x0[p] ? (width - x0[p] + dx[p] - 1) / dx[p] : 0;
+        uint64_t rows = height > y0[p] ? (height - y0[p] + dy[p] - 1) / dy[p] : 0;
+        if (cols && rows) {
+            uint64_t pass = mul_sat(rows, 1 + (cols * bpp + 7) / 8);
+            sum = pass > UINT64_MAX - sum ? UINT64_MAX : sum + pass;
+        }
+    }
+    return sum;
+}
+
+/* Fills info from the header libpng has read, with the checks made before
+ * anything the size of the image is allocated: the pixel cap, and the rows
+ * against what the IDAT chunks can inflate to (libpng would allocate the
+ * pixels' rows and only then find the data missing). */
+static sg_status check_header(png_structp png, png_infop info, const png_job *job, const char *name,
+                              uint64_t max_bytes, sg_image_info *out)
+{
+    png_uint_32 width, height;
+    int depth, color, interlace;
+    png_get_IHDR(png, info, &width, &height, &depth, &color, &interlace, NULL, NULL);
+    /* What png_set_expand makes of it (decode checks libpng agrees):
+     * palettes to RGB, grey under 8 bits to 8 bits, tRNS to alpha. */
+    bool trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+    int32_t channels = color == PNG_COLOR_TYPE_RGB_ALPHA    ? 4
+                       : color == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+                       : color == PNG_COLOR_TYPE_GRAY       ? 1 + trns
+                                                            : 3 + trns; /* RGB, palette */
+    SG_TRY(sg_image_check_dims(width, height, 1, channels, depth == 16 ? 16 : 8, max_bytes, name, out));
+    uint64_t need = filtered_bytes(width, height, depth, color, interlace);
+    uint64_t have = idat_bytes(job->bytes, job->n);
+    if (need > have * PNG_DEFLATE_MAX_RATIO + PNG_DEFLATE_SLACK) {
+        char what[128], rows[32], data[32], least[32];
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: PNG claims %s from %s of compressed data (IDAT chunks): its %s of filtered rows "
+                        "need at least %s, as deflate expands at most %d:1",
+                        name, sg_image_describe(out, what, sizeof what), sg_image_format_bytes(have, data, sizeof data),
+                        sg_image_format_bytes(need, rows, sizeof rows),
+                        sg_image_format_bytes(need / PNG_DEFLATE_MAX_RATIO, least, sizeof least),
+                        PNG_DEFLATE_MAX_RATIO);
+    }
+    /* libpng's row and previous row at the widest a transform makes them,
+     * and zlib's window and state. */
+    uint64_t row = (uint64_t)width * (uint64_t)out->channels * (uint64_t)(out->bits / 8);
+    out->scratch_bytes = 2 * (row + 64) + (64 << 10);
+    return SEGRT_OK;
+}
+
+/* Everything that may longjmp back. Only job, header and out, which live
+ * in the caller, carry state across the jump. */
 static sg_status decode_body(png_structp png, png_infop info, png_job *job, const char *name, uint64_t max_bytes,
-                             sg_image *out)
+                             sg_image_info *header, sg_image *out)
 {
     if (setjmp(png_jmpbuf(png)))
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad PNG: %s", name, job->msg);
     png_set_read_fn(png, job, read_bytes);
-    /* libpng refuses more than 10^6 pixels a side by default; the byte cap
-     * below is what bounds memory. */
+    /* libpng refuses more than 10^6 pixels a side by default; the pixel
+     * cap and the IDAT check are what bound memory. */
     png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
     png_read_info(png, info);
-    png_uint_32 width, height;
-    int depth, color, interlace;
-    png_get_IHDR(png, info, &width, &height, &depth, &color, &interlace, NULL, NULL);
-    /* Palettes to RGB, grey under 8 bits to 8 bits, tRNS to an alpha
-     * channel; 16-bit samples kept, in the host's byte order. */
+    SG_TRY(check_header(png, info, job, name, max_bytes, header));
+    if (!out)
+        return SEGRT_OK;
+    /* 16-bit samples are kept, in the host's byte order. */
     png_set_expand(png);
-    if (depth == 16 && little_endian())
+    if (png_get_bit_depth(png, info) == 16 && little_endian())
         png_set_swap(png);
     int passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
     int channels = png_get_channels(png, info), bits = png_get_bit_depth(png, info);
-    if (channels < 1 || channels > 4 || (bits != 8 && bits != 16))
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: PNG of %d channel(s) at %d bits", name, channels, bits);
-    SG_TRY(sg_image_alloc(width, height, channels, bits, max_bytes, name, out));
+    if (channels != header->channels || bits != header->bits)
+        return sg_error(SEGRT_ERROR_INTERNAL, "%s: libpng expands the PNG to %d channel(s) at %d bits, not %d at %d",
+                        name, channels, bits, header->channels, header->bits);
+    SG_TRY(sg_image_alloc_info(header, name, out));
+    png_uint_32 height = (png_uint_32)out->height;
     size_t row = sg_image_row_bytes(out);
     if (png_get_rowbytes(png, info) != row)
         return sg_error(SEGRT_ERROR_INTERNAL, "%s: libpng's rows are %zu bytes, not %zu", name,
@@ -87,9 +190,11 @@ static sg_status decode_body(png_structp png, png_infop info, png_job *job, cons
     return SEGRT_OK;
 }
 
-sg_status sg_png_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image *out)
+sg_status sg_png_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image_info *header,
+                        sg_image *out)
 {
-    memset(out, 0, sizeof *out);
+    if (out)
+        memset(out, 0, sizeof *out);
     png_job job = {.bytes = bytes, .n = n};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &job, on_error, on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -97,9 +202,9 @@ sg_status sg_png_decode(const void *bytes, size_t n, const char *name, uint64_t 
         png_destroy_read_struct(&png, NULL, NULL);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", name);
     }
-    sg_status s = decode_body(png, info, &job, name, max_bytes, out);
+    sg_status s = decode_body(png, info, &job, name, max_bytes, header, out);
     png_destroy_read_struct(&png, &info, NULL);
-    if (s != SEGRT_OK)
+    if (s != SEGRT_OK && out)
         sg_image_free(out);
     return s;
 }

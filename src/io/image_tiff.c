@@ -1,9 +1,19 @@
 /* TIFF through libtiff (4.5 or later): strips and tiles, contiguous and
  * separate planes, 8- and 16-bit unsigned samples; grey (min-is-black or
- * min-is-white), RGB, 8-bit palettes and JPEG-compressed YCbCr. The first
- * page (IFD 0) only. Errors and warnings go to per-handle handlers set
- * through TIFFOpenOptions, so libtiff's global handlers (which print to
- * stderr) are neither called nor replaced. */
+ * min-is-white), RGB, 8-bit palettes and JPEG-compressed YCbCr. Every page
+ * of the main IFD chain, as a volume when they agree (image.h). Errors and
+ * warnings go to per-handle handlers set through TIFFOpenOptions, so
+ * libtiff's global handlers (which print to stderr) are neither called nor
+ * replaced.
+ *
+ * A read is two passes over the file, each with its own handle. The scan
+ * reads every page's directory and checks it (the pages agree; each is a
+ * kind segrt takes; its strips or tiles lie inside the file and their
+ * codec can decode them to no more than the pixels claimed); a probe stops
+ * there. The decode then allocates the volume once and fills it page by
+ * page. Two handles because libtiff caps its own allocations per handle,
+ * and the cap that suits directories (their arrays come from the file) is
+ * tighter than one that lets a codec hold a whole strip. */
 #include "io/image.h"
 
 #include "core/mem.h"
@@ -12,15 +22,54 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <tiffio.h>
 #include <unistd.h>
+
+/* The most pages a volume may have. libtiff counted directories in 16 bits
+ * until 4.5, so files with more are not portable anyway; z-stacks have
+ * hundreds of slices. Past the cap a chain of tiny directories would cost
+ * time for nothing. */
+#define TIFF_MAX_PAGES 65536
+
+/* The largest single allocation libtiff may make while reading
+ * directories: four times the file (a 2-byte StripByteCounts value in the
+ * file is 8 bytes in libtiff's arrays), and never less than this floor for
+ * the fixed tables of small files (a 16-bit colour map is 384 KiB), nor
+ * more than the pixel cap. Without it, a directory of a few bytes can
+ * claim millions of strips, and libtiff sizes its arrays by the claim. */
+#define TIFF_LIB_MIN_ALLOC ((uint64_t)16 << 20)
+
+/* The most each codec decodes per byte of compressed data:
+ * - none: 1 (the bytes are the samples);
+ * - PackBits: 64 (a 2-byte run gives at most 128 bytes);
+ * - deflate: 1032 (a 258-byte match in 2 bits; see image_png.c);
+ * - LZW: 1704: after a Clear code, the i-th code gives at most i bytes, a
+ *   code takes 9 to 12 bits, and libtiff's table takes 4862 codes before it
+ *   needs another Clear (1024 entries past the 4096 of the format), which
+ *   gives 11.8 MB from 6943 bytes at best;
+ * - zstd: 32768 (a block decodes to at most 128 KiB, an RLE block takes 4
+ *   bytes, and no other block type does better);
+ * - everything else (JPEG, whose strips may be arithmetic-coded; LZMA,
+ *   WebP, LERC, ...): SG_IMAGE_UNBOUNDED_RATIO.
+ * The decoded size of a page counts full tiles (edge tiles are coded
+ * whole) and each strip's rows. */
+#define TIFF_PACKBITS_MAX_RATIO 64
+#define TIFF_DEFLATE_MAX_RATIO 1032
+#define TIFF_LZW_MAX_RATIO 1704
+#define TIFF_ZSTD_MAX_RATIO 32768
+/* Decoded bytes the ratios do not account for, over the whole file: the
+ * fixed start of each codec's stream (a literal, a code table). Any file
+ * this lets through is tiny. */
+#define TIFF_RATIO_SLACK 4096
 
 /* What the handlers and the memory procs need. */
 typedef struct tiff_job {
     const uint8_t *bytes; /* the file, for reads from memory */
-    uint64_t n, pos;
-    char msg[256];  /* libtiff's first error */
-    bool truncated; /* tag data past the end of the file */
+    uint64_t n, pos;      /* n: the file's size, whether in memory or not */
+    char msg[256];        /* libtiff's first error */
+    bool failed;          /* libtiff reported an error */
+    bool truncated;       /* tag data past the end of the file */
 } tiff_job;
 
 /* libtiff reports the cause first and the consequences after it
@@ -42,6 +91,7 @@ static int on_error(TIFF *tif, void *user, const char *module, const char *fmt, 
     char text[sizeof job->msg];
     vsnprintf(text, sizeof text, fmt, ap);
     record(job, module, text);
+    job->failed = true;
     return 1; /* handled: libtiff's global handler is not called */
 }
 
@@ -63,16 +113,21 @@ static int on_warning(TIFF *tif, void *user, const char *module, const char *fmt
     return 1;
 }
 
-static TIFFOpenOptions *open_options(tiff_job *job, uint64_t max_bytes)
+/* Options for a handle whose single allocations libtiff caps at
+ * max_alloc. */
+static TIFFOpenOptions *open_options(tiff_job *job, uint64_t max_alloc)
 {
     TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
     if (!opts)
         return NULL;
     TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, job);
     TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, job);
-    /* libtiff's own buffers (a strip's compressed bytes, tag arrays) never
-     * need more than the image itself may take. */
-    TIFFOpenOptionsSetMaxSingleMemAlloc(opts, (tmsize_t)(max_bytes < 1024 * 1024 ? 1024 * 1024 : max_bytes));
+    TIFFOpenOptionsSetMaxSingleMemAlloc(opts, (tmsize_t)max_alloc);
+#if TIFFLIB_AT_LEAST(4, 7, 0)
+    /* All of a handle's live allocations together: one directory's arrays
+     * and one codec's buffers at a time, each under the single cap. */
+    TIFFOpenOptionsSetMaxCumulatedMemAlloc(opts, (tmsize_t)(2 * max_alloc));
+#endif
     return opts;
 }
 
@@ -144,37 +199,119 @@ static sg_status bad(const char *name, const tiff_job *job, const char *what)
     return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: %s", name, job->msg[0] ? job->msg : what);
 }
 
-/* The page's layout, checked. */
+/* One page's layout, checked, and where its data lies. */
 typedef struct tiff_layout {
     uint32_t width, height;
-    uint16_t bits, samples, photometric, planar;
-    bool palette;
-    bool min_is_white;
+    uint16_t bits, samples, photometric, planar, format, compression;
+    uint32_t subfile; /* NewSubfileType, with the old SubfileType's reduced image as bit 0 */
+    int32_t channels; /* as read: 3 for a palette */
+    bool palette, min_is_white;
+    bool tiled;
+    uint32_t tw, th;    /* tile size, or width x rows per strip */
+    uint32_t units;     /* strips or tiles a read decodes (all planes) */
+    uint64_t unit_max;  /* the decoded bytes of the largest */
+    uint64_t decoded;   /* the decoded bytes of them all */
+    uint64_t coded;     /* their bytes in the file */
 } tiff_layout;
 
-static sg_status read_layout(TIFF *tif, const tiff_job *job, const char *name, tiff_layout *l)
+/* "NAME" for page 0, "NAME, page K" after it: where a message points. */
+static const char *page_name(const char *name, uint32_t page, char *buf, size_t cap)
+{
+    if (page == 0)
+        snprintf(buf, cap, "%s", name);
+    else
+        snprintf(buf, cap, "%s, page %u", name, page);
+    return buf;
+}
+
+static const char *format_name(uint16_t format)
+{
+    switch (format) {
+    case SAMPLEFORMAT_UINT:
+    case SAMPLEFORMAT_VOID:
+        return "unsigned integers";
+    case SAMPLEFORMAT_INT:
+        return "signed integers";
+    case SAMPLEFORMAT_IEEEFP:
+        return "floating-point";
+    default:
+        return "complex or unknown";
+    }
+}
+
+/* The current directory's tags, before anything is checked. */
+static sg_status read_tags(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
 {
     memset(l, 0, sizeof *l);
-    uint16_t format, compression;
     if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &l->width) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &l->height))
-        return bad(name, job, "no ImageWidth or ImageLength");
+        return bad(where, job, "no ImageWidth or ImageLength");
     TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &l->bits);
     TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &l->samples);
-    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &format);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &l->format);
+    if (l->format == SAMPLEFORMAT_VOID) /* untyped: read as unsigned, as libtiff's tools do */
+        l->format = SAMPLEFORMAT_UINT;
     TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &l->planar);
-    TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &l->compression);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SUBFILETYPE, &l->subfile);
+    uint16_t old = 0;
+    if (TIFFGetField(tif, TIFFTAG_OSUBFILETYPE, &old) && old == OFILETYPE_REDUCEDIMAGE)
+        l->subfile |= FILETYPE_REDUCEDIMAGE;
     /* Photometric is required, but files without it exist; guess as
      * libtiff's own tools do. */
     if (!TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &l->photometric))
         l->photometric = l->samples < 3 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB;
-    if (!TIFFIsCODECConfigured(compression))
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF compression %u is not in this libtiff", name,
-                        compression);
-    if (format != SAMPLEFORMAT_UINT && format != SAMPLEFORMAT_VOID)
+    l->tiled = TIFFIsTiled(tif) != 0;
+    return SEGRT_OK;
+}
+
+/* Refuses a page that is not a slice of the z-stack page 0 starts: a
+ * reduced-resolution level or a mask, then any difference in size or
+ * sample type. Checked before the page's own kind, so that a pyramid of
+ * another type is called a pyramid. */
+static sg_status check_agrees(const char *name, uint32_t page, const tiff_layout *l, const tiff_layout *first)
+{
+    const char *stack = "a multi-page TIFF is read as a volume only when its pages agree";
+    if (l->subfile & FILETYPE_REDUCEDIMAGE)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: page %u is a reduced-resolution image (NewSubfileType %u): a pyramid or thumbnail, not "
+                        "a z-stack; segrt does not read pyramidal TIFFs yet",
+                        name, page, l->subfile);
+    if (l->subfile & FILETYPE_MASK)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: page %u is a transparency mask (NewSubfileType %u), not a slice of a z-stack", name, page,
+                        l->subfile);
+    if (l->width < first->width && l->height < first->height)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: page %u is %ux%u, smaller than page 0 (%ux%u) both ways: a pyramid, not a z-stack; "
+                        "segrt does not read pyramidal TIFFs yet",
+                        name, page, l->width, l->height, first->width, first->height);
+    if (l->width != first->width || l->height != first->height)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: page %u is %ux%u, page 0 is %ux%u; %s in size", name, page,
+                        l->width, l->height, first->width, first->height, stack);
+    if (l->samples != first->samples)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: page %u has %u samples per pixel, page 0 has %u; %s", name,
+                        page, l->samples, first->samples, stack);
+    if (l->bits != first->bits)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: page %u has %u-bit samples, page 0 %u-bit; %s", name, page,
+                        l->bits, first->bits, stack);
+    if (l->format != first->format)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: page %u has %s samples, page 0 %s; %s", name, page,
+                        format_name(l->format), format_name(first->format), stack);
+    return SEGRT_OK;
+}
+
+/* Checks that segrt takes the page's kind, and sets up its decoding
+ * (YCbCr to RGB is a codec setting of each directory). */
+static sg_status check_kind(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
+{
+    if (!TIFFIsCODECConfigured(l->compression))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF compression %u is not in this libtiff", where,
+                        l->compression);
+    if (l->format != SAMPLEFORMAT_UINT)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF %s samples are not supported (unsigned integers only)",
-                        name, format == SAMPLEFORMAT_IEEEFP ? "floating-point" : "signed or complex");
+                        where, l->format == SAMPLEFORMAT_IEEEFP ? "floating-point" : "signed or complex");
     if (l->bits != 8 && l->bits != 16)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %u-bit TIFF samples are not supported (8 or 16 only)", name,
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %u-bit TIFF samples are not supported (8 or 16 only)", where,
                         l->bits);
     uint16_t base;
     switch (l->photometric) {
@@ -190,32 +327,258 @@ static sg_status read_layout(TIFF *tif, const tiff_job *job, const char *name, t
         break;
     case PHOTOMETRIC_PALETTE:
         if (l->bits != 8)
-            return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: 16-bit TIFF palettes are not supported", name);
+            return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: 16-bit TIFF palettes are not supported", where);
         l->palette = true;
         base = 1;
         break;
     case PHOTOMETRIC_YCBCR:
         /* JPEG-compressed YCbCr (whole-slide tiles, scanners): libjpeg
          * converts to RGB and upsamples. Other YCbCr is rare. */
-        if (compression != COMPRESSION_JPEG)
+        if (l->compression != COMPRESSION_JPEG)
             return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: YCbCr TIFF other than JPEG-compressed is not supported",
-                            name);
+                            where);
         if (!TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
-            return bad(name, job, "cannot convert its YCbCr to RGB");
+            return bad(where, job, "cannot convert its YCbCr to RGB");
         base = 3;
         break;
     default:
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
-                        "%s: TIFF photometric interpretation %u (CMYK, Lab, ...) is not supported", name,
+                        "%s: TIFF photometric interpretation %u (CMYK, Lab, ...) is not supported", where,
                         l->photometric);
     }
     if (l->samples != base && !(l->samples == base + 1 && !l->palette))
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF with %u samples per pixel for photometric %u", name,
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF with %u samples per pixel for photometric %u", where,
                         l->samples, l->photometric);
     if (l->planar != PLANARCONFIG_CONTIG && l->planar != PLANARCONFIG_SEPARATE)
-        return bad(name, job, "unknown PlanarConfiguration");
+        return bad(where, job, "unknown PlanarConfiguration");
     if (l->samples == 1)
         l->planar = PLANARCONFIG_CONTIG; /* the same bytes either way */
+    l->channels = l->palette ? 3 : l->samples;
+    return SEGRT_OK;
+}
+
+/* The page's strips or tiles: their size, how many a read decodes and how
+ * many bytes they decode to. The page's dims have passed the pixel cap. */
+static sg_status check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes,
+                                tiff_layout *l)
+{
+    bool separate = l->planar == PLANARCONFIG_SEPARATE;
+    uint64_t sample = l->bits / 8, unit = separate ? sample : sample * l->samples;
+    uint64_t planes = separate ? l->samples : 1, per_plane, have;
+    if (l->tiled) {
+        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &l->tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &l->th) ||
+            !l->tw || !l->th)
+            return bad(where, job, "no tile size");
+        if ((uint64_t)l->tw * l->th > max_bytes / unit)
+            return bad(where, job, "tiles larger than an image may be");
+        l->unit_max = (uint64_t)l->tw * l->th * unit;
+        if ((uint64_t)TIFFTileSize64(tif) < l->unit_max)
+            return bad(where, job, "tile size does not fit the image");
+        per_plane = ((uint64_t)l->width + l->tw - 1) / l->tw * (((uint64_t)l->height + l->th - 1) / l->th);
+        l->decoded = per_plane * planes * l->unit_max;
+        have = TIFFNumberOfTiles(tif);
+    } else {
+        uint32_t rps = 0;
+        TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rps);
+        if (rps == 0 || rps > l->height)
+            rps = l->height;
+        l->tw = l->width;
+        l->th = rps;
+        l->unit_max = (uint64_t)rps * l->width * unit;
+        per_plane = (l->height - 1) / rps + 1;
+        l->decoded = (uint64_t)l->height * l->width * unit * planes;
+        have = TIFFNumberOfStrips(tif);
+    }
+    if (have < per_plane * planes)
+        return bad(where, job,
+                   l->tiled ? "fewer tiles than the image needs" : "fewer strips than the image has rows for");
+    l->units = (uint32_t)(per_plane * planes); /* at most have, a uint32 */
+    return SEGRT_OK;
+}
+
+/* Checks that each strip or tile a read decodes lies inside the file (n
+ * bytes), and adds up their bytes. */
+static sg_status check_data(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
+{
+    const char *what = l->tiled ? "tile" : "strip";
+    l->coded = 0;
+    for (uint32_t i = 0; i < l->units; i++) {
+        int err = 0;
+        uint64_t off = TIFFGetStrileOffsetWithErr(tif, i, &err);
+        uint64_t len = err ? 0 : TIFFGetStrileByteCountWithErr(tif, i, &err);
+        if (err)
+            return bad(where, job, "cannot read where the strips or tiles lie");
+        if (len == 0)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                            "%s: bad TIFF: %s %u has no data (libtiff reads no sparse TIFFs)", where, what, i);
+        if (off > job->n || len > job->n - off)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                            "%s: bad TIFF: %s %u (bytes %llu to %llu) runs past the end of the file (%llu bytes)",
+                            where, what, i, (unsigned long long)off, (unsigned long long)(off + len),
+                            (unsigned long long)job->n);
+        l->coded += len;
+    }
+    return SEGRT_OK;
+}
+
+static uint64_t codec_ratio(uint16_t compression)
+{
+    switch (compression) {
+    case COMPRESSION_NONE:
+        return 1;
+    case COMPRESSION_PACKBITS:
+        return TIFF_PACKBITS_MAX_RATIO;
+    case COMPRESSION_ADOBE_DEFLATE:
+    case COMPRESSION_DEFLATE:
+        return TIFF_DEFLATE_MAX_RATIO;
+    case COMPRESSION_LZW:
+        return TIFF_LZW_MAX_RATIO;
+    case COMPRESSION_ZSTD:
+        return TIFF_ZSTD_MAX_RATIO;
+    default:
+        return SG_IMAGE_UNBOUNDED_RATIO;
+    }
+}
+
+static const char *codec_name(uint16_t compression, char *buf, size_t cap)
+{
+    const TIFFCodec *c = compression == COMPRESSION_NONE ? NULL : TIFFFindCODEC(compression);
+    if (compression == COMPRESSION_NONE)
+        snprintf(buf, cap, "no compression");
+    else if (c)
+        snprintf(buf, cap, "%s", c->name);
+    else
+        snprintf(buf, cap, "compression %u", compression);
+    return buf;
+}
+
+/* Codecs that hold a decoded strip or tile of their own (about twice its
+ * size at most) as they decode; the others decode into the caller's. */
+static bool codec_buffers(uint16_t compression)
+{
+    return compression == COMPRESSION_WEBP || compression == COMPRESSION_LERC ||
+           compression == COMPRESSION_PIXARLOG || compression == COMPRESSION_JXL;
+}
+
+/* What the scan learns of the whole file. */
+typedef struct tiff_scan {
+    tiff_layout first;  /* page 0 */
+    uint32_t pages;
+    uint64_t decoded;   /* decoded bytes of every page's strips or tiles */
+    uint64_t allowed;   /* the most their codecs can decode them to */
+    uint64_t coded;     /* their bytes in the file */
+    uint64_t ratio_max; /* of the codecs seen */
+    uint16_t loosest;   /* the codec with that ratio */
+    uint64_t unit_max;  /* the largest strip or tile, decoded */
+    bool staged;        /* some page is tiled or has separate planes: read through a buffer of unit_max */
+    bool buffers;       /* a codec that buffers a strip or tile is used */
+} tiff_scan;
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+/* Checks the current directory, page (0 first), against page 0's and adds
+ * its data to sc. */
+static sg_status scan_page(TIFF *tif, const tiff_job *job, const char *name, uint32_t page, uint64_t max_bytes,
+                           tiff_scan *sc)
+{
+    char where[512];
+    page_name(name, page, where, sizeof where);
+    if (job->truncated)
+        return bad(where, job, "truncated");
+    tiff_layout l;
+    SG_TRY(read_tags(tif, job, where, &l));
+    if (page > 0)
+        SG_TRY(check_agrees(name, page, &l, &sc->first));
+    SG_TRY(check_kind(tif, job, where, &l));
+    if (page > 0 && l.channels != sc->first.channels)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: page %u reads as %d channel(s) (photometric %u), page 0 as %d (photometric %u); a "
+                        "multi-page TIFF is read as a volume only when its pages agree",
+                        name, page, l.channels, l.photometric, sc->first.channels, sc->first.photometric);
+    if (page == 0) {
+        /* The volume's dims against the pixel cap before any page's strips
+         * are looked at. */
+        sg_image_info dims = {0};
+        SG_TRY(sg_image_check_dims(l.width, l.height, sc->pages, l.channels, l.bits, max_bytes, name, &dims));
+    }
+    SG_TRY(check_geometry(tif, job, where, max_bytes, &l));
+    SG_TRY(check_data(tif, job, where, &l));
+    uint64_t ratio = codec_ratio(l.compression);
+    /* A page's strips may share bytes; it cannot have more of its own
+     * than the file. */
+    uint64_t coded = l.coded < job->n ? l.coded : job->n;
+    sc->decoded = add_sat(sc->decoded, l.decoded);
+    sc->allowed = add_sat(sc->allowed, ratio > UINT64_MAX / (coded + 1) ? UINT64_MAX : ratio * coded);
+    sc->coded = add_sat(sc->coded, l.coded);
+    if (ratio > sc->ratio_max) {
+        sc->ratio_max = ratio;
+        sc->loosest = l.compression;
+    }
+    sc->unit_max = l.unit_max > sc->unit_max ? l.unit_max : sc->unit_max;
+    sc->staged = sc->staged || l.tiled || l.planar == PLANARCONFIG_SEPARATE;
+    sc->buffers = sc->buffers || codec_buffers(l.compression);
+    if (page == 0)
+        sc->first = l;
+    return SEGRT_OK;
+}
+
+/* The scan (see the top of the file): fills info and sc, or says what is
+ * wrong, naming the page. */
+static sg_status scan(TIFF *tif, tiff_job *job, const char *name, uint64_t max_bytes, sg_image_info *info,
+                      tiff_scan *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    /* Page 0's own checks come first: a single-page file of a kind segrt
+     * does not take is told so before anything else. */
+    char where[512];
+    page_name(name, 0, where, sizeof where);
+    if (job->truncated)
+        return bad(name, job, "truncated");
+    tiff_layout l;
+    SG_TRY(read_tags(tif, job, where, &l));
+    SG_TRY(check_kind(tif, job, where, &l));
+    /* Counting follows only the chain of directory offsets (and refuses a
+     * loop); it leaves page 0 current. An error before it did not stop the
+     * open and is not the count's. */
+    job->failed = false;
+    tdir_t pages = TIFFNumberOfDirectories(tif);
+    if (job->failed || pages == 0)
+        return bad(name, job, "cannot follow the chain of pages");
+    if (pages > TIFF_MAX_PAGES)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF of %u pages; segrt reads at most %u", name,
+                        (unsigned)pages, TIFF_MAX_PAGES);
+    sc->pages = (uint32_t)pages;
+    for (uint32_t page = 0; page < sc->pages; page++) {
+        if (page > 0 && !TIFFReadDirectory(tif)) {
+            char at[512];
+            return bad(page_name(name, page, at, sizeof at), job, "cannot read the page's directory");
+        }
+        SG_TRY(scan_page(tif, job, name, page, max_bytes, sc));
+    }
+    /* No more than the file's bytes times the loosest codec, whatever the
+     * strips share. */
+    uint64_t file_cap = sc->ratio_max > UINT64_MAX / (job->n + 1) ? UINT64_MAX : sc->ratio_max * job->n;
+    uint64_t allowed = add_sat(sc->allowed < file_cap ? sc->allowed : file_cap, TIFF_RATIO_SLACK);
+    const tiff_layout *f = &sc->first;
+    SG_TRY(sg_image_check_dims(f->width, f->height, sc->pages, f->channels, f->bits, max_bytes, name, info));
+    if (sc->decoded > allowed) {
+        char what[160], coded[32], most[32], codec[64];
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: TIFF claims %s from %s of strip and tile data, which decode with %s to at most %s "
+                        "(%llu:1)",
+                        name, sg_image_describe(info, what, sizeof what),
+                        sg_image_format_bytes(sc->coded, coded, sizeof coded),
+                        codec_name(sc->loosest, codec, sizeof codec), sg_image_format_bytes(allowed, most, sizeof most),
+                        (unsigned long long)sc->ratio_max);
+    }
+    /* Beside the pixels: a palette page's indices, a strip or tile of
+     * separate planes or tiles, a buffering codec's strip, and codec
+     * state. */
+    info->scratch_bytes = (f->palette ? (uint64_t)f->width * f->height : 0) + (sc->staged ? sc->unit_max : 0) +
+                          (sc->buffers ? 2 * sc->unit_max : 0) + (1 << 20);
     return SEGRT_OK;
 }
 
@@ -239,89 +602,59 @@ static void place(const tiff_layout *l, const uint8_t *src, size_t src_row, uint
     }
 }
 
-static sg_status read_tiles(TIFF *tif, const tiff_job *job, const char *name, const tiff_layout *l,
-                            uint64_t max_bytes, sg_image *dst)
+/* The page's tiles into dst (one page), through buf (one tile). */
+static sg_status read_tiles(TIFF *tif, const tiff_job *job, const char *where, const tiff_layout *l, uint8_t *buf,
+                            sg_image *dst)
 {
-    uint32_t tw = 0, th = 0;
-    if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || !tw || !th)
-        return bad(name, job, "no tile size");
     bool separate = l->planar == PLANARCONFIG_SEPARATE;
-    size_t sample = l->bits / 8, unit = separate ? sample : sample * l->samples;
-    if ((uint64_t)tw * th > max_bytes / unit)
-        return bad(name, job, "tiles larger than an image may be");
-    uint64_t need = (uint64_t)tw * th * unit;
-    if (TIFFTileSize64(tif) < need)
-        return bad(name, job, "tile size does not fit the image");
-    uint8_t *buf = sg_malloc((size_t)need);
-    if (!buf)
-        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
-    sg_status s = SEGRT_OK;
+    size_t unit = (size_t)(l->bits / 8) * (separate ? 1 : l->samples);
+    tmsize_t need = (tmsize_t)l->unit_max;
     int planes = separate ? l->samples : 1;
-    for (uint32_t y = 0; y < l->height && s == SEGRT_OK; y += th)
-        for (uint32_t x = 0; x < l->width && s == SEGRT_OK; x += tw)
-            for (int p = 0; p < planes && s == SEGRT_OK; p++) {
+    for (uint32_t y = 0; y < l->height; y += l->th)
+        for (uint32_t x = 0; x < l->width; x += l->tw)
+            for (int p = 0; p < planes; p++) {
                 uint32_t tile = TIFFComputeTile(tif, x, y, 0, (uint16_t)p);
-                if (TIFFReadEncodedTile(tif, tile, buf, (tmsize_t)need) != (tmsize_t)need) {
-                    s = bad(name, job, "a tile cannot be read");
-                    break;
-                }
-                uint32_t cols = l->width - x < tw ? l->width - x : tw;
-                uint32_t rows = l->height - y < th ? l->height - y : th;
-                place(l, buf, (size_t)tw * unit, x, y, cols, rows, separate ? p : -1, dst);
+                if (TIFFReadEncodedTile(tif, tile, buf, need) != need)
+                    return bad(where, job, "a tile cannot be read");
+                uint32_t cols = l->width - x < l->tw ? l->width - x : l->tw;
+                uint32_t rows = l->height - y < l->th ? l->height - y : l->th;
+                place(l, buf, (size_t)l->tw * unit, x, y, cols, rows, separate ? p : -1, dst);
             }
-    free(buf);
-    return s;
+    return SEGRT_OK;
 }
 
-static sg_status read_strips(TIFF *tif, const tiff_job *job, const char *name, const tiff_layout *l,
-                             uint64_t max_bytes, sg_image *dst)
+/* The page's strips into dst (one page): contiguous strips straight into
+ * it, separate planes through buf (one strip). */
+static sg_status read_strips(TIFF *tif, const tiff_job *job, const char *where, const tiff_layout *l, uint8_t *buf,
+                             sg_image *dst)
 {
-    uint32_t rps = 0;
-    TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rps);
-    if (rps == 0 || rps > l->height)
-        rps = l->height;
     bool separate = l->planar == PLANARCONFIG_SEPARATE;
-    size_t sample = l->bits / 8, row = (size_t)l->width * sample * (separate ? 1 : l->samples);
+    uint32_t rps = l->th;
+    size_t row = (size_t)l->width * (l->bits / 8) * (separate ? 1 : l->samples);
     uint32_t per_plane = (l->height - 1) / rps + 1;
     int planes = separate ? l->samples : 1;
-    if ((uint64_t)TIFFNumberOfStrips(tif) < (uint64_t)per_plane * (uint64_t)planes)
-        return bad(name, job, "fewer strips than the image has rows for");
-    /* Contiguous strips decode straight into the image; separate planes go
-     * through one strip's buffer. */
-    uint8_t *buf = NULL;
-    if (separate) {
-        if ((uint64_t)rps * row > max_bytes)
-            return bad(name, job, "strips larger than the image");
-        buf = sg_malloc((size_t)rps * row);
-        if (!buf)
-            return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
-    }
-    sg_status s = SEGRT_OK;
-    for (int p = 0; p < planes && s == SEGRT_OK; p++)
+    for (int p = 0; p < planes; p++)
         for (uint32_t k = 0; k < per_plane; k++) {
             uint32_t y = k * rps, rows = l->height - y < rps ? l->height - y : rps;
             tmsize_t need = (tmsize_t)(rows * row);
             uint8_t *to = separate ? buf : (uint8_t *)dst->pixels + (size_t)y * row;
-            if (TIFFReadEncodedStrip(tif, (uint32_t)p * per_plane + k, to, need) != need) {
-                s = bad(name, job, "a strip cannot be read");
-                break;
-            }
+            if (TIFFReadEncodedStrip(tif, (uint32_t)p * per_plane + k, to, need) != need)
+                return bad(where, job, "a strip cannot be read");
             if (separate)
                 place(l, buf, row, 0, y, l->width, rows, p, dst);
         }
-    free(buf);
-    return s;
+    return SEGRT_OK;
 }
 
 /* Palette indices (1 channel, 8 bits) to 8-bit RGB through the colour map.
  * Maps are 16-bit; some old writers stored 8-bit values in them, which
  * shows as no entry above 255 (libtiff's tools test the same). */
-static sg_status apply_palette(TIFF *tif, const tiff_job *job, const char *name, const sg_image *index,
+static sg_status apply_palette(TIFF *tif, const tiff_job *job, const char *where, const sg_image *index,
                                sg_image *rgb)
 {
     uint16_t *r, *g, *b;
     if (!TIFFGetField(tif, TIFFTAG_COLORMAP, &r, &g, &b))
-        return bad(name, job, "a palette image without a ColorMap");
+        return bad(where, job, "a palette image without a ColorMap");
     bool wide = false;
     for (int i = 0; i < 256; i++)
         wide = wide || r[i] > 255 || g[i] > 255 || b[i] > 255;
@@ -352,34 +685,97 @@ static void invert_grey(sg_image *img)
     }
 }
 
-static sg_status decode(TIFF *tif, const tiff_job *job, const char *name, uint64_t max_bytes, sg_image *out)
+/* The decode (see the top of the file): every page into out, allocated
+ * here for info's dims. Each page's layout is read again from this
+ * handle; a file that no longer matches the scan is refused. */
+static sg_status decode_pages(TIFF *tif, const tiff_job *job, const char *name, const sg_image_info *info,
+                              const tiff_scan *sc, sg_image *out)
 {
-    tiff_layout l;
-    SG_TRY(read_layout(tif, job, name, &l));
-    /* Check the final image's size before anything is allocated. */
-    SG_TRY(sg_image_alloc(l.width, l.height, l.palette ? 3 : l.samples, l.bits, max_bytes, name, out));
+    SG_TRY(sg_image_alloc_info(info, name, out));
+    const tiff_layout *f = &sc->first;
     sg_image index = {0};
-    sg_image *dst = out;
-    if (l.palette) {
-        SG_TRY(sg_image_alloc(l.width, l.height, 1, 8, max_bytes, name, &index));
-        dst = &index;
+    uint8_t *buf = NULL;
+    sg_status s = SEGRT_OK;
+    if (f->palette)
+        s = sg_image_alloc(f->width, f->height, 1, 8, SG_IMAGE_MAX_BYTES, name, &index);
+    if (s == SEGRT_OK && sc->staged && !(buf = sg_malloc(sc->unit_max)))
+        s = sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
+    size_t page_bytes = sg_image_page_bytes(out);
+    for (uint32_t page = 0; page < sc->pages && s == SEGRT_OK; page++) {
+        char where[512];
+        page_name(name, page, where, sizeof where);
+        if (page > 0 && !TIFFReadDirectory(tif)) {
+            s = bad(where, job, "cannot read the page's directory");
+            break;
+        }
+        tiff_layout l;
+        if (job->truncated)
+            s = bad(where, job, "truncated");
+        if (s == SEGRT_OK)
+            s = read_tags(tif, job, where, &l);
+        if (s == SEGRT_OK)
+            s = check_kind(tif, job, where, &l);
+        if (s == SEGRT_OK)
+            s = check_geometry(tif, job, where, SG_IMAGE_MAX_BYTES, &l);
+        if (s == SEGRT_OK && (l.width != f->width || l.height != f->height || l.channels != f->channels ||
+                              l.bits != f->bits || l.samples != f->samples || l.palette != f->palette ||
+                              l.unit_max > sc->unit_max || ((l.tiled || l.planar == PLANARCONFIG_SEPARATE) && !buf)))
+            s = sg_error(SEGRT_ERROR_IO, "%s: the file changed while it was read", where);
+        if (s != SEGRT_OK)
+            break;
+        sg_image slice = *out;
+        slice.depth = 1;
+        slice.pixels = (uint8_t *)out->pixels + (size_t)page * page_bytes;
+        sg_image *dst = l.palette ? &index : &slice;
+        s = l.tiled ? read_tiles(tif, job, where, &l, buf, dst) : read_strips(tif, job, where, &l, buf, dst);
+        if (s == SEGRT_OK && l.palette)
+            s = apply_palette(tif, job, where, &index, &slice);
+        if (s == SEGRT_OK && l.min_is_white)
+            invert_grey(&slice);
     }
-    sg_status s = TIFFIsTiled(tif) ? read_tiles(tif, job, name, &l, max_bytes, dst)
-                                   : read_strips(tif, job, name, &l, max_bytes, dst);
-    if (s == SEGRT_OK && l.palette)
-        s = apply_palette(tif, job, name, &index, out);
-    if (s == SEGRT_OK && l.min_is_white)
-        invert_grey(out);
+    free(buf);
     sg_image_free(&index);
     return s;
 }
 
-static sg_status decode_and_close(TIFF *tif, const tiff_job *job, const char *name, uint64_t max_bytes,
-                                  sg_image *out)
+/* Opens the file for one pass, libtiff's single allocations capped at
+ * max_alloc: from job's bytes when path is NULL, else by path. */
+static TIFF *open_pass(tiff_job *job, const char *name, const char *path, uint64_t max_alloc)
 {
+    job->pos = 0;
+    job->msg[0] = '\0';
+    job->failed = job->truncated = false;
+    TIFFOpenOptions *opts = open_options(job, max_alloc);
+    if (!opts)
+        return NULL;
+    TIFF *tif = path ? TIFFOpenExt(path, "r", opts)
+                     : TIFFClientOpenExt(name, "r", (thandle_t)job, mem_read, mem_write, mem_seek, mem_close,
+                                         mem_size, mem_map, mem_unmap, opts);
+    TIFFOpenOptionsFree(opts);
+    return tif;
+}
+
+static sg_status decode(tiff_job *job, const char *name, const char *path, uint64_t max_bytes, sg_image_info *info,
+                        sg_image *out)
+{
+    uint64_t dir_cap = 4 * job->n;
+    dir_cap = dir_cap < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : dir_cap;
+    dir_cap = dir_cap > max_bytes ? max_bytes : dir_cap;
+    TIFF *tif = open_pass(job, name, path, dir_cap);
     if (!tif)
         return bad(name, job, "cannot open");
-    sg_status s = job->truncated ? bad(name, job, "truncated") : decode(tif, job, name, max_bytes, out);
+    tiff_scan sc;
+    sg_status s = scan(tif, job, name, max_bytes, info, &sc);
+    TIFFClose(tif);
+    if (s != SEGRT_OK || !out)
+        return s;
+    /* The decode lets a codec hold a strip or tile of its own (about
+     * twice its size, for PixarLog) beside the directories' arrays. */
+    uint64_t codec_cap = 2 * sc.unit_max > dir_cap ? 2 * sc.unit_max : dir_cap;
+    tif = open_pass(job, name, path, codec_cap > max_bytes ? max_bytes : codec_cap);
+    if (!tif)
+        return bad(name, job, "cannot open");
+    s = decode_pages(tif, job, name, info, &sc, out);
     TIFFClose(tif);
     if (s != SEGRT_OK)
         sg_image_free(out);
@@ -387,29 +783,23 @@ static sg_status decode_and_close(TIFF *tif, const tiff_job *job, const char *na
 }
 
 sg_status sg_tiff_decode_memory(const void *bytes, size_t n, const char *name, uint64_t max_bytes,
-                                sg_image *out)
+                                sg_image_info *info, sg_image *out)
 {
-    memset(out, 0, sizeof *out);
+    if (out)
+        memset(out, 0, sizeof *out);
     tiff_job job = {.bytes = bytes, .n = n};
-    TIFFOpenOptions *opts = open_options(&job, max_bytes);
-    if (!opts)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libtiff", name);
-    TIFF *tif = TIFFClientOpenExt(name, "r", (thandle_t)&job, mem_read, mem_write, mem_seek, mem_close, mem_size,
-                                  mem_map, mem_unmap, opts);
-    TIFFOpenOptionsFree(opts);
-    return decode_and_close(tif, &job, name, max_bytes, out);
+    return decode(&job, name, NULL, max_bytes, info, out);
 }
 
-sg_status sg_tiff_decode_file(const char *path, uint64_t max_bytes, sg_image *out)
+sg_status sg_tiff_decode_file(const char *path, uint64_t max_bytes, sg_image_info *info, sg_image *out)
 {
-    memset(out, 0, sizeof *out);
-    tiff_job job = {0};
-    TIFFOpenOptions *opts = open_options(&job, max_bytes);
-    if (!opts)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libtiff", path);
-    TIFF *tif = TIFFOpenExt(path, "r", opts);
-    TIFFOpenOptionsFree(opts);
-    return decode_and_close(tif, &job, path, max_bytes, out);
+    if (out)
+        memset(out, 0, sizeof *out);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
+    tiff_job job = {.n = (uint64_t)st.st_size};
+    return decode(&job, path, path, max_bytes, info, out);
 }
 
 /* --- writing ------------------------------------------------------------------ */

@@ -106,6 +106,9 @@ sg_status sg_overlay_render(const sg_image *base, const sg_tensor *labels, const
     if (!base || !base->pixels || base->width <= 0 || base->height <= 0 || base->channels < 1 ||
         base->channels > 4 || (base->bits != 8 && base->bits != 16))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "overlay: an empty or malformed base image");
+    if (base->depth > 1)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "overlay: the image is a volume (%d pages); overlays are drawn on 2-D images", base->depth);
     if (labels->dtype != SEGRT_DTYPE_UINT8 && labels->dtype != SEGRT_DTYPE_UINT16 &&
         labels->dtype != SEGRT_DTYPE_INT32 && labels->dtype != SEGRT_DTYPE_INT64)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "overlay: labels must be uint8, uint16, int32 or int64, not %s",

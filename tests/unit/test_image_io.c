@@ -29,7 +29,7 @@ static const char *in_dir(const char *name)
  * neighbours, channels and rows. */
 static sg_image pattern(int32_t w, int32_t h, int32_t c, int32_t bits)
 {
-    sg_image img = {w, h, c, bits, NULL};
+    sg_image img = {.width = w, .height = h, .depth = 1, .channels = c, .bits = bits};
     size_t n = (size_t)w * (size_t)h * (size_t)c;
     img.pixels = malloc(n * (size_t)(bits / 8));
     for (size_t i = 0; i < n; i++) {
@@ -42,10 +42,28 @@ static sg_image pattern(int32_t w, int32_t h, int32_t c, int32_t bits)
     return img;
 }
 
+/* A volume of d pages of pattern's pixels, continuing from page to page. */
+static sg_image volume(int32_t w, int32_t h, int32_t d, int32_t c, int32_t bits)
+{
+    sg_image img = pattern(w, h * d, c, bits);
+    img.height = h;
+    img.depth = d;
+    return img;
+}
+
+/* Page k of a volume, as a 2-D image sharing its pixels. */
+static sg_image page_of(const sg_image *vol, int32_t k)
+{
+    sg_image page = *vol;
+    page.depth = 1;
+    page.pixels = (uint8_t *)vol->pixels + (size_t)k * sg_image_page_bytes(vol);
+    return page;
+}
+
 static bool same(const sg_image *a, const sg_image *b)
 {
-    return a->width == b->width && a->height == b->height && a->channels == b->channels && a->bits == b->bits &&
-           memcmp(a->pixels, b->pixels, sg_image_bytes(a)) == 0;
+    return a->width == b->width && a->height == b->height && a->depth == b->depth && a->channels == b->channels &&
+           a->bits == b->bits && memcmp(a->pixels, b->pixels, sg_image_bytes(a)) == 0;
 }
 
 /* The largest difference between two 8-bit images of the same shape. */
@@ -321,7 +339,7 @@ static uint8_t *encode_jpeg(const sg_image *img, bool progressive, int quality, 
 /* A smooth image: what JPEG keeps nearly exactly at high quality. */
 static sg_image smooth(int32_t w, int32_t h, int32_t c)
 {
-    sg_image img = {w, h, c, 8, malloc((size_t)w * h * c)};
+    sg_image img = {.width = w, .height = h, .depth = 1, .channels = c, .bits = 8, .pixels = malloc((size_t)w * h * c)};
     for (int32_t y = 0; y < h; y++)
         for (int32_t x = 0; x < w; x++)
             for (int32_t k = 0; k < c; k++)
@@ -363,10 +381,10 @@ typedef struct tiff_spec {
     const char *mode;
 } tiff_spec;
 
-/* Writes img (interleaved, host order) through libtiff as s says. */
-static void write_tiff(const char *path, const sg_image *img, const tiff_spec *s)
+/* Writes img (one page, interleaved, host order) as the current directory
+ * of t, as s says. */
+static void write_page(TIFF *t, const sg_image *img, const tiff_spec *s)
 {
-    TIFF *t = TIFFOpen(path, s->mode);
     uint16_t spp = (uint16_t)img->channels, extra[1] = {EXTRASAMPLE_ASSOCALPHA};
     TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)img->width);
     TIFFSetField(t, TIFFTAG_IMAGELENGTH, (uint32_t)img->height);
@@ -420,6 +438,17 @@ static void write_tiff(const char *path, const sg_image *img, const tiff_spec *s
                                           (tmsize_t)((size_t)rows * bw * px));
             }
     free(buf);
+}
+
+/* Writes img through libtiff as s says: a page for each of its pages. */
+static void write_tiff(const char *path, const sg_image *img, const tiff_spec *s)
+{
+    TIFF *t = TIFFOpen(path, s->mode);
+    for (int32_t k = 0; k < img->depth; k++) {
+        sg_image page = page_of(img, k);
+        write_page(t, &page, s);
+        TIFFWriteDirectory(t);
+    }
     TIFFClose(t);
 }
 
@@ -489,23 +518,18 @@ static void test_tiff_kinds(void)
     sg_image_free(&img);
     sg_image_free(&sm);
 
-    /* Two pages: the first is read. */
+    /* Two pages of different sizes: refused, naming the page (the first
+     * alone used to be read). */
     sg_image p0 = pattern(8, 8, 1, 8), p1 = pattern(16, 4, 3, 16);
     TIFF *t = TIFFOpen(in_dir("k.tif"), "w");
-    for (int page = 0; page < 2; page++) {
-        const sg_image *p = page ? &p1 : &p0;
-        TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)p->width);
-        TIFFSetField(t, TIFFTAG_IMAGELENGTH, (uint32_t)p->height);
-        TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, (uint16_t)p->bits);
-        TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)p->channels);
-        TIFFSetField(t, TIFFTAG_PHOTOMETRIC, p->channels == 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
-        TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, (uint32_t)p->height);
-        TIFFWriteEncodedStrip(t, 0, p->pixels, (tmsize_t)sg_image_bytes(p));
-        TIFFWriteDirectory(t);
-    }
+    tiff_spec plain = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w"};
+    write_page(t, &p0, &plain);
+    TIFFWriteDirectory(t);
+    plain.photometric = PHOTOMETRIC_RGB;
+    write_page(t, &p1, &plain);
     TIFFClose(t);
-    CHECK(sg_image_read(in_dir("k.tif"), &img) == SEGRT_OK && same(&p0, &img));
-    sg_image_free(&img);
+    CHECK(sg_image_read(in_dir("k.tif"), &img) == SEGRT_ERROR_UNSUPPORTED && img.pixels == NULL);
+    CHECK_MSG(strstr(sg_last_error(), "page 1 is 16x4, page 0 is 8x8"), "%s", sg_last_error());
     sg_image_free(&p0);
     sg_image_free(&p1);
 
@@ -522,6 +546,228 @@ static void test_tiff_kinds(void)
     CHECK(sg_image_read(in_dir("k.tif"), &img) == SEGRT_ERROR_UNSUPPORTED);
     CHECK(strstr(sg_last_error(), "floating-point") != NULL && one_line(sg_last_error()));
     unlink(in_dir("k.tif"));
+}
+
+/* --- multi-page TIFF -------------------------------------------------------------- */
+
+/* Reads path by name, from memory and by probe, and checks each gives
+ * want (a volume), voxel for voxel. */
+static void check_volume(const char *path, const sg_image *want, const char *what)
+{
+    sg_image img;
+    CHECK_MSG(sg_image_read(path, &img) == SEGRT_OK, "%s: %s", what, sg_last_error());
+    CHECK_MSG(img.pixels && same(want, &img), "%s: %dx%dx%d pages %d, want %dx%dx%d pages %d", what, img.width,
+              img.height, img.channels, img.depth, want->width, want->height, want->channels, want->depth);
+    sg_image_free(&img);
+    size_t n = 0;
+    uint8_t *bytes = slurp(path, &n);
+    CHECK_MSG(sg_image_read_memory(bytes, n, "m.tif", &img) == SEGRT_OK && same(want, &img), "%s (memory): %s",
+              what, sg_last_error());
+    sg_image_free(&img);
+    sg_image_info a, b;
+    CHECK_MSG(sg_image_probe(path, &a) == SEGRT_OK && sg_image_probe_memory(bytes, n, "m.tif", &b) == SEGRT_OK,
+              "%s (probe): %s", what, sg_last_error());
+    CHECK_MSG(a.format == SG_IMAGE_TIFF && a.width == want->width && a.height == want->height &&
+                  a.depth == want->depth && a.channels == want->channels && a.bits == want->bits &&
+                  a.pixel_bytes == sg_image_bytes(want) && a.scratch_bytes > 0 && memcmp(&a, &b, sizeof a) == 0,
+              "%s: the probe says %dx%dx%d, %d pages, %d-bit", what, a.width, a.height, a.channels, a.depth, a.bits);
+    free(bytes);
+}
+
+static void test_volumes(void)
+{
+    const struct {
+        int32_t c, bits, pages;
+        tiff_spec s;
+    } cases[] = {
+        {1, 8, 5, {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w"}},
+        {1, 16, 4, {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 16, "w"}},
+        {3, 8, 3, {PHOTOMETRIC_RGB, PLANARCONFIG_CONTIG, COMPRESSION_LZW, 0, "w"}},
+        {3, 16, 3, {PHOTOMETRIC_RGB, PLANARCONFIG_SEPARATE, COMPRESSION_ADOBE_DEFLATE, 0, "wb"}},
+        {3, 8, 2, {PHOTOMETRIC_RGB, PLANARCONFIG_CONTIG, COMPRESSION_LZW, 32, "w8"}},
+        {2, 16, 3, {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_PACKBITS, 0, "wl"}},
+        {4, 8, 2, {PHOTOMETRIC_RGB, PLANARCONFIG_SEPARATE, COMPRESSION_NONE, 16, "w"}},
+        {1, 16, 2, {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_LZW, 16, "wb8"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sg_image ref = volume(37, 23, cases[i].pages, cases[i].c, cases[i].bits);
+        write_tiff(in_dir("v.tif"), &ref, &cases[i].s);
+        char what[64];
+        snprintf(what, sizeof what, "volume case %zu", i);
+        check_volume(in_dir("v.tif"), &ref, what);
+        sg_image_free(&ref);
+    }
+
+    /* Pages may be stored each their own way: strips, tiles, separate
+     * planes, other codecs. */
+    sg_image mixed = volume(37, 23, 4, 3, 16);
+    const tiff_spec ways[4] = {{PHOTOMETRIC_RGB, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w"},
+                               {PHOTOMETRIC_RGB, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 32, "w"},
+                               {PHOTOMETRIC_RGB, PLANARCONFIG_SEPARATE, COMPRESSION_LZW, 0, "w"},
+                               {PHOTOMETRIC_RGB, PLANARCONFIG_SEPARATE, COMPRESSION_PACKBITS, 16, "w"}};
+    TIFF *tm = TIFFOpen(in_dir("v.tif"), "w");
+    for (int32_t k = 0; k < 4; k++) {
+        sg_image page = page_of(&mixed, k);
+        write_page(tm, &page, &ways[k]);
+        TIFFWriteDirectory(tm);
+    }
+    TIFFClose(tm);
+    check_volume(in_dir("v.tif"), &mixed, "pages stored four ways");
+    sg_image_free(&mixed);
+
+    /* A tensor of a volume is 1 x C x D x H x W. */
+    sg_image vol = volume(5, 3, 4, 4, 16), img;
+    sg_tensor t;
+    CHECK(sg_image_to_tensor(&vol, false, &t) == SEGRT_OK);
+    CHECK(t.rank == 5 && t.dims[0] == 1 && t.dims[1] == 3 && t.dims[2] == 4 && t.dims[3] == 3 && t.dims[4] == 5);
+    /* channel 2, page 3, row 1, column 4 */
+    CHECK(t.data && ((float *)t.data)[((2 * 4 + 3) * 3 + 1) * 5 + 4] ==
+                        (float)((uint16_t *)vol.pixels)[((3 * 3 + 1) * 5 + 4) * 4 + 2]);
+    free(t.data);
+    /* Not written yet (the writers take one page), and no overlay. */
+    CHECK(sg_image_write(in_dir("v.tif"), &vol) == SEGRT_ERROR_UNSUPPORTED);
+    CHECK(strstr(sg_last_error(), "4 pages") != NULL);
+    CHECK(sg_image_write(in_dir("v.png"), &vol) == SEGRT_ERROR_UNSUPPORTED);
+    uint8_t lab[15] = {0};
+    sg_tensor labels = {SEGRT_DTYPE_UINT8, 2, {3, 5}, lab};
+    CHECK(sg_overlay_render(&vol, &labels, NULL, &img) == SEGRT_ERROR_UNSUPPORTED);
+    sg_image_free(&vol);
+
+    /* The pixel cap is the volume's. */
+    vol = volume(16, 16, 8, 1, 16);
+    tiff_spec deflate = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 0, "w"};
+    write_tiff(in_dir("v.tif"), &vol, &deflate);
+    size_t n = 0;
+    uint8_t *bytes = slurp(in_dir("v.tif"), &n);
+    sg_image_info info;
+    CHECK(sg_image_read_memory_max(bytes, n, "v.tif", 16 * 16 * 2 * 8 - 1, &img) == SEGRT_ERROR_INVALID_MODEL);
+    CHECK_MSG(strstr(sg_last_error(), "16x16 image, 8 pages,"), "%s", sg_last_error());
+    CHECK(sg_image_probe_memory_max(bytes, n, "v.tif", 16 * 16 * 2 * 8 - 1, &info) == SEGRT_ERROR_INVALID_MODEL);
+    CHECK(sg_image_read_memory_max(bytes, n, "v.tif", 16 * 16 * 2 * 8, &img) == SEGRT_OK && same(&vol, &img));
+    sg_image_free(&img);
+    free(bytes);
+
+    /* Min-is-white pages each come back min-is-black; palette pages each
+     * through their colour map. */
+    sg_image grey = volume(9, 6, 3, 1, 8);
+    tiff_spec white = {PHOTOMETRIC_MINISWHITE, PLANARCONFIG_CONTIG, COMPRESSION_LZW, 0, "w"};
+    write_tiff(in_dir("v.tif"), &grey, &white);
+    CHECK(sg_image_read(in_dir("v.tif"), &img) == SEGRT_OK && img.depth == 3);
+    CHECK(img.pixels && ((uint8_t *)img.pixels)[2 * 54 + 7] == 255 - ((uint8_t *)grey.pixels)[2 * 54 + 7]);
+    sg_image_free(&img);
+    tiff_spec pal = {PHOTOMETRIC_PALETTE, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w"};
+    write_tiff(in_dir("v.tif"), &grey, &pal);
+    CHECK_MSG(sg_image_read(in_dir("v.tif"), &img) == SEGRT_OK, "%s", sg_last_error());
+    CHECK(img.depth == 3 && img.channels == 3);
+    uint8_t i5 = ((uint8_t *)grey.pixels)[2 * 54 + 5];
+    const uint8_t *p5 = img.pixels ? (uint8_t *)img.pixels + 3 * (2 * 54 + 5) : NULL;
+    CHECK(p5 && p5[0] == i5 && p5[1] == 255 - i5 && p5[2] == i5 / 2);
+    sg_image_free(&img);
+    sg_image_free(&grey);
+
+    /* SubIFDs (an OME-TIFF's reduced levels of a plane) are not pages. */
+    TIFF *tf = TIFFOpen(in_dir("v.tif"), "w");
+    sg_image small = pattern(18, 11, 1, 16);
+    tiff_spec strips = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 0, "w"};
+    for (int32_t k = 0; k < vol.depth; k++) {
+        sg_image page = page_of(&vol, k);
+        if (k == 1) {
+            toff_t sub[1] = {0};
+            TIFFSetField(tf, TIFFTAG_SUBIFD, 1, sub);
+        }
+        write_page(tf, &page, &strips);
+        TIFFWriteDirectory(tf);
+        if (k == 1) { /* the SubIFD follows its parent */
+            TIFFSetField(tf, TIFFTAG_SUBFILETYPE, FILETYPE_REDUCEDIMAGE);
+            write_page(tf, &small, &strips);
+            TIFFWriteDirectory(tf);
+        }
+    }
+    TIFFClose(tf);
+    check_volume(in_dir("v.tif"), &vol, "SubIFD");
+    sg_image_free(&small);
+    sg_image_free(&vol);
+    unlink(in_dir("v.tif"));
+}
+
+/* Writes pages whose k-th image is imgs[k] (and whose NewSubfileType is
+ * subfile[k] where subfile is given), each as s says, and checks the read
+ * is refused as UNSUPPORTED with a message holding want. */
+static void check_refused(const sg_image *imgs, int n, const uint32_t *subfile, const tiff_spec *s,
+                          const char *want)
+{
+    TIFF *t = TIFFOpen(in_dir("r.tif"), "w");
+    for (int k = 0; k < n; k++) {
+        if (subfile)
+            TIFFSetField(t, TIFFTAG_SUBFILETYPE, subfile[k]);
+        write_page(t, &imgs[k], s);
+        TIFFWriteDirectory(t);
+    }
+    TIFFClose(t);
+    sg_image img;
+    sg_image_info info;
+    CHECK(sg_image_read(in_dir("r.tif"), &img) == SEGRT_ERROR_UNSUPPORTED && img.pixels == NULL);
+    CHECK_MSG(strstr(sg_last_error(), want) && strstr(sg_last_error(), "r.tif") && one_line(sg_last_error()),
+              "want \"%s\": %s", want, sg_last_error());
+    CHECK(sg_image_probe(in_dir("r.tif"), &info) == SEGRT_ERROR_UNSUPPORTED && strstr(sg_last_error(), want));
+    unlink(in_dir("r.tif"));
+}
+
+static void test_volumes_refused(void)
+{
+    tiff_spec s = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 0, "w"};
+    sg_image p[4] = {pattern(37, 23, 1, 8), pattern(37, 23, 1, 8), pattern(37, 23, 1, 8), pattern(37, 20, 1, 8)};
+    check_refused(p, 4, NULL, &s, "page 3 is 37x20, page 0 is 37x23");
+    sg_image_free(&p[3]);
+    p[3] = pattern(37, 23, 1, 16);
+    check_refused(p, 4, NULL, &s, "page 3 has 16-bit samples, page 0 8-bit");
+    sg_image_free(&p[3]);
+    p[3] = pattern(37, 23, 2, 8);
+    check_refused(p, 4, NULL, &s, "page 3 has 2 samples per pixel, page 0 has 1");
+    sg_image_free(&p[3]);
+
+    /* A palette page among grey ones: the same samples, not the same
+     * image. */
+    TIFF *t = TIFFOpen(in_dir("r.tif"), "w");
+    tiff_spec pal = {PHOTOMETRIC_PALETTE, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w"};
+    write_page(t, &p[0], &s);
+    TIFFWriteDirectory(t);
+    write_page(t, &p[1], &pal);
+    TIFFClose(t);
+    sg_image img;
+    CHECK(sg_image_read(in_dir("r.tif"), &img) == SEGRT_ERROR_UNSUPPORTED);
+    CHECK_MSG(strstr(sg_last_error(), "page 1 reads as 3 channel(s)"), "%s", sg_last_error());
+
+    /* A float page. */
+    t = TIFFOpen(in_dir("r.tif"), "w");
+    write_page(t, &p[0], &s);
+    TIFFWriteDirectory(t);
+    float fl[4] = {0.5f, 1, 2, 3};
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 37u);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, 23u);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(t, TIFFTAG_SAMPLEFORMAT, SAMPLEFORMAT_INT);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFWriteEncodedStrip(t, 0, fl, sizeof fl);
+    TIFFClose(t);
+    CHECK(sg_image_read(in_dir("r.tif"), &img) == SEGRT_ERROR_UNSUPPORTED);
+    CHECK_MSG(strstr(sg_last_error(), "page 1 has signed integers samples, page 0 unsigned integers"), "%s",
+              sg_last_error());
+
+    /* Pyramids: reduced levels marked so, or only smaller. */
+    sg_image levels[3] = {pattern(64, 48, 3, 8), pattern(32, 24, 3, 8), pattern(16, 12, 3, 8)};
+    tiff_spec rgb = {PHOTOMETRIC_RGB, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 16, "w"};
+    const uint32_t reduced[3] = {0, FILETYPE_REDUCEDIMAGE, FILETYPE_REDUCEDIMAGE};
+    check_refused(levels, 3, reduced, &rgb, "page 1 is a reduced-resolution image");
+    check_refused(levels, 3, NULL, &rgb, "page 1 is 32x24, smaller than page 0 (64x48) both ways: a pyramid");
+    /* A thumbnail of the same size after a stack is no slice either. */
+    sg_image stack[3] = {levels[0], levels[0], levels[0]};
+    check_refused(stack, 3, reduced, &rgb, "page 1 is a reduced-resolution image");
+    for (int k = 0; k < 3; k++)
+        sg_image_free(&levels[k]);
+    for (int k = 0; k < 3; k++)
+        sg_image_free(&p[k]);
+    unlink(in_dir("r.tif"));
 }
 
 /* --- bad files ------------------------------------------------------------------ */
@@ -710,6 +956,314 @@ static void test_size_cap(void)
     unlink(in_dir("cap.png"));
 }
 
+/* --- claims a file cannot hold ------------------------------------------------------ */
+
+/* A PNG of w x h at depth bits of color type color (a palette gets a
+ * PLTE of 16 black entries) whose one IDAT chunk holds idat zero bytes
+ * (not a valid deflate stream), then IEND. */
+static uint8_t *png_claim(uint32_t w, uint32_t h, int depth, int color, int interlace, uint32_t idat, size_t *n)
+{
+    uint32_t plte = color == PNG_COLOR_TYPE_PALETTE ? 48 : 0;
+    *n = 8 + 25 + (plte ? 12 + plte : 0) + 12 + idat + 12;
+    uint8_t *b = calloc(1, *n), *p = b + 33;
+    memcpy(b, "\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
+    put32(b + 16, w);
+    put32(b + 20, h);
+    b[24] = (uint8_t)depth;
+    b[25] = (uint8_t)color;
+    b[28] = (uint8_t)interlace;
+    put32(b + 29, crc32_of(b + 12, 17));
+    if (plte) {
+        put32(p, plte);
+        memcpy(p + 4, "PLTE", 4);
+        put32(p + 8 + plte, crc32_of(p + 4, 4 + plte));
+        p += 12 + plte;
+    }
+    put32(p, idat);
+    memcpy(p + 4, "IDAT", 4);
+    put32(p + 8 + idat, crc32_of(p + 4, 4 + idat));
+    p += 12 + idat;
+    memcpy(p + 4, "IEND", 4);
+    put32(p + 8, crc32_of(p + 4, 4));
+    return b;
+}
+
+/* A reader may allocate this much while refusing a claim: far less than
+ * any claim below (at least 400 MB each). */
+#define CLAIM_BUDGET ((size_t)128 << 20)
+
+/* In the budget's child: reads and probes the file at arg; returns the
+ * read's status when the probe gave the same status and message, with the
+ * message in text. */
+static int read_claim(void *arg, char *text, size_t cap)
+{
+    const char *path = arg;
+    sg_image img;
+    sg_image_info info;
+    sg_status s = sg_image_read(path, &img);
+    snprintf(text, cap, "%s", sg_last_error());
+    if (s == SEGRT_OK) {
+        sg_image_free(&img);
+        return 100;
+    }
+    if (sg_image_probe(path, &info) != s || strcmp(text, sg_last_error()) != 0)
+        return 101;
+    return (int)s;
+}
+
+/* Writes the n bytes to a file and checks that reading it in a child of
+ * small memory is refused as INVALID_MODEL with a message holding both
+ * wants (want2 may be NULL); the memory reader refuses it the same. */
+static void check_claim(const char *name, const void *bytes, size_t n, const char *want1, const char *want2)
+{
+    spit(in_dir(name), bytes, n);
+    char text[1024];
+    int rc = sg_test_small_memory(CLAIM_BUDGET, read_claim, (void *)in_dir(name), text, sizeof text);
+    CHECK_MSG(rc == SEGRT_ERROR_INVALID_MODEL, "%s: %d: %s", name, rc, text);
+    CHECK_MSG(strstr(text, name) && strstr(text, want1) && (!want2 || strstr(text, want2)) && one_line(text),
+              "%s: %s", name, text);
+    sg_image img;
+    CHECK(sg_image_read_memory(bytes, n, name, &img) == SEGRT_ERROR_INVALID_MODEL);
+    CHECK_MSG(strstr(sg_last_error(), want1) != NULL, "%s: %s", name, sg_last_error());
+    unlink(in_dir(name));
+}
+
+/* Reads img written as name (by sg_image_write or by the caller, bytes n)
+ * back: the checks must not refuse a real file however well it
+ * compresses. */
+static void check_reads(const char *name, const void *bytes, size_t n, const sg_image *want, int tolerance)
+{
+    spit(in_dir(name), bytes, n);
+    sg_image img;
+    CHECK_MSG(sg_image_read(in_dir(name), &img) == SEGRT_OK, "%s: %s", name, sg_last_error());
+    CHECK_MSG(img.pixels && img.width == want->width && img.height == want->height &&
+                  (tolerance ? max_diff8(want, &img) <= tolerance : same(want, &img)),
+              "%s read back differs", name);
+    sg_image_free(&img);
+    unlink(in_dir(name));
+}
+
+/* A flat image: what compresses best. */
+static sg_image flat(int32_t w, int32_t h, int32_t c, int32_t bits, uint8_t v)
+{
+    sg_image img = pattern(w, h, c, bits);
+    memset(img.pixels, v, sg_image_bytes(&img));
+    return img;
+}
+
+static void test_png_claims(void)
+{
+    /* 2.7 GB of RGB (under the pixel cap) from no compressed data: the
+     * claim the issue names. */
+    size_t n;
+    uint8_t *b = png_claim(30000, 30000, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, 0, &n);
+    check_claim("rgb.png", b, n, "30000x30000x3, 8-bit (2.7 GB) from 0 bytes", "1032:1");
+    free(b);
+    /* Interlaced 16-bit grey, from 1000 bytes: 1.8 GB of rows need more. */
+    b = png_claim(30000, 30000, 16, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_ADAM7, 1000, &n);
+    check_claim("adam7.png", b, n, "30000x30000x1, 16-bit", "from 1.0 kB of compressed data");
+    free(b);
+    /* A 4-bit palette counts its rows at 4 bits, expands to RGB. */
+    b = png_claim(60000, 20000, 4, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE, 100, &n);
+    check_claim("pal.png", b, n, "60000x20000x3, 8-bit (3.6 GB)", "600.0 MB of filtered rows");
+    free(b);
+    /* The probe of a well-formed header under the cap says what it claims. */
+    b = png_claim(3000, 2000, 8, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_INTERLACE_NONE, 12000, &n);
+    sg_image_info info;
+    CHECK_MSG(sg_image_probe_memory(b, n, "ga.png", &info) == SEGRT_OK, "%s", sg_last_error());
+    CHECK(info.format == SG_IMAGE_PNG && info.width == 3000 && info.height == 2000 && info.depth == 1 &&
+          info.channels == 2 && info.bits == 8 && info.pixel_bytes == 12000000);
+    free(b);
+
+    /* Zeros, deflate's best case, are read. */
+    sg_image zeros = flat(4000, 3000, 1, 8, 0);
+    CHECK(sg_image_write(in_dir("z.png"), &zeros) == SEGRT_OK);
+    uint8_t *png = slurp(in_dir("z.png"), &n);
+    check_reads("z.png", png, n, &zeros, 0);
+    free(png);
+    sg_image_free(&zeros);
+}
+
+/* A JPEG of img with arithmetic coding. */
+static uint8_t *encode_jpeg_arith(const sg_image *img, size_t *n)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *buf = NULL;
+    unsigned long size = 0;
+    jpeg_mem_dest(&c, &buf, &size);
+    c.image_width = (JDIMENSION)img->width;
+    c.image_height = (JDIMENSION)img->height;
+    c.input_components = img->channels;
+    c.in_color_space = img->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    c.arith_code = TRUE;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)img->pixels + (size_t)c.next_scanline * sg_image_row_bytes(img);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    *n = size;
+    return buf;
+}
+
+/* Sets the dims of the frame header (marker sof) to w x h. */
+static void set_jpeg_dims(uint8_t *jpg, size_t n, int sof, uint16_t w, uint16_t h)
+{
+    for (size_t i = 0; i + 9 < n; i++)
+        if (jpg[i] == 0xff && jpg[i + 1] == sof) {
+            jpg[i + 5] = (uint8_t)(h >> 8);
+            jpg[i + 6] = (uint8_t)h;
+            jpg[i + 7] = (uint8_t)(w >> 8);
+            jpg[i + 8] = (uint8_t)w;
+            return;
+        }
+    CHECK_MSG(false, "no frame header 0x%x", sof);
+}
+
+static void test_jpeg_claims(void)
+{
+    /* 900 MB of grey, 14 million blocks, from a 8x8 file's bytes. */
+    sg_image sm = smooth(8, 8, 1), sm3 = smooth(8, 8, 3);
+    size_t n;
+    uint8_t *jpg = encode_jpeg(&sm, false, 90, &n);
+    set_jpeg_dims(jpg, n, 0xc0, 30000, 30000);
+    check_claim("grey.jpg", jpg, n, "30000x30000x1, 8-bit (900.0 MB)", "14062500 8x8 blocks need at least 1.8 MB");
+    free(jpg);
+    /* Progressive 4:2:0 colour: its chroma's blocks are counted at their
+     * sampling (a quarter each). */
+    jpg = encode_jpeg(&sm3, true, 90, &n);
+    set_jpeg_dims(jpg, n, 0xc2, 24000, 16000);
+    check_claim("prog.jpg", jpg, n, "24000x16000x3, 8-bit (1.2 GB)", "9000000 8x8 blocks");
+    free(jpg);
+    /* Arithmetic coding: the fixed ratio. */
+    jpg = encode_jpeg_arith(&sm, &n);
+    set_jpeg_dims(jpg, n, 0xc9, 30000, 30000);
+    check_claim("arith.jpg", jpg, n, "arithmetic-coded JPEG claims 30000x30000x1", "32768 times its size");
+    free(jpg);
+    sg_image_free(&sm);
+    sg_image_free(&sm3);
+
+    /* Real files at their most compressible are read: a flat grey image
+     * (about 6 bits a block; progressive, its DC scan alone is at least one
+     * bit a block) and an arithmetic-coded one. */
+    sg_image grey = flat(2048, 2048, 1, 8, 77);
+    for (int prog = 0; prog < 2; prog++) {
+        jpg = encode_jpeg(&grey, prog, 50, &n);
+        check_reads("flat.jpg", jpg, n, &grey, 1);
+        free(jpg);
+    }
+    sg_image_free(&grey);
+    sg_image rgb = smooth(40, 24, 3);
+    jpg = encode_jpeg_arith(&rgb, &n);
+    check_reads("arith.jpg", jpg, n, &rgb, 4);
+    free(jpg);
+    sg_image_free(&rgb);
+}
+
+/* Finds tag in the first directory of a little-endian classic TIFF and
+ * sets its value (a LONG held in the entry) to v. */
+static void set_tiff_tag(uint8_t *b, uint16_t tag, uint32_t v)
+{
+    uint32_t ifd = b[4] | b[5] << 8 | b[6] << 16 | (uint32_t)b[7] << 24;
+    uint16_t count = (uint16_t)(b[ifd] | b[ifd + 1] << 8);
+    for (uint16_t i = 0; i < count; i++) {
+        uint8_t *e = b + ifd + 2 + 12 * i;
+        if ((e[0] | e[1] << 8) == tag) {
+            e[8] = (uint8_t)v;
+            e[9] = (uint8_t)(v >> 8);
+            e[10] = (uint8_t)(v >> 16);
+            e[11] = (uint8_t)(v >> 24);
+            return;
+        }
+    }
+    CHECK_MSG(false, "no tag %u", tag);
+}
+
+/* A TIFF of pages of w x h 8-bit grey in strips of rps rows (or tiles of
+ * tile x tile) compressed as compression, each strip or tile of one raw
+ * byte. */
+static uint8_t *tiff_claim(uint32_t w, uint32_t h, int pages, uint32_t rps, uint32_t tile, uint16_t compression,
+                           size_t *n)
+{
+    TIFF *t = TIFFOpen(in_dir("claim.tif"), "w");
+    for (int k = 0; k < pages; k++) {
+        TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+        TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+        TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+        TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+        TIFFSetField(t, TIFFTAG_COMPRESSION, compression);
+        if (tile) {
+            TIFFSetField(t, TIFFTAG_TILEWIDTH, tile);
+            TIFFSetField(t, TIFFTAG_TILELENGTH, tile);
+            for (uint32_t i = 0; i < TIFFNumberOfTiles(t); i++)
+                TIFFWriteRawTile(t, i, "x", 1);
+        } else {
+            TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, rps);
+            for (uint32_t i = 0; i < TIFFNumberOfStrips(t); i++)
+                TIFFWriteRawStrip(t, i, "x", 1);
+        }
+        TIFFWriteDirectory(t);
+    }
+    TIFFClose(t);
+    uint8_t *b = slurp(in_dir("claim.tif"), n);
+    unlink(in_dir("claim.tif"));
+    return b;
+}
+
+static void test_tiff_claims(void)
+{
+    /* Uncompressed, libtiff takes a strip's byte count for a mistake and
+     * makes one up from the image's size, which runs past the end. */
+    size_t n;
+    uint8_t *b = tiff_claim(30000, 30000, 1, 30000, 0, COMPRESSION_NONE, &n);
+    check_claim("none.tif", b, n, "strip 0 (bytes 8 to ", "runs past the end of the file");
+    free(b);
+    b = tiff_claim(30000, 30000, 1, 30000, 0, COMPRESSION_ADOBE_DEFLATE, &n);
+    check_claim("one.tif", b, n, "30000x30000x1, 8-bit (900.0 MB) from 1 byte of strip and tile data",
+                "with AdobeDeflate to at most 5.1 kB (1032:1)");
+    free(b);
+    b = tiff_claim(30000, 30000, 1, 100, 0, COMPRESSION_ADOBE_DEFLATE, &n);
+    check_claim("deflate.tif", b, n, "from 300 bytes of strip and tile data", "(1032:1)");
+    free(b);
+    b = tiff_claim(20000, 20000, 1, 0, 256, COMPRESSION_LZW, &n);
+    check_claim("lzw.tif", b, n, "from 6.2 kB of strip and tile data", "with LZW to at most 10.6 MB (1704:1)");
+    free(b);
+    b = tiff_claim(30000, 30000, 1, 30000, 0, COMPRESSION_PACKBITS, &n);
+    check_claim("packbits.tif", b, n, "PackBits", "(64:1)");
+    free(b);
+    /* Each page a little, the volume too much. */
+    b = tiff_claim(3000, 3000, 50, 3000, 0, COMPRESSION_LZW, &n);
+    check_claim("pages.tif", b, n, "3000x3000x1, 50 pages, 8-bit (450.0 MB) from 50 bytes", NULL);
+    free(b);
+    /* A strip past the end of the file. */
+    b = tiff_claim(30000, 30000, 1, 30000, 0, COMPRESSION_ADOBE_DEFLATE, &n);
+    set_tiff_tag(b, TIFFTAG_STRIPOFFSETS, 0x7fff0000u);
+    check_claim("past.tif", b, n, "strip 0 (bytes 2147418112 to 2147418113) runs past the end of the file", NULL);
+    free(b);
+
+    /* Zeros, deflate's and zstd's best case, are read. */
+    sg_image zeros = flat(4000, 3000, 1, 8, 0);
+    CHECK(sg_image_write(in_dir("z.tif"), &zeros) == SEGRT_OK);
+    uint8_t *tif = slurp(in_dir("z.tif"), &n);
+    check_reads("z.tif", tif, n, &zeros, 0);
+    free(tif);
+    if (TIFFIsCODECConfigured(COMPRESSION_ZSTD)) {
+        tiff_spec zstd = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_ZSTD, 512, "w"};
+        write_tiff(in_dir("zstd.tif"), &zeros, &zstd);
+        tif = slurp(in_dir("zstd.tif"), &n);
+        check_reads("zstd.tif", tif, n, &zeros, 0);
+        free(tif);
+        unlink(in_dir("zstd.tif"));
+    }
+    sg_image_free(&zeros);
+}
+
+
 /* --- tensors and label maps ------------------------------------------------------ */
 
 static void test_tensors(void)
@@ -768,7 +1322,7 @@ static const uint8_t *px(const sg_image *img, int x, int y)
 static void test_overlay(void)
 {
     enum { W = 10, H = 8 };
-    sg_image base = {W, H, 1, 8, malloc(W * H)};
+    sg_image base = {.width = W, .height = H, .depth = 1, .channels = 1, .bits = 8, .pixels = malloc(W * H)};
     memset(base.pixels, 100, W * H);
     /* Label 2 on columns 1..8 of rows 1..6, label 1 on a 2 x 2 inside. */
     int64_t lab[H][W] = {{0}};
@@ -809,7 +1363,7 @@ static void test_overlay(void)
     CHECK(sg_overlay_render(&base, &labels, &o, &out) == SEGRT_ERROR_INVALID_ARGUMENT);
 
     /* A 16-bit RGBA base: stretched from its min to its max, alpha ignored. */
-    sg_image b16 = {2, 1, 4, 16, malloc(16)};
+    sg_image b16 = {.width = 2, .height = 1, .depth = 1, .channels = 4, .bits = 16, .pixels = malloc(16)};
     uint16_t v[8] = {1000, 2000, 3000, 0, 1000, 1000, 1000, 65535};
     memcpy(b16.pixels, v, sizeof v);
     uint8_t none[2] = {0, 0};
@@ -889,8 +1443,13 @@ int main(int argc, char **argv)
     test_png_kinds();
     test_jpeg();
     test_tiff_kinds();
+    test_volumes();
+    test_volumes_refused();
     test_bad_files();
     test_size_cap();
+    test_png_claims();
+    test_jpeg_claims();
+    test_tiff_claims();
     test_tensors();
     test_overlay();
     CHECK(files_in_dir() == 0);
