@@ -7,11 +7,18 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Headers numpy writes are under 200 bytes; anything past this is hostile. */
 #define NPY_MAX_HEADER 65536
-/* Largest .npy read into memory at once: 64 GiB. */
+/* The bytes before an NPY header's text: magic, version, header length
+ * (2 bytes in version 1, 4 after). */
+#define NPY_PREAMBLE 12
+/* Largest .npy array read. Its data must all be in the file (its size is
+ * checked against the header before anything is allocated), so a small
+ * file cannot claim a large array; this stops only real files too large
+ * for a host: 64 GiB is a 2048^3 float64 volume. */
 #define NPY_MAX_BYTES ((int64_t)64 << 30)
 
 static const struct {
@@ -113,11 +120,16 @@ static sg_status parse_header(const char *h, size_t len, const char *name, sg_te
     return SEGRT_OK;
 }
 
-sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tensor *out)
+/* Parses the magic, version and header at the start of a file of size
+ * bytes, of which the first have (at least the preamble and the header, or
+ * all of a shorter file) are in b: dtype and dims into out, and where the
+ * data starts. Checks the file's size against the header's before anything
+ * is allocated; out->data is left NULL. */
+static sg_status parse_start(const uint8_t *b, size_t have, uint64_t size, const char *name, sg_tensor *out,
+                             size_t *data_at)
 {
-    const uint8_t *b = bytes;
     memset(out, 0, sizeof *out);
-    if (size < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
+    if (have < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: not an NPY file (no \\x93NUMPY magic)", name);
     uint8_t major = b[6];
     size_t hlen, hstart;
@@ -125,45 +137,126 @@ sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tens
         hlen = (size_t)b[8] | (size_t)b[9] << 8;
         hstart = 10;
     } else if (major == 2 || major == 3) {
-        if (size < 12)
+        if (have < 12)
             return bad_header(name, "truncated");
         hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
         hstart = 12;
     } else {
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: NPY format version %u is not supported", name, major);
     }
-    if (hlen > NPY_MAX_HEADER || hstart + hlen > size)
+    if (hlen > NPY_MAX_HEADER || hstart + hlen > have)
         return bad_header(name, "header length runs past the end of the file");
     SG_TRY(parse_header((const char *)b + hstart, hlen, name, out));
     int64_t numel, nbytes;
     if (!sg_dims_product(out->dims, out->rank, &numel) ||
         !sg_mul_i64(numel, (int64_t)segrt_dtype_size(out->dtype), &nbytes) || nbytes > NPY_MAX_BYTES)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the array's dims are too large", name);
-    size_t have = size - hstart - hlen;
-    if ((uint64_t)have != (uint64_t)nbytes) {
+    uint64_t data = size - hstart - hlen;
+    if (data != (uint64_t)nbytes) {
         char dims[256];
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %s %s needs %lld bytes of data, the file has %zu", name,
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %s %s needs %lld bytes of data, the file has %llu", name,
                         segrt_dtype_name(out->dtype), sg_dims_format(out->dims, out->rank, dims, sizeof dims),
-                        (long long)nbytes, have);
+                        (long long)nbytes, (unsigned long long)data);
     }
-    out->data = sg_malloc((size_t)nbytes);
+    *data_at = hstart + hlen;
+    return SEGRT_OK;
+}
+
+/* numpy's bools are bytes of 0 or 1; any other byte is read as 1. */
+static void normalise_bools(sg_tensor *t)
+{
+    if (t->dtype != SEGRT_DTYPE_BOOL)
+        return;
+    uint8_t *p = t->data;
+    for (size_t i = 0, n = sg_tensor_bytes(t); i < n; i++)
+        p[i] = p[i] != 0;
+}
+
+sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tensor *out)
+{
+    size_t at;
+    SG_TRY(parse_start(bytes, size, size, name, out, &at));
+    size_t nbytes = size - at;
+    out->data = sg_malloc(nbytes);
     if (!out->data)
         return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", name);
-    memcpy(out->data, b + hstart + hlen, (size_t)nbytes);
-    if (out->dtype == SEGRT_DTYPE_BOOL)
-        for (int64_t i = 0; i < numel; i++)
-            ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
+    memcpy(out->data, (const uint8_t *)bytes + at, nbytes);
+    normalise_bools(out);
+    return SEGRT_OK;
+}
+
+/* Opens path (sg_open_input: never waits on a FIFO) and parses its header
+ * (parse_start): *f is left open at the data, which is size - *data_at
+ * bytes long. */
+static sg_status open_npy(const char *path, FILE **f, sg_tensor *out, uint64_t *size, size_t *data_at)
+{
+    memset(out, 0, sizeof *out);
+    int fd;
+    SG_TRY(sg_open_input(path, &fd));
+    *f = fdopen(fd, "rb");
+    if (!*f) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
+    }
+    struct stat st;
+    uint8_t *head = NULL;
+    sg_status s = SEGRT_OK;
+    if (fstat(fd, &st) != 0)
+        s = sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
+    else if (!(head = sg_malloc(NPY_PREAMBLE + NPY_MAX_HEADER)))
+        s = sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
+    if (s == SEGRT_OK) {
+        size_t have = fread(head, 1, NPY_PREAMBLE + NPY_MAX_HEADER, *f);
+        if (ferror(*f))
+            s = sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
+        else
+            s = parse_start(head, have, (uint64_t)st.st_size, path, out, data_at);
+    }
+    free(head);
+    if (s == SEGRT_OK && fseeko(*f, (off_t)*data_at, SEEK_SET) != 0)
+        s = sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (s != SEGRT_OK) {
+        fclose(*f);
+        *f = NULL;
+        return s;
+    }
+    *size = (uint64_t)st.st_size;
     return SEGRT_OK;
 }
 
 sg_status sg_npy_read(const char *path, sg_tensor *out)
 {
-    uint8_t *buf;
-    size_t size;
-    SG_TRY(sg_read_file(path, (uint64_t)NPY_MAX_BYTES + NPY_MAX_HEADER + 16, "an NPY file segrt reads", &buf, &size));
-    sg_status s = sg_npy_parse(buf, size, path, out);
-    free(buf);
-    return s;
+    FILE *f;
+    uint64_t size;
+    size_t at;
+    SG_TRY(open_npy(path, &f, out, &size, &at));
+    /* Straight into the tensor: the file is never held in memory too. */
+    size_t nbytes = (size_t)(size - at);
+    sg_status s = SEGRT_OK;
+    out->data = sg_malloc(nbytes);
+    if (!out->data)
+        s = sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
+    else if (fread(out->data, 1, nbytes, f) != nbytes)
+        s = sg_error(SEGRT_ERROR_IO, "%s: read fewer than the %zu bytes of data (the file changed?)", path, nbytes);
+    fclose(f);
+    if (s != SEGRT_OK) {
+        free(out->data);
+        out->data = NULL;
+        return s;
+    }
+    normalise_bools(out);
+    return SEGRT_OK;
+}
+
+sg_status sg_npy_probe(const char *path, sg_tensor *out)
+{
+    FILE *f;
+    uint64_t size;
+    size_t at;
+    SG_TRY(open_npy(path, &f, out, &size, &at));
+    fclose(f);
+    return SEGRT_OK;
 }
 
 sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t)

@@ -6,10 +6,18 @@
 #include "core/tensor.h"
 
 /* Reads path into *out; out->data is malloc'd and owned by the caller.
+ * The header is read and the file's size checked against it before the
+ * data's buffer is allocated; the data is then read straight into it.
  * Errors name the file: IO (cannot read), INVALID_MODEL (malformed header,
- * size that does not match the header), UNSUPPORTED (Fortran order,
- * big-endian or a dtype segrt lacks). */
+ * size that does not match the header, an array over 64 GiB), UNSUPPORTED
+ * (Fortran order, big-endian or a dtype segrt lacks). */
 sg_status sg_npy_read(const char *path, sg_tensor *out);
+
+/* What sg_npy_read(path) would give, from the header and the file's size
+ * alone: out's dtype, rank and dims, out->data NULL. Errors as
+ * sg_npy_read's, for the same files (only a read error of the data itself
+ * is left to the read). */
+sg_status sg_npy_probe(const char *path, sg_tensor *out);
 
 /* Parses .npy bytes in memory; name is used in messages. out->data points
  * into a new malloc'd copy. */

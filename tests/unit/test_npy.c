@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,11 +22,13 @@ static void round_trip(sg_dtype dt, int32_t rank, const int64_t *dims)
     for (size_t i = 0; i < bytes; i++)
         ((uint8_t *)t.data)[i] = dt == SEGRT_DTYPE_BOOL ? (uint8_t)(i % 2) : (uint8_t)(i * 7 + 1);
     CHECK(sg_npy_write(path, &t) == SEGRT_OK);
-    sg_tensor r;
+    sg_tensor r, p;
     CHECK_MSG(sg_npy_read(path, &r) == SEGRT_OK, "%s", segrt_last_error());
     CHECK(r.dtype == dt && r.rank == rank);
     CHECK(memcmp(r.dims, t.dims, sizeof(int64_t) * (size_t)rank) == 0);
     CHECK(bytes == 0 || memcmp(r.data, t.data, bytes) == 0);
+    CHECK(sg_npy_probe(path, &p) == SEGRT_OK && p.data == NULL && p.dtype == r.dtype && p.rank == r.rank &&
+          memcmp(p.dims, r.dims, sizeof r.dims) == 0);
     free(r.data);
     free(t.data);
     unlink(path);
@@ -60,6 +63,83 @@ static void test_bad_headers(void)
     CHECK(parse(c8, sizeof c8 - 1) == SEGRT_ERROR_UNSUPPORTED);
     sg_tensor t;
     CHECK(sg_npy_read("/nonexistent/dir/x.npy", &t) == SEGRT_ERROR_IO);
+}
+
+static void spit(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+}
+
+/* The first 128 bytes of a version 1 file (buf holds 129): magic, header
+ * length and the header for descr and shape, padded. */
+static void npy_header(char *buf, const char *descr, const char *shape)
+{
+    memcpy(buf, "\x93NUMPY\x01\x00\x76\x00", 10);
+    int k = snprintf(buf + 10, 119, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    memset(buf + 10 + k, ' ', (size_t)(117 - k));
+    buf[127] = '\n';
+    buf[128] = '\0';
+}
+
+/* In sg_test_small_memory's child: reads and probes the file at arg;
+ * returns the read's status when the probe agrees (status and message),
+ * with the message in text. */
+static int read_npy(void *arg, char *text, size_t cap)
+{
+    sg_tensor t, p;
+    sg_status s = sg_npy_read(arg, &t);
+    snprintf(text, cap, "%s", s == SEGRT_OK ? "" : segrt_last_error());
+    if (s == SEGRT_OK) {
+        free(t.data);
+        return sg_npy_probe(arg, &p) == SEGRT_OK ? 0 : 101;
+    }
+    if (sg_npy_probe(arg, &p) != s || strcmp(text, segrt_last_error()) != 0)
+        return 101;
+    return (int)s;
+}
+
+/* A header that claims more than its file holds is refused before the
+ * data's buffer is allocated; a read holds the data once, not the file
+ * and a copy. */
+static void test_claims(void)
+{
+    char path[] = "/tmp/segrt_test_npy_claim_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    char text[512];
+    /* 40 GB of float32 (under the 64 GiB cap) from a 128-byte file. */
+    char claim[129];
+    npy_header(claim, "<f4", "(100000, 100000)");
+    spit(path, claim, 128);
+    int rc = sg_test_small_memory((size_t)64 << 20, read_npy, path, text, sizeof text);
+    CHECK_MSG(rc == SEGRT_ERROR_INVALID_MODEL && strstr(text, path) &&
+                  strstr(text, "float32 100000x100000 needs 40000000000 bytes of data, the file has 0"),
+              "%d: %s", rc, text);
+    CHECK(parse(claim, 128) == SEGRT_ERROR_INVALID_MODEL);
+    /* Past the cap, whatever the file. */
+    npy_header(claim, "<f8", "(100000, 100000)");
+    spit(path, claim, 128);
+    rc = sg_test_small_memory((size_t)64 << 20, read_npy, path, text, sizeof text);
+    CHECK_MSG(rc == SEGRT_ERROR_INVALID_MODEL && strstr(text, "too large"), "%d: %s", rc, text);
+    /* A header longer than the file. */
+    spit(path, claim, 40);
+    rc = sg_test_small_memory((size_t)64 << 20, read_npy, path, text, sizeof text);
+    CHECK_MSG(rc == SEGRT_ERROR_INVALID_MODEL && strstr(text, "runs past the end"), "%d: %s", rc, text);
+
+    /* 64 MiB of data read within a budget of 96 MiB: it could not hold
+     * the file and a copy. */
+    sg_tensor t = {SEGRT_DTYPE_UINT8, 1, {(int64_t)64 << 20}, NULL};
+    t.data = malloc((size_t)t.dims[0]);
+    for (int64_t i = 0; i < t.dims[0]; i++)
+        ((uint8_t *)t.data)[i] = (uint8_t)(i * 31 + (i >> 20));
+    CHECK(sg_npy_write(path, &t) == SEGRT_OK);
+    free(t.data);
+    rc = sg_test_small_memory((size_t)96 << 20, read_npy, path, text, sizeof text);
+    CHECK_MSG(rc == 0, "%d: %s", rc, text);
+    unlink(path);
 }
 
 /* Two threads write the same output path over and over, as two C API
@@ -142,6 +222,7 @@ int main(void)
         round_trip(all[i], 1, d0);
     }
     test_bad_headers();
+    test_claims();
     test_concurrent_writes();
     return sg_test_finish("test_npy");
 }

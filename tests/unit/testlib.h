@@ -44,9 +44,9 @@ const char *sg_test_model(const char *file);
  * text; -1 when the child crashed. The budget is RLIMIT_AS: a larger
  * allocation fails (and the code under test reports running out of
  * memory). Under AddressSanitizer, whose shadow memory RLIMIT_AS would
- * break, a malloc hook records the largest single allocation instead, and
- * one over the budget ends the run with SG_TEST_OVER_BUDGET, text saying
- * how much was asked for. Either way a reader that allocates a claimed
+ * break, malloc and free hooks track the most the child held at once
+ * instead, and more than the budget ends the run with SG_TEST_OVER_BUDGET,
+ * text saying how much. Either way a reader that allocates a claimed
  * size before checking it cannot pass a test that expects its refusal. */
 #define SG_TEST_OVER_BUDGET 126
 int sg_test_small_memory(size_t budget, int (*fn)(void *arg, char *text, size_t cap), void *arg, char *text,
