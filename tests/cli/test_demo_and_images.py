@@ -7,7 +7,10 @@
 - Image inputs: PNG, JPEG and TIFF, 8- and 16-bit, RGB and grey, give the
   labels the same pixels give as a normalised NPY array; label maps written
   as PNG and TIFF read back equal; the model's metadata supplies the
-  window, the overlap and the normalisation.
+  window, the overlap and the normalisation. A multi-page TIFF (written by
+  Pillow) is a volume for a 3-D net, and gives the labels its pages give
+  as an NPY volume; a stack whose pages differ, or a pyramid, is refused
+  naming the page.
 - Bad input: a corrupt image, a grey image for an RGB model, logits into an
   image file, an overlay over an array: one line on stderr, exit 2, and no
   output file left behind.
@@ -119,6 +122,50 @@ def test_grey_16bit_tiff_and_png_labels(tmp_path):
         run_segrt("run", model, tmp_path / f"g.{ext}", "-o", tmp_path / f"l.{ext}", "--roi", "32,32", "--device",
                   "cpu", "-q", check=0, timeout=300)
         assert np.array_equal(labels_of(tmp_path / f"l.{ext}"), want), ext
+
+
+def conv3d_model(tmp_path):
+    """A one-channel 3-D net with no metadata: raw values in."""
+    from onnx import helper
+    from onnx_util import init, save_model, tensor_input
+    w = np.random.default_rng(5).standard_normal((3, 1, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3, 3], pads=[1, 1, 1, 1, 1, 1])]
+    model = tmp_path / "grey3d.onnx"
+    save_model(model, nodes, [tensor_input("x", ["N", 1, "D", "H", "W"])],
+               [tensor_input("y", ["N", 3, "D", "H", "W"])], [init("w", w)])
+    return model
+
+
+def save_stack(path, pages, **kw):
+    ims = [Image.fromarray(p) for p in pages]
+    ims[0].save(path, save_all=True, append_images=ims[1:], **kw)
+
+
+def test_tiff_stack_is_a_volume(tmp_path):
+    model = conv3d_model(tmp_path)
+    vol = np.random.default_rng(6).integers(0, 65535, (7, 30, 26), dtype=np.uint16)
+    np.save(tmp_path / "v.npy", vol.astype(np.float32)[None, None])
+    args = ["--roi", "4,16,16", "--output", "labels", "--device", "cpu", "-q"]
+    run_segrt("run", model, tmp_path / "v.npy", "-o", tmp_path / "want.npy", *args, check=0, timeout=300)
+    want = np.load(tmp_path / "want.npy")
+    assert want.shape == (1, 1, 7, 30, 26)
+    for kw in ({}, {"compression": "tiff_deflate"}, {"compression": "tiff_lzw"}):
+        save_stack(tmp_path / "v.tif", list(vol), **kw)
+        run_segrt("run", model, tmp_path / "v.tif", "-o", tmp_path / "got.npy", *args, check=0, timeout=300)
+        assert np.array_equal(np.load(tmp_path / "got.npy"), want), kw
+
+
+def test_tiff_stacks_refused(tmp_path):
+    model = conv3d_model(tmp_path)
+    pages = [np.full((30, 26), k, np.uint8) for k in range(4)]
+    args = ["-o", tmp_path / "o.npy", "--roi", "2,16,16", "--device", "cpu"]
+    save_stack(tmp_path / "differ.tif", pages[:3] + [np.zeros((28, 26), np.uint8)])
+    msg = bad(tmp_path, model, tmp_path / "differ.tif", *args)
+    assert "differ.tif: page 3 is 26x28, page 0 is 26x30" in msg, msg
+    save_stack(tmp_path / "pyramid.tif", [pages[0], np.zeros((15, 13), np.uint8)])
+    msg = bad(tmp_path, model, tmp_path / "pyramid.tif", *args)
+    assert "page 1 is 13x15, smaller than page 0 (26x30) both ways: a pyramid" in msg, msg
+    assert not (tmp_path / "o.npy").exists()
 
 
 def bad(tmp_path, *args):
