@@ -1420,6 +1420,31 @@ static int write_seeds(const char *out)
     write_tiff(SEED("ycbcr_jpeg_tiles.tif"), &sm, &ycc);
     tiff_spec big = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w8"};
     write_tiff(SEED("bigtiff16.tif"), &ga16, &big);
+    /* Volumes: a grey stack in deflate strips, an RGB stack whose pages
+     * are stored two ways, and a two-level pyramid (refused). */
+    sg_image stack = volume(8, 6, 3, 1, 8), rgb = volume(16, 16, 2, 3, 16);
+    tiff_spec stack_strips = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_ADOBE_DEFLATE, 0, "w"};
+    write_tiff(SEED("stack3_deflate.tif"), &stack, &stack_strips);
+    TIFF *t = TIFFOpen(SEED("stack2_rgb16_tiles_lzw_strips_none.tif"), "w");
+    tiff_spec rgb_ways[2] = {{PHOTOMETRIC_RGB, PLANARCONFIG_CONTIG, COMPRESSION_LZW, 16, "w"},
+                             {PHOTOMETRIC_RGB, PLANARCONFIG_SEPARATE, COMPRESSION_NONE, 0, "w"}};
+    for (int32_t k = 0; k < 2; k++) {
+        sg_image page = page_of(&rgb, k);
+        write_page(t, &page, &rgb_ways[k]);
+        TIFFWriteDirectory(t);
+    }
+    TIFFClose(t);
+    t = TIFFOpen(SEED("pyramid2.tif"), "w");
+    tiff_spec grey_strips = {PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_NONE, 0, "w"};
+    write_page(t, &g8, &grey_strips);
+    TIFFWriteDirectory(t);
+    sg_image half = pattern(4, 4, 1, 8);
+    TIFFSetField(t, TIFFTAG_SUBFILETYPE, FILETYPE_REDUCEDIMAGE);
+    write_page(t, &half, &grey_strips);
+    TIFFClose(t);
+    sg_image_free(&half);
+    sg_image_free(&stack);
+    sg_image_free(&rgb);
 #undef SEED
     sg_image_free(&g8);
     sg_image_free(&rgba16);
