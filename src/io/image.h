@@ -183,8 +183,11 @@ const char *sg_image_format_bytes(uint64_t n, char *buf, size_t cap);
 void sg_image_one_line(char *buf, size_t cap, const char *msg);
 
 /* Each decoder fills *info from the headers, with every check made before
- * the pixels are allocated; then, unless out is NULL (a probe), fills *out
- * (zeroed first). On an error, which names name, out->pixels is freed. */
+ * the pixels are allocated (sg_image_check_dims, then what the file's data
+ * can decode to); then, unless out is NULL (a probe), fills *out (zeroed
+ * first). On an error, which names name, out->pixels is freed. A reader
+ * added later keeps this contract: nothing the size of the claim is
+ * allocated until the claim is checked, and the probe stops just there. */
 sg_status sg_png_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image_info *info,
                         sg_image *out);
 sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t max_bytes, sg_image_info *info,
