@@ -565,11 +565,14 @@ static sg_status scan(TIFF *tif, tiff_job *job, const char *name, uint64_t max_b
     const tiff_layout *f = &sc->first;
     SG_TRY(sg_image_check_dims(f->width, f->height, sc->pages, f->channels, f->bits, max_bytes, name, info));
     if (sc->decoded > allowed) {
-        char what[160], coded[32], most[32], codec[64];
+        /* The decoded size is the pixels', or more where tiles overhang
+         * the image. */
+        char what[160], decoded[32], coded[32], most[32], codec[64];
         return sg_error(SEGRT_ERROR_INVALID_MODEL,
-                        "%s: TIFF claims %s from %s of strip and tile data, which decode with %s to at most %s "
+                        "%s: TIFF claims %s, %s decoded from %s of strip and tile data; with %s that is at most %s "
                         "(%llu:1)",
                         name, sg_image_describe(info, what, sizeof what),
+                        sg_image_format_bytes(sc->decoded, decoded, sizeof decoded),
                         sg_image_format_bytes(sc->coded, coded, sizeof coded),
                         codec_name(sc->loosest, codec, sizeof codec), sg_image_format_bytes(allowed, most, sizeof most),
                         (unsigned long long)sc->ratio_max);
