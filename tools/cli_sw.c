@@ -292,17 +292,80 @@ static int load_member(sw_state *st, int32_t m, const char *path)
 }
 
 /* Every member takes an input of the image's rank. */
-static int check_ranks(const sw_state *st)
+static int check_ranks(const sw_state *st, int32_t rank)
 {
     segrt_status s;
     for (int32_t m = 0; m < st->n; m++) {
         segrt_tensor_desc d;
         if ((s = segrt_model_input(st->model[m], 0, &d)) != SEGRT_OK)
             return cli_fail(s);
-        if (d.rank != st->image.rank)
+        if (d.rank != rank)
             return cli_usage_error("%s: the model takes rank-%d input `%s`; the image has rank %d", st->path[m],
-                                   d.rank, d.name, st->image.rank);
+                                   d.rank, d.name, rank);
     }
+    return CLI_OK;
+}
+
+/* Before anything is read: the image's shape from its header against the
+ * outputs asked for, and the host memory the job will hold against the
+ * limit and what the machine has (the first model's declared class count;
+ * the job checks again with its engines' before it allocates). */
+static int check_before_reading(sw_state *st, const cli_sw_opts *so, const cli_engine_opts *eo, const char *in,
+                                const char *out, const sg_tensor *shape, uint64_t extra_bytes)
+{
+    int32_t nd = so->sw.n_dims;
+    bool volume = nd == 3;
+    if (volume && cli_files_format(out) == CLI_PNG)
+        return cli_usage_error("%s: a PNG holds one 2-D picture; a 3-D job's labels go to .tif (a page a slice) or "
+                               ".npy",
+                               out);
+    if (so->overlay && nd != 2)
+        return cli_usage_error("--overlay draws over a 2-D picture; %s is a %d-D image", in, nd);
+    segrt_tensor_desc d;
+    int64_t classes = segrt_model_output(st->model[0], 0, &d) == SEGRT_OK && d.rank > 1 && d.dims[1] > 0
+                          ? d.dims[1] : 1;
+    bool device_path = eo->device == SEGRT_DEVICE_CUDA && !so->sw.host_path;
+    sg_sw_host_need need;
+    segrt_status s = sg_sw_host_need_of(&so->sw, shape->dims, classes, device_path, extra_bytes, 0, &need);
+    if (s == SEGRT_OK)
+        s = sg_sw_host_need_check(&so->sw, &need, 0, "--max-host-memory");
+    if (s != SEGRT_OK) {
+        sg_error_prefix(s, "%s: ", in);
+        return cli_fail(s);
+    }
+    return CLI_OK;
+}
+
+/* Once the engines are built, before the windows run: the result they
+ * will give can be written where -o says (an image file takes one label
+ * map: one image, one channel). */
+static int check_result_fits(const sw_state *st, const cli_sw_opts *so, const char *out)
+{
+    if (!cli_sw_is_image_output(out))
+        return CLI_OK;
+    sg_sw_grid g;
+    segrt_tensor in, t[SG_SW_MAX_OUTPUTS];
+    memset(&in, 0, sizeof in);
+    in.dtype = SEGRT_DTYPE_FLOAT32;
+    in.rank = st->image.rank;
+    size_t n = 0;
+    int64_t classes = 0;
+    segrt_status s = sg_sw_grid_make(so->sw.n_dims, st->image.dims + 2, so->sw.roi, so->sw.overlap, so->sw.grid, &g);
+    if (s != SEGRT_OK)
+        return cli_fail(s);
+    s = sg_sw_input_dims(&so->sw, &st->image, in.dims);
+    if (s == SEGRT_OK)
+        s = sg_sw_model_outputs(st->members, 0, &so->sw, g.roi, &in, &n, t, &classes);
+    sg_sw_grid_free(&g);
+    if (s != SEGRT_OK)
+        return cli_fail(s);
+    if (st->image.dims[0] != 1)
+        return cli_usage_error("%s: an image file holds the labels of one image; this job has %lld (write .npy)", out,
+                               (long long)st->image.dims[0]);
+    if (sg_sw_effective_activation(&so->sw) == SG_SW_ACTIVATION_SIGMOID && classes > 1)
+        return cli_usage_error("%s: sigmoid labels are a mask per class (%lld here); an image file holds one label "
+                               "map (write .npy)",
+                               out, (long long)classes);
     return CLI_OK;
 }
 
@@ -466,16 +529,19 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     for (int32_t m = 0; m <= so->n_models; m++)
         if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1])) != CLI_OK)
             return rc;
+    sg_tensor shape;
+    uint64_t extra_bytes;
     if ((rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK ||
+        (rc = cli_sw_probe_input(in, &shape, &extra_bytes)) != CLI_OK || (rc = resolve(so, &shape, in)) != CLI_OK)
+        return rc;
+    if (shape.dtype != SEGRT_DTYPE_FLOAT32)
+        return cli_usage_error("%s: the image is %s; sliding windows read float32", in, segrt_dtype_name(shape.dtype));
+    if ((rc = check_ranks(st, shape.rank)) != CLI_OK ||
+        (rc = check_before_reading(st, so, eo, in, out, &shape, extra_bytes)) != CLI_OK ||
         (rc = cli_sw_read_input(in, st->model[0], model, so->raw_input, &st->image, &st->pixels)) != CLI_OK)
         return rc;
-    if ((rc = resolve(so, &st->image, in)) != CLI_OK)
-        return rc;
-    if (st->image.dtype != SEGRT_DTYPE_FLOAT32)
-        return cli_usage_error("%s: the image is %s; sliding windows read float32", in,
-                               segrt_dtype_name(st->image.dtype));
-    if ((rc = check_ranks(st)) != CLI_OK)
-        return rc;
+    if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
+        return cli_usage_error("%s: the file changed while segrt read it", in);
     bool cuda = eo->device == SEGRT_DEVICE_CUDA;
     if (so->auto_batch)
         so->sw.sw_batch = 1;
@@ -489,6 +555,8 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
                 return rc;
         }
     }
+    if ((rc = check_result_fits(st, so, out)) != CLI_OK)
+        return rc;
     progress_line pl = {now_s(), 0.0};
     if (!quiet && isatty(STDERR_FILENO)) {
         so->sw.progress = show_progress;

@@ -115,6 +115,31 @@ static int normalise(const segrt_model *model, const char *model_path, sg_tensor
     return CLI_OK;
 }
 
+int cli_sw_probe_input(const char *path, sg_tensor *image, uint64_t *extra_bytes)
+{
+    segrt_status s;
+    memset(image, 0, sizeof *image);
+    *extra_bytes = 0;
+    if (!sg_image_is_image_file(path))
+        return (s = sg_npy_probe(path, image)) == SEGRT_OK ? CLI_OK : cli_fail(s);
+    sg_image_info info;
+    if ((s = sg_image_probe(path, &info)) != SEGRT_OK)
+        return cli_fail(s);
+    /* As sg_image_to_tensor gives it: alpha dropped, pages a spatial axis. */
+    int32_t c = info.channels == 2 || info.channels == 4 ? info.channels - 1 : info.channels;
+    image->dtype = SEGRT_DTYPE_FLOAT32;
+    image->dims[image->rank++] = 1;
+    image->dims[image->rank++] = c;
+    if (info.depth > 1)
+        image->dims[image->rank++] = info.depth;
+    image->dims[image->rank++] = info.height;
+    image->dims[image->rank++] = info.width;
+    /* The pixels stay beside the tensor (the overlay draws over them), and
+     * the decoder holds its scratch while it reads. */
+    *extra_bytes = info.pixel_bytes + info.scratch_bytes;
+    return CLI_OK;
+}
+
 int cli_sw_read_input(const char *path, const segrt_model *model, const char *model_path, bool raw,
                       sg_tensor *image, sg_image *pixels)
 {

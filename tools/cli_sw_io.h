@@ -22,6 +22,12 @@
  * line gave none. Returns an exit code (usage errors name the model). */
 int cli_sw_model_defaults(const segrt_model *model, const char *path, cli_sw_opts *so);
 
+/* What cli_sw_read_input will give, from the file's header alone:
+ * image's dtype, rank and dims (data NULL), and the host bytes the read
+ * holds besides the tensor (an image file's pixels and the decoder's
+ * scratch). Returns an exit code. */
+int cli_sw_probe_input(const char *path, sg_tensor *image, uint64_t *extra_bytes);
+
 /* The input as float32 N x C x spatial. An image file also fills *pixels
  * (for the overlay) and is normalised as the model's metadata says unless
  * raw. Returns an exit code. */

@@ -291,7 +291,8 @@ sg_status sg_output_open(const char *path, sg_output **out)
          * name that is not there yet, which is harmless, rather than miss
          * a file that is. */
         atomic_store(&slot->state, SLOT_LIVE);
-        fd = openat(dirfd, slot->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        /* Read as well: libtiff reads back what it wrote to link pages. */
+        fd = openat(dirfd, slot->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         err = fd < 0 ? errno : 0;
         if (fd < 0)
             atomic_store(&slot->state, SLOT_BUSY);

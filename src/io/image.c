@@ -327,9 +327,8 @@ sg_status sg_image_write_to(sg_output *o, const sg_image *img)
     SG_TRY(write_format(path, &format));
     if (!image_is_valid(img))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: nothing to write (an empty or malformed image)", path);
-    /* The encoders write one page. */
-    if (img->depth > 1)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: writing a volume (%d pages) is not supported yet", path,
+    if (img->depth > 1 && format == SG_IMAGE_PNG)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: a PNG holds one 2-D picture, not %d pages; use .tif", path,
                         img->depth);
     return format == SG_IMAGE_PNG ? sg_png_encode(img, o) : sg_tiff_encode(img, o);
 }
@@ -409,10 +408,21 @@ sg_status sg_image_from_labels(const sg_tensor *labels, sg_image *out)
     if (labels->dtype != SEGRT_DTYPE_UINT8 && labels->dtype != SEGRT_DTYPE_UINT16)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a label map must be uint8 or uint16, not %s",
                         segrt_dtype_name(labels->dtype));
+    /* N x C x D x H x W (a 3-D job's): the pages are D, and the rest must
+     * be one image and one channel as for a 2-D map. */
+    sg_tensor plane = *labels;
+    int64_t depth = 1;
+    if (labels->rank >= 5) {
+        depth = labels->dims[labels->rank - 3];
+        plane.dims[labels->rank - 3] = 1;
+    }
     int64_t h, w;
-    SG_TRY(sg_image_label_dims(labels, &h, &w));
-    sg_status s = sg_image_alloc(w, h, 1, labels->dtype == SEGRT_DTYPE_UINT8 ? 8 : 16, SG_IMAGE_MAX_BYTES,
-                                 "label map", out);
+    SG_TRY(sg_image_label_dims(&plane, &h, &w));
+    sg_image_info info;
+    sg_status s = sg_image_check_dims(w, h, depth, 1, labels->dtype == SEGRT_DTYPE_UINT8 ? 8 : 16,
+                                      SG_IMAGE_MAX_BYTES, "label map", &info);
+    if (s == SEGRT_OK)
+        s = sg_image_alloc_info(&info, "label map", out);
     if (s != SEGRT_OK)
         return s == SEGRT_ERROR_INVALID_MODEL ? SEGRT_ERROR_INVALID_ARGUMENT : s;
     memcpy(out->pixels, labels->data, sg_image_bytes(out));

@@ -114,11 +114,12 @@ sg_status sg_image_probe_memory_max(const void *bytes, size_t n, const char *nam
 
 /* Writes img to path as the extension says: .png (8/16-bit grey, grey+alpha,
  * RGB, RGBA) or .tif/.tiff (the same, deflate-compressed with horizontal
- * prediction; BigTIFF past 2 GiB of pixels), whole or not at all (an
- * output of core/file.h, opened, written and committed). Errors:
+ * prediction, a volume's slices as its pages, the slowest axis, as
+ * sg_image_read reads them; BigTIFF past 2 GiB of pixels), whole or not at
+ * all (an output of core/file.h, opened, written and committed). Errors:
  * INVALID_ARGUMENT (an extension that is not PNG or TIFF, a malformed img),
- * UNSUPPORTED (.jpg: segrt writes no lossy format; a volume, depth > 1, is
- * not written yet), IO (cannot write). */
+ * UNSUPPORTED (.jpg: segrt writes no lossy format; a volume to .png),
+ * IO (cannot write). */
 sg_status sg_image_write(const char *path, const sg_image *img);
 
 /* The same into an open output, which the caller commits or discards. */
@@ -139,8 +140,10 @@ sg_status sg_image_to_tensor(const sg_image *img, bool keep_alpha, sg_tensor *ou
 
 /* A label map as an 8-bit (uint8 labels) or 16-bit (uint16) grey image,
  * pixels copied. labels is H x W, or has leading dims of 1 in front of
- * H x W (N=1 x 1 x H x W from segrt's sliding window). INVALID_ARGUMENT for
- * another dtype, a leading dim other than 1, or an empty map. */
+ * H x W (N=1 x 1 x H x W from segrt's sliding window); from rank 5 on,
+ * N=1 x 1 x D x H x W (a 3-D job's) is a volume of D pages.
+ * INVALID_ARGUMENT for another dtype, a leading dim other than 1, or an
+ * empty map. */
 sg_status sg_image_from_labels(const sg_tensor *labels, sg_image *out);
 
 /* The height and width of a label map: the last two dims of labels, all

@@ -838,7 +838,7 @@ static sg_status write_tags(TIFF *tif, const sg_image *img, uint32_t rps)
 
 /* libtiff may change a strip's bytes as it encodes it (prediction, byte
  * swapping), so each strip goes through a copy. */
-static sg_status write_strips(TIFF *tif, const sg_image *img, uint32_t rps)
+static sg_status write_strips(TIFF *tif, const sg_image *img, const uint8_t *page, uint32_t rps)
 {
     size_t row = sg_image_row_bytes(img);
     uint8_t *buf = sg_malloc((size_t)rps * row);
@@ -847,7 +847,7 @@ static sg_status write_strips(TIFF *tif, const sg_image *img, uint32_t rps)
     sg_status s = SEGRT_OK;
     for (uint32_t y = 0, k = 0; y < (uint32_t)img->height; y += rps, k++) {
         uint32_t rows = (uint32_t)img->height - y < rps ? (uint32_t)img->height - y : rps;
-        memcpy(buf, (const uint8_t *)img->pixels + (size_t)y * row, (size_t)rows * row);
+        memcpy(buf, page + (size_t)y * row, (size_t)rows * row);
         if (TIFFWriteEncodedStrip(tif, k, buf, (tmsize_t)((size_t)rows * row)) < 0) {
             s = SEGRT_ERROR_IO;
             break;
@@ -882,10 +882,24 @@ sg_status sg_tiff_encode(const sg_image *img, sg_output *o)
         close(fd);
         return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, job.msg[0] ? job.msg : "libtiff failed");
     }
+    /* A volume's slices are its pages, one directory each, in order: what
+     * sg_tiff_decode reads back as depth. */
     uint32_t rps = strip_rows(img);
-    sg_status s = write_tags(tif, img, rps);
-    if (s == SEGRT_OK)
-        s = write_strips(tif, img, rps);
+    sg_status s = SEGRT_OK;
+    int32_t pages = img->depth > 1 ? img->depth : 1;
+    for (int32_t z = 0; z < pages && s == SEGRT_OK; z++) {
+        s = write_tags(tif, img, rps);
+        if (s == SEGRT_OK && pages > 1 &&
+            !(TIFFSetField(tif, TIFFTAG_SUBFILETYPE, (uint32_t)FILETYPE_PAGE) &&
+              TIFFSetField(tif, TIFFTAG_PAGENUMBER, (uint16_t)(z < 65535 ? z : 65535),
+                           (uint16_t)(pages < 65535 ? pages : 65535))))
+            s = SEGRT_ERROR_IO;
+        if (s == SEGRT_OK)
+            s = write_strips(tif, img, (const uint8_t *)img->pixels + (size_t)z * sg_image_page_bytes(img), rps);
+        /* TIFFWriteDirectory ends a page; the last is ended by TIFFFlush. */
+        if (s == SEGRT_OK && z + 1 < pages && !TIFFWriteDirectory(tif))
+            s = SEGRT_ERROR_IO;
+    }
     /* TIFFClose writes the directory but cannot fail; TIFFFlush can. */
     if (s == SEGRT_OK && !TIFFFlush(tif))
         s = SEGRT_ERROR_IO;

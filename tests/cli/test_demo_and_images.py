@@ -10,7 +10,8 @@
   window, the overlap and the normalisation. A multi-page TIFF (written by
   Pillow) is a volume for a 3-D net, and gives the labels its pages give
   as an NPY volume; a stack whose pages differ, or a pyramid, is refused
-  naming the page.
+  naming the page. A 3-D job's labels go to a multi-page TIFF, a page a
+  slice, as Pillow reads it back.
 - Bad input: a corrupt image, a grey image for an RGB model, logits into an
   image file, an overlay over an array: one line on stderr, exit 2, and no
   output file left behind.
@@ -153,6 +154,20 @@ def test_tiff_stack_is_a_volume(tmp_path):
         save_stack(tmp_path / "v.tif", list(vol), **kw)
         run_segrt("run", model, tmp_path / "v.tif", "-o", tmp_path / "got.npy", *args, check=0, timeout=300)
         assert np.array_equal(np.load(tmp_path / "got.npy"), want), kw
+    # The volume's labels as a TIFF: a page a slice, read back by Pillow
+    # (the independent reader) and by segrt as the same volume.
+    run_segrt("run", model, tmp_path / "v.tif", "-o", tmp_path / "labels.tif", *args, check=0, timeout=300)
+    with Image.open(tmp_path / "labels.tif") as im:
+        assert im.n_frames == 7
+        pages = []
+        for z in range(im.n_frames):
+            im.seek(z)
+            pages.append(np.array(im))
+    assert np.array_equal(np.stack(pages), want[0, 0])
+    # A PNG holds one picture: refused before the job, nothing written.
+    msg = bad(tmp_path, model, tmp_path / "v.tif", "-o", tmp_path / "labels.png", *args)
+    assert "labels.png: a PNG holds one 2-D picture" in msg, msg
+    assert not (tmp_path / "labels.png").exists()
 
 
 def test_tiff_stacks_refused(tmp_path):

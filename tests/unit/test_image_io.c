@@ -624,10 +624,12 @@ static void test_volumes(void)
     CHECK(t.data && ((float *)t.data)[((2 * 4 + 3) * 3 + 1) * 5 + 4] ==
                         (float)((uint16_t *)vol.pixels)[((3 * 3 + 1) * 5 + 4) * 4 + 2]);
     free(t.data);
-    /* Not written yet (the writers take one page), and no overlay. */
-    CHECK(sg_image_write(in_dir("v.tif"), &vol) == SEGRT_ERROR_UNSUPPORTED);
-    CHECK(strstr(sg_last_error(), "4 pages") != NULL);
+    /* Written as a TIFF of a page a slice, read back the same; a PNG holds
+     * one picture, and there is no overlay of a volume. */
+    CHECK(sg_image_write(in_dir("v.tif"), &vol) == SEGRT_OK);
+    check_volume(in_dir("v.tif"), &vol, "a volume written by segrt");
     CHECK(sg_image_write(in_dir("v.png"), &vol) == SEGRT_ERROR_UNSUPPORTED);
+    CHECK(strstr(sg_last_error(), "4 pages") != NULL);
     uint8_t lab[15] = {0};
     sg_tensor labels = {SEGRT_DTYPE_UINT8, 2, {3, 5}, lab};
     CHECK(sg_overlay_render(&vol, &labels, NULL, &img) == SEGRT_ERROR_UNSUPPORTED);
