@@ -1,7 +1,8 @@
 /* Core: dtypes and conversions, checked arithmetic, blobs, the string map,
- * error messages, the copy team. */
+ * the first-fit free list, error messages, the copy team. */
 #include "core/copy_team.h"
 #include "core/dtype.h"
+#include "core/freelist.h"
 #include "core/mem.h"
 #include "core/strmap.h"
 #include "core/tensor.h"
@@ -193,12 +194,78 @@ static void test_copy_team_handoffs(void)
     free(dst);
 }
 
+/* The free list against the scan it replaced in the CPU memory plan: live
+ * blocks sorted by offset, the first gap from 0 that fits. Random sizes
+ * (zero included) and random release orders, so that gaps merge on either
+ * side, reach the top and are split again. */
+static void test_freelist(void)
+{
+    enum { N = 4000 };
+    static size_t off[N], size[N], live_off[N], live_end[N];
+    static int live_id[N];
+    static bool alive[N];
+    uint32_t r = 12345;
+    int ok = 1;
+    for (int round = 0; round < 3; round++) {
+        sg_freelist f;
+        sg_freelist_init(&f);
+        int n_live = 0;
+        memset(alive, 0, sizeof alive);
+        for (int i = 0; i < N && ok; i++) {
+            r = r * 1103515245u + 12345u;
+            /* Release a few random live blocks first. */
+            for (int k = (int)((r >> 8) % 3); k > 0 && n_live > 0; k--) {
+                r = r * 1103515245u + 12345u;
+                int at = (int)((r >> 8) % (uint32_t)n_live), id = live_id[at];
+                ok &= sg_freelist_release(&f, off[id], size[id]) == SEGRT_OK;
+                alive[id] = false;
+                memmove(&live_off[at], &live_off[at + 1], sizeof *live_off * (size_t)(n_live - at - 1));
+                memmove(&live_end[at], &live_end[at + 1], sizeof *live_end * (size_t)(n_live - at - 1));
+                memmove(&live_id[at], &live_id[at + 1], sizeof *live_id * (size_t)(n_live - at - 1));
+                n_live--;
+            }
+            r = r * 1103515245u + 12345u;
+            size[i] = (r >> 8) % 7 == 0 ? 0 : 64 * (1 + (r >> 12) % (round == 2 ? 3 : 40));
+            size_t want = 0;
+            int at = 0;
+            for (; at < n_live; at++) {
+                if (live_off[at] >= want + size[i])
+                    break;
+                if (live_end[at] > want)
+                    want = live_end[at];
+            }
+            ok &= sg_freelist_alloc(&f, size[i], &off[i]) == SEGRT_OK;
+            CHECK_MSG(off[i] == want, "round %d block %d: offset %zu, first fit %zu", round, i, off[i], want);
+            ok &= off[i] == want;
+            if (size[i] == 0)
+                continue; /* occupies nothing */
+            memmove(&live_off[at + 1], &live_off[at], sizeof *live_off * (size_t)(n_live - at));
+            memmove(&live_end[at + 1], &live_end[at], sizeof *live_end * (size_t)(n_live - at));
+            memmove(&live_id[at + 1], &live_id[at], sizeof *live_id * (size_t)(n_live - at));
+            live_off[at] = off[i];
+            live_end[at] = off[i] + size[i];
+            live_id[at] = i;
+            alive[i] = true;
+            n_live++;
+        }
+        /* Everything released: the arena is empty again. */
+        for (int i = 0; i < N; i++)
+            if (alive[i])
+                ok &= sg_freelist_release(&f, off[i], size[i]) == SEGRT_OK;
+        size_t o = 1;
+        ok &= sg_freelist_alloc(&f, 64, &o) == SEGRT_OK && o == 0;
+        sg_freelist_free(&f);
+    }
+    CHECK(ok);
+}
+
 int main(void)
 {
     test_half();
     test_dtype_tables();
     test_checked_math();
     test_blob_and_map();
+    test_freelist();
     test_errors();
     test_copy_team();
     test_copy_team_handoffs();

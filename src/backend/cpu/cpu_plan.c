@@ -2,6 +2,7 @@
  * per node, layout conversions where producer and consumer disagree, then a
  * lifetime-based memory plan for the activation arena. */
 #include "backend/cpu/cpu_internal.h"
+#include "core/freelist.h"
 
 #include <string.h>
 
@@ -448,6 +449,10 @@ static sg_status bind_outputs(sg_cpu_plan *p)
     return SEGRT_OK;
 }
 
+/* Whether the memory plan places tensor t in the arena (views share their
+ * base's place; tensors no step uses get none). */
+static bool in_arena(const cpu_tensor *t) { return t->kind == CPU_T_ARENA && t->first >= 0 && t->alias < 0; }
+
 /* Lifetimes in steps, then first-fit offsets: a tensor may reuse memory of
  * tensors whose last reader ran before its first writer. */
 static sg_status plan_memory(sg_cpu_plan *p)
@@ -475,45 +480,56 @@ static sg_status plan_memory(sg_cpu_plan *p)
         if (ct->last > of->last)
             of->last = ct->last;
     }
-    typedef struct {
-        size_t off, end;
-        int32_t last;
-    } live_t;
-    live_t *live = sg_calloc((size_t)p->n_tensors + 1, sizeof *live);
-    if (!live)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    int32_t n_live = 0;
-    size_t peak = 0;
-    /* Tensors in order of first use; arena tensors only. */
-    for (int32_t si = 0; si < p->n_steps; si++) {
-        int32_t k = 0;
-        for (int32_t i = 0; i < n_live; i++)
-            if (live[i].last >= si)
-                live[k++] = live[i];
-        n_live = k;
-        for (int32_t t = 0; t < p->n_tensors; t++) {
-            cpu_tensor *ct = &p->tensors[t];
-            if (ct->kind != CPU_T_ARENA || ct->first != si || ct->alias >= 0)
-                continue;
-            size_t need = (ct->bytes + 63) & ~(size_t)63;
-            /* live is kept sorted by offset: take the first gap that fits. */
-            size_t off = 0;
-            int32_t at = 0;
-            for (; at < n_live; at++) {
-                if (live[at].off >= off + need)
-                    break;
-                if (live[at].end > off)
-                    off = live[at].end;
+    /* Arena tensors bucketed by the step that writes them first and by
+     * the step that reads them last, in tensor order within a bucket. */
+    int32_t ns = p->n_steps;
+    int32_t *first_at = sg_calloc((size_t)ns + 2, sizeof *first_at);
+    int32_t *last_at = sg_calloc((size_t)ns + 2, sizeof *last_at);
+    int32_t *by_first = sg_malloc(sizeof(int32_t) * ((size_t)p->n_tensors + 1));
+    int32_t *by_last = sg_malloc(sizeof(int32_t) * ((size_t)p->n_tensors + 1));
+    sg_status s = first_at && last_at && by_first && by_last ? SEGRT_OK : SEGRT_ERROR_OUT_OF_MEMORY;
+    if (s == SEGRT_OK) {
+        for (int32_t t = 0; t < p->n_tensors; t++)
+            if (in_arena(&p->tensors[t])) {
+                first_at[p->tensors[t].first + 2]++;
+                last_at[p->tensors[t].last + 2]++;
             }
-            memmove(&live[at + 1], &live[at], sizeof *live * (size_t)(n_live - at));
-            live[at] = (live_t){off, off + need, ct->last};
-            n_live++;
-            ct->offset = off;
-            if (off + need > peak)
-                peak = off + need;
+        for (int32_t si = 2; si <= ns; si++) {
+            first_at[si] += first_at[si - 1];
+            last_at[si] += last_at[si - 1];
+        }
+        /* Placing each tensor moves its bucket's start up by one: after
+         * this, bucket si runs from [si] to [si + 1]. */
+        for (int32_t t = 0; t < p->n_tensors; t++)
+            if (in_arena(&p->tensors[t])) {
+                by_first[first_at[p->tensors[t].first + 1]++] = t;
+                by_last[last_at[p->tensors[t].last + 1]++] = t;
+            }
+    }
+    sg_freelist arena;
+    sg_freelist_init(&arena);
+    size_t peak = 0;
+    for (int32_t si = 0; s == SEGRT_OK && si < ns; si++) {
+        /* Memory of tensors last read before this step is free again. */
+        for (int32_t k = si ? last_at[si - 1] : 0; si && k < last_at[si] && s == SEGRT_OK; k++) {
+            const cpu_tensor *ct = &p->tensors[by_last[k]];
+            s = sg_freelist_release(&arena, ct->offset, (ct->bytes + 63) & ~(size_t)63);
+        }
+        for (int32_t k = first_at[si]; k < first_at[si + 1] && s == SEGRT_OK; k++) {
+            cpu_tensor *ct = &p->tensors[by_first[k]];
+            size_t need = (ct->bytes + 63) & ~(size_t)63;
+            s = sg_freelist_alloc(&arena, need, &ct->offset);
+            if (s == SEGRT_OK && ct->offset + need > peak)
+                peak = ct->offset + need;
         }
     }
-    free(live);
+    sg_freelist_free(&arena);
+    free(first_at);
+    free(last_at);
+    free(by_first);
+    free(by_last);
+    if (s != SEGRT_OK)
+        return s;
     p->arena_bytes = peak;
     int32_t n_aliases = 0;
     for (int32_t t = 0; t < p->n_tensors; t++) {
