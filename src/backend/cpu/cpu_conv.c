@@ -13,6 +13,7 @@ typedef struct conv_fusion {
     cpu_arg extra[8]; /* post-op operands: PReLU slopes, residuals */
     int32_t n_extra;
     int32_t out_value; /* the graph value the fused chain produces */
+    int32_t nodes[8];  /* the nodes absorbed, n_post of them */
 } conv_fusion;
 
 /* Strides describing ONNX's weight layout in oneDNN's dim order. Conv
@@ -125,11 +126,18 @@ static sg_status fuse_post_ops(sg_cpu_plan *p, int32_t conv_node, int64_t k, int
             break;
         }
         p->fused[r] = 1;
-        f->n_post++;
+        f->nodes[f->n_post++] = r;
         cur = n->outputs[0];
     }
     f->out_value = cur;
     return SEGRT_OK;
+}
+
+/* Takes back the marks of a fusion attempt. */
+static void unfuse(sg_cpu_plan *p, const conv_fusion *f)
+{
+    for (int32_t k = 0; k < f->n_post; k++)
+        p->fused[f->nodes[k]] = 0;
 }
 
 static sg_status create_pd(sg_cpu_plan *p, bool transposed, const dnnl_memory_desc_t *src,
@@ -216,13 +224,11 @@ sg_status cpu_build_conv(sg_cpu_plan *p, int32_t i)
     dnnl_dims_t bdims = {k_out};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&b_md, 1, bdims, dnnl_f32, dnnl_a));
 
-    /* Fusion marks readers as absorbed; each attempt starts from this state. */
-    uint8_t *saved = sg_malloc((size_t)p->g->n_nodes + 1);
-    if (!saved)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    memcpy(saved, p->fused, (size_t)p->g->n_nodes);
+    /* Fusion marks readers as absorbed (readers that were not); each
+     * attempt starts by taking back the marks of the one before. */
     int32_t tensors_before = p->n_tensors;
     conv_fusion f;
+    memset(&f, 0, sizeof f);
     dnnl_primitive_desc_t pd = NULL;
     sg_status s = SEGRT_OK;
     /* oneDNN's optimized kernels take only some post-op chains (3D
@@ -230,7 +236,7 @@ sg_status cpu_build_conv(sg_cpu_plan *p, int32_t i)
      * shorten the chain until an optimized implementation is found; the
      * operators left out run as steps of their own. */
     for (int32_t max_post = 8; max_post >= 0; max_post--) {
-        memcpy(p->fused, saved, (size_t)p->g->n_nodes);
+        unfuse(p, &f);
         p->n_tensors = tensors_before;
         memset(&f, 0, sizeof f);
         s = fuse_post_ops(p, i, k_out, rank, max_post, &f);
@@ -257,12 +263,10 @@ sg_status cpu_build_conv(sg_cpu_plan *p, int32_t i)
             max_post = f.n_post; /* the loop's decrement then drops one */
     }
     if (s != SEGRT_OK) {
-        memcpy(p->fused, saved, (size_t)p->g->n_nodes);
+        unfuse(p, &f);
         p->n_tensors = tensors_before;
-    }
-    free(saved);
-    if (s != SEGRT_OK)
         return s;
+    }
 
     /* From here on the node is ours: conversions and constants. */
     int32_t x, w, b = -1, y;

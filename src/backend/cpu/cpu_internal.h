@@ -38,6 +38,7 @@ typedef struct cpu_tensor {
     size_t offset;          /* ARENA */
     int32_t first, last;    /* steps that write it first and read it last */
     int32_t alias;          /* another tensor whose memory this one views, or -1 */
+    int32_t layouts;        /* the newest layout step converting it, or -1 */
 } cpu_tensor;
 
 typedef struct cpu_step cpu_step;
@@ -62,6 +63,7 @@ struct cpu_step {
     void *params;           /* kernel parameters, freed with the plan */
     bool fallback;
     bool layout;            /* a reorder between layouts, args FROM and TO */
+    int32_t next_layout;    /* layout steps: the previous one from the same tensor, or -1 */
 };
 
 struct sg_cpu_plan {
@@ -75,6 +77,7 @@ struct sg_cpu_plan {
     int32_t *value_tensor;  /* graph value -> tensor holding it, or -1 */
     uint8_t *fused;         /* graph nodes absorbed into an earlier step */
     int32_t *uses;          /* readers of each graph value */
+    int32_t *reader;        /* the first node reading each graph value, or -1 */
     int32_t *inputs;        /* tensors of the graph inputs */
     int32_t *outputs;       /* tensors of the caller's output buffers */
     int32_t *aliases;       /* tensors viewing an input's memory, rebound per run */

@@ -96,6 +96,7 @@ sg_status cpu_tensor_new_plain(sg_cpu_plan *p, cpu_tensor_kind kind, sg_dtype dt
     t.first = t.last = -1;
     t.io_index = -1;
     t.alias = -1;
+    t.layouts = -1;
     return tensor_push(p, &t, out);
 }
 
@@ -111,6 +112,7 @@ sg_status cpu_tensor_new_alias(sg_cpu_plan *p, int32_t of, const dnnl_memory_des
         t.dims[d] = md->dims[d];
     t.alias = of;
     t.first = t.last = -1;
+    t.layouts = -1;
     return tensor_push(p, &t, out);
 }
 
@@ -129,6 +131,7 @@ sg_status cpu_tensor_new_md(sg_cpu_plan *p, sg_dtype dt, const dnnl_memory_desc_
     t.first = t.last = -1;
     t.io_index = -1;
     t.alias = -1;
+    t.layouts = -1;
     return tensor_push(p, &t, out);
 }
 
@@ -248,17 +251,30 @@ int32_t cpu_value(const sg_cpu_plan *p, int32_t v) { return v < 0 ? -1 : p->valu
 int32_t cpu_single_reader(const sg_cpu_plan *p, int32_t v)
 {
     const sg_graph *g = p->g;
-    if (v < 0 || g->values[v].is_output || p->uses[v] != 1)
+    if (v < 0 || g->values[v].is_output || p->uses[v] != 1 || p->reader[v] < 0)
         return -1;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] == v)
-                return p->fused[i] ? -1 : i;
-    return -1;
+    return p->fused[p->reader[v]] ? -1 : p->reader[v];
 }
 
-/* Conversions made so far: (source tensor, converted tensor). A value read
- * in another layout by several consumers is converted once. */
+/* The first node that reads each value (-1 if none), so that fusion asks
+ * for a value's reader without scanning the graph. */
+static int32_t *first_readers(const sg_graph *g)
+{
+    int32_t *r = sg_malloc(sizeof(int32_t) * ((size_t)g->n_values + 1));
+    if (!r)
+        return NULL;
+    for (int32_t v = 0; v < g->n_values; v++)
+        r[v] = -1;
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0)
+                r[g->nodes[i].inputs[k]] = i;
+    return r;
+}
+
+/* Conversions made so far: each tensor's layout steps are chained from
+ * cpu_tensor.layouts through cpu_step.next_layout, newest first. A value
+ * read in another layout by several consumers is converted once. */
 sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, int32_t *out)
 {
     int32_t src = cpu_value(p, v);
@@ -267,13 +283,16 @@ sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, 
         *out = src;
         return SEGRT_OK;
     }
-    for (int32_t i = 0; i < p->n_steps; i++) {
+    int32_t found = -1; /* the oldest match, as a scan of the steps would find */
+    for (int32_t i = p->tensors[src].layouts; i >= 0; i = p->steps[i].next_layout) {
         const cpu_step *s = &p->steps[i];
-        if (s->layout && s->args[0].tensor == src &&
-            dnnl_memory_desc_equal(&p->tensors[s->args[1].tensor].md, md)) {
-            *out = s->args[1].tensor;
-            return SEGRT_OK;
-        }
+        SG_ASSERT(s->layout && s->args[0].tensor == src);
+        if (dnnl_memory_desc_equal(&p->tensors[s->args[1].tensor].md, md))
+            found = s->args[1].tensor;
+    }
+    if (found >= 0) {
+        *out = found;
+        return SEGRT_OK;
     }
     if (!p->tensors[src].has_md)
         return sg_error(SEGRT_ERROR_INTERNAL, "value `%s` (%s) has no oneDNN layout to convert",
@@ -289,6 +308,8 @@ sg_status cpu_value_as(sg_cpu_plan *p, int32_t v, const dnnl_memory_desc_t *md, 
     s->args[1] = (cpu_arg){DNNL_ARG_TO, dst};
     s->n_args = 2;
     s->layout = true;
+    s->next_layout = p->tensors[src].layouts;
+    p->tensors[src].layouts = p->n_steps - 1;
     *out = dst;
     return SEGRT_OK;
 }
@@ -564,7 +585,8 @@ sg_status sg_cpu_plan_build(const sg_graph *g, int32_t threads, sg_cpu_plan **ou
         p->inputs = sg_calloc((size_t)p->g->n_inputs + 1, sizeof *p->inputs);
         p->outputs = sg_calloc((size_t)p->g->n_outputs + 1, sizeof *p->outputs);
         p->uses = sg_graph_use_counts(p->g);
-        if (!p->value_tensor || !p->fused || !p->inputs || !p->outputs || !p->uses)
+        p->reader = first_readers(p->g);
+        if (!p->value_tensor || !p->fused || !p->inputs || !p->outputs || !p->uses || !p->reader)
             s = SEGRT_ERROR_OUT_OF_MEMORY;
     }
     if (s == SEGRT_OK)
@@ -600,6 +622,7 @@ void sg_cpu_plan_free(sg_cpu_plan *p)
     free(p->value_tensor);
     free(p->fused);
     free(p->uses);
+    free(p->reader);
     free(p->inputs);
     free(p->outputs);
     free(p->aliases);
