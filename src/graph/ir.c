@@ -260,6 +260,87 @@ sg_status sg_graph_clone(const sg_graph *g, sg_graph **out)
     return SEGRT_OK;
 }
 
+/* The order toposort gives: that of sweeping the node list again and
+ * again, taking each node whose inputs are all computed, so that nodes
+ * already in order stay in order. Node i is taken in sweep
+ *   max over its producers p of (p's sweep, plus one where p > i),
+ * which Kahn's algorithm over the producer -> reader edges computes in one
+ * pass; the order is by (sweep, index). (Sweeping itself took a pass over
+ * the graph per node out of place.) Sets *stuck to the first node on or
+ * after a cycle, or -1. */
+static sg_status topo_order(const sg_graph *g, int32_t *order, int32_t *stuck)
+{
+    int32_t nn = g->n_nodes;
+    int64_t n_edges = 0;
+    for (int32_t i = 0; i < nn; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            n_edges += g->nodes[i].inputs[k] >= 0 && g->values[g->nodes[i].inputs[k]].producer >= 0;
+    if (n_edges >= INT32_MAX)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "the graph has too many edges (%lld)", (long long)n_edges);
+    int32_t *sweep = sg_calloc((size_t)nn + 1, sizeof *sweep);
+    int32_t *waiting = sg_calloc((size_t)nn + 1, sizeof *waiting); /* inputs not computed yet */
+    int32_t *edge_at = sg_calloc((size_t)nn + 2, sizeof *edge_at);
+    int32_t *edges = sg_malloc(sizeof(int32_t) * (size_t)(n_edges + 1));
+    int32_t *queue = sg_malloc(sizeof(int32_t) * (size_t)(nn + 1));
+    sg_status s = sweep && waiting && edge_at && edges && queue ? SEGRT_OK : SEGRT_ERROR_OUT_OF_MEMORY;
+    *stuck = -1;
+    if (s == SEGRT_OK) {
+        /* The readers of node p's outputs: edges[edge_at[p] .. edge_at[p + 1]),
+         * one entry per input that reads them. */
+        for (int32_t i = 0; i < nn; i++)
+            for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
+                int32_t v = g->nodes[i].inputs[k];
+                if (v >= 0 && g->values[v].producer >= 0) {
+                    edge_at[g->values[v].producer + 2]++;
+                    waiting[i]++;
+                }
+            }
+        for (int32_t i = 2; i <= nn; i++)
+            edge_at[i] += edge_at[i - 1];
+        for (int32_t i = 0; i < nn; i++)
+            for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
+                int32_t v = g->nodes[i].inputs[k];
+                if (v >= 0 && g->values[v].producer >= 0)
+                    edges[edge_at[g->values[v].producer + 1]++] = i;
+            }
+        int32_t head = 0, tail = 0, max_sweep = 0;
+        for (int32_t i = 0; i < nn; i++)
+            if (!waiting[i])
+                queue[tail++] = i;
+        while (head < tail) {
+            int32_t p = queue[head++];
+            if (sweep[p] > max_sweep)
+                max_sweep = sweep[p];
+            for (int32_t e = edge_at[p]; e < edge_at[p + 1]; e++) {
+                int32_t r = edges[e], w = sweep[p] + (p > r ? 1 : 0);
+                if (w > sweep[r])
+                    sweep[r] = w;
+                if (--waiting[r] == 0)
+                    queue[tail++] = r;
+            }
+        }
+        for (int32_t i = 0; i < nn && *stuck < 0 && tail < nn; i++)
+            if (waiting[i])
+                *stuck = i;
+        /* By sweep, then by index: a counting sort, reusing edge_at. */
+        if (*stuck < 0 && max_sweep < nn) {
+            memset(edge_at, 0, sizeof *edge_at * ((size_t)max_sweep + 2));
+            for (int32_t i = 0; i < nn; i++)
+                edge_at[sweep[i] + 1]++;
+            for (int32_t k = 1; k <= max_sweep; k++)
+                edge_at[k] += edge_at[k - 1];
+            for (int32_t i = 0; i < nn; i++)
+                order[edge_at[sweep[i]]++] = i;
+        }
+    }
+    free(sweep);
+    free(waiting);
+    free(edge_at);
+    free(edges);
+    free(queue);
+    return s;
+}
+
 sg_status sg_graph_toposort(sg_graph *g)
 {
     for (int32_t v = 0; v < g->n_values; v++)
@@ -278,56 +359,20 @@ sg_status sg_graph_toposort(sg_graph *g)
             val->producer = i;
         }
     }
-    /* Kahn's algorithm over node indices, stable: nodes already in order stay
-     * in order. ONNX requires topological order but some exporters break it. */
     int32_t *order = sg_malloc(sizeof(int32_t) * (size_t)(g->n_nodes + 1));
-    uint8_t *done = sg_calloc((size_t)g->n_nodes + 1, 1);
-    if (!order || !done) {
-        free(order);
-        free(done);
+    if (!order)
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    }
-    int32_t n_done = 0;
-    bool progress = true;
-    while (n_done < g->n_nodes && progress) {
-        progress = false;
-        for (int32_t i = 0; i < g->n_nodes; i++) {
-            if (done[i])
-                continue;
-            const sg_node *n = &g->nodes[i];
-            bool ready = true;
-            for (int32_t k = 0; k < n->n_inputs && ready; k++) {
-                int32_t v = n->inputs[k];
-                if (v >= 0 && g->values[v].producer >= 0 && !done[g->values[v].producer])
-                    ready = false;
-            }
-            if (ready) {
-                done[i] = 1;
-                order[n_done++] = i;
-                progress = true;
-            }
-        }
-    }
-    if (n_done < g->n_nodes) {
-        const sg_node *stuck = NULL;
-        for (int32_t i = 0; i < g->n_nodes && !stuck; i++)
-            if (!done[i])
-                stuck = &g->nodes[i];
-        free(order);
-        free(done);
-        return sg_node_error(stuck, SEGRT_ERROR_INVALID_MODEL,
-                             "the graph has a cycle through this node");
-    }
+    int32_t stuck = -1;
+    sg_status s = topo_order(g, order, &stuck);
+    if (s == SEGRT_OK && stuck >= 0)
+        s = sg_node_error(&g->nodes[stuck], SEGRT_ERROR_INVALID_MODEL, "the graph has a cycle through this node");
     bool sorted = true;
-    for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int32_t i = 0; s == SEGRT_OK && i < g->n_nodes; i++)
         sorted &= order[i] == i;
-    if (!sorted) {
-        sg_node *nodes = sg_malloc(sizeof *nodes * (size_t)g->n_nodes);
-        if (!nodes) {
-            free(order);
-            free(done);
-            return SEGRT_ERROR_OUT_OF_MEMORY;
-        }
+    sg_node *nodes = NULL;
+    if (s == SEGRT_OK && !sorted && !(nodes = sg_malloc(sizeof *nodes * (size_t)g->n_nodes)))
+        s = SEGRT_ERROR_OUT_OF_MEMORY;
+    if (nodes) {
         for (int32_t i = 0; i < g->n_nodes; i++)
             nodes[i] = g->nodes[order[i]];
         memcpy(g->nodes, nodes, sizeof *nodes * (size_t)g->n_nodes);
@@ -338,8 +383,7 @@ sg_status sg_graph_toposort(sg_graph *g)
                     g->values[g->nodes[i].outputs[o]].producer = i;
     }
     free(order);
-    free(done);
-    return SEGRT_OK;
+    return s;
 }
 
 int32_t *sg_graph_use_counts(const sg_graph *g)
