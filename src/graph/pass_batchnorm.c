@@ -18,13 +18,32 @@ static const float *const_f32(const sg_graph *g, int32_t v, int64_t count)
     return sg_blob_data(val->data);
 }
 
-static int32_t count_readers(const sg_graph *g, int32_t v)
+/* Readers of each value (input slots of live nodes, plus one for a graph
+ * output), kept up to date as folds rewire the graph: counting them by a
+ * scan per BatchNormalization made the pass quadratic. */
+typedef struct readers {
+    int32_t *count;
+    int32_t cap;
+} readers;
+
+static sg_status readers_init(const sg_graph *g, readers *r)
 {
-    int32_t r = g->values[v].is_output ? 1 : 0;
+    r->cap = 0;
+    r->count = NULL;
+    SG_TRY(sg_grow((void **)&r->count, &r->cap, g->n_values + 1, sizeof *r->count));
+    for (int32_t v = 0; v < g->n_values; v++)
+        r->count[v] = g->values[v].is_output ? 1 : 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
         for (int32_t k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++)
-            r += g->nodes[i].inputs[k] == v;
-    return r;
+            if (g->nodes[i].inputs[k] >= 0)
+                r->count[g->nodes[i].inputs[k]]++;
+    return SEGRT_OK;
+}
+
+static void readers_add(readers *r, int32_t v, int32_t delta)
+{
+    if (v >= 0)
+        r->count[v] += delta;
 }
 
 static sg_status add_const(sg_graph *g, const char *base, const char *suffix, sg_blob *b,
@@ -48,7 +67,7 @@ static sg_status add_const(sg_graph *g, const char *base, const char *suffix, sg
 
 /* Folds bn (reading conv's only output) into conv. Returns with *done false,
  * changing nothing, when the pattern does not apply. */
-static sg_status fold_one(sg_graph *g, int32_t conv_i, int32_t bn_i, bool *done)
+static sg_status fold_one(sg_graph *g, readers *rd, int32_t conv_i, int32_t bn_i, bool *done)
 {
     *done = false;
     sg_node *conv = &g->nodes[conv_i];
@@ -109,6 +128,8 @@ static sg_status fold_one(sg_graph *g, int32_t conv_i, int32_t bn_i, bool *done)
     int32_t wv, bv;
     SG_TRY(add_const(g, base, ".bn_folded.weight", wb, &wshape, &wv));
     SG_TRY(add_const(g, base, ".bn_folded.bias", bb, &bshape, &bv));
+    SG_TRY(sg_grow((void **)&rd->count, &rd->cap, g->n_values + 1, sizeof *rd->count));
+    rd->count[wv] = rd->count[bv] = 0;
     conv = &g->nodes[conv_i];
     bn = &g->nodes[bn_i];
     if (conv->n_inputs < 3) {
@@ -116,11 +137,18 @@ static sg_status fold_one(sg_graph *g, int32_t conv_i, int32_t bn_i, bool *done)
         if (!ins)
             return SEGRT_ERROR_OUT_OF_MEMORY;
         conv->inputs = ins;
+        conv->inputs[2] = -1;
         conv->n_inputs = 3;
     }
+    readers_add(rd, conv->inputs[1], -1);
+    readers_add(rd, conv->inputs[2], -1);
+    readers_add(rd, wv, 1);
+    readers_add(rd, bv, 1);
     conv->inputs[1] = wv;
     conv->inputs[2] = bv;
     conv->outputs[0] = bn->outputs[0];
+    for (int32_t k = 0; k < bn->n_inputs; k++)
+        readers_add(rd, bn->inputs[k], -1);
     g->nodes[bn_i].dead = true;
     *done = true;
     return SEGRT_OK;
@@ -128,7 +156,10 @@ static sg_status fold_one(sg_graph *g, int32_t conv_i, int32_t bn_i, bool *done)
 
 sg_status sg_pass_fold_batchnorm(sg_graph *g, int32_t *changed)
 {
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+    readers r;
+    SG_TRY(readers_init(g, &r));
+    sg_status s = SEGRT_OK;
+    for (int32_t i = 0; i < g->n_nodes && s == SEGRT_OK; i++) {
         sg_node *bn = &g->nodes[i];
         if (bn->dead || bn->op != SG_OP_BATCH_NORMALIZATION || bn->n_inputs != 5 ||
             bn->inputs[0] < 0 || bn->outputs[0] < 0)
@@ -138,24 +169,25 @@ sg_status sg_pass_fold_batchnorm(sg_graph *g, int32_t *changed)
             continue;
         bool extra = false;
         for (int32_t k = 1; k < bn->n_outputs; k++)
-            extra |= bn->outputs[k] >= 0 && count_readers(g, bn->outputs[k]) > 0;
+            extra |= bn->outputs[k] >= 0 && r.count[bn->outputs[k]] > 0;
         if (extra)
             continue;
         int32_t x = bn->inputs[0];
         int32_t p = g->values[x].producer;
-        if (p < 0 || g->nodes[p].dead || g->values[x].is_output || count_readers(g, x) != 1)
+        if (p < 0 || g->nodes[p].dead || g->values[x].is_output || r.count[x] != 1)
             continue;
         const sg_node *conv = &g->nodes[p];
         if ((conv->op != SG_OP_CONV && conv->op != SG_OP_CONV_TRANSPOSE) || conv->n_inputs < 2 ||
             conv->inputs[1] < 0 || conv->outputs[0] != x)
             continue;
-        bool done;
-        SG_TRY(fold_one(g, p, i, &done));
+        bool done = false;
+        s = fold_one(g, &r, p, i, &done);
         if (done) {
             g->values[g->nodes[p].outputs[0]].producer = p;
             if (changed)
                 (*changed)++;
         }
     }
-    return SEGRT_OK;
+    free(r.count);
+    return s;
 }
