@@ -149,6 +149,11 @@ sg_status sg_graph_intern_sym(sg_graph *g, const char *name, int32_t *out)
             *out = i;
             return SEGRT_OK;
         }
+    return sg_graph_add_sym(g, name, out);
+}
+
+sg_status sg_graph_add_sym(sg_graph *g, const char *name, int32_t *out)
+{
     int32_t cap = g->cap_syms;
     SG_TRY(sg_grow((void **)&g->syms, &cap, g->n_syms + 1, sizeof *g->syms));
     SG_TRY(sg_grow((void **)&g->sym_size, &g->cap_syms, g->n_syms + 1, sizeof *g->sym_size));
@@ -208,9 +213,9 @@ static sg_status clone_into(const sg_graph *g, sg_graph *c)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     c->ir_version = g->ir_version;
     c->opset = g->opset;
-    for (int32_t i = 0; i < g->n_syms; i++) {
+    for (int32_t i = 0; i < g->n_syms; i++) { /* distinct already */
         int32_t s;
-        SG_TRY(sg_graph_intern_sym(c, g->syms[i], &s));
+        SG_TRY(sg_graph_add_sym(c, g->syms[i], &s));
         c->sym_size[s] = g->sym_size[i];
     }
     for (int32_t i = 0; i < g->n_meta; i++)

@@ -135,8 +135,11 @@ sg_status sg_graph_add_input(sg_graph *g, int32_t value);
 sg_status sg_graph_add_output(sg_graph *g, int32_t value);
 sg_status sg_graph_add_meta(sg_graph *g, const char *key, const char *value);
 
-/* Index of the symbol with this name, adding it if new. */
+/* Index of the symbol with this name, adding it if new. Linear in the
+ * number of symbols: callers adding many keep their own index. */
 sg_status sg_graph_intern_sym(sg_graph *g, const char *name, int32_t *out);
+/* Adds a symbol the caller knows is new; its index in *out. */
+sg_status sg_graph_add_sym(sg_graph *g, const char *name, int32_t *out);
 
 /* Recomputes every value's producer and checks that nodes are in
  * topological order, reordering them if not. Fails on a cycle or on a value

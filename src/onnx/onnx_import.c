@@ -22,6 +22,7 @@ typedef struct importer {
     sg_graph *g;
     const char *base_dir;
     sg_strmap names; /* tensor name -> value index */
+    sg_strmap syms;  /* symbolic dim name -> symbol index */
 } importer;
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
@@ -197,6 +198,18 @@ static sg_status value_lookup_or_add(importer *im, const char *name, int32_t *ou
     return SEGRT_OK;
 }
 
+static sg_status intern_sym(importer *im, const char *name, int32_t *out)
+{
+    int32_t k = sg_strmap_get(&im->syms, name);
+    if (k < 0) {
+        SG_TRY(sg_graph_add_sym(im->g, name, &k));
+        /* The map borrows the key: point it at the graph's own copy. */
+        SG_TRY(sg_strmap_put(&im->syms, im->g->syms[k], k));
+    }
+    *out = k;
+    return SEGRT_OK;
+}
+
 static sg_status value_info_type(importer *im, const Onnx__ValueInfoProto *vi, sg_value *v)
 {
     const char *name = str_or_empty(vi->name);
@@ -230,7 +243,7 @@ static sg_status value_info_type(importer *im, const Onnx__ValueInfoProto *vi, s
             s.d[i].size = d->dim_value;
         } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                    d->dim_param && d->dim_param[0]) {
-            SG_TRY(sg_graph_intern_sym(im->g, d->dim_param, &s.d[i].sym));
+            SG_TRY(intern_sym(im, d->dim_param, &s.d[i].sym));
         }
     }
     v->declared = s;
@@ -509,6 +522,7 @@ sg_status sg_onnx_import(const void *data, size_t size, const char *base_dir, co
     importer im = {0};
     im.base_dir = base_dir;
     sg_strmap_init(&im.names);
+    sg_strmap_init(&im.syms);
     s = sg_graph_new(&im.g);
     if (s == SEGRT_OK) {
         free(im.g->path);
@@ -516,6 +530,7 @@ sg_status sg_onnx_import(const void *data, size_t size, const char *base_dir, co
         s = im.g->path ? graph_convert(&im, m) : SEGRT_ERROR_OUT_OF_MEMORY;
     }
     sg_strmap_free(&im.names);
+    sg_strmap_free(&im.syms);
     onnx__model_proto__free_unpacked(m, NULL);
     if (s != SEGRT_OK) {
         sg_graph_free(im.g);
