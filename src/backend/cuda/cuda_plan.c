@@ -4,6 +4,7 @@
  * for the activation arena. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/ref/ref.h"
+#include "core/arena_pack.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -668,6 +669,23 @@ static int32_t tensor_root(const sg_cuda_plan *p, int32_t t)
     return p->tensors[t].kind == CUDA_T_ALIAS ? p->tensors[t].alias : t;
 }
 
+typedef struct by_size {
+    size_t bytes;
+    int32_t first, tensor;
+} by_size;
+
+/* Largest first, then by first use, then by index: the order the stable
+ * insertion sort this replaced gave, in n log n. */
+static int larger_first(const void *a, const void *b)
+{
+    const by_size *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    return (x->tensor > y->tensor) - (x->tensor < y->tensor);
+}
+
 /* Lifetimes in steps, then first-fit offsets: a tensor may take memory
  * that no tensor alive at the same time holds. Views keep their base
  * alive. Steps run in order on one stream, so reuse after the last read
@@ -687,45 +705,42 @@ static sg_status plan_memory(sg_cuda_plan *p)
             t->last = s;
         }
     }
-    int32_t *order = sg_malloc(sizeof(int32_t) * (size_t)(p->n_tensors ? p->n_tensors : 1));
-    if (!order)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    int32_t n = 0;
-    for (int32_t t = 0; t < p->n_tensors; t++)
-        if (p->tensors[t].kind == CUDA_T_ARENA && p->tensors[t].first >= 0)
-            order[n++] = t;
     /* Largest first packs better; ties by first use keep it stable. */
-    for (int32_t i = 1; i < n; i++)
-        for (int32_t j = i; j > 0; j--) {
-            const cuda_tensor *a = &p->tensors[order[j - 1]], *b = &p->tensors[order[j]];
-            if (a->bytes > b->bytes || (a->bytes == b->bytes && a->first <= b->first))
-                break;
-            int32_t x = order[j - 1];
-            order[j - 1] = order[j];
-            order[j] = x;
-        }
+    int32_t nt = p->n_tensors;
+    by_size *order = sg_malloc(sizeof *order * (size_t)(nt + 1));
+    int32_t *ids = sg_malloc(sizeof(int32_t) * (size_t)(nt + 1));
+    int32_t *first = sg_malloc(sizeof(int32_t) * (size_t)(nt + 1));
+    int32_t *last = sg_malloc(sizeof(int32_t) * (size_t)(nt + 1));
+    size_t *bytes = sg_malloc(sizeof(size_t) * (size_t)(nt + 1));
+    size_t *offset = sg_malloc(sizeof(size_t) * (size_t)(nt + 1));
     size_t top = 0;
-    for (int32_t i = 0; i < n; i++) {
-        cuda_tensor *t = &p->tensors[order[i]];
-        size_t off = 0;
-        bool moved = true;
-        while (moved) { /* lowest offset clear of every placed tensor alive at the same time */
-            moved = false;
-            for (int32_t j = 0; j < i; j++) {
-                const cuda_tensor *u = &p->tensors[order[j]];
-                bool overlap_time = u->first <= t->last && t->first <= u->last;
-                bool overlap_mem = u->offset < off + t->bytes && off < u->offset + u->bytes;
-                if (overlap_time && overlap_mem) {
-                    off = u->offset + u->bytes;
-                    moved = true;
-                }
-            }
+    sg_status st = order && ids && first && last && bytes && offset ? SEGRT_OK : SEGRT_ERROR_OUT_OF_MEMORY;
+    int32_t n = 0;
+    for (int32_t t = 0; st == SEGRT_OK && t < nt; t++)
+        if (p->tensors[t].kind == CUDA_T_ARENA && p->tensors[t].first >= 0)
+            order[n++] = (by_size){p->tensors[t].bytes, p->tensors[t].first, t};
+    if (st == SEGRT_OK) {
+        qsort(order, (size_t)n, sizeof *order, larger_first);
+        /* Each tensor at the lowest offset clear of every tensor placed
+         * before it that is alive at the same time. */
+        for (int32_t i = 0; i < n; i++) {
+            const cuda_tensor *t = &p->tensors[order[i].tensor];
+            ids[i] = i;
+            first[i] = t->first;
+            last[i] = t->last;
+            bytes[i] = t->bytes;
         }
-        t->offset = off;
-        if (off + t->bytes > top)
-            top = off + t->bytes;
+        st = sg_arena_pack(n, ids, first, last, bytes, p->n_steps, offset, &top);
     }
+    for (int32_t i = 0; st == SEGRT_OK && i < n; i++)
+        p->tensors[order[i].tensor].offset = offset[i];
     free(order);
+    free(ids);
+    free(first);
+    free(last);
+    free(bytes);
+    free(offset);
+    SG_TRY(st);
     p->arena_bytes = top;
     for (int32_t s = 0; s < p->n_steps; s++) {
         if (p->steps[s].scratch_bytes > p->scratch_bytes)
