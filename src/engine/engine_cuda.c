@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/ref/ref.h"
+#include "core/strmap.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
 
@@ -73,11 +74,26 @@ static bool profile_dims(const sg_cuda_engine *ce, int which, int32_t *rank, int
 
 static sg_status seed_weights(sg_cuda_engine *ce, const sg_graph *g, const sg_plan_seed *seed)
 {
-    for (int32_t i = 0; seed && i < seed->n_weights; i++) {
+    if (!seed || !seed->n_weights)
+        return SEGRT_OK;
+    /* Constants by name, the first of a name winning as a scan would. */
+    sg_strmap names;
+    sg_strmap_init(&names);
+    sg_status s = SEGRT_OK;
+    for (int32_t v = 0; v < g->n_values && s == SEGRT_OK; v++)
+        if (g->values[v].data && sg_strmap_get(&names, g->values[v].name) < 0)
+            s = sg_strmap_put(&names, g->values[v].name, v);
+    for (int32_t i = 0; i < seed->n_weights && s == SEGRT_OK; i++) {
         const sg_plan_weight *w = &seed->weights[i];
-        SG_TRY(sg_cuda_weights_seed(ce->weights, g, w->value, w->tag, w->data, w->size));
+        int32_t v = sg_strmap_get(&names, w->value);
+        if (v < 0)
+            s = sg_error(SEGRT_ERROR_INVALID_MODEL, "the plan's weights name `%s`, which its graph does not hold",
+                         w->value);
+        else
+            s = sg_cuda_weights_seed(ce->weights, g->values[v].data, w->tag, w->data, w->size);
     }
-    return SEGRT_OK;
+    sg_strmap_free(&names);
+    return s;
 }
 
 /* Compiles the plan for dims and adds it; the caller holds the lock. */

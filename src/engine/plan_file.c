@@ -299,11 +299,17 @@ static sg_status payload_write(const segrt_engine *e, wbuf *w)
     int32_t nw = sg_cuda_weights_count(ws), kept = 0;
     size_t count_at = w->n;
     put_u32(w, 0);
+    const char **names = NULL;
+    SG_TRY(sg_cuda_weights_names(ws, pg, &names));
     for (int32_t i = 0; i < nw; i++) {
         const char *value, *tag;
         void *host = NULL;
         size_t size = 0;
-        SG_TRY(sg_cuda_weights_entry(ws, pg, i, &value, &tag, &host, &size));
+        sg_status s = sg_cuda_weights_entry(ws, names, i, &value, &tag, &host, &size);
+        if (s != SEGRT_OK) {
+            free(names);
+            return s;
+        }
         if (!value)
             continue;
         put_blob32(w, value, strlen(value));
@@ -312,6 +318,7 @@ static sg_status payload_write(const segrt_engine *e, wbuf *w)
         free(host);
         kept++;
     }
+    free(names);
     if (!w->failed)
         memcpy(w->b + count_at, &kept, 4);
     return w->failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;

@@ -59,14 +59,18 @@ sg_status sg_cuda_plan_choices_add(sg_cuda_plan *holder, const char *key, const 
 
 /* Weight store entries, for plan files. */
 int32_t sg_cuda_weights_count(const sg_cuda_weights *w);
-/* Entry i: the constant's value name in the plan's graph, the tag saying
- * how it was converted, and a host copy of its device bytes (caller frees). */
-sg_status sg_cuda_weights_entry(const sg_cuda_weights *w, const sg_graph *g, int32_t i, const char **value,
+/* For each entry, the name of the first value of g (the plan's graph)
+ * holding its constant, or NULL for data derived on the host; an array of
+ * sg_cuda_weights_count names the caller frees (the names are g's). */
+sg_status sg_cuda_weights_names(const sg_cuda_weights *w, const sg_graph *g, const char ***out);
+/* Entry i: the constant's value name from sg_cuda_weights_names, the tag
+ * saying how it was converted, and a host copy of its device bytes
+ * (caller frees; none for derived data). */
+sg_status sg_cuda_weights_entry(const sg_cuda_weights *w, const char *const *names, int32_t i, const char **value,
                                 const char **tag, void **host, size_t *size);
-/* Seeds the store with an entry read from a plan file, for graph value
- * `value` of g (its blob is the key). */
-sg_status sg_cuda_weights_seed(sg_cuda_weights *w, const sg_graph *g, const char *value, const char *tag,
-                               const void *host, size_t size);
+/* Seeds the store with an entry read from a plan file, for the constant
+ * blob of the graph value the file names (the blob is the key). */
+sg_status sg_cuda_weights_seed(sg_cuda_weights *w, sg_blob *blob, const char *tag, const void *host, size_t size);
 
 /* Executors: sized for the largest of the plans given; a later run of a
  * plan needing more grows the arena once (the only allocation outside
