@@ -162,11 +162,11 @@ static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
     if (p->g->values[v].is_output || p->uses[v] < 1)
         return false;
     sgk_view xg = cuda_geometry_view(p, dn->raw);
-    int32_t readers = 0;
-    for (int32_t i = 0; i < p->g->n_nodes; i++) {
+    int32_t readers = 0, n_readers;
+    const int32_t *reader = cuda_readers(p, v, &n_readers);
+    for (int32_t k = 0; k < n_readers; k++) {
+        int32_t i = reader[k];
         const sg_node *r = &p->g->nodes[i];
-        if (!cuda_node_reads(r, v))
-            continue;
         if (p->fused[i])
             return false;
         readers++;
@@ -214,10 +214,8 @@ static sg_status apply_run(const cuda_step *s, cuda_run *r)
 
 sg_status cuda_deferred_norm_apply(sg_cuda_plan *p, int32_t value)
 {
-    int32_t i = 0;
-    while (i < p->n_deferred && p->deferred[i].value != value)
-        i++;
-    if (i == p->n_deferred)
+    int32_t i = cuda_deferred_norm_index(p, value);
+    if (i < 0)
         return SEGRT_OK;
     cuda_deferred_norm d = p->deferred[i];
     p->deferred[i].value = -1; /* readers built from now on see the normalised tensor */

@@ -136,11 +136,11 @@ static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_vi
     pg.dims[3] /= 2;
     cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, 4, pg.dims, pg.strides);
     cuda_deferred_norm dn = {v, -1, -1, act, alpha, 0, yg->dims[1], NULL};
-    int32_t readers = 0;
-    for (int32_t i = 0; i < p->g->n_nodes; i++) {
+    int32_t readers = 0, n_readers;
+    const int32_t *reader = cuda_readers(p, v, &n_readers);
+    for (int32_t k = 0; k < n_readers; k++) {
+        int32_t i = reader[k];
         const sg_node *r = &p->g->nodes[i];
-        if (!cuda_node_reads(r, v))
-            continue;
         if (p->fused[i] || !cuda_conv_mma_takes_norm(p, r, &dn, &pg))
             return false;
         readers++;
@@ -180,8 +180,10 @@ static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e,
     int32_t result = ar >= 0 ? g->nodes[ar].outputs[0] : norm->outputs[0];
     if (!cuda_act_monotone(act, alpha))
         return -1;
-    int32_t pool = -1;
-    for (int32_t i = 0; i < g->n_nodes && pool < 0; i++) {
+    int32_t pool = -1, n_readers;
+    const int32_t *reader = cuda_readers(p, result, &n_readers); /* the candidates read result */
+    for (int32_t k = 0; k < n_readers && pool < 0; k++) {
+        int32_t i = reader[k];
         const sg_node *n = &g->nodes[i];
         if (n->dead || p->fused[i] || n->op != SG_OP_MAX_POOL || n->n_inputs < 1 || n->inputs[0] != result ||
             n->n_outputs < 1 || n->outputs[0] < 0 || (n->n_outputs > 1 && n->outputs[1] >= 0) ||
@@ -330,10 +332,15 @@ static bool mma_up_fold(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk
     int32_t ut = cuda_value(p, cat->inputs[1]), uy = -1;
     if (ut < 0)
         return false;
-    for (f->step = p->n_steps - 1; f->step >= 0; f->step--)
-        if (cuda_conv_upsample_step(&p->steps[f->step], &f->up, &f->x, &f->bias, &f->ab, &uy) && uy == ut)
-            break;
-    if (f->step < 0)
+    /* The last upsampling step writing ut: among the steps naming ut (its
+     * chain, in plan order), not by a scan back through the whole plan. */
+    f->step = -1;
+    for (int32_t k = p->tensors[ut].touch_head; k; k = p->touch_next[k - 1]) {
+        int32_t s = cuda_step_of_serial(p, p->touch_serial[k - 1]);
+        if (s > f->step && cuda_conv_upsample_step(&p->steps[s], &f->up, &f->x, &f->bias, &f->ab, &uy) && uy == ut)
+            f->step = s;
+    }
+    if (f->step < 0 || !cuda_conv_upsample_step(&p->steps[f->step], &f->up, &f->x, &f->bias, &f->ab, &uy))
         return false;
     const cuda_tensor *u = &p->tensors[ut];
     if (u->kind != CUDA_T_ALIAS || u->alias != xt || u->alias_offset != kp->pro_c || f->up.n_spatial != 2 ||

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "core/strmap.h"
 
 /* cublasLt.h declares a function without a prototype, which our
  * warning flags reject in C; the header is not ours to fix. */
@@ -88,6 +89,8 @@ typedef struct cuda_tensor {
     int32_t alias;                  /* ALIAS: the tensor whose memory this views */
     int64_t alias_offset;           /* ALIAS: elements from the start of that memory */
     int32_t first, last;            /* first step writing it, last step reading it */
+    int32_t views;                  /* aliases made of it so far */
+    int32_t touch_head, touch_tail; /* steps naming it (p->touch, 1-based; 0: none) */
 } cuda_tensor;
 
 /* Steps -------------------------------------------------------------------- */
@@ -113,6 +116,7 @@ struct cuda_step {
     double flops;          /* for profiles */
     double bytes;          /* bytes its tensors hold, read and written once: for profiles' GB/s */
     bool fallback;         /* runs on the CPU */
+    int32_t serial;        /* creation number: steps stay in creation order, removals aside */
     /* Bit a is set when the step reaches args[a] only through the view it
      * resolves at run time (segrt's own kernels), never through strides
      * fixed at build (cuDNN and cuBLASLt descriptors, CPU copies). Only
@@ -221,8 +225,16 @@ struct sg_cuda_plan {
     int32_t n_tensors, cap_tensors;
     cuda_step *steps;
     int32_t n_steps, cap_steps;
+    int32_t next_serial;     /* of the next step */
+    /* Which steps name each tensor, so that turning a tensor into a slice
+     * asks only those: per tensor (touch_head) a chain of step serials in
+     * creation order; serials of removed steps no longer resolve. */
+    int32_t *touch_serial, *touch_next; /* touch_next: 1-based, 0 ends */
+    int32_t n_touch, cap_touch_serial, cap_touch_next;
     int32_t *value_tensor;   /* graph value -> tensor holding it as produced, or -1 */
     int32_t *uses;           /* readers of each graph value */
+    int32_t *reader_at;      /* graph value v's live readers: readers[reader_at[v] .. reader_at[v + 1]) */
+    int32_t *readers;        /* node indices, in node order, each node once */
     uint8_t *fused;          /* graph nodes absorbed into an earlier node's step */
     int32_t *inputs;         /* INPUT tensor of each graph input */
     int32_t *outputs;        /* OUTPUT tensor of each graph output */
@@ -232,13 +244,20 @@ struct sg_cuda_plan {
     size_t host_scratch_bytes;
     void *conv;              /* cuda_value_as's remembered conversions */
     int32_t n_conv, cap_conv;
+    int32_t *conv_of;        /* graph value -> its newest conversion, or -1 (chained by entry) */
     cuda_choice *choices;    /* recorded while building */
     const sg_cuda_plan *given;/* while building: choices to reuse (from a plan file), or NULL */
     int32_t n_choices, cap_choices;
     cuda_tile_stats *tile_stats;
     int32_t n_tile_stats, cap_tile_stats;
+    int32_t *tile_stats_of;  /* tensor -> its first tile_stats entry, or -1 */
+    int32_t cap_tile_stats_of;
     cuda_deferred_norm *deferred;
     int32_t n_deferred, cap_deferred;
+    int32_t *deferred_of;    /* graph value -> its newest deferred entry, or -1 */
+    int32_t *deferred_next;  /* per deferred entry: the previous one of the same value, or -1 */
+    int32_t cap_deferred_next;
+    sg_strmap given_keys;    /* while building: given's choice keys -> index (the first of a key) */
     bool has_fallback;
     /* Valid while the plan is built (NULL afterwards): handles for
      * searching and checking cuDNN/cuBLASLt configurations. */
@@ -307,6 +326,8 @@ sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cud
  * parameters; the steps after it move up. Only while the plan is built,
  * before tensors' lifetimes are. */
 void cuda_step_remove(sg_cuda_plan *p, int32_t i);
+/* The index of the step created with this serial, or -1 (removed). */
+int32_t cuda_step_of_serial(const sg_cuda_plan *p, int32_t serial);
 
 /* A device copy of constant host data (dtype dt, n_bytes) owned by the
  * weight store under key (blob, tag): uploads once per engine. */
@@ -435,6 +456,8 @@ sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const s
 const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of);
 sg_status cuda_deferred_norm_put(sg_cuda_plan *p, const cuda_deferred_norm *d);
 const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t value);
+/* The index in p->deferred of what cuda_deferred_norm_find finds, or -1. */
+int32_t cuda_deferred_norm_index(const sg_cuda_plan *p, int32_t value);
 /* Whether d normalises all of its raw tensor's channels. */
 bool cuda_deferred_norm_whole(const sg_cuda_plan *p, const cuda_deferred_norm *d);
 /* Ends value's deferral (cuda_build_norm.c): a step writes the normalised
@@ -456,6 +479,9 @@ static inline bool cuda_act_monotone(sgk_act act, float alpha)
 }
 /* Whether node n is live and reads value v (as any of its inputs). */
 bool cuda_node_reads(const sg_node *n, int32_t v);
+/* The live nodes that read value v, in node order, each once; their
+ * count in *n. */
+const int32_t *cuda_readers(const sg_cuda_plan *p, int32_t v, int32_t *n);
 /* Whether node n, not fused, is an `op` that reads value v as its first
  * input and only there (the readers that may take v's deferred norm). */
 bool cuda_reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, sg_op op, int32_t v);

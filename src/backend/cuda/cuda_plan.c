@@ -133,8 +133,36 @@ sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cud
             (params_free ? params_free : free)(params);
         return s;
     }
+    /* Record the step with each tensor it names (once per tensor). */
+    for (int32_t a = 0; a < n_args && s == SEGRT_OK; a++) {
+        int32_t t = args[a];
+        bool again = false;
+        for (int32_t b = 0; b < a && !again; b++)
+            again = args[b] == t;
+        if (t < 0 || again)
+            continue;
+        s = sg_grow((void **)&p->touch_serial, &p->cap_touch_serial, p->n_touch + 1, sizeof *p->touch_serial);
+        if (s == SEGRT_OK)
+            s = sg_grow((void **)&p->touch_next, &p->cap_touch_next, p->n_touch + 1, sizeof *p->touch_next);
+        if (s != SEGRT_OK)
+            break;
+        cuda_tensor *ct = &p->tensors[t];
+        p->touch_serial[p->n_touch] = p->next_serial;
+        p->touch_next[p->n_touch] = 0;
+        if (ct->touch_tail)
+            p->touch_next[ct->touch_tail - 1] = p->n_touch + 1;
+        else
+            ct->touch_head = p->n_touch + 1;
+        ct->touch_tail = ++p->n_touch;
+    }
+    if (s != SEGRT_OK) {
+        if (params)
+            (params_free ? params_free : free)(params);
+        return s;
+    }
     cuda_step *st = &p->steps[p->n_steps++];
     memset(st, 0, sizeof *st);
+    st->serial = p->next_serial++;
     st->name = n ? n->name : "";
     st->impl = impl;
     st->node = n;
@@ -148,6 +176,19 @@ sg_status cuda_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cud
     if (out)
         *out = st;
     return SEGRT_OK;
+}
+
+int32_t cuda_step_of_serial(const sg_cuda_plan *p, int32_t serial)
+{
+    int32_t lo = 0, hi = p->n_steps;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (p->steps[mid].serial < serial)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n_steps && p->steps[lo].serial == serial ? lo : -1;
 }
 
 void cuda_step_remove(sg_cuda_plan *p, int32_t i)
@@ -173,19 +214,67 @@ bool cuda_node_reads(const sg_node *n, int32_t v)
     return false;
 }
 
+const int32_t *cuda_readers(const sg_cuda_plan *p, int32_t v, int32_t *n)
+{
+    *n = p->reader_at[v + 1] - p->reader_at[v];
+    return p->readers + p->reader_at[v];
+}
+
 int32_t cuda_single_reader(const sg_cuda_plan *p, int32_t v)
 {
     if (p->uses[v] != 1 || p->g->values[v].is_output)
         return -1;
-    for (int32_t i = 0; i < p->g->n_nodes; i++) {
-        const sg_node *n = &p->g->nodes[i];
-        if (n->dead)
-            continue;
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] == v)
-                return i;
+    int32_t n;
+    const int32_t *r = cuda_readers(p, v, &n);
+    return n ? r[0] : -1;
+}
+
+/* The live readers of every value (cuda_readers), so that fusion and
+ * deferral ask for a value's readers without scanning the graph, which
+ * made building quadratic in the node count. The plan never rewires its
+ * graph, so they hold for the whole build. */
+static sg_status readers_init(sg_cuda_plan *p)
+{
+    const sg_graph *g = p->g;
+    int32_t nv = g->n_values;
+    p->reader_at = sg_calloc((size_t)nv + 2, sizeof *p->reader_at);
+    int32_t *seen = sg_malloc(sizeof(int32_t) * ((size_t)nv + 1)); /* the last node counted per value */
+    if (!p->reader_at || !seen) {
+        free(seen);
+        return SEGRT_ERROR_OUT_OF_MEMORY;
     }
-    return -1;
+    int64_t total = 0;
+    for (int32_t v = 0; v < nv; v++)
+        seen[v] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
+            int32_t v = g->nodes[i].inputs[k];
+            if (v >= 0 && seen[v] != i) {
+                seen[v] = i;
+                p->reader_at[v + 2]++;
+                total++;
+            }
+        }
+    for (int32_t v = 2; v <= nv; v++)
+        p->reader_at[v] += p->reader_at[v - 1];
+    p->readers = total < INT32_MAX ? sg_malloc(sizeof(int32_t) * (size_t)(total + 1)) : NULL;
+    if (!p->readers) {
+        free(seen);
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    for (int32_t v = 0; v < nv; v++)
+        seen[v] = -1;
+    /* Filling moves each value's start up, leaving reader_at[v] its start. */
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
+            int32_t v = g->nodes[i].inputs[k];
+            if (v >= 0 && seen[v] != i) {
+                seen[v] = i;
+                p->readers[p->reader_at[v + 1]++] = i;
+            }
+        }
+    free(seen);
+    return SEGRT_OK;
 }
 
 int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
@@ -384,12 +473,19 @@ const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, con
     char *k = choice_key(node, tag);
     if (!k)
         return NULL;
-    const cuda_choice *found = NULL;
-    for (int32_t i = 0; i < src->n_choices && !found; i++)
-        if (strcmp(src->choices[i].key, k) == 0)
-            found = &src->choices[i];
+    int32_t i = sg_strmap_get(&p->given_keys, k);
     free(k);
-    return found;
+    return i >= 0 ? &src->choices[i] : NULL;
+}
+
+/* Indexes given's choices by key (the first of a key, as a scan finds):
+ * a scan per look-up was quadratic in the layers of a plan file. */
+static sg_status given_index(sg_cuda_plan *p)
+{
+    for (int32_t i = 0; p->given && i < p->given->n_choices; i++)
+        if (sg_strmap_get(&p->given_keys, p->given->choices[i].key) < 0)
+            SG_TRY(sg_strmap_put(&p->given_keys, p->given->choices[i].key, i));
+    return SEGRT_OK;
 }
 
 static sg_status choice_add(sg_cuda_plan *p, char *key, const void *data, size_t size)
@@ -417,33 +513,58 @@ sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, co
 sg_status cuda_tile_stats_put(sg_cuda_plan *p, int32_t of, int32_t part, const sgk_tile_grid *grid, int32_t pooled,
                               int32_t pool_node)
 {
+    int32_t had = p->cap_tile_stats_of;
+    SG_TRY(sg_grow((void **)&p->tile_stats_of, &p->cap_tile_stats_of, of + 1, sizeof *p->tile_stats_of));
+    for (int32_t t = had; t < p->cap_tile_stats_of; t++)
+        p->tile_stats_of[t] = -1;
     SG_TRY(sg_grow((void **)&p->tile_stats, &p->cap_tile_stats, p->n_tile_stats + 1, sizeof *p->tile_stats));
+    if (p->tile_stats_of[of] < 0) /* the first entry of a tensor is the one found */
+        p->tile_stats_of[of] = p->n_tile_stats;
     p->tile_stats[p->n_tile_stats++] = (cuda_tile_stats){of, part, *grid, pooled, pool_node};
     return SEGRT_OK;
 }
 
 const cuda_tile_stats *cuda_tile_stats_find(const sg_cuda_plan *p, int32_t of)
 {
-    for (int32_t i = 0; i < p->n_tile_stats; i++)
-        if (p->tile_stats[i].of == of)
-            return &p->tile_stats[i];
-    return NULL;
+    if (of < 0 || of >= p->cap_tile_stats_of || p->tile_stats_of[of] < 0)
+        return NULL;
+    return &p->tile_stats[p->tile_stats_of[of]];
 }
 
 sg_status cuda_deferred_norm_put(sg_cuda_plan *p, const cuda_deferred_norm *d)
 {
     SG_TRY(sg_grow((void **)&p->deferred, &p->cap_deferred, p->n_deferred + 1, sizeof *p->deferred));
-    p->deferred[p->n_deferred++] = *d;
+    SG_TRY(sg_grow((void **)&p->deferred_next, &p->cap_deferred_next, p->n_deferred + 1, sizeof *p->deferred_next));
+    int32_t i = p->n_deferred++;
+    p->deferred[i] = *d;
+    p->deferred_next[i] = -1;
+    if (d->value >= 0 && d->value < p->g->n_values) {
+        p->deferred_next[i] = p->deferred_of[d->value];
+        p->deferred_of[d->value] = i;
+    }
     return SEGRT_OK;
+}
+
+/* The first entry still deferring value (applying one sets its value to
+ * -1), found through the value's chain instead of a scan of all entries. */
+static int32_t deferred_index(const sg_cuda_plan *p, int32_t value)
+{
+    if (value < 0 || value >= p->g->n_values)
+        return -1;
+    int32_t found = -1;
+    for (int32_t i = p->deferred_of[value]; i >= 0; i = p->deferred_next[i])
+        if (p->deferred[i].value == value)
+            found = i; /* the chain runs newest first */
+    return found;
 }
 
 const cuda_deferred_norm *cuda_deferred_norm_find(const sg_cuda_plan *p, int32_t value)
 {
-    for (int32_t i = 0; i < p->n_deferred; i++)
-        if (p->deferred[i].value == value)
-            return &p->deferred[i];
-    return NULL;
+    int32_t i = deferred_index(p, value);
+    return i >= 0 ? &p->deferred[i] : NULL;
 }
+
+int32_t cuda_deferred_norm_index(const sg_cuda_plan *p, int32_t value) { return deferred_index(p, value); }
 
 bool cuda_deferred_norm_whole(const sg_cuda_plan *p, const cuda_deferred_norm *d)
 {
@@ -760,10 +881,14 @@ static sg_status plan_init(sg_cuda_plan *p, const sg_graph *g)
     p->inputs = sg_malloc(sizeof(int32_t) * (size_t)(p->g->n_inputs ? p->g->n_inputs : 1));
     p->outputs = sg_malloc(sizeof(int32_t) * (size_t)(p->g->n_outputs ? p->g->n_outputs : 1));
     p->uses = sg_graph_use_counts(p->g);
-    if (!p->value_tensor || !p->fused || !p->inputs || !p->outputs || !p->uses)
+    p->conv_of = sg_malloc(sizeof(int32_t) * (size_t)nv);
+    p->deferred_of = sg_malloc(sizeof(int32_t) * (size_t)nv);
+    if (!p->value_tensor || !p->fused || !p->inputs || !p->outputs || !p->uses || !p->conv_of || !p->deferred_of)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     for (int32_t v = 0; v < p->g->n_values; v++)
-        p->value_tensor[v] = -1;
+        p->value_tensor[v] = p->conv_of[v] = p->deferred_of[v] = -1;
+    SG_TRY(readers_init(p));
+    SG_TRY(given_index(p));
     for (int32_t i = 0; i < p->g->n_inputs; i++) {
         const sg_value *v = &p->g->values[p->g->inputs[i]];
         int64_t dims[SEGRT_MAX_RANK];
@@ -831,6 +956,7 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
         count_step_bytes(p);
     free_handles(p);
     p->given = NULL;
+    sg_strmap_free(&p->given_keys); /* it borrowed given's keys */
     cudaSetDevice(prev_dev);
     if (s != SEGRT_OK) {
         sg_cuda_plan_free(p);
@@ -854,8 +980,17 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
     }
     free(p->choices);
     free(p->tile_stats);
+    free(p->tile_stats_of);
     free(p->deferred);
+    free(p->deferred_of);
+    free(p->deferred_next);
+    free(p->conv_of);
+    free(p->reader_at);
+    free(p->readers);
+    sg_strmap_free(&p->given_keys);
     free(p->steps);
+    free(p->touch_serial);
+    free(p->touch_next);
     free(p->tensors);
     free(p->conv);
     free(p->value_tensor);

@@ -142,6 +142,8 @@ sg_status cuda_tensor_alias(sg_cuda_plan *p, int32_t of, int32_t rank, const int
         of = base->alias;
     }
     t.kind = CUDA_T_ALIAS;
+    t.views = 0; /* the copy's, not the base's */
+    t.touch_head = t.touch_tail = 0;
     t.rank = rank;
     if (rank) {
         memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
@@ -152,6 +154,7 @@ sg_status cuda_tensor_alias(sg_cuda_plan *p, int32_t of, int32_t rank, const int
     t.alias = of;
     t.alias_offset = elem_offset;
     t.first = t.last = -1;
+    p->tensors[of].views++;
     return tensor_push(p, &t, out);
 }
 
@@ -182,6 +185,7 @@ typedef struct cuda_conv_entry {
     sg_dtype dtype;
     cuda_layout layout;
     int32_t tensor;
+    int32_t next; /* the previous conversion of the same value, or -1 */
 } cuda_conv_entry;
 
 static sg_status run_copy(const cuda_step *s, cuda_run *r)
@@ -307,13 +311,17 @@ sg_status cuda_value_as(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, 
         *out = t;
         return SEGRT_OK;
     }
-    cuda_conv_entry *c = (cuda_conv_entry *)p->conv;
-    for (int32_t i = 0; i < p->n_conv; i++)
-        if (c[i].value == v && c[i].dtype == dt &&
-            (l == CUDA_LAYOUT_ANY || tensor_has_layout(&p->tensors[c[i].tensor], l))) {
-            *out = c[i].tensor;
-            return SEGRT_OK;
-        }
+    /* The oldest conversion that fits, as a scan of all of them found;
+     * the value's own chain (newest first) is all that can match. */
+    const cuda_conv_entry *c = (const cuda_conv_entry *)p->conv;
+    int32_t found = -1;
+    for (int32_t i = p->conv_of[v]; i >= 0; i = c[i].next)
+        if (c[i].dtype == dt && (l == CUDA_LAYOUT_ANY || tensor_has_layout(&p->tensors[c[i].tensor], l)))
+            found = i;
+    if (found >= 0) {
+        *out = c[found].tensor;
+        return SEGRT_OK;
+    }
     int32_t nt;
     if (t < 0) {
         /* A constant: converted on the host once, uploaded to the store. */
@@ -331,7 +339,8 @@ sg_status cuda_value_as(sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_layout l, 
         p->steps[p->n_steps - 1].name = val->name;
     }
     SG_TRY(sg_grow(&p->conv, &p->cap_conv, p->n_conv + 1, sizeof(cuda_conv_entry)));
-    ((cuda_conv_entry *)p->conv)[p->n_conv++] = (cuda_conv_entry){v, dt, l, nt};
+    ((cuda_conv_entry *)p->conv)[p->n_conv] = (cuda_conv_entry){v, dt, l, nt, p->conv_of[v]};
+    p->conv_of[v] = p->n_conv++;
     *out = nt;
     return SEGRT_OK;
 }
@@ -413,9 +422,8 @@ bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis,
     if (at < 0 || at + x->dims[axis] > buf->dims[axis])
         return false;
     /* A view of t made earlier baked t's dense strides into itself. */
-    for (int32_t u = 0; u < p->n_tensors; u++)
-        if (p->tensors[u].kind == CUDA_T_ALIAS && p->tensors[u].alias == t)
-            return false;
+    if (x->views > 0)
+        return false;
     cuda_tensor as = *x;
     as.kind = CUDA_T_ALIAS;
     as.alias = into;
@@ -428,8 +436,12 @@ bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis,
      * (restride; only for the arena, whose addresses never change). Steps
      * built later ask for t through cuda_value_as, which converts it where
      * they need dense strides. */
+    /* (The steps that name t, in plan order: t's chain of serials.) */
     bool restrided = false;
-    for (int32_t s = 0; s < p->n_steps; s++) {
+    for (int32_t k = x->touch_head; k; k = p->touch_next[k - 1]) {
+        int32_t s = cuda_step_of_serial(p, p->touch_serial[k - 1]);
+        if (s < 0)
+            continue;
         cuda_step *st = &p->steps[s];
         for (int32_t a = 0; a < st->n_args; a++) {
             if (st->args[a] != t || (a < 64 && (st->any_view >> a & 1u)))
@@ -441,7 +453,10 @@ bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis,
         }
     }
     if (restrided)
-        for (int32_t s = 0; s < p->n_steps; s++) {
+        for (int32_t k = p->tensors[t].touch_head; k; k = p->touch_next[k - 1]) {
+            int32_t s = cuda_step_of_serial(p, p->touch_serial[k - 1]);
+            if (s < 0)
+                continue;
             cuda_step *st = &p->steps[s];
             for (int32_t a = 0; a < st->n_args; a++)
                 if (st->args[a] == t && !(a < 64 && (st->any_view >> a & 1u))) {
@@ -449,6 +464,7 @@ bool cuda_place_in_slice(sg_cuda_plan *p, int32_t t, int32_t into, int32_t axis,
                     break;
                 }
         }
-    *x = as;
+    p->tensors[t] = as; /* views (none) and the chain of steps are t's own */
+    p->tensors[into].views++;
     return true;
 }
