@@ -360,14 +360,28 @@ static sg_status node_convert(importer *im, const Onnx__NodeProto *np, int32_t i
         nn->attrs = sg_calloc(np->n_attribute, sizeof *nn->attrs);
         if (!nn->attrs)
             return SEGRT_ERROR_OUT_OF_MEMORY;
-        for (size_t i = 0; i < np->n_attribute; i++) {
+        /* Names seen so far, in a map once there are many: comparing each
+         * with every earlier one is quadratic, and a hostile node may have
+         * thousands. */
+        sg_strmap seen;
+        sg_strmap_init(&seen);
+        sg_status s = SEGRT_OK;
+        for (size_t i = 0; i < np->n_attribute && s == SEGRT_OK; i++) {
             nn->n_attrs = (int32_t)i + 1; /* so cleanup frees the partly converted one */
-            SG_TRY(attr_convert(im, np->attribute[i], &nn->attrs[i], name));
-            for (size_t k = 0; k < i; k++)
-                if (strcmp(nn->attrs[k].name, nn->attrs[i].name) == 0)
-                    return sg_error(SEGRT_ERROR_INVALID_MODEL, "node `%s` has attribute `%s` twice", name,
-                                    nn->attrs[i].name);
+            s = attr_convert(im, np->attribute[i], &nn->attrs[i], name);
+            bool twice = false;
+            if (s == SEGRT_OK && np->n_attribute > 16) {
+                twice = sg_strmap_get(&seen, nn->attrs[i].name) >= 0;
+                if (!twice)
+                    s = sg_strmap_put(&seen, nn->attrs[i].name, (int32_t)i);
+            }
+            for (size_t k = 0; s == SEGRT_OK && np->n_attribute <= 16 && k < i && !twice; k++)
+                twice = strcmp(nn->attrs[k].name, nn->attrs[i].name) == 0;
+            if (twice)
+                s = sg_error(SEGRT_ERROR_INVALID_MODEL, "node `%s` has attribute `%s` twice", name, nn->attrs[i].name);
         }
+        sg_strmap_free(&seen);
+        return s;
     }
     return SEGRT_OK;
 }
