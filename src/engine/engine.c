@@ -185,7 +185,7 @@ static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_
     SG_TRY(sg_graph_clone(eg, &g));
     sg_status s = SEGRT_OK;
     for (size_t i = 0; i < n_inputs && s == SEGRT_OK; i++)
-        s = sg_graph_bind_input(g, g->values[g->inputs[i]].name, inputs[i].rank, inputs[i].dims);
+        s = sg_graph_bind_input_at(g, (int32_t)i, inputs[i].rank, inputs[i].dims);
     if (s == SEGRT_OK)
         s = sg_graph_infer(g);
     if (s != SEGRT_OK) {

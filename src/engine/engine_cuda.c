@@ -31,7 +31,7 @@ static sg_status specialize(const sg_graph *g, const int32_t *rank, int64_t (*di
     SG_TRY(sg_graph_clone(g, &s));
     sg_status st = SEGRT_OK;
     for (int32_t i = 0; i < g->n_inputs && st == SEGRT_OK; i++)
-        st = sg_graph_bind_input(s, s->values[s->inputs[i]].name, rank[i], dims[i]);
+        st = sg_graph_bind_input_at(s, i, rank[i], dims[i]);
     if (st == SEGRT_OK)
         st = sg_graph_infer(s);
     if (st == SEGRT_OK)

@@ -233,11 +233,11 @@ sg_status sg_infer_node(sg_graph *g, sg_node *n)
 
 sg_status sg_graph_bind_input(sg_graph *g, const char *name, int32_t rank, const int64_t *dims)
 {
-    sg_value *v = NULL;
-    for (int32_t i = 0; i < g->n_inputs && !v; i++)
+    int32_t at = -1;
+    for (int32_t i = 0; i < g->n_inputs && at < 0; i++)
         if (strcmp(g->values[g->inputs[i]].name, name) == 0)
-            v = &g->values[g->inputs[i]];
-    if (!v) {
+            at = i;
+    if (at < 0) {
         char names[512] = "";
         size_t used = 0;
         for (int32_t i = 0; i < g->n_inputs && used < sizeof names; i++) {
@@ -249,6 +249,14 @@ sg_status sg_graph_bind_input(sg_graph *g, const char *name, int32_t rank, const
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the model has no input `%s` (its inputs: %s)",
                         name, names);
     }
+    return sg_graph_bind_input_at(g, at, rank, dims);
+}
+
+sg_status sg_graph_bind_input_at(sg_graph *g, int32_t input, int32_t rank, const int64_t *dims)
+{
+    SG_ASSERT(input >= 0 && input < g->n_inputs);
+    sg_value *v = &g->values[g->inputs[input]];
+    const char *name = v->name;
     char want[256], got[256];
     sg_shape given = sg_shape_of_dims(dims, rank);
     const sg_shape *dec = &v->declared;

@@ -21,6 +21,9 @@ sg_status sg_infer_node(sg_graph *g, sg_node *n);
  * and sets the input's shape. Errors: INVALID_ARGUMENT naming the input with
  * expected and given dims. */
 sg_status sg_graph_bind_input(sg_graph *g, const char *name, int32_t rank, const int64_t *dims);
+/* The same for graph input number `input` (binding every input by name
+ * would be quadratic in the inputs). */
+sg_status sg_graph_bind_input_at(sg_graph *g, int32_t input, int32_t rank, const int64_t *dims);
 
 /* Resets every non-constant value to what the model declared (inputs
  * keep their bound shapes), then infers every live node in order. Checks
