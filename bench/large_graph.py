@@ -7,7 +7,11 @@ each phase runs --repeat times and the median wall time is printed:
   optimized  segrt info MODEL --optimized --shape  + the passes
   run        segrt run MODEL --input --output      + CPU plan, context, one run
 
-    python3 bench/large_graph.py --segrt build/segrt --sizes 10000,25000,50000
+    python3 bench/large_graph.py --segrt build/segrt --sizes 10000,25000,50000 --threads 1
+
+With every core, the run phase of a long chain of tiny tensors is mostly
+OpenMP teams waking per step (oneDNN's binary primitives take the whole
+team whatever the size): --threads 1 shows the engine's own cost.
 """
 import argparse
 import pathlib
@@ -40,6 +44,7 @@ def main():
     ap.add_argument("--sizes", default="10000,25000,50000,100000,200000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--threads", type=int, default=None, help="segrt run --threads (default: every core)")
     ap.add_argument("--workdir", default=None, help="keep models here (default: a temporary folder)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,7 +62,7 @@ def main():
                 "info": [args.segrt, "info", model],
                 "optimized": [args.segrt, "info", model, "--optimized", "--shape", shape],
                 "run": [args.segrt, "run", model, "--input", work / "x.npy", "--output", work / "y.npy",
-                        "--quiet"],
+                        "--quiet"] + (["--threads", args.threads] if args.threads is not None else []),
             }
             med = {}
             for name, cmd in phases.items():
