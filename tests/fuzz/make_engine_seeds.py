@@ -114,6 +114,42 @@ def value_shapes(out):
          [helper.make_tensor_value_info("sum", TP.FLOAT, [])], inits)
 
 
+def edges(out, rng):
+    """Single operators with large (but allowed) attributes and constants,
+    a mutated digit away from sizes past the limits: dilations and pads,
+    a strided ConvTranspose, a 500x Resize, wide Pads, a pool with strides
+    past its input, many groups."""
+    w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
+    x = lambda name, shape: helper.make_tensor_value_info(name, TP.FLOAT, shape)  # noqa: E731
+    cases = {
+        "edge-conv-dilated": ([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], dilations=[300, 2],
+                                                pads=[300, 2, 300, 2])],
+                              [x("x", [1, 1, 8, 8])], [init("w", w(2, 1, 3, 3))]),
+        "edge-conv-transpose-strided": ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[3, 3],
+                                                          strides=[200, 1], output_padding=[7, 0])],
+                                        [x("x", [1, 2, 3, 3])], [init("w", w(2, 2, 3, 3))]),
+        "edge-resize-500x": ([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest")],
+                             [x("x", [1, 1, 2, 2])], [init("s", np.array([1, 1, 500, 500], np.float32))]),
+        "edge-pad-wide": ([helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")], [x("x", [1, 1, 3, 3])],
+                          [init("p", np.array([0, 0, 500, 500, 0, 0, 499, 499], np.int64))]),
+        "edge-pool-strided": ([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[7, 7], strides=[100, 100],
+                                                pads=[3, 3, 3, 3], ceil_mode=1)],
+                              [x("x", [1, 1, 16, 16])], []),
+        "edge-avgpool-pads": ([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[5, 5], strides=[1, 1],
+                                                pads=[4, 4, 4, 4], count_include_pad=0)],
+                              [x("x", [1, 2, 4, 4])], []),
+        "edge-conv-groups": ([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], group=8,
+                                               pads=[1, 1, 1, 1], strides=[2, 2])],
+                             [x("x", [1, 8, 5, 5])], [init("w", w(8, 1, 3, 3))]),
+        "edge-tile-expand": ([helper.make_node("Tile", ["x", "r"], ["t"]),
+                              helper.make_node("Expand", ["t", "e"], ["y"])],
+                             [x("x", [1, 2, 3])], [init("r", np.array([1, 200, 200], np.int64)),
+                                                   init("e", np.array([2, 1, 1, 1], np.int64))]),
+    }
+    for name, (nodes, inputs, inits) in cases.items():
+        save(out / f"{name}.onnx", nodes, inputs, [out_info("y", 4)], inits, opset=18)
+
+
 def main():
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "seeds" / "engine"
     out.mkdir(parents=True, exist_ok=True)
@@ -124,7 +160,8 @@ def main():
     resize_conv(out, rng)
     conv3d_norm(out, rng)
     value_shapes(out)
-    kept = 4
+    edges(out, rng)
+    kept = 4 + 8
     for name, fam in sorted(opgen.FAMILIES.items()):
         if fam.gen is None:
             continue
