@@ -249,7 +249,7 @@ def identity_engine(tmp_path, sc):
 
 
 @API
-@pytest.mark.parametrize("roi", [(2 ** 30, 2 ** 30), (2 ** 41, 1), (2 ** 21, 2 ** 20)])
+@pytest.mark.parametrize("roi", [(2 ** 30, 2 ** 30), (2 ** 40, 2), (2 ** 21, 2 ** 20)])
 def test_window_api_run_refuses_huge_windows(tmp_path, roi):
     """segrt_window_run refuses a window (or the image padded to it) past
     2^40 voxels before multiplying anything, whoever calls it: the engine's
@@ -258,6 +258,15 @@ def test_window_api_run_refuses_huge_windows(tmp_path, roi):
     with identity_engine(tmp_path, sc) as eng, eng.context() as ctx, sc.WindowOptions(roi) as o:
         with pytest.raises(sc.SegrtError) as e:
             o.run(ctx, np.ones((1, 1, 4, 4), np.float32))
+    assert e.value.status == sc.ERROR_INVALID_ARGUMENT, str(e.value)
+    assert "2^40" in str(e.value), str(e.value)
+
+
+@API
+def test_window_api_options_refuse_a_side_past_2_40():
+    import segrt_capi as sc
+    with pytest.raises(sc.SegrtError) as e:
+        sc.WindowOptions((2 ** 41, 1))
     assert e.value.status == sc.ERROR_INVALID_ARGUMENT, str(e.value)
     assert "2^40" in str(e.value), str(e.value)
 
