@@ -66,8 +66,8 @@ void sg_sw_grid_free(sg_sw_grid *g)
     }
 }
 
-sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
-                          sg_sw_grid_kind kind, sg_sw_grid *out)
+static sg_status grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
+                           sg_sw_grid_kind kind, sg_sw_grid *out)
 {
     memset(out, 0, sizeof *out);
     if (n_dims < 1 || n_dims > SG_SW_MAX_DIMS)
@@ -123,16 +123,24 @@ sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *ro
         out->n_windows *= n;
         out->n_starts[d] = n;
         out->starts[d] = malloc(sizeof(int64_t) * (size_t)n);
-        if (!out->starts[d]) {
-            sg_sw_grid_free(out);
+        if (!out->starts[d])
             return SEGRT_ERROR_OUT_OF_MEMORY;
-        }
         if (kind == SG_SW_GRID_MONAI)
             monai_starts(out->padded[d], r, overlap[d], out->starts[d]);
         else
             nnunet_starts(out->padded[d], r, overlap[d], out->starts[d]);
     }
     return SEGRT_OK;
+}
+
+sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
+                          sg_sw_grid_kind kind, sg_sw_grid *out)
+{
+    /* A dim refused after earlier ones got their starts frees those. */
+    sg_status s = grid_make(n_dims, size, roi, overlap, kind, out);
+    if (s != SEGRT_OK)
+        sg_sw_grid_free(out);
+    return s;
 }
 
 void sg_sw_window_start(const sg_sw_grid *g, int64_t w, int64_t *start)
