@@ -363,7 +363,8 @@ typedef struct segrt_engine_info {
     segrt_precision precision;
     uint64_t weight_bytes;      /* device memory of the weights (CUDA) */
     uint64_t arena_bytes;       /* activation memory each context allocates */
-    uint64_t workspace_bytes;   /* cuDNN/cuBLASLt workspace each context allocates */
+    uint64_t workspace_bytes;   /* cuDNN/cuBLASLt workspace (CUDA), oneDNN scratchpad and kernel
+                                 * scratch (CPU) each context allocates */
     int32_t steps;              /* steps of the plan for the profile's opt shape */
     int32_t fallback_steps;     /* steps that run on the CPU (--allow-cpu-fallback) */
     int32_t plans;              /* CUDA: plans compiled so far (the profile's opt and max

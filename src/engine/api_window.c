@@ -35,6 +35,12 @@ segrt_status segrt_window_options_create(int32_t spatial_dims, const int64_t *ro
     if (spatial_dims < 1 || spatial_dims > SG_SW_MAX_DIMS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_options_create: %d spatial dims (1 to %d)",
                         spatial_dims, SG_SW_MAX_DIMS);
+    for (int32_t d = 0; d < spatial_dims; d++)
+        if (roi[d] > SG_SW_MAX_VOXELS)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "segrt_window_options_create: a window of %lld voxels along dim %d; sliding windows "
+                            "take at most 2^40",
+                            (long long)roi[d], d);
     segrt_window_options *w = sg_calloc(1, sizeof *w);
     if (!w)
         return SEGRT_ERROR_OUT_OF_MEMORY;

@@ -111,6 +111,8 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
     return SEGRT_OK;
 }
 
+void sg_engine_set_interpret_limit(segrt_engine *e, int64_t bytes) { e->interpret_max_bytes = bytes; }
+
 void segrt_engine_destroy(segrt_engine *engine)
 {
     if (!engine)
@@ -379,7 +381,7 @@ static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tenso
  * kernels, inferring each shape as it goes and dropping intermediates once
  * read. Slower than a plan, and it allocates. */
 static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t n_outputs,
-                                 segrt_tensor *outputs)
+                                 segrt_tensor *outputs, int64_t max_bytes)
 {
     sg_status s = SEGRT_OK;
     for (int32_t i = 0; i < g->n_inputs && s == SEGRT_OK; i++) {
@@ -390,7 +392,7 @@ static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t
         if (s == SEGRT_OK && bytes)
             memcpy(sg_blob_data(v->data), inputs[i].data, bytes);
     }
-    sg_fold_options fold = {ref_lookup, 0, true};
+    sg_fold_options fold = {ref_lookup, max_bytes, true, true, NULL};
     if (s == SEGRT_OK)
         s = sg_pass_fold_constants(g, &fold, NULL);
     if (s == SEGRT_OK)
@@ -428,7 +430,7 @@ static sg_status run_cuda(segrt_context *ctx, size_t n_inputs, const segrt_tenso
                 return sg_error(SEGRT_ERROR_UNSUPPORTED,
                                 "%s: this model runs interpreted on the CPU, which needs host inputs", e->g->path);
             }
-        return run_interpreted(interpret, inputs, n_outputs, outputs);
+        return run_interpreted(interpret, inputs, n_outputs, outputs, e->interpret_max_bytes);
     }
     s = check_outputs(sg_cuda_engine_plan_graph(plan), n_outputs, outputs, true);
     if (s == SEGRT_OK)
@@ -500,7 +502,7 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
     sg_graph *interpret = NULL;
     SG_TRY(exec_for(ctx, n_inputs, inputs, &g, &exec, &interpret));
     if (interpret)
-        return run_interpreted(interpret, inputs, n_outputs, outputs);
+        return run_interpreted(interpret, inputs, n_outputs, outputs, e->interpret_max_bytes);
     SG_TRY(check_outputs(g, n_outputs, outputs, false));
     sg_tensor in[SG_MAX_IO], out[SG_MAX_IO];
     for (size_t i = 0; i < n_inputs; i++) {
@@ -555,6 +557,7 @@ segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info
     out->precision = SEGRT_PRECISION_FP32;
     if (engine->plan) {
         out->arena_bytes = sg_cpu_plan_arena_bytes(engine->plan);
+        out->workspace_bytes = sg_cpu_plan_scratch_bytes(engine->plan);
         int32_t fb = 0;
         out->steps = sg_cpu_plan_step_count(engine->plan, &fb);
         out->fallback_steps = fb;

@@ -14,6 +14,7 @@ struct segrt_engine {
     sg_cpu_plan *plan;       /* CPU, when g's shapes are all known */
     sg_cuda_engine *cuda;    /* CUDA */
     uint64_t model_hash;     /* CUDA: the source model's content hash, for plan keys */
+    int64_t interpret_max_bytes; /* the interpreter path's largest intermediate (0: no limit) */
 };
 
 struct segrt_context {
@@ -45,6 +46,13 @@ sg_status sg_context_finish(segrt_context *ctx);
 /* Whether ctx's engine (CUDA) was built for a range of shapes that holds
  * these inputs' dims (sg_cuda_engine_ranged). */
 bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs);
+
+/* Caps each intermediate tensor of the interpreter path (graphs whose
+ * shapes depend on input values) at `bytes` (0: no limit): a larger one
+ * fails the run with OUT_OF_MEMORY naming the node. For callers that run
+ * untrusted models under a memory budget (the fuzz targets); set it before
+ * the engine is shared. */
+void sg_engine_set_interpret_limit(segrt_engine *e, int64_t bytes);
 
 /* Builds an engine from a plan file's graph and seed (plan_file.c). */
 sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,

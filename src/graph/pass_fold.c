@@ -79,7 +79,14 @@ static sg_status fold_node(sg_graph *g, sg_node *n, const sg_fold_options *o, bo
             !sg_add_i64(total, bytes, &total))
             return sg_node_error(n, SEGRT_ERROR_SHAPE, "output is too large");
     }
-    if (o->max_bytes > 0 && total > o->max_bytes)
+    if (o->max_bytes > 0 && total > o->max_bytes) {
+        if (o->limit_fails)
+            return sg_node_error(n, SEGRT_ERROR_OUT_OF_MEMORY,
+                                 "its outputs take %lld bytes, over the limit of %lld for one operator",
+                                 (long long)total, (long long)o->max_bytes);
+        return SEGRT_OK;
+    }
+    if (o->budget && total > *o->budget)
         return SEGRT_OK;
 
     enum { CAP = 64 };
@@ -125,6 +132,8 @@ static sg_status fold_node(sg_graph *g, sg_node *n, const sg_fold_options *o, bo
         sg_blob_unref(v->data);
         v->data = blobs[j];
     }
+    if (o->budget)
+        *o->budget -= total;
     *folded = true;
     return SEGRT_OK;
 }

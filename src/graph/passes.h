@@ -15,6 +15,15 @@ typedef struct sg_fold_options {
     sg_eval_lookup lookup;
     int64_t max_bytes; /* largest output a fold may create; 0: no limit */
     bool release;      /* drop intermediate data once every reader is folded */
+    /* An output over max_bytes fails the pass (OUT_OF_MEMORY, naming the
+     * node) instead of being left unfolded: for the interpreter, where
+     * every node must be computed. */
+    bool limit_fails;
+    /* What all folds together may still create, in bytes (NULL: no
+     * limit): each fold takes its outputs' bytes from it, and a fold that
+     * would overdraw it is left to run time. Bounds what a small file can
+     * make the optimizer allocate (chains of large constants). */
+    int64_t *budget;
 } sg_fold_options;
 
 /* Infers every live node in order and evaluates those whose inputs are all

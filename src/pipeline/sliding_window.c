@@ -9,10 +9,16 @@
 
 #include "pipeline/sw_device.h"
 
+#include "core/mem.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The most elements of any buffer a windowed run computes the size of:
+ * their bytes (up to 8 per element) stay in int64. */
+#define SW_MAX_ELEMENTS (INT64_MAX / 8)
 
 void sg_sw_options_default(sg_sw_options *o, int32_t n_dims)
 {
@@ -44,10 +50,49 @@ sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dt
                         segrt_dtype_name(dtype));
     if (o->sw_batch < 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window batch of %d", o->sw_batch);
-    for (int32_t d = 0; d < rank; d++)
+    int64_t numel = 1;
+    for (int32_t d = 0; d < rank; d++) {
         if (dims[d] < 1)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "image dim %d is %lld", d, (long long)dims[d]);
+        if (!sg_mul_i64(numel, dims[d], &numel) || numel > SW_MAX_ELEMENTS) {
+            char b[160];
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "an image of %s elements: more than 64-bit byte counts hold",
+                            sg_dims_format(dims, rank, b, sizeof b));
+        }
+    }
     return SEGRT_OK;
+}
+
+/* a * b * c, or -1 past SW_MAX_ELEMENTS. */
+static int64_t product3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t p;
+    return sg_mul_i64(a, b, &p) && sg_mul_i64(p, c, &p) && p <= SW_MAX_ELEMENTS ? p : -1;
+}
+
+sg_status sg_sw_check_buffers(const sg_sw_options *o, const sg_sw_grid *g, int64_t n_img, int64_t channels,
+                              int64_t classes)
+{
+    int64_t roi = 1, padded = 1;
+    for (int32_t d = 0; d < g->n_dims; d++) { /* each at most SG_SW_MAX_VOXELS (sg_sw_grid_make) */
+        roi *= g->roi[d];
+        padded *= g->padded[d];
+    }
+    const char *what = NULL;
+    if (product3(o->sw_batch, channels, roi) < 0)
+        what = "the batch of windows (batch x channels x window)";
+    else if (product3(o->sw_batch, classes, roi) < 0)
+        what = "the batch of results (batch x classes x window)";
+    else if (product3(n_img, classes, padded) < 0)
+        what = "the accumulators (images x classes x padded image)";
+    if (!what)
+        return SEGRT_OK;
+    char wb[96];
+    return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                    "a %s window, batch %d, %lld channels, %lld classes, %lld images: %s has more elements than "
+                    "64-bit byte counts hold",
+                    sg_dims_format(g->roi, g->n_dims, wb, sizeof wb), o->sw_batch, (long long)channels,
+                    (long long)classes, (long long)n_img, what);
 }
 
 static sg_status check_image(const sg_sw_options *o, const sg_tensor *image)
@@ -316,6 +361,7 @@ static sg_status prepare(sw_run *r, const sg_tensor *image, segrt_tensor *in)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     for (int32_t m = 0; m < r->n_models; m++)
         SG_TRY(model_outputs(r, m, in));
+    SG_TRY(sg_sw_check_buffers(o, &r->g, image->dims[0], r->channels, r->classes));
     int64_t n_img = image->dims[0];
     size_t acc_n = (size_t)(n_img * r->classes * r->padded_numel);
     size_t in_n = (size_t)(o->sw_batch * r->channels * r->roi_numel);

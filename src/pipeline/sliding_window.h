@@ -94,6 +94,14 @@ sg_status sg_sw_model_outputs(const sg_sw_model *models, int32_t m, const sg_sw_
  * window batch of at least 1. INVALID_ARGUMENT naming what does not. */
 sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dtype, const int64_t *dims);
 
+/* Whether the buffers of a run over grid g fit 64-bit element and byte
+ * counts: the batch of windows (sw_batch x channels x window), of results
+ * (sw_batch x classes x window) and the accumulators (n_img x classes x
+ * padded image). Both paths check this once the classes are known, before
+ * computing any size. INVALID_ARGUMENT saying which does not. */
+sg_status sg_sw_check_buffers(const sg_sw_options *o, const sg_sw_grid *g, int64_t n_img, int64_t channels,
+                              int64_t classes);
+
 /* The flips of test-time augmentation in nnU-Net's order: the identity,
  * then the combinations of the chosen axes, fewer axes first. */
 void sg_sw_flips(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n);

@@ -4,6 +4,9 @@
  * same weights. */
 #include "pipeline/sw_grid.h"
 
+#include "core/mem.h"
+#include "core/tensor.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -21,6 +24,8 @@ static int64_t monai_starts(int64_t size, int64_t roi, double overlap, int64_t *
     int64_t interval = roi == size ? roi : (int64_t)((double)roi * (1.0 - overlap));
     if (interval < 1)
         interval = 1;
+    if (!starts) /* the count, without walking 2^40 starts to find it */
+        return (size > roi ? (size - roi + interval - 1) / interval : 0) + 1;
     int64_t n = 0;
     for (int64_t d = 0;; d++) {
         int64_t s = d * interval;
@@ -39,7 +44,10 @@ static int64_t monai_starts(int64_t size, int64_t roi, double overlap, int64_t *
 static int64_t nnunet_starts(int64_t size, int64_t roi, double overlap, int64_t *starts)
 {
     double step = (double)roi * (1.0 - overlap);
-    int64_t n = (int64_t)ceil((double)(size - roi) / step) + 1;
+    double steps = ceil((double)(size - roi) / step) + 1.0;
+    if (!(steps <= (double)SW_MAX_WINDOWS)) /* converting more would be undefined */
+        return SW_MAX_WINDOWS + 1;
+    int64_t n = (int64_t)steps;
     if (starts) {
         double actual = n > 1 ? (double)(size - roi) / (double)(n - 1) : 0.0;
         for (int64_t i = 0; i < n; i++)
@@ -58,8 +66,8 @@ void sg_sw_grid_free(sg_sw_grid *g)
     }
 }
 
-sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
-                          sg_sw_grid_kind kind, sg_sw_grid *out)
+static sg_status grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
+                           sg_sw_grid_kind kind, sg_sw_grid *out)
 {
     memset(out, 0, sizeof *out);
     if (n_dims < 1 || n_dims > SG_SW_MAX_DIMS)
@@ -69,10 +77,15 @@ sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *ro
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown sliding-window grid %d", (int)kind);
     out->n_dims = n_dims;
     out->n_windows = 1;
+    int64_t roi_voxels = 1, padded_voxels = 1;
     for (int32_t d = 0; d < n_dims; d++) {
-        if (size[d] < 1)
+        if (size[d] < 1 || size[d] > SG_SW_MAX_VOXELS)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "spatial dim %d of the image is %lld", d,
                             (long long)size[d]);
+        if (roi[d] > SG_SW_MAX_VOXELS)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "a window of %lld voxels along dim %d; sliding windows take at most 2^40",
+                            (long long)roi[d], d);
         if (!(overlap[d] >= 0.0 && overlap[d] < 1.0))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "overlap %g along dim %d: it must be in [0, 1)",
                             overlap[d], d);
@@ -83,6 +96,24 @@ sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *ro
         out->pad_begin[d] = diff / 2;
         out->pad_end[d] = diff - diff / 2;
         out->padded[d] = size[d] + diff;
+        /* Voxel counts of the window and the padded image fit 2^40, so
+         * that the pipelines' products with batch, channels and classes
+         * are checked in int64 (sg_sw_check_buffers) without overflowing. */
+        if (!sg_mul_i64(roi_voxels, r, &roi_voxels) || roi_voxels > SG_SW_MAX_VOXELS ||
+            !sg_mul_i64(padded_voxels, out->padded[d], &padded_voxels) || padded_voxels > SG_SW_MAX_VOXELS) {
+            char wb[96], pb[96];
+            int64_t rd[SG_SW_MAX_DIMS], pd[SG_SW_MAX_DIMS];
+            for (int32_t k = 0; k < n_dims; k++) {
+                rd[k] = roi[k] > 0 ? roi[k] : size[k];
+                pd[k] = rd[k] > size[k] ? rd[k] : size[k];
+            }
+            sg_dims_format(rd, n_dims, wb, sizeof wb);
+            sg_dims_format(pd, n_dims, pb, sizeof pb);
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "a %s window over an image padded to %s: sliding windows take at most 2^40 voxels "
+                            "in a window and in the padded image",
+                            wb, pb);
+        }
         int64_t n = kind == SG_SW_GRID_MONAI ? monai_starts(out->padded[d], r, overlap[d], NULL)
                                              : nnunet_starts(out->padded[d], r, overlap[d], NULL);
         if (n < 1 || n > SW_MAX_WINDOWS / out->n_windows)
@@ -92,16 +123,24 @@ sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *ro
         out->n_windows *= n;
         out->n_starts[d] = n;
         out->starts[d] = malloc(sizeof(int64_t) * (size_t)n);
-        if (!out->starts[d]) {
-            sg_sw_grid_free(out);
+        if (!out->starts[d])
             return SEGRT_ERROR_OUT_OF_MEMORY;
-        }
         if (kind == SG_SW_GRID_MONAI)
             monai_starts(out->padded[d], r, overlap[d], out->starts[d]);
         else
             nnunet_starts(out->padded[d], r, overlap[d], out->starts[d]);
     }
     return SEGRT_OK;
+}
+
+sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
+                          sg_sw_grid_kind kind, sg_sw_grid *out)
+{
+    /* A dim refused after earlier ones got their starts frees those. */
+    sg_status s = grid_make(n_dims, size, roi, overlap, kind, out);
+    if (s != SEGRT_OK)
+        sg_sw_grid_free(out);
+    return s;
 }
 
 void sg_sw_window_start(const sg_sw_grid *g, int64_t w, int64_t *start)

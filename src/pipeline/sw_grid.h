@@ -15,6 +15,10 @@
 #include <stdint.h>
 
 #define SG_SW_MAX_DIMS 3
+/* The most voxels (per channel) of a window, an image axis and an image
+ * padded to the window. Far beyond any image; keeps the pipelines' element
+ * counts, times batch, channels and classes, checkable in int64. */
+#define SG_SW_MAX_VOXELS ((int64_t)1 << 40)
 
 typedef enum sg_sw_grid_kind {
     SG_SW_GRID_MONAI = 0, /* interval int(roi * (1 - overlap)), the last window flush with the end */
@@ -43,7 +47,8 @@ typedef struct sg_sw_grid {
 /* Lays out the windows over an image of n_dims spatial dims.
  * roi[d] <= 0 stands for the whole axis (MONAI's fall-back). Overlap per
  * axis must be in [0, 1). Errors: INVALID_ARGUMENT (a dim count, size,
- * overlap or window count outside what is possible), OUT_OF_MEMORY. */
+ * overlap or window count outside what is possible, a window or padded
+ * image over SG_SW_MAX_VOXELS), OUT_OF_MEMORY. */
 sg_status sg_sw_grid_make(int32_t n_dims, const int64_t *size, const int64_t *roi, const double *overlap,
                           sg_sw_grid_kind kind, sg_sw_grid *out);
 void sg_sw_grid_free(sg_sw_grid *g);

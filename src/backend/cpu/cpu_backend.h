@@ -24,6 +24,9 @@ void sg_cpu_plan_free(sg_cpu_plan *p);
 
 /* Bytes of activation memory one exec allocates (the memory plan's peak). */
 size_t sg_cpu_plan_arena_bytes(const sg_cpu_plan *p);
+/* Bytes of scratch one exec allocates besides: oneDNN's scratchpad and
+ * segrt's kernel scratch. */
+size_t sg_cpu_plan_scratch_bytes(const sg_cpu_plan *p);
 /* Steps of the plan and how many of them run on reference kernels. */
 int32_t sg_cpu_plan_step_count(const sg_cpu_plan *p, int32_t *fallback_steps);
 

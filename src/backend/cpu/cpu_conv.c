@@ -165,7 +165,9 @@ static sg_status create_pd(sg_cpu_plan *p, bool transposed, const dnnl_memory_de
         }
     }
     dnnl_primitive_attr_destroy(attr);
-    if (s == dnnl_unimplemented)
+    /* Shapes oneDNN's descriptors refuse (checked there, not by segrt's
+     * builder) go to the reference kernel as unimplemented ones do. */
+    if (s == dnnl_unimplemented || s == dnnl_invalid_arguments)
         return SEGRT_ERROR_UNSUPPORTED;
     DNNL_TRY(s);
     return SEGRT_OK;

@@ -213,6 +213,21 @@ sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t i)
     }
     if (dp.oc > DECONV_MAX_OC || dp.oc < 1 || dp.ic < 1 || dp.s_in < 1)
         return SEGRT_ERROR_UNSUPPORTED;
+    /* The tap tables are int32 and hold out * k entries per dim; decline
+     * before adding anything to the plan (build_node's rule). */
+    for (int32_t d = 0; d < 3; d++) {
+        int32_t src = d - (3 - sd); /* unused leading dims act as size 1 */
+        dp.dims3_in[d] = src >= 0 ? dp.in[src] : 1;
+        dp.dims3_out[d] = src >= 0 ? dp.out[src] : 1;
+        dp.k3[d] = src >= 0 ? dp.k[src] : 1;
+        if (dp.dims3_in[d] > INT32_MAX || dp.k3[d] > INT32_MAX || dp.dims3_out[d] > INT32_MAX / dp.k3[d])
+            return SEGRT_ERROR_UNSUPPORTED;
+    }
+    /* One sample's product (the scratch) is a tensor like any other. */
+    int64_t per_sample;
+    if (!sg_mul_i64(dp.s_in, dp.kvol, &per_sample) || !sg_mul_i64(per_sample, dp.oc * (int64_t)sizeof(float), &per_sample) ||
+        per_sample > CPU_MAX_TENSOR_BYTES)
+        return SEGRT_ERROR_UNSUPPORTED;
     /* Regroup weights [ic][oc][k] as [ic][k][oc]: each row of the product is
      * then every kernel tap's contribution of one input position. */
     float *wt = cpu_plan_alloc(p, (size_t)(dp.ic * dp.kvol * dp.oc) * sizeof(float));
@@ -238,17 +253,11 @@ sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t i)
     int32_t x;
     SG_TRY(cpu_value_as(p, n->inputs[0], &x_md, &x));
     for (int32_t d = 0; d < 3; d++) {
-        int32_t src = d - (3 - sd); /* unused leading dims act as size 1 */
-        dp.dims3_in[d] = src >= 0 ? dp.in[src] : 1;
-        dp.dims3_out[d] = src >= 0 ? dp.out[src] : 1;
-        dp.k3[d] = src >= 0 ? dp.k[src] : 1;
-        if (dp.dims3_in[d] > INT32_MAX || dp.dims3_out[d] * dp.k3[d] > INT32_MAX)
-            return SEGRT_ERROR_UNSUPPORTED;
+        int32_t src = d - (3 - sd);
         SG_TRY(build_taps(p, &dp, d, dp.dims3_in[d], dp.dims3_out[d], dp.k3[d], src >= 0 ? dp.stride[src] : 1,
                           src >= 0 ? dp.dil[src] : 1, src >= 0 ? dp.pad[src] : 0));
     }
     /* Samples per product: up to 16 MiB of scratch, at least one. */
-    int64_t per_sample = dp.s_in * dp.kvol * dp.oc * (int64_t)sizeof(float);
     dp.batch = per_sample > 0 ? ((int64_t)16 << 20) / per_sample : 1;
     dp.batch = dp.batch < 1 ? 1 : dp.batch > dp.n ? dp.n : dp.batch;
     deconv_params *params = sg_malloc(sizeof *params);

@@ -87,6 +87,7 @@ struct sg_cpu_plan {
     size_t kscratch_bytes;  /* segrt kernels' scratch, the largest step's */
     void **owned;           /* buffers freed with the plan */
     int32_t n_owned, cap_owned;
+    const sg_node *cur;     /* the node being built, for messages (NULL: none) */
 };
 
 struct sg_cpu_exec {
@@ -101,6 +102,23 @@ struct sg_cpu_exec {
     dnnl_memory_t *mem;     /* one per plan tensor with a descriptor */
     void **ptr;             /* each tensor's data during a run */
 };
+
+/* What the CPU backend's kernels index. oneDNN 2.6 keeps a primitive's
+ * dims, and offsets within a tensor, in 32-bit ints (its convolutions'
+ * configurations are ints; later versions refuse sizes over INT_MAX where
+ * 2.6 overflows, and divides by what overflowed), and segrt's kernels and
+ * layout conversions run on the same tensors. So every tensor of a CPU
+ * plan has dims below 2^31 and at most 2^31 - 1 bytes, layout padding
+ * included; a node with a larger one fails the build, named, instead of
+ * computing garbage or trapping. */
+#define CPU_MAX_DIM ((int64_t)INT32_MAX)
+#define CPU_MAX_TENSOR_BYTES ((int64_t)INT32_MAX)
+
+/* Checks one tensor against those limits. role and name say what it is
+ * ("input", "x"); the message names the node being built, if any.
+ * UNSUPPORTED when over. */
+sg_status cpu_check_tensor(const sg_cpu_plan *p, const char *role, const char *name, sg_dtype dt, int32_t rank,
+                           const int64_t *dims, int64_t bytes);
 
 const char *cpu_dnnl_status(dnnl_status_t s);
 bool cpu_dnnl_dtype(sg_dtype t, dnnl_data_type_t *out);

@@ -4,7 +4,50 @@
 #include "backend/cpu/cpu_internal.h"
 #include "core/freelist.h"
 
+#include <inttypes.h>
 #include <string.h>
+
+sg_status cpu_check_tensor(const sg_cpu_plan *p, const char *role, const char *name, sg_dtype dt, int32_t rank,
+                           const int64_t *dims, int64_t bytes)
+{
+    int32_t big = -1;
+    for (int32_t d = 0; d < rank && big < 0; d++)
+        if (dims[d] > CPU_MAX_DIM)
+            big = d;
+    if (big < 0 && bytes >= 0 && bytes <= CPU_MAX_TENSOR_BYTES)
+        return SEGRT_OK;
+    char shape[160], where[320] = "", what[320];
+    sg_dims_format(dims, rank, shape, sizeof shape);
+    if (p->cur)
+        snprintf(where, sizeof where, "node `%s` (%s): ", p->cur->name, sg_op_name(p->cur->op));
+    if (name && *name)
+        snprintf(what, sizeof what, "%s `%s` (%s %s)", role, name, segrt_dtype_name(dt), shape);
+    else
+        snprintf(what, sizeof what, "%s (%s %s)", role, segrt_dtype_name(dt), shape);
+    if (big >= 0)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s%s has %" PRId64 " elements along axis %d, 2^31 or more; the CPU backend's "
+                        "kernels (oneDNN's among them) index an axis in 32 bits",
+                        where, what, dims[big], big);
+    if (bytes < 0)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s%s has more bytes than 64 bits count", where, what);
+    return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                    "%s%s takes %.1f GiB; the CPU backend's kernels (oneDNN's among them) index a tensor's "
+                    "bytes in 32 bits (at most 2 GiB)",
+                    where, what, (double)bytes / (1024.0 * 1024 * 1024));
+}
+
+/* Checks graph value v (read or written by p->cur) at its plain size. */
+static sg_status check_value(const sg_cpu_plan *p, const char *role, int32_t v)
+{
+    const sg_value *val = &p->g->values[v];
+    int64_t dims[SEGRT_MAX_RANK], numel, bytes;
+    if (!sg_shape_dims(&val->shape, dims))
+        return SEGRT_OK; /* the builders say what they need of it */
+    if (!sg_shape_numel(&val->shape, &numel) || !sg_mul_i64(numel, (int64_t)segrt_dtype_size(val->dtype), &bytes))
+        bytes = -1;
+    return cpu_check_tensor(p, role, val->name, val->dtype, val->shape.rank, dims, bytes);
+}
 
 const char *cpu_dnnl_status(dnnl_status_t s)
 {
@@ -132,6 +175,10 @@ sg_status cpu_tensor_new_md(sg_cpu_plan *p, sg_dtype dt, const dnnl_memory_desc_
     t.io_index = -1;
     t.alias = -1;
     t.layouts = -1;
+    /* Layout padding (channels blocked by 8 or 16) can take a tensor of
+     * allowed plain size over the limit. */
+    SG_TRY(cpu_check_tensor(p, "a tensor in oneDNN's layout", "", dt, t.rank, t.dims,
+                            t.bytes > (size_t)INT64_MAX ? -1 : (int64_t)t.bytes));
     return tensor_push(p, &t, out);
 }
 
@@ -330,6 +377,9 @@ sg_status cpu_value_plain(sg_cpu_plan *p, int32_t v, int32_t *out)
 sg_status cpu_const_reordered(sg_cpu_plan *p, const dnnl_memory_desc_t *src_md, const void *src,
                               const dnnl_memory_desc_t *dst_md, void **out)
 {
+    size_t dst_bytes = dnnl_memory_desc_get_size(dst_md);
+    SG_TRY(cpu_check_tensor(p, "a constant in oneDNN's layout", "", SEGRT_DTYPE_FLOAT32, dst_md->ndims,
+                            dst_md->dims, dst_bytes > (size_t)INT64_MAX ? -1 : (int64_t)dst_bytes));
     void *dst = cpu_plan_alloc(p, dnnl_memory_desc_get_size(dst_md));
     if (!dst)
         return SEGRT_ERROR_OUT_OF_MEMORY;
@@ -380,6 +430,7 @@ static sg_status bind_graph_values(sg_cpu_plan *p)
         int64_t dims[SEGRT_MAX_RANK];
         if (!sg_shape_dims(&val->shape, dims))
             return sg_error(SEGRT_ERROR_INTERNAL, "value `%s` has no static shape", val->name);
+        SG_TRY(check_value(p, val->data ? "constant" : "input", v));
         int32_t t;
         SG_TRY(cpu_tensor_new_plain(p, val->data ? CPU_T_CONST : CPU_T_INPUT, val->dtype, val->shape.rank,
                                     dims, &t));
@@ -397,8 +448,28 @@ static sg_status bind_graph_values(sg_cpu_plan *p)
 static sg_status build_node(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
+    p->cur = n;
+    /* Every tensor the node reads or writes within what the kernels index,
+     * before any builder hands it to oneDNN or a kernel of its own. */
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0)
+            SG_TRY(check_value(p, "input", n->inputs[k]));
+    for (int32_t k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0)
+            SG_TRY(check_value(p, "output", n->outputs[k]));
     sg_status s = SEGRT_ERROR_UNSUPPORTED;
     int32_t steps_before = p->n_steps;
+    /* oneDNN takes no empty tensors (a Conv over 0 channels is "invalid
+     * arguments"), and segrt's kernels divide by the dims they split: a
+     * node with an empty input or output runs on its reference kernel. */
+    bool empty = false;
+    for (int32_t k = 0; k < n->n_inputs + n->n_outputs && !empty; k++) {
+        int32_t v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+        int64_t numel;
+        empty = v >= 0 && sg_shape_numel(&p->g->values[v].shape, &numel) && numel == 0;
+    }
+    if (empty)
+        goto reference;
     switch (n->op) {
     case SG_OP_CONV: s = cpu_build_conv(p, i); break;
     case SG_OP_CONV_TRANSPOSE:
@@ -432,6 +503,7 @@ static sg_status build_node(sg_cpu_plan *p, int32_t i)
     /* A builder declines before adding steps, so the reference kernel
      * takes the node from a clean slate. */
     SG_ASSERT(p->n_steps == steps_before);
+reference:
     sg_error_clear();
     return cpu_build_fallback(p, i);
 }
@@ -594,6 +666,7 @@ sg_status sg_cpu_plan_build(const sg_graph *g, int32_t threads, sg_cpu_plan **ou
     for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
         if (!p->g->nodes[i].dead && !p->fused[i])
             s = build_node(p, i);
+    p->cur = NULL;
     if (s == SEGRT_OK)
         s = bind_outputs(p);
     if (s == SEGRT_OK)
@@ -633,6 +706,8 @@ void sg_cpu_plan_free(sg_cpu_plan *p)
 }
 
 size_t sg_cpu_plan_arena_bytes(const sg_cpu_plan *p) { return p->arena_bytes; }
+
+size_t sg_cpu_plan_scratch_bytes(const sg_cpu_plan *p) { return p->scratch_bytes + p->kscratch_bytes; }
 
 int32_t sg_cpu_plan_step_count(const sg_cpu_plan *p, int32_t *fallback_steps)
 {

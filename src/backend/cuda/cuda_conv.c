@@ -568,6 +568,25 @@ static bool post_padding(int64_t big, int64_t small, int64_t pre, int64_t ext, i
 
 /* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
  * a message) for what cuDNN is not asked to do. */
+/* cuDNN takes tensors of fewer than 2^31 elements ("the total size of a
+ * tensor descriptor" is limited to 2 Giga-elements; its engines index in
+ * 32 bits). dims are below 2^31 each (cuda_plan.c checks every node). A
+ * channel-padded input (padded_channels) is checked again where padded. */
+static sg_status cudnn_fits(const sg_node *n, const char *role, const char *name, const int64_t *dims, int32_t rank)
+{
+    int64_t numel = 1;
+    bool ok = true;
+    for (int32_t d = 0; d < rank && ok; d++)
+        ok = sg_mul_i64(numel, dims[d], &numel) && numel <= INT32_MAX;
+    if (ok)
+        return SEGRT_OK;
+    char b[160];
+    return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED,
+                         "%s `%s` (%s) has 2^31 elements or more; cuDNN's convolutions index a tensor's "
+                         "elements in 32 bits",
+                         role, name, sg_dims_format(dims, rank, b, sizeof b));
+}
+
 static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dgrad, cudnnDataType_t io,
                                 conv_spec *cs, double *flops)
 {
@@ -595,6 +614,9 @@ static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dg
     }
     if (numel_x == 0 || numel_y == 0 || wd[0] == 0 || wd[1] == 0)
         return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "empty tensors are not run through cuDNN");
+    SG_TRY(cudnn_fits(n, "input", xv->name, xd, rank));
+    SG_TRY(cudnn_fits(n, "weight", wv->name, wd, rank));
+    SG_TRY(cudnn_fits(n, "output", yv->name, yd, rank));
     int32_t nsp = rank - 2;
     sg_conv_attrs a;
     SG_TRY(sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a));
@@ -932,6 +954,7 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     int64_t pad_to = padded_channels(p, n, dgrad, io);
     if (pad_to > 0) {
         cs.x.dims[1] = cs.w.dims[1] = pad_to;
+        SG_TRY(cudnn_fits(n, "channel-padded input", p->g->values[n->inputs[0]].name, cs.x.dims, cs.x.rank));
         cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, cs.x.rank, cs.x.dims, cs.x.strides);
         cuda_layout_strides(CUDA_LAYOUT_CHANNELS_LAST, cs.w.rank, cs.w.dims, cs.w.strides);
     }

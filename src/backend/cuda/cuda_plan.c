@@ -702,9 +702,40 @@ static sg_status build_fallback(sg_cuda_plan *p, const sg_node *n)
 
 /* Building ------------------------------------------------------------------------ */
 
+/* Every tensor of a CUDA plan has dims below 2^31: segrt's kernels keep
+ * per-axis sizes and coordinates in 32-bit ints (fastdiv divisors, tile
+ * counts) and cuDNN's descriptors take no more. Element counts past 2^31
+ * are each kernel's own question (sgk_*_fits, cuDNN's below). A node with
+ * a larger dim fails the build, named, whatever the fallback setting: the
+ * copies to and from the CPU index the same way. */
+static sg_status check_dims(const sg_cuda_plan *p, const sg_node *n)
+{
+    for (int32_t io = 0; io < 2; io++) {
+        int32_t count = io ? n->n_outputs : n->n_inputs;
+        const int32_t *vals = io ? n->outputs : n->inputs;
+        for (int32_t k = 0; k < count; k++) {
+            if (vals[k] < 0)
+                continue;
+            const sg_value *v = &p->g->values[vals[k]];
+            for (int32_t d = 0; d < v->shape.rank; d++)
+                if (v->shape.d[d].size > INT32_MAX) {
+                    char b[160];
+                    return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED,
+                                         "%s `%s` (%s) has %lld elements along axis %d, 2^31 or more; the CUDA "
+                                         "backend's kernels and cuDNN index an axis in 32 bits",
+                                         io ? "output" : "input", v->name,
+                                         sg_shape_format(p->g, &v->shape, b, sizeof b),
+                                         (long long)v->shape.d[d].size, d);
+                }
+        }
+    }
+    return SEGRT_OK;
+}
+
 static sg_status build_node(sg_cuda_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
+    SG_TRY(check_dims(p, n));
     cuda_builder_fn fn = builder_of(n->op);
     sg_status s;
     int32_t mark_steps = p->n_steps;

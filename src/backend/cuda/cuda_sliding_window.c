@@ -1065,6 +1065,7 @@ static sg_status prepare(dev_run *r, const segrt_tensor *image)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     for (int32_t m = 0; m < r->n_models; m++)
         SG_TRY(sg_sw_model_outputs(r->models, m, o, r->g.roi, &in, &r->dm[m].n, r->dm[m].t, &r->K));
+    SG_TRY(sg_sw_check_buffers(o, &r->g, r->n_img, r->C, r->K));
     result_kind(r);
     CUDA_TRY(cudaSetDevice(r->device));
     SG_TRY(take_streams(r));

@@ -345,6 +345,9 @@ static bool k3_plan(const sgk_conv_up_k3_params *p, const sgk_view *y, const sgk
     g->kp = k3_kp(p);
     if (k3_smem(nsp, g->kp, g->ld) > UK_SMEM_MAX)
         return false;
+    // The chunks of output channels are the grid's y, at most 65535.
+    if ((g->K + g->kp - 1) / g->kp > 65535)
+        return false;
     g->xn = x->strides[0];
     g->yn = y->strides[0];
     g->yc = y->strides[1];

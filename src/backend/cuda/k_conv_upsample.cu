@@ -544,6 +544,9 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
         Kc = (int)round_up(Kc / 2, step);
     if (need > most_smem)
         return false;
+    // The chunks of output channels are the grid's y, at most 65535.
+    if (ceil_div(p->K, Kc) > 65535)
+        return false;
     g->fcp = fastdiv_make((uint32_t)g->Cp);
     // 16-byte input loads: channels contiguous, every position's first
     // channel 16-byte aligned, whole vectors per position.
