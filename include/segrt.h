@@ -492,9 +492,10 @@ SEGRT_API segrt_status segrt_window_options_set_max_memory(segrt_window_options 
 /* The most host memory a windowed run may hold, the image, accumulators,
  * window buffers, result and CPU engines' activations together (0, the
  * default: what the machine has available). Before allocating, a run
- * estimates what it needs and fails with OUT_OF_MEMORY, naming the need,
- * its parts and the limit, when it would pass this limit or what the
- * machine (or the process's cgroup) has available. */
+ * estimates what it needs and fails, naming the need, its parts and the
+ * limit: INVALID_ARGUMENT when it would pass this limit, OUT_OF_MEMORY
+ * when it would pass what the machine (or the process's cgroup) has
+ * available. */
 SEGRT_API segrt_status segrt_window_options_set_max_host_memory(segrt_window_options *opts, uint64_t bytes);
 /* Where segrt_window_run puts its result: SEGRT_MEMORY_HOST (the default)
  * or SEGRT_MEMORY_DEVICE (CUDA contexts only; on their device). */

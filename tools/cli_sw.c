@@ -306,29 +306,39 @@ static int check_ranks(const sw_state *st, int32_t rank)
     return CLI_OK;
 }
 
-/* Before anything is read: the image's shape from its header against the
- * outputs asked for, and the host memory the job will hold against the
- * limit and what the machine has (the first model's declared class count;
- * the job checks again with its engines' before it allocates). */
-static int check_before_reading(sw_state *st, const cli_sw_opts *so, const cli_engine_opts *eo, const char *in,
-                                const char *out, const sg_tensor *shape, uint64_t extra_bytes)
+/* Before anything is read: the image's shape, from its header, against
+ * the outputs asked for. */
+static int check_outputs_suit(const cli_sw_opts *so, const char *in, const char *out)
 {
     int32_t nd = so->sw.n_dims;
-    bool volume = nd == 3;
-    if (volume && cli_files_format(out) == CLI_PNG)
+    if (nd == 3 && cli_files_format(out) == CLI_PNG)
         return cli_usage_error("%s: a PNG holds one 2-D picture; a 3-D job's labels go to .tif (a page a slice) or "
                                ".npy",
                                out);
     if (so->overlay && nd != 2)
         return cli_usage_error("--overlay draws over a 2-D picture; %s is a %d-D image", in, nd);
-    segrt_tensor_desc d;
-    int64_t classes = segrt_model_output(st->model[0], 0, &d) == SEGRT_OK && d.rank > 1 && d.dims[1] > 0
-                          ? d.dims[1] : 1;
-    bool device_path = eo->device == SEGRT_DEVICE_CUDA && !so->sw.host_path;
+    return CLI_OK;
+}
+
+/* Once the engines are built (from the image's header), before the image
+ * is read: the host memory the job will hold (the image with its pixels
+ * and the decoder's scratch, accumulators, windows, result, the CPU
+ * engines' arenas) against --max-host-memory (exit 2) and what the
+ * machine has (exit 1). The library checks again before it allocates. */
+static int check_host_memory(const sw_state *st, const cli_sw_opts *so, const char *in, int64_t classes,
+                             uint64_t extra_bytes)
+{
+    uint64_t networks = 0;
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(st->engine[m], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CPU)
+            networks += info.arena_bytes;
+    }
+    bool device_path = !so->sw.host_path && sg_sw_device_capable(st->members, st->n);
     sg_sw_host_need need;
-    segrt_status s = sg_sw_host_need_of(&so->sw, shape->dims, classes, device_path, extra_bytes, 0, &need);
+    segrt_status s = sg_sw_host_need_of(&so->sw, st->image.dims, classes, device_path, extra_bytes, networks, &need);
     if (s == SEGRT_OK)
-        s = sg_sw_host_need_check(&so->sw, &need, 0, "--max-host-memory");
+        s = sg_sw_host_need_check(&so->sw, &need, networks, "--max-host-memory");
     if (s != SEGRT_OK) {
         sg_error_prefix(s, "%s: ", in);
         return cli_fail(s);
@@ -336,13 +346,11 @@ static int check_before_reading(sw_state *st, const cli_sw_opts *so, const cli_e
     return CLI_OK;
 }
 
-/* Once the engines are built, before the windows run: the result they
- * will give can be written where -o says (an image file takes one label
- * map: one image, one channel). */
-static int check_result_fits(const sw_state *st, const cli_sw_opts *so, const char *out)
+/* Once the engines are built, before the windows run: the class count
+ * (*classes_out), and whether the result can be written where -o says (an
+ * image file takes one label map: one image, one channel). */
+static int check_result_fits(const sw_state *st, const cli_sw_opts *so, const char *out, int64_t *classes_out)
 {
-    if (!cli_sw_is_image_output(out))
-        return CLI_OK;
     sg_sw_grid g;
     segrt_tensor in, t[SG_SW_MAX_OUTPUTS];
     memset(&in, 0, sizeof in);
@@ -359,6 +367,9 @@ static int check_result_fits(const sw_state *st, const cli_sw_opts *so, const ch
     sg_sw_grid_free(&g);
     if (s != SEGRT_OK)
         return cli_fail(s);
+    *classes_out = classes;
+    if (!cli_sw_is_image_output(out))
+        return CLI_OK;
     if (st->image.dims[0] != 1)
         return cli_usage_error("%s: an image file holds the labels of one image; this job has %lld (write .npy)", out,
                                (long long)st->image.dims[0]);
@@ -536,12 +547,11 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
         return rc;
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return cli_usage_error("%s: the image is %s; sliding windows read float32", in, segrt_dtype_name(shape.dtype));
-    if ((rc = check_ranks(st, shape.rank)) != CLI_OK ||
-        (rc = check_before_reading(st, so, eo, in, out, &shape, extra_bytes)) != CLI_OK ||
-        (rc = cli_sw_read_input(in, st->model[0], model, so->raw_input, &st->image, &st->pixels)) != CLI_OK)
+    if ((rc = check_ranks(st, shape.rank)) != CLI_OK || (rc = check_outputs_suit(so, in, out)) != CLI_OK)
         return rc;
-    if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
-        return cli_usage_error("%s: the file changed while segrt read it", in);
+    /* The engines are built for the window from the image's header; the
+     * image is read once they are, and the memory check passed. */
+    st->image = shape;
     bool cuda = eo->device == SEGRT_DEVICE_CUDA;
     if (so->auto_batch)
         so->sw.sw_batch = 1;
@@ -555,8 +565,13 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
                 return rc;
         }
     }
-    if ((rc = check_result_fits(st, so, out)) != CLI_OK)
+    int64_t classes = 0;
+    if ((rc = check_result_fits(st, so, out, &classes)) != CLI_OK ||
+        (rc = check_host_memory(st, so, in, classes, extra_bytes)) != CLI_OK ||
+        (rc = cli_sw_read_input(in, st->model[0], model, so->raw_input, &st->image, &st->pixels)) != CLI_OK)
         return rc;
+    if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
+        return cli_usage_error("%s: the file changed while segrt read it", in);
     progress_line pl = {now_s(), 0.0};
     if (!quiet && isatty(STDERR_FILENO)) {
         so->sw.progress = show_progress;

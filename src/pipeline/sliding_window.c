@@ -625,8 +625,10 @@ sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *n
              size_text(need->image, a, sizeof a), size_text(need->accumulators, b, sizeof b),
              size_text(need->windows, c, sizeof c), size_text(need->result, d, sizeof d),
              size_text(need->networks, e, sizeof e));
+    /* Past the caller's own limit: an option that does not suit the job
+     * (as a device budget below one window); past the machine: memory. */
     if (over_limit)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "the job needs %s of host memory (%s); the limit (%s) is %s",
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the job needs %s of host memory (%s); the limit (%s) is %s",
                         size_text(need->total, t, sizeof t), parts, limit_name,
                         size_text(o->max_host_memory, l, sizeof l));
     return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,

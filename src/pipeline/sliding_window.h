@@ -136,11 +136,11 @@ typedef struct sg_sw_host_need {
 sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_t classes, bool device_path,
                               uint64_t extra_image, uint64_t networks, sg_sw_host_need *need);
 
-/* OUT_OF_MEMORY, with a message naming the need, its parts and the limit,
+/* A message naming the need, its parts and the limit: INVALID_ARGUMENT
  * when need->total exceeds o->max_host_memory (when set; limit_name says
- * what set it, "max_host_memory" say), or when what it still has to
- * allocate (need->total less `held`, what of it the caller already holds)
- * exceeds the host memory available now (sg_host_memory_available). */
+ * what set it, "max_host_memory" say), OUT_OF_MEMORY when what it still
+ * has to allocate (need->total less `held`, what of it the caller already
+ * holds) exceeds the host memory available now (sg_host_memory_available). */
 sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *need, uint64_t held,
                                 const char *limit_name);
 

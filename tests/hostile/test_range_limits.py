@@ -16,8 +16,30 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
-from conftest import SANITIZED, run_segrt
+import conftest
+from conftest import SANITIZED, changes, snapshot
 from onnx_util import init, save_model, tensor_input
+
+ROOT = None
+
+
+@pytest.fixture(autouse=True)
+def sandbox(tmp_path):
+    """Every run of a case happens in its tmp_path, where a refused run
+    must change nothing (the suite's rule)."""
+    global ROOT
+    ROOT = tmp_path
+    yield
+    ROOT = None
+
+
+def run_segrt(*args, **kw):
+    before = snapshot(ROOT) if ROOT else None
+    p = conftest.run_segrt(*args, **kw)
+    if before is not None and p.returncode != 0:
+        after = snapshot(ROOT)
+        assert after == before, f"a refused run changed files: {changes(before, after)}"
+    return p
 
 # What the sanitizers, the C library, a trapping division or a failing
 # library call (oneDNN's "oneDNN ... failed: runtime error") print.
