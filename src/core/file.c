@@ -39,27 +39,35 @@ sg_status sg_open_input(const char *path, int *fd)
     return SEGRT_OK;
 }
 
-sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size)
+/* path opened by sg_open_input, its size checked against max_bytes. */
+static sg_status open_sized(const char *path, uint64_t max_bytes, const char *limit, int *fd, size_t *size)
 {
-    int fd;
-    SG_TRY(sg_open_input(path, &fd));
+    SG_TRY(sg_open_input(path, fd));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(*fd, &st) != 0) {
         int err = errno;
-        close(fd);
+        close(*fd);
         return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
     }
     if ((uint64_t)st.st_size > max_bytes) {
-        close(fd);
+        close(*fd);
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %lld bytes, more than %s", path, (long long)st.st_size,
                         limit);
     }
+    *size = (size_t)st.st_size;
+    return SEGRT_OK;
+}
+
+sg_status sg_read_file(const char *path, uint64_t max_bytes, const char *limit, uint8_t **out, size_t *size)
+{
+    int fd;
+    size_t n;
+    SG_TRY(open_sized(path, max_bytes, limit, &fd, &n));
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         close(fd);
         return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(errno));
     }
-    size_t n = (size_t)st.st_size;
     uint8_t *buf = sg_malloc(n ? n : 1);
     if (!buf) {
         fclose(f);
@@ -80,30 +88,20 @@ sg_status sg_map_file(const char *path, uint64_t max_bytes, const char *limit, s
 {
     memset(out, 0, sizeof *out);
     int fd;
-    SG_TRY(sg_open_input(path, &fd));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        close(fd);
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %lld bytes, more than %s", path, (long long)st.st_size,
-                        limit);
-    }
-    if (st.st_size == 0) { /* mmap refuses a length of 0 */
+    size_t n;
+    SG_TRY(open_sized(path, max_bytes, limit, &fd, &n));
+    if (n == 0) { /* mmap refuses a length of 0 */
         close(fd);
         out->data = (const uint8_t *)"";
         return SEGRT_OK;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
     close(fd); /* the mapping keeps the file */
     if (p == MAP_FAILED)
         return sg_error(SEGRT_ERROR_IO, "%s: cannot map: %s", path, strerror(err));
     out->data = p;
-    out->size = (size_t)st.st_size;
+    out->size = n;
     return SEGRT_OK;
 }
 

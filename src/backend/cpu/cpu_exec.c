@@ -2,6 +2,7 @@
  * caller's buffers bound for the duration of a run, steps in order. */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/ref/ref.h"
+#include "core/sort.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -37,39 +38,22 @@ static const char *step_impl(const cpu_step *s)
     return s->fallback ? "segrt:reference" : "segrt";
 }
 
-typedef struct step_time {
-    double ms;
-    int32_t step;
-} step_time;
-
-/* Slowest first; steps of equal time in plan order. */
-static int slower_first(const void *a, const void *b)
-{
-    const step_time *x = a, *y = b;
-    if (x->ms != y->ms)
-        return x->ms > y->ms ? -1 : 1;
-    return (x->step > y->step) - (x->step < y->step);
-}
-
 void sg_cpu_exec_profile_print(const sg_cpu_exec *e, FILE *f)
 {
     const sg_cpu_plan *p = e->plan;
     if (!e->step_ms || !e->profiled_runs)
         return;
-    step_time *order = malloc(sizeof *order * (size_t)(p->n_steps + 1));
+    int32_t *order = sg_order_desc(e->step_ms, p->n_steps);
     if (!order)
         return;
     double total = 0;
-    for (int32_t i = 0; i < p->n_steps; i++) {
-        order[i] = (step_time){e->step_ms[i], i};
+    for (int32_t i = 0; i < p->n_steps; i++)
         total += e->step_ms[i];
-    }
-    qsort(order, (size_t)p->n_steps, sizeof *order, slower_first);
     fprintf(f, "%-8s %6s  %-26s %s\n", "ms/run", "share", "implementation", "step");
     for (int32_t k = 0; k < p->n_steps; k++) {
-        const cpu_step *s = &p->steps[order[k].step];
-        double ms = order[k].ms / (double)e->profiled_runs;
-        fprintf(f, "%8.3f %5.1f%%  %-26s %s%s\n", ms, total > 0 ? 100 * order[k].ms / total : 0,
+        const cpu_step *s = &p->steps[order[k]];
+        double ms = e->step_ms[order[k]] / (double)e->profiled_runs;
+        fprintf(f, "%8.3f %5.1f%%  %-26s %s%s\n", ms, total > 0 ? 100 * e->step_ms[order[k]] / total : 0,
                 step_impl(s), s->name, s->layout ? " (layout)" : "");
     }
     fprintf(f, "%8.3f total over %d steps\n", total / (double)e->profiled_runs, p->n_steps);

@@ -4,6 +4,7 @@
  * plan's per-context step state (cuDNN execution plans), all made before
  * the first run so that a run only enqueues work. */
 #include "backend/cuda/cuda_internal.h"
+#include "core/sort.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -620,21 +621,6 @@ size_t sg_cuda_exec_device_bytes(const sg_cuda_exec *e)
     return b;
 }
 
-typedef struct step_time {
-    double ms;
-    int32_t step;
-} step_time;
-
-/* Slowest first; steps of equal time in plan order (the insertion sort
- * this replaced was stable). */
-static int slower_first(const void *a, const void *b)
-{
-    const step_time *x = a, *y = b;
-    if (x->ms != y->ms)
-        return x->ms > y->ms ? -1 : 1;
-    return (x->step > y->step) - (x->step < y->step);
-}
-
 void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f)
 {
     for (int32_t k = 0; k < e->n_plans; k++) {
@@ -645,19 +631,9 @@ void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f)
         double total = 0;
         for (int32_t s = 0; s < p->n_steps; s++)
             total += ep->step_ms[s];
-        step_time *by = sg_malloc(sizeof *by * (size_t)(p->n_steps + 1));
-        int32_t *order = sg_malloc(sizeof(int32_t) * (size_t)(p->n_steps + 1));
-        if (!by || !order) {
-            free(by);
-            free(order);
+        int32_t *order = sg_order_desc(ep->step_ms, p->n_steps);
+        if (!order)
             return;
-        }
-        for (int32_t s = 0; s < p->n_steps; s++)
-            by[s] = (step_time){ep->step_ms[s], s};
-        qsort(by, (size_t)p->n_steps, sizeof *by, slower_first);
-        for (int32_t s = 0; s < p->n_steps; s++)
-            order[s] = by[s].step;
-        free(by);
         fprintf(f, "%-40s %-26s %10s %7s %9s %8s\n", "step", "kernel", "ms/run", "share", "TFLOP/s", "GB/s");
         for (int32_t i = 0; i < p->n_steps; i++) {
             const cuda_step *st = &p->steps[order[i]];
