@@ -332,7 +332,7 @@ static int check_host_memory(const sw_state *st, const cli_sw_opts *so, const ch
     for (int32_t m = 0; m < st->n; m++) {
         segrt_engine_info info;
         if (segrt_engine_get_info(st->engine[m], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CPU)
-            networks += info.arena_bytes;
+            networks += info.arena_bytes + info.workspace_bytes;
     }
     bool device_path = !so->sw.host_path && sg_sw_device_capable(st->members, st->n);
     sg_sw_host_need need;

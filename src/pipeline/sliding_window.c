@@ -661,7 +661,7 @@ sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, c
     for (int32_t m = 0; m < n_models; m++) {
         segrt_engine_info info;
         if (segrt_engine_get_info(models[m].engine, &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CPU)
-            networks += info.arena_bytes;
+            networks += info.arena_bytes + info.workspace_bytes;
     }
     sg_sw_host_need need;
     SG_TRY(sg_sw_host_need_of(o, dims, classes, device_path, 0, networks, &need));
