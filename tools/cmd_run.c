@@ -249,6 +249,14 @@ int cmd_run(int argc, char **argv)
     /* An image file is always a sliding-window job: the window then comes
      * from --roi or the model's metadata. */
     bool image_in = n_ins == 1 && !ins[0].name && sg_image_is_image_file(ins[0].path);
+    /* Named as a picture but not one by its bytes: the reader says what it
+     * is (empty, not a regular file, not PNG, JPEG or TIFF), rather than
+     * the run going on to read it as an array. */
+    if (n_ins == 1 && !ins[0].name && !image_in && sg_image_format_of_name(ins[0].path) != SG_IMAGE_UNKNOWN) {
+        sg_image_info info;
+        segrt_status s = sg_image_probe(ins[0].path, &info);
+        return cli_fail(s != SEGRT_OK ? s : SEGRT_ERROR_INTERNAL);
+    }
     if (so.any && !so.on && !image_in)
         return cli_usage_error("run: sliding-window options need --roi (or an image file)");
     if (so.on || image_in) {
