@@ -60,6 +60,7 @@ static void on_free(const volatile void *p)
 }
 #endif
 
+#ifndef TEST_ASAN
 /* The child's address space now, from /proc/self/statm (in pages). */
 static size_t address_space(void)
 {
@@ -72,6 +73,7 @@ static size_t address_space(void)
     }
     return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
 }
+#endif
 
 int sg_test_small_memory(size_t budget, int (*fn)(void *arg, char *text, size_t cap), void *arg, char *text,
                          size_t cap)
