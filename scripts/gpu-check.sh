@@ -21,10 +21,24 @@
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
 #          scripts/gpu-check.sh train [extra flags]
+#          scripts/gpu-check.sh fuzz [RUNS_PER_JOB [SECONDS]]   (after scripts/fuzz-carry.sh)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-gpu}
 shift || true
+if [ "$what" = fuzz ]; then
+    # The CPU fuzz targets carried by scripts/fuzz-carry.sh, 4 jobs of each
+    # of the four at once, RUNS inputs a job (or SECONDS a target).
+    runs=${1:-260000} secs=${2:-480} fz=/tmp/segrt-fuzz out=${OUT:-/tmp/segrt-gpu-check}
+    mkdir -p "$fz" "$out" && tar -C "$fz" -xJf "$root/.carry/segrt-fuzz.tar.xz"
+    export LD_LIBRARY_PATH=$fz/lib:${LD_LIBRARY_PATH:-}
+    python3 "$root/tests/models/make_models.py" /tmp/segrt-test-models >"$out/make-models.log" 2>&1 || exit 1
+    cd "$root" && FUZZ_JOBS=4 FUZZ_PARALLEL=1 FUZZ_RUNS=$runs bash tests/fuzz/run.sh "$fz" "$secs" \
+        /tmp/segrt-test-models 2>&1 | tee "$out/fuzz.log" | tail -n 80
+    rc=${PIPESTATUS[0]}
+    cp -r "$fz/fuzz-artifacts" "$out/" 2>/dev/null
+    exit "$rc"
+fi
 carry=/tmp/segrt-carry
 mkdir -p "$carry" && tar -C "$carry" -xJf "$root/.carry/segrt-carry.tar.xz"
 out=${OUT:-/tmp/segrt-gpu-check}
