@@ -10,12 +10,11 @@
  * libFuzzer, with the input kept). */
 #include "io/image.h"
 #include "pipeline/overlay.h"
+#include "fuzz_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #define FUZZ_MAX_BYTES ((uint64_t)16 << 20)
 
@@ -49,22 +48,6 @@ static void disagree(const char *what, sg_status a, sg_status b, const char *msg
     abort();
 }
 
-/* The input as a file: a memfd, made once, behind /proc/self/fd/N. */
-static const char *as_file(const uint8_t *data, size_t size)
-{
-    static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        fd = memfd_create("fuzz_image", 0);
-        if (fd < 0)
-            abort();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
-    if (ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
-        abort();
-    return path;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sg_image img;
@@ -91,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sg_image_info mem, file;
         sg_status m = sg_image_probe_memory(data, size, "fuzz.img", &mem);
         snprintf(msg, sizeof msg, "%s", m == SEGRT_OK ? "" : sg_last_error());
-        sg_status f = sg_image_probe(as_file(data, size), &file);
+        sg_status f = sg_image_probe(fuzz_as_file(data, size), &file);
         if (m != f || (m == SEGRT_OK && memcmp(&mem, &file, sizeof mem) != 0))
             disagree("probes from memory and from a file", m, f, f == SEGRT_OK ? msg : sg_last_error());
     }

@@ -3,12 +3,11 @@
  * and for a good file the same dtype, dims and data. A disagreement aborts
  * (a crash to libFuzzer, with the input kept). */
 #include "io/npy.h"
+#include "fuzz_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -16,22 +15,6 @@ static void disagree(const char *what, sg_status a, sg_status b)
 {
     fprintf(stderr, "fuzz_npy: %s disagree (%d, %d): %s\n", what, (int)a, (int)b, sg_last_error());
     abort();
-}
-
-/* The input as a file: a memfd, made once, behind /proc/self/fd/N. */
-static const char *as_file(const uint8_t *data, size_t size)
-{
-    static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        fd = memfd_create("fuzz_npy", 0);
-        if (fd < 0)
-            abort();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
-    if (ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
-        abort();
-    return path;
 }
 
 static bool same_shape(const sg_tensor *a, const sg_tensor *b)
@@ -44,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sg_tensor t, r, p;
     sg_status parse = sg_npy_parse(data, size, "fuzz.npy", &t);
-    const char *path = as_file(data, size);
+    const char *path = fuzz_as_file(data, size);
     sg_status read = sg_npy_read(path, &r);
     if (read != parse)
         disagree("parse and read", parse, read);

@@ -307,8 +307,11 @@ static void test_png_kinds(void)
     unlink(in_dir("rgb16.png"));
 }
 
+/* How encode_jpeg codes; a loop over `bool prog` passes 0 or 1. */
+enum { JPEG_BASELINE = 0, JPEG_PROGRESSIVE = 1, JPEG_ARITHMETIC = 2 };
+
 /* A JPEG of img (8-bit, 1 or 3 channels; or 4 as CMYK) in memory. */
-static uint8_t *encode_jpeg(const sg_image *img, bool progressive, int quality, size_t *n)
+static uint8_t *encode_jpeg(const sg_image *img, int coding, int quality, size_t *n)
 {
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr err;
@@ -323,8 +326,9 @@ static uint8_t *encode_jpeg(const sg_image *img, bool progressive, int quality, 
     c.in_color_space = img->channels == 1 ? JCS_GRAYSCALE : img->channels == 3 ? JCS_RGB : JCS_CMYK;
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, quality, TRUE);
-    if (progressive)
+    if (coding == JPEG_PROGRESSIVE)
         jpeg_simple_progression(&c);
+    c.arith_code = coding == JPEG_ARITHMETIC;
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
         JSAMPROW row = (JSAMPROW)img->pixels + (size_t)c.next_scanline * sg_image_row_bytes(img);
@@ -365,7 +369,7 @@ static void test_jpeg(void)
         }
     sg_image cmyk = smooth(16, 16, 4), img;
     size_t n = 0;
-    uint8_t *bytes = encode_jpeg(&cmyk, false, 90, &n);
+    uint8_t *bytes = encode_jpeg(&cmyk, JPEG_BASELINE, 90, &n);
     CHECK(sg_image_read_memory(bytes, n, "cmyk.jpg", &img) == SEGRT_ERROR_UNSUPPORTED);
     CHECK(strstr(sg_last_error(), "cmyk.jpg") && strstr(sg_last_error(), "CMYK"));
     free(bytes);
@@ -841,7 +845,7 @@ static void test_bad_files(void)
     free(tif);
 
     sg_image sm = smooth(24, 16, 3);
-    uint8_t *jpg = encode_jpeg(&sm, true, 90, &n);
+    uint8_t *jpg = encode_jpeg(&sm, JPEG_PROGRESSIVE, 90, &n);
     CHECK(mangle(jpg, n, "g.jpg", n) > 0);
     free(jpg);
     sg_image_free(&sm);
@@ -917,7 +921,7 @@ static void test_size_cap(void)
 
     /* JPEG: the frame header's dims raised to 65000 x 65000 (12.7 GB). */
     sg_image sm = smooth(8, 8, 3);
-    uint8_t *jpg = encode_jpeg(&sm, false, 90, &n);
+    uint8_t *jpg = encode_jpeg(&sm, JPEG_BASELINE, 90, &n);
     for (size_t i = 0; i + 9 < n; i++)
         if (jpg[i] == 0xff && jpg[i + 1] == 0xc0) {
             jpg[i + 5] = jpg[i + 7] = 0xfd;
@@ -1086,33 +1090,6 @@ static void test_png_claims(void)
     sg_image_free(&zeros);
 }
 
-/* A JPEG of img with arithmetic coding. */
-static uint8_t *encode_jpeg_arith(const sg_image *img, size_t *n)
-{
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr err;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    unsigned char *buf = NULL;
-    unsigned long size = 0;
-    jpeg_mem_dest(&c, &buf, &size);
-    c.image_width = (JDIMENSION)img->width;
-    c.image_height = (JDIMENSION)img->height;
-    c.input_components = img->channels;
-    c.in_color_space = img->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&c);
-    c.arith_code = TRUE;
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)img->pixels + (size_t)c.next_scanline * sg_image_row_bytes(img);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    *n = size;
-    return buf;
-}
-
 /* Sets the dims of the frame header (marker sof) to w x h. */
 static void set_jpeg_dims(uint8_t *jpg, size_t n, int sof, uint16_t w, uint16_t h)
 {
@@ -1132,18 +1109,18 @@ static void test_jpeg_claims(void)
     /* 900 MB of grey, 14 million blocks, from a 8x8 file's bytes. */
     sg_image sm = smooth(8, 8, 1), sm3 = smooth(8, 8, 3);
     size_t n;
-    uint8_t *jpg = encode_jpeg(&sm, false, 90, &n);
+    uint8_t *jpg = encode_jpeg(&sm, JPEG_BASELINE, 90, &n);
     set_jpeg_dims(jpg, n, 0xc0, 30000, 30000);
     check_claim("grey.jpg", jpg, n, "30000x30000x1, 8-bit (900.0 MB)", "14062500 8x8 blocks need at least 1.8 MB");
     free(jpg);
     /* Progressive 4:2:0 colour: its chroma's blocks are counted at their
      * sampling (a quarter each). */
-    jpg = encode_jpeg(&sm3, true, 90, &n);
+    jpg = encode_jpeg(&sm3, JPEG_PROGRESSIVE, 90, &n);
     set_jpeg_dims(jpg, n, 0xc2, 24000, 16000);
     check_claim("prog.jpg", jpg, n, "24000x16000x3, 8-bit (1.2 GB)", "9000000 8x8 blocks");
     free(jpg);
     /* Arithmetic coding: the fixed ratio. */
-    jpg = encode_jpeg_arith(&sm, &n);
+    jpg = encode_jpeg(&sm, JPEG_ARITHMETIC, 75, &n);
     set_jpeg_dims(jpg, n, 0xc9, 30000, 30000);
     check_claim("arith.jpg", jpg, n, "arithmetic-coded JPEG claims 30000x30000x1", "32768 times its size");
     free(jpg);
@@ -1161,7 +1138,7 @@ static void test_jpeg_claims(void)
     }
     sg_image_free(&grey);
     sg_image rgb = smooth(40, 24, 3);
-    jpg = encode_jpeg_arith(&rgb, &n);
+    jpg = encode_jpeg(&rgb, JPEG_ARITHMETIC, 75, &n);
     check_reads("arith.jpg", jpg, n, &rgb, 4);
     free(jpg);
     sg_image_free(&rgb);
@@ -1407,10 +1384,10 @@ static int write_seeds(const char *out)
     png_spec bw = {PNG_COLOR_TYPE_GRAY, 1, PNG_INTERLACE_NONE, 0, 0};
     write_png(SEED("grey1.png"), 30, 4, &bw, &rows[0][0], 4);
     size_t n;
-    uint8_t *jpg = encode_jpeg(&sm, true, 50, &n);
+    uint8_t *jpg = encode_jpeg(&sm, JPEG_PROGRESSIVE, 50, &n);
     spit(SEED("rgb_progressive.jpg"), jpg, n);
     free(jpg);
-    jpg = encode_jpeg(&sm1, false, 50, &n);
+    jpg = encode_jpeg(&sm1, JPEG_BASELINE, 50, &n);
     spit(SEED("grey.jpg"), jpg, n);
     free(jpg);
     tiff_spec tiles = {PHOTOMETRIC_RGB, PLANARCONFIG_SEPARATE, COMPRESSION_LZW, 16, "wb"};

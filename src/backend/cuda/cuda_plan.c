@@ -243,36 +243,36 @@ static sg_status readers_init(sg_cuda_plan *p)
         free(seen);
         return SEGRT_ERROR_OUT_OF_MEMORY;
     }
+    /* Two passes over the readers: count them per value, then (with the
+     * counts summed into starts) list them; filling moves each value's
+     * start up, leaving reader_at[v] its start. */
     int64_t total = 0;
-    for (int32_t v = 0; v < nv; v++)
-        seen[v] = -1;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
-            int32_t v = g->nodes[i].inputs[k];
-            if (v >= 0 && seen[v] != i) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t v = 0; v < nv; v++)
+            seen[v] = -1;
+        for (int32_t i = 0; i < g->n_nodes; i++)
+            for (int32_t k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
+                int32_t v = g->nodes[i].inputs[k];
+                if (v < 0 || seen[v] == i)
+                    continue;
                 seen[v] = i;
-                p->reader_at[v + 2]++;
-                total++;
+                if (pass == 0) {
+                    p->reader_at[v + 2]++;
+                    total++;
+                } else {
+                    p->readers[p->reader_at[v + 1]++] = i;
+                }
             }
+        if (pass == 1)
+            break;
+        for (int32_t v = 2; v <= nv; v++)
+            p->reader_at[v] += p->reader_at[v - 1];
+        p->readers = total < INT32_MAX ? sg_malloc(sizeof(int32_t) * (size_t)(total + 1)) : NULL;
+        if (!p->readers) {
+            free(seen);
+            return SEGRT_ERROR_OUT_OF_MEMORY;
         }
-    for (int32_t v = 2; v <= nv; v++)
-        p->reader_at[v] += p->reader_at[v - 1];
-    p->readers = total < INT32_MAX ? sg_malloc(sizeof(int32_t) * (size_t)(total + 1)) : NULL;
-    if (!p->readers) {
-        free(seen);
-        return SEGRT_ERROR_OUT_OF_MEMORY;
     }
-    for (int32_t v = 0; v < nv; v++)
-        seen[v] = -1;
-    /* Filling moves each value's start up, leaving reader_at[v] its start. */
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
-            int32_t v = g->nodes[i].inputs[k];
-            if (v >= 0 && seen[v] != i) {
-                seen[v] = i;
-                p->readers[p->reader_at[v + 1]++] = i;
-            }
-        }
     free(seen);
     return SEGRT_OK;
 }
