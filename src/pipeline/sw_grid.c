@@ -30,8 +30,7 @@ static int64_t monai_starts(int64_t size, int64_t roi, double overlap, int64_t *
     for (int64_t d = 0;; d++) {
         int64_t s = d * interval;
         bool last = s + roi >= size;
-        if (starts)
-            starts[n] = last ? s - (s + roi - size) : s;
+        starts[n] = last ? s - (s + roi - size) : s;
         n++;
         if (last)
             return n;

@@ -380,11 +380,11 @@ sg_status cpu_const_reordered(sg_cpu_plan *p, const dnnl_memory_desc_t *src_md, 
     size_t dst_bytes = dnnl_memory_desc_get_size(dst_md);
     SG_TRY(cpu_check_tensor(p, "a constant in oneDNN's layout", "", SEGRT_DTYPE_FLOAT32, dst_md->ndims,
                             dst_md->dims, dst_bytes > (size_t)INT64_MAX ? -1 : (int64_t)dst_bytes));
-    void *dst = cpu_plan_alloc(p, dnnl_memory_desc_get_size(dst_md));
+    void *dst = cpu_plan_alloc(p, dst_bytes);
     if (!dst)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     if (dnnl_memory_desc_equal(src_md, dst_md)) {
-        memcpy(dst, src, dnnl_memory_desc_get_size(dst_md));
+        memcpy(dst, src, dst_bytes);
         *out = dst;
         return SEGRT_OK;
     }

@@ -566,8 +566,6 @@ static bool post_padding(int64_t big, int64_t small, int64_t pre, int64_t ext, i
     return true;
 }
 
-/* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
- * a message) for what cuDNN is not asked to do. */
 /* cuDNN takes tensors of fewer than 2^31 elements ("the total size of a
  * tensor descriptor" is limited to 2 Giga-elements; its engines index in
  * 32 bits). dims are below 2^31 each (cuda_plan.c checks every node). A
@@ -587,6 +585,8 @@ static sg_status cudnn_fits(const sg_node *n, const char *role, const char *name
                          role, name, sg_dims_format(dims, rank, b, sizeof b));
 }
 
+/* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
+ * a message) for what cuDNN is not asked to do. */
 static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dgrad, cudnnDataType_t io,
                                 conv_spec *cs, double *flops)
 {
