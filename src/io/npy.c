@@ -162,6 +162,12 @@ static sg_status parse_start(const uint8_t *b, size_t have, uint64_t size, const
     return SEGRT_OK;
 }
 
+sg_status sg_npy_parse_start(const void *bytes, size_t have, uint64_t size, const char *name, sg_tensor *out,
+                             size_t *data_at)
+{
+    return parse_start(bytes, have, size, name, out, data_at);
+}
+
 /* numpy's bools are bytes of 0 or 1; any other byte is read as 1. */
 static void normalise_bools(sg_tensor *t)
 {

@@ -23,6 +23,13 @@ sg_status sg_npy_probe(const char *path, sg_tensor *out);
  * into a new malloc'd copy. */
 sg_status sg_npy_parse(const void *bytes, size_t size, const char *name, sg_tensor *out);
 
+/* The header of an NPY file of size bytes whose first have bytes are at
+ * bytes (all of them, or at least the preamble and header): dtype and
+ * dims into out (data NULL) and where the data starts, with every check
+ * sg_npy_read makes before it allocates. For readers that map the file. */
+sg_status sg_npy_parse_start(const void *bytes, size_t have, uint64_t size, const char *name, sg_tensor *out,
+                             size_t *data_at);
+
 /* Writes t into the output o (core/file.h), which the caller then commits
  * or discards. Errors name o's destination. */
 sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t);

@@ -1,0 +1,83 @@
+/* Images as region sources: a reader opens a file, describes it, and
+ * answers read_region(level, box) into a caller's buffer, so that a job
+ * holds only the rows it works on where the format allows (NPY by memory
+ * map; tiled TIFF next), and the whole image where it does not (PNG and
+ * JPEG are decoded once, at the first read).
+ *
+ * Contract of every source:
+ * - sg_source_open tells the format by the file's first bytes (image.h's
+ *   signatures; anything else is tried as NPY) and reads headers only,
+ *   with every check the format's whole read makes before it allocates.
+ * - info describes level 0 and any reduced levels: spatial dims (2 or 3),
+ *   channels, the samples' dtype as stored, and what the file says of the
+ *   pixel's physical size (0 where it says nothing).
+ * - A region is a box of depth x height x width pixels at one level,
+ *   written to dst planar: channel, then depth, height, width, in the
+ *   source's dtype (channels x box volume samples). A box outside the
+ *   level is INVALID_ARGUMENT; a file that changed or broke since open is
+ *   IO or INVALID_MODEL, naming the file.
+ * - A source is used by one thread at a time; sources of one file are
+ *   independent. */
+#ifndef SG_IO_SOURCE_H
+#define SG_IO_SOURCE_H
+
+#include "core/tensor.h"
+
+#include <stdint.h>
+
+#define SG_SOURCE_MAX_LEVELS 16
+
+typedef struct sg_source_info {
+    const char *format;                    /* "npy", "png", "jpeg", "tiff" */
+    sg_dtype dtype;                        /* samples as stored */
+    int32_t n_dims;                        /* spatial dims: 2 or 3 */
+    int32_t channels;                      /* alpha included, where the file has it */
+    int32_t n_levels;                      /* 1 unless the file is a pyramid */
+    int64_t dims[SG_SOURCE_MAX_LEVELS][3]; /* per level: depth (1 in 2-D), height, width */
+    double spacing[3];                     /* a pixel's size along depth, height, width in mm; 0 where
+                                              unknown */
+    int64_t tile[3];                       /* the box the file stores together: reads aligned to it cost
+                                              least */
+} sg_source_info;
+
+/* A box at one level: start and size along depth, height, width. */
+typedef struct sg_box {
+    int64_t start[3], size[3];
+} sg_box;
+
+typedef struct sg_source sg_source;
+
+/* Each format fills one of these (designated initializers); close may be
+ * NULL where the state is freed by free(). */
+typedef struct sg_source_ops {
+    sg_status (*read_region)(sg_source *s, int32_t level, const sg_box *box, void *dst);
+    void (*close)(sg_source *s);
+} sg_source_ops;
+
+struct sg_source {
+    const sg_source_ops *ops;
+    sg_source_info info;
+    char *path;  /* for messages */
+    void *state; /* the format's */
+};
+
+/* Opens path as a source (contract above). Errors name the file, as the
+ * format's whole read would: IO, INVALID_MODEL, UNSUPPORTED. */
+sg_status sg_source_open(const char *path, sg_source **out);
+
+/* Reads box of level into dst (contract above). */
+sg_status sg_source_read_region(sg_source *s, int32_t level, const sg_box *box, void *dst);
+
+/* The whole of level as a tensor 1 x C x H x W (1 x C x D x H x W in
+ * 3-D) in the source's dtype, out->data malloc'd and owned by the caller. */
+sg_status sg_source_read_all(sg_source *s, int32_t level, sg_tensor *out);
+
+/* Closes s; NULL is fine. */
+void sg_source_close(sg_source *s);
+
+/* The formats' openers (source_npy.c, source_image.c): fill s->ops, info
+ * and state. */
+sg_status sg_source_open_npy(sg_source *s);
+sg_status sg_source_open_image(sg_source *s);
+
+#endif
