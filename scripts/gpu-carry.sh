@@ -42,4 +42,9 @@ cp "$models"/*.onnx "$models"/*.npy $stage/models/
 mkdir -p .carry
 tar -C $stage -cJf .carry/segrt-carry.tar.xz $bins lib models wheels
 rm -rf $stage
+# GPU_CARRY_OLD=DIR (a `segrt` built from an earlier commit, with its lib/):
+# carried beside as segrt-old.tar.xz for `gpu-check.sh ab`, old and new in one run.
+if [ -n "${GPU_CARRY_OLD:-}" ]; then
+    tar -C "$GPU_CARRY_OLD" -cJf .carry/segrt-old.tar.xz segrt lib
+fi
 du -sh .carry

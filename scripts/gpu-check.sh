@@ -20,6 +20,7 @@
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
+#          scripts/gpu-check.sh ab [ROUNDS]   (old build vs this one; GPU_CARRY_OLD for gpu-carry.sh)
 #          scripts/gpu-check.sh train [extra flags]
 #          scripts/gpu-check.sh fuzz [RUNS_PER_JOB [SECONDS]]   (after scripts/fuzz-carry.sh)
 set -uo pipefail
@@ -67,6 +68,14 @@ if [ "$what" = torch ]; then
     tail -n 30 "$out/torch-$model.log"
     printf '%s\n' "${rows[@]}"
     exit 0
+fi
+if [ "$what" = ab ]; then
+    # The build carried with GPU_CARRY_OLD against this one, alternating
+    # round by round (bench/old_vs_new.py): ROUNDS (default 7).
+    mkdir -p "$carry/old" && tar -C "$carry/old" -xJf "$root/.carry/segrt-old.tar.xz" || exit 1
+    python3 "$root/bench/old_vs_new.py" --a "$carry/old" --b "$carry" --models "$BENCH_MODELS" \
+        --rounds "${1:-7}" --out "$out/old_vs_new.json" 2>&1 | tee "$out/old_vs_new.log"
+    exit "${PIPESTATUS[0]}"
 fi
 if [ "$what" = swbench ]; then
     jobs=${1:-2d,3d} batches=${2:-4}
