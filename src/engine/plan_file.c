@@ -374,6 +374,8 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
     if (!magic || memcmp(magic, PLAN_MAGIC, 8) != 0)
         s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: not a segrt plan file", path);
     uint32_t format = sg_rbuf_u32(&r);
+    if (s == SEGRT_OK && r.bad)
+        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's header is cut short", path);
     if (s == SEGRT_OK && format != PLAN_FORMAT)
         s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan format %u, this segrt reads format %u; rebuild the plan",
                      path, format, PLAN_FORMAT);
