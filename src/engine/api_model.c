@@ -355,8 +355,7 @@ void sg_options_backend(const segrt_build_options *opts, sg_backend_options *out
     out->n_shapes = opts->n_shapes;
 }
 
-segrt_status segrt_model_optimize(const segrt_model *model, const segrt_build_options *opts,
-                                  segrt_model **out)
+segrt_status segrt_model_optimize(const segrt_model *model, const segrt_build_options *opts, segrt_model **out)
 {
     CHECK_ARG(model && out, "model and out must not be NULL");
     sg_graph *g;

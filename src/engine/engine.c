@@ -81,8 +81,7 @@ static sg_status bind_options(const sg_backend *b, const segrt_build_options *op
     return b && b->profiles ? sg_options_bind_fixed(opts, g) : sg_options_bind(opts, g);
 }
 
-segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_options *opts,
-                                segrt_engine **out)
+segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_options *opts, segrt_engine **out)
 {
     if (!model || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build: model and out must not be NULL");
@@ -340,12 +339,11 @@ static sg_status select_plan(segrt_context *ctx, size_t n_inputs, const segrt_te
 
 /* The checks of a run's buffers that segrt_context_run and
  * sg_context_enqueue share: counts, then the inputs. */
-static sg_status check_run_buffers(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
-                                   size_t n_outputs)
+static sg_status check_run_buffers(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs)
 {
     if (n_outputs != (size_t)e->g->n_outputs)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
-                        e->g->path, e->g->n_outputs, n_outputs);
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers", e->g->path,
+                        e->g->n_outputs, n_outputs);
     if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
     return check_inputs(e->g, n_inputs, inputs, e->backend->device_memory);
@@ -363,8 +361,9 @@ sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_te
     SG_TRY(select_plan(ctx, n_inputs, inputs, n_outputs, outputs, &interpret));
     if (interpret) {
         sg_graph_free(interpret);
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: this model runs interpreted on the CPU, not enqueued on the %s "
-                                                 "backend",
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: this model runs interpreted on the CPU, not enqueued on the %s "
+                        "backend",
                         e->g->path, e->backend->name);
     }
     return with_path(e->backend->context_enqueue(ctx->bc, inputs, outputs, after, done), e->g);
@@ -385,8 +384,8 @@ sg_status sg_context_finish(segrt_context *ctx)
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", ctx->engine->g->path);
 }
 
-segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
-                               size_t n_outputs, segrt_tensor *outputs)
+segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                               segrt_tensor *outputs)
 {
     if (!ctx || (n_outputs && !outputs) || (n_inputs && !inputs))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_run: NULL argument");
@@ -407,8 +406,8 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }
 
-sg_status sg_engine_from_plan(const sg_backend *b, sg_graph *g, const segrt_build_options *opts,
-                              const void *payload, size_t payload_bytes, uint64_t model_hash, segrt_engine **out)
+sg_status sg_engine_from_plan(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
+                              size_t payload_bytes, uint64_t model_hash, segrt_engine **out)
 {
     /* The exported graph keeps its inputs' declared dims: bind the shapes
      * again, as the engine was built with them. */

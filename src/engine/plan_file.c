@@ -122,8 +122,8 @@ static void options_text(sg_wbuf *w, const segrt_build_options *o)
         snprintf(line, sizeof line, "shape=%s=", b->name);
         put_text(w, line);
         for (int32_t d = 0; d < b->rank; d++) {
-            snprintf(line, sizeof line, "%s%lld:%lld:%lld", d ? "x" : "", (long long)b->min[d],
-                     (long long)b->dims[d], (long long)b->max[d]);
+            snprintf(line, sizeof line, "%s%lld:%lld:%lld", d ? "x" : "", (long long)b->min[d], (long long)b->dims[d],
+                     (long long)b->max[d]);
             put_text(w, line);
         }
         sg_wbuf_put(w, "\n", 1);
@@ -264,8 +264,9 @@ static sg_status check_machine(const char *path, const sg_backend *b, const char
         }
     }
     if (n)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: the plan was built for another machine (%s); rebuild it with "
-                                                 "`segrt build`",
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: the plan was built for another machine (%s); rebuild it with "
+                        "`segrt build`",
                         path, diff);
     return SEGRT_OK;
 }
@@ -377,8 +378,8 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
     if (s == SEGRT_OK && r.bad)
         s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's header is cut short", path);
     if (s == SEGRT_OK && format != PLAN_FORMAT)
-        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan format %u, this segrt reads format %u; rebuild the plan",
-                     path, format, PLAN_FORMAT);
+        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan format %u, this segrt reads format %u; rebuild the plan", path,
+                     format, PLAN_FORMAT);
     char *header = s == SEGRT_OK ? sg_rbuf_str(&r) : NULL;
     uint64_t pay_n = sg_rbuf_u64(&r), pay_h = sg_rbuf_u64(&r);
     if (s == SEGRT_OK && (r.bad || !header))
@@ -389,8 +390,9 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
         header_get(header, "backend", name, sizeof name);
         b = sg_backend_named(name);
         if (!b)
-            s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: the plan is for the `%s` backend, which this segrt was built "
-                                                  "without",
+            s = sg_error(SEGRT_ERROR_UNSUPPORTED,
+                         "%s: the plan is for the `%s` backend, which this segrt was built "
+                         "without",
                          path, name);
     }
     if (s == SEGRT_OK)
@@ -485,8 +487,8 @@ static bool plan_key_matches(const char *path, const char *key)
     return ok;
 }
 
-segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts,
-                                       const char *cache_dir, int *hit, segrt_engine **out)
+segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts, const char *cache_dir,
+                                       int *hit, segrt_engine **out)
 {
     if (hit)
         *hit = 0;
