@@ -81,8 +81,10 @@ typedef struct sg_backend {
 
     /* Whether the backend can run node n of g with these options (CPU
      * fallback included where the options allow it). Asked for every node
-     * before plan_build; false sets *why, which the engine reports as
-     * UNSUPPORTED naming the node and op. */
+     * before plan_build (for a backend with profiles, only when g's shapes
+     * are all known: it asks at each specialization itself); false sets
+     * *why, which the engine reports as UNSUPPORTED naming the node and
+     * op. */
     bool (*supports)(const sg_graph *g, const sg_node *n, const sg_backend_options *o, const char **why);
 
     /* Compiles g (the engine's optimized graph, borrowed for the plan's

@@ -36,9 +36,15 @@ static sg_status with_path(sg_status s, const sg_graph *g)
 }
 
 /* Every live node of g must run on the backend: fail at build, naming the
- * node, rather than halfway through a run. */
+ * node, rather than halfway through a run. A backend that compiles one
+ * plan per input shape (profiles) is asked here only when g's shapes are
+ * all known (g is what it compiles); otherwise it asks at each
+ * specialization, whose folding removes shape arithmetic (Shape, Range)
+ * that no device kernel runs. */
 static sg_status check_supported(const sg_backend *b, const sg_graph *g, const sg_backend_options *bo)
 {
+    if (b->profiles && !sg_graph_is_static(g))
+        return SEGRT_OK;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const char *why = "the backend cannot run this operator";
         if (!g->nodes[i].dead && !b->supports(g, &g->nodes[i], bo, &why))

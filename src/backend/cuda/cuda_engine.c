@@ -69,9 +69,8 @@ static sg_cuda_engine *engine_of(sg_backend_plan *p)
 
 static bool cuda_supports(const sg_graph *g, const sg_node *n, const sg_backend_options *o, const char **why)
 {
-    /* Symbolic shapes are specialized per input shape first, which folds
-     * shape arithmetic away: the specialization's nodes are asked then. */
-    if (!sg_graph_is_static(g) || sg_cuda_plan_has_op(n->op))
+    (void)g;
+    if (sg_cuda_plan_has_op(n->op))
         return true;
     if (!o->allow_cpu_fallback) {
         *why = "the CUDA backend has no kernel for this operator; the GPU cannot run it (--allow-cpu-fallback "
