@@ -374,30 +374,33 @@ typedef struct segrt_engine_info {
 SEGRT_API segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out);
 
 /* ---------------------------------------------------------------------
- * Plan files and the plan cache (CUDA engines)
+ * Plan files and the plan cache
  *
- * A plan file holds the optimized graph, the weights converted to the
- * plan's layout and precision and every per-layer choice, behind a header
- * with a format version and a key: the model's hash, the GPU's name and
- * compute capability, the CUDA runtime, cuDNN and segrt versions and the
- * build options. A plan loads only where its key matches.
+ * A plan file holds the optimized graph and what its backend keeps besides
+ * (for CUDA: the weights converted to the plan's layout and precision and
+ * every per-layer choice; for the CPU: nothing more), behind a header with
+ * a format version and a key: the model's hash, the segrt version, the
+ * backend and its machine (for CUDA: the GPU's name and compute
+ * capability, the CUDA runtime and cuDNN versions) and the build options.
+ * A plan loads only where its key matches.
  * ------------------------------------------------------------------- */
 
 /* Writes the engine's plan to path (through a temporary file renamed when
- * complete). Errors: UNSUPPORTED (a CPU engine), IO. */
+ * complete). Errors: UNSUPPORTED (a CUDA engine that compiled no plan: its
+ * inputs' shapes were not bound), IO. */
 SEGRT_API segrt_status segrt_engine_save(const segrt_engine *engine, const char *path);
 
-/* Loads a plan file onto device `device`. Errors: IO, INVALID_MODEL (not a
- * plan, truncated, corrupt), UNSUPPORTED (a format version or a key that
- * does not match this machine: the message says what differs), DEVICE,
- * OUT_OF_MEMORY. */
+/* Loads a plan file onto device `device` (a CPU plan ignores it). Errors:
+ * IO, INVALID_MODEL (not a plan, truncated, corrupt), UNSUPPORTED (a format
+ * version or a key that does not match this machine: the message says what
+ * differs; a backend this build lacks), DEVICE, OUT_OF_MEMORY. */
 SEGRT_API segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **out);
 
-/* Builds a CUDA engine through the on-disk plan cache: a plan in cache_dir
+/* Builds an engine through the on-disk plan cache: a plan in cache_dir
  * (NULL: $XDG_CACHE_HOME/segrt, else ~/.cache/segrt) with the same key is
  * loaded; otherwise the engine is built and its plan stored there. Failing
  * to write the cache is not an error. *hit (may be NULL) says whether the
- * cache served it. Other engines are built as segrt_engine_build does. */
+ * cache served it. */
 SEGRT_API segrt_status segrt_engine_build_cached(const segrt_model *model,
                                                  const segrt_build_options *opts,
                                                  const char *cache_dir, int *hit,

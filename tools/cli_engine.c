@@ -200,8 +200,6 @@ int cli_engine_build(const segrt_model *model, const segrt_build_options *opts, 
 
 int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out)
 {
-    if (o->device == SEGRT_DEVICE_CPU && o->device_index == 0 && o->explicit_cpu)
-        return cli_usage_error("%s: a plan file runs on a CUDA device, not the CPU", path);
     if (o->precision_set || o->n_shapes || o->fp32_ops || o->allow_cpu_fallback || o->workspace ||
         o->autotune >= 0)
         return cli_usage_error("%s: a plan file keeps the options it was built with; "
@@ -209,5 +207,19 @@ int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out
                                "--autotune apply to `segrt build`",
                                path);
     segrt_status s = segrt_engine_load(path, o->device_index, out);
-    return s == SEGRT_OK ? CLI_OK : cli_fail(s);
+    if (s != SEGRT_OK)
+        return cli_fail(s);
+    /* A plan runs where it was built for: a --device given must agree. */
+    segrt_engine_info info;
+    bool other = segrt_engine_get_info(*out, &info) == SEGRT_OK &&
+                 ((o->explicit_cpu && info.device != SEGRT_DEVICE_CPU) ||
+                  (o->device == SEGRT_DEVICE_CUDA && info.device != SEGRT_DEVICE_CUDA));
+    if (other) {
+        segrt_engine_destroy(*out);
+        *out = NULL;
+        return cli_usage_error("%s: the plan was built for the %s, not the %s", path,
+                               info.device == SEGRT_DEVICE_CPU ? "CPU" : "GPU",
+                               info.device == SEGRT_DEVICE_CPU ? "GPU" : "CPU");
+    }
+    return CLI_OK;
 }

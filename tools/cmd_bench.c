@@ -276,8 +276,19 @@ static int open_model(const bench_args *args, bench_state *st)
     /* The first CUDA call creates the process's CUDA context; reading
      * the free memory here keeps the context itself out of the drop. */
     st->free_before = device_free_bytes(st->device);
-    if (st->plan)
-        return cli_plan_load(args->path, &args->eo, &st->engine);
+    if (st->plan) {
+        int rc = cli_plan_load(args->path, &args->eo, &st->engine);
+        segrt_engine_info info;
+        if (rc == CLI_OK && segrt_engine_get_info(st->engine, &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CPU) {
+            /* A CPU plan: host memory, whatever the machine's GPUs. */
+            if (args->io == BENCH_IO_DEVICE)
+                return cli_usage_error("--io device needs a CUDA plan: a CPU engine reads and writes host memory");
+            st->device = -1;
+            st->device_io = false;
+            st->free_before = -1;
+        }
+        return rc;
+    }
     int rc = cli_engine_check_cpu(&args->eo);
     if (rc != CLI_OK)
         return rc;

@@ -1,4 +1,4 @@
-/* segrt build: an ONNX model compiled for this machine's GPU into a plan file. */
+/* segrt build: an ONNX model compiled for this machine's GPU (or its CPU) into a plan file. */
 #include "cli_engine.h"
 #include "cli_files.h"
 
@@ -10,7 +10,8 @@ static const char build_usage[] =
     "usage: segrt build MODEL.onnx -o OUT.plan [engine options]\n"
     "Compiles the model for a CUDA device (--device N, default 0) with the options' precision and\n"
     "shape profile, and writes the plan: the optimized graph, the weights in the plan's layout and\n"
-    "precision, and every per-layer choice, keyed to this GPU, CUDA, cuDNN and segrt.\n" CLI_ENGINE_USAGE;
+    "precision, and every per-layer choice, keyed to this GPU, CUDA, cuDNN and segrt.\n"
+    "With --device cpu the plan is the optimized graph and the options, for the CPU.\n" CLI_ENGINE_USAGE;
 
 static double now_s(void)
 {
@@ -52,8 +53,6 @@ int cmd_build(int argc, char **argv)
     }
     if (!path || !out)
         return cli_usage_error("build: give a model and -o OUT.plan\n%s", build_usage);
-    if (eo.device != SEGRT_DEVICE_CUDA)
-        return cli_usage_error("build: plans are for CUDA devices; --device wants cuda or cuda:N");
     /* segrt_engine_save writes the plan whole or not at all; its name is
      * checked now, before a build of a minute. */
     cli_files files;
@@ -78,10 +77,14 @@ int cmd_build(int argc, char **argv)
         segrt_engine_info info;
         segrt_engine_get_info(engine, &info);
         segrt_device_info dev;
-        segrt_cuda_device_info(info.device_index, &dev);
-        printf("built %s: %s (cuda:%d), %s, %d steps (%d on the CPU), weights %.1f MiB, activations %.1f MiB, "
+        char where[300];
+        if (info.device == SEGRT_DEVICE_CUDA && segrt_cuda_device_info(info.device_index, &dev) == SEGRT_OK)
+            snprintf(where, sizeof where, "%s (cuda:%d)", dev.name, info.device_index);
+        else
+            snprintf(where, sizeof where, "cpu");
+        printf("built %s: %s, %s, %d steps (%d on the CPU), weights %.1f MiB, activations %.1f MiB, "
                "workspace %.1f MiB, %.2f s\n",
-               out, dev.name, info.device_index, segrt_precision_name(info.precision), info.steps,
+               out, where, segrt_precision_name(info.precision), info.steps,
                info.fallback_steps, info.weight_bytes / 1048576.0, info.arena_bytes / 1048576.0,
                info.workspace_bytes / 1048576.0, now_s() - t0);
     }

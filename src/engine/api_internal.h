@@ -2,20 +2,12 @@
 #ifndef SG_ENGINE_API_INTERNAL_H
 #define SG_ENGINE_API_INTERNAL_H
 
+#include "backend/backend.h"
 #include "graph/ir.h"
 
 struct segrt_model {
     sg_graph *g;
 };
-
-/* An input's shape: fixed (min = opt = max) or a profile range. */
-typedef struct sg_shape_binding {
-    char *name;
-    int32_t rank;
-    int64_t dims[SEGRT_MAX_RANK]; /* opt */
-    int64_t min[SEGRT_MAX_RANK], max[SEGRT_MAX_RANK];
-    bool ranged;                  /* some dim has min < max */
-} sg_shape_binding;
 
 struct segrt_build_options {
     sg_shape_binding *shapes;
@@ -35,8 +27,13 @@ struct segrt_build_options {
 sg_status sg_options_bind(const segrt_build_options *opts, sg_graph *g);
 /* Applies only the fixed bindings: ranged inputs stay symbolic. */
 sg_status sg_options_bind_fixed(const segrt_build_options *opts, sg_graph *g);
+/* A copy of opts (NULL: the defaults), for an engine to keep. */
+sg_status sg_options_copy(const segrt_build_options *opts, segrt_build_options **out);
+/* The view of opts (NULL: the defaults) a backend takes, borrowing opts'
+ * strings and shapes. */
+void sg_options_backend(const segrt_build_options *opts, sg_backend_options *out);
 /* Inputs and outputs a run takes at most (without a heap allocation). */
-#define SG_MAX_IO_ENGINE 64
+#define SG_MAX_IO_ENGINE SG_MAX_IO_BACKEND
 /* The default workspace limit when none is set. */
 #define SG_DEFAULT_WORKSPACE ((size_t)1 << 30)
 /* cuDNN configurations timed per convolution when none is set. */

@@ -1,5 +1,4 @@
 /* segrt_model_* and segrt_build_options_*: the public face of the graph. */
-#include "backend/ref/ref.h"
 #include "engine/api_internal.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
@@ -302,17 +301,68 @@ sg_status sg_options_bind_fixed(const segrt_build_options *opts, sg_graph *g)
     return SEGRT_OK;
 }
 
-static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
+sg_status sg_options_copy(const segrt_build_options *src, segrt_build_options **out)
+{
+    segrt_build_options *o;
+    SG_TRY(segrt_build_options_create(&o));
+    if (!src) {
+        *out = o;
+        return SEGRT_OK;
+    }
+    *o = *src;
+    o->shapes = NULL;
+    o->fp32_ops = NULL;
+    o->n_shapes = o->cap_shapes = 0;
+    sg_status s = SEGRT_OK;
+    if (src->fp32_ops && !(o->fp32_ops = sg_strdup(src->fp32_ops)))
+        s = SEGRT_ERROR_OUT_OF_MEMORY;
+    if (s == SEGRT_OK && src->n_shapes) {
+        o->shapes = sg_calloc((size_t)src->n_shapes, sizeof *o->shapes);
+        if (!o->shapes)
+            s = SEGRT_ERROR_OUT_OF_MEMORY;
+        else
+            o->cap_shapes = src->n_shapes;
+    }
+    for (int32_t i = 0; s == SEGRT_OK && i < src->n_shapes; i++) {
+        o->shapes[i] = src->shapes[i];
+        if (!(o->shapes[i].name = sg_strdup(src->shapes[i].name)))
+            s = SEGRT_ERROR_OUT_OF_MEMORY;
+        else
+            o->n_shapes++;
+    }
+    if (s != SEGRT_OK) {
+        segrt_build_options_destroy(o);
+        return s;
+    }
+    *out = o;
+    return SEGRT_OK;
+}
 
-segrt_status segrt_model_optimize(const segrt_model *model, const segrt_build_options *opts,
-                                  segrt_model **out)
+void sg_options_backend(const segrt_build_options *opts, sg_backend_options *out)
+{
+    memset(out, 0, sizeof *out);
+    out->autotune = -1;
+    if (!opts)
+        return;
+    out->device = opts->device_index;
+    out->threads = opts->threads;
+    out->precision = opts->precision;
+    out->fp32_ops = opts->fp32_ops;
+    out->allow_cpu_fallback = opts->allow_cpu_fallback;
+    out->workspace = opts->workspace;
+    out->autotune = opts->autotune;
+    out->shapes = opts->shapes;
+    out->n_shapes = opts->n_shapes;
+}
+
+segrt_status segrt_model_optimize(const segrt_model *model, const segrt_build_options *opts, segrt_model **out)
 {
     CHECK_ARG(model && out, "model and out must not be NULL");
     sg_graph *g;
     SG_TRY(sg_graph_clone(model->g, &g));
     sg_status s = sg_options_bind(opts, g);
     if (s == SEGRT_OK)
-        s = sg_graph_optimize(g, ref_lookup);
+        s = sg_graph_optimize(g, sg_backend_host_eval());
     if (s != SEGRT_OK) {
         sg_graph_free(g);
         return sg_error_prefix(s, "%s: ", model->g->path);

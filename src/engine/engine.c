@@ -1,13 +1,9 @@
-/* Engines and contexts.
- *
- * An engine holds the model optimized for the build options' shapes and,
- * when those fix every shape, a CPU plan compiled once. A context owns the
- * plan's executor (arena, stream, scratchpad), so runs allocate nothing. A
- * run with other input dims (the model allows them) specializes the graph
- * for those dims and keeps that plan in the context until the dims change
- * again. */
-#include "backend/cpu/cpu_backend.h"
-#include "backend/ref/ref.h"
+/* Engines and contexts, on whichever backend the build options name
+ * (backend/backend.h): the engine optimizes the model, asks the backend
+ * whether it can run every node, and keeps the backend's plan; a context
+ * keeps the backend's per-context state. Runs are checked here (counts,
+ * dtypes, ranks, output buffers) and graphs whose shapes depend on input
+ * values are interpreted here, whatever the backend. */
 #include "engine/engine_internal.h"
 #include "engine/engine_profile.h"
 #include "graph/infer.h"
@@ -18,97 +14,98 @@
 
 sg_status sg_context_profile(segrt_context *ctx, bool on)
 {
-    ctx->profiling = on;
-    if (ctx->cuda)
-        return sg_cuda_engine_exec_profile(ctx->cuda, on);
-    if (ctx->exec)
-        SG_TRY(sg_cpu_exec_profile(ctx->exec, on));
-    if (ctx->own_exec)
-        SG_TRY(sg_cpu_exec_profile(ctx->own_exec, on));
-    return SEGRT_OK;
+    return ctx->engine->backend->profile(ctx->bc, on);
 }
 
 void sg_context_profile_print(const segrt_context *ctx, FILE *f)
 {
-    if (ctx->cuda)
-        sg_cuda_engine_exec_profile_print(ctx->cuda, f);
-    else if (ctx->last)
-        sg_cpu_exec_profile_print(ctx->last, f);
-    else
-        fprintf(f, "no plan ran: the model's shapes depend on input values, so it ran interpreted\n");
+    ctx->engine->backend->profile_print(ctx->bc, f);
 }
 
-static sg_eval_fn ref_lookup(sg_op op) { return (sg_eval_fn)sg_ref_kernel(op); }
-
-/* A CUDA engine: the model optimized with the fixed shapes bound (ranged
- * inputs stay symbolic), and its CUDA half compiling the profile's plans. */
-static sg_status build_cuda(const segrt_model *model, const segrt_build_options *opts, segrt_engine **out)
+const sg_backend *sg_context_backend(const segrt_context *ctx)
 {
-    sg_graph *g = NULL;
-    SG_TRY(sg_graph_clone(model->g, &g));
-    sg_status s = sg_options_bind_fixed(opts, g);
-    if (s == SEGRT_OK)
-        s = sg_graph_optimize(g, ref_lookup);
-    segrt_engine *e = s == SEGRT_OK ? sg_calloc(1, sizeof *e) : NULL;
-    if (s == SEGRT_OK && !e)
-        s = SEGRT_ERROR_OUT_OF_MEMORY;
-    if (s != SEGRT_OK) {
-        sg_graph_free(g);
-        return sg_error_prefix(s, "%s: ", model->g->path);
+    return ctx->engine->backend;
+}
+
+/* s, with g's path in front unless the message starts with it already. */
+static sg_status with_path(sg_status s, const sg_graph *g)
+{
+    if (s == SEGRT_OK || strncmp(sg_last_error(), g->path, strlen(g->path)) == 0)
+        return s;
+    return sg_error_prefix(s, "%s: ", g->path);
+}
+
+/* Every live node of g must run on the backend: fail at build, naming the
+ * node, rather than halfway through a run. A backend that compiles one
+ * plan per input shape (profiles) is asked here only when g's shapes are
+ * all known (g is what it compiles); otherwise it asks at each
+ * specialization, whose folding removes shape arithmetic (Shape, Range)
+ * that no device kernel runs. */
+static sg_status check_supported(const sg_backend *b, const sg_graph *g, const sg_backend_options *bo)
+{
+    if (b->profiles && !sg_graph_is_static(g))
+        return SEGRT_OK;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const char *why = "the backend cannot run this operator";
+        if (!g->nodes[i].dead && !b->supports(g, &g->nodes[i], bo, &why))
+            return sg_error_prefix(sg_node_error(&g->nodes[i], SEGRT_ERROR_UNSUPPORTED, "%s", why), "%s: ", g->path);
     }
-    e->g = g;
-    e->device = SEGRT_DEVICE_CUDA;
-    e->model_hash = sg_graph_content_hash(model->g);
-    s = sg_cuda_engine_new(g, opts, NULL, &e->cuda);
-    if (s != SEGRT_OK) {
-        segrt_engine_destroy(e);
-        return strncmp(sg_last_error(), model->g->path, strlen(model->g->path)) == 0
-                   ? s
-                   : sg_error_prefix(s, "%s: ", model->g->path);
-    }
-    *out = e;
     return SEGRT_OK;
 }
 
-segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_options *opts,
-                                segrt_engine **out)
+/* An engine over g (taken: freed on failure too), compiled by b with opts. */
+static sg_status engine_new(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
+                            size_t payload_bytes, uint64_t model_hash, bool check, segrt_engine **out)
 {
-    if (!model || !out)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build: model and out must not be NULL");
-    if (opts && opts->device == SEGRT_DEVICE_CUDA)
-        return build_cuda(model, opts, out);
-    segrt_model *optimized;
-    SG_TRY(segrt_model_optimize(model, opts, &optimized));
-    sg_graph *g = optimized->g;
-    optimized->g = NULL;
-    segrt_model_destroy(optimized);
-    /* Every remaining operator must have a kernel: fail at build, naming the
-     * node, rather than halfway through a run. */
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (!sg_ref_kernel(g->nodes[i].op)) {
-            sg_status s = sg_node_error(&g->nodes[i], SEGRT_ERROR_UNSUPPORTED,
-                                        "the CPU backend has no kernel for this operator yet");
-            s = sg_error_prefix(s, "%s: ", g->path);
-            sg_graph_free(g);
-            return s;
-        }
     segrt_engine *e = sg_calloc(1, sizeof *e);
     if (!e) {
         sg_graph_free(g);
         return SEGRT_ERROR_OUT_OF_MEMORY;
     }
     e->g = g;
-    e->threads = opts ? opts->threads : 0;
-    if (sg_graph_is_static(g)) {
-        sg_status s = sg_cpu_plan_build(g, e->threads, &e->plan);
-        if (s != SEGRT_OK) {
-            s = sg_error_prefix(s, "%s: ", g->path);
-            segrt_engine_destroy(e);
-            return s;
-        }
+    e->backend = b;
+    e->model_hash = model_hash;
+    sg_status s = sg_options_copy(opts, &e->opts);
+    sg_backend_options bo;
+    sg_options_backend(e->opts, &bo);
+    if (s == SEGRT_OK && check)
+        s = check_supported(b, g, &bo);
+    if (s == SEGRT_OK)
+        s = with_path(b->plan_build(g, &bo, payload, payload_bytes, &e->plan), g);
+    if (s != SEGRT_OK) {
+        segrt_engine_destroy(e);
+        return s;
     }
     *out = e;
     return SEGRT_OK;
+}
+
+/* Binds opts' shapes to g: all of them, ranged ones at their opt dims,
+ * unless the backend compiles profiles itself (then the fixed ones only). */
+static sg_status bind_options(const sg_backend *b, const segrt_build_options *opts, sg_graph *g)
+{
+    return b && b->profiles ? sg_options_bind_fixed(opts, g) : sg_options_bind(opts, g);
+}
+
+segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_options *opts, segrt_engine **out)
+{
+    if (!model || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build: model and out must not be NULL");
+    segrt_device_kind kind = opts ? opts->device : SEGRT_DEVICE_CPU;
+    const sg_backend *b = sg_backend_for(kind);
+    sg_graph *g = NULL;
+    SG_TRY(sg_graph_clone(model->g, &g));
+    sg_status s = bind_options(b, opts, g);
+    if (s == SEGRT_OK)
+        s = sg_graph_optimize(g, sg_backend_host_eval());
+    if (s == SEGRT_OK && !b)
+        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "this segrt was built without %s",
+                     kind == SEGRT_DEVICE_CUDA ? "CUDA" : "a backend for this device");
+    if (s != SEGRT_OK) {
+        sg_graph_free(g);
+        return sg_error_prefix(s, "%s: ", model->g->path);
+    }
+    return engine_new(b, g, opts, NULL, 0, sg_graph_content_hash(model->g), true, out);
 }
 
 void sg_engine_set_interpret_limit(segrt_engine *e, int64_t bytes) { e->interpret_max_bytes = bytes; }
@@ -117,8 +114,9 @@ void segrt_engine_destroy(segrt_engine *engine)
 {
     if (!engine)
         return;
-    sg_cpu_plan_free(engine->plan);
-    sg_cuda_engine_free(engine->cuda);
+    if (engine->plan)
+        engine->backend->plan_free(engine->plan);
+    segrt_build_options_destroy(engine->opts);
     sg_graph_free(engine->g);
     free(engine);
 }
@@ -182,7 +180,7 @@ static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_
                             sg_graph **out)
 {
     const sg_graph *eg = e->g;
-    SG_TRY(check_inputs(eg, n_inputs, inputs, e->cuda != NULL));
+    SG_TRY(check_inputs(eg, n_inputs, inputs, e->backend->device_memory));
     sg_graph *g = NULL;
     SG_TRY(sg_graph_clone(eg, &g));
     sg_status s = SEGRT_OK;
@@ -241,18 +239,10 @@ segrt_status segrt_context_create(const segrt_engine *engine, segrt_context **ou
     if (!c)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     c->engine = engine;
-    if (engine->cuda) {
-        sg_status s = sg_cuda_engine_exec_new(engine->cuda, &c->cuda);
-        if (s != SEGRT_OK) {
-            free(c);
-            return sg_error_prefix(s, "%s: ", engine->g->path);
-        }
-    } else if (engine->plan) {
-        sg_status s = sg_cpu_exec_create(engine->plan, &c->exec);
-        if (s != SEGRT_OK) {
-            free(c);
-            return s;
-        }
+    sg_status s = engine->backend->context_create(engine->plan, &c->bc);
+    if (s != SEGRT_OK) {
+        free(c);
+        return with_path(s, engine->g);
     }
     *out = c;
     return SEGRT_OK;
@@ -263,11 +253,7 @@ void segrt_context_destroy(segrt_context *ctx)
     if (!ctx)
         return;
     sg_sw_cache_free(ctx->sw_cache);
-    sg_cuda_engine_exec_free(ctx->cuda);
-    sg_cpu_exec_free(ctx->exec);
-    sg_cpu_exec_free(ctx->own_exec);
-    sg_cpu_plan_free(ctx->own_plan);
-    sg_graph_free(ctx->own_g);
+    ctx->engine->backend->context_destroy(ctx->bc);
     free(ctx);
 }
 
@@ -306,75 +292,6 @@ static sg_status check_outputs(const sg_graph *g, size_t n_outputs, const segrt_
     return SEGRT_OK;
 }
 
-/* Whether the run's input dims are those plan p was built for. */
-static bool dims_match(const sg_graph *g, size_t n_inputs, const segrt_tensor *inputs)
-{
-    for (size_t i = 0; i < n_inputs; i++) {
-        const sg_shape *s = &g->values[g->inputs[i]].shape;
-        if (inputs[i].rank != s->rank)
-            return false;
-        for (int32_t d = 0; d < s->rank; d++)
-            if (s->d[d].size != inputs[i].dims[d])
-                return false;
-    }
-    return true;
-}
-
-/* Picks the executor for this run's input dims: the engine's plan, the
- * context's specialization, or a new specialization that replaces it. */
-static sg_status exec_for(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
-                          const sg_graph **g_out, sg_cpu_exec **out, sg_graph **interpret)
-{
-    *interpret = NULL;
-    const segrt_engine *e = ctx->engine;
-    if (e->plan && dims_match(e->g, n_inputs, inputs)) {
-        *g_out = e->g;
-        *out = ctx->exec;
-        return SEGRT_OK;
-    }
-    if (ctx->own_g && dims_match(ctx->own_g, n_inputs, inputs)) {
-        *g_out = ctx->own_g;
-        *out = ctx->own_exec;
-        return SEGRT_OK;
-    }
-    sg_graph *g = NULL;
-    SG_TRY(specialize(e, n_inputs, inputs, &g));
-    sg_cpu_plan *plan = NULL;
-    sg_cpu_exec *exec = NULL;
-    sg_status s = sg_graph_optimize(g, ref_lookup);
-    if (s == SEGRT_OK && !sg_graph_is_static(g)) {
-        /* Shapes that depend on input values: no plan can be made ahead;
-         * the caller interprets this specialization and frees it. */
-        *interpret = g;
-        *g_out = NULL;
-        *out = NULL;
-        return SEGRT_OK;
-    }
-    if (s == SEGRT_OK)
-        s = sg_cpu_plan_build(g, e->threads, &plan);
-    if (s == SEGRT_OK)
-        s = sg_cpu_exec_create(plan, &exec);
-    if (s == SEGRT_OK && ctx->profiling)
-        s = sg_cpu_exec_profile(exec, true);
-    if (s != SEGRT_OK) {
-        sg_cpu_plan_free(plan);
-        s = strncmp(sg_last_error(), g->path, strlen(g->path)) ? sg_error_prefix(s, "%s: ", g->path) : s;
-        sg_graph_free(g);
-        return s;
-    }
-    if (ctx->last == ctx->own_exec)
-        ctx->last = NULL;
-    sg_cpu_exec_free(ctx->own_exec);
-    sg_cpu_plan_free(ctx->own_plan);
-    sg_graph_free(ctx->own_g);
-    ctx->own_g = g;
-    ctx->own_plan = plan;
-    ctx->own_exec = exec;
-    *g_out = g;
-    *out = exec;
-    return SEGRT_OK;
-}
-
 /* The interpreter path, for graphs whose shapes depend on input values:
  * bind the inputs' data as constants to g (specialized for their dims, and
  * consumed) and let constant folding evaluate the graph with the reference
@@ -392,7 +309,7 @@ static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t
         if (s == SEGRT_OK && bytes)
             memcpy(sg_blob_data(v->data), inputs[i].data, bytes);
     }
-    sg_fold_options fold = {ref_lookup, max_bytes, true, true, NULL};
+    sg_fold_options fold = {sg_backend_host_eval(), max_bytes, true, true, NULL};
     if (s == SEGRT_OK)
         s = sg_pass_fold_constants(g, &fold, NULL);
     if (s == SEGRT_OK)
@@ -413,17 +330,76 @@ static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t
 /* Inputs and outputs beyond this many would need a heap allocation per run. */
 #define SG_MAX_IO SG_MAX_IO_ENGINE
 
-static sg_status run_cuda(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
-                          segrt_tensor *outputs)
+/* The backend's pick for this run's input dims, checked against the
+ * caller's output buffers; or *interpret (see context_select). */
+static sg_status select_plan(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                             const segrt_tensor *outputs, sg_graph **interpret)
 {
     const segrt_engine *e = ctx->engine;
-    const struct sg_cuda_plan *plan = NULL;
+    const sg_graph *g = NULL;
+    SG_TRY(with_path(e->backend->context_select(ctx->bc, n_inputs, inputs, &g, interpret), e->g));
+    if (*interpret)
+        return SEGRT_OK;
+    return check_outputs(g, n_outputs, outputs, e->backend->device_memory);
+}
+
+/* The checks of a run's buffers that segrt_context_run and
+ * sg_context_enqueue share: counts, then the inputs. */
+static sg_status check_run_buffers(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs)
+{
+    if (n_outputs != (size_t)e->g->n_outputs)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers", e->g->path,
+                        e->g->n_outputs, n_outputs);
+    if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
+    return check_inputs(e->g, n_inputs, inputs, e->backend->device_memory);
+}
+
+sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                             segrt_tensor *outputs, sg_backend_event *after, sg_backend_event *done)
+{
+    const segrt_engine *e = ctx->engine;
+    if (!e->backend->context_enqueue)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the %s backend does not enqueue runs on a stream",
+                        e->g->path, e->backend->name);
+    SG_TRY(check_run_buffers(e, n_inputs, inputs, n_outputs));
     sg_graph *interpret = NULL;
-    sg_status s = sg_cuda_engine_plan(e->cuda, e->g, n_inputs, inputs, &plan, &interpret);
-    if (s != SEGRT_OK)
-        return strncmp(sg_last_error(), e->g->path, strlen(e->g->path)) == 0 ? s
-                                                                             : sg_error_prefix(s, "%s: ", e->g->path);
-    if (interpret) { /* data-dependent shapes, CPU fallback allowed */
+    SG_TRY(select_plan(ctx, n_inputs, inputs, n_outputs, outputs, &interpret));
+    if (interpret) {
+        sg_graph_free(interpret);
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: this model runs interpreted on the CPU, not enqueued on the %s "
+                        "backend",
+                        e->g->path, e->backend->name);
+    }
+    return with_path(e->backend->context_enqueue(ctx->bc, inputs, outputs, after, done), e->g);
+}
+
+bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs)
+{
+    const segrt_engine *e = ctx->engine;
+    return e->backend->plan_in_profile && e->backend->plan_in_profile(e->plan, n_inputs, inputs);
+}
+
+sg_status sg_context_finish(segrt_context *ctx)
+{
+    const sg_backend *b = ctx->engine->backend;
+    if (!b->context_finish)
+        return SEGRT_OK;
+    sg_status s = b->context_finish(ctx->bc);
+    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", ctx->engine->g->path);
+}
+
+segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
+                               segrt_tensor *outputs)
+{
+    if (!ctx || (n_outputs && !outputs) || (n_inputs && !inputs))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_run: NULL argument");
+    const segrt_engine *e = ctx->engine;
+    SG_TRY(check_run_buffers(e, n_inputs, inputs, n_outputs));
+    sg_graph *interpret = NULL;
+    SG_TRY(select_plan(ctx, n_inputs, inputs, n_outputs, outputs, &interpret));
+    if (interpret) { /* data-dependent shapes */
         for (size_t i = 0; i < n_inputs; i++)
             if (inputs[i].memory != SEGRT_MEMORY_HOST) {
                 sg_graph_free(interpret);
@@ -432,116 +408,23 @@ static sg_status run_cuda(segrt_context *ctx, size_t n_inputs, const segrt_tenso
             }
         return run_interpreted(interpret, inputs, n_outputs, outputs, e->interpret_max_bytes);
     }
-    s = check_outputs(sg_cuda_engine_plan_graph(plan), n_outputs, outputs, true);
-    if (s == SEGRT_OK)
-        s = sg_cuda_engine_run(ctx->cuda, plan, inputs, outputs);
+    sg_status s = e->backend->context_run(ctx->bc, inputs, outputs);
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }
 
-/* The checks of a run's buffers that segrt_context_run and
- * sg_context_enqueue share: counts, then the inputs. */
-static sg_status check_run_buffers(const segrt_engine *e, size_t n_inputs, const segrt_tensor *inputs,
-                                   size_t n_outputs)
+sg_status sg_engine_from_plan(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
+                              size_t payload_bytes, uint64_t model_hash, segrt_engine **out)
 {
-    if (n_outputs != (size_t)e->g->n_outputs)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the model gives %d outputs, given %zu buffers",
-                        e->g->path, e->g->n_outputs, n_outputs);
-    if (n_inputs > SG_MAX_IO || n_outputs > SG_MAX_IO)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: more than %d inputs or outputs", e->g->path, SG_MAX_IO);
-    return check_inputs(e->g, n_inputs, inputs, e->cuda != NULL);
-}
-
-sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
-                             segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done)
-{
-    const segrt_engine *e = ctx->engine;
-    if (!e->cuda)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: an enqueued run needs a CUDA engine", e->g->path);
-    SG_TRY(check_run_buffers(e, n_inputs, inputs, n_outputs));
-    const struct sg_cuda_plan *plan = NULL;
-    sg_graph *interpret = NULL;
-    sg_status s = sg_cuda_engine_plan(e->cuda, e->g, n_inputs, inputs, &plan, &interpret);
-    if (s == SEGRT_OK && interpret) {
-        sg_graph_free(interpret);
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: this model runs interpreted on the CPU, not enqueued on the GPU",
-                        e->g->path);
-    }
-    if (s == SEGRT_OK)
-        s = check_outputs(sg_cuda_engine_plan_graph(plan), n_outputs, outputs, true);
-    if (s == SEGRT_OK)
-        s = sg_cuda_engine_enqueue(ctx->cuda, plan, inputs, outputs, after, done);
-    return s == SEGRT_OK || strncmp(sg_last_error(), e->g->path, strlen(e->g->path)) == 0
-               ? s
-               : sg_error_prefix(s, "%s: ", e->g->path);
-}
-
-bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs)
-{
-    return ctx->engine->cuda && sg_cuda_engine_ranged(ctx->engine->cuda, n_inputs, inputs);
-}
-
-sg_status sg_context_finish(segrt_context *ctx)
-{
-    if (!ctx->engine->cuda)
-        return SEGRT_OK;
-    sg_status s = sg_cuda_engine_finish(ctx->cuda);
-    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", ctx->engine->g->path);
-}
-
-segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs,
-                               size_t n_outputs, segrt_tensor *outputs)
-{
-    if (!ctx || (n_outputs && !outputs) || (n_inputs && !inputs))
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_run: NULL argument");
-    const segrt_engine *e = ctx->engine;
-    SG_TRY(check_run_buffers(e, n_inputs, inputs, n_outputs));
-    if (e->cuda)
-        return run_cuda(ctx, n_inputs, inputs, n_outputs, outputs);
-    const sg_graph *g = NULL;
-    sg_cpu_exec *exec = NULL;
-    sg_graph *interpret = NULL;
-    SG_TRY(exec_for(ctx, n_inputs, inputs, &g, &exec, &interpret));
-    if (interpret)
-        return run_interpreted(interpret, inputs, n_outputs, outputs, e->interpret_max_bytes);
-    SG_TRY(check_outputs(g, n_outputs, outputs, false));
-    sg_tensor in[SG_MAX_IO], out[SG_MAX_IO];
-    for (size_t i = 0; i < n_inputs; i++) {
-        in[i] = (sg_tensor){inputs[i].dtype, inputs[i].rank, {0}, inputs[i].data};
-        memcpy(in[i].dims, inputs[i].dims, sizeof in[i].dims);
-    }
-    for (size_t j = 0; j < n_outputs; j++) {
-        out[j] = (sg_tensor){outputs[j].dtype, outputs[j].rank, {0}, outputs[j].data};
-        memcpy(out[j].dims, outputs[j].dims, sizeof out[j].dims);
-    }
-    ctx->last = exec;
-    sg_status s = sg_cpu_exec_run(exec, in, out);
-    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
-}
-
-sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,
-                              uint64_t model_hash, segrt_engine **out)
-{
-    segrt_engine *e = sg_calloc(1, sizeof *e);
-    if (!e) {
-        sg_graph_free(g);
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    }
-    e->g = g;
-    e->device = SEGRT_DEVICE_CUDA;
-    e->model_hash = model_hash;
-    /* The exported graph keeps its inputs' declared dims: bind the fixed
-     * shapes again, as the engine was built with them. */
-    sg_status s = sg_options_bind_fixed(opts, g);
+    /* The exported graph keeps its inputs' declared dims: bind the shapes
+     * again, as the engine was built with them. */
+    sg_status s = bind_options(b, opts, g);
     if (s == SEGRT_OK)
         s = sg_graph_infer(g);
-    if (s == SEGRT_OK)
-        s = sg_cuda_engine_new(g, opts, seed, &e->cuda);
     if (s != SEGRT_OK) {
-        segrt_engine_destroy(e);
+        sg_graph_free(g);
         return s;
     }
-    *out = e;
-    return SEGRT_OK;
+    return engine_new(b, g, opts, payload, payload_bytes, model_hash, false, out);
 }
 
 segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out)
@@ -549,18 +432,6 @@ segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info
     if (!engine || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_get_info: NULL argument");
     memset(out, 0, sizeof *out);
-    if (engine->cuda) {
-        sg_cuda_engine_info(engine->cuda, out);
-        return SEGRT_OK;
-    }
-    out->device = SEGRT_DEVICE_CPU;
-    out->precision = SEGRT_PRECISION_FP32;
-    if (engine->plan) {
-        out->arena_bytes = sg_cpu_plan_arena_bytes(engine->plan);
-        out->workspace_bytes = sg_cpu_plan_scratch_bytes(engine->plan);
-        int32_t fb = 0;
-        out->steps = sg_cpu_plan_step_count(engine->plan, &fb);
-        out->fallback_steps = fb;
-    }
+    engine->backend->plan_describe(engine->plan, out);
     return SEGRT_OK;
 }

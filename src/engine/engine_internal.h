@@ -1,32 +1,28 @@
-/* Engines and contexts, shared by the files of src/engine/. */
+/* Engines and contexts, shared by the files of src/engine/.
+ *
+ * An engine is a backend (backend/backend.h), the graph it compiled and its
+ * plan; a context is the backend's per-context state. Nothing here knows
+ * which backend it holds. */
 #ifndef SG_ENGINE_INTERNAL_H
 #define SG_ENGINE_INTERNAL_H
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "engine/api_internal.h"
-#include "engine/engine_cuda.h"
 
 struct segrt_engine {
-    sg_graph *g;             /* CPU: optimized for the build options' shapes; CUDA: with fixed shapes
-                                bound and ranged inputs symbolic. Never modified. */
-    int32_t threads;
-    segrt_device_kind device;
-    sg_cpu_plan *plan;       /* CPU, when g's shapes are all known */
-    sg_cuda_engine *cuda;    /* CUDA */
-    uint64_t model_hash;     /* CUDA: the source model's content hash, for plan keys */
+    sg_graph *g; /* optimized for the build options' shapes (ranged inputs symbolic where the
+                    backend compiles profiles itself). Never modified. */
+    const sg_backend *backend;
+    sg_backend_plan *plan;
+    segrt_build_options *opts;   /* a copy of the options built with, for plan keys */
+    uint64_t model_hash;         /* the source model's content hash, for plan keys */
     int64_t interpret_max_bytes; /* the interpreter path's largest intermediate (0: no limit) */
 };
 
 struct segrt_context {
     const segrt_engine *engine;
-    sg_cpu_exec *exec;       /* runs engine->plan */
-    sg_graph *own_g;         /* a specialization for other input dims, */
-    sg_cpu_plan *own_plan;   /* its plan */
-    sg_cpu_exec *own_exec;
-    sg_cpu_exec *last;       /* the executor of the last run */
-    struct sg_cuda_exec *cuda; /* CUDA engines: the device half */
+    sg_backend_context *bc;
     struct sg_sw_cache *sw_cache; /* the device sliding window's buffers from this context's last run */
-    bool profiling;
 };
 
 /* A 64-bit hash of everything that defines g's computation: values
@@ -34,17 +30,20 @@ struct segrt_context {
  * attributes) and the graph's inputs and outputs. */
 uint64_t sg_graph_content_hash(const sg_graph *g);
 
-/* A CUDA context's run over device tensors, enqueued without waiting
- * (sg_cuda_exec_enqueue: after the event `after`, recording `done`), for
- * pipelines that order their own stream around it. Checked as
- * segrt_context_run checks. sg_context_finish waits for the context's
- * runs and reports a kernel's error. */
-struct CUevent_st;
+/* The backend of ctx's engine. */
+const sg_backend *sg_context_backend(const segrt_context *ctx);
+
+/* A context's run over device tensors, enqueued without waiting (the
+ * backend's context_enqueue: after the event `after`, recording `done`),
+ * for pipelines that order their own stream around it. Checked as
+ * segrt_context_run checks; UNSUPPORTED for a backend that cannot enqueue.
+ * sg_context_finish waits for the context's runs and reports a kernel's
+ * error (nothing to wait for on a backend that cannot enqueue). */
 sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs, size_t n_outputs,
-                             segrt_tensor *outputs, struct CUevent_st *after, struct CUevent_st *done);
+                             segrt_tensor *outputs, sg_backend_event *after, sg_backend_event *done);
 sg_status sg_context_finish(segrt_context *ctx);
-/* Whether ctx's engine (CUDA) was built for a range of shapes that holds
- * these inputs' dims (sg_cuda_engine_ranged). */
+/* Whether ctx's engine was built for a range of shapes that holds these
+ * inputs' dims (the backend's plan_in_profile). */
 bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs);
 
 /* Caps each intermediate tensor of the interpreter path (graphs whose
@@ -54,8 +53,9 @@ bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segr
  * the engine is shared. */
 void sg_engine_set_interpret_limit(segrt_engine *e, int64_t bytes);
 
-/* Builds an engine from a plan file's graph and seed (plan_file.c). */
-sg_status sg_engine_from_plan(sg_graph *g, const segrt_build_options *opts, const sg_plan_seed *seed,
-                              uint64_t model_hash, segrt_engine **out);
+/* Builds an engine on backend b from a plan file's graph (taken, freed on
+ * failure too), options and backend payload (plan_file.c). */
+sg_status sg_engine_from_plan(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
+                              size_t payload_bytes, uint64_t model_hash, segrt_engine **out);
 
 #endif

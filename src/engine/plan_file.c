@@ -1,23 +1,22 @@
-/* Plan files and the on-disk plan cache.
+/* Plan files and the on-disk plan cache: a generic container around a
+ * backend's payload (backend/backend.h).
  *
  * Layout (little-endian):
  *   "SEGRTPLN"  u32 format  u32 header_bytes  header (text, "key=value\n")
  *   u64 payload_bytes  u64 payload_hash  payload:
  *     u64 n + the optimized graph as ONNX
- *     u32 choices, each: u32 n + key, u64 n + bytes   (per-layer choices)
- *     u32 weights, each: u32 n + value name, u32 n + tag, u64 n + bytes (converted weights)
- * The header is the plan's key: format, segrt version, GPU name and compute
- * capability, CUDA runtime and cuDNN versions, the model's content hash and
- * the build options. A plan loads only where the machine's part of the key
- * matches; the cache also requires the model and options to match. */
+ *     u64 n + the backend's payload (payload_save's bytes; none for a
+ *             backend without one)
+ * The header is the plan's key: format, segrt version, the backend's name
+ * and its identity of the machine (for CUDA: GPU name and compute
+ * capability, CUDA runtime and cuDNN versions), the model's content hash
+ * and the build options. A plan loads only where the machine's part of the
+ * key matches; the cache also requires the model and options to match. */
+#include "core/bytes.h"
 #include "core/file.h"
 #include "engine/engine_internal.h"
 #include "onnx/onnx_export.h"
 #include "onnx/onnx_import.h"
-
-#ifdef SEGRT_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,7 +25,7 @@
 #include <unistd.h>
 
 #define PLAN_MAGIC "SEGRTPLN"
-#define PLAN_FORMAT 1u
+#define PLAN_FORMAT 2u
 
 /* Hashing ---------------------------------------------------------------------- */
 
@@ -102,135 +101,57 @@ uint64_t sg_graph_content_hash(const sg_graph *g)
     return h;
 }
 
-#ifdef SEGRT_HAVE_CUDA
-
-/* A growing byte buffer and a bounded reader ---------------------------------- */
-
-typedef struct wbuf {
-    uint8_t *b;
-    size_t n, cap;
-    bool failed;
-} wbuf;
-
-static void put(wbuf *w, const void *data, size_t n)
-{
-    if (w->failed)
-        return;
-    if (w->n + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->n + n)
-            cap *= 2;
-        uint8_t *nb = sg_realloc(w->b, cap);
-        if (!nb) {
-            w->failed = true;
-            return;
-        }
-        w->b = nb;
-        w->cap = cap;
-    }
-    if (n)
-        memcpy(w->b + w->n, data, n);
-    w->n += n;
-}
-static void put_u32(wbuf *w, uint32_t v) { put(w, &v, 4); }
-static void put_u64(wbuf *w, uint64_t v) { put(w, &v, 8); }
-static void put_blob32(wbuf *w, const void *d, size_t n)
-{
-    put_u32(w, (uint32_t)n);
-    put(w, d, n);
-}
-static void put_blob64(wbuf *w, const void *d, size_t n)
-{
-    put_u64(w, (uint64_t)n);
-    put(w, d, n);
-}
-
-typedef struct rbuf {
-    const uint8_t *b;
-    size_t n, at;
-    bool bad;
-} rbuf;
-
-static const void *take(rbuf *r, uint64_t n)
-{
-    if (r->bad || n > r->n - r->at) {
-        r->bad = true;
-        return NULL;
-    }
-    const void *p = r->b + r->at;
-    r->at += (size_t)n;
-    return p;
-}
-static uint32_t take_u32(rbuf *r)
-{
-    uint32_t v = 0;
-    const void *p = take(r, 4);
-    if (p)
-        memcpy(&v, p, 4);
-    return v;
-}
-static uint64_t take_u64(rbuf *r)
-{
-    uint64_t v = 0;
-    const void *p = take(r, 8);
-    if (p)
-        memcpy(&v, p, 8);
-    return v;
-}
-/* A length-prefixed string, NUL-terminated into a fresh allocation. */
-static char *take_str(rbuf *r)
-{
-    uint32_t n = take_u32(r);
-    const char *p = take(r, n);
-    if (!p || memchr(p, '\0', n))
-        return r->bad = true, NULL;
-    return sg_strndup(p, n);
-}
-
 /* Options as key text ----------------------------------------------------------- */
 
-static void options_text(wbuf *w, const segrt_build_options *o)
+static void put_text(sg_wbuf *w, const char *text)
+{
+    sg_wbuf_put(w, text, strlen(text));
+}
+
+static void options_text(sg_wbuf *w, const segrt_build_options *o)
 {
     char line[1024];
     size_t ws = o->workspace ? o->workspace : SG_DEFAULT_WORKSPACE;
-    int n = snprintf(line, sizeof line,
-                     "precision=%s\nallow_cpu_fallback=%d\nworkspace=%zu\nfp32_ops=%s\nautotune=%d\n",
-                     segrt_precision_name(o->precision), o->allow_cpu_fallback ? 1 : 0, ws,
-                     o->fp32_ops ? o->fp32_ops : "", o->autotune < 0 ? SG_DEFAULT_AUTOTUNE : o->autotune);
-    put(w, line, (size_t)n);
+    snprintf(line, sizeof line,
+             "precision=%s\nallow_cpu_fallback=%d\nworkspace=%zu\nfp32_ops=%s\nautotune=%d\nthreads=%d\n",
+             segrt_precision_name(o->precision), o->allow_cpu_fallback ? 1 : 0, ws, o->fp32_ops ? o->fp32_ops : "",
+             o->autotune < 0 ? SG_DEFAULT_AUTOTUNE : o->autotune, o->threads);
+    put_text(w, line);
     for (int32_t i = 0; i < o->n_shapes; i++) {
         const sg_shape_binding *b = &o->shapes[i];
-        n = snprintf(line, sizeof line, "shape=%s=", b->name);
-        put(w, line, (size_t)n);
+        snprintf(line, sizeof line, "shape=%s=", b->name);
+        put_text(w, line);
         for (int32_t d = 0; d < b->rank; d++) {
-            n = snprintf(line, sizeof line, "%s%lld:%lld:%lld", d ? "x" : "", (long long)b->min[d],
-                         (long long)b->dims[d], (long long)b->max[d]);
-            put(w, line, (size_t)n);
+            snprintf(line, sizeof line, "%s%lld:%lld:%lld", d ? "x" : "", (long long)b->min[d], (long long)b->dims[d],
+                     (long long)b->max[d]);
+            put_text(w, line);
         }
-        put(w, "\n", 1);
+        sg_wbuf_put(w, "\n", 1);
     }
 }
 
-/* The machine's part of the key. */
-static sg_status machine_text(wbuf *w, int32_t device)
+/* The machine's part of the key: format, segrt, the backend and its
+ * identity of the device. */
+static sg_status machine_text(sg_wbuf *w, const sg_backend *b, int32_t device)
 {
-    sg_cuda_identity id;
-    SG_TRY(sg_cuda_identity_get(device, &id));
-    char line[512];
-    int n = snprintf(line, sizeof line, "format=%u\nsegrt=%s\ngpu=%s\ncompute=%d.%d\ncuda=%d\ncudnn=%d\n",
-                     PLAN_FORMAT, segrt_version(), id.gpu, id.cc_major, id.cc_minor, id.cuda_runtime, id.cudnn);
-    put(w, line, (size_t)n);
+    char line[1024];
+    snprintf(line, sizeof line, "format=%u\nsegrt=%s\nbackend=%s\n", PLAN_FORMAT, segrt_version(), b->name);
+    put_text(w, line);
+    if (b->identity) {
+        SG_TRY(b->identity(device, line, sizeof line));
+        put_text(w, line);
+    }
     return SEGRT_OK;
 }
 
-static sg_status key_text(const segrt_build_options *o, int32_t device, uint64_t model_hash, wbuf *w)
+static sg_status key_text(const sg_backend *b, const segrt_build_options *o, uint64_t model_hash, sg_wbuf *w)
 {
-    SG_TRY(machine_text(w, device));
+    SG_TRY(machine_text(w, b, o->device_index));
     char line[64];
-    int n = snprintf(line, sizeof line, "model=%016llx\n", (unsigned long long)model_hash);
-    put(w, line, (size_t)n);
+    snprintf(line, sizeof line, "model=%016llx\n", (unsigned long long)model_hash);
+    put_text(w, line);
     options_text(w, o);
-    put(w, "", 1); /* NUL, so the text is a C string; not counted below */
+    sg_wbuf_put(w, "", 1); /* NUL, so the text is a C string; not counted below */
     w->n--;
     return w->failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
 }
@@ -272,76 +193,46 @@ static sg_status write_atomic(const char *path, const void *a, size_t na, const 
     return sg_output_commit(o);
 }
 
-static sg_status payload_write(const segrt_engine *e, wbuf *w)
+/* The graph, then the backend's payload. */
+static sg_status payload_write(const segrt_engine *e, sg_wbuf *w)
 {
-    const struct sg_cuda_plan *first = sg_cuda_engine_first_plan(e->cuda);
-    if (!first)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED,
-                        "%s: the engine has no compiled plan (bind the inputs' shapes with --shape to build one)",
-                        e->g->path);
+    void *bytes = NULL;
+    size_t n = 0;
+    if (e->backend->payload_save) {
+        sg_status s = e->backend->payload_save(e->plan, &bytes, &n);
+        if (s != SEGRT_OK)
+            return strncmp(sg_last_error(), e->g->path, strlen(e->g->path)) == 0
+                       ? s
+                       : sg_error_prefix(s, "%s: ", e->g->path);
+    }
     uint8_t *onnx = NULL;
     size_t onnx_n = 0;
-    SG_TRY(sg_onnx_export(e->g, &onnx, &onnx_n));
-    put_blob64(w, onnx, onnx_n);
+    sg_status s = sg_onnx_export(e->g, &onnx, &onnx_n);
+    if (s == SEGRT_OK) {
+        sg_wbuf_blob64(w, onnx, onnx_n);
+        sg_wbuf_blob64(w, bytes, n);
+    }
     free(onnx);
-    int32_t nc = sg_cuda_plan_choice_count(first);
-    put_u32(w, (uint32_t)nc);
-    for (int32_t i = 0; i < nc; i++) {
-        const char *key;
-        const void *data;
-        size_t size;
-        sg_cuda_plan_choice(first, i, &key, &data, &size);
-        put_blob32(w, key, strlen(key));
-        put_blob64(w, data, size);
-    }
-    const sg_cuda_weights *ws = sg_cuda_engine_weights(e->cuda);
-    const sg_graph *pg = sg_cuda_plan_graph(first);
-    int32_t nw = sg_cuda_weights_count(ws), kept = 0;
-    size_t count_at = w->n;
-    put_u32(w, 0);
-    const char **names = NULL;
-    SG_TRY(sg_cuda_weights_names(ws, pg, &names));
-    for (int32_t i = 0; i < nw; i++) {
-        const char *value, *tag;
-        void *host = NULL;
-        size_t size = 0;
-        sg_status s = sg_cuda_weights_entry(ws, names, i, &value, &tag, &host, &size);
-        if (s != SEGRT_OK) {
-            free(names);
-            return s;
-        }
-        if (!value)
-            continue;
-        put_blob32(w, value, strlen(value));
-        put_blob32(w, tag, strlen(tag));
-        put_blob64(w, host, size);
-        free(host);
-        kept++;
-    }
-    free(names);
-    if (!w->failed)
-        memcpy(w->b + count_at, &kept, 4);
-    return w->failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
+    free(bytes);
+    if (s == SEGRT_OK && w->failed)
+        s = SEGRT_ERROR_OUT_OF_MEMORY;
+    return s;
 }
 
 segrt_status segrt_engine_save(const segrt_engine *engine, const char *path)
 {
     if (!engine || !path)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_save: engine and path must not be NULL");
-    if (!engine->cuda)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan files hold CUDA engines; this one runs on the CPU",
-                        path);
-    const segrt_build_options *o = sg_cuda_engine_options(engine->cuda);
-    wbuf head = {0}, pay = {0}, file = {0};
-    sg_status s = key_text(o, o->device_index, engine->model_hash, &head);
+    sg_wbuf head = {0}, pay = {0}, file = {0};
+    sg_status s = key_text(engine->backend, engine->opts, engine->model_hash, &head);
     if (s == SEGRT_OK)
         s = payload_write(engine, &pay);
     if (s == SEGRT_OK) {
-        put(&file, PLAN_MAGIC, 8);
-        put_u32(&file, PLAN_FORMAT);
-        put_blob32(&file, head.b, head.n);
-        put_u64(&file, pay.n);
-        put_u64(&file, hash_bytes(0, pay.b, pay.n));
+        sg_wbuf_put(&file, PLAN_MAGIC, 8);
+        sg_wbuf_u32(&file, PLAN_FORMAT);
+        sg_wbuf_blob32(&file, head.b, head.n);
+        sg_wbuf_u64(&file, pay.n);
+        sg_wbuf_u64(&file, hash_bytes(0, pay.b, pay.n));
         s = file.failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
     }
     if (s == SEGRT_OK)
@@ -354,36 +245,40 @@ segrt_status segrt_engine_save(const segrt_engine *engine, const char *path)
 
 /* Loading --------------------------------------------------------------------------- */
 
-/* Says which machine fields differ between the plan's key and this machine's. */
-static sg_status check_machine(const char *path, const char *have, const char *want)
+/* Says which machine fields differ between the plan's key and this
+ * machine's: the container's, then the backend's identity. */
+static sg_status check_machine(const char *path, const sg_backend *b, const char *have, const char *want)
 {
-    static const char *const keys[] = {"format", "segrt", "gpu", "compute", "cuda", "cudnn"};
-    static const char *const what[] = {"plan format", "segrt version", "GPU", "compute capability",
-                                       "CUDA runtime", "cuDNN version"};
+    static const sg_backend_key mine[] = {{"format", "plan format"}, {"segrt", "segrt version"}, {NULL, NULL}};
     char diff[1024] = "";
     size_t n = 0;
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
-        char a[256], b[256];
-        header_get(have, keys[i], a, sizeof a);
-        header_get(want, keys[i], b, sizeof b);
-        if (strcmp(a, b) != 0 && n < sizeof diff)
-            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s: plan has %s, this machine %s", n ? "; " : "",
-                                  what[i], a[0] ? a : "(none)", b);
+    for (int part = 0; part < 2; part++) {
+        const sg_backend_key *keys = part ? b->identity_keys : mine;
+        for (size_t i = 0; keys && keys[i].key; i++) {
+            char x[256], y[256];
+            header_get(have, keys[i].key, x, sizeof x);
+            header_get(want, keys[i].key, y, sizeof y);
+            if (strcmp(x, y) != 0 && n < sizeof diff)
+                n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s: plan has %s, this machine %s", n ? "; " : "",
+                                      keys[i].what, x[0] ? x : "(none)", y);
+        }
     }
     if (n)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: the plan was built for another machine (%s); rebuild it with "
-                                                 "`segrt build`",
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: the plan was built for another machine (%s); rebuild it with "
+                        "`segrt build`",
                         path, diff);
     return SEGRT_OK;
 }
 
 /* Options from the header's option lines. */
-static sg_status options_from_header(const char *text, int32_t device, segrt_build_options **out)
+static sg_status options_from_header(const char *text, segrt_device_kind kind, int32_t device,
+                                     segrt_build_options **out)
 {
     segrt_build_options *o;
     SG_TRY(segrt_build_options_create(&o));
     char buf[4096];
-    sg_status s = segrt_build_options_set_device(o, SEGRT_DEVICE_CUDA, device);
+    sg_status s = segrt_build_options_set_device(o, kind, device);
     header_get(text, "precision", buf, sizeof buf);
     segrt_precision prec = SEGRT_PRECISION_FP32;
     for (int p = 0; p < 4; p++)
@@ -395,6 +290,8 @@ static sg_status options_from_header(const char *text, int32_t device, segrt_bui
     o->workspace = (size_t)strtoull(header_get(text, "workspace", buf, sizeof buf), NULL, 10);
     int autotune = atoi(header_get(text, "autotune", buf, sizeof buf));
     o->autotune = autotune >= 0 && autotune <= SG_MAX_AUTOTUNE ? autotune : SG_DEFAULT_AUTOTUNE;
+    int threads = atoi(header_get(text, "threads", buf, sizeof buf));
+    o->threads = threads > 0 ? threads : 0;
     header_get(text, "fp32_ops", buf, sizeof buf);
     if (s == SEGRT_OK)
         s = segrt_build_options_set_fp32_ops(o, buf);
@@ -437,51 +334,31 @@ static sg_status options_from_header(const char *text, int32_t device, segrt_bui
     return SEGRT_OK;
 }
 
-static void seed_free(sg_plan_seed *seed)
+/* The graph and the backend's payload (borrowed from the file's bytes). */
+static sg_status payload_read(const char *path, sg_rbuf *r, sg_graph **g, const void **bytes, size_t *n)
 {
-    sg_cuda_plan_free(seed->choices);
-    for (int32_t i = 0; i < seed->n_weights; i++) {
-        free(seed->weights[i].value);
-        free(seed->weights[i].tag);
-    }
-    free(seed->weights);
-}
-
-static sg_status payload_read(const char *path, rbuf *r, sg_graph **g, sg_plan_seed *seed)
-{
-    uint64_t onnx_n = take_u64(r);
-    const void *onnx = take(r, onnx_n);
+    uint64_t onnx_n = sg_rbuf_u64(r);
+    const void *onnx = sg_rbuf_take(r, onnx_n);
     if (!onnx)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's graph is cut short", path);
-    SG_TRY(sg_onnx_import(onnx, (size_t)onnx_n, NULL, path, g));
-    SG_TRY(sg_cuda_plan_choices_new(&seed->choices));
-    uint32_t nc = take_u32(r);
-    for (uint32_t i = 0; i < nc && !r->bad; i++) {
-        char *key = take_str(r);
-        uint64_t dn = take_u64(r);
-        const void *d = take(r, dn);
-        sg_status s = key && d ? sg_cuda_plan_choices_add(seed->choices, key, d, (size_t)dn) : SEGRT_OK;
-        free(key);
-        SG_TRY(s);
-    }
-    uint32_t nw = take_u32(r);
-    if (!r->bad && nw > r->n / 16)
-        r->bad = true;
-    if (!r->bad && nw) {
-        seed->weights = sg_calloc(nw, sizeof *seed->weights);
-        if (!seed->weights)
-            return SEGRT_ERROR_OUT_OF_MEMORY;
-    }
-    for (uint32_t i = 0; i < nw && !r->bad; i++) {
-        sg_plan_weight *w = &seed->weights[seed->n_weights++];
-        w->value = take_str(r);
-        w->tag = take_str(r);
-        uint64_t n = take_u64(r);
-        w->data = (void *)take(r, n);
-        w->size = (size_t)n;
-    }
-    if (r->bad)
+    uint64_t bn = sg_rbuf_u64(r);
+    *bytes = sg_rbuf_take(r, bn);
+    *n = (size_t)bn;
+    if (r->bad || r->at != r->n)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's payload is malformed", path);
+    return sg_onnx_import(onnx, (size_t)onnx_n, NULL, path, g);
+}
+
+/* Checks the device index for a backend with devices. */
+static sg_status check_device(const char *path, const sg_backend *b, int32_t device)
+{
+    if (!b->device_memory)
+        return SEGRT_OK;
+    int32_t n_dev = 0;
+    segrt_cuda_device_count(&n_dev);
+    if (device < 0 || device >= n_dev)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s%sCUDA device %d does not exist (this machine has %d)",
+                        path ? path : "", path ? ": " : "", device, n_dev);
     return SEGRT_OK;
 }
 
@@ -489,33 +366,43 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
 {
     if (!path || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_load: path and out must not be NULL");
-    int32_t n_dev = 0;
-    segrt_cuda_device_count(&n_dev);
-    if (device < 0 || device >= n_dev)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: CUDA device %d does not exist (this machine has %d)",
-                        path, device, n_dev);
     uint8_t *file = NULL;
     size_t size = 0;
     SG_TRY(sg_read_file(path, (uint64_t)1 << 40, "a plan file segrt reads (1 TiB)", &file, &size));
-    rbuf r = {file, size, 0, false};
-    const char *magic = take(&r, 8);
+    sg_rbuf r = {file, size, 0, false};
+    const char *magic = sg_rbuf_take(&r, 8);
     sg_status s = SEGRT_OK;
     if (!magic || memcmp(magic, PLAN_MAGIC, 8) != 0)
         s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: not a segrt plan file", path);
-    uint32_t format = take_u32(&r);
+    uint32_t format = sg_rbuf_u32(&r);
+    if (s == SEGRT_OK && r.bad)
+        s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's header is cut short", path);
     if (s == SEGRT_OK && format != PLAN_FORMAT)
-        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan format %u, this segrt reads format %u; rebuild the plan",
-                     path, format, PLAN_FORMAT);
-    char *header = s == SEGRT_OK ? take_str(&r) : NULL;
-    uint64_t pay_n = take_u64(&r), pay_h = take_u64(&r);
+        s = sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan format %u, this segrt reads format %u; rebuild the plan", path,
+                     format, PLAN_FORMAT);
+    char *header = s == SEGRT_OK ? sg_rbuf_str(&r) : NULL;
+    uint64_t pay_n = sg_rbuf_u64(&r), pay_h = sg_rbuf_u64(&r);
     if (s == SEGRT_OK && (r.bad || !header))
         s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan's header is cut short or malformed", path);
-    wbuf mine = {0};
-    if (s == SEGRT_OK)
-        s = machine_text(&mine, device);
+    const sg_backend *b = NULL;
     if (s == SEGRT_OK) {
-        put(&mine, "", 1);
-        s = mine.failed ? SEGRT_ERROR_OUT_OF_MEMORY : check_machine(path, header, (const char *)mine.b);
+        char name[64];
+        header_get(header, "backend", name, sizeof name);
+        b = sg_backend_named(name);
+        if (!b)
+            s = sg_error(SEGRT_ERROR_UNSUPPORTED,
+                         "%s: the plan is for the `%s` backend, which this segrt was built "
+                         "without",
+                         path, name);
+    }
+    if (s == SEGRT_OK)
+        s = check_device(path, b, device);
+    sg_wbuf mine = {0};
+    if (s == SEGRT_OK)
+        s = machine_text(&mine, b, device);
+    if (s == SEGRT_OK) {
+        sg_wbuf_put(&mine, "", 1);
+        s = mine.failed ? SEGRT_ERROR_OUT_OF_MEMORY : check_machine(path, b, header, (const char *)mine.b);
     }
     free(mine.b);
     if (s == SEGRT_OK && pay_n != size - r.at)
@@ -524,23 +411,23 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
     if (s == SEGRT_OK && hash_bytes(0, file + r.at, (size_t)pay_n) != pay_h)
         s = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the plan is corrupt (its checksum does not match)", path);
     sg_graph *g = NULL;
-    sg_plan_seed seed = {0};
+    const void *bytes = NULL;
+    size_t n_bytes = 0;
     segrt_build_options *opts = NULL;
-    rbuf pr = {file + r.at, (size_t)pay_n, 0, false};
+    sg_rbuf pr = {file + r.at, (size_t)pay_n, 0, false};
     if (s == SEGRT_OK)
-        s = payload_read(path, &pr, &g, &seed);
+        s = payload_read(path, &pr, &g, &bytes, &n_bytes);
     if (s == SEGRT_OK)
-        s = options_from_header(header, device, &opts);
+        s = options_from_header(header, b->device, device, &opts);
     char model[64];
     uint64_t model_hash = s == SEGRT_OK ? strtoull(header_get(header, "model", model, sizeof model), NULL, 16) : 0;
     if (s == SEGRT_OK) {
-        s = sg_engine_from_plan(g, opts, &seed, model_hash, out);
+        s = sg_engine_from_plan(b, g, opts, bytes, n_bytes, model_hash, out);
         g = NULL; /* taken */
         if (s != SEGRT_OK && strncmp(sg_last_error(), path, strlen(path)) != 0)
             s = sg_error_prefix(s, "%s: ", path);
     }
     sg_graph_free(g);
-    seed_free(&seed);
     segrt_build_options_destroy(opts);
     free(header);
     free(file);
@@ -600,22 +487,27 @@ static bool plan_key_matches(const char *path, const char *key)
     return ok;
 }
 
-segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts,
-                                       const char *cache_dir, int *hit, segrt_engine **out)
+segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts, const char *cache_dir,
+                                       int *hit, segrt_engine **out)
 {
     if (hit)
         *hit = 0;
     if (!model || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build_cached: model and out must not be NULL");
-    if (!opts || opts->device != SEGRT_DEVICE_CUDA)
+    const sg_backend *b = sg_backend_for(opts ? opts->device : SEGRT_DEVICE_CPU);
+    if (!b) /* the build says why */
         return segrt_engine_build(model, opts, out);
-    int32_t n_dev = 0;
-    segrt_cuda_device_count(&n_dev);
-    if (opts->device_index >= n_dev)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "CUDA device %d does not exist (this machine has %d)",
-                        opts->device_index, n_dev);
-    wbuf key = {0};
-    sg_status s = key_text(opts, opts->device_index, sg_graph_content_hash(model->g), &key);
+    segrt_build_options *o = NULL;
+    SG_TRY(sg_options_copy(opts, &o));
+    sg_status s = check_device(NULL, b, o->device_index);
+    if (s != SEGRT_OK) {
+        segrt_build_options_destroy(o);
+        return s;
+    }
+    sg_wbuf key = {0};
+    s = key_text(b, o, sg_graph_content_hash(model->g), &key);
+    int32_t device = o->device_index;
+    segrt_build_options_destroy(o);
     char dir[4096], path[4200];
     if (s == SEGRT_OK)
         s = cache_dir_path(cache_dir, dir, sizeof dir);
@@ -625,7 +517,7 @@ segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_bui
         return segrt_engine_build(model, opts, out);
     }
     snprintf(path, sizeof path, "%s/%016llx.plan", dir, (unsigned long long)hash_bytes(7, key.b, key.n));
-    if (plan_key_matches(path, (const char *)key.b) && segrt_engine_load(path, opts->device_index, out) == SEGRT_OK) {
+    if (plan_key_matches(path, (const char *)key.b) && segrt_engine_load(path, device, out) == SEGRT_OK) {
         free(key.b);
         if (hit)
             *hit = 1;
@@ -640,31 +532,3 @@ segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_bui
     sg_error_clear();
     return SEGRT_OK;
 }
-
-#else /* built without CUDA */
-
-segrt_status segrt_engine_save(const segrt_engine *engine, const char *path)
-{
-    (void)engine;
-    return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan files hold CUDA engines; this segrt was built without CUDA",
-                    path ? path : "");
-}
-
-segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **out)
-{
-    (void)device;
-    (void)out;
-    return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: plan files hold CUDA engines; this segrt was built without CUDA",
-                    path ? path : "");
-}
-
-segrt_status segrt_engine_build_cached(const segrt_model *model, const segrt_build_options *opts,
-                                       const char *cache_dir, int *hit, segrt_engine **out)
-{
-    (void)cache_dir;
-    if (hit)
-        *hit = 0;
-    return segrt_engine_build(model, opts, out);
-}
-
-#endif

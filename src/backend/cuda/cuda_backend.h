@@ -40,6 +40,10 @@ size_t sg_cuda_weights_bytes(const sg_cuda_weights *w);
 sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_cuda_weights *w,
                              const sg_cuda_plan *given, sg_cuda_plan **out);
 void sg_cuda_plan_free(sg_cuda_plan *p);
+/* Whether the GPU has kernels for op (a build may still refuse a node for
+ * its dtypes or attributes). Ops without them are folded at build (Shape,
+ * Constant) or run on the CPU where fallback is allowed. */
+bool sg_cuda_plan_has_op(sg_op op);
 
 typedef struct sg_cuda_plan_info {
     size_t arena_bytes, scratch_bytes, workspace_bytes;

@@ -59,6 +59,11 @@ static cuda_builder_fn builder_of(sg_op op)
     }
 }
 
+bool sg_cuda_plan_has_op(sg_op op)
+{
+    return builder_of(op) != NULL;
+}
+
 /* Precision ------------------------------------------------------------------ */
 
 bool cuda_node_fp32(const sg_cuda_plan *p, const sg_node *n)

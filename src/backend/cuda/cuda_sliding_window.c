@@ -767,7 +767,8 @@ static sg_status predict_batch(dev_run *r, const int64_t *win, int64_t got)
              * the last batch's blending (both before ev_gathered on s); the
              * next gather and the blending wait for the run. */
             r->enqueued = true;
-            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, r->st.ev_gathered, r->st.ev_net));
+            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, (sg_backend_event *)r->st.ev_gathered,
+                                      (sg_backend_event *)r->st.ev_net));
             CUDA_TRY(cudaStreamWaitEvent(r->st.s, r->st.ev_net, 0));
             r->runs += got;
             if (r->n_flips > 1)
