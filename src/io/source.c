@@ -36,13 +36,21 @@ static sg_status open_by_head(sg_source *s)
 
 sg_status sg_source_open(const char *path, sg_source **out)
 {
+    return sg_source_open_max(path, UINT64_MAX, out);
+}
+
+sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **out)
+{
     *out = NULL;
     sg_source *s = sg_calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
         free(s);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory opening the file", path);
     }
+    s->max_bytes = max_bytes;
     sg_status st = open_by_head(s);
+    if (st == SEGRT_OK && s->max_all_bytes > max_bytes)
+        s->max_all_bytes = max_bytes;
     if (st != SEGRT_OK) {
         sg_source_close(s);
         return st;

@@ -74,11 +74,20 @@ struct sg_source {
     char *path;             /* for messages */
     void *state;            /* the format's */
     uint64_t max_all_bytes; /* the most read_all allocates: the format's whole-read cap */
+    uint64_t max_bytes;     /* the caller's cap (sg_source_open_max), for the openers */
 };
 
 /* Opens path as a source (contract above). Errors name the file, as the
  * format's whole read would: IO, INVALID_MODEL, UNSUPPORTED. */
 sg_status sg_source_open(const char *path, sg_source **out);
+
+/* As sg_source_open, with a cap of the caller's on what the source may
+ * allocate at once: an image's pixels where the format is decoded whole
+ * (PNG, JPEG: as sg_image_read_memory_max), a strip or tile (TIFF), and
+ * read_all's tensor; the formats' own caps apply beside it
+ * (SG_IMAGE_MAX_BYTES for images). The fuzzer's form; sg_source_open has
+ * no cap but the formats'. */
+sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **out);
 
 /* Reads box of level into dst (contract above). */
 sg_status sg_source_read_region(sg_source *s, int32_t level, const sg_box *box, void *dst);

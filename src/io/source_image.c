@@ -47,7 +47,7 @@ static sg_status start_decoder(sg_source *s, image_state *st)
         return sg_jpeg_rows_open(st->map.data, st->map.size, s->path, &st->info, &st->jpeg);
     SG_TRY(sg_png_rows_open(st->map.data, st->map.size, s->path, &st->info, &st->png, &st->interlaced));
     if (st->interlaced && !st->whole.pixels)
-        return sg_image_read_memory(st->map.data, st->map.size, s->path, &st->whole);
+        return sg_image_read_memory_max(st->map.data, st->map.size, s->path, s->max_bytes, &st->whole);
     return SEGRT_OK;
 }
 
@@ -146,11 +146,13 @@ sg_status sg_source_open_image(sg_source *s)
     s->ops = &image_ops;
     s->state = st;
     s->max_all_bytes = SG_IMAGE_MAX_BYTES;
+    if (s->max_bytes > SG_IMAGE_MAX_BYTES)
+        s->max_bytes = SG_IMAGE_MAX_BYTES;
     SG_TRY(sg_map_file(s->path, IMAGE_SOURCE_MAX_FILE_BYTES, "an image file segrt reads (5 GiB)", &st->map));
     if (st->map.size == 0)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the file is empty", s->path);
     sg_image_info *info = &st->info;
-    SG_TRY(sg_image_probe_memory(st->map.data, st->map.size, s->path, info));
+    SG_TRY(sg_image_probe_memory_max(st->map.data, st->map.size, s->path, s->max_bytes, info));
     if (info->format != SG_IMAGE_PNG && info->format != SG_IMAGE_JPEG)
         return sg_error(SEGRT_ERROR_IO, "%s: the file changed while it was opened", s->path);
     sg_source_info *in = &s->info;

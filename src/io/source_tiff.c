@@ -27,7 +27,7 @@
  * Limits, as the whole reader's: libtiff's directory allocations capped by
  * the file's size; every strip and tile inside the file; what all of them
  * decode to at most what their codecs can make of the file's bytes; no
- * strip or tile over SG_IMAGE_MAX_BYTES. The pixel cap does not apply to
+ * strip or tile over SG_IMAGE_MAX_BYTES (or the caller's cap). The pixel cap does not apply to
  * the image (a source is for images larger than memory), only to
  * read_all's allocation; a level may hold up to TIFF_SOURCE_MAX_LEVEL
  * bytes. So memory is one strip or tile (the last one decoded is kept:
@@ -93,7 +93,7 @@ static sg_status use_dir(sg_source *s, uint32_t dir)
         return sg_tiff_bad(where, &ts->job, "cannot read the page's directory");
     tiff_layout *l = &ts->cur;
     SG_TRY(page_layout(ts, s->path, dir, l));
-    SG_TRY(sg_tiff_check_geometry(ts->tif, &ts->job, where, SG_IMAGE_MAX_BYTES, l));
+    SG_TRY(sg_tiff_check_geometry(ts->tif, &ts->job, where, s->max_bytes, l));
     if (l->channels != s->info.channels || sg_tiff_dtype(l) != s->info.dtype || l->unit_max > ts->unit_max)
         return sg_error(SEGRT_ERROR_IO, "%s: the file changed while it was open", where);
     if (l->palette) {
@@ -325,7 +325,7 @@ static sg_status scan_pages(sg_source *s, tiff_source *ts)
                                 "%s: page %u: the file mixes slices of page 0's size and reduced levels", name, page);
         }
         SG_TRY(check_level(where, &l, 1));
-        SG_TRY(sg_tiff_check_geometry(ts->tif, job, where, SG_IMAGE_MAX_BYTES, &l));
+        SG_TRY(sg_tiff_check_geometry(ts->tif, job, where, s->max_bytes, &l));
         SG_TRY(sg_tiff_check_data(ts->tif, job, where, &l));
         uint64_t ratio = sg_tiff_codec_ratio(l.compression);
         uint64_t coded = l.coded < job->n ? l.coded : job->n;
@@ -367,6 +367,8 @@ sg_status sg_source_open_tiff(sg_source *s)
     s->ops = &tiff_ops;
     s->state = ts;
     s->max_all_bytes = SG_IMAGE_MAX_BYTES;
+    if (s->max_bytes > SG_IMAGE_MAX_BYTES)
+        s->max_bytes = SG_IMAGE_MAX_BYTES;
     ts->dir = ts->cached = -1;
     struct stat st;
     if (stat(s->path, &st) != 0)
@@ -375,7 +377,7 @@ sg_status sg_source_open_tiff(sg_source *s)
     /* The scan's handle: directory arrays capped as the whole reader's. */
     uint64_t dir_cap = 4 * ts->job.n;
     dir_cap = dir_cap < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : dir_cap;
-    dir_cap = dir_cap > SG_IMAGE_MAX_BYTES ? SG_IMAGE_MAX_BYTES : dir_cap;
+    dir_cap = dir_cap > s->max_bytes ? s->max_bytes : dir_cap;
     if (!(ts->tif = sg_tiff_open_pass(&ts->job, s->path, s->path, dir_cap)))
         return sg_tiff_bad(s->path, &ts->job, "cannot open");
     SG_TRY(scan_pages(s, ts));
@@ -384,7 +386,7 @@ sg_status sg_source_open_tiff(sg_source *s)
      * the directories' arrays, as the whole reader's decode does. */
     uint64_t codec_cap = 2 * ts->unit_max > dir_cap ? 2 * ts->unit_max : dir_cap;
     if (!(ts->tif = sg_tiff_open_pass(&ts->job, s->path, s->path,
-                                      codec_cap > SG_IMAGE_MAX_BYTES ? SG_IMAGE_MAX_BYTES : codec_cap)))
+                                      codec_cap > s->max_bytes ? s->max_bytes : codec_cap)))
         return sg_tiff_bad(s->path, &ts->job, "cannot open");
     if (!(ts->buf = sg_malloc((size_t)ts->unit_max)))
         return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", s->path);
