@@ -287,8 +287,8 @@ static sg_status writer_end(sg_png_writer *w)
 
 sg_status sg_png_writer_finish(sg_png_writer *w)
 {
-    sg_status s = w->rows_left > 0 ? sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %d rows were never written",
-                                              w->path, (int)w->rows_left)
+    sg_status s = w->rows_left > 0 ? sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %d rows were never written", w->path,
+                                              (int)w->rows_left)
                                    : writer_end(w);
     sg_png_writer_free(w);
     return s;

@@ -27,7 +27,6 @@
 #include <tiffio.h>
 #include <unistd.h>
 
-
 /* libtiff reports the cause first and the consequences after it
  * ("cannot read strip" after "unexpected end of data"), so keep the first. */
 static void record(tiff_job *job, const char *module, const char *text)
@@ -154,7 +153,6 @@ sg_status sg_tiff_bad(const char *name, const tiff_job *job, const char *what)
 {
     return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: %s", name, job->msg[0] ? job->msg : what);
 }
-
 
 /* "NAME" for page 0, "NAME, page K" after it: where a message points. */
 const char *sg_tiff_page_name(const char *name, uint32_t page, char *buf, size_t cap)
@@ -329,8 +327,7 @@ sg_status sg_tiff_check_kind(TIFF *tif, const tiff_job *job, const char *where, 
 
 /* The page's strips or tiles: their size, how many a read decodes and how
  * many bytes they decode to. The page's dims have passed the pixel cap. */
-sg_status sg_tiff_check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes,
-                                tiff_layout *l)
+sg_status sg_tiff_check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes, tiff_layout *l)
 {
     bool separate = l->planar == PLANARCONFIG_SEPARATE;
     uint64_t sample = l->bits / 8, unit = separate ? sample : sample * l->samples;
@@ -365,7 +362,7 @@ sg_status sg_tiff_check_geometry(TIFF *tif, const tiff_job *job, const char *whe
     }
     if (have < per_plane * planes)
         return sg_tiff_bad(where, job,
-                   l->tiled ? "fewer tiles than the image needs" : "fewer strips than the image has rows for");
+                           l->tiled ? "fewer tiles than the image needs" : "fewer strips than the image has rows for");
     l->units = (uint32_t)(per_plane * planes); /* at most have, a uint32 */
     return SEGRT_OK;
 }
@@ -814,15 +811,15 @@ struct sg_tiff_writer {
     TIFF *tif;
     tiff_job job; /* libtiff's first message */
     const char *path;
-    sg_image shape;   /* pixels unused */
-    uint32_t rps;     /* rows per strip */
-    size_t row;       /* bytes of a row */
-    uint8_t *buf;     /* one strip: libtiff may change a strip's bytes as it encodes it (prediction, byte
-                         swapping), so each strip goes through a copy */
-    uint32_t filled;  /* rows of the strip in buf */
-    uint32_t strip;   /* the page's next strip */
-    int32_t page, y;  /* the next row's page and row */
-    bool tags;        /* the page's tags are set */
+    sg_image shape;  /* pixels unused */
+    uint32_t rps;    /* rows per strip */
+    size_t row;      /* bytes of a row */
+    uint8_t *buf;    /* one strip: libtiff may change a strip's bytes as it encodes it (prediction, byte
+                        swapping), so each strip goes through a copy */
+    uint32_t filled; /* rows of the strip in buf */
+    uint32_t strip;  /* the page's next strip */
+    int32_t page, y; /* the next row's page and row */
+    bool tags;       /* the page's tags are set */
 };
 
 static sg_status writer_fail(sg_tiff_writer *w, sg_status s)
@@ -882,8 +879,8 @@ sg_status sg_tiff_writer_open(sg_output *o, const sg_image *shape, sg_tiff_write
     TIFFOpenOptionsFree(opts);
     if (!w->tif) {
         close(fd);
-        sg_status s = sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path,
-                               w->job.msg[0] ? w->job.msg : "libtiff failed");
+        sg_status s =
+            sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, w->job.msg[0] ? w->job.msg : "libtiff failed");
         sg_tiff_writer_free(w);
         return s;
     }

@@ -18,13 +18,13 @@
 struct sg_sink {
     sg_output *out;
     sg_sink_desc d;
-    int kind;            /* 0 npy, 1 png, 2 tiff */
-    size_t es;           /* bytes of a sample */
-    uint64_t data_at;    /* NPY: where the data starts */
+    int kind;         /* 0 npy, 1 png, 2 tiff */
+    size_t es;        /* bytes of a sample */
+    uint64_t data_at; /* NPY: where the data starts */
     sg_png_writer *png;
     sg_tiff_writer *tiff;
-    uint8_t *row;        /* PNG and TIFF: one interleaved row */
-    int64_t z, y;        /* the next row */
+    uint8_t *row; /* PNG and TIFF: one interleaved row */
+    int64_t z, y; /* the next row */
 };
 
 static bool is_npy(const char *path)
@@ -36,8 +36,8 @@ static bool is_npy(const char *path)
 
 static sg_status check_desc(const char *path, const sg_sink_desc *d, int kind)
 {
-    if ((d->n_dims != 2 && d->n_dims != 3) || d->channels < 1 || d->dims[1] < 1 || d->dims[2] < 1 ||
-        d->dims[0] < 1 || (d->n_dims == 2 && d->dims[0] != 1) || d->dims[0] > INT32_MAX || d->dims[1] > INT32_MAX ||
+    if ((d->n_dims != 2 && d->n_dims != 3) || d->channels < 1 || d->dims[1] < 1 || d->dims[2] < 1 || d->dims[0] < 1 ||
+        (d->n_dims == 2 && d->dims[0] != 1) || d->dims[0] > INT32_MAX || d->dims[1] > INT32_MAX ||
         d->dims[2] > INT32_MAX || segrt_dtype_size(d->dtype) == 0)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: cannot write an image of %d dims, %d channel(s), %lldx%lldx%lld of %s", path,
@@ -73,8 +73,8 @@ sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out
     s->kind = kind;
     s->es = segrt_dtype_size(desc->dtype);
     sg_status st = sg_output_open(path, &s->out);
-    sg_image shape = {(int32_t)desc->dims[2], (int32_t)desc->dims[1], (int32_t)desc->dims[0], desc->channels,
-                      (int32_t)s->es * 8, NULL};
+    sg_image shape = {(int32_t)desc->dims[2], (int32_t)desc->dims[1], (int32_t)desc->dims[0],
+                      desc->channels,         (int32_t)s->es * 8,     NULL};
     if (st == SEGRT_OK && kind == 0) {
         sg_tensor t = {desc->dtype, 0, {0}, NULL};
         t.dims[t.rank++] = 1;
@@ -115,9 +115,9 @@ static sg_status put_row(sg_sink *s, const uint8_t *src, size_t plane)
         FILE *f = sg_output_stream(s->out);
         for (size_t c = 0; c < C; c++) {
             /* Sequential for one channel: seek only when the place moves. */
-            uint64_t at = s->data_at + (((uint64_t)c * (uint64_t)d->dims[0] + (uint64_t)s->z) * (uint64_t)d->dims[1] +
-                                        (uint64_t)s->y) *
-                                           row;
+            uint64_t at =
+                s->data_at +
+                (((uint64_t)c * (uint64_t)d->dims[0] + (uint64_t)s->z) * (uint64_t)d->dims[1] + (uint64_t)s->y) * row;
             if ((C > 1 && fseeko(f, (off_t)at, SEEK_SET) != 0) || fwrite(src + c * plane, 1, row, f) != row)
                 return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", sg_output_path(s->out), strerror(errno));
         }
@@ -171,8 +171,8 @@ sg_status sg_sink_commit(sg_sink *s)
     const char *path = sg_output_path(s->out);
     sg_status st = SEGRT_OK;
     if (s->z < s->d.dims[0])
-        st = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: ended at page %lld, row %lld of %lld pages of %lld rows",
-                      path, (long long)s->z, (long long)s->y, (long long)s->d.dims[0], (long long)s->d.dims[1]);
+        st = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: ended at page %lld, row %lld of %lld pages of %lld rows", path,
+                      (long long)s->z, (long long)s->y, (long long)s->d.dims[0], (long long)s->d.dims[1]);
     if (st == SEGRT_OK && s->png) {
         st = sg_png_writer_finish(s->png);
         s->png = NULL;

@@ -23,9 +23,9 @@ typedef struct image_state {
     size_t row;         /* bytes of an interleaved row */
     sg_png_rows *png;   /* the decoder, NULL until the first read and after a failure */
     sg_jpeg_rows *jpeg;
-    uint8_t *win;       /* rows win_y0 .. win_y0 + win_n - 1; the decoder gives row win_y0 + win_n next */
+    uint8_t *win; /* rows win_y0 .. win_y0 + win_n - 1; the decoder gives row win_y0 + win_n next */
     int64_t win_y0, win_n, win_cap;
-    sg_image whole;     /* an interlaced PNG, once decoded */
+    sg_image whole; /* an interlaced PNG, once decoded */
     bool interlaced;
 } image_state;
 

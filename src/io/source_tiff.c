@@ -49,15 +49,15 @@
 typedef struct tiff_source {
     tiff_job job;
     TIFF *tif;
-    bool volume;                               /* pages are depth */
-    uint32_t level_dir[SG_SOURCE_MAX_LEVELS];  /* a pyramid's level to its page */
-    tiff_layout first;                         /* page 0 */
-    uint64_t unit_max;                         /* the largest strip or tile, decoded */
-    uint8_t *buf;                              /* one strip or tile */
-    int64_t dir;                               /* the current directory; -1 none yet */
-    tiff_layout cur;                           /* its layout */
-    uint8_t cmap[3][256];                      /* its palette, at 8 bits */
-    int64_t cached;                            /* the strip or tile in buf (of dir); -1 none */
+    bool volume;                              /* pages are depth */
+    uint32_t level_dir[SG_SOURCE_MAX_LEVELS]; /* a pyramid's level to its page */
+    tiff_layout first;                        /* page 0 */
+    uint64_t unit_max;                        /* the largest strip or tile, decoded */
+    uint8_t *buf;                             /* one strip or tile */
+    int64_t dir;                              /* the current directory; -1 none yet */
+    tiff_layout cur;                          /* its layout */
+    uint8_t cmap[3][256];                     /* its palette, at 8 bits */
+    int64_t cached;                           /* the strip or tile in buf (of dir); -1 none */
 } tiff_source;
 
 /* Reads the current directory's layout with the open's checks, for page
@@ -258,8 +258,9 @@ static sg_status check_level(const char *where, const tiff_layout *l, uint64_t d
     uint64_t px = (uint64_t)l->width * l->height; /* < 2^64: each < 2^32 */
     uint64_t per = (uint64_t)l->channels * (uint64_t)(l->bits / 8);
     if (px > TIFF_SOURCE_MAX_LEVEL / per / depth)
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: a %ux%u image of %d channel(s) at %u bits%s is more than %llu bytes",
-                        where, l->width, l->height, (int)l->channels, l->bits, depth > 1 ? " in every page" : "",
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: a %ux%u image of %d channel(s) at %u bits%s is more than %llu bytes", where, l->width,
+                        l->height, (int)l->channels, l->bits, depth > 1 ? " in every page" : "",
                         (unsigned long long)TIFF_SOURCE_MAX_LEVEL);
     return SEGRT_OK;
 }
@@ -277,8 +278,8 @@ static sg_status scan_pages(sg_source *s, tiff_source *ts)
     if (job->failed || pages == 0)
         return sg_tiff_bad(name, job, "cannot follow the chain of pages");
     if (pages > TIFF_MAX_PAGES)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF of %u pages; segrt reads at most %u", name,
-                        (unsigned)pages, TIFF_MAX_PAGES);
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF of %u pages; segrt reads at most %u", name, (unsigned)pages,
+                        TIFF_MAX_PAGES);
     sg_source_info *in = &s->info;
     int32_t levels = 1, slices = 1;
     uint64_t decoded = 0, allowed = 0, ratio_max = 0;
@@ -385,8 +386,7 @@ sg_status sg_source_open_tiff(sg_source *s)
     /* The reads' handle lets a codec hold a strip or tile of its own beside
      * the directories' arrays, as the whole reader's decode does. */
     uint64_t codec_cap = 2 * ts->unit_max > dir_cap ? 2 * ts->unit_max : dir_cap;
-    if (!(ts->tif = sg_tiff_open_pass(&ts->job, s->path, s->path,
-                                      codec_cap > s->max_bytes ? s->max_bytes : codec_cap)))
+    if (!(ts->tif = sg_tiff_open_pass(&ts->job, s->path, s->path, codec_cap > s->max_bytes ? s->max_bytes : codec_cap)))
         return sg_tiff_bad(s->path, &ts->job, "cannot open");
     if (!(ts->buf = sg_malloc((size_t)ts->unit_max)))
         return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", s->path);

@@ -67,11 +67,11 @@ typedef struct tiff_layout {
     int32_t channels; /* as read: 3 for a palette */
     bool palette, min_is_white;
     bool tiled;
-    uint32_t tw, th;    /* tile size, or width x rows per strip */
-    uint32_t units;     /* strips or tiles a read decodes (all planes) */
-    uint64_t unit_max;  /* the decoded bytes of the largest */
-    uint64_t decoded;   /* the decoded bytes of them all */
-    uint64_t coded;     /* their bytes in the file */
+    uint32_t tw, th;   /* tile size, or width x rows per strip */
+    uint32_t units;    /* strips or tiles a read decodes (all planes) */
+    uint64_t unit_max; /* the decoded bytes of the largest */
+    uint64_t decoded;  /* the decoded bytes of them all */
+    uint64_t coded;    /* their bytes in the file */
 } tiff_layout;
 
 /* Options for a handle whose single allocations libtiff caps at
@@ -105,8 +105,7 @@ sg_dtype sg_tiff_dtype(const tiff_layout *l);
 
 /* The page's strips or tiles: their size, how many there are, how many
  * bytes they decode to; a strip or tile over max_bytes is refused. */
-sg_status sg_tiff_check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes,
-                                 tiff_layout *l);
+sg_status sg_tiff_check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes, tiff_layout *l);
 
 /* Checks that each strip or tile lies inside the file (job->n bytes) and
  * adds up their bytes into l->coded. */

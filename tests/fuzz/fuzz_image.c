@@ -15,10 +15,10 @@
  * small, then the same slabs again from the top (a PNG or JPEG source
  * restarts its decoder). Where the whole read passed, the source must
  * open and its boxes must be the image's pixels. */
+#include "fuzz_file.h"
 #include "io/image.h"
 #include "io/source.h"
 #include "pipeline/overlay.h"
-#include "fuzz_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>

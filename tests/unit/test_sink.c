@@ -167,8 +167,8 @@ static void image_case(const char *ext, int32_t C, int32_t bits, int64_t D, int6
     for (int64_t slab = 0; slab <= 7; slab += 7) {
         sg_status st = write_by_slabs(in_dir(sink), &d, planar, slab);
         CHECK_MSG(st == SEGRT_OK, "%s", segrt_last_error());
-        CHECK_MSG(same_bytes(in_dir(sink), in_dir(whole)), "%s C=%d %d-bit %lldx%lldx%lld slab %lld: bytes differ",
-                  ext, (int)C, (int)bits, (long long)D, (long long)H, (long long)W, (long long)slab);
+        CHECK_MSG(same_bytes(in_dir(sink), in_dir(whole)), "%s C=%d %d-bit %lldx%lldx%lld slab %lld: bytes differ", ext,
+                  (int)C, (int)bits, (long long)D, (long long)H, (long long)W, (long long)slab);
         reads_back(in_dir(sink), &d, planar);
     }
     free(img.pixels);
@@ -243,8 +243,8 @@ int main(void)
     image_case(".tiff", 4, 16, 1, 21, 11);
     image_case(".tif", 3, 8, 5, 13, 12);
     image_case(".tif", 1, 16, 3, 600, 300);
-    const char *names[] = {"whole.npy", "sink.npy", "whole.png", "sink.png", "whole.tif",
-                           "sink.tif",  "whole.tiff", "sink.tiff"};
+    const char *names[] = {"whole.npy", "sink.npy", "whole.png",  "sink.png",
+                           "whole.tif", "sink.tif", "whole.tiff", "sink.tiff"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unlink(in_dir(names[i]));
     rmdir(dir);

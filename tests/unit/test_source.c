@@ -10,10 +10,10 @@
 #include "io/source.h"
 #include "testlib.h"
 
+#include <jpeglib.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
-#include <jpeglib.h>
 #include <tiffio.h>
 
 #include <stdlib.h>
@@ -88,8 +88,7 @@ typedef struct planar_level {
     const uint8_t *data;
 } planar_level;
 
-static const uint8_t *cut_level(const void *whole, const sg_source_info *in, int64_t c, int64_t z, int64_t y,
-                                int64_t x)
+static const uint8_t *cut_level(const void *whole, const sg_source_info *in, int64_t c, int64_t z, int64_t y, int64_t x)
 {
     const planar_level *p = whole;
     return planar_at(p->data, p->dims, c, z, y, x, segrt_dtype_size(in->dtype));
@@ -289,7 +288,8 @@ static uint8_t *expect_planar(const tiff_spec *t, uint8_t **pages, uint32_t firs
         for (size_t i = 0; i < (size_t)w * h; i++)
             for (int32_t c = 0; c < channels; c++) {
                 uint8_t *dst = o + ((size_t)c * plane + (size_t)z * w * h + i) * es;
-                const uint8_t *src = pages[first + z] + (i * t->spp + (size_t)(t->photo == PHOTOMETRIC_PALETTE ? 0 : c)) * es;
+                const uint8_t *src =
+                    pages[first + z] + (i * t->spp + (size_t)(t->photo == PHOTOMETRIC_PALETTE ? 0 : c)) * es;
                 if (t->photo == PHOTOMETRIC_PALETTE) {
                     uint16_t v = cmap_of(t, c, src[0]);
                     dst[0] = (uint8_t)(t->narrow_map ? v : v >> 8);
@@ -322,8 +322,8 @@ static void tiff_case(const char *what, const tiff_spec *t)
         CHECK_MSG(strcmp(in->format, "tiff") == 0 && in->channels == channels && in->n_levels == (int32_t)levels &&
                       in->n_dims == (depth > 1 ? 3 : 2) && in->dims[0][0] == depth && in->dims[0][1] == t->h &&
                       in->dims[0][2] == t->w && in->spacing[1] == 5.0 && in->spacing[2] == 2.5 &&
-                      segrt_dtype_size(in->dtype) == t->bits / 8u &&
-                      in->tile[1] == (t->tw ? t->th : t->rps) && in->tile[2] == (t->tw ? t->tw : t->w),
+                      segrt_dtype_size(in->dtype) == t->bits / 8u && in->tile[1] == (t->tw ? t->th : t->rps) &&
+                      in->tile[2] == (t->tw ? t->tw : t->w),
                   "%s: info", what);
         for (uint32_t lv = 0; lv < levels; lv++) {
             uint8_t *exp = expect_planar(t, pages, lv, depth, channels);
@@ -573,8 +573,9 @@ static void tiff_refusals(void)
                   strstr(segrt_last_error(), "past the end"),
               "%s", segrt_last_error());
     /* A box outside, a level the file lacks. */
-    tiff_spec b = {20, 20, 1, 1, 8, SAMPLEFORMAT_UINT, PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG,
-                   COMPRESSION_NONE, 16, 16, 0, false, false};
+    tiff_spec b = {
+        20, 20, 1, 1,     8,    SAMPLEFORMAT_UINT, PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_NONE,
+        16, 16, 0, false, false};
     CHECK(write_tiff(path, &b, pages));
     free(pages[0]);
     CHECK(sg_source_open(path, &s) == SEGRT_OK);
@@ -584,8 +585,9 @@ static void tiff_refusals(void)
     CHECK(sg_source_read_region(s, 1, &ok, buf) == SEGRT_ERROR_INVALID_ARGUMENT);
     sg_source_close(s);
     /* Complex samples; 32-bit unsigned (no such dtype). */
-    tiff_spec c = {20, 20, 1, 1, 32, SAMPLEFORMAT_UINT, PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG,
-                   COMPRESSION_NONE, 0, 0, 20, false, false};
+    tiff_spec c = {
+        20, 20, 1,  1,     32,   SAMPLEFORMAT_UINT, PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG, COMPRESSION_NONE,
+        0,  0,  20, false, false};
     CHECK(write_tiff(path, &c, pages));
     free(pages[0]);
     CHECK(sg_source_open(path, &s) == SEGRT_ERROR_UNSUPPORTED && strstr(segrt_last_error(), "r.tif"));
