@@ -537,6 +537,93 @@ static void stream_cases(void)
     unlink(in_dir("s.jpg"));
 }
 
+/* A tiled TIFF of 5.4 GB of pixels (past the whole reader's 4 GiB cap) in
+ * a file of a few MB: the source opens it and reads boxes by parts, which
+ * decode only their tiles; the whole read and read_all refuse it. Tile
+ * (tx, ty) is filled with (tx * 7 + ty) % 251, coded once by libtiff
+ * (deflate) and stored raw for every tile of that value. */
+static void big_tiff_by_parts(void)
+{
+    const char *small = in_dir("codes.tif"), *path = in_dir("big.tif");
+    enum { T = 256, VALUES = 251 };
+    const uint32_t W = 320 * T, H = 256 * T;
+    static uint8_t tile[T * T];
+    static uint8_t *codes[VALUES];
+    static tmsize_t lens[VALUES];
+    TIFF *tif = TIFFOpen(small, "w");
+    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)T * VALUES);
+    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)T);
+    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+    TIFFSetField(tif, TIFFTAG_TILEWIDTH, T);
+    TIFFSetField(tif, TIFFTAG_TILELENGTH, T);
+    for (int v = 0; v < VALUES; v++) {
+        memset(tile, v, sizeof tile);
+        TIFFWriteTile(tif, tile, (uint32_t)v * T, 0, 0, 0);
+    }
+    TIFFClose(tif);
+    tif = TIFFOpen(small, "r");
+    for (int v = 0; v < VALUES; v++) {
+        lens[v] = (tmsize_t)TIFFGetStrileByteCount(tif, (uint32_t)v);
+        codes[v] = malloc((size_t)lens[v]);
+        CHECK(TIFFReadRawTile(tif, (uint32_t)v, codes[v], lens[v]) == lens[v]);
+    }
+    TIFFClose(tif);
+    tif = TIFFOpen(path, "w");
+    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, W);
+    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, H);
+    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+    TIFFSetField(tif, TIFFTAG_TILEWIDTH, T);
+    TIFFSetField(tif, TIFFTAG_TILELENGTH, T);
+    bool ok = true;
+    for (uint32_t ty = 0; ty < H / T && ok; ty++)
+        for (uint32_t tx = 0; tx < W / T && ok; tx++) {
+            int v = (int)((tx * 7 + ty) % VALUES);
+            ok = TIFFWriteRawTile(tif, TIFFComputeTile(tif, tx * T, ty * T, 0, 0), codes[v], lens[v]) == lens[v];
+        }
+    TIFFClose(tif);
+    CHECK(ok);
+    for (int v = 0; v < VALUES; v++)
+        free(codes[v]);
+    sg_image img;
+    CHECK(sg_image_read(path, &img) == SEGRT_ERROR_INVALID_MODEL);
+    sg_source *s;
+    sg_status st = sg_source_open(path, &s);
+    CHECK_MSG(st == SEGRT_OK, "%s", segrt_last_error());
+    if (st == SEGRT_OK) {
+        CHECK(s->info.dims[0][1] == H && s->info.dims[0][2] == W && s->info.tile[1] == T && s->info.tile[2] == T);
+        /* Boxes over tile corners, near the start and the far end. */
+        const int64_t at[][2] = {{0, 0}, {T - 3, T - 5}, {100 * T - 1, 200 * T - 2}, {H - 9, W - 13}};
+        static uint8_t buf[9 * 13];
+        int bad = 0;
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            sg_box b = {{0, at[k][0], at[k][1]}, {1, 9, 13}};
+            if (b.start[1] + 9 > H)
+                b.start[1] = H - 9;
+            if (sg_source_read_region(s, 0, &b, buf) != SEGRT_OK) {
+                bad++;
+                continue;
+            }
+            for (int64_t y = 0; y < 9; y++)
+                for (int64_t x = 0; x < 13; x++) {
+                    int64_t ty = (b.start[1] + y) / T, tx = (b.start[2] + x) / T;
+                    bad += buf[y * 13 + x] != (uint8_t)((tx * 7 + ty) % VALUES);
+                }
+        }
+        CHECK_MSG(bad == 0, "%d samples or boxes of the big TIFF differ (%s)", bad, segrt_last_error());
+        sg_tensor all;
+        CHECK(sg_source_read_all(s, 0, &all) == SEGRT_ERROR_INVALID_MODEL && strstr(segrt_last_error(), "regions"));
+        sg_source_close(s);
+    }
+    unlink(small);
+    unlink(path);
+}
+
 /* TIFF files the source refuses, naming the file. */
 static void tiff_refusals(void)
 {
@@ -662,6 +749,7 @@ int main(void)
     image_case("rgba.tiff", 6, 5, 3, 4, 8);
     tiff_cases();
     tiff_refusals();
+    big_tiff_by_parts();
     stream_cases();
     refusals();
     const char *names[] = {"a.npy",   "b.npy",    "c.npy",     "d.npy",    "e.png",
