@@ -588,6 +588,10 @@ static sg_status read_tiles(TIFF *tif, const tiff_job *job, const char *where, c
         for (uint32_t x = 0; x < l->width; x += l->tw)
             for (int p = 0; p < planes; p++) {
                 uint32_t tile = TIFFComputeTile(tif, x, y, 0, (uint16_t)p);
+                /* libtiff can report a whole tile while its codec wrote less
+                 * (deflate data that ends early): what it leaves is 0, not
+                 * the last tile's bytes. */
+                memset(buf, 0, (size_t)need);
                 if (TIFFReadEncodedTile(tif, tile, buf, need) != need)
                     return sg_tiff_bad(where, job, "a tile cannot be read");
                 uint32_t cols = l->width - x < l->tw ? l->width - x : l->tw;
@@ -612,6 +616,9 @@ static sg_status read_strips(TIFF *tif, const tiff_job *job, const char *where, 
             uint32_t y = k * rps, rows = l->height - y < rps ? l->height - y : rps;
             tmsize_t need = (tmsize_t)(rows * row);
             uint8_t *to = separate ? buf : (uint8_t *)dst->pixels + (size_t)y * row;
+            /* As for tiles: what the codec leaves is 0, not uninitialised
+             * memory. */
+            memset(to, 0, (size_t)need);
             if (TIFFReadEncodedStrip(tif, (uint32_t)p * per_plane + k, to, need) != need)
                 return sg_tiff_bad(where, job, "a strip cannot be read");
             if (separate)

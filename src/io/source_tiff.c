@@ -123,6 +123,10 @@ static sg_status decode_unit(sg_source *s, uint32_t idx, tmsize_t need)
     if (ts->cached == (int64_t)idx)
         return SEGRT_OK;
     ts->cached = -1;
+    /* libtiff can report a whole strip or tile while its codec wrote less
+     * (deflate data that ends early); what it leaves is 0, as in the whole
+     * reader. */
+    memset(ts->buf, 0, (size_t)need);
     tmsize_t got = ts->cur.tiled ? TIFFReadEncodedTile(ts->tif, idx, ts->buf, need)
                                  : TIFFReadEncodedStrip(ts->tif, idx, ts->buf, need);
     if (got != need) {
