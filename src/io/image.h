@@ -206,4 +206,36 @@ sg_status sg_tiff_decode_file(const char *path, uint64_t max_bytes, sg_image_inf
 sg_status sg_png_encode(const sg_image *img, sg_output *o);
 sg_status sg_tiff_encode(const sg_image *img, sg_output *o);
 
+/* --- streaming, for region sources and sinks (source_image.c, sink.c) --- */
+
+/* A PNG decoded row by row from bytes (which stay valid while it is
+ * open), as sg_image_read would decode it: header is the probe's answer
+ * for the same bytes, and the rows are sg_image_row_bytes of it. An
+ * interlaced PNG cannot be streamed (its last pass fills every other
+ * row): *interlaced is set, *out stays NULL, and the status is OK. */
+typedef struct sg_png_rows sg_png_rows;
+sg_status sg_png_rows_open(const void *bytes, size_t n, const char *name, const sg_image_info *header,
+                           sg_png_rows **out, bool *interlaced);
+/* The next row into row. Errors as sg_image_read's, naming the file. */
+sg_status sg_png_rows_next(sg_png_rows *r, void *row);
+void sg_png_rows_close(sg_png_rows *r);
+
+/* A JPEG decoded scanline by scanline, as sg_png_rows (a progressive file
+ * is buffered whole by libjpeg, as in the whole read). */
+typedef struct sg_jpeg_rows sg_jpeg_rows;
+sg_status sg_jpeg_rows_open(const void *bytes, size_t n, const char *name, const sg_image_info *header,
+                            sg_jpeg_rows **out);
+sg_status sg_jpeg_rows_next(sg_jpeg_rows *r, void *row);
+void sg_jpeg_rows_close(sg_jpeg_rows *r);
+
+/* A PNG written row by row into an output (shape: dims, channels and
+ * bits; pixels unused; interleaved rows, host order): sg_png_encode is
+ * this writer fed every row, so both write the same bytes. finish fails
+ * (INVALID_ARGUMENT) when rows are missing; both finish and free free w. */
+typedef struct sg_png_writer sg_png_writer;
+sg_status sg_png_writer_open(sg_output *o, const sg_image *shape, sg_png_writer **out);
+sg_status sg_png_writer_row(sg_png_writer *w, const void *row);
+sg_status sg_png_writer_finish(sg_png_writer *w);
+void sg_png_writer_free(sg_png_writer *w);
+
 #endif

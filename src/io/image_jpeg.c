@@ -10,6 +10,7 @@
 #include <jerror.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A progressive JPEG may hold any number of scans, each a full pass over
@@ -201,4 +202,81 @@ sg_status sg_jpeg_decode(const void *bytes, size_t n, const char *name, uint64_t
     if (s != SEGRT_OK && out)
         sg_image_free(out);
     return s;
+}
+
+/* --- scanline by scanline, for the region source ------------------------- */
+
+struct sg_jpeg_rows {
+    struct jpeg_decompress_struct cinfo;
+    jpeg_job job;
+    const char *name;
+    bool created;
+};
+
+static sg_status rows_fail(sg_jpeg_rows *r)
+{
+    bool valid = r->job.code == JERR_BAD_PRECISION || r->job.code == JERR_SOF_UNSUPPORTED;
+    return sg_error(valid ? SEGRT_ERROR_UNSUPPORTED : SEGRT_ERROR_INVALID_MODEL, "%s: bad JPEG: %s", r->name,
+                    r->job.msg);
+}
+
+static sg_status rows_start(sg_jpeg_rows *r, const void *bytes, size_t n, const sg_image_info *header)
+{
+    struct jpeg_decompress_struct *cinfo = &r->cinfo;
+    if (setjmp(r->job.jump))
+        return rows_fail(r);
+    jpeg_create_decompress(cinfo);
+    r->created = true;
+    cinfo->progress = &r->job.progress;
+    cinfo->mem->max_memory_to_use = SG_IMAGE_MAX_BYTES > (uint64_t)LONG_MAX ? LONG_MAX : (long)SG_IMAGE_MAX_BYTES;
+    jpeg_mem_src(cinfo, bytes, (unsigned long)n);
+    jpeg_read_header(cinfo, TRUE);
+    /* The probe of the same bytes took the file: grey or RGB. */
+    cinfo->out_color_space = header->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_start_decompress(cinfo);
+    if (cinfo->output_components != header->channels || cinfo->output_width != (JDIMENSION)header->width ||
+        cinfo->output_height != (JDIMENSION)header->height)
+        return sg_error(SEGRT_ERROR_IO, "%s: the file changed while it was open", r->name);
+    return SEGRT_OK;
+}
+
+sg_status sg_jpeg_rows_open(const void *bytes, size_t n, const char *name, const sg_image_info *header,
+                            sg_jpeg_rows **out)
+{
+    *out = NULL;
+    sg_jpeg_rows *r = calloc(1, sizeof *r);
+    if (!r)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libjpeg", name);
+    r->name = name;
+    r->cinfo.err = jpeg_std_error(&r->job.err);
+    r->job.err.error_exit = on_error_exit;
+    r->job.err.emit_message = on_emit_message;
+    r->job.progress.progress_monitor = on_progress;
+    sg_status s = rows_start(r, bytes, n, header);
+    if (s != SEGRT_OK) {
+        sg_jpeg_rows_close(r);
+        return s;
+    }
+    *out = r;
+    return SEGRT_OK;
+}
+
+sg_status sg_jpeg_rows_next(sg_jpeg_rows *r, void *row)
+{
+    if (setjmp(r->job.jump))
+        return rows_fail(r);
+    JSAMPROW dst = row;
+    if (jpeg_read_scanlines(&r->cinfo, &dst, 1) != 1)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad JPEG: the decoder stopped at row %u", r->name,
+                        r->cinfo.output_scanline);
+    return SEGRT_OK;
+}
+
+void sg_jpeg_rows_close(sg_jpeg_rows *r)
+{
+    if (!r)
+        return;
+    if (r->created)
+        jpeg_destroy_decompress(&r->cinfo);
+    free(r);
 }

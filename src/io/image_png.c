@@ -7,6 +7,7 @@
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Deflate's largest expansion: a 258-byte match coded in 2 bits (a 1-bit
@@ -209,38 +210,175 @@ sg_status sg_png_decode(const void *bytes, size_t n, const char *name, uint64_t 
     return s;
 }
 
-static sg_status encode_body(png_structp png, png_infop info, png_job *job, const sg_image *img, FILE *f,
-                             const char *path)
+struct sg_png_writer {
+    png_structp png;
+    png_infop info;
+    png_job job;
+    const char *path;
+    int32_t rows_left;
+};
+
+static sg_status writer_start(sg_png_writer *w, const sg_image *shape, FILE *f)
 {
-    if (setjmp(png_jmpbuf(png)))
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot write PNG: %s", path, job->msg);
+    if (setjmp(png_jmpbuf(w->png)))
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write PNG: %s", w->path, w->job.msg);
     static const int color_types[] = {PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB,
                                       PNG_COLOR_TYPE_RGB_ALPHA};
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)img->width, (png_uint_32)img->height, img->bits,
-                 color_types[img->channels - 1], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+    png_init_io(w->png, f);
+    png_set_IHDR(w->png, w->info, (png_uint_32)shape->width, (png_uint_32)shape->height, shape->bits,
+                 color_types[shape->channels - 1], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                  PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
-    if (img->bits == 16 && little_endian())
-        png_set_swap(png);
-    size_t row = sg_image_row_bytes(img);
-    for (int32_t y = 0; y < img->height; y++)
-        png_write_row(png, (png_const_bytep)img->pixels + (size_t)y * row);
-    png_write_end(png, NULL);
+    png_write_info(w->png, w->info);
+    if (shape->bits == 16 && little_endian())
+        png_set_swap(w->png);
     return SEGRT_OK;
 }
 
-sg_status sg_png_encode(const sg_image *img, sg_output *o)
+void sg_png_writer_free(sg_png_writer *w)
 {
+    if (!w)
+        return;
+    png_destroy_write_struct(&w->png, w->info ? &w->info : NULL);
+    free(w);
+}
+
+sg_status sg_png_writer_open(sg_output *o, const sg_image *shape, sg_png_writer **out)
+{
+    *out = NULL;
     const char *path = sg_output_path(o);
     FILE *f = sg_output_stream(o);
     if (!f)
         return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
-    png_job job = {0};
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &job, on_error, on_warning);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    sg_status s = info ? encode_body(png, info, &job, img, f, path)
-                       : sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", path);
-    png_destroy_write_struct(&png, &info);
+    sg_png_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", path);
+    w->path = path;
+    w->rows_left = shape->height;
+    w->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &w->job, on_error, on_warning);
+    w->info = w->png ? png_create_info_struct(w->png) : NULL;
+    sg_status s = w->info ? writer_start(w, shape, f)
+                          : sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", path);
+    if (s != SEGRT_OK) {
+        sg_png_writer_free(w);
+        return s;
+    }
+    *out = w;
+    return SEGRT_OK;
+}
+
+sg_status sg_png_writer_row(sg_png_writer *w, const void *row)
+{
+    if (w->rows_left == 0)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: more rows than the image has", w->path);
+    if (setjmp(png_jmpbuf(w->png)))
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write PNG: %s", w->path, w->job.msg);
+    png_write_row(w->png, (png_const_bytep)row);
+    w->rows_left--;
+    return SEGRT_OK;
+}
+
+static sg_status writer_end(sg_png_writer *w)
+{
+    if (setjmp(png_jmpbuf(w->png)))
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write PNG: %s", w->path, w->job.msg);
+    png_write_end(w->png, NULL);
+    return SEGRT_OK;
+}
+
+sg_status sg_png_writer_finish(sg_png_writer *w)
+{
+    sg_status s = w->rows_left > 0 ? sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %d rows were never written", w->path,
+                                              (int)w->rows_left)
+                                   : writer_end(w);
+    sg_png_writer_free(w);
     return s;
+}
+
+sg_status sg_png_encode(const sg_image *img, sg_output *o)
+{
+    sg_png_writer *w;
+    SG_TRY(sg_png_writer_open(o, img, &w));
+    size_t row = sg_image_row_bytes(img);
+    for (int32_t y = 0; y < img->height; y++) {
+        sg_status s = sg_png_writer_row(w, (const uint8_t *)img->pixels + (size_t)y * row);
+        if (s != SEGRT_OK) {
+            sg_png_writer_free(w);
+            return s;
+        }
+    }
+    return sg_png_writer_finish(w);
+}
+
+/* --- row by row, for the region source ----------------------------------- */
+
+struct sg_png_rows {
+    png_structp png;
+    png_infop info;
+    png_job job;
+    const char *name;
+};
+
+static sg_status rows_start(sg_png_rows *r, const sg_image_info *header, bool *interlaced)
+{
+    if (setjmp(png_jmpbuf(r->png)))
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad PNG: %s", r->name, r->job.msg);
+    png_set_read_fn(r->png, &r->job, read_bytes);
+    png_set_user_limits(r->png, 0x7fffffff, 0x7fffffff);
+    png_read_info(r->png, r->info);
+    if (png_get_interlace_type(r->png, r->info) != PNG_INTERLACE_NONE) {
+        *interlaced = true;
+        return SEGRT_OK;
+    }
+    /* As the whole read: expanded, 16-bit samples in the host's order. */
+    png_set_expand(r->png);
+    if (png_get_bit_depth(r->png, r->info) == 16 && little_endian())
+        png_set_swap(r->png);
+    png_read_update_info(r->png, r->info);
+    if (png_get_channels(r->png, r->info) != header->channels || png_get_bit_depth(r->png, r->info) != header->bits ||
+        png_get_image_width(r->png, r->info) != (png_uint_32)header->width ||
+        png_get_image_height(r->png, r->info) != (png_uint_32)header->height)
+        return sg_error(SEGRT_ERROR_IO, "%s: the file changed while it was open", r->name);
+    return SEGRT_OK;
+}
+
+sg_status sg_png_rows_open(const void *bytes, size_t n, const char *name, const sg_image_info *header,
+                           sg_png_rows **out, bool *interlaced)
+{
+    *out = NULL;
+    *interlaced = false;
+    sg_png_rows *r = calloc(1, sizeof *r);
+    if (!r)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", name);
+    r->job.bytes = bytes;
+    r->job.n = n;
+    r->name = name;
+    r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r->job, on_error, on_warning);
+    r->info = r->png ? png_create_info_struct(r->png) : NULL;
+    if (!r->info) {
+        sg_png_rows_close(r);
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libpng", name);
+    }
+    sg_status s = rows_start(r, header, interlaced);
+    if (s != SEGRT_OK || *interlaced) {
+        sg_png_rows_close(r);
+        return s;
+    }
+    *out = r;
+    return SEGRT_OK;
+}
+
+sg_status sg_png_rows_next(sg_png_rows *r, void *row)
+{
+    if (setjmp(png_jmpbuf(r->png)))
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad PNG: %s", r->name, r->job.msg);
+    png_read_row(r->png, row, NULL);
+    return SEGRT_OK;
+}
+
+void sg_png_rows_close(sg_png_rows *r)
+{
+    if (!r)
+        return;
+    png_destroy_read_struct(&r->png, r->info ? &r->info : NULL, NULL);
+    free(r);
 }

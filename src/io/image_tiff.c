@@ -15,6 +15,7 @@
  * and the cap that suits directories (their arrays come from the file) is
  * tighter than one that lets a codec hold a whole strip. */
 #include "io/image.h"
+#include "io/tiff_internal.h"
 
 #include "core/mem.h"
 
@@ -25,52 +26,6 @@
 #include <sys/stat.h>
 #include <tiffio.h>
 #include <unistd.h>
-
-/* The most pages a volume may have. libtiff counted directories in 16 bits
- * until 4.5, so files with more are not portable anyway; z-stacks have
- * hundreds of slices. Past the cap a chain of tiny directories would cost
- * time for nothing. */
-#define TIFF_MAX_PAGES 65536
-
-/* The largest single allocation libtiff may make while reading
- * directories: four times the file (a 2-byte StripByteCounts value in the
- * file is 8 bytes in libtiff's arrays), and never less than this floor for
- * the fixed tables of small files (a 16-bit colour map is 384 KiB), nor
- * more than the pixel cap. Without it, a directory of a few bytes can
- * claim millions of strips, and libtiff sizes its arrays by the claim. */
-#define TIFF_LIB_MIN_ALLOC ((uint64_t)16 << 20)
-
-/* The most each codec decodes per byte of compressed data:
- * - none: 1 (the bytes are the samples);
- * - PackBits: 64 (a 2-byte run gives at most 128 bytes);
- * - deflate: 1032 (a 258-byte match in 2 bits; see image_png.c);
- * - LZW: 1704: after a Clear code, the i-th code gives at most i bytes, a
- *   code takes 9 to 12 bits, and libtiff's table takes 4862 codes before it
- *   needs another Clear (1024 entries past the 4096 of the format), which
- *   gives 11.8 MB from 6943 bytes at best;
- * - zstd: 32768 (a block decodes to at most 128 KiB, an RLE block takes 4
- *   bytes, and no other block type does better);
- * - everything else (JPEG, whose strips may be arithmetic-coded; LZMA,
- *   WebP, LERC, ...): SG_IMAGE_UNBOUNDED_RATIO.
- * The decoded size of a page counts full tiles (edge tiles are coded
- * whole) and each strip's rows. */
-#define TIFF_PACKBITS_MAX_RATIO 64
-#define TIFF_DEFLATE_MAX_RATIO 1032
-#define TIFF_LZW_MAX_RATIO 1704
-#define TIFF_ZSTD_MAX_RATIO 32768
-/* Decoded bytes the ratios do not account for, over the whole file: the
- * fixed start of each codec's stream (a literal, a code table). Any file
- * this lets through is tiny. */
-#define TIFF_RATIO_SLACK 4096
-
-/* What the handlers and the memory procs need. */
-typedef struct tiff_job {
-    const uint8_t *bytes; /* the file, for reads from memory */
-    uint64_t n, pos;      /* n: the file's size, whether in memory or not */
-    char msg[256];        /* libtiff's first error */
-    bool failed;          /* libtiff reported an error */
-    bool truncated;       /* tag data past the end of the file */
-} tiff_job;
 
 /* libtiff reports the cause first and the consequences after it
  * ("cannot read strip" after "unexpected end of data"), so keep the first. */
@@ -115,7 +70,7 @@ static int on_warning(TIFF *tif, void *user, const char *module, const char *fmt
 
 /* Options for a handle whose single allocations libtiff caps at
  * max_alloc. */
-static TIFFOpenOptions *open_options(tiff_job *job, uint64_t max_alloc)
+TIFFOpenOptions *sg_tiff_open_options(tiff_job *job, uint64_t max_alloc)
 {
     TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
     if (!opts)
@@ -194,28 +149,13 @@ static void mem_unmap(thandle_t h, void *base, toff_t size)
 
 /* --- reading ------------------------------------------------------------------ */
 
-static sg_status bad(const char *name, const tiff_job *job, const char *what)
+sg_status sg_tiff_bad(const char *name, const tiff_job *job, const char *what)
 {
     return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: %s", name, job->msg[0] ? job->msg : what);
 }
 
-/* One page's layout, checked, and where its data lies. */
-typedef struct tiff_layout {
-    uint32_t width, height;
-    uint16_t bits, samples, photometric, planar, format, compression;
-    uint32_t subfile; /* NewSubfileType, with the old SubfileType's reduced image as bit 0 */
-    int32_t channels; /* as read: 3 for a palette */
-    bool palette, min_is_white;
-    bool tiled;
-    uint32_t tw, th;    /* tile size, or width x rows per strip */
-    uint32_t units;     /* strips or tiles a read decodes (all planes) */
-    uint64_t unit_max;  /* the decoded bytes of the largest */
-    uint64_t decoded;   /* the decoded bytes of them all */
-    uint64_t coded;     /* their bytes in the file */
-} tiff_layout;
-
 /* "NAME" for page 0, "NAME, page K" after it: where a message points. */
-static const char *page_name(const char *name, uint32_t page, char *buf, size_t cap)
+const char *sg_tiff_page_name(const char *name, uint32_t page, char *buf, size_t cap)
 {
     if (page == 0)
         snprintf(buf, cap, "%s", name);
@@ -240,11 +180,11 @@ static const char *format_name(uint16_t format)
 }
 
 /* The current directory's tags, before anything is checked. */
-static sg_status read_tags(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
+sg_status sg_tiff_read_tags(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
 {
     memset(l, 0, sizeof *l);
     if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &l->width) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &l->height))
-        return bad(where, job, "no ImageWidth or ImageLength");
+        return sg_tiff_bad(where, job, "no ImageWidth or ImageLength");
     TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &l->bits);
     TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &l->samples);
     TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &l->format);
@@ -300,19 +240,47 @@ static sg_status check_agrees(const char *name, uint32_t page, const tiff_layout
     return SEGRT_OK;
 }
 
+sg_dtype sg_tiff_dtype(const tiff_layout *l)
+{
+    switch (l->format) {
+    case SAMPLEFORMAT_UINT:
+        return l->bits == 8 ? SEGRT_DTYPE_UINT8 : l->bits == 16 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UNDEFINED;
+    case SAMPLEFORMAT_INT:
+        return l->bits == 8    ? SEGRT_DTYPE_INT8
+               : l->bits == 16 ? SEGRT_DTYPE_INT16
+               : l->bits == 32 ? SEGRT_DTYPE_INT32
+                               : SEGRT_DTYPE_UNDEFINED;
+    case SAMPLEFORMAT_IEEEFP:
+        return l->bits == 32 ? SEGRT_DTYPE_FLOAT32 : l->bits == 64 ? SEGRT_DTYPE_FLOAT64 : SEGRT_DTYPE_UNDEFINED;
+    default:
+        return SEGRT_DTYPE_UNDEFINED;
+    }
+}
+
 /* Checks that segrt takes the page's kind, and sets up its decoding
  * (YCbCr to RGB is a codec setting of each directory). */
-static sg_status check_kind(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
+sg_status sg_tiff_check_kind(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l, bool any_type)
 {
     if (!TIFFIsCODECConfigured(l->compression))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF compression %u is not in this libtiff", where,
                         l->compression);
-    if (l->format != SAMPLEFORMAT_UINT)
+    if (!any_type && l->format != SAMPLEFORMAT_UINT)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF %s samples are not supported (unsigned integers only)",
                         where, l->format == SAMPLEFORMAT_IEEEFP ? "floating-point" : "signed or complex");
-    if (l->bits != 8 && l->bits != 16)
+    if (!any_type && l->bits != 8 && l->bits != 16)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %u-bit TIFF samples are not supported (8 or 16 only)", where,
                         l->bits);
+    if (any_type && sg_tiff_dtype(l) == SEGRT_DTYPE_UNDEFINED)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "%s: %u-bit TIFF %s samples are not supported (unsigned 8 or 16 bits, signed 8, 16 or 32, "
+                        "floating-point 32 or 64)",
+                        where, l->bits, format_name(l->format));
+    /* Palettes index with unsigned samples; min-is-white inverts over an
+     * unsigned range. */
+    if (any_type && l->format != SAMPLEFORMAT_UINT &&
+        (l->photometric == PHOTOMETRIC_PALETTE || l->photometric == PHOTOMETRIC_MINISWHITE))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF %s samples with photometric %u are not supported", where,
+                        format_name(l->format), l->photometric);
     uint16_t base;
     switch (l->photometric) {
     case PHOTOMETRIC_MINISWHITE:
@@ -338,7 +306,7 @@ static sg_status check_kind(TIFF *tif, const tiff_job *job, const char *where, t
             return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: YCbCr TIFF other than JPEG-compressed is not supported",
                             where);
         if (!TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
-            return bad(where, job, "cannot convert its YCbCr to RGB");
+            return sg_tiff_bad(where, job, "cannot convert its YCbCr to RGB");
         base = 3;
         break;
     default:
@@ -350,7 +318,7 @@ static sg_status check_kind(TIFF *tif, const tiff_job *job, const char *where, t
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF with %u samples per pixel for photometric %u", where,
                         l->samples, l->photometric);
     if (l->planar != PLANARCONFIG_CONTIG && l->planar != PLANARCONFIG_SEPARATE)
-        return bad(where, job, "unknown PlanarConfiguration");
+        return sg_tiff_bad(where, job, "unknown PlanarConfiguration");
     if (l->samples == 1)
         l->planar = PLANARCONFIG_CONTIG; /* the same bytes either way */
     l->channels = l->palette ? 3 : l->samples;
@@ -359,8 +327,7 @@ static sg_status check_kind(TIFF *tif, const tiff_job *job, const char *where, t
 
 /* The page's strips or tiles: their size, how many a read decodes and how
  * many bytes they decode to. The page's dims have passed the pixel cap. */
-static sg_status check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes,
-                                tiff_layout *l)
+sg_status sg_tiff_check_geometry(TIFF *tif, const tiff_job *job, const char *where, uint64_t max_bytes, tiff_layout *l)
 {
     bool separate = l->planar == PLANARCONFIG_SEPARATE;
     uint64_t sample = l->bits / 8, unit = separate ? sample : sample * l->samples;
@@ -368,12 +335,12 @@ static sg_status check_geometry(TIFF *tif, const tiff_job *job, const char *wher
     if (l->tiled) {
         if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &l->tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &l->th) ||
             !l->tw || !l->th)
-            return bad(where, job, "no tile size");
+            return sg_tiff_bad(where, job, "no tile size");
         if ((uint64_t)l->tw * l->th > max_bytes / unit)
-            return bad(where, job, "tiles larger than an image may be");
+            return sg_tiff_bad(where, job, "tiles larger than an image may be");
         l->unit_max = (uint64_t)l->tw * l->th * unit;
         if ((uint64_t)TIFFTileSize64(tif) < l->unit_max)
-            return bad(where, job, "tile size does not fit the image");
+            return sg_tiff_bad(where, job, "tile size does not fit the image");
         per_plane = ((uint64_t)l->width + l->tw - 1) / l->tw * (((uint64_t)l->height + l->th - 1) / l->th);
         l->decoded = per_plane * planes * l->unit_max;
         have = TIFFNumberOfTiles(tif);
@@ -382,6 +349,10 @@ static sg_status check_geometry(TIFF *tif, const tiff_job *job, const char *wher
         TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rps);
         if (rps == 0 || rps > l->height)
             rps = l->height;
+        /* Within an image the pixel cap passed, a strip always fits; a
+         * region source takes larger images, but no larger strips. */
+        if ((uint64_t)rps * l->width > max_bytes / unit)
+            return sg_tiff_bad(where, job, "strips larger than an image may be");
         l->tw = l->width;
         l->th = rps;
         l->unit_max = (uint64_t)rps * l->width * unit;
@@ -390,15 +361,15 @@ static sg_status check_geometry(TIFF *tif, const tiff_job *job, const char *wher
         have = TIFFNumberOfStrips(tif);
     }
     if (have < per_plane * planes)
-        return bad(where, job,
-                   l->tiled ? "fewer tiles than the image needs" : "fewer strips than the image has rows for");
+        return sg_tiff_bad(where, job,
+                           l->tiled ? "fewer tiles than the image needs" : "fewer strips than the image has rows for");
     l->units = (uint32_t)(per_plane * planes); /* at most have, a uint32 */
     return SEGRT_OK;
 }
 
 /* Checks that each strip or tile a read decodes lies inside the file (n
  * bytes), and adds up their bytes. */
-static sg_status check_data(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
+sg_status sg_tiff_check_data(TIFF *tif, const tiff_job *job, const char *where, tiff_layout *l)
 {
     const char *what = l->tiled ? "tile" : "strip";
     l->coded = 0;
@@ -407,7 +378,7 @@ static sg_status check_data(TIFF *tif, const tiff_job *job, const char *where, t
         uint64_t off = TIFFGetStrileOffsetWithErr(tif, i, &err);
         uint64_t len = err ? 0 : TIFFGetStrileByteCountWithErr(tif, i, &err);
         if (err)
-            return bad(where, job, "cannot read where the strips or tiles lie");
+            return sg_tiff_bad(where, job, "cannot read where the strips or tiles lie");
         if (len == 0)
             return sg_error(SEGRT_ERROR_INVALID_MODEL,
                             "%s: bad TIFF: %s %u has no data (libtiff reads no sparse TIFFs)", where, what, i);
@@ -421,7 +392,7 @@ static sg_status check_data(TIFF *tif, const tiff_job *job, const char *where, t
     return SEGRT_OK;
 }
 
-static uint64_t codec_ratio(uint16_t compression)
+uint64_t sg_tiff_codec_ratio(uint16_t compression)
 {
     switch (compression) {
     case COMPRESSION_NONE:
@@ -454,7 +425,7 @@ static const char *codec_name(uint16_t compression, char *buf, size_t cap)
 
 /* Codecs that hold a decoded strip or tile of their own (about twice its
  * size at most) as they decode; the others decode into the caller's. */
-static bool codec_buffers(uint16_t compression)
+bool sg_tiff_codec_buffers(uint16_t compression)
 {
     return compression == COMPRESSION_WEBP || compression == COMPRESSION_LERC ||
            compression == COMPRESSION_PIXARLOG || compression == COMPRESSION_JXL;
@@ -485,14 +456,14 @@ static sg_status scan_page(TIFF *tif, const tiff_job *job, const char *name, uin
                            tiff_scan *sc)
 {
     char where[512];
-    page_name(name, page, where, sizeof where);
+    sg_tiff_page_name(name, page, where, sizeof where);
     if (job->truncated)
-        return bad(where, job, "truncated");
+        return sg_tiff_bad(where, job, "truncated");
     tiff_layout l;
-    SG_TRY(read_tags(tif, job, where, &l));
+    SG_TRY(sg_tiff_read_tags(tif, job, where, &l));
     if (page > 0)
         SG_TRY(check_agrees(name, page, &l, &sc->first));
-    SG_TRY(check_kind(tif, job, where, &l));
+    SG_TRY(sg_tiff_check_kind(tif, job, where, &l, false));
     if (page > 0 && l.channels != sc->first.channels)
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
                         "%s: page %u reads as %d channel(s) (photometric %u), page 0 as %d (photometric %u); a "
@@ -504,9 +475,9 @@ static sg_status scan_page(TIFF *tif, const tiff_job *job, const char *name, uin
         sg_image_info dims = {0};
         SG_TRY(sg_image_check_dims(l.width, l.height, sc->pages, l.channels, l.bits, max_bytes, name, &dims));
     }
-    SG_TRY(check_geometry(tif, job, where, max_bytes, &l));
-    SG_TRY(check_data(tif, job, where, &l));
-    uint64_t ratio = codec_ratio(l.compression);
+    SG_TRY(sg_tiff_check_geometry(tif, job, where, max_bytes, &l));
+    SG_TRY(sg_tiff_check_data(tif, job, where, &l));
+    uint64_t ratio = sg_tiff_codec_ratio(l.compression);
     /* A page's strips may share bytes; it cannot have more of its own
      * than the file. */
     uint64_t coded = l.coded < job->n ? l.coded : job->n;
@@ -519,7 +490,7 @@ static sg_status scan_page(TIFF *tif, const tiff_job *job, const char *name, uin
     }
     sc->unit_max = l.unit_max > sc->unit_max ? l.unit_max : sc->unit_max;
     sc->staged = sc->staged || l.tiled || l.planar == PLANARCONFIG_SEPARATE;
-    sc->buffers = sc->buffers || codec_buffers(l.compression);
+    sc->buffers = sc->buffers || sg_tiff_codec_buffers(l.compression);
     if (page == 0)
         sc->first = l;
     return SEGRT_OK;
@@ -534,19 +505,19 @@ static sg_status scan(TIFF *tif, tiff_job *job, const char *name, uint64_t max_b
     /* Page 0's own checks come first: a single-page file of a kind segrt
      * does not take is told so before anything else. */
     char where[512];
-    page_name(name, 0, where, sizeof where);
+    sg_tiff_page_name(name, 0, where, sizeof where);
     if (job->truncated)
-        return bad(name, job, "truncated");
+        return sg_tiff_bad(name, job, "truncated");
     tiff_layout l;
-    SG_TRY(read_tags(tif, job, where, &l));
-    SG_TRY(check_kind(tif, job, where, &l));
+    SG_TRY(sg_tiff_read_tags(tif, job, where, &l));
+    SG_TRY(sg_tiff_check_kind(tif, job, where, &l, false));
     /* Counting follows only the chain of directory offsets (and refuses a
      * loop); it leaves page 0 current. An error before it did not stop the
      * open and is not the count's. */
     job->failed = false;
     tdir_t pages = TIFFNumberOfDirectories(tif);
     if (job->failed || pages == 0)
-        return bad(name, job, "cannot follow the chain of pages");
+        return sg_tiff_bad(name, job, "cannot follow the chain of pages");
     if (pages > TIFF_MAX_PAGES)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: TIFF of %u pages; segrt reads at most %u", name,
                         (unsigned)pages, TIFF_MAX_PAGES);
@@ -554,7 +525,7 @@ static sg_status scan(TIFF *tif, tiff_job *job, const char *name, uint64_t max_b
     for (uint32_t page = 0; page < sc->pages; page++) {
         if (page > 0 && !TIFFReadDirectory(tif)) {
             char at[512];
-            return bad(page_name(name, page, at, sizeof at), job, "cannot read the page's directory");
+            return sg_tiff_bad(sg_tiff_page_name(name, page, at, sizeof at), job, "cannot read the page's directory");
         }
         SG_TRY(scan_page(tif, job, name, page, max_bytes, sc));
     }
@@ -617,8 +588,12 @@ static sg_status read_tiles(TIFF *tif, const tiff_job *job, const char *where, c
         for (uint32_t x = 0; x < l->width; x += l->tw)
             for (int p = 0; p < planes; p++) {
                 uint32_t tile = TIFFComputeTile(tif, x, y, 0, (uint16_t)p);
+                /* libtiff can report a whole tile while its codec wrote less
+                 * (deflate data that ends early): what it leaves is 0, not
+                 * the last tile's bytes. */
+                memset(buf, 0, (size_t)need);
                 if (TIFFReadEncodedTile(tif, tile, buf, need) != need)
-                    return bad(where, job, "a tile cannot be read");
+                    return sg_tiff_bad(where, job, "a tile cannot be read");
                 uint32_t cols = l->width - x < l->tw ? l->width - x : l->tw;
                 uint32_t rows = l->height - y < l->th ? l->height - y : l->th;
                 place(l, buf, (size_t)l->tw * unit, x, y, cols, rows, separate ? p : -1, dst);
@@ -641,8 +616,11 @@ static sg_status read_strips(TIFF *tif, const tiff_job *job, const char *where, 
             uint32_t y = k * rps, rows = l->height - y < rps ? l->height - y : rps;
             tmsize_t need = (tmsize_t)(rows * row);
             uint8_t *to = separate ? buf : (uint8_t *)dst->pixels + (size_t)y * row;
+            /* As for tiles: what the codec leaves is 0, not uninitialised
+             * memory. */
+            memset(to, 0, (size_t)need);
             if (TIFFReadEncodedStrip(tif, (uint32_t)p * per_plane + k, to, need) != need)
-                return bad(where, job, "a strip cannot be read");
+                return sg_tiff_bad(where, job, "a strip cannot be read");
             if (separate)
                 place(l, buf, row, 0, y, l->width, rows, p, dst);
         }
@@ -657,7 +635,7 @@ static sg_status apply_palette(TIFF *tif, const tiff_job *job, const char *where
 {
     uint16_t *r, *g, *b;
     if (!TIFFGetField(tif, TIFFTAG_COLORMAP, &r, &g, &b))
-        return bad(where, job, "a palette image without a ColorMap");
+        return sg_tiff_bad(where, job, "a palette image without a ColorMap");
     bool wide = false;
     for (int i = 0; i < 256; i++)
         wide = wide || r[i] > 255 || g[i] > 255 || b[i] > 255;
@@ -706,20 +684,20 @@ static sg_status decode_pages(TIFF *tif, const tiff_job *job, const char *name, 
     size_t page_bytes = sg_image_page_bytes(out);
     for (uint32_t page = 0; page < sc->pages && s == SEGRT_OK; page++) {
         char where[512];
-        page_name(name, page, where, sizeof where);
+        sg_tiff_page_name(name, page, where, sizeof where);
         if (page > 0 && !TIFFReadDirectory(tif)) {
-            s = bad(where, job, "cannot read the page's directory");
+            s = sg_tiff_bad(where, job, "cannot read the page's directory");
             break;
         }
         tiff_layout l;
         if (job->truncated)
-            s = bad(where, job, "truncated");
+            s = sg_tiff_bad(where, job, "truncated");
         if (s == SEGRT_OK)
-            s = read_tags(tif, job, where, &l);
+            s = sg_tiff_read_tags(tif, job, where, &l);
         if (s == SEGRT_OK)
-            s = check_kind(tif, job, where, &l);
+            s = sg_tiff_check_kind(tif, job, where, &l, false);
         if (s == SEGRT_OK)
-            s = check_geometry(tif, job, where, SG_IMAGE_MAX_BYTES, &l);
+            s = sg_tiff_check_geometry(tif, job, where, SG_IMAGE_MAX_BYTES, &l);
         if (s == SEGRT_OK && (l.width != f->width || l.height != f->height || l.channels != f->channels ||
                               l.bits != f->bits || l.samples != f->samples || l.palette != f->palette ||
                               l.unit_max > sc->unit_max || ((l.tiled || l.planar == PLANARCONFIG_SEPARATE) && !buf)))
@@ -743,12 +721,12 @@ static sg_status decode_pages(TIFF *tif, const tiff_job *job, const char *name, 
 
 /* Opens the file for one pass, libtiff's single allocations capped at
  * max_alloc: from job's bytes when path is NULL, else by path. */
-static TIFF *open_pass(tiff_job *job, const char *name, const char *path, uint64_t max_alloc)
+TIFF *sg_tiff_open_pass(tiff_job *job, const char *name, const char *path, uint64_t max_alloc)
 {
     job->pos = 0;
     job->msg[0] = '\0';
     job->failed = job->truncated = false;
-    TIFFOpenOptions *opts = open_options(job, max_alloc);
+    TIFFOpenOptions *opts = sg_tiff_open_options(job, max_alloc);
     if (!opts)
         return NULL;
     TIFF *tif = path ? TIFFOpenExt(path, "r", opts)
@@ -764,9 +742,9 @@ static sg_status decode(tiff_job *job, const char *name, const char *path, uint6
     uint64_t dir_cap = 4 * job->n;
     dir_cap = dir_cap < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : dir_cap;
     dir_cap = dir_cap > max_bytes ? max_bytes : dir_cap;
-    TIFF *tif = open_pass(job, name, path, dir_cap);
+    TIFF *tif = sg_tiff_open_pass(job, name, path, dir_cap);
     if (!tif)
-        return bad(name, job, "cannot open");
+        return sg_tiff_bad(name, job, "cannot open");
     tiff_scan sc;
     sg_status s = scan(tif, job, name, max_bytes, info, &sc);
     TIFFClose(tif);
@@ -775,9 +753,9 @@ static sg_status decode(tiff_job *job, const char *name, const char *path, uint6
     /* The decode lets a codec hold a strip or tile of its own (about
      * twice its size, for PixarLog) beside the directories' arrays. */
     uint64_t codec_cap = 2 * sc.unit_max > dir_cap ? 2 * sc.unit_max : dir_cap;
-    tif = open_pass(job, name, path, codec_cap > max_bytes ? max_bytes : codec_cap);
+    tif = sg_tiff_open_pass(job, name, path, codec_cap > max_bytes ? max_bytes : codec_cap);
     if (!tif)
-        return bad(name, job, "cannot open");
+        return sg_tiff_bad(name, job, "cannot open");
     s = decode_pages(tif, job, name, info, &sc, out);
     TIFFClose(tif);
     if (s != SEGRT_OK)
@@ -836,77 +814,166 @@ static sg_status write_tags(TIFF *tif, const sg_image *img, uint32_t rps)
     return ok ? SEGRT_OK : SEGRT_ERROR_IO;
 }
 
-/* libtiff may change a strip's bytes as it encodes it (prediction, byte
- * swapping), so each strip goes through a copy. */
-static sg_status write_strips(TIFF *tif, const sg_image *img, const uint8_t *page, uint32_t rps)
+struct sg_tiff_writer {
+    TIFF *tif;
+    tiff_job job; /* libtiff's first message */
+    const char *path;
+    sg_image shape;  /* pixels unused */
+    uint32_t rps;    /* rows per strip */
+    size_t row;      /* bytes of a row */
+    uint8_t *buf;    /* one strip: libtiff may change a strip's bytes as it encodes it (prediction, byte
+                        swapping), so each strip goes through a copy */
+    uint32_t filled; /* rows of the strip in buf */
+    uint32_t strip;  /* the page's next strip */
+    int32_t page, y; /* the next row's page and row */
+    bool tags;       /* the page's tags are set */
+};
+
+static sg_status writer_fail(sg_tiff_writer *w, sg_status s)
 {
-    size_t row = sg_image_row_bytes(img);
-    uint8_t *buf = sg_malloc((size_t)rps * row);
-    if (!buf)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    sg_status s = SEGRT_OK;
-    for (uint32_t y = 0, k = 0; y < (uint32_t)img->height; y += rps, k++) {
-        uint32_t rows = (uint32_t)img->height - y < rps ? (uint32_t)img->height - y : rps;
-        memcpy(buf, page + (size_t)y * row, (size_t)rows * row);
-        if (TIFFWriteEncodedStrip(tif, k, buf, (tmsize_t)((size_t)rows * row)) < 0) {
-            s = SEGRT_ERROR_IO;
-            break;
-        }
+    if (s == SEGRT_ERROR_OUT_OF_MEMORY)
+        return sg_error_prefix(s, "%s: ", w->path);
+    return sg_error(s, "%s: cannot write TIFF: %s", w->path, w->job.msg[0] ? w->job.msg : "libtiff failed");
+}
+
+void sg_tiff_writer_free(sg_tiff_writer *w)
+{
+    if (!w)
+        return;
+    if (w->tif)
+        TIFFClose(w->tif);
+    free(w->buf);
+    free(w);
+}
+
+sg_status sg_tiff_writer_open(sg_output *o, const sg_image *shape, sg_tiff_writer **out)
+{
+    *out = NULL;
+    const char *path = sg_output_path(o);
+    if (!TIFFIsCODECConfigured(COMPRESSION_ADOBE_DEFLATE))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: this libtiff has no deflate codec", path);
+    sg_tiff_writer *w = sg_calloc(1, sizeof *w);
+    if (!w)
+        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
+    w->path = path;
+    w->shape = *shape;
+    w->shape.pixels = NULL;
+    if (w->shape.depth < 1)
+        w->shape.depth = 1;
+    w->rps = strip_rows(&w->shape);
+    w->row = sg_image_row_bytes(&w->shape);
+    if (!(w->buf = sg_malloc((size_t)w->rps * w->row))) {
+        free(w);
+        return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
     }
-    free(buf);
+    /* libtiff closes the descriptor it is given; the output keeps its own
+     * to fsync and close when it commits. */
+    int fd = dup(sg_output_fd(o));
+    if (fd < 0) {
+        sg_tiff_writer_free(w);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    TIFFOpenOptions *opts = sg_tiff_open_options(&w->job, SG_IMAGE_MAX_BYTES);
+    if (!opts) {
+        close(fd);
+        sg_tiff_writer_free(w);
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libtiff", path);
+    }
+    /* Classic TIFF's offsets are 32-bit; BigTIFF where the file might
+     * pass 4 GiB (few readers lack it now). */
+    bool big = sg_image_bytes(&w->shape) > ((size_t)2 << 30);
+    w->tif = TIFFFdOpenExt(fd, path, big ? "w8" : "w", opts);
+    TIFFOpenOptionsFree(opts);
+    if (!w->tif) {
+        close(fd);
+        sg_status s =
+            sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, w->job.msg[0] ? w->job.msg : "libtiff failed");
+        sg_tiff_writer_free(w);
+        return s;
+    }
+    *out = w;
+    return SEGRT_OK;
+}
+
+/* The strip in buf, then the page's directory when it was the page's
+ * last (TIFFWriteDirectory ends a page; the last is ended by TIFFFlush).
+ * A volume's slices are its pages, one directory each, in order: what
+ * sg_tiff_decode reads back as depth. */
+static sg_status writer_strip(sg_tiff_writer *w)
+{
+    if (TIFFWriteEncodedStrip(w->tif, w->strip, w->buf, (tmsize_t)((size_t)w->filled * w->row)) < 0)
+        return SEGRT_ERROR_IO;
+    w->strip++;
+    w->filled = 0;
+    if (w->y == w->shape.height) {
+        w->page++;
+        w->y = 0;
+        w->strip = 0;
+        w->tags = false;
+        if (w->page < w->shape.depth && !TIFFWriteDirectory(w->tif))
+            return SEGRT_ERROR_IO;
+    }
+    return SEGRT_OK;
+}
+
+sg_status sg_tiff_writer_rows(sg_tiff_writer *w, const uint8_t *rows, uint32_t n)
+{
+    int32_t pages = w->shape.depth;
+    while (n > 0) {
+        if (w->page >= pages)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: more rows than the image has", w->path);
+        sg_status s = SEGRT_OK;
+        if (!w->tags) {
+            s = write_tags(w->tif, &w->shape, w->rps);
+            if (s == SEGRT_OK && pages > 1 &&
+                !(TIFFSetField(w->tif, TIFFTAG_SUBFILETYPE, (uint32_t)FILETYPE_PAGE) &&
+                  TIFFSetField(w->tif, TIFFTAG_PAGENUMBER, (uint16_t)(w->page < 65535 ? w->page : 65535),
+                               (uint16_t)(pages < 65535 ? pages : 65535))))
+                s = SEGRT_ERROR_IO;
+            if (s != SEGRT_OK)
+                return writer_fail(w, s);
+            w->tags = true;
+        }
+        /* The strip's rows: rps, or what is left of the page. */
+        uint32_t left = (uint32_t)w->shape.height - (uint32_t)w->y + w->filled;
+        uint32_t want = (left < w->rps ? left : w->rps) - w->filled;
+        uint32_t take = n < want ? n : want;
+        memcpy(w->buf + (size_t)w->filled * w->row, rows, (size_t)take * w->row);
+        w->filled += take;
+        w->y += (int32_t)take;
+        rows += (size_t)take * w->row;
+        n -= take;
+        if (take == want && (s = writer_strip(w)) != SEGRT_OK)
+            return writer_fail(w, s);
+    }
+    return SEGRT_OK;
+}
+
+sg_status sg_tiff_writer_finish(sg_tiff_writer *w)
+{
+    sg_status s = SEGRT_OK;
+    if (w->page < w->shape.depth)
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: ended at page %d, row %d of %d pages of %d rows", w->path,
+                     w->page, w->y, w->shape.depth, w->shape.height);
+    /* TIFFClose writes the directory but cannot fail; TIFFFlush can. */
+    else if (!TIFFFlush(w->tif))
+        s = writer_fail(w, SEGRT_ERROR_IO);
+    sg_tiff_writer_free(w);
     return s;
 }
 
 sg_status sg_tiff_encode(const sg_image *img, sg_output *o)
 {
-    const char *path = sg_output_path(o);
-    if (!TIFFIsCODECConfigured(COMPRESSION_ADOBE_DEFLATE))
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: this libtiff has no deflate codec", path);
-    /* libtiff closes the descriptor it is given; the output keeps its own
-     * to fsync and close when it commits. */
-    int fd = dup(sg_output_fd(o));
-    if (fd < 0)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
-    tiff_job job = {0};
-    TIFFOpenOptions *opts = open_options(&job, SG_IMAGE_MAX_BYTES);
-    if (!opts) {
-        close(fd);
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory setting up libtiff", path);
-    }
-    /* Classic TIFF's offsets are 32-bit; BigTIFF where the file might
-     * pass 4 GiB (few readers lack it now). */
-    bool big = sg_image_bytes(img) > ((size_t)2 << 30);
-    TIFF *tif = TIFFFdOpenExt(fd, path, big ? "w8" : "w", opts);
-    TIFFOpenOptionsFree(opts);
-    if (!tif) {
-        close(fd);
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, job.msg[0] ? job.msg : "libtiff failed");
-    }
-    /* A volume's slices are its pages, one directory each, in order: what
-     * sg_tiff_decode reads back as depth. */
-    uint32_t rps = strip_rows(img);
-    sg_status s = SEGRT_OK;
+    sg_tiff_writer *w;
+    SG_TRY(sg_tiff_writer_open(o, img, &w));
     int32_t pages = img->depth > 1 ? img->depth : 1;
-    for (int32_t z = 0; z < pages && s == SEGRT_OK; z++) {
-        s = write_tags(tif, img, rps);
-        if (s == SEGRT_OK && pages > 1 &&
-            !(TIFFSetField(tif, TIFFTAG_SUBFILETYPE, (uint32_t)FILETYPE_PAGE) &&
-              TIFFSetField(tif, TIFFTAG_PAGENUMBER, (uint16_t)(z < 65535 ? z : 65535),
-                           (uint16_t)(pages < 65535 ? pages : 65535))))
-            s = SEGRT_ERROR_IO;
-        if (s == SEGRT_OK)
-            s = write_strips(tif, img, (const uint8_t *)img->pixels + (size_t)z * sg_image_page_bytes(img), rps);
-        /* TIFFWriteDirectory ends a page; the last is ended by TIFFFlush. */
-        if (s == SEGRT_OK && z + 1 < pages && !TIFFWriteDirectory(tif))
-            s = SEGRT_ERROR_IO;
+    sg_status s = SEGRT_OK;
+    for (int32_t z = 0; z < pages && s == SEGRT_OK; z++)
+        s = sg_tiff_writer_rows(w, (const uint8_t *)img->pixels + (size_t)z * sg_image_page_bytes(img),
+                                (uint32_t)img->height);
+    if (s != SEGRT_OK) {
+        sg_tiff_writer_free(w);
+        return s;
     }
-    /* TIFFClose writes the directory but cannot fail; TIFFFlush can. */
-    if (s == SEGRT_OK && !TIFFFlush(tif))
-        s = SEGRT_ERROR_IO;
-    TIFFClose(tif);
-    if (s == SEGRT_ERROR_OUT_OF_MEMORY)
-        return sg_error_prefix(s, "%s: ", path);
-    if (s != SEGRT_OK)
-        return sg_error(s, "%s: cannot write TIFF: %s", path, job.msg[0] ? job.msg : "libtiff failed");
-    return SEGRT_OK;
+    return sg_tiff_writer_finish(w);
 }

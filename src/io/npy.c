@@ -265,7 +265,7 @@ sg_status sg_npy_probe(const char *path, sg_tensor *out)
     return SEGRT_OK;
 }
 
-sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t)
+sg_status sg_npy_write_header_to(sg_output *o, const sg_tensor *t)
 {
     const char *path = sg_output_path(o);
     const char *descr = descr_of(t->dtype);
@@ -296,11 +296,18 @@ sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t)
     uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xff), (uint8_t)(hlen >> 8)};
 
     FILE *f = sg_output_stream(o);
-    size_t bytes = sg_tensor_bytes(t);
-    bool ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen &&
-              (bytes == 0 || fwrite(t->data, 1, bytes, f) == bytes);
-    if (!ok)
+    if (!(f && fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen))
         return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", path, strerror(errno));
+    return SEGRT_OK;
+}
+
+sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t)
+{
+    SG_TRY(sg_npy_write_header_to(o, t));
+    FILE *f = sg_output_stream(o);
+    size_t bytes = sg_tensor_bytes(t);
+    if (bytes > 0 && fwrite(t->data, 1, bytes, f) != bytes)
+        return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", sg_output_path(o), strerror(errno));
     return SEGRT_OK;
 }
 

@@ -34,6 +34,11 @@ sg_status sg_npy_parse_start(const void *bytes, size_t have, uint64_t size, cons
  * or discards. Errors name o's destination. */
 sg_status sg_npy_write_to(sg_output *o, const sg_tensor *t);
 
+/* Writes only the preamble and header sg_npy_write_to writes for t's
+ * dtype and dims (t->data unused): the data is to follow, t's bytes in C
+ * order (a sink writes them by parts). */
+sg_status sg_npy_write_header_to(sg_output *o, const sg_tensor *t);
+
 /* Writes t to path whole or not at all (an output opened, written and
  * committed). */
 sg_status sg_npy_write(const char *path, const sg_tensor *t);

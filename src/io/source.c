@@ -2,13 +2,44 @@
  * every read_region shares, and the whole-level convenience. */
 #include "io/source.h"
 
+#include "core/file.h"
 #include "core/mem.h"
 #include "io/image.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* The opener the file's first bytes call for. */
+static sg_status open_by_head(sg_source *s)
+{
+    int fd;
+    SG_TRY(sg_open_input(s->path, &fd));
+    uint8_t head[8];
+    ssize_t n = read(fd, head, sizeof head);
+    int err = errno;
+    close(fd);
+    if (n < 0)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+    switch (sg_image_format_of_bytes(head, (size_t)n)) {
+    case SG_IMAGE_TIFF:
+        return sg_source_open_tiff(s);
+    case SG_IMAGE_PNG:
+    case SG_IMAGE_JPEG:
+        return sg_source_open_image(s);
+    case SG_IMAGE_UNKNOWN:
+        break;
+    }
+    return sg_source_open_npy(s);
+}
 
 sg_status sg_source_open(const char *path, sg_source **out)
+{
+    return sg_source_open_max(path, UINT64_MAX, out);
+}
+
+sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **out)
 {
     *out = NULL;
     sg_source *s = sg_calloc(1, sizeof *s);
@@ -16,7 +47,10 @@ sg_status sg_source_open(const char *path, sg_source **out)
         free(s);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory opening the file", path);
     }
-    sg_status st = sg_image_is_image_file(path) ? sg_source_open_image(s) : sg_source_open_npy(s);
+    s->max_bytes = max_bytes;
+    sg_status st = open_by_head(s);
+    if (st == SEGRT_OK && s->max_all_bytes > max_bytes)
+        s->max_all_bytes = max_bytes;
     if (st != SEGRT_OK) {
         sg_source_close(s);
         return st;
@@ -57,7 +91,17 @@ sg_status sg_source_read_all(sg_source *s, int32_t level, sg_tensor *out)
         out->dims[out->rank++] = box.size[0];
     out->dims[out->rank++] = box.size[1];
     out->dims[out->rank++] = box.size[2];
-    /* The dims were checked against the format's cap at open. */
+    /* Each dim is below 2^48 and the bytes of a level were checked at
+     * open against the format's own cap, so this does not wrap. */
+    size_t bytes = sg_tensor_bytes(out);
+    if ((uint64_t)bytes > s->max_all_bytes) {
+        char dims[256];
+        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                        "%s: level %d (%s of %s) is %zu bytes, more than the %llu a whole read takes; read it by "
+                        "regions",
+                        s->path, (int)level, sg_dims_format(out->dims, out->rank, dims, sizeof dims),
+                        segrt_dtype_name(out->dtype), bytes, (unsigned long long)s->max_all_bytes);
+    }
     if (!(out->data = sg_malloc(sg_tensor_bytes(out))))
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", s->path, sg_tensor_bytes(out));
     sg_status st = s->ops->read_region(s, level, &box, out->data);

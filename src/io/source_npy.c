@@ -61,6 +61,7 @@ sg_status sg_source_open_npy(sg_source *s)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory opening the file", s->path);
     s->ops = &npy_ops;
     s->state = st;
+    s->max_all_bytes = NPY_SOURCE_MAX_BYTES;
     SG_TRY(sg_map_file(s->path, NPY_SOURCE_MAX_BYTES + 65536 + 12, "the NPY limit", &st->map));
     sg_tensor t;
     SG_TRY(sg_npy_parse_start(st->map.data, st->map.size, st->map.size, s->path, &t, &st->data_at));

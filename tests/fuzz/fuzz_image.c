@@ -7,10 +7,18 @@
  * answers must agree with the read: a probe that passes a file the read
  * then refuses before decoding, or that disagrees about the dims, would
  * mislead a job's memory estimate. A disagreement aborts (a crash to
- * libFuzzer, with the input kept). */
-#include "io/image.h"
-#include "pipeline/overlay.h"
+ * libFuzzer, with the input kept).
+ *
+ * Each input is then opened as a region source (io/source.h, through the
+ * file, under the same cap) and a few boxes of every level are read:
+ * corners, the middle, a slab over pages, and the whole level where it is
+ * small, then the same slabs again from the top (a PNG or JPEG source
+ * restarts its decoder). Where the whole read passed, the source must
+ * open and its boxes must be the image's pixels. */
 #include "fuzz_file.h"
+#include "io/image.h"
+#include "io/source.h"
+#include "pipeline/overlay.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +56,73 @@ static void disagree(const char *what, sg_status a, sg_status b, const char *msg
     abort();
 }
 
+/* Reads box of level into buf (capped); where img is the whole read,
+ * compares. */
+static void read_box(sg_source *s, int32_t level, sg_box b, const sg_image *img)
+{
+    const sg_source_info *in = &s->info;
+    for (int a = 0; a < 3; a++) {
+        int64_t d = in->dims[level][a];
+        b.start[a] = b.start[a] < 0 ? 0 : b.start[a] >= d ? d - 1 : b.start[a];
+        b.size[a] = b.size[a] < 1 ? 1 : b.size[a] > d - b.start[a] ? d - b.start[a] : b.size[a];
+    }
+    size_t es = segrt_dtype_size(in->dtype);
+    uint64_t n = (uint64_t)in->channels * (uint64_t)b.size[0] * (uint64_t)b.size[1] * (uint64_t)b.size[2] * es;
+    if (n > FUZZ_MAX_BYTES)
+        return;
+    uint8_t *buf = malloc((size_t)n);
+    if (!buf)
+        return;
+    sg_status st = sg_source_read_region(s, level, &b, buf);
+    if (st == SEGRT_OK && img && level == 0) {
+        const uint8_t *o = buf;
+        size_t C = (size_t)img->channels;
+        for (size_t c = 0; c < C; c++)
+            for (int64_t z = 0; z < b.size[0]; z++)
+                for (int64_t y = 0; y < b.size[1]; y++)
+                    for (int64_t x = 0; x < b.size[2]; x++, o += es) {
+                        const uint8_t *want = (const uint8_t *)img->pixels +
+                                              (size_t)(b.start[0] + z) * sg_image_page_bytes(img) +
+                                              (size_t)(b.start[1] + y) * sg_image_row_bytes(img) +
+                                              ((size_t)(b.start[2] + x) * C + c) * es;
+                        if (memcmp(o, want, es) != 0)
+                            disagree("a source's box and the whole read", st, st, "");
+                    }
+    } else if (st != SEGRT_OK && img) {
+        /* The file read whole; its boxes read too. */
+        disagree("a source's box and the whole read that passed", SEGRT_OK, st, sg_last_error());
+    }
+    free(buf);
+}
+
+static void read_source(const uint8_t *data, size_t size, const sg_image *img)
+{
+    sg_source *s;
+    sg_status st = sg_source_open_max(fuzz_as_file(data, size), FUZZ_MAX_BYTES, &s);
+    if (st != SEGRT_OK) {
+        if (img)
+            disagree("a source and the whole read that passed", SEGRT_OK, st, sg_last_error());
+        return;
+    }
+    const sg_source_info *in = &s->info;
+    if (img && (in->dims[0][0] != img->depth || in->dims[0][1] != img->height || in->dims[0][2] != img->width ||
+                in->channels != img->channels))
+        disagree("a source's dims and the whole read's", SEGRT_OK, SEGRT_OK, "");
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t level = 0; level < in->n_levels; level++) {
+            const int64_t *d = in->dims[level];
+            const sg_image *whole = level == 0 ? img : NULL;
+            read_box(s, level, (sg_box){{0, 0, 0}, {1, 3, 5}}, whole);
+            read_box(s, level, (sg_box){{0, d[1] / 3, d[2] / 4}, {d[0], d[1] / 2 + 1, d[2] / 2 + 1}}, whole);
+            read_box(s, level, (sg_box){{d[0] - 1, d[1] - 2, d[2] - 7}, {1, 2, 7}}, whole);
+            read_box(s, level, (sg_box){{0, 0, 0}, {d[0], d[1], d[2]}}, whole);
+        }
+    sg_tensor all;
+    if (sg_source_read_all(s, 0, &all) == SEGRT_OK)
+        free(all.data);
+    sg_source_close(s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sg_image img;
@@ -63,7 +138,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             info.channels != img.channels || info.bits != img.bits || info.pixel_bytes != sg_image_bytes(&img))
             disagree("the probe's dims and the read's", read, probe, "");
         convert(&img);
-        sg_image_free(&img);
     } else if (probe != SEGRT_OK && (probe != read || strcmp(msg, sg_last_error()) != 0)) {
         disagree("the read's refusal and the probe's", read, probe, msg);
     }
@@ -78,5 +152,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m != f || (m == SEGRT_OK && memcmp(&mem, &file, sizeof mem) != 0))
             disagree("probes from memory and from a file", m, f, f == SEGRT_OK ? msg : sg_last_error());
     }
+    if (size > 0)
+        read_source(data, size, read == SEGRT_OK ? &img : NULL);
+    if (read == SEGRT_OK)
+        sg_image_free(&img);
     return 0;
 }

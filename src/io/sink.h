@@ -1,0 +1,64 @@
+/* Images as region sinks: a writer opens a destination with the image's
+ * description, accepts its regions in order, and commits the file whole
+ * or discards it, so that a job can write a result larger than memory
+ * slab by slab.
+ *
+ * Contract of every sink:
+ * - sg_sink_open takes the format from path's extension (.npy, .png,
+ *   .tif/.tiff; sg_image_format_of_name), the image's dims, channels and
+ *   dtype, and opens an output of core/file.h (a temporary file beside the
+ *   destination, exclusive; nothing is at the destination until commit).
+ * - sg_sink_write takes one region in the layout sources give (planar:
+ *   channel, then depth, height, width, in the sink's dtype). Regions come
+ *   in order: full-width rows of one page starting where the last region
+ *   ended, or whole pages starting at the next page. Anything else is
+ *   INVALID_ARGUMENT naming the file (and the sink can still be
+ *   discarded).
+ * - sg_sink_commit fails (INVALID_ARGUMENT) when rows are missing; it
+ *   flushes, fsyncs and renames the file over the destination
+ *   (sg_output_commit). Commit and discard free the sink.
+ *
+ * The formats:
+ * - NPY: any dtype NPY holds, as the array 1 x C x H x W (1 x C x D x H x
+ *   W in 3-D), the bytes sg_npy_write writes for that tensor; channels
+ *   after the first are placed by seeking, so any channel count streams.
+ * - PNG: 2-D, 1 to 4 channels (grey, grey+alpha, RGB, RGBA), uint8 or
+ *   uint16, written row by row: the bytes sg_image_write writes.
+ * - TIFF: 2-D or 3-D (pages), the same channels and dtypes, strip by strip
+ *   (deflate, horizontal prediction, BigTIFF past 2 GiB of pixels): the
+ *   bytes sg_image_write writes.
+ * Memory: one strip (TIFF) or row (PNG, NPY) beside the caller's
+ * regions. */
+#ifndef SG_IO_SINK_H
+#define SG_IO_SINK_H
+
+#include "core/tensor.h"
+#include "io/source.h"
+
+#include <stdint.h>
+
+typedef struct sg_sink_desc {
+    sg_dtype dtype;
+    int32_t n_dims;   /* spatial dims: 2 or 3 */
+    int32_t channels; /* >= 1 (1 to 4 for PNG and TIFF) */
+    int64_t dims[3];  /* depth (1 in 2-D), height, width */
+} sg_sink_desc;
+
+typedef struct sg_sink sg_sink;
+
+/* Opens a sink for path (contract above). INVALID_ARGUMENT for an
+ * extension segrt does not write or a description the format cannot hold
+ * (UNSUPPORTED for .jpg, a volume to .png, a dtype PNG or TIFF lacks),
+ * IO when the output cannot be created; every message names path. */
+sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out);
+
+/* Writes the next region, box at level 0 (contract above). */
+sg_status sg_sink_write(sg_sink *s, const sg_box *box, const void *src);
+
+/* Ends the file and commits it; frees s. */
+sg_status sg_sink_commit(sg_sink *s);
+
+/* Removes the temporary file and frees s. NULL is fine. */
+void sg_sink_discard(sg_sink *s);
+
+#endif
