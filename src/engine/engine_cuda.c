@@ -171,6 +171,7 @@ sg_status sg_cuda_engine_new(const sg_graph *g, const segrt_build_options *opts,
     ce->copts.workspace_limit = opts->workspace ? opts->workspace : SG_DEFAULT_WORKSPACE;
     ce->copts.fp32_ops = ce->opts.fp32_ops;
     ce->copts.autotune = opts->autotune < 0 ? SG_DEFAULT_AUTOTUNE : opts->autotune;
+    ce->copts.disabled_kernels = opts->disabled_kernels; /* issue 37: the kernel switches */
     if (s == SEGRT_OK)
         s = sg_cuda_weights_new(opts->device_index, &ce->weights);
     int32_t rank[SG_MAX_IO_ENGINE];

@@ -198,6 +198,11 @@ static void options_text(wbuf *w, const segrt_build_options *o)
                      segrt_precision_name(o->precision), o->allow_cpu_fallback ? 1 : 0, ws,
                      o->fp32_ops ? o->fp32_ops : "", o->autotune < 0 ? SG_DEFAULT_AUTOTUNE : o->autotune);
     put(w, line, (size_t)n);
+    /* Issue 37: the kernels the build was told not to use (one line, the switches' names). */
+    char off[512];
+    sg_disabled_kernels_text(o->disabled_kernels, off, sizeof off);
+    n = snprintf(line, sizeof line, "disabled_kernels=%s\n", off);
+    put(w, line, (size_t)n);
     for (int32_t i = 0; i < o->n_shapes; i++) {
         const sg_shape_binding *b = &o->shapes[i];
         n = snprintf(line, sizeof line, "shape=%s=", b->name);
@@ -398,6 +403,9 @@ static sg_status options_from_header(const char *text, int32_t device, segrt_bui
     header_get(text, "fp32_ops", buf, sizeof buf);
     if (s == SEGRT_OK)
         s = segrt_build_options_set_fp32_ops(o, buf);
+    header_get(text, "disabled_kernels", buf, sizeof buf); /* issue 37 */
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_disabled_kernels(o, buf);
     /* shape=NAME=min:opt:maxx... lines */
     for (const char *l = text; s == SEGRT_OK && *l;) {
         const char *e = strchr(l, '\n');

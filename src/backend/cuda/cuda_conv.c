@@ -481,11 +481,11 @@ static bool conv_restride(sg_cuda_plan *p, cuda_step *s, int32_t t, const cuda_t
  * kernel every time (basicunet2d's context creation took 1.6-1.9 s at
  * batch 16 on an H100, most of a plan load's time to its first result).
  * Kept in the plan file beside the choice; a plan file's is taken as it
- * is. SEGRT_CUDNN_PLAN_JSON=0 turns this off. */
+ * is. Disabling cudnn-plan-json turns this off. */
 static sg_status conv_build_done(sg_cuda_plan *p, cuda_step *s)
 {
     conv_params *cp = s->params;
-    if (cuda_env_off("SEGRT_CUDNN_PLAN_JSON"))
+    if (cuda_off(p, SG_KERNEL_CUDNN_PLAN_JSON))
         return SEGRT_OK;
     char tag[32];
     snprintf(tag, sizeof tag, "%s-json", cp->tag);
@@ -848,15 +848,13 @@ static sg_status input_as(sg_cuda_plan *p, const sg_node *n, int32_t v, sg_dtype
  * work. With the input copied into 8 channels, the rest zero (a kernel
  * that also does the dtype and layout conversion the input needed anyway),
  * and the weights padded with zeros, the tensor-core kernels take it and
- * the sums are the same. SEGRT_CUDA_PAD_CHANNELS=0 turns it off (A/B). */
+ * the sums are the same. Disabling pad-channels turns it off (A/B). */
 #define PAD_CHANNELS 8
-
-static bool pad_disabled(void) { return cuda_env_off("SEGRT_CUDA_PAD_CHANNELS"); }
 
 /* The channels node n's input is padded to, or 0 for none. */
 static int64_t padded_channels(const sg_cuda_plan *p, const sg_node *n, bool dgrad, sg_dtype io)
 {
-    if (dgrad || pad_disabled() || (io != SEGRT_DTYPE_FLOAT16 && io != SEGRT_DTYPE_BFLOAT16) ||
+    if (dgrad || cuda_off(p, SG_KERNEL_PAD_CHANNELS) || (io != SEGRT_DTYPE_FLOAT16 && io != SEGRT_DTYPE_BFLOAT16) ||
         sg_attr_int(n, "group", 1) != 1)
         return 0;
     const sg_value *wv = &p->g->values[n->inputs[1]];
@@ -1053,7 +1051,7 @@ static sg_status build(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     st->ctx_init = conv_ctx_init;
     st->ctx_free = conv_ctx_free;
     st->build_done = conv_build_done;
-    if (!cuda_env_off("SEGRT_CUDA_CONCAT_SLICES"))
+    if (!cuda_off(p, SG_KERNEL_CONCAT_SLICES))
         st->restride = conv_restride;
 
     if (need_epi) {

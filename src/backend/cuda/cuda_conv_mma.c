@@ -18,11 +18,11 @@
  * A layer that writes its norm's statistics can also do the 2x2 max pool
  * that reads the norm's result (mma_pool_of), or compute the 2x2
  * upsampling whose result is the second half of its input (mma_up_fold).
- * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons);
- * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper;
- * SEGRT_CUDA_WGMMA_SHARED=0 gives each of its warpgroups a block and a
- * copy of the weights of its own, SEGRT_CUDA_MMA_SMALL_INPUT=0 pads an
- * image of up to 8 channels to a 16-bit copy for it (for comparisons). */
+ * For comparisons (disabled kernels, backend/kernel_switches.h):
+ * mma-conv sends these layers to cuDNN; wgmma keeps 2-D layers on the
+ * mma.sync kernel on Hopper; wgmma-shared gives each of its warpgroups a
+ * block and a copy of the weights of its own; mma-small-input pads an
+ * image of up to 8 channels to a 16-bit copy for it. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_mma.h"
 #include "backend/cuda/k_conv_upsample.h"
@@ -111,11 +111,11 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
  * fused between them: the kernel then also writes the norm's per-tile
  * statistics from its accumulators, and the norm skips its pass over the
  * tensor (BasicUNet's at 512^2, batch 16: 0.14 ms each, reading 268 MB at
- * 1.7 TB/s, for 0.07 ms more in the layer). SEGRT_CUDA_CONV_STATS=0 turns
+ * 1.7 TB/s, for 0.07 ms more in the layer). Disabling conv-stats turns
  * this off. */
 static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
 {
-    if (e->act_node >= 0 || e->res_node >= 0 || cuda_env_off("SEGRT_CUDA_CONV_STATS"))
+    if (e->act_node >= 0 || e->res_node >= 0 || cuda_off(p, SG_KERNEL_CONV_STATS))
         return false;
     int32_t r = cuda_single_reader(p, e->out_value);
     if (r < 0)
@@ -160,14 +160,14 @@ static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_vi
  * tensor is then not run: cuda_build_pool.c defers the norm to the pool's
  * readers, over the layer's pooled tensor of yg's dtype. (Should the norm
  * not be deferred after all, the pool reads its result as before, and the
- * pooled tensor goes unread.) SEGRT_CUDA_CONV_POOL=0 turns this off. */
+ * pooled tensor goes unread.) Disabling conv-pool turns this off. */
 static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e, const sgk_view *yg,
                            uint32_t *min_bits)
 {
     const int64_t K = yg->dims[1];
     *min_bits = 0;
     int32_t r = cuda_single_reader(p, e->out_value);
-    if (r < 0 || K > 32 || cuda_env_off("SEGRT_CUDA_CONV_POOL"))
+    if (r < 0 || K > 32 || cuda_off(p, SG_KERNEL_CONV_POOL))
         return -1;
     const sg_graph *g = p->g;
     const sg_node *norm = &g->nodes[r];
@@ -243,15 +243,15 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
 {
     *pad_to = 0;
     cuda_math math = cuda_node_math(p, n);
-    if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_env_off("SEGRT_CUDA_MMA_CONV") ||
+    if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_off(p, SG_KERNEL_MMA_CONV) ||
         !mma_geometry(p, n, kp) || (dn && dn->c_at != 0))
         return false;
     *io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
     /* Hopper's warpgroup products where the kernel's sm_90a code runs:
      * compute capability 9.0 exactly. */
-    kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_env_off("SEGRT_CUDA_WGMMA");
-    kp->wg_groups = cuda_env_off("SEGRT_CUDA_WGMMA_SHARED") ? 1 : 0;
-    kp->issue_late = !cuda_env_off("SEGRT_CUDA_WGMMA_ISSUE_LATE");
+    kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_off(p, SG_KERNEL_WGMMA);
+    kp->wg_groups = cuda_off(p, SG_KERNEL_WGMMA_SHARED) ? 1 : 0;
+    kp->issue_late = !cuda_off(p, SG_KERNEL_WGMMA_ISSUE_LATE);
     if (dn) {
         kp->prologue = true;
         kp->pro_act = dn->act;
@@ -267,7 +267,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
     if (!cuda_output_geometry(p, n->outputs[0], ep->out_dtype, CUDA_LAYOUT_CHANNELS_LAST, &yg))
         return false;
     const int32_t C = kp->C;
-    if (C <= 8 && !dn && kp->wgmma && kp->n_spatial == 2 && !cuda_env_off("SEGRT_CUDA_MMA_SMALL_INPUT")) {
+    if (C <= 8 && !dn && kp->wgmma && kp->n_spatial == 2 && !cuda_off(p, SG_KERNEL_MMA_SMALL_INPUT)) {
         /* The image as it is, each value converted as the kernel reads it
          * (staged results only: else the padded copy below). */
         kp->small_input = true;
@@ -280,7 +280,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
         kp->C = C;
     }
     sgk_view xg = *x;
-    if (C < 16 && !dn && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
+    if (C < 16 && !dn && !cuda_off(p, SG_KERNEL_PAD_CHANNELS)) {
         sgk_view padded = xg;
         padded.dtype = *io;
         padded.dims[1] = 16;
@@ -313,13 +313,13 @@ typedef struct mma_fold {
  * conv" step (kernel 2x2) that the Concat alone reads. The step is then
  * not run: BasicUNet's last upsampling wrote 268 MB that the layer read
  * back (batch 16, 0.2 ms on an H100). Sets kp's up fields if so.
- * SEGRT_CUDA_UP_FOLD=0 turns this off. */
+ * Disabling up-fold turns this off. */
 static bool mma_up_fold(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_conv_mma_params *kp,
                         const sgk_view *yg, const sgk_view *xg, mma_fold *f)
 {
     const sg_graph *g = p->g;
     if (!kp->wgmma || !kp->prologue || !kp->stats || kp->pro_c <= 0 || kp->n_spatial != 2 ||
-        cuda_env_off("SEGRT_CUDA_UP_FOLD"))
+        cuda_off(p, SG_KERNEL_UP_FOLD))
         return false;
     int32_t v = n->inputs[0], ci = g->values[v].producer;
     if (ci < 0 || cuda_single_reader(p, v) != cuda_node_index(p, n))

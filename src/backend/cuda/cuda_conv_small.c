@@ -13,8 +13,8 @@
  * cuda_conv.c asks here first; a node this file does not take (more output
  * channels, groups, weights computed at run time, an output_shape or SAME
  * padding on a ConvTranspose, weights too large for shared memory) leaves
- * the plan untouched and goes to cuDNN. SEGRT_CUDA_SMALL_CONV=0 in the
- * environment sends every node to cuDNN (for comparisons).
+ * the plan untouched and goes to cuDNN. Disabling small-conv (a
+ * build option) sends every node to cuDNN (for comparisons).
  *
  * A forward layer that alone reads an InstanceNorm's or GroupNorm's
  * result may be given that normalisation (cuda_deferred_norm): it reads
@@ -54,8 +54,6 @@ static sg_status small_run(const cuda_step *s, cuda_run *r)
     const float *ab = sp->kp.prologue ? r->ptr[s->args[yi - 1]] : NULL;
     return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL, ab);
 }
-
-static bool small_disabled(void) { return cuda_env_off("SEGRT_CUDA_SMALL_CONV"); }
 
 static bool small_dtype(sg_dtype t)
 {
@@ -146,7 +144,7 @@ static bool small_plan(const sg_cuda_plan *p, const sg_node *n, bool transposed,
                        const cuda_deferred_norm *dn, sgk_conv_small_params *kp, cuda_kernel_epilogue *ep,
                        cuda_layout *out_layout, sgk_view *xg, sgk_view *yg)
 {
-    if (small_disabled() ||
+    if (cuda_off(p, SG_KERNEL_SMALL_CONV) ||
         !small_geometry(p, n, transposed, few_inputs ? SGK_CONV_SMALL_MAX_K_FEW_C : SMALL_MAX_K, kp) ||
         (few_inputs && (transposed || kp->C > SGK_CONV_SMALL_FEW_C)) || xt < 0)
         return false;
@@ -205,8 +203,8 @@ static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed,
     int32_t res_node = ep.res_node, zt = ep.z_tensor;
     sg_dtype out_dt = ep.out_dtype;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
-    kp.no_tiled = cuda_env_off("SEGRT_CUDA_TILED_CONV");
-    kp.no_up = cuda_env_off("SEGRT_CUDA_UP_CONV");
+    kp.no_tiled = cuda_off(p, SG_KERNEL_TILED_CONV);
+    kp.no_up = cuda_off(p, SG_KERNEL_UP_CONV);
 
     int64_t wnumel = (int64_t)kp.K * kp.C;
     double positions = 1.0;

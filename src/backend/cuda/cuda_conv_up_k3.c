@@ -14,7 +14,7 @@
  * auto_pad, groups, weights computed at run time, float32 math, an input
  * that is not channels-last with a multiple of 8 channels, more than 64
  * input channels) goes on to the other kernels and cuDNN.
- * SEGRT_CUDA_UP_K3=0 in the environment turns this path off (for
+ * Disabling up-k3 (a build option) turns this path off (for
  * comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_up_k3.h"
@@ -107,7 +107,7 @@ sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken)
 {
     *taken = false;
     sgk_conv_up_k3_params kp;
-    if (cuda_env_off("SEGRT_CUDA_UP_K3") || cuda_node_math(p, n) == CUDA_MATH_FP32 || !up_k3_geometry(p, n, &kp))
+    if (cuda_off(p, SG_KERNEL_UP_K3) || cuda_node_math(p, n) == CUDA_MATH_FP32 || !up_k3_geometry(p, n, &kp))
         return SEGRT_OK;
     int32_t xt = cuda_value(p, n->inputs[0]);
     if (xt < 0)

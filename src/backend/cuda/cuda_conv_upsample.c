@@ -13,8 +13,8 @@
  * output_shape, groups, weights computed at run time, or more than the 64
  * input channels sgk_conv_up_fits takes: the tensor-core path keeps a
  * warp's inputs in registers, and past that cuDNN's kernels hold their
- * own) goes to cuDNN. SEGRT_CUDA_UPSAMPLE_CONV=0 in the environment
- * sends every node to cuDNN (for comparisons). */
+ * own) goes to cuDNN. Disabling upsample-conv (a build
+ * option) sends every node to cuDNN (for comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_upsample.h"
 
@@ -128,7 +128,7 @@ static sg_status upsample_weights(sg_cuda_plan *p, const sg_node *n, const sgk_c
 static bool upsample_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const cuda_deferred_norm *dn,
                           sgk_conv_up_params *kp, cuda_kernel_epilogue *ep, sgk_view *xg, sgk_view *yg)
 {
-    if (cuda_env_off("SEGRT_CUDA_UPSAMPLE_CONV") || xt < 0 || !upsample_geometry(p, n, kp) ||
+    if (cuda_off(p, SG_KERNEL_UPSAMPLE_CONV) || xt < 0 || !upsample_geometry(p, n, kp) ||
         (dn && !cuda_deferred_norm_whole(p, dn)))
         return false;
     if (dn) {

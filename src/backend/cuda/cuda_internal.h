@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/kernel_switches.h"
 #include "core/strmap.h"
 
 /* cublasLt.h declares a function without a prototype, which our
@@ -390,10 +391,14 @@ bool cuda_output_geometry(const sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_la
  * be captured into a CUDA graph, where it should not ask). */
 sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out);
 
-/* Whether environment variable `name` is "0": the A/B switches that turn
- * one of segrt's kernels off, read when a plan is built (so a plan, and
- * the CUDA graph replaying it, keeps one choice). */
-bool cuda_env_off(const char *name);
+/* Whether the build options turned kernel or fusion k off
+ * (segrt_build_options_set_disabled_kernels; backend/kernel_switches.h
+ * says what each does). Part of the plan key, so a plan, and the CUDA
+ * graph replaying it, keeps one choice. */
+static inline bool cuda_off(const sg_cuda_plan *p, sg_kernel_switch k)
+{
+    return (p->opts.disabled_kernels & SG_KERNEL_BIT(k)) != 0;
+}
 
 /* The Add that alone reads v, adding a tensor of v's shape and dtype
  * computed earlier (a residual connection) that a convolution's epilogue

@@ -323,12 +323,6 @@ sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out)
     return SEGRT_OK;
 }
 
-bool cuda_env_off(const char *name)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, "0") == 0;
-}
-
 int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
 {
     int32_t r = cuda_single_reader(p, v);
