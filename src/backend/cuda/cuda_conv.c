@@ -585,6 +585,14 @@ static sg_status cudnn_fits(const sg_node *n, const char *role, const char *name
                          role, name, sg_dims_format(dims, rank, b, sizeof b));
 }
 
+/* The status of reading again an attribute cuda_conv_descs_read found
+ * malformed, for its message; the same reading cannot succeed twice. */
+static sg_status reread_failure(const sg_node *n, sg_status s)
+{
+    return s != SEGRT_OK ? s
+                         : sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "the attributes read differently a second time");
+}
+
 /* Reads the node into a spec: dims, geometry, epilogue. UNSUPPORTED (with
  * a message) for what cuDNN is not asked to do. */
 static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dgrad, cudnnDataType_t io,
@@ -618,17 +626,26 @@ static sg_status conv_spec_read(const sg_cuda_plan *p, const sg_node *n, bool dg
     SG_TRY(cudnn_fits(n, "weight", wv->name, wd, rank));
     SG_TRY(cudnn_fits(n, "output", yv->name, yd, rank));
     int32_t nsp = rank - 2;
-    sg_conv_attrs a;
-    SG_TRY(sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a));
-    int64_t group = sg_attr_int(n, "group", 1);
+    /* The attributes as cuda_conv_descs_read parsed them; a malformed node
+     * is read again only for the message saying why. */
+    const cuda_conv_desc *desc = cuda_conv_desc_of(p, n);
+    if (!desc->attrs_ok) {
+        sg_conv_attrs again;
+        return reread_failure(n, sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &again));
+    }
+    const sg_conv_attrs a = desc->a;
+    int64_t group = desc->group;
     if (group < 1)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "group is %lld", (long long)group);
     int64_t opad[SEGRT_MAX_RANK] = {0};
     int32_t n_os = 0;
     const int64_t *os = NULL;
     if (dgrad) {
-        SG_TRY(sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL));
-        os = sg_attr_ints(n, "output_shape", &n_os);
+        if (!desc->opad_ok)
+            return reread_failure(n, sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL));
+        memcpy(opad, desc->opad, sizeof opad);
+        os = desc->output_shape;
+        n_os = desc->n_output_shape;
         if (os && n_os < nsp)
             return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "output_shape has %d values for %d spatial dims",
                                  n_os, nsp);
@@ -855,7 +872,7 @@ static sg_status input_as(sg_cuda_plan *p, const sg_node *n, int32_t v, sg_dtype
 static int64_t padded_channels(const sg_cuda_plan *p, const sg_node *n, bool dgrad, sg_dtype io)
 {
     if (dgrad || cuda_off(p, SG_KERNEL_PAD_CHANNELS) || (io != SEGRT_DTYPE_FLOAT16 && io != SEGRT_DTYPE_BFLOAT16) ||
-        sg_attr_int(n, "group", 1) != 1)
+        cuda_conv_desc_of(p, n)->group != 1)
         return 0;
     const sg_value *wv = &p->g->values[n->inputs[1]];
     int32_t xt = cuda_value(p, n->inputs[0]);

@@ -74,13 +74,12 @@ static sg_status mma_run(const cuda_step *s, cuda_run *r)
  * the input's size (padding 1 on every side), constant weights. */
 static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_params *kp)
 {
-    const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    int32_t rank = cuda_conv_node_dims(p, n, 4, 5, xd, wd, yd), nsp = rank - 2;
-    if (!rank || sg_attr_int(n, "group", 1) != 1)
+    const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
+    const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
+    int32_t rank = cuda_conv_desc_rank(d, 4, 5), nsp = rank - 2;
+    if (!rank || d->group != 1)
         return false;
-    const sg_value *wv = &g->values[n->inputs[1]];
     int64_t K = wd[0], C = wd[1], wnumel = K * C;
     if (K < 1 || K > MMA_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
@@ -89,15 +88,10 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
             return false;
         wnumel *= 3;
     }
-    if (!cuda_conv_consts_float(p, n, wnumel, K))
+    if (!cuda_conv_consts_float(p, n, wnumel, K) || !d->attrs_ok)
         return false;
-    sg_conv_attrs a;
-    if (sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a) != SEGRT_OK) {
-        sg_error_clear();
-        return false;
-    }
     for (int32_t i = 0; i < nsp; i++)
-        if (a.strides[i] != 1 || a.dilations[i] != 1 || sg_conv_pad_begin(&a, i, 2) != 1)
+        if (d->a.strides[i] != 1 || d->a.dilations[i] != 1 || sg_conv_pad_begin(&d->a, i, 2) != 1)
             return false;
     kp->n_spatial = nsp;
     kp->C = (int32_t)C;

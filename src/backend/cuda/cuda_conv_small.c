@@ -60,25 +60,16 @@ static bool small_dtype(sg_dtype t)
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
 }
 
-/* Reads the attributes; false where they are malformed (cuDNN's builder
- * reports those) or ask for what this path leaves to cuDNN. */
-static bool small_attrs(const sg_cuda_plan *p, const sg_node *n, bool transposed, int32_t nsp, sg_conv_attrs *a,
-                        int64_t *opad)
+/* Whether the attributes are well formed (cuDNN's builder reports those
+ * that are not) and ask for nothing this path leaves to cuDNN. */
+static bool small_attrs(const cuda_conv_desc *d, bool transposed)
 {
-    const sg_value *wv = &p->g->values[n->inputs[1]];
-    bool ok = sg_conv_attrs_read(p->g, n, nsp, &wv->shape, wv->name, a) == SEGRT_OK;
-    for (int32_t i = 0; i < nsp; i++)
-        opad[i] = 0;
-    if (ok && transposed) {
-        /* Pads from output_shape or SAME are the reference's own rules;
-         * not worth a second copy here. */
-        bool same = a->auto_pad == SG_AUTO_PAD_SAME_UPPER || a->auto_pad == SG_AUTO_PAD_SAME_LOWER;
-        ok = !same && !sg_attr_find(n, "output_shape") &&
-             sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL) == SEGRT_OK;
-    }
-    if (!ok)
-        sg_error_clear();
-    return ok;
+    if (!d->attrs_ok || !transposed)
+        return d->attrs_ok;
+    /* Pads from output_shape or SAME are the reference's own rules; not
+     * worth a second copy here. */
+    bool same = d->a.auto_pad == SG_AUTO_PAD_SAME_UPPER || d->a.auto_pad == SG_AUTO_PAD_SAME_LOWER;
+    return !same && !d->has_output_shape && d->opad_ok;
 }
 
 /* The kernel's geometry for node n, checked against the graph's shapes;
@@ -88,12 +79,13 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
 {
     const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd);
+    const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
+    const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
+    int32_t rank = cuda_conv_desc_rank(d, 3, 5);
     if (!rank)
         return false;
     const sg_value *xv = &g->values[n->inputs[0]], *yv = &g->values[n->outputs[0]];
-    if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || sg_attr_int(n, "group", 1) != 1)
+    if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || d->group != 1)
         return false;
     int64_t K = transposed ? wd[1] : wd[0], C = transposed ? wd[0] : wd[1];
     if (K < 1 || K > max_k || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
@@ -104,29 +96,28 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     if (!cuda_conv_consts_float(p, n, wnumel, K))
         return false;
     int32_t nsp = rank - 2;
-    sg_conv_attrs a;
-    int64_t opad[3];
-    if (!small_attrs(p, n, transposed, nsp, &a, opad))
+    if (!small_attrs(d, transposed))
         return false;
+    const sg_conv_attrs *a = &d->a;
     for (int32_t i = 0; i < nsp; i++) {
         /* The graph's output size must be the one the attributes give (the
          * reference checks the same); the kernel writes exactly y's dims. */
         sg_dim want;
-        sg_status s = transposed ? sg_conv_transpose_out_dim(n, &a, i, sg_dim_of(xd[2 + i]), opad[i], &want)
-                                 : sg_conv_out_dim(n, &a, i, sg_dim_of(xd[2 + i]), xv->name, &want);
+        sg_status s = transposed ? sg_conv_transpose_out_dim(n, a, i, sg_dim_of(xd[2 + i]), d->opad[i], &want)
+                                 : sg_conv_out_dim(n, a, i, sg_dim_of(xd[2 + i]), xv->name, &want);
         if (s != SEGRT_OK) {
             sg_error_clear();
             return false;
         }
         if (want.size != yd[2 + i])
             return false;
-        int64_t ext = (wd[2 + i] - 1) * a.dilations[i] + 1;
+        int64_t ext = (wd[2 + i] - 1) * a->dilations[i] + 1;
         kp->kernel[i] = wd[2 + i];
-        kp->stride[i] = a.strides[i];
-        kp->dil[i] = a.dilations[i];
+        kp->stride[i] = a->strides[i];
+        kp->dil[i] = a->dilations[i];
         /* ConvTranspose: explicit pads (VALID reads as zeros). */
-        kp->pad_begin[i] = transposed ? a.pads[i]
-                                      : sg_conv_pad_begin(&a, i, (yd[2 + i] - 1) * a.strides[i] + ext - xd[2 + i]);
+        kp->pad_begin[i] =
+            transposed ? a->pads[i] : sg_conv_pad_begin(a, i, (yd[2 + i] - 1) * a->strides[i] + ext - xd[2 + i]);
     }
     kp->transposed = transposed;
     kp->n_spatial = nsp;

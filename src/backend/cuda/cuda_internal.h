@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/kernel_switches.h"
 #include "core/strmap.h"
+#include "graph/infer_util.h"
 
 /* cublasLt.h declares a function without a prototype, which our
  * warning flags reject in C; the header is not ours to fix. */
@@ -253,6 +254,7 @@ struct sg_cuda_plan {
     int32_t n_tile_stats, cap_tile_stats;
     int32_t *tile_stats_of;  /* tensor -> its first tile_stats entry, or -1 */
     int32_t cap_tile_stats_of;
+    struct cuda_conv_desc *conv_descs; /* per graph node: its convolution's attributes (cuda_conv_desc_of) */
     cuda_deferred_norm *deferred;
     int32_t n_deferred, cap_deferred;
     int32_t *deferred_of;    /* graph value -> its newest deferred entry, or -1 */
@@ -426,12 +428,36 @@ void cuda_kernel_act_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_k
 /* Marks e's nodes fused and points their values at the kernel's output y. */
 void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y);
 
-/* The dims of convolution-like node n's input, weights and output (xd,
- * wd, yd) and their common rank, or 0 where an operand is missing, the
- * ranks differ or fall outside [min_rank, max_rank], a dim is unknown or
- * the input is a constant: what every kernel builder checks first. */
-int32_t cuda_conv_node_dims(const sg_cuda_plan *p, const sg_node *n, int32_t min_rank, int32_t max_rank,
-                            int64_t *xd, int64_t *wd, int64_t *yd);
+/* A Conv's or ConvTranspose's shapes and attributes, parsed once per node
+ * before the builders run (cuda_conv_descs_read, cuda_conv_desc.c) and
+ * read by every convolution path: segrt's direct, tensor-core and
+ * upsampling kernels and cuDNN's. */
+typedef struct cuda_conv_desc {
+    bool transposed; /* ConvTranspose */
+    /* The common rank of x, w and y, with xd, wd and yd their dims; 0 where
+     * an operand is missing, the ranks differ, a dim is unknown or x is a
+     * constant (what every kernel builder checks first). */
+    int32_t rank, n_spatial;
+    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
+    int64_t group;               /* the group attribute (1 when absent; not checked) */
+    bool has_output_shape;       /* ConvTranspose's output_shape is given */
+    const int64_t *output_shape; /* its values (the node's), n_output_shape of them; NULL if not ints */
+    int32_t n_output_shape;
+    /* sg_conv_attrs_read over x's spatial axes with w's kernel dims
+     * accepted them (read where x has rank 3 or more and w the same; a
+     * builder reporting the error reads them again for its message). */
+    bool attrs_ok;
+    sg_conv_attrs a;
+    bool opad_ok; /* ConvTranspose: output_padding read into opad (zeros when absent) */
+    int64_t opad[SEGRT_MAX_RANK];
+} cuda_conv_desc;
+
+/* Reads the desc of every live Conv and ConvTranspose node of the plan. */
+sg_status cuda_conv_descs_read(sg_cuda_plan *p);
+/* Node n's desc (all zero, rank 0, for a node of another op). */
+const cuda_conv_desc *cuda_conv_desc_of(const sg_cuda_plan *p, const sg_node *n);
+/* d->rank where it lies in [min_rank, max_rank], else 0. */
+int32_t cuda_conv_desc_rank(const cuda_conv_desc *d, int32_t min_rank, int32_t max_rank);
 
 /* The arguments of a convolution kernel's step, in the order the kernels'
  * run functions read them: x, w, [bias], [residual z], y. */

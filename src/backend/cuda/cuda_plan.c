@@ -394,20 +394,6 @@ void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, i
     }
 }
 
-int32_t cuda_conv_node_dims(const sg_cuda_plan *p, const sg_node *n, int32_t min_rank, int32_t max_rank,
-                            int64_t *xd, int64_t *wd, int64_t *yd)
-{
-    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
-        return 0;
-    const sg_value *xv = &p->g->values[n->inputs[0]], *wv = &p->g->values[n->inputs[1]];
-    const sg_value *yv = &p->g->values[n->outputs[0]];
-    int32_t rank = xv->shape.rank;
-    if (rank < min_rank || rank > max_rank || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
-        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd))
-        return 0;
-    return rank;
-}
-
 sg_status cuda_conv_args_make(sg_cuda_plan *p, const sg_node *n, int32_t x, int32_t w, const char *bias_tag,
                               int64_t K, int32_t z, sg_dtype out_dt, cuda_layout out_layout, cuda_conv_args *a)
 {
@@ -967,6 +953,8 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
     sg_status s = build_handles(p);
     if (s == SEGRT_OK)
         s = plan_init(p, g);
+    if (s == SEGRT_OK)
+        s = cuda_conv_descs_read(p);
     for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
         if (!p->g->nodes[i].dead && !p->fused[i])
             s = build_node(p, i);
@@ -1006,6 +994,7 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
     free(p->choices);
     free(p->tile_stats);
     free(p->tile_stats_of);
+    free(p->conv_descs);
     free(p->deferred);
     free(p->deferred_of);
     free(p->deferred_next);
