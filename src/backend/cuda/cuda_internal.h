@@ -530,6 +530,27 @@ sgk_view cuda_view_bcast(const cuda_run *r, int32_t t, int32_t rank, const int64
  * usual. */
 typedef sg_status (*cuda_builder_fn)(sg_cuda_plan *p, const sg_node *n);
 
+/* Dispatch by table. An operator has an ordered list of implementations,
+ * segrt's kernels first and cuDNN's or cuBLASLt's last; the plan builder
+ * walks it and takes the first that matches and builds. match (NULL: every
+ * node) is the cheap test (the op's variant, a kernel switch); try_build
+ * looks closer and may still decline (*taken false, the plan untouched),
+ * and the walk goes on; build, for the last entry of a list, always
+ * answers (UNSUPPORTED, with the reason, for a variant it does not run).
+ * A list ends with an entry whose name is NULL. */
+typedef struct cuda_impl {
+    const char *name;
+    bool (*match)(const sg_cuda_plan *p, const sg_node *n);
+    sg_status (*try_build)(sg_cuda_plan *p, const sg_node *n, bool *taken);
+    cuda_builder_fn build;
+} cuda_impl;
+
+/* Walks list for node n; *taken says whether an implementation took it. */
+sg_status cuda_impls_run(sg_cuda_plan *p, const sg_node *n, const cuda_impl *list, bool *taken);
+/* Walks list for node n: UNSUPPORTED, naming the list's implementations,
+ * where none takes it. */
+sg_status cuda_impls_build(sg_cuda_plan *p, const sg_node *n, const cuda_impl *list);
+
 /* cuda_build_map.c: unary, binary, variadic, Where, Clip, Cast, PRelu, BatchNormalization (inference) */
 sg_status cuda_build_unary(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_binary(sg_cuda_plan *p, const sg_node *n);
