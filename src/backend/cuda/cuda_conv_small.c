@@ -7,7 +7,7 @@
  * layout it has (no conversion to channels-last first) and a graph output
  * is written by the kernel itself, plain and in float32, with no copy
  * after it. A following Relu, LeakyRelu or single-slope PRelu is applied
- * before the store, as cuda_conv.c fuses it, and a residual Add after
+ * before the store, as cudnn_conv.c fuses it, and a residual Add after
  * that (a MONAI residual unit's last layer) is added there too.
  *
  * cuda_conv.c asks here first; a node this file does not take (more output

@@ -545,6 +545,9 @@ typedef struct cuda_impl {
     cuda_builder_fn build;
 } cuda_impl;
 
+/* Node n's op's list (cuda_dispatch.c), or NULL for an op the GPU does
+ * not run (those folded at build: Shape, Size, Range, Constant...). */
+const cuda_impl *cuda_impls_of(const sg_node *n);
 /* Walks list for node n; *taken says whether an implementation took it. */
 sg_status cuda_impls_run(sg_cuda_plan *p, const sg_node *n, const cuda_impl *list, bool *taken);
 /* Walks list for node n: UNSUPPORTED, naming the list's implementations,
@@ -585,11 +588,14 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n);
  * channels of its input dn->value as it reads it (a MaxPool). */
 bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn);
 sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
-/* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
+/* cuda_conv.c: Conv and ConvTranspose, through their implementation lists */
 sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
+/* cudnn_conv.c: cuDNN's convolution (dgrad: ConvTranspose), the last of
+ * cuda_conv.c's lists. */
+sg_status cuda_build_conv_cudnn(sg_cuda_plan *p, const sg_node *n, bool dgrad);
 /* Node n's input copied into a new channels-last tensor of dtype io with
- * `to` channels, zeros after its own (cuda_conv.c): a convolution over an
+ * `to` channels, zeros after its own (cudnn_conv.c): a convolution over an
  * image's few channels then runs on tensor cores, with zero weights for
  * the added channels. */
 sg_status cuda_conv_padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out);
