@@ -2,14 +2,11 @@
  * channels through segrt's tensor-core kernel, k_conv_mma.cu.
  *
  * cuDNN tiles output channels by 64 or more, so a layer with 16 runs
- * mostly on padding: MONAI's 3-D UNet's two 16 -> 16 layers at 48^3 took
- * 0.12 ms each at 50 TFLOP/s on an H200. The kernel also applies the bias,
- * a following Relu, LeakyRelu or single-slope PRelu, and a residual Add
- * after them (a MONAI residual unit's last layer), and writes through any
- * view, so its output can become a Concat's slice.
- *
- * BasicUNet's 2-D 32 -> 32 layers at 512^2 (batch 16) take 0.35 ms here
- * against cuDNN's 0.41 (H100), so 32 output channels come here too.
+ * mostly on padding (docs/perf.md: the timings). The kernel also applies
+ * the bias, a following Relu, LeakyRelu or single-slope PRelu, and a
+ * residual Add after them (a MONAI residual unit's last layer), and writes
+ * through any view, so its output can become a Concat's slice. It beats
+ * cuDNN at 32 output channels too, so those come here as well.
  *
  * Taken: float16 and bfloat16 plans, input channels a multiple of 16 and
  * already channels-last in the plan's dtype (fewer: a padded copy, or on
@@ -104,9 +101,8 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
  * an InstanceNormalization or GroupNormalization as its X, with nothing
  * fused between them: the kernel then also writes the norm's per-tile
  * statistics from its accumulators, and the norm skips its pass over the
- * tensor (BasicUNet's at 512^2, batch 16: 0.14 ms each, reading 268 MB at
- * 1.7 TB/s, for 0.07 ms more in the layer). Disabling conv-stats turns
- * this off. */
+ * tensor (which costs twice what the statistics add to the layer).
+ * Disabling conv-stats turns this off. */
 static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
 {
     if (e->act_node >= 0 || e->res_node >= 0 || cuda_off(p, SG_KERNEL_CONV_STATS))
@@ -229,9 +225,9 @@ static bool mma_fits(const sg_cuda_plan *p, sgk_conv_mma_params *kp, const cuda_
  * epilogue and 16-bit dtype (*io) if so; asks the kernel before anything
  * touches the plan, so a no leaves the node to cuDNN. An input of 1 to 15
  * channels (an image) is read from a copy padded to 16 (*pad_to; 0 for
- * none), as cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32
- * at 512^2, ran at 20 TFLOP/s in cuDNN. On Hopper an image of up to 8
- * channels is read as it is instead (kp->small_input). */
+ * none), as cuDNN's path pads it to 8 (where cuDNN runs such a layer far
+ * below the chip's speed). On Hopper an image of up to 8 channels is read
+ * as it is instead (kp->small_input). */
 static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x, const cuda_deferred_norm *dn,
                      sgk_conv_mma_params *kp, cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
 {
@@ -305,8 +301,8 @@ typedef struct mma_fold {
  * two inputs along channels that n alone reads, the first normalised by
  * n's prologue, the second written into its slice by a "segrt upsample
  * conv" step (kernel 2x2) that the Concat alone reads. The step is then
- * not run: BasicUNet's last upsampling wrote 268 MB that the layer read
- * back (batch 16, 0.2 ms on an H100). Sets kp's up fields if so.
+ * not run, and its result, the decoder's largest tensor, is neither
+ * written nor read back. Sets kp's up fields if so.
  * Disabling up-fold turns this off. */
 static bool mma_up_fold(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_conv_mma_params *kp,
                         const sgk_view *yg, const sgk_view *xg, mma_fold *f)
