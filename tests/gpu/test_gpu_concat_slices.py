@@ -1,6 +1,6 @@
 """Concatenations of cuDNN convolutions' results, written in place: where
 cuDNN takes a convolution's output, input or residual with the strides of
-its slice of the concatenated buffer (cuda_conv.c, conv_restride), the
+its slice of the concatenated buffer (cudnn_conv.c, conv_restride), the
 convolution writes or reads the slice itself and no "segrt concat" step
 runs. MONAI's UNet (unet3d_spleen) concatenates two such results at every
 level of its decoder.

@@ -1,5 +1,5 @@
 """Normalisation statistics made by the convolution that produces the
-tensor: where a layer on segrt's tensor-core kernel (k_conv_mma.cu) feeds
+tensor: where a layer on segrt's tensor-core kernel (k_conv_mma*.cu) feeds
 only an InstanceNormalization or GroupNormalization, its epilogue writes
 each tile's per-channel mean and M2 of its results ("segrt mma
 conv+stats" in profiles) and the norm only combines them and applies

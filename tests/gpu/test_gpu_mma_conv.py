@@ -1,5 +1,5 @@
 """3x3 and 3x3x3 convolutions with few output channels on segrt's
-tensor-core kernel (src/backend/cuda/k_conv_mma.cu, "segrt mma conv" in
+tensor-core kernel (src/backend/cuda/k_conv_mma*.cu, "segrt mma conv" in
 profiles) instead of cuDNN: float16 and bfloat16 plans, input channels a
 multiple of 16, 8, 16 or 32 output channels (16 in 3-D), stride 1,
 padding 1.

@@ -1,7 +1,7 @@
 """Convolutions over 2 to 7 input channels on the GPU at fp16 and bf16:
 the plan copies the input into 8 channels (the rest zero; "segrt pad
 channels" in profiles) and pads the weights with zeros, so that cuDNN's
-tensor-core kernels take the layer (src/backend/cuda/cuda_conv.c); a
+tensor-core kernels take the layer (src/backend/cuda/cudnn_conv.c); a
 3x3(x3) stride-1 layer of 8, 16 or 32 outputs (16 in 3-D: rgb2d-3to32,
 c7-3d-to16, c3-2d-residual) goes to segrt's tensor-core kernel from a
 copy padded to 16 (cuda_conv_mma.c). On Hopper (compute capability 9.0)
