@@ -178,24 +178,6 @@ static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
     return readers > 0;
 }
 
-int32_t cuda_norm_fused_act(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
-{
-    *act = SGK_ACT_NONE;
-    *alpha = 0.0f;
-    int32_t out = n->outputs[0], r = cuda_single_reader(p, out);
-    if (r < 0)
-        return -1;
-    const sg_node *rn = &p->g->nodes[r];
-    sgk_act a;
-    float al;
-    if (rn->n_inputs < 1 || rn->inputs[0] != out || rn->n_outputs < 1 || rn->outputs[0] < 0 ||
-        !cuda_act_of(p, rn, &a, &al))
-        return -1;
-    *act = a;
-    *alpha = al;
-    return r;
-}
-
 /* Applying a deferred normalisation (cuda_deferred_norm_apply) -------------------- */
 
 typedef struct apply_params {

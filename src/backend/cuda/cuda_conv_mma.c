@@ -107,12 +107,7 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
 {
     if (e->act_node >= 0 || e->res_node >= 0 || cuda_off(p, SG_KERNEL_CONV_STATS))
         return false;
-    int32_t r = cuda_single_reader(p, e->out_value);
-    if (r < 0)
-        return false;
-    const sg_node *rn = &p->g->nodes[r];
-    return (rn->op == SG_OP_INSTANCE_NORMALIZATION || rn->op == SG_OP_GROUP_NORMALIZATION) && rn->n_inputs >= 1 &&
-           rn->inputs[0] == e->out_value;
+    return cuda_stats_norm(p, e->out_value) >= 0;
 }
 
 /* Whether value v (a pool of the layer's output yg, normalised by act,

@@ -255,6 +255,8 @@ struct sg_cuda_plan {
     int32_t *tile_stats_of;  /* tensor -> its first tile_stats entry, or -1 */
     int32_t cap_tile_stats_of;
     struct cuda_conv_desc *conv_descs; /* per graph node: its convolution's attributes (cuda_conv_desc_of) */
+    struct cuda_node_fold *node_folds; /* per graph node: what the fusion pass found may fold into it */
+    struct cuda_value_fold *value_folds; /* per graph value: likewise (cuda_fusion.c) */
     cuda_deferred_norm *deferred;
     int32_t n_deferred, cap_deferred;
     int32_t *deferred_of;    /* graph value -> its newest deferred entry, or -1 */
@@ -451,6 +453,28 @@ typedef struct cuda_conv_desc {
     bool opad_ok; /* ConvTranspose: output_padding read into opad (zeros when absent) */
     int64_t opad[SEGRT_MAX_RANK];
 } cuda_conv_desc;
+
+/* The fusion pass (cuda_fusion.c), run with cuda_conv_descs_read before
+ * any builder: the graph's part of each fusion decision, per node and per
+ * value. The builders' questions below (cuda_conv_activation,
+ * cuda_residual_add, cuda_norm_fused_act, cuda_stats_norm) read these and
+ * add only what depends on the plan as it is built. */
+typedef struct cuda_node_fold {
+    int32_t act_node; /* the Relu, LeakyRelu or single-slope PRelu that alone reads
+                       * the node's first output as its input, or -1 */
+    sgk_act act;      /* ... its activation */
+    float act_alpha;
+    bool act_keeps_dtype; /* ... whose output has the node's output's dtype */
+} cuda_node_fold;
+typedef struct cuda_value_fold {
+    int32_t add_node;  /* the Add that alone reads the value, whose other operand */
+    int32_t add_other; /* (this) is computed (no constant) with the value's dims and dtype, or -1 */
+    int32_t norm_node; /* the InstanceNormalization or GroupNormalization that alone
+                        * reads the value as its X, or -1 */
+} cuda_value_fold;
+sg_status cuda_fusion_pass(sg_cuda_plan *p);
+/* The norm that alone reads value v as its X (the fusion pass's), or -1. */
+int32_t cuda_stats_norm(const sg_cuda_plan *p, int32_t v);
 
 /* Reads the desc of every live Conv and ConvTranspose node of the plan. */
 sg_status cuda_conv_descs_read(sg_cuda_plan *p);

@@ -228,19 +228,6 @@ static sg_status readers_init(sg_cuda_plan *p)
     return SEGRT_OK;
 }
 
-int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
-{
-    int32_t y = n->outputs[0];
-    int32_t r = cuda_single_reader(p, y);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
-        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
-        return -1;
-    return r;
-}
-
 bool cuda_const_float(const sg_value *v, int64_t numel)
 {
     int64_t have = -1;
@@ -272,27 +259,6 @@ sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out)
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
     *out = sms;
     return SEGRT_OK;
-}
-
-int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
-{
-    int32_t r = cuda_single_reader(p, v);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->op != SG_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1 || a->outputs[0] < 0)
-        return -1;
-    int32_t other = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
-    const sg_value *vv = &p->g->values[v], *zv = &p->g->values[other], *ov = &p->g->values[a->outputs[0]];
-    if (other < 0 || other == v || zv->data || cuda_value(p, other) < 0 || zv->dtype != vv->dtype ||
-        ov->dtype != vv->dtype || zv->shape.rank != vv->shape.rank)
-        return -1;
-    int64_t vd[SEGRT_MAX_RANK], zd[SEGRT_MAX_RANK];
-    if (!sg_shape_dims(&vv->shape, vd) || !sg_shape_dims(&zv->shape, zd) ||
-        memcmp(vd, zd, sizeof(int64_t) * (size_t)vv->shape.rank) != 0)
-        return -1;
-    *z = other;
-    return r;
 }
 
 static void epilogue_of(const sg_cuda_plan *p, const sg_node *n, bool residual, cuda_kernel_epilogue *e)
@@ -906,6 +872,8 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
         s = plan_init(p, g);
     if (s == SEGRT_OK)
         s = cuda_conv_descs_read(p);
+    if (s == SEGRT_OK)
+        s = cuda_fusion_pass(p);
     for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
         if (!p->g->nodes[i].dead && !p->fused[i])
             s = build_node(p, i);
@@ -946,6 +914,8 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
     free(p->tile_stats);
     free(p->tile_stats_of);
     free(p->conv_descs);
+    free(p->node_folds);
+    free(p->value_folds);
     free(p->deferred);
     free(p->deferred_of);
     free(p->deferred_next);
