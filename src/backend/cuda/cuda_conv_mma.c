@@ -174,16 +174,7 @@ static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e,
             n->n_outputs < 1 || n->outputs[0] < 0 || (n->n_outputs > 1 && n->outputs[1] >= 0) ||
             g->values[n->outputs[0]].is_output || g->values[result].shape.rank != 4)
             continue;
-        sg_conv_attrs a;
-        if (sg_conv_attrs_read(g, n, 2, NULL, NULL, &a) != SEGRT_OK) {
-            sg_error_clear();
-            continue;
-        }
-        bool ok = !a.ceil_mode && (a.auto_pad == SG_AUTO_PAD_NOTSET || a.auto_pad == SG_AUTO_PAD_VALID);
-        for (int32_t d = 0; d < 2; d++)
-            ok = ok && a.kernel[d] == 2 && a.strides[d] == 2 && a.dilations[d] == 1 && a.pads[d] == 0 &&
-                 a.pads[2 + d] == 0;
-        if (ok && mma_pool_readers_take(p, n->outputs[0], yg, act, alpha))
+        if (p->node_folds[i].pool2x2 && mma_pool_readers_take(p, n->outputs[0], yg, act, alpha))
             pool = i;
     }
     if (pool < 0)

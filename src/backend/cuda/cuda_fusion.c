@@ -5,21 +5,40 @@
  * another computed operand of its dims and dtype (a residual connection
  * an epilogue takes), and the InstanceNormalization or GroupNormalization
  * that alone reads it as its X (a tensor-core layer then writes the norm's
- * statistics from its epilogue). These are the graph's part of each
+ * statistics from its epilogue); for each MaxPool, whether it is the 2x2
+ * one such an epilogue also computes. These are the graph's part of each
  * decision; the builders read them and add only what depends on the plan
  * as it is built: whether a node is fused already, whether a tensor exists
  * yet, whether a kernel takes the layer. */
 #include "backend/cuda/cuda_internal.h"
 
+#include "graph/infer_util.h"
+
 #include <string.h>
 
-/* The activation that alone reads node n's first output as its input 0. */
+/* Whether MaxPool n is 2x2, stride 2, dilation 1, unpadded, floor. */
+static bool pool2x2(const sg_graph *g, const sg_node *n)
+{
+    sg_conv_attrs a;
+    if (sg_conv_attrs_read(g, n, 2, NULL, NULL, &a) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    bool ok = !a.ceil_mode && (a.auto_pad == SG_AUTO_PAD_NOTSET || a.auto_pad == SG_AUTO_PAD_VALID);
+    for (int32_t d = 0; d < 2; d++)
+        ok = ok && a.kernel[d] == 2 && a.strides[d] == 2 && a.dilations[d] == 1 && a.pads[d] == 0 && a.pads[2 + d] == 0;
+    return ok;
+}
+
+/* The activation that alone reads node n's first output as its input 0;
+ * whether a MaxPool is the one a layer's epilogue computes. */
 static void node_fold(const sg_cuda_plan *p, const sg_node *n, cuda_node_fold *f)
 {
     f->act_node = -1;
     f->act = SGK_ACT_NONE;
     f->act_alpha = 0.0f;
     f->act_keeps_dtype = false;
+    f->pool2x2 = n->op == SG_OP_MAX_POOL && !n->dead && pool2x2(p->g, n);
     if (n->n_outputs < 1 || n->outputs[0] < 0)
         return;
     int32_t y = n->outputs[0], r = cuda_single_reader(p, y);

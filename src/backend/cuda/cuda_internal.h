@@ -465,6 +465,8 @@ typedef struct cuda_node_fold {
     sgk_act act;      /* ... its activation */
     float act_alpha;
     bool act_keeps_dtype; /* ... whose output has the node's output's dtype */
+    bool pool2x2;         /* a MaxPool of kernel 2x2, stride 2, dilation 1, no padding, floor:
+                           * one a tensor-core layer's epilogue can compute (cuda_conv_mma.c) */
 } cuda_node_fold;
 typedef struct cuda_value_fold {
     int32_t add_node;  /* the Add that alone reads the value, whose other operand */
