@@ -297,14 +297,10 @@ static bool mma_up_fold(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk
     if (!kp->wgmma || !kp->prologue || !kp->stats || kp->pro_c <= 0 || kp->n_spatial != 2 ||
         cuda_off(p, SG_KERNEL_UP_FOLD))
         return false;
-    int32_t v = n->inputs[0], ci = g->values[v].producer;
-    if (ci < 0 || cuda_single_reader(p, v) != cuda_node_index(p, n))
+    int32_t ci = p->node_folds[cuda_node_index(p, n)].up_cat; /* the fusion pass's */
+    if (ci < 0)
         return false;
     const sg_node *cat = &g->nodes[ci];
-    int64_t axis = sg_attr_int(cat, "axis", 0);
-    if (cat->op != SG_OP_CONCAT || cat->n_inputs != 2 || (axis != 1 && axis != -3) || cat->inputs[1] < 0 ||
-        cuda_single_reader(p, cat->inputs[1]) != ci)
-        return false;
     int32_t ut = cuda_value(p, cat->inputs[1]), uy = -1;
     if (ut < 0)
         return false;

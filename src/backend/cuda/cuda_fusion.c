@@ -1,15 +1,19 @@
 /* The fusion pass: before any builder runs, one walk over the graph notes
- * what may fold into what (cuda_fold_*, cuda_internal.h): for each node,
- * the activation that alone reads its result (a convolution's or a norm's
- * epilogue takes it); for each value, the Add that alone reads it with
- * another computed operand of its dims and dtype (a residual connection
- * an epilogue takes), and the InstanceNormalization or GroupNormalization
- * that alone reads it as its X (a tensor-core layer then writes the norm's
- * statistics from its epilogue); for each MaxPool, whether it is the 2x2
- * one such an epilogue also computes. These are the graph's part of each
- * decision; the builders read them and add only what depends on the plan
- * as it is built: whether a node is fused already, whether a tensor exists
- * yet, whether a kernel takes the layer. */
+ * what may fold into what (cuda_node_fold, cuda_value_fold in
+ * cuda_internal.h):
+ *  - per node, the activation that alone reads its result (a convolution's
+ *    or a norm's epilogue takes it); per MaxPool, whether it is the 2x2 one
+ *    a tensor-core layer's epilogue also computes; per Conv, the Concat
+ *    whose upsampled half the layer may compute in its halo;
+ *  - per value, the Add that alone reads it with another computed operand
+ *    of its dims and dtype (a residual connection an epilogue takes), and
+ *    the InstanceNormalization or GroupNormalization that alone reads it as
+ *    its X (a tensor-core layer then writes the norm's statistics).
+ * These are the graph's part of each decision; the builders read them and
+ * add only what depends on the plan as it is built: whether a node is
+ * fused already, whether a tensor or step exists yet, whether a kernel
+ * takes the layer. (Deferred norms and Concat-in-place are still decided
+ * by the builders as they go.) */
 #include "backend/cuda/cuda_internal.h"
 
 #include "graph/infer_util.h"
@@ -30,6 +34,24 @@ static bool pool2x2(const sg_graph *g, const sg_node *n)
     return ok;
 }
 
+/* The Concat that Conv n alone reads: two inputs along channels, the
+ * second read by the Concat alone; or -1. */
+static int32_t up_cat(const sg_cuda_plan *p, const sg_node *n)
+{
+    const sg_graph *g = p->g;
+    if (n->n_inputs < 1 || n->inputs[0] < 0)
+        return -1;
+    int32_t v = n->inputs[0], ci = g->values[v].producer;
+    if (ci < 0 || cuda_single_reader(p, v) != cuda_node_index(p, n))
+        return -1;
+    const sg_node *cat = &g->nodes[ci];
+    int64_t axis = sg_attr_int(cat, "axis", 0);
+    if (cat->op != SG_OP_CONCAT || cat->n_inputs != 2 || (axis != 1 && axis != -3) || cat->inputs[1] < 0 ||
+        cuda_single_reader(p, cat->inputs[1]) != ci)
+        return -1;
+    return ci;
+}
+
 /* The activation that alone reads node n's first output as its input 0;
  * whether a MaxPool is the one a layer's epilogue computes. */
 static void node_fold(const sg_cuda_plan *p, const sg_node *n, cuda_node_fold *f)
@@ -39,6 +61,7 @@ static void node_fold(const sg_cuda_plan *p, const sg_node *n, cuda_node_fold *f
     f->act_alpha = 0.0f;
     f->act_keeps_dtype = false;
     f->pool2x2 = n->op == SG_OP_MAX_POOL && !n->dead && pool2x2(p->g, n);
+    f->up_cat = n->op == SG_OP_CONV ? up_cat(p, n) : -1;
     if (n->n_outputs < 1 || n->outputs[0] < 0)
         return;
     int32_t y = n->outputs[0], r = cuda_single_reader(p, y);

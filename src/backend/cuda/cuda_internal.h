@@ -467,6 +467,9 @@ typedef struct cuda_node_fold {
     bool act_keeps_dtype; /* ... whose output has the node's output's dtype */
     bool pool2x2;         /* a MaxPool of kernel 2x2, stride 2, dilation 1, no padding, floor:
                            * one a tensor-core layer's epilogue can compute (cuda_conv_mma.c) */
+    int32_t up_cat;       /* a Conv alone reading a Concat of two inputs along channels that alone
+                           * reads its second: the Concat, whose second input's upsampling the
+                           * layer may compute in its halo (cuda_conv_mma.c's up fold), or -1 */
 } cuda_node_fold;
 typedef struct cuda_value_fold {
     int32_t add_node;  /* the Add that alone reads the value, whose other operand */
