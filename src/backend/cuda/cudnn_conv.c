@@ -1,6 +1,10 @@
 /* cuDNN's implementation of Conv and ConvTranspose (the last of their
  * lists in cuda_conv.c), through its backend (graph) API.
  *
+ * (Over 1,000 lines on purpose: the node's spec, the engine choice and its
+ * record in plan files, each context's execution plans and the restriding
+ * a Concat asks for all work on one conv_spec and one step's parameters.)
+ *
  * Conv is a forward convolution; where the convolution's only reader is a
  * Relu or LeakyRelu, that activation and the bias join it in one
  * runtime-fusion graph (conv -> add bias -> relu), so the output is
