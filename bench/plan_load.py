@@ -8,7 +8,7 @@ device memory and this context's cuDNN execution plans) and runs it once
 on host data (upload, run, download), each phase timed with
 time.perf_counter. The CUDA runtime's own start (cudaFree(0), before segrt
 is called) is timed apart: a process pays it whatever it runs. The same
-with a plan built under SEGRT_CUDNN_PLAN_JSON=0, whose contexts finalize
+with a plan built with --disable-kernels cudnn-plan-json, whose contexts finalize
 cuDNN's plans from the recorded engine configurations (a runtime
 compilation for each fused convolution) instead of restoring the
 serialized plans, for comparison. Results (median and range of each
@@ -89,19 +89,18 @@ def main():
         dims = CASES[model]
         shape = "x".join(str(d) for d in dims)
         for serialized in (True, False):
-            env = dict(os.environ)
-            if not serialized:
-                env["SEGRT_CUDNN_PLAN_JSON"] = "0"
+            # The plan file keeps the option, so its loads finalize too.
+            off = () if serialized else ("--disable-kernels", "cudnn-plan-json")
             plan = work / f"{model}-{'json' if serialized else 'nojson'}.plan"
             t = time.perf_counter()
             subprocess.run([a.segrt, "build", str(pathlib.Path(a.models) / f"{model}.onnx"), "-o", str(plan),
-                            "--device", "cuda", "--precision", "fp16", "--shape", f"image={shape}", "--no-cache"],
-                           env=env, check=True, capture_output=True)
+                            "--device", "cuda", "--precision", "fp16", "--shape", f"image={shape}", "--no-cache",
+                            *off], check=True, capture_output=True)
             build = time.perf_counter() - t
             runs = []
             for _ in range(a.runs):
                 p = subprocess.run([sys.executable, __file__, "--segrt", a.segrt, "--lib", a.lib, "--models",
-                                    a.models, "--out", "-", "--child", str(plan), shape], env=env, check=True,
+                                    a.models, "--out", "-", "--child", str(plan), shape], check=True,
                                    capture_output=True, text=True)
                 runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
             case = {"model": model, "batch": dims[0], "serialized_cudnn_plans": serialized, "build_s": build,
@@ -110,7 +109,7 @@ def main():
                 case[k] = summary(runs, k)
             out["cases"].append(case)
             f = case["plan_to_first_result_s"]
-            print(f"{model} x{dims[0]} ({'serialized cuDNN plans' if serialized else 'SEGRT_CUDNN_PLAN_JSON=0'}): "
+            print(f"{model} x{dims[0]} ({'serialized cuDNN plans' if serialized else '--disable-kernels cudnn-plan-json'}): "
                   f"build {build:.1f} s, plan {case['plan_mib']:.1f} MiB; load {case['load_s']['median']:.3f} s, "
                   f"context {case['context_s']['median']:.3f}, first run {case['first_run_s']['median']:.3f}: "
                   f"plan to first result {f['median']:.3f} s (median of {a.runs}; {f['min']:.3f}-{f['max']:.3f}); "

@@ -283,6 +283,19 @@ SEGRT_API segrt_status segrt_build_options_set_workspace(segrt_build_options *op
  * same plan on every build). At most 16. */
 SEGRT_API segrt_status segrt_build_options_set_autotune(segrt_build_options *opts, int32_t candidates);
 
+/* Comma-separated names of kernels and fusions a CUDA build does not use,
+ * for comparisons (A/B timings, differential tests): each sends the layers
+ * it would take to the path taken without it, cuDNN in the end. NULL or ""
+ * disables none (the default). The set is part of the plan key. Names
+ * (docs/design.md says what each turns off): graphs, mma-conv, wgmma,
+ * wgmma-shared, wgmma-issue-late, mma-small-input, pad-channels,
+ * conv-stats, conv-pool, up-fold, small-conv, tiled-conv, up-conv,
+ * upsample-conv, up-k3, concat-slices, norm-one-pass, norm-prologue,
+ * cudnn-plan-json. Spaces around a name are ignored, as is an empty name.
+ * Errors: INVALID_ARGUMENT (an unknown name: the message names it and
+ * lists the valid ones; opts is unchanged). */
+SEGRT_API segrt_status segrt_build_options_set_disabled_kernels(segrt_build_options *opts, const char *list);
+
 /* Returns a new model: input shapes bound from opts (NULL: none bound;
  * unbound dims stay symbolic), shapes and dtypes inferred, and the graph
  * simplified: constants folded, Identity and Dropout removed, no-op

@@ -18,6 +18,7 @@ typedef struct cli_engine_opts {
     bool allow_cpu_fallback;
     size_t workspace;       /* 0: the library's default */
     int64_t autotune;       /* cuDNN configurations timed per convolution; -1: the library's default */
+    const char *disabled_kernels; /* --disable-kernels, as given; NULL: none */
     bool no_cache;
     const char *cache_dir;
     int64_t threads;
@@ -35,6 +36,8 @@ typedef struct cli_engine_opts {
     "  --workspace SIZE          cuDNN/cuBLASLt workspace per layer (e.g. 4G; default 1G)\n"      \
     "  --autotune N              time N cuDNN configurations per convolution, keep the fastest\n" \
     "                            (default 8; 0: cuDNN's first choice, same plan every build)\n"  \
+    "  --disable-kernels LIST    CUDA kernels and fusions not to use, for comparisons\n"          \
+    "                            (comma-separated: wgmma,up-fold,graphs...; see the README)\n"  \
     "  --no-cache                do not use the plan cache ($XDG_CACHE_HOME/segrt)\n"             \
     "  --cache-dir DIR           keep cached plans in DIR\n"                                      \
     "  --threads N               CPU threads (0: all cores)\n"
@@ -47,7 +50,8 @@ int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i);
 int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out);
 /* On the CPU (not a plan file), options that only CUDA plans take are
  * usage errors: --precision other than fp32, --fp32-ops,
- * --allow-cpu-fallback, --workspace, --autotune, --no-cache, --cache-dir.
+ * --allow-cpu-fallback, --workspace, --autotune, --disable-kernels,
+ * --no-cache, --cache-dir.
  * Returns an exit code. */
 int cli_engine_check_cpu(const cli_engine_opts *o);
 /* Whether the file starts like a segrt plan. */

@@ -56,6 +56,7 @@ typedef struct sg_backend_options {
     bool allow_cpu_fallback;
     size_t workspace; /* 0: the default */
     int32_t autotune; /* < 0: the default */
+    uint32_t disabled_kernels; /* SG_KERNEL_BIT()s of kernel_switches.h the build may not use */
     const sg_shape_binding *shapes;
     int32_t n_shapes;
 } sg_backend_options;

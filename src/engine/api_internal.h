@@ -20,6 +20,7 @@ struct segrt_build_options {
     bool allow_cpu_fallback;
     size_t workspace;
     int32_t autotune; /* < 0: SG_DEFAULT_AUTOTUNE */
+    uint32_t disabled_kernels; /* SG_KERNEL_BIT of each switch of backend/kernel_switches.h turned off */
 };
 
 /* Applies the shape bindings of opts (may be NULL) to g, ranged ones at
@@ -39,6 +40,11 @@ void sg_options_backend(const segrt_build_options *opts, sg_backend_options *out
 /* cuDNN configurations timed per convolution when none is set. */
 #define SG_DEFAULT_AUTOTUNE 8
 #define SG_MAX_AUTOTUNE 16
+
+/* The disabled-kernels mask as the names it holds, comma-separated in the
+ * switches' order ("" for none), into buf of cap bytes (truncated to fit,
+ * always terminated). */
+void sg_disabled_kernels_text(uint32_t mask, char *buf, size_t cap);
 
 /* Fills a public descriptor from a value; strings point into g. */
 void sg_value_desc(const sg_graph *g, const sg_value *v, bool use_declared, segrt_tensor_desc *out);

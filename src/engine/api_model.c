@@ -1,10 +1,12 @@
 /* segrt_model_* and segrt_build_options_*: the public face of the graph. */
+#include "backend/kernel_switches.h"
 #include "engine/api_internal.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
 #include "graph/stats.h"
 #include "onnx/onnx_import.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define CHECK_ARG(cond, what)                                                        \
@@ -267,6 +269,57 @@ segrt_status segrt_build_options_set_autotune(segrt_build_options *opts, int32_t
     return SEGRT_OK;
 }
 
+/* The switches' names, in the order of their bits. */
+static const char *const kernel_switch_names[SG_KERNEL_SWITCH_COUNT] = {
+#define SG_KERNEL_SWITCH_NAME(id, name, what) name,
+    SG_KERNEL_SWITCHES(SG_KERNEL_SWITCH_NAME)
+#undef SG_KERNEL_SWITCH_NAME
+};
+
+void sg_disabled_kernels_text(uint32_t mask, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap)
+        buf[0] = '\0';
+    for (int32_t k = 0; k < SG_KERNEL_SWITCH_COUNT; k++) {
+        if (!(mask & SG_KERNEL_BIT(k)) || n >= cap)
+            continue;
+        int w = snprintf(buf + n, cap - n, "%s%s", n ? "," : "", kernel_switch_names[k]);
+        n = w < 0 ? cap : n + (size_t)w;
+    }
+}
+
+segrt_status segrt_build_options_set_disabled_kernels(segrt_build_options *opts, const char *list)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    uint32_t mask = 0;
+    for (const char *s = list ? list : ""; *s;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        const char *a = s, *b = s + len;
+        s = e ? e + 1 : s + len;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        if (a == b)
+            continue;
+        int32_t k = 0;
+        while (k < SG_KERNEL_SWITCH_COUNT &&
+               !(strlen(kernel_switch_names[k]) == (size_t)(b - a) && memcmp(kernel_switch_names[k], a, b - a) == 0))
+            k++;
+        if (k == SG_KERNEL_SWITCH_COUNT) {
+            char valid[512];
+            sg_disabled_kernels_text(SG_KERNEL_ALL, valid, sizeof valid);
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: no kernel is named `%.*s`; the names are %s", __func__,
+                            (int)(b - a), a, valid);
+        }
+        mask |= SG_KERNEL_BIT(k);
+    }
+    opts->disabled_kernels = mask;
+    return SEGRT_OK;
+}
+
 segrt_status segrt_build_options_set_threads(segrt_build_options *opts, int32_t threads)
 {
     CHECK_ARG(opts, "opts must not be NULL");
@@ -351,6 +404,7 @@ void sg_options_backend(const segrt_build_options *opts, sg_backend_options *out
     out->allow_cpu_fallback = opts->allow_cpu_fallback;
     out->workspace = opts->workspace;
     out->autotune = opts->autotune;
+    out->disabled_kernels = opts->disabled_kernels;
     out->shapes = opts->shapes;
     out->n_shapes = opts->n_shapes;
 }

@@ -117,6 +117,11 @@ static void options_text(sg_wbuf *w, const segrt_build_options *o)
              segrt_precision_name(o->precision), o->allow_cpu_fallback ? 1 : 0, ws, o->fp32_ops ? o->fp32_ops : "",
              o->autotune < 0 ? SG_DEFAULT_AUTOTUNE : o->autotune, o->threads);
     put_text(w, line);
+    /* The kernels the build was told not to use (the switches' names). */
+    char off[512];
+    sg_disabled_kernels_text(o->disabled_kernels, off, sizeof off);
+    snprintf(line, sizeof line, "disabled_kernels=%s\n", off);
+    put_text(w, line);
     for (int32_t i = 0; i < o->n_shapes; i++) {
         const sg_shape_binding *b = &o->shapes[i];
         snprintf(line, sizeof line, "shape=%s=", b->name);
@@ -295,6 +300,9 @@ static sg_status options_from_header(const char *text, segrt_device_kind kind, i
     header_get(text, "fp32_ops", buf, sizeof buf);
     if (s == SEGRT_OK)
         s = segrt_build_options_set_fp32_ops(o, buf);
+    header_get(text, "disabled_kernels", buf, sizeof buf);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_disabled_kernels(o, buf);
     /* shape=NAME=min:opt:maxx... lines */
     for (const char *l = text; s == SEGRT_OK && *l;) {
         const char *e = strchr(l, '\n');

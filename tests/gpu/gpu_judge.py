@@ -57,9 +57,10 @@ def round_to(x, prec):
     return np.where(np.isnan(x), x, r).astype(np.float32)
 
 
-def run_engine(model, feeds, device, precision="fp32", threads=None):
+def run_engine(model, feeds, device, precision="fp32", threads=None, disabled=None):
     shapes = {k: v.shape for k, v in feeds.items()}
-    with sc.BuildOptions(shapes=shapes, device=device, precision=precision, threads=threads) as o, \
+    with sc.BuildOptions(shapes=shapes, device=device, precision=precision, threads=threads,
+                         disabled_kernels=disabled) as o, \
             sc.Engine.build(model, o) as e, e.context() as ctx:
         outs = ctx.run(feeds)
         if device != "cpu":
@@ -68,33 +69,32 @@ def run_engine(model, feeds, device, precision="fp32", threads=None):
         return outs
 
 
-def run_engine_env(model, feeds, device, precision, env):
-    """run_engine with environment variables set while the engine is built
-    (segrt's A/B switches are read then), restored after."""
-    import pytest
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        return run_engine(model, feeds, device, precision)
+def run_engine_without(model, feeds, device, precision, disabled):
+    """run_engine with the kernels and fusions named in `disabled` turned
+    off (comma-separated names of segrt_build_options_set_disabled_kernels,
+    segrt's A/B switches; "": none)."""
+    return run_engine(model, feeds, device, precision, disabled=disabled)
 
 
-def paths_agree(onnx_model, feeds, label, env, what, agree_db):
-    """Runs onnx_model at fp16 and bf16 as planned and with the A/B switches
-    env (what: the two paths, for the printout), and asserts that every
-    output is finite and within agree_db[precision] dB PSNR of the other."""
+def paths_agree(onnx_model, feeds, label, disabled, what, agree_db):
+    """Runs onnx_model at fp16 and bf16 as planned and with the kernels
+    named in `disabled` turned off (what: the two paths, for the printout),
+    and asserts that every output is finite and within agree_db[precision]
+    dB PSNR of the other."""
     model = sc.Model.from_bytes(onnx_model, name=f"{label}.onnx")
     for prec in ("fp16", "bf16"):
         mine = run_engine(model, feeds, "cuda", prec)
-        other = run_engine_env(model, feeds, "cuda", prec, env)
+        other = run_engine_without(model, feeds, "cuda", prec, disabled)
         for k, (a, b) in enumerate(zip(mine, other)):
             v = psnr(a, b)
             print(f"\n{label} {prec} output {k}: {what}: PSNR {fmt_db(v)}, {100 * float(np.mean(a == b)):.2f} % equal")
             assert np.isfinite(a).all() and v >= agree_db[prec], f"{label} {prec} output {k}: {what}: {fmt_db(v)}"
 
 
-def bench_profile(onnx_model, feeds, tmp_path, precision="fp16", env=None):
+def bench_profile(onnx_model, feeds, tmp_path, precision="fp16", disabled=None):
     """`segrt bench --profile` of onnx_model at feeds' shapes (no autotune,
-    no plan cache): its stdout, one row per step with the kernel's name."""
+    no plan cache), with `--disable-kernels disabled` where given: its
+    stdout, one row per step with the kernel's name."""
     import subprocess
 
     import onnx
@@ -104,7 +104,8 @@ def bench_profile(onnx_model, feeds, tmp_path, precision="fp16", env=None):
     shapes = [f"{k}=" + "x".join(str(d) for d in v.shape) for k, v in feeds.items()]
     p = subprocess.run([SEGRT, "bench", str(path), *[a for s in shapes for a in ("--shape", s)], "--device", "cuda",
                         "--precision", precision, "--iters", "2", "--warmup", "1", "--profile", "--autotune", "0",
-                        "--no-cache"], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+                        "--no-cache", *(("--disable-kernels", disabled) if disabled else ())],
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     return p.stdout
 

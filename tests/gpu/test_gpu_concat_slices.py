@@ -1,6 +1,6 @@
 """Concatenations of cuDNN convolutions' results, written in place: where
 cuDNN takes a convolution's output, input or residual with the strides of
-its slice of the concatenated buffer (cuda_conv.c, conv_restride), the
+its slice of the concatenated buffer (cudnn_conv.c, conv_restride), the
 convolution writes or reads the slice itself and no "segrt concat" step
 runs. MONAI's UNet (unet3d_spleen) concatenates two such results at every
 level of its decoder.
@@ -30,13 +30,13 @@ cuDNN's 16-byte aligned kernels and must be copied).
 Compared as test_gpu_small_conv.py does: fp32 relative L2 to the CPU
 engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
 (>= 45 dB fp16, >= 35 dB bf16). The profile shows no "segrt concat" step
-for the aligned cases at fp16, one with SEGRT_CUDA_CONCAT_SLICES=0, and
+for the aligned cases at fp16, one with --disable-kernels concat-slices, and
 both builds agree at fp32."""
 import numpy as np
 import pytest
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import rel_l2
 from test_gpu_small_conv import CHAIN_PSNR_DB, FP32_L2, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
@@ -84,12 +84,12 @@ def test_convolutions_write_their_slices(gpu, label, tmp_path):
     m, feeds = case(label)
     out = bench_profile(m, feeds, tmp_path, "fp16")
     assert not steps_on(out, CONCAT), f"both Concat inputs should be written in place:\n{out}"
-    off = bench_profile(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_CONCAT_SLICES": "0"})
-    assert len(steps_on(off, CONCAT)) == 1, f"SEGRT_CUDA_CONCAT_SLICES=0 should copy:\n{off}"
+    off = bench_profile(m, feeds, tmp_path, "fp16", "concat-slices")
+    assert len(steps_on(off, CONCAT)) == 1, f"--disable-kernels concat-slices should copy:\n{off}"
 
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     placed = run_engine(model, feeds, "cuda", "fp32")
-    copied = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_CONCAT_SLICES": "0"})
+    copied = run_engine_without(model, feeds, "cuda", "fp32", "concat-slices")
     e = rel_l2(placed[0], copied[0])
     print(f"\n{label}: slices vs copy at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2 and np.isfinite(placed[0]).all()

@@ -24,7 +24,7 @@ which could not normalise it as it loads it.
 
 Checks: test_gpu_small_conv.py's judge (fp32 against the CPU engine, fp16
 and bf16 PSNR against CUDA fp32); the profile at fp16 shows the pooling
-layer and no "segrt max pool" step; SEGRT_CUDA_CONV_POOL=0 gives the pool
+layer and no "segrt max pool" step; --disable-kernels conv-pool gives the pool
 its pass back, and the two paths agree (PSNR >= 60 dB at fp16, 45 at
 bf16): the same pooled values, normalised in 16-bit arithmetic by the
 reader's prologue instead of in float32 by the pool, which at bf16's
@@ -40,7 +40,7 @@ from test_gpu_upsample_conv import UNetNet, steps_on
 
 CONV = "segrt mma conv+stats+pool"
 POOL = "segrt max pool"
-OFF = {"SEGRT_CUDA_CONV_POOL": "0"}
+OFF = "conv-pool"
 AGREE_DB = {"fp16": 60.0, "bf16": 45.0}
 
 

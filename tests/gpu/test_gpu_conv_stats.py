@@ -1,5 +1,5 @@
 """Normalisation statistics made by the convolution that produces the
-tensor: where a layer on segrt's tensor-core kernel (k_conv_mma.cu) feeds
+tensor: where a layer on segrt's tensor-core kernel (k_conv_mma*.cu) feeds
 only an InstanceNormalization or GroupNormalization, its epilogue writes
 each tile's per-channel mean and M2 of its results ("segrt mma
 conv+stats" in profiles) and the norm only combines them and applies
@@ -19,7 +19,7 @@ its counts:
 
 Checks: test_gpu_small_conv.py's judge (fp32 against the CPU engine,
 fp16 and bf16 PSNR against CUDA fp32); the profile at fp16 shows both
-steps on the path; SEGRT_CUDA_CONV_STATS=0 gives the norm its own pass
+steps on the path; --disable-kernels conv-stats gives the norm its own pass
 back, and the two paths agree at fp16 and bf16 (PSNR >= 60 dB): they
 normalise the same stored values, with statistics of the results before
 and after their rounding to the plan's dtype."""
@@ -29,14 +29,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
 
 CONV = "segrt mma conv+stats"
 NORM = "segrt norm from stats"
-OFF = {"SEGRT_CUDA_CONV_STATS": "0"}
+OFF = "conv-stats"
 
 
 def first(net, c, nsp):
@@ -115,7 +115,7 @@ def test_conv_stats_path_taken_and_agrees(gpu, label, tmp_path):
     model_ = sc.Model.from_bytes(m, name=f"{label}.onnx")
     for prec in ("fp16", "bf16"):
         mine = run_engine(model_, feeds, "cuda", prec)
-        own = run_engine_env(model_, feeds, "cuda", prec, OFF)
+        own = run_engine_without(model_, feeds, "cuda", prec, OFF)
         v = psnr(mine[0], own[0])
         print(f"\n{label} {prec}: statistics from the conv vs the norm's own pass: PSNR {v:.1f} dB")
         assert v >= 60.0 and np.isfinite(mine[0]).all()

@@ -1,5 +1,5 @@
 """3x3 and 3x3x3 convolutions with few output channels on segrt's
-tensor-core kernel (src/backend/cuda/k_conv_mma.cu, "segrt mma conv" in
+tensor-core kernel (src/backend/cuda/k_conv_mma*.cu, "segrt mma conv" in
 profiles) instead of cuDNN: float16 and bfloat16 plans, input channels a
 multiple of 16, 8, 16 or 32 output channels (16 in 3-D), stride 1,
 padding 1.
@@ -30,22 +30,22 @@ first layer does), and counts in the expected steps:
     (both equal, bit for bit, to the plan that runs the norm's pass).
 
 On Hopper (compute capability 9.0) the 2-D layers run on the kernel's
-warpgroup (wgmma) form; SEGRT_CUDA_WGMMA=0 keeps them on its mma.sync
+warpgroup (wgmma) form; --disable-kernels wgmma keeps them on its mma.sync
 form, and the two agree at fp16 and bf16 (PSNR >= 60 dB: the products'
 order differs, the float32 sums do not).
-SEGRT_CUDA_WGMMA_ISSUE_LATE=0 moves each tile's next loads back in front
+--disable-kernels wgmma-issue-late moves each tile's next loads back in front
 of its products: the outputs are equal bit for bit.
 
 Compared as test_gpu_small_conv.py does: fp32 (cuDNN) relative L2 to the
 CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
 (>= 45 dB fp16, >= 35 dB bf16). The profile at fp16 shows the layers on
-the kernel, SEGRT_CUDA_MMA_CONV=0 puts them back on cuDNN, and the two
+the kernel, --disable-kernels mma-conv puts them back on cuDNN, and the two
 agree at fp16 (PSNR >= 60 dB)."""
 import numpy as np
 import pytest
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
@@ -191,11 +191,11 @@ def test_mma_path_taken_and_agrees_with_cudnn(gpu, label, tmp_path):
     assert len(steps_on(out, IMPL)) == count, f"expected {count} layer(s) on `{IMPL}`:\n{out}"
     if label == "2d-concat-slice":
         assert not steps_on(out, "segrt concat"), f"the layer should write its slice of the Concat:\n{out}"
-    off = bench_profile(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_MMA_CONV": "0"})
-    assert not steps_on(off, IMPL), f"SEGRT_CUDA_MMA_CONV=0 should leave the layer to cuDNN:\n{off}"
+    off = bench_profile(m, feeds, tmp_path, "fp16", "mma-conv")
+    assert not steps_on(off, IMPL), f"--disable-kernels mma-conv should leave the layer to cuDNN:\n{off}"
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     mine = run_engine(model, feeds, "cuda", "fp16")
-    cudnn = run_engine_env(model, feeds, "cuda", "fp16", {"SEGRT_CUDA_MMA_CONV": "0"})
+    cudnn = run_engine_without(model, feeds, "cuda", "fp16", "mma-conv")
     v = psnr(mine[0], cudnn[0])
     print(f"\n{label}: kernel vs cuDNN at fp16: PSNR {v:.1f} dB")
     assert v >= 60.0 and np.isfinite(mine[0]).all()
@@ -207,8 +207,8 @@ def test_wgmma_agrees_with_mma_sync(gpu, label, precision):
     m, feeds, _ = case(label)
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     # (Norms applied by the next layer are compared in their own test.)
-    wg = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})
-    sync = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_WGMMA": "0"})
+    wg = run_engine_without(model, feeds, "cuda", precision, "norm-prologue")
+    sync = run_engine_without(model, feeds, "cuda", precision, "wgmma")
     v = psnr(wg[0], sync[0])
     print(f"\n{label}: wgmma vs mma.sync at {precision}: PSNR {v:.1f} dB")
     assert v >= 60.0 and np.isfinite(wg[0]).all()
@@ -218,7 +218,7 @@ def test_wgmma_agrees_with_mma_sync(gpu, label, precision):
 @pytest.mark.parametrize("label", [i for i in IDS if i.startswith("2d")])
 def test_wgmma_load_order_changes_no_bit(gpu, label, precision):
     """A warpgroup issues its next tile's loads behind its products
-    (SEGRT_CUDA_WGMMA_ISSUE_LATE=0: before them, the earlier order): the
+    (--disable-kernels wgmma-issue-late: before them, the earlier order): the
     same products summed in the same order, so the outputs are equal bit
     for bit, normalising prologues and statistics included; a missing
     barrier would show as a differing bit."""
@@ -232,16 +232,14 @@ def load_orders_differ(m, feeds, label, precision):
     """Bytes of the output that differ between the two load orders."""
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
 
-    def run(order):
+    def run(disabled):
         # (Untimed cuDNN choices for any other layer: the same in both builds.)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("SEGRT_CUDA_WGMMA_ISSUE_LATE", order)
-            with sc.BuildOptions(shapes={k: v.shape for k, v in feeds.items()}, device="cuda",
-                                 precision=precision, autotune=0) as o, \
-                    sc.Engine.build(model, o) as e, e.context() as ctx:
-                return ctx.run(feeds)
+        with sc.BuildOptions(shapes={k: v.shape for k, v in feeds.items()}, device="cuda",
+                             precision=precision, autotune=0, disabled_kernels=disabled) as o, \
+                sc.Engine.build(model, o) as e, e.context() as ctx:
+            return ctx.run(feeds)
 
-    late, early = run("1"), run("0")
+    late, early = run(""), run("wgmma-issue-late")
     assert late[0].shape == early[0].shape and np.isfinite(late[0]).all()
     differ = int(np.count_nonzero(late[0].view(np.uint8) != early[0].view(np.uint8)))
     print(f"\n{label}: load orders at {precision}: {differ} differing bytes")
@@ -262,7 +260,7 @@ def test_wgmma_many_tiles_a_warpgroup(gpu, label, make):
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
         pytest.skip("conv_wgmma's buffers: compute capability 9.0 only")
     m, feeds, _ = make(700, shape=(4, 3, 256, 512))
-    agrees_with(m, feeds, f"{label} x4096", {"SEGRT_CUDA_WGMMA": "0"}, "wgmma vs mma.sync")
+    agrees_with(m, feeds, f"{label} x4096", "wgmma", "wgmma vs mma.sync")
     assert load_orders_differ(m, feeds, f"{label} x4096", "fp16") == 0
 
 
@@ -271,7 +269,7 @@ def test_norm_left_to_the_next_layer(gpu, label, tmp_path):
     """On Hopper an InstanceNorm whose (activated) result only a wgmma
     layer reads is applied by that layer as its halo lands: the profile
     shows the statistics' combination only ("segrt norm stats only"), no
-    "norm from stats" pass for it; SEGRT_CUDA_NORM_PROLOGUE=0 runs the pass
+    "norm from stats" pass for it; --disable-kernels norm-prologue runs the pass
     instead, and the two agree (the prologue rounds (x - mean) * s + b in
     16-bit arithmetic, the pass in float32: PSNR >= 50 dB at fp16)."""
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
@@ -279,19 +277,20 @@ def test_norm_left_to_the_next_layer(gpu, label, tmp_path):
     m, feeds, _ = case(label)
     out = bench_profile(m, feeds, tmp_path, "fp16")
     assert len(steps_on(out, "segrt norm stats only")) == PROLOGUES[label], out
-    off = bench_profile(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_NORM_PROLOGUE": "0"})
+    off = bench_profile(m, feeds, tmp_path, "fp16", "norm-prologue")
     assert not steps_on(off, "segrt norm stats only"), off
-    agrees_with(m, feeds, label, {"SEGRT_CUDA_NORM_PROLOGUE": "0"}, "prologue vs the norm's pass")
+    agrees_with(m, feeds, label, "norm-prologue", "prologue vs the norm's pass")
 
 
-def agrees_with(m, feeds, label, env, what):
-    """Model m's output against the plan built with `env` set, at fp16 and
+def agrees_with(m, feeds, label, disabled, what):
+    """Model m's output against the plan built with the kernels named in
+    `disabled` turned off, at fp16 and
     bf16: PSNR >= 50 and 40 dB (a norm applied in 16-bit arithmetic by a
     layer's prologue against its float32 pass rounds differently)."""
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     for precision, floor in (("fp16", 50.0), ("bf16", 40.0)):
         mine = run_engine(model, feeds, "cuda", precision)
-        other = run_engine_env(model, feeds, "cuda", precision, env)
+        other = run_engine_without(model, feeds, "cuda", precision, disabled)
         v = psnr(mine[0], other[0])
         print(f"\n{label}: {what} at {precision}: PSNR {v:.1f} dB")
         assert v >= floor and np.isfinite(mine[0]).all()
@@ -300,7 +299,7 @@ def agrees_with(m, feeds, label, env, what):
 def test_norm_left_to_a_pool_and_a_concat(gpu, tmp_path):
     """A norm read by a max pool and a Concat (a UNet's skip) is left to
     both: no pass over it, the pool and the decoder layer normalise as they
-    read. With SEGRT_CUDA_CONCAT_SLICES=0 the Concat copies its inputs, so
+    read. With --disable-kernels concat-slices the Concat copies its inputs, so
     it cannot leave its slice to the layer: the plan applies the norm
     before the copy ("segrt norm apply"), and both plans agree."""
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
@@ -309,9 +308,9 @@ def test_norm_left_to_a_pool_and_a_concat(gpu, tmp_path):
     out = bench_profile(m, feeds, tmp_path, "fp16")
     assert not steps_on(out, "segrt norm from stats") and not steps_on(out, "segrt norm apply"), out
     assert not steps_on(out, "segrt concat"), out
-    copied = bench_profile(m, feeds, tmp_path, "fp16", {"SEGRT_CUDA_CONCAT_SLICES": "0"})
+    copied = bench_profile(m, feeds, tmp_path, "fp16", "concat-slices")
     assert len(steps_on(copied, "segrt norm apply")) == 1 and len(steps_on(copied, "segrt concat")) == 1, copied
-    agrees_with(m, feeds, "skip", {"SEGRT_CUDA_CONCAT_SLICES": "0"},
+    agrees_with(m, feeds, "skip", "concat-slices",
                 "left to the Concat's reader vs applied before the copy")
 
 
@@ -338,7 +337,7 @@ def test_max_pool_normalises_as_the_pass_would(gpu, act, tmp_path):
     (or, for a channel of negative scale, least) and normalises that once;
     the normalisation never decreases (increases) with its input, so the
     result is the same float as the norm's pass then the pool give: equal
-    to the SEGRT_CUDA_NORM_PROLOGUE=0 plan's, bit for bit but zeros' signs."""
+    to the --disable-kernels norm-prologue plan's, bit for bit but zeros' signs."""
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
         pytest.skip("norms are left to other layers on compute capability 9.0 only")
     m, feeds = norm_pool_2d(660, act)
@@ -348,7 +347,7 @@ def test_max_pool_normalises_as_the_pass_would(gpu, act, tmp_path):
 def same_as_the_pass(m, feeds, tmp_path, name, reader=None):
     """The one norm of model m is left to its reader (the profile shows no
     pass over it; `reader`, where given, names the reader's kernel), and
-    the output equals the SEGRT_CUDA_NORM_PROLOGUE=0 plan's bit for bit at
+    the output equals the --disable-kernels norm-prologue plan's bit for bit at
     fp16 and bf16."""
     out = bench_profile(m, feeds, tmp_path, "fp16")
     assert len(steps_on(out, "segrt norm stats only")) == 1 and not steps_on(out, "segrt norm from stats"), out
@@ -356,7 +355,7 @@ def same_as_the_pass(m, feeds, tmp_path, name, reader=None):
     model = sc.Model.from_bytes(m, name=f"{name}.onnx")
     for precision in ("fp16", "bf16"):
         mine = run_engine(model, feeds, "cuda", precision)[0]
-        passes = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_NORM_PROLOGUE": "0"})[0]
+        passes = run_engine_without(model, feeds, "cuda", precision, "norm-prologue")[0]
         assert np.isfinite(mine).all() and np.abs(mine).max() > 0
         np.testing.assert_array_equal(mine, passes)
 
@@ -379,7 +378,7 @@ def test_upsampling_normalises_as_the_pass_would(gpu, tmp_path, k):
     """A norm left to the upsampling ConvTranspose: the kernel normalises
     each input vector as it stages it, in float32 and rounded to 16 bits as
     the norm's pass stores it, so the products are the pass path's: equal
-    to the SEGRT_CUDA_NORM_PROLOGUE=0 plan's, bit for bit."""
+    to the --disable-kernels norm-prologue plan's, bit for bit."""
     if (gpu["compute_major"], gpu["compute_minor"]) != (9, 0):
         pytest.skip("norms are left to other layers on compute capability 9.0 only")
     m, feeds = norm_upsample_2d(670, k)

@@ -13,7 +13,7 @@ at more than 32 blocks a sample the one pass is slower.) Checked:
 
   - against the CPU engine at fp32 and against CUDA fp32 at fp16 and bf16
     (test_gpu_small_conv.judge, with test_gpu_graphs.py's bounds);
-  - against the three kernels (SEGRT_CUDA_NORM_ONE_PASS=0) at every
+  - against the three kernels (--disable-kernels norm-one-pass) at every
     precision: relative L2 <= 1e-5 at fp32, >= 60 dB at fp16 and bf16
     (the statistics are summed in another order, nothing else differs);
   - that the one pass ran: for every case, some output differs in its
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import segrt_capi as sc
-from gpu_judge import run_engine, run_engine_env
+from gpu_judge import run_engine, run_engine_without
 from gpu_util import fmt_db, psnr
 from test_gpu_small_conv import Net, judge
 
@@ -74,7 +74,7 @@ def test_one_pass_agrees_with_three_kernels(gpu, spec):
     differs = False
     for prec in ("fp32", "fp16", "bf16"):
         one = run_engine(model, feeds, "cuda", prec)
-        three = run_engine_env(model, feeds, "cuda", prec, {"SEGRT_CUDA_NORM_ONE_PASS": "0"})
+        three = run_engine_without(model, feeds, "cuda", prec, "norm-one-pass")
         for a, b in zip(one, three):
             differs = differs or not np.array_equal(a, b)
             if prec == "fp32":
@@ -85,4 +85,4 @@ def test_one_pass_agrees_with_three_kernels(gpu, spec):
                 v = psnr(a, b)
                 print(f"\n{spec[0]}: one pass vs three kernels at {prec}: PSNR {fmt_db(v)}")
                 assert v >= AB_PSNR_DB, f"{spec[0]} {prec}: PSNR {fmt_db(v)} (bound {AB_PSNR_DB} dB)"
-    assert differs, f"{spec[0]}: the same bits with SEGRT_CUDA_NORM_ONE_PASS=0: was the one pass taken?"
+    assert differs, f"{spec[0]}: the same bits with --disable-kernels norm-one-pass: was the one pass taken?"

@@ -1,7 +1,7 @@
 """Convolutions over 2 to 7 input channels on the GPU at fp16 and bf16:
 the plan copies the input into 8 channels (the rest zero; "segrt pad
 channels" in profiles) and pads the weights with zeros, so that cuDNN's
-tensor-core kernels take the layer (src/backend/cuda/cuda_conv.c); a
+tensor-core kernels take the layer (src/backend/cuda/cudnn_conv.c); a
 3x3(x3) stride-1 layer of 8, 16 or 32 outputs (16 in 3-D: rgb2d-3to32,
 c7-3d-to16, c3-2d-residual) goes to segrt's tensor-core kernel from a
 copy padded to 16 (cuda_conv_mma.c). On Hopper (compute capability 9.0)
@@ -27,9 +27,9 @@ there), fp16 and bf16:
 
 Bounds are test_gpu_small_conv.py's: fp32 relative L2 to the CPU engine
 <= 1e-5; fp16 and bf16 PSNR against CUDA fp32 >= 45 dB. Each fp16 case is
-also built with SEGRT_CUDA_PAD_CHANNELS=0 (cuDNN on the unpadded layer):
+also built with --disable-kernels pad-channels (cuDNN on the unpadded layer):
 the sums are the same, so the two agree to fp16 rounding (>= 60 dB), and
-so does each fp16 and bf16 case with SEGRT_CUDA_MMA_SMALL_INPUT=0 (the
+so does each fp16 and bf16 case with --disable-kernels mma-small-input (the
 padded copy in place of reading the input as it is). Profiles show which
 step is taken. wide_model gives the kernel that reads the input as it is
 ten tiles a warpgroup, from the float32 input and from a 16-bit tensor,
@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import fmt_db, psnr
 from test_gpu_small_conv import LAYER_PSNR_DB, Net, judge
 
@@ -83,15 +83,16 @@ def test_padded_layer(gpu, spec):
 @pytest.mark.parametrize("spec", CASES, ids=[c[0] for c in CASES])
 def test_padding_agrees_with_unpadded(gpu, spec):
     m, feeds = case_model(spec, seed=CASES.index(spec) + 11)
-    agrees(m, feeds, spec[0], "fp16", {"SEGRT_CUDA_PAD_CHANNELS": "0"}, "padded vs unpadded")
+    agrees(m, feeds, spec[0], "fp16", "pad-channels", "padded vs unpadded")
 
 
-def agrees(m, feeds, label, precision, env, what):
-    """Model m's outputs against the plan built with `env` set: PSNR >=
+def agrees(m, feeds, label, precision, disabled, what):
+    """Model m's outputs against the plan built with the kernels named in
+    `disabled` turned off: PSNR >=
     AB_PSNR_DB."""
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     mine = run_engine(model, feeds, "cuda", precision)
-    other = run_engine_env(model, feeds, "cuda", precision, env)
+    other = run_engine_without(model, feeds, "cuda", precision, disabled)
     for a, b in zip(mine, other):
         v = psnr(a, b)
         print(f"\n{label}: {what} at {precision}: PSNR {fmt_db(v)}")
@@ -117,7 +118,7 @@ def small_input_cases():
 @pytest.mark.parametrize("label,make", small_input_cases(), ids=[c[0] for c in small_input_cases()])
 def test_small_input_agrees_with_padded(gpu, label, make, precision):
     m, feeds = make()
-    agrees(m, feeds, label, precision, {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"}, "input as it is vs padded copy")
+    agrees(m, feeds, label, precision, "mma-small-input", "input as it is vs padded copy")
 
 
 def wide_model(seed, source, norm):
@@ -149,7 +150,7 @@ def test_small_input_many_tiles_agrees_with_padded(gpu, source, norm, tmp_path):
     rows = profile_rows(bench_profile(m, feeds, tmp_path))
     assert not any(r[1:4] == ["segrt", "pad", "channels"] for r in rows), rows
     assert any(r[1:3] == ["segrt", "mma"] for r in rows), rows
-    agrees(m, feeds, f"wide-{source}-{'norm' if norm else 'act'}", "fp16", {"SEGRT_CUDA_MMA_SMALL_INPUT": "0"},
+    agrees(m, feeds, f"wide-{source}-{'norm' if norm else 'act'}", "fp16", "mma-small-input",
            "input as it is vs padded copy")
 
 
@@ -159,7 +160,7 @@ def profile_rows(out):
 
 def test_padding_step_taken(gpu, tmp_path):
     m, feeds = case_model(CASES[0], seed=11)
-    out = bench_profile(m, feeds, tmp_path, env={"SEGRT_CUDA_MMA_SMALL_INPUT": "0"})
+    out = bench_profile(m, feeds, tmp_path, disabled="mma-small-input")
     rows = profile_rows(out)
     assert any(r[:4] == ["x", "segrt", "pad", "channels"] for r in rows), out
     # The padded copy replaces the input's conversion: no other copy of x.

@@ -127,12 +127,13 @@ def test_serialized_cudnn_plans_give_the_same_bits(tiny, plan, tmp_path):
     """The build serializes each cuDNN execution plan into the plan file
     and contexts restore it instead of finalizing it from the recorded
     engine configuration (a runtime compilation per fused convolution):
-    the same bits as a plan built without them (SEGRT_CUDNN_PLAN_JSON=0),
-    whose file is smaller by the serialized plans."""
-    bare = build_plan(tiny, tmp_path / "bare.plan", dims(tiny["x"].shape), env={"SEGRT_CUDNN_PLAN_JSON": "0"})
+    the same bits as a plan built without them (--disable-kernels
+    cudnn-plan-json, which the plan file keeps for its loads), whose file
+    is smaller by the serialized plans."""
+    bare = build_plan(tiny, tmp_path / "bare.plan", dims(tiny["x"].shape), "--disable-kernels", "cudnn-plan-json")
     a, b = tmp_path / "restored.npy", tmp_path / "finalized.npy"
     ok(run_plan(tiny, plan, tiny["src"], a), "run of the plan with serialized cuDNN plans")
-    ok(run_plan(tiny, bare, tiny["src"], b, env={"SEGRT_CUDNN_PLAN_JSON": "0"}), "run of the plan without")
+    ok(run_plan(tiny, bare, tiny["src"], b), "run of the plan without")
     same_bits(np.load(a), np.load(b), "restored cuDNN plans against finalized ones")
     print(f"\nplan file: {plan.stat().st_size} bytes with serialized cuDNN plans, {bare.stat().st_size} without")
     assert plan.stat().st_size > bare.stat().st_size, "the plan file holds no serialized cuDNN plan"

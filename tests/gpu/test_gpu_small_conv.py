@@ -36,16 +36,16 @@ the CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32 output
 dtype) >= 45 dB at fp16 and >= 35 dB at bf16, as test_gpu_graphs.py holds
 its blocks. No step may fall back to the CPU.
 
-Also: a profile of the spleen tail (with SEGRT_CUDA_UP_K3=0: at fp16 its
+Also: a profile of the spleen tail (with --disable-kernels up-k3: at fp16 its
 ConvTranspose is the tensor-core kernel's) shows both small layers on "segrt small
 conv" -- the ConvTranspose on the phase-tiled variant ("... up"), the Conv
 on the tiled one -- so the paths are taken, not only correct; the same
-model built with SEGRT_CUDA_SMALL_CONV=0 (cuDNN for every layer) agrees at
+model built with --disable-kernels small-conv (cuDNN for every layer) agrees at
 fp32; and the tiled and phase-tiled variants agree with the general kernel
-(SEGRT_CUDA_TILED_CONV=0, SEGRT_CUDA_UP_CONV=0). A profile of the
+(--disable-kernels tiled-conv, or up-conv). A profile of the
 spleen head at fp16 and fp32 shows both image layers on the kernel with
 no copy of the image before them, and they agree with cuDNN's
-(SEGRT_CUDA_SMALL_CONV=0: fp32 rel L2 <= 1e-5, fp16 >= 60 dB)."""
+(--disable-kernels small-conv: fp32 rel L2 <= 1e-5, fp16 >= 60 dB)."""
 import math
 
 import numpy as np
@@ -54,7 +54,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import fmt_db, psnr, rel_l2, special_mismatch
 
 FP32_L2 = 1e-5
@@ -374,12 +374,12 @@ def test_small_chain(gpu, label, make):
 # At fp16 and bf16 a kernel-3 stride-2 ConvTranspose reading a channels-last
 # input goes to the tensor-core kernel (test_gpu_up_k3.py); these tests
 # turn that path off to hold the direct kernel's own variants.
-NO_K3 = {"SEGRT_CUDA_UP_K3": "0"}
+NO_K3 = "up-k3"
 
 
 def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
     m, feeds = chain_spleen(7)
-    out = bench_profile(m, feeds, tmp_path, env=NO_K3)
+    out = bench_profile(m, feeds, tmp_path, disabled=NO_K3)
     rows = [line for line in out.splitlines() if IMPL in line]
     assert len(rows) == 2, f"expected the ConvTranspose and the last Conv on `{IMPL}`:\n{out}"
     assert any(IMPL + " up" in r for r in rows), f"the ConvTranspose should run on the phase-tiled variant:\n{out}"
@@ -389,7 +389,7 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
 
     model = sc.Model.from_bytes(m, name="spleen_tail.onnx")
     small = run_engine(model, feeds, "cuda", "fp32")
-    cudnn = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_SMALL_CONV": "0"})
+    cudnn = run_engine_without(model, feeds, "cuda", "fp32", "small-conv")
     e = rel_l2(small[0], cudnn[0])
     print(f"\nsmall conv vs cuDNN at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2, f"the direct kernel and cuDNN differ at fp32: rel L2 {e:.3g}"
@@ -399,7 +399,7 @@ def test_small_path_taken_and_agrees_with_cudnn(gpu, tmp_path):
 def test_first_layers_taken_and_agree_with_cudnn(gpu, tmp_path, precision):
     """The spleen head's two image layers run on the direct kernel, reading
     the float32 graph input as it is (no padded or converted copy of x),
-    and agree with cuDNN (SEGRT_CUDA_SMALL_CONV=0)."""
+    and agree with cuDNN (--disable-kernels small-conv)."""
     m, feeds = chain_spleen_head(11)
     out = bench_profile(m, feeds, tmp_path, precision)
     rows = [line for line in out.splitlines() if IMPL in line]
@@ -408,7 +408,7 @@ def test_first_layers_taken_and_agree_with_cudnn(gpu, tmp_path, precision):
     assert not firsts, f"the image should be read as it is, with no step of its own:\n{out}"
     model = sc.Model.from_bytes(m, name="spleen_head.onnx")
     small = run_engine(model, feeds, "cuda", precision)
-    cudnn = run_engine_env(model, feeds, "cuda", precision, {"SEGRT_CUDA_SMALL_CONV": "0"})
+    cudnn = run_engine_without(model, feeds, "cuda", precision, "small-conv")
     if precision == "fp32":
         e = rel_l2(small[0], cudnn[0])
         print(f"\nspleen head, small conv vs cuDNN at fp32: rel L2 {e:.3g}")
@@ -419,10 +419,10 @@ def test_first_layers_taken_and_agree_with_cudnn(gpu, tmp_path, precision):
         assert v >= 60.0, f"the direct kernel and cuDNN differ at fp16: PSNR {fmt_db(v)}"
 
 
-def small_conv_impls(onnx_model, feeds, tmp_path, precision, env=None):
+def small_conv_impls(onnx_model, feeds, tmp_path, precision, disabled=None):
     """The kernel names `segrt bench --profile` gives the direct kernel's
     steps: which variant each small layer runs on."""
-    out = bench_profile(onnx_model, feeds, tmp_path, precision, env)
+    out = bench_profile(onnx_model, feeds, tmp_path, precision, disabled)
     rows = [line for line in out.splitlines() if IMPL in line]
     assert rows, f"no step on `{IMPL}`:\n{out}"
     return [IMPL + r.split(IMPL, 1)[1].split("  ", 1)[0] for r in rows]
@@ -430,34 +430,34 @@ def small_conv_impls(onnx_model, feeds, tmp_path, precision, env=None):
 
 @pytest.mark.parametrize("spec", TILED, ids=[s[0] for s in TILED])
 def test_tiled_agrees_with_general_kernel(gpu, spec, tmp_path):
-    """SEGRT_CUDA_TILED_CONV=0 runs the same layers on the general direct
+    """--disable-kernels tiled-conv runs the same layers on the general direct
     kernel: the two sum in other orders, so they agree to rounding."""
     m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
     assert small_conv_impls(m, feeds, tmp_path, "fp32") == [IMPL + " tiled"]
-    assert small_conv_impls(m, feeds, tmp_path, "fp32", {"SEGRT_CUDA_TILED_CONV": "0"}) == [IMPL]
+    assert small_conv_impls(m, feeds, tmp_path, "fp32", "tiled-conv") == [IMPL]
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     tiled = run_engine(model, feeds, "cuda", "fp32")
-    general = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_TILED_CONV": "0"})
+    general = run_engine_without(model, feeds, "cuda", "fp32", "tiled-conv")
     for a, b in zip(tiled, general):
         assert rel_l2(a, b) <= 1e-6, f"tiled vs general: rel L2 {rel_l2(a, b):.3g}"
 
 
 @pytest.mark.parametrize("spec", UP, ids=[s[0] for s in UP])
 def test_up_variant_agrees_with_general_kernel(gpu, spec, tmp_path):
-    """SEGRT_CUDA_UP_CONV=0 runs stride-2 upsampling layers on the general
+    """--disable-kernels up-conv runs stride-2 upsampling layers on the general
     direct kernel: the two sum in other orders, so they agree to rounding."""
     m, feeds = layer_model(spec, seed=LAYERS.index(spec) + 1)
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     # At fp16 every one of these layers' tiles fits in shared memory, so
     # the variant must be taken; at fp32 (twice the bytes) some do not, and
     # the comparison there holds whichever kernel the plan chose.
-    general_env = {**NO_K3, "SEGRT_CUDA_UP_CONV": "0"}
+    general = NO_K3 + ",up-conv"
     assert small_conv_impls(m, feeds, tmp_path, "fp16", NO_K3) == [IMPL + " up"]
-    assert small_conv_impls(m, feeds, tmp_path, "fp16", general_env) == [IMPL]
+    assert small_conv_impls(m, feeds, tmp_path, "fp16", general) == [IMPL]
     for prec in ("fp32", "fp16"):
-        up = run_engine_env(model, feeds, "cuda", prec, NO_K3)
-        general = run_engine_env(model, feeds, "cuda", prec, general_env)
-        for a, b in zip(up, general):
+        up = run_engine_without(model, feeds, "cuda", prec, NO_K3)
+        plain = run_engine_without(model, feeds, "cuda", prec, general)
+        for a, b in zip(up, plain):
             if prec == "fp32":
                 assert rel_l2(a, b) <= 1e-6, f"fp32 up vs general: rel L2 {rel_l2(a, b):.3g}"
             else:

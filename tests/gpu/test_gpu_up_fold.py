@@ -21,7 +21,7 @@ reads a normalised tensor).
 
 Checks: test_gpu_small_conv.py's judge (fp32 against the CPU engine, fp16
 and bf16 PSNR against CUDA fp32); the profile at fp16 and bf16 shows the
-folded layer and no "segrt upsample conv" step; SEGRT_CUDA_UP_FOLD=0
+folded layer and no "segrt upsample conv" step; --disable-kernels up-fold
 gives the upsampling its step back; and the two paths agree (PSNR >= 60
 dB at fp16, 45 at bf16): the same normalised inputs and products, summed
 in another order before the upsampled values are rounded."""
@@ -34,7 +34,7 @@ from test_gpu_upsample_conv import UNetNet, steps_on
 
 FOLDED = "segrt mma conv+up+stats"
 UP = "segrt upsample conv"
-OFF = {"SEGRT_CUDA_UP_FOLD": "0"}
+OFF = "up-fold"
 AGREE_DB = {"fp16": 60.0, "bf16": 45.0}
 
 

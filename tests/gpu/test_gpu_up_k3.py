@@ -21,18 +21,18 @@ L2 to the CPU engine's <= 1e-5; fp16 and bf16 PSNR against the CUDA fp32
 output (chains of two layers: >= 45 dB fp16, >= 35 dB bf16).
 
 Also: the profile shows the layer on "segrt convT k3s2" at fp16 (so the
-path is taken, not only correct); SEGRT_CUDA_UP_K3=0 leaves it to the
+path is taken, not only correct); --disable-kernels up-k3 leaves it to the
 other paths, and the two agree at fp16 and bf16."""
 import pytest
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine_env
+from gpu_judge import bench_profile, run_engine_without
 from gpu_util import fmt_db, psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, Net, chain_spleen, judge
 from test_gpu_upsample_conv import steps_on
 
 IMPL = "segrt convT k3s2"
-OFF = {"SEGRT_CUDA_UP_K3": "0"}
+OFF = "up-k3"
 
 # (id, N, C0, C, spatial, K, output_padding, bias, activation)
 LAYERS = [
@@ -67,16 +67,16 @@ CHAINS = [
 
 
 def path_taken_and_agrees(label, m, feeds, tmp_path):
-    """The layer runs on the kernel at fp16, not with SEGRT_CUDA_UP_K3=0,
+    """The layer runs on the kernel at fp16, not with --disable-kernels up-k3,
     and the two paths agree at fp16 and bf16."""
     on = bench_profile(m, feeds, tmp_path, "fp16")
     assert len(steps_on(on, IMPL)) == 1, f"expected the ConvTranspose on `{IMPL}`:\n{on}"
     off = bench_profile(m, feeds, tmp_path, "fp16", OFF)
-    assert not steps_on(off, IMPL), f"SEGRT_CUDA_UP_K3=0 should leave the layer to the other paths:\n{off}"
+    assert not steps_on(off, IMPL), f"--disable-kernels up-k3 should leave the layer to the other paths:\n{off}"
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     for prec, bound in (("fp16", 60.0), ("bf16", 45.0)):
-        mine = run_engine_env(model, feeds, "cuda", prec, {})
-        other = run_engine_env(model, feeds, "cuda", prec, OFF)
+        mine = run_engine_without(model, feeds, "cuda", prec, "")
+        other = run_engine_without(model, feeds, "cuda", prec, OFF)
         for a, b in zip(mine, other):
             v = psnr(a, b)
             print(f"\n{label} {prec}: kernel vs other paths PSNR {fmt_db(v)}")

@@ -26,12 +26,12 @@ output (>= 45 dB single layers; chains >= 45 dB fp16, >= 35 dB bf16).
 
 Also: the UNet stage's profile shows the layer on "segrt upsample conv"
 and no "segrt concat" step (both inputs of the Concat written in place);
-and SEGRT_CUDA_UPSAMPLE_CONV=0 (cuDNN) agrees at fp32."""
+and --disable-kernels upsample-conv (cuDNN) agrees at fp32."""
 import numpy as np
 import pytest
 
 import segrt_capi as sc
-from gpu_judge import bench_profile, run_engine, run_engine_env
+from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import rel_l2
 from test_gpu_small_conv import CHAIN_PSNR_DB, FP32_L2, LAYER_PSNR_DB, Net, judge, layer_model
 
@@ -120,8 +120,8 @@ def test_upsample_path_taken(gpu, spec, precision, tmp_path):
     m, feeds = layer_model(spec, seed=300 + LAYERS.index(spec))
     out = bench_profile(m, feeds, tmp_path, precision)
     assert len(steps_on(out, IMPL)) == 1, f"expected the layer on `{IMPL}`:\n{out}"
-    off = bench_profile(m, feeds, tmp_path, precision, {"SEGRT_CUDA_UPSAMPLE_CONV": "0"})
-    assert not steps_on(off, IMPL), f"SEGRT_CUDA_UPSAMPLE_CONV=0 should leave the layer to cuDNN:\n{off}"
+    off = bench_profile(m, feeds, tmp_path, precision, "upsample-conv")
+    assert not steps_on(off, IMPL), f"--disable-kernels upsample-conv should leave the layer to cuDNN:\n{off}"
 
 
 @pytest.mark.parametrize("label,make", CONCAT_CHAINS, ids=[c[0] for c in CONCAT_CHAINS])
@@ -133,7 +133,7 @@ def test_upsample_writes_into_the_concat_and_agrees_with_cudnn(gpu, label, make,
 
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
     mine = run_engine(model, feeds, "cuda", "fp32")
-    cudnn = run_engine_env(model, feeds, "cuda", "fp32", {"SEGRT_CUDA_UPSAMPLE_CONV": "0"})
+    cudnn = run_engine_without(model, feeds, "cuda", "fp32", "upsample-conv")
     e = rel_l2(mine[0], cudnn[0])
     print(f"\n{label}: upsample kernel vs cuDNN at fp32: rel L2 {e:.3g}")
     assert e <= FP32_L2, f"the upsample kernel and cuDNN differ at fp32: rel L2 {e:.3g}"

@@ -24,6 +24,7 @@ CUDA_ENGINE_OPTIONS = [
     (["--allow-cpu-fallback"], "--allow-cpu-fallback"),
     (["--workspace", "1G"], "--workspace"),
     (["--autotune", "2"], "--autotune"),
+    (["--disable-kernels", "wgmma"], "--disable-kernels"),
     (["--no-cache"], "--no-cache"),
     (["--cache-dir", "cache"], "--cache-dir"),
 ]

@@ -162,6 +162,7 @@ _SIGNATURES = {
     "segrt_build_options_set_allow_cpu_fallback": (_S, [_P, ctypes.c_int]),
     "segrt_build_options_set_workspace": (_S, [_P, _SZ]),
     "segrt_build_options_set_autotune": (_S, [_P, _I32]),
+    "segrt_build_options_set_disabled_kernels": (_S, [_P, _STR]),
     "segrt_engine_build": (_S, [_P, _P, _PP]),
     "segrt_engine_destroy": (None, [_P]),
     "segrt_engine_input_count": (_SZ, [_P]),
@@ -412,11 +413,11 @@ class BuildOptions(_Handle):
     """segrt_build_options; keyword arguments call the setters:
     shapes={name: dims}, ranges={name: (min, opt, max)}, device="cuda:0",
     precision="fp16", fp32_ops="Softmax,Conv_3", allow_cpu_fallback=True,
-    threads=N, workspace=bytes, autotune=N."""
+    threads=N, workspace=bytes, autotune=N, disabled_kernels="wgmma,up-fold"."""
     _destroy = "segrt_build_options_destroy"
 
     def __init__(self, shapes=None, ranges=None, device=None, precision=None, fp32_ops=None,
-                 allow_cpu_fallback=None, threads=None, workspace=None, autotune=None):
+                 allow_cpu_fallback=None, threads=None, workspace=None, autotune=None, disabled_kernels=None):
         p = ctypes.c_void_p()
         call("segrt_build_options_create", ctypes.byref(p))
         super().__init__(p.value)
@@ -438,6 +439,8 @@ class BuildOptions(_Handle):
             self.set_workspace(workspace)
         if autotune is not None:  # cuDNN configurations timed per convolution; 0: untimed, the same every build
             call("segrt_build_options_set_autotune", self.ptr, int(autotune))
+        if disabled_kernels:  # kernels and fusions not used, for A/B comparisons ("": none)
+            call("segrt_build_options_set_disabled_kernels", self.ptr, disabled_kernels.encode())
 
     def set_shape(self, name, dims):
         rank, d = _dims(dims)

@@ -1,5 +1,7 @@
 /* The public C API: argument checks, ownership, per-thread errors, and a
  * whole run of basicunet2d_tiny against its reference pair. */
+#include "backend/kernel_switches.h"
+#include "engine/api_internal.h"
 #include "io/npy.h"
 #include "segrt.h"
 #include "testlib.h"
@@ -35,6 +37,36 @@ static void test_null_arguments(void)
     CHECK(segrt_cuda_device_count(&n) == SEGRT_OK && n >= 0);
     segrt_device_info di;
     CHECK(segrt_cuda_device_info(n, &di) == SEGRT_ERROR_INVALID_ARGUMENT);
+}
+
+/* The disabled-kernels option: names to bits and back in the switches'
+ * order, spaces and empty names ignored, an unknown name refused with the
+ * name and the valid ones, leaving the option as it was. */
+static void test_disabled_kernels(void)
+{
+    segrt_build_options *o;
+    CHECK(segrt_build_options_create(&o) == SEGRT_OK);
+    CHECK(o->disabled_kernels == 0);
+    CHECK(segrt_build_options_set_disabled_kernels(NULL, "wgmma") == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(segrt_build_options_set_disabled_kernels(o, " up-fold , wgmma,,graphs ") == SEGRT_OK);
+    uint32_t want = SG_KERNEL_BIT(SG_KERNEL_UP_FOLD) | SG_KERNEL_BIT(SG_KERNEL_WGMMA) | SG_KERNEL_BIT(SG_KERNEL_GRAPHS);
+    CHECK(o->disabled_kernels == want);
+    char text[512];
+    sg_disabled_kernels_text(o->disabled_kernels, text, sizeof text);
+    CHECK_MSG(strcmp(text, "graphs,wgmma,up-fold") == 0, "%s", text);
+    CHECK(segrt_build_options_set_disabled_kernels(o, "wgmma,up-folds") == SEGRT_ERROR_INVALID_ARGUMENT);
+    const char *msg = segrt_last_error();
+    CHECK_MSG(strstr(msg, "`up-folds`") && strstr(msg, "graphs,mma-conv,wgmma") && strstr(msg, "cudnn-plan-json"), "%s",
+              msg);
+    CHECK(o->disabled_kernels == want);
+    /* Every name is accepted, and the text of all of them reads back to all. */
+    sg_disabled_kernels_text(SG_KERNEL_ALL, text, sizeof text);
+    CHECK(segrt_build_options_set_disabled_kernels(o, text) == SEGRT_OK && o->disabled_kernels == SG_KERNEL_ALL);
+    CHECK(segrt_build_options_set_disabled_kernels(o, NULL) == SEGRT_OK && o->disabled_kernels == 0);
+    CHECK(segrt_build_options_set_disabled_kernels(o, "") == SEGRT_OK && o->disabled_kernels == 0);
+    sg_disabled_kernels_text(0, text, sizeof text);
+    CHECK(text[0] == '\0');
+    segrt_build_options_destroy(o);
 }
 
 static void *thread_error(void *arg)
@@ -169,6 +201,7 @@ int main(void)
 {
     test_null_arguments();
     test_errors_are_per_thread();
+    test_disabled_kernels();
     test_tiny_model();
     CHECK(strlen(segrt_version()) >= 5);
     return sg_test_finish("test_api");

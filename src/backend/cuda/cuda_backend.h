@@ -21,6 +21,7 @@ typedef struct sg_cuda_options {
     size_t workspace_limit;    /* largest cuDNN/cuBLASLt workspace one step may use */
     const char *fp32_ops;      /* comma-separated op types or node names kept in float32, or NULL */
     int32_t autotune;          /* cuDNN configurations timed per convolution; 0 or 1: heuristics' first */
+    uint32_t disabled_kernels; /* kernels and fusions not used: SG_KERNEL_BIT of backend/kernel_switches.h */
 } sg_cuda_options;
 
 typedef struct sg_cuda_weights sg_cuda_weights;

@@ -532,7 +532,7 @@ sg_status cuda_build_concat(sg_cuda_plan *p, const sg_node *n)
      * its slice of the output: the concatenation costs no copy (a UNet's
      * skip connection and upsampled path, say). A tensor that appears
      * twice is placed once. */
-    bool all_placed = true, in_place = !cuda_env_off("SEGRT_CUDA_CONCAT_SLICES");
+    bool all_placed = true, in_place = !cuda_off(p, SG_KERNEL_CONCAT_SLICES);
     for (int32_t i = 0; i < n_in; i++) {
         bool repeated = false;
         for (int32_t j = 0; j < i && !repeated; j++)

@@ -178,24 +178,6 @@ static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
     return readers > 0;
 }
 
-int32_t cuda_norm_fused_act(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
-{
-    *act = SGK_ACT_NONE;
-    *alpha = 0.0f;
-    int32_t out = n->outputs[0], r = cuda_single_reader(p, out);
-    if (r < 0)
-        return -1;
-    const sg_node *rn = &p->g->nodes[r];
-    sgk_act a;
-    float al;
-    if (rn->n_inputs < 1 || rn->inputs[0] != out || rn->n_outputs < 1 || rn->outputs[0] < 0 ||
-        !cuda_act_of(p, rn, &a, &al))
-        return -1;
-    *act = a;
-    *alpha = al;
-    return r;
-}
-
 /* Applying a deferred normalisation (cuda_deferred_norm_apply) -------------------- */
 
 typedef struct apply_params {
@@ -261,9 +243,9 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     gp.groups = groups;
     gp.eps = sg_attr_float(n, "epsilon", 1e-5f);
     gp.act = SGK_ACT_NONE;
-    /* One kernel where the grid fits (see sgk_group_norm);
-     * SEGRT_CUDA_NORM_ONE_PASS=0 keeps the three. */
-    if (!cuda_env_off("SEGRT_CUDA_NORM_ONE_PASS"))
+    /* One kernel where the grid fits (see sgk_group_norm); disabling
+     * norm-one-pass keeps the three. */
+    if (!cuda_off(p, SG_KERNEL_NORM_ONE_PASS))
         SG_TRY(cuda_sm_count(p, &gp.one_pass_sms));
     /* A Relu or LeakyRelu that alone reads the result is applied before
      * the store: the activation is not written and read back. */
@@ -283,10 +265,10 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
     /* With the producer's statistics, and readers that all normalise x as
      * they read it (deferred_takers): this node only combines the
      * statistics into (mean, s, b), so x is not read and written once
-     * more. SEGRT_CUDA_NORM_PROLOGUE=0 keeps the pass. */
+     * more. Disabling norm-prologue keeps the pass. */
     int32_t result = fuse ? fuse->outputs[0] : out_value;
     cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha, 0, c, n};
-    if (ts && !cuda_env_off("SEGRT_CUDA_NORM_PROLOGUE") && deferred_takers(p, &dn)) {
+    if (ts && !cuda_off(p, SG_KERNEL_NORM_PROLOGUE) && deferred_takers(p, &dn)) {
         int64_t abn = xv->shape.d[0].size * c * 4;
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &abn, CUDA_LAYOUT_PLAIN, &dn.ab));
         gn_params *params = sg_malloc(sizeof *params);

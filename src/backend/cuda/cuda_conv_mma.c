@@ -2,14 +2,11 @@
  * channels through segrt's tensor-core kernel, k_conv_mma.cu.
  *
  * cuDNN tiles output channels by 64 or more, so a layer with 16 runs
- * mostly on padding: MONAI's 3-D UNet's two 16 -> 16 layers at 48^3 took
- * 0.12 ms each at 50 TFLOP/s on an H200. The kernel also applies the bias,
- * a following Relu, LeakyRelu or single-slope PRelu, and a residual Add
- * after them (a MONAI residual unit's last layer), and writes through any
- * view, so its output can become a Concat's slice.
- *
- * BasicUNet's 2-D 32 -> 32 layers at 512^2 (batch 16) take 0.35 ms here
- * against cuDNN's 0.41 (H100), so 32 output channels come here too.
+ * mostly on padding (docs/perf.md: the timings). The kernel also applies
+ * the bias, a following Relu, LeakyRelu or single-slope PRelu, and a
+ * residual Add after them (a MONAI residual unit's last layer), and writes
+ * through any view, so its output can become a Concat's slice. It beats
+ * cuDNN at 32 output channels too, so those come here as well.
  *
  * Taken: float16 and bfloat16 plans, input channels a multiple of 16 and
  * already channels-last in the plan's dtype (fewer: a padded copy, or on
@@ -18,11 +15,11 @@
  * A layer that writes its norm's statistics can also do the 2x2 max pool
  * that reads the norm's result (mma_pool_of), or compute the 2x2
  * upsampling whose result is the second half of its input (mma_up_fold).
- * SEGRT_CUDA_MMA_CONV=0 sends these layers to cuDNN (for comparisons);
- * SEGRT_CUDA_WGMMA=0 keeps 2-D layers on the mma.sync kernel on Hopper;
- * SEGRT_CUDA_WGMMA_SHARED=0 gives each of its warpgroups a block and a
- * copy of the weights of its own, SEGRT_CUDA_MMA_SMALL_INPUT=0 pads an
- * image of up to 8 channels to a 16-bit copy for it (for comparisons). */
+ * For comparisons (disabled kernels, backend/kernel_switches.h):
+ * mma-conv sends these layers to cuDNN; wgmma keeps 2-D layers on the
+ * mma.sync kernel on Hopper; wgmma-shared gives each of its warpgroups a
+ * block and a copy of the weights of its own; mma-small-input pads an
+ * image of up to 8 channels to a 16-bit copy for it. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_mma.h"
 #include "backend/cuda/k_conv_upsample.h"
@@ -74,13 +71,12 @@ static sg_status mma_run(const cuda_step *s, cuda_run *r)
  * the input's size (padding 1 on every side), constant weights. */
 static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_params *kp)
 {
-    const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    int32_t rank = cuda_conv_node_dims(p, n, 4, 5, xd, wd, yd), nsp = rank - 2;
-    if (!rank || sg_attr_int(n, "group", 1) != 1)
+    const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
+    const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
+    int32_t rank = cuda_conv_desc_rank(d, 4, 5), nsp = rank - 2;
+    if (!rank || d->group != 1)
         return false;
-    const sg_value *wv = &g->values[n->inputs[1]];
     int64_t K = wd[0], C = wd[1], wnumel = K * C;
     if (K < 1 || K > MMA_MAX_K || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
         return false;
@@ -89,15 +85,10 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
             return false;
         wnumel *= 3;
     }
-    if (!cuda_conv_consts_float(p, n, wnumel, K))
+    if (!cuda_conv_consts_float(p, n, wnumel, K) || !d->attrs_ok)
         return false;
-    sg_conv_attrs a;
-    if (sg_conv_attrs_read(g, n, nsp, &wv->shape, wv->name, &a) != SEGRT_OK) {
-        sg_error_clear();
-        return false;
-    }
     for (int32_t i = 0; i < nsp; i++)
-        if (a.strides[i] != 1 || a.dilations[i] != 1 || sg_conv_pad_begin(&a, i, 2) != 1)
+        if (d->a.strides[i] != 1 || d->a.dilations[i] != 1 || sg_conv_pad_begin(&d->a, i, 2) != 1)
             return false;
     kp->n_spatial = nsp;
     kp->C = (int32_t)C;
@@ -110,19 +101,13 @@ static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_p
  * an InstanceNormalization or GroupNormalization as its X, with nothing
  * fused between them: the kernel then also writes the norm's per-tile
  * statistics from its accumulators, and the norm skips its pass over the
- * tensor (BasicUNet's at 512^2, batch 16: 0.14 ms each, reading 268 MB at
- * 1.7 TB/s, for 0.07 ms more in the layer). SEGRT_CUDA_CONV_STATS=0 turns
- * this off. */
+ * tensor (which costs twice what the statistics add to the layer).
+ * Disabling conv-stats turns this off. */
 static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
 {
-    if (e->act_node >= 0 || e->res_node >= 0 || cuda_env_off("SEGRT_CUDA_CONV_STATS"))
+    if (e->act_node >= 0 || e->res_node >= 0 || cuda_off(p, SG_KERNEL_CONV_STATS))
         return false;
-    int32_t r = cuda_single_reader(p, e->out_value);
-    if (r < 0)
-        return false;
-    const sg_node *rn = &p->g->nodes[r];
-    return (rn->op == SG_OP_INSTANCE_NORMALIZATION || rn->op == SG_OP_GROUP_NORMALIZATION) && rn->n_inputs >= 1 &&
-           rn->inputs[0] == e->out_value;
+    return cuda_stats_norm(p, e->out_value) >= 0;
 }
 
 /* Whether value v (a pool of the layer's output yg, normalised by act,
@@ -160,14 +145,14 @@ static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_vi
  * tensor is then not run: cuda_build_pool.c defers the norm to the pool's
  * readers, over the layer's pooled tensor of yg's dtype. (Should the norm
  * not be deferred after all, the pool reads its result as before, and the
- * pooled tensor goes unread.) SEGRT_CUDA_CONV_POOL=0 turns this off. */
+ * pooled tensor goes unread.) Disabling conv-pool turns this off. */
 static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e, const sgk_view *yg,
                            uint32_t *min_bits)
 {
     const int64_t K = yg->dims[1];
     *min_bits = 0;
     int32_t r = cuda_single_reader(p, e->out_value);
-    if (r < 0 || K > 32 || cuda_env_off("SEGRT_CUDA_CONV_POOL"))
+    if (r < 0 || K > 32 || cuda_off(p, SG_KERNEL_CONV_POOL))
         return -1;
     const sg_graph *g = p->g;
     const sg_node *norm = &g->nodes[r];
@@ -189,16 +174,7 @@ static int32_t mma_pool_of(const sg_cuda_plan *p, const cuda_kernel_epilogue *e,
             n->n_outputs < 1 || n->outputs[0] < 0 || (n->n_outputs > 1 && n->outputs[1] >= 0) ||
             g->values[n->outputs[0]].is_output || g->values[result].shape.rank != 4)
             continue;
-        sg_conv_attrs a;
-        if (sg_conv_attrs_read(g, n, 2, NULL, NULL, &a) != SEGRT_OK) {
-            sg_error_clear();
-            continue;
-        }
-        bool ok = !a.ceil_mode && (a.auto_pad == SG_AUTO_PAD_NOTSET || a.auto_pad == SG_AUTO_PAD_VALID);
-        for (int32_t d = 0; d < 2; d++)
-            ok = ok && a.kernel[d] == 2 && a.strides[d] == 2 && a.dilations[d] == 1 && a.pads[d] == 0 &&
-                 a.pads[2 + d] == 0;
-        if (ok && mma_pool_readers_take(p, n->outputs[0], yg, act, alpha))
+        if (p->node_folds[i].pool2x2 && mma_pool_readers_take(p, n->outputs[0], yg, act, alpha))
             pool = i;
     }
     if (pool < 0)
@@ -235,23 +211,23 @@ static bool mma_fits(const sg_cuda_plan *p, sgk_conv_mma_params *kp, const cuda_
  * epilogue and 16-bit dtype (*io) if so; asks the kernel before anything
  * touches the plan, so a no leaves the node to cuDNN. An input of 1 to 15
  * channels (an image) is read from a copy padded to 16 (*pad_to; 0 for
- * none), as cuDNN's path pads it to 8: BasicUNet's first layer, 3 -> 32
- * at 512^2, ran at 20 TFLOP/s in cuDNN. On Hopper an image of up to 8
- * channels is read as it is instead (kp->small_input). */
+ * none), as cuDNN's path pads it to 8 (where cuDNN runs such a layer far
+ * below the chip's speed). On Hopper an image of up to 8 channels is read
+ * as it is instead (kp->small_input). */
 static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x, const cuda_deferred_norm *dn,
                      sgk_conv_mma_params *kp, cuda_kernel_epilogue *ep, int64_t *pad_to, sg_dtype *io)
 {
     *pad_to = 0;
     cuda_math math = cuda_node_math(p, n);
-    if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_env_off("SEGRT_CUDA_MMA_CONV") ||
+    if ((math != CUDA_MATH_FP16 && math != CUDA_MATH_BF16) || cuda_off(p, SG_KERNEL_MMA_CONV) ||
         !mma_geometry(p, n, kp) || (dn && dn->c_at != 0))
         return false;
     *io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
     /* Hopper's warpgroup products where the kernel's sm_90a code runs:
      * compute capability 9.0 exactly. */
-    kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_env_off("SEGRT_CUDA_WGMMA");
-    kp->wg_groups = cuda_env_off("SEGRT_CUDA_WGMMA_SHARED") ? 1 : 0;
-    kp->issue_late = !cuda_env_off("SEGRT_CUDA_WGMMA_ISSUE_LATE");
+    kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_off(p, SG_KERNEL_WGMMA);
+    kp->wg_groups = cuda_off(p, SG_KERNEL_WGMMA_SHARED) ? 1 : 0;
+    kp->issue_late = !cuda_off(p, SG_KERNEL_WGMMA_ISSUE_LATE);
     if (dn) {
         kp->prologue = true;
         kp->pro_act = dn->act;
@@ -267,7 +243,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
     if (!cuda_output_geometry(p, n->outputs[0], ep->out_dtype, CUDA_LAYOUT_CHANNELS_LAST, &yg))
         return false;
     const int32_t C = kp->C;
-    if (C <= 8 && !dn && kp->wgmma && kp->n_spatial == 2 && !cuda_env_off("SEGRT_CUDA_MMA_SMALL_INPUT")) {
+    if (C <= 8 && !dn && kp->wgmma && kp->n_spatial == 2 && !cuda_off(p, SG_KERNEL_MMA_SMALL_INPUT)) {
         /* The image as it is, each value converted as the kernel reads it
          * (staged results only: else the padded copy below). */
         kp->small_input = true;
@@ -280,7 +256,7 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
         kp->C = C;
     }
     sgk_view xg = *x;
-    if (C < 16 && !dn && !cuda_env_off("SEGRT_CUDA_PAD_CHANNELS")) {
+    if (C < 16 && !dn && !cuda_off(p, SG_KERNEL_PAD_CHANNELS)) {
         sgk_view padded = xg;
         padded.dtype = *io;
         padded.dims[1] = 16;
@@ -311,24 +287,20 @@ typedef struct mma_fold {
  * two inputs along channels that n alone reads, the first normalised by
  * n's prologue, the second written into its slice by a "segrt upsample
  * conv" step (kernel 2x2) that the Concat alone reads. The step is then
- * not run: BasicUNet's last upsampling wrote 268 MB that the layer read
- * back (batch 16, 0.2 ms on an H100). Sets kp's up fields if so.
- * SEGRT_CUDA_UP_FOLD=0 turns this off. */
+ * not run, and its result, the decoder's largest tensor, is neither
+ * written nor read back. Sets kp's up fields if so.
+ * Disabling up-fold turns this off. */
 static bool mma_up_fold(const sg_cuda_plan *p, const sg_node *n, int32_t xt, sgk_conv_mma_params *kp,
                         const sgk_view *yg, const sgk_view *xg, mma_fold *f)
 {
     const sg_graph *g = p->g;
     if (!kp->wgmma || !kp->prologue || !kp->stats || kp->pro_c <= 0 || kp->n_spatial != 2 ||
-        cuda_env_off("SEGRT_CUDA_UP_FOLD"))
+        cuda_off(p, SG_KERNEL_UP_FOLD))
         return false;
-    int32_t v = n->inputs[0], ci = g->values[v].producer;
-    if (ci < 0 || cuda_single_reader(p, v) != cuda_node_index(p, n))
+    int32_t ci = p->node_folds[cuda_node_index(p, n)].up_cat; /* the fusion pass's */
+    if (ci < 0)
         return false;
     const sg_node *cat = &g->nodes[ci];
-    int64_t axis = sg_attr_int(cat, "axis", 0);
-    if (cat->op != SG_OP_CONCAT || cat->n_inputs != 2 || (axis != 1 && axis != -3) || cat->inputs[1] < 0 ||
-        cuda_single_reader(p, cat->inputs[1]) != ci)
-        return false;
     int32_t ut = cuda_value(p, cat->inputs[1]), uy = -1;
     if (ut < 0)
         return false;

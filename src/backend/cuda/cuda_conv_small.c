@@ -7,14 +7,14 @@
  * layout it has (no conversion to channels-last first) and a graph output
  * is written by the kernel itself, plain and in float32, with no copy
  * after it. A following Relu, LeakyRelu or single-slope PRelu is applied
- * before the store, as cuda_conv.c fuses it, and a residual Add after
+ * before the store, as cudnn_conv.c fuses it, and a residual Add after
  * that (a MONAI residual unit's last layer) is added there too.
  *
  * cuda_conv.c asks here first; a node this file does not take (more output
  * channels, groups, weights computed at run time, an output_shape or SAME
  * padding on a ConvTranspose, weights too large for shared memory) leaves
- * the plan untouched and goes to cuDNN. SEGRT_CUDA_SMALL_CONV=0 in the
- * environment sends every node to cuDNN (for comparisons).
+ * the plan untouched and goes to cuDNN. Disabling small-conv (a
+ * build option) sends every node to cuDNN (for comparisons).
  *
  * A forward layer that alone reads an InstanceNorm's or GroupNorm's
  * result may be given that normalisation (cuda_deferred_norm): it reads
@@ -55,32 +55,21 @@ static sg_status small_run(const cuda_step *s, cuda_run *r)
     return sgk_conv_small(r->stream, &sp->kp, &y, &x, w, b, sp->has_residual ? &z : NULL, ab);
 }
 
-static bool small_disabled(void) { return cuda_env_off("SEGRT_CUDA_SMALL_CONV"); }
-
 static bool small_dtype(sg_dtype t)
 {
     return t == SEGRT_DTYPE_FLOAT32 || t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16;
 }
 
-/* Reads the attributes; false where they are malformed (cuDNN's builder
- * reports those) or ask for what this path leaves to cuDNN. */
-static bool small_attrs(const sg_cuda_plan *p, const sg_node *n, bool transposed, int32_t nsp, sg_conv_attrs *a,
-                        int64_t *opad)
+/* Whether the attributes are well formed (cuDNN's builder reports those
+ * that are not) and ask for nothing this path leaves to cuDNN. */
+static bool small_attrs(const cuda_conv_desc *d, bool transposed)
 {
-    const sg_value *wv = &p->g->values[n->inputs[1]];
-    bool ok = sg_conv_attrs_read(p->g, n, nsp, &wv->shape, wv->name, a) == SEGRT_OK;
-    for (int32_t i = 0; i < nsp; i++)
-        opad[i] = 0;
-    if (ok && transposed) {
-        /* Pads from output_shape or SAME are the reference's own rules;
-         * not worth a second copy here. */
-        bool same = a->auto_pad == SG_AUTO_PAD_SAME_UPPER || a->auto_pad == SG_AUTO_PAD_SAME_LOWER;
-        ok = !same && !sg_attr_find(n, "output_shape") &&
-             sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL) == SEGRT_OK;
-    }
-    if (!ok)
-        sg_error_clear();
-    return ok;
+    if (!d->attrs_ok || !transposed)
+        return d->attrs_ok;
+    /* Pads from output_shape or SAME are the reference's own rules; not
+     * worth a second copy here. */
+    bool same = d->a.auto_pad == SG_AUTO_PAD_SAME_UPPER || d->a.auto_pad == SG_AUTO_PAD_SAME_LOWER;
+    return !same && !d->has_output_shape && d->opad_ok;
 }
 
 /* The kernel's geometry for node n, checked against the graph's shapes;
@@ -90,12 +79,13 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
 {
     const sg_graph *g = p->g;
     memset(kp, 0, sizeof *kp);
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd);
+    const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
+    const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
+    int32_t rank = cuda_conv_desc_rank(d, 3, 5);
     if (!rank)
         return false;
     const sg_value *xv = &g->values[n->inputs[0]], *yv = &g->values[n->outputs[0]];
-    if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || sg_attr_int(n, "group", 1) != 1)
+    if (!small_dtype(xv->dtype) || yv->dtype != xv->dtype || d->group != 1)
         return false;
     int64_t K = transposed ? wd[1] : wd[0], C = transposed ? wd[0] : wd[1];
     if (K < 1 || K > max_k || C < 1 || C > INT32_MAX || xd[1] != C || yd[1] != K || yd[0] != xd[0])
@@ -106,29 +96,28 @@ static bool small_geometry(const sg_cuda_plan *p, const sg_node *n, bool transpo
     if (!cuda_conv_consts_float(p, n, wnumel, K))
         return false;
     int32_t nsp = rank - 2;
-    sg_conv_attrs a;
-    int64_t opad[3];
-    if (!small_attrs(p, n, transposed, nsp, &a, opad))
+    if (!small_attrs(d, transposed))
         return false;
+    const sg_conv_attrs *a = &d->a;
     for (int32_t i = 0; i < nsp; i++) {
         /* The graph's output size must be the one the attributes give (the
          * reference checks the same); the kernel writes exactly y's dims. */
         sg_dim want;
-        sg_status s = transposed ? sg_conv_transpose_out_dim(n, &a, i, sg_dim_of(xd[2 + i]), opad[i], &want)
-                                 : sg_conv_out_dim(n, &a, i, sg_dim_of(xd[2 + i]), xv->name, &want);
+        sg_status s = transposed ? sg_conv_transpose_out_dim(n, a, i, sg_dim_of(xd[2 + i]), d->opad[i], &want)
+                                 : sg_conv_out_dim(n, a, i, sg_dim_of(xd[2 + i]), xv->name, &want);
         if (s != SEGRT_OK) {
             sg_error_clear();
             return false;
         }
         if (want.size != yd[2 + i])
             return false;
-        int64_t ext = (wd[2 + i] - 1) * a.dilations[i] + 1;
+        int64_t ext = (wd[2 + i] - 1) * a->dilations[i] + 1;
         kp->kernel[i] = wd[2 + i];
-        kp->stride[i] = a.strides[i];
-        kp->dil[i] = a.dilations[i];
+        kp->stride[i] = a->strides[i];
+        kp->dil[i] = a->dilations[i];
         /* ConvTranspose: explicit pads (VALID reads as zeros). */
-        kp->pad_begin[i] = transposed ? a.pads[i]
-                                      : sg_conv_pad_begin(&a, i, (yd[2 + i] - 1) * a.strides[i] + ext - xd[2 + i]);
+        kp->pad_begin[i] =
+            transposed ? a->pads[i] : sg_conv_pad_begin(a, i, (yd[2 + i] - 1) * a->strides[i] + ext - xd[2 + i]);
     }
     kp->transposed = transposed;
     kp->n_spatial = nsp;
@@ -146,7 +135,7 @@ static bool small_plan(const sg_cuda_plan *p, const sg_node *n, bool transposed,
                        const cuda_deferred_norm *dn, sgk_conv_small_params *kp, cuda_kernel_epilogue *ep,
                        cuda_layout *out_layout, sgk_view *xg, sgk_view *yg)
 {
-    if (small_disabled() ||
+    if (cuda_off(p, SG_KERNEL_SMALL_CONV) ||
         !small_geometry(p, n, transposed, few_inputs ? SGK_CONV_SMALL_MAX_K_FEW_C : SMALL_MAX_K, kp) ||
         (few_inputs && (transposed || kp->C > SGK_CONV_SMALL_FEW_C)) || xt < 0)
         return false;
@@ -205,8 +194,8 @@ static sg_status build_small(sg_cuda_plan *p, const sg_node *n, bool transposed,
     int32_t res_node = ep.res_node, zt = ep.z_tensor;
     sg_dtype out_dt = ep.out_dtype;
     SG_TRY(cuda_sm_count(p, &kp.sm_count));
-    kp.no_tiled = cuda_env_off("SEGRT_CUDA_TILED_CONV");
-    kp.no_up = cuda_env_off("SEGRT_CUDA_UP_CONV");
+    kp.no_tiled = cuda_off(p, SG_KERNEL_TILED_CONV);
+    kp.no_up = cuda_off(p, SG_KERNEL_UP_CONV);
 
     int64_t wnumel = (int64_t)kp.K * kp.C;
     double positions = 1.0;

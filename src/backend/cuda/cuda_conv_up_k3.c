@@ -14,7 +14,7 @@
  * auto_pad, groups, weights computed at run time, float32 math, an input
  * that is not channels-last with a multiple of 8 channels, more than 64
  * input channels) goes on to the other kernels and cuDNN.
- * SEGRT_CUDA_UP_K3=0 in the environment turns this path off (for
+ * Disabling up-k3 (a build option) turns this path off (for
  * comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_up_k3.h"
@@ -44,20 +44,15 @@ static sg_status up_k3_run(const cuda_step *s, cuda_run *r)
  * along every spatial dim, output_padding 0 or 1 (the graph's output
  * extents must then be 2n - 1 + output_padding), group 1, no output_shape
  * or auto_pad. */
-static bool up_k3_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, const int64_t *xd, const int64_t *yd)
+static bool up_k3_attrs(const cuda_conv_desc *d)
 {
-    const sg_value *wv = &p->g->values[n->inputs[1]];
-    sg_conv_attrs a;
-    int64_t opad[3];
-    bool ok = sg_conv_attrs_read(p->g, n, nsp, &wv->shape, wv->name, &a) == SEGRT_OK &&
-              a.auto_pad == SG_AUTO_PAD_NOTSET && !sg_attr_find(n, "output_shape") &&
-              sg_attr_int(n, "group", 1) == 1 &&
-              sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL) == SEGRT_OK;
+    const sg_conv_attrs *a = &d->a;
+    const int32_t nsp = d->n_spatial;
+    bool ok = d->attrs_ok && a->auto_pad == SG_AUTO_PAD_NOTSET && !d->has_output_shape && d->group == 1 && d->opad_ok;
     for (int32_t i = 0; ok && i < nsp; i++)
-        ok = a.kernel[i] == 3 && a.strides[i] == 2 && a.dilations[i] == 1 && a.pads[i] == 1 &&
-             a.pads[nsp + i] == 1 && (opad[i] == 0 || opad[i] == 1) && yd[2 + i] == 2 * xd[2 + i] - 1 + opad[i];
-    if (!ok)
-        sg_error_clear();
+        ok = a->kernel[i] == 3 && a->strides[i] == 2 && a->dilations[i] == 1 && a->pads[i] == 1 &&
+             a->pads[nsp + i] == 1 && (d->opad[i] == 0 || d->opad[i] == 1) &&
+             d->yd[2 + i] == 2 * d->xd[2 + i] - 1 + d->opad[i];
     return ok;
 }
 
@@ -66,8 +61,9 @@ static bool up_k3_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, co
 static bool up_k3_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_k3_params *kp)
 {
     memset(kp, 0, sizeof *kp);
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    int32_t rank = cuda_conv_node_dims(p, n, 4, 5, xd, wd, yd), nsp = rank - 2;
+    const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
+    const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
+    int32_t rank = cuda_conv_desc_rank(d, 4, 5), nsp = rank - 2;
     if (!rank)
         return false;
     int64_t C = wd[0], K = wd[1], wnumel = C * K * (nsp == 3 ? 27 : 9);
@@ -76,7 +72,7 @@ static bool up_k3_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_
     for (int32_t i = 0; i < nsp; i++)
         if (wd[2 + i] != 3)
             return false;
-    if (!cuda_conv_consts_float(p, n, wnumel, K) || !up_k3_attrs(p, n, nsp, xd, yd))
+    if (!cuda_conv_consts_float(p, n, wnumel, K) || !up_k3_attrs(d))
         return false;
     kp->n_spatial = nsp;
     kp->C = (int32_t)C;
@@ -107,7 +103,7 @@ sg_status cuda_build_conv_up_k3(sg_cuda_plan *p, const sg_node *n, bool *taken)
 {
     *taken = false;
     sgk_conv_up_k3_params kp;
-    if (cuda_env_off("SEGRT_CUDA_UP_K3") || cuda_node_math(p, n) == CUDA_MATH_FP32 || !up_k3_geometry(p, n, &kp))
+    if (cuda_off(p, SG_KERNEL_UP_K3) || cuda_node_math(p, n) == CUDA_MATH_FP32 || !up_k3_geometry(p, n, &kp))
         return SEGRT_OK;
     int32_t xt = cuda_value(p, n->inputs[0]);
     if (xt < 0)

@@ -13,8 +13,8 @@
  * output_shape, groups, weights computed at run time, or more than the 64
  * input channels sgk_conv_up_fits takes: the tensor-core path keeps a
  * warp's inputs in registers, and past that cuDNN's kernels hold their
- * own) goes to cuDNN. SEGRT_CUDA_UPSAMPLE_CONV=0 in the environment
- * sends every node to cuDNN (for comparisons). */
+ * own) goes to cuDNN. Disabling upsample-conv (a build
+ * option) sends every node to cuDNN (for comparisons). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/k_conv_upsample.h"
 
@@ -56,20 +56,15 @@ bool cuda_conv_upsample_step(const cuda_step *s, sgk_conv_up_params *kp, int32_t
 
 /* Whether node n's attributes are those of a kernel == stride upsampling:
  * no pads, dilations, output_padding, output_shape or groups. */
-static bool upsample_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp, const int64_t *wd)
+static bool upsample_attrs(const cuda_conv_desc *d)
 {
-    const sg_value *wv = &p->g->values[n->inputs[1]];
-    sg_conv_attrs a;
-    int64_t opad[3];
-    bool ok = sg_conv_attrs_read(p->g, n, nsp, &wv->shape, wv->name, &a) == SEGRT_OK &&
-              (a.auto_pad == SG_AUTO_PAD_NOTSET || a.auto_pad == SG_AUTO_PAD_VALID) &&
-              !sg_attr_find(n, "output_shape") && sg_attr_int(n, "group", 1) == 1 &&
-              sg_iu_attr_ints(n, "output_padding", nsp, 0, 0, opad, NULL) == SEGRT_OK;
+    const sg_conv_attrs *a = &d->a;
+    const int32_t nsp = d->n_spatial;
+    bool ok = d->attrs_ok && (a->auto_pad == SG_AUTO_PAD_NOTSET || a->auto_pad == SG_AUTO_PAD_VALID) &&
+              !d->has_output_shape && d->group == 1 && d->opad_ok;
     for (int32_t i = 0; ok && i < nsp; i++)
-        ok = a.strides[i] == wd[2 + i] && a.dilations[i] == 1 && a.pads[i] == 0 && a.pads[nsp + i] == 0 &&
-             opad[i] == 0;
-    if (!ok)
-        sg_error_clear();
+        ok = a->strides[i] == d->wd[2 + i] && a->dilations[i] == 1 && a->pads[i] == 0 && a->pads[nsp + i] == 0 &&
+             d->opad[i] == 0;
     return ok;
 }
 
@@ -78,8 +73,9 @@ static bool upsample_attrs(const sg_cuda_plan *p, const sg_node *n, int32_t nsp,
 static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_params *kp)
 {
     memset(kp, 0, sizeof *kp);
-    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
-    int32_t rank = cuda_conv_node_dims(p, n, 3, 5, xd, wd, yd), nsp = rank - 2;
+    const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
+    const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
+    int32_t rank = cuda_conv_desc_rank(d, 3, 5), nsp = rank - 2;
     if (!rank)
         return false;
     int64_t C = wd[0], K = wd[1], wnumel = C * K;
@@ -91,7 +87,7 @@ static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_
         wnumel *= wd[2 + i];
         kp->kernel[i] = wd[2 + i];
     }
-    if (!cuda_conv_consts_float(p, n, wnumel, K) || !upsample_attrs(p, n, nsp, wd))
+    if (!cuda_conv_consts_float(p, n, wnumel, K) || !upsample_attrs(d))
         return false;
     kp->n_spatial = nsp;
     kp->C = (int32_t)C;
@@ -128,7 +124,7 @@ static sg_status upsample_weights(sg_cuda_plan *p, const sg_node *n, const sgk_c
 static bool upsample_plan(const sg_cuda_plan *p, const sg_node *n, int32_t xt, const cuda_deferred_norm *dn,
                           sgk_conv_up_params *kp, cuda_kernel_epilogue *ep, sgk_view *xg, sgk_view *yg)
 {
-    if (cuda_env_off("SEGRT_CUDA_UPSAMPLE_CONV") || xt < 0 || !upsample_geometry(p, n, kp) ||
+    if (cuda_off(p, SG_KERNEL_UPSAMPLE_CONV) || xt < 0 || !upsample_geometry(p, n, kp) ||
         (dn && !cuda_deferred_norm_whole(p, dn)))
         return false;
     if (dn) {

@@ -58,7 +58,6 @@ struct sg_cuda_exec {
     void **ptr;
     int32_t cap_ptr;
     bool profiling;
-    bool graphs;           /* CUDA graphs allowed (SEGRT_CUDA_GRAPHS=0 turns them off) */
 };
 
 static size_t tensor_data_bytes(const cuda_tensor *t)
@@ -231,8 +230,6 @@ sg_status sg_cuda_exec_create(int32_t device, const sg_cuda_plan *const *plans, 
     if (!e)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     e->device = device;
-    const char *graphs = getenv("SEGRT_CUDA_GRAPHS");
-    e->graphs = !(graphs && strcmp(graphs, "0") == 0);
     int prev = 0;
     cudaGetDevice(&prev);
     sg_status s = SEGRT_OK;
@@ -459,7 +456,7 @@ static sg_status launch(sg_cuda_exec *e, exec_plan *ep, void *const *in_ptr, voi
                   e->workspace_bytes, e->err, e->host_scratch, NULL};
     /* CPU fallback steps synchronise the stream and profiles time each
      * step: both run step by step. */
-    bool graphs = e->graphs && !ep->events && !p->has_fallback && !ep->no_graph;
+    bool graphs = !cuda_off(p, SG_KERNEL_GRAPHS) && !ep->events && !p->has_fallback && !ep->no_graph;
     graph_key key;
     key_make(e, p, in_ptr, out_ptr, &key);
     bool launched_graph = false;

@@ -21,7 +21,9 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/kernel_switches.h"
 #include "core/strmap.h"
+#include "graph/infer_util.h"
 
 /* cublasLt.h declares a function without a prototype, which our
  * warning flags reject in C; the header is not ours to fix. */
@@ -252,6 +254,9 @@ struct sg_cuda_plan {
     int32_t n_tile_stats, cap_tile_stats;
     int32_t *tile_stats_of;  /* tensor -> its first tile_stats entry, or -1 */
     int32_t cap_tile_stats_of;
+    struct cuda_conv_desc *conv_descs; /* per graph node: its convolution's attributes (cuda_conv_desc_of) */
+    struct cuda_node_fold *node_folds; /* per graph node: what the fusion pass found may fold into it */
+    struct cuda_value_fold *value_folds; /* per graph value: likewise (cuda_fusion.c) */
     cuda_deferred_norm *deferred;
     int32_t n_deferred, cap_deferred;
     int32_t *deferred_of;    /* graph value -> its newest deferred entry, or -1 */
@@ -390,10 +395,14 @@ bool cuda_output_geometry(const sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_la
  * be captured into a CUDA graph, where it should not ask). */
 sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out);
 
-/* Whether environment variable `name` is "0": the A/B switches that turn
- * one of segrt's kernels off, read when a plan is built (so a plan, and
- * the CUDA graph replaying it, keeps one choice). */
-bool cuda_env_off(const char *name);
+/* Whether the build options turned kernel or fusion k off
+ * (segrt_build_options_set_disabled_kernels; backend/kernel_switches.h
+ * says what each does). Part of the plan key, so a plan, and the CUDA
+ * graph replaying it, keeps one choice. */
+static inline bool cuda_off(const sg_cuda_plan *p, sg_kernel_switch k)
+{
+    return (p->opts.disabled_kernels & SG_KERNEL_BIT(k)) != 0;
+}
 
 /* The Add that alone reads v, adding a tensor of v's shape and dtype
  * computed earlier (a residual connection) that a convolution's epilogue
@@ -421,12 +430,63 @@ void cuda_kernel_act_epilogue_of(const sg_cuda_plan *p, const sg_node *n, cuda_k
 /* Marks e's nodes fused and points their values at the kernel's output y. */
 void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, int32_t y);
 
-/* The dims of convolution-like node n's input, weights and output (xd,
- * wd, yd) and their common rank, or 0 where an operand is missing, the
- * ranks differ or fall outside [min_rank, max_rank], a dim is unknown or
- * the input is a constant: what every kernel builder checks first. */
-int32_t cuda_conv_node_dims(const sg_cuda_plan *p, const sg_node *n, int32_t min_rank, int32_t max_rank,
-                            int64_t *xd, int64_t *wd, int64_t *yd);
+/* A Conv's or ConvTranspose's shapes and attributes, parsed once per node
+ * before the builders run (cuda_conv_descs_read, cuda_conv_desc.c) and
+ * read by every convolution path: segrt's direct, tensor-core and
+ * upsampling kernels and cuDNN's. */
+typedef struct cuda_conv_desc {
+    bool transposed; /* ConvTranspose */
+    /* The common rank of x, w and y, with xd, wd and yd their dims; 0 where
+     * an operand is missing, the ranks differ, a dim is unknown or x is a
+     * constant (what every kernel builder checks first). */
+    int32_t rank, n_spatial;
+    int64_t xd[SEGRT_MAX_RANK], wd[SEGRT_MAX_RANK], yd[SEGRT_MAX_RANK];
+    int64_t group;               /* the group attribute (1 when absent; not checked) */
+    bool has_output_shape;       /* ConvTranspose's output_shape is given */
+    const int64_t *output_shape; /* its values (the node's), n_output_shape of them; NULL if not ints */
+    int32_t n_output_shape;
+    /* sg_conv_attrs_read over x's spatial axes with w's kernel dims
+     * accepted them (read where x has rank 3 or more and w the same; a
+     * builder reporting the error reads them again for its message). */
+    bool attrs_ok;
+    sg_conv_attrs a;
+    bool opad_ok; /* ConvTranspose: output_padding read into opad (zeros when absent) */
+    int64_t opad[SEGRT_MAX_RANK];
+} cuda_conv_desc;
+
+/* The fusion pass (cuda_fusion.c), run with cuda_conv_descs_read before
+ * any builder: the graph's part of each fusion decision, per node and per
+ * value. The builders' questions below (cuda_conv_activation,
+ * cuda_residual_add, cuda_norm_fused_act, cuda_stats_norm) read these and
+ * add only what depends on the plan as it is built. */
+typedef struct cuda_node_fold {
+    int32_t act_node; /* the Relu, LeakyRelu or single-slope PRelu that alone reads
+                       * the node's first output as its input, or -1 */
+    sgk_act act;      /* ... its activation */
+    float act_alpha;
+    bool act_keeps_dtype; /* ... whose output has the node's output's dtype */
+    bool pool2x2;         /* a MaxPool of kernel 2x2, stride 2, dilation 1, no padding, floor:
+                           * one a tensor-core layer's epilogue can compute (cuda_conv_mma.c) */
+    int32_t up_cat;       /* a Conv alone reading a Concat of two inputs along channels that alone
+                           * reads its second: the Concat, whose second input's upsampling the
+                           * layer may compute in its halo (cuda_conv_mma.c's up fold), or -1 */
+} cuda_node_fold;
+typedef struct cuda_value_fold {
+    int32_t add_node;  /* the Add that alone reads the value, whose other operand */
+    int32_t add_other; /* (this) is computed (no constant) with the value's dims and dtype, or -1 */
+    int32_t norm_node; /* the InstanceNormalization or GroupNormalization that alone
+                        * reads the value as its X, or -1 */
+} cuda_value_fold;
+sg_status cuda_fusion_pass(sg_cuda_plan *p);
+/* The norm that alone reads value v as its X (the fusion pass's), or -1. */
+int32_t cuda_stats_norm(const sg_cuda_plan *p, int32_t v);
+
+/* Reads the desc of every live Conv and ConvTranspose node of the plan. */
+sg_status cuda_conv_descs_read(sg_cuda_plan *p);
+/* Node n's desc (all zero, rank 0, for a node of another op). */
+const cuda_conv_desc *cuda_conv_desc_of(const sg_cuda_plan *p, const sg_node *n);
+/* d->rank where it lies in [min_rank, max_rank], else 0. */
+int32_t cuda_conv_desc_rank(const cuda_conv_desc *d, int32_t min_rank, int32_t max_rank);
 
 /* The arguments of a convolution kernel's step, in the order the kernels'
  * run functions read them: x, w, [bias], [residual z], y. */
@@ -499,6 +559,30 @@ sgk_view cuda_view_bcast(const cuda_run *r, int32_t t, int32_t rank, const int64
  * usual. */
 typedef sg_status (*cuda_builder_fn)(sg_cuda_plan *p, const sg_node *n);
 
+/* Dispatch by table. An operator has an ordered list of implementations,
+ * segrt's kernels first and cuDNN's or cuBLASLt's last; the plan builder
+ * walks it and takes the first that matches and builds. match (NULL: every
+ * node) is the cheap test (the op's variant, a kernel switch); try_build
+ * looks closer and may still decline (*taken false, the plan untouched),
+ * and the walk goes on; build, for the last entry of a list, always
+ * answers (UNSUPPORTED, with the reason, for a variant it does not run).
+ * A list ends with an entry whose name is NULL. */
+typedef struct cuda_impl {
+    const char *name;
+    bool (*match)(const sg_cuda_plan *p, const sg_node *n);
+    sg_status (*try_build)(sg_cuda_plan *p, const sg_node *n, bool *taken);
+    cuda_builder_fn build;
+} cuda_impl;
+
+/* Node n's op's list (cuda_dispatch.c), or NULL for an op the GPU does
+ * not run (those folded at build: Shape, Size, Range, Constant...). */
+const cuda_impl *cuda_impls_of(const sg_node *n);
+/* Walks list for node n; *taken says whether an implementation took it. */
+sg_status cuda_impls_run(sg_cuda_plan *p, const sg_node *n, const cuda_impl *list, bool *taken);
+/* Walks list for node n: UNSUPPORTED, naming the list's implementations,
+ * where none takes it. */
+sg_status cuda_impls_build(sg_cuda_plan *p, const sg_node *n, const cuda_impl *list);
+
 /* cuda_build_map.c: unary, binary, variadic, Where, Clip, Cast, PRelu, BatchNormalization (inference) */
 sg_status cuda_build_unary(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_binary(sg_cuda_plan *p, const sg_node *n);
@@ -533,11 +617,14 @@ sg_status cuda_build_pool(sg_cuda_plan *p, const sg_node *n);
  * channels of its input dn->value as it reads it (a MaxPool). */
 bool cuda_pool_takes_norm(const sg_cuda_plan *p, const sg_node *n, const cuda_deferred_norm *dn);
 sg_status cuda_build_resize(sg_cuda_plan *p, const sg_node *n);
-/* cuda_conv.c (cuDNN graph API): Conv with bias and a following activation fused, ConvTranspose */
+/* cuda_conv.c: Conv and ConvTranspose, through their implementation lists */
 sg_status cuda_build_conv(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_conv_transpose(sg_cuda_plan *p, const sg_node *n);
+/* cudnn_conv.c: cuDNN's convolution (dgrad: ConvTranspose), the last of
+ * cuda_conv.c's lists. */
+sg_status cuda_build_conv_cudnn(sg_cuda_plan *p, const sg_node *n, bool dgrad);
 /* Node n's input copied into a new channels-last tensor of dtype io with
- * `to` channels, zeros after its own (cuda_conv.c): a convolution over an
+ * `to` channels, zeros after its own (cudnn_conv.c): a convolution over an
  * image's few channels then runs on tensor cores, with zero weights for
  * the added channels. */
 sg_status cuda_conv_padded_input(sg_cuda_plan *p, const sg_node *n, int64_t to, sg_dtype io, int32_t *out);

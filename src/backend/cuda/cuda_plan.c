@@ -1,68 +1,14 @@
-/* Building a CUDA plan: one pass over the graph asking each node's builder
- * for steps (or a CPU fallback step where the user allowed it), copies of
- * the results into the caller's outputs, then a lifetime-based memory plan
- * for the activation arena. */
+/* Building a CUDA plan: one pass over the graph asking each node's
+ * implementations (cuda_dispatch.c: the first that takes it) for steps (or
+ * a CPU fallback step where the user allowed it), copies of the results
+ * into the caller's outputs, then a lifetime-based memory plan for the
+ * activation arena. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/ref/ref.h"
 #include "core/arena_pack.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Operators and their builders. */
-static cuda_builder_fn builder_of(sg_op op)
-{
-    switch (op) {
-    case SG_OP_CONV: return cuda_build_conv;
-    case SG_OP_CONV_TRANSPOSE: return cuda_build_conv_transpose;
-    case SG_OP_BATCH_NORMALIZATION: return cuda_build_batch_norm;
-    case SG_OP_INSTANCE_NORMALIZATION:
-    case SG_OP_GROUP_NORMALIZATION:
-    case SG_OP_LAYER_NORMALIZATION: return cuda_build_norm;
-    case SG_OP_RELU: case SG_OP_LEAKY_RELU: case SG_OP_ELU: case SG_OP_SELU: case SG_OP_SIGMOID:
-    case SG_OP_HARD_SIGMOID: case SG_OP_HARD_SWISH: case SG_OP_TANH: case SG_OP_SOFTPLUS:
-    case SG_OP_GELU: case SG_OP_ERF: case SG_OP_SQRT: case SG_OP_EXP: case SG_OP_LOG: case SG_OP_NEG:
-    case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR: case SG_OP_CEIL: case SG_OP_NOT:
-        return cuda_build_unary;
-    case SG_OP_PRELU: return cuda_build_prelu;
-    case SG_OP_CLIP: return cuda_build_clip;
-    case SG_OP_SOFTMAX: case SG_OP_LOG_SOFTMAX: return cuda_build_softmax;
-    case SG_OP_ADD: case SG_OP_SUB: case SG_OP_MUL: case SG_OP_DIV: case SG_OP_POW: case SG_OP_EQUAL:
-    case SG_OP_LESS: case SG_OP_GREATER: case SG_OP_AND: case SG_OP_OR:
-        return cuda_build_binary;
-    case SG_OP_MIN: case SG_OP_MAX: case SG_OP_SUM: case SG_OP_MEAN: return cuda_build_variadic;
-    case SG_OP_WHERE: return cuda_build_where;
-    case SG_OP_MAX_POOL: case SG_OP_AVERAGE_POOL: return cuda_build_pool;
-    case SG_OP_GLOBAL_AVERAGE_POOL: case SG_OP_GLOBAL_MAX_POOL: return cuda_build_reduce;
-    case SG_OP_RESIZE: case SG_OP_UPSAMPLE: return cuda_build_resize;
-    case SG_OP_CONCAT: return cuda_build_concat;
-    case SG_OP_SPLIT: return cuda_build_split;
-    case SG_OP_SLICE: return cuda_build_slice;
-    case SG_OP_PAD: return cuda_build_pad;
-    case SG_OP_RESHAPE: case SG_OP_FLATTEN: case SG_OP_SQUEEZE: case SG_OP_UNSQUEEZE:
-    case SG_OP_IDENTITY: case SG_OP_DROPOUT:
-        return cuda_build_reshape;
-    case SG_OP_TRANSPOSE: return cuda_build_transpose;
-    case SG_OP_EXPAND: return cuda_build_expand;
-    case SG_OP_TILE: return cuda_build_tile;
-    case SG_OP_GATHER: return cuda_build_gather;
-    case SG_OP_SCATTER_ND: return cuda_build_scatter_nd;
-    case SG_OP_DEPTH_TO_SPACE: case SG_OP_SPACE_TO_DEPTH: return cuda_build_depth_space;
-    case SG_OP_CAST: return cuda_build_cast;
-    case SG_OP_REDUCE_MEAN: case SG_OP_REDUCE_SUM: case SG_OP_REDUCE_MAX: case SG_OP_REDUCE_MIN:
-    case SG_OP_ARG_MAX:
-        return cuda_build_reduce;
-    case SG_OP_MAT_MUL: return cuda_build_matmul;
-    case SG_OP_GEMM: return cuda_build_gemm;
-    case SG_OP_EINSUM: return cuda_build_einsum;
-    default: return NULL; /* Shape, Size, Range, ConstantOfShape, Constant: folded at build */
-    }
-}
-
-bool sg_cuda_plan_has_op(sg_op op)
-{
-    return builder_of(op) != NULL;
-}
 
 /* Precision ------------------------------------------------------------------ */
 
@@ -282,19 +228,6 @@ static sg_status readers_init(sg_cuda_plan *p)
     return SEGRT_OK;
 }
 
-int32_t cuda_conv_activation(const sg_cuda_plan *p, const sg_node *n, sgk_act *act, float *alpha)
-{
-    int32_t y = n->outputs[0];
-    int32_t r = cuda_single_reader(p, y);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->n_inputs < 1 || a->inputs[0] != y || a->n_outputs < 1 || a->outputs[0] < 0 ||
-        p->g->values[a->outputs[0]].dtype != p->g->values[y].dtype || !cuda_act_of(p, a, act, alpha))
-        return -1;
-    return r;
-}
-
 bool cuda_const_float(const sg_value *v, int64_t numel)
 {
     int64_t have = -1;
@@ -326,33 +259,6 @@ sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out)
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device));
     *out = sms;
     return SEGRT_OK;
-}
-
-bool cuda_env_off(const char *name)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, "0") == 0;
-}
-
-int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
-{
-    int32_t r = cuda_single_reader(p, v);
-    if (r < 0 || p->fused[r])
-        return -1;
-    const sg_node *a = &p->g->nodes[r];
-    if (a->op != SG_OP_ADD || a->n_inputs != 2 || a->n_outputs < 1 || a->outputs[0] < 0)
-        return -1;
-    int32_t other = a->inputs[0] == v ? a->inputs[1] : a->inputs[0];
-    const sg_value *vv = &p->g->values[v], *zv = &p->g->values[other], *ov = &p->g->values[a->outputs[0]];
-    if (other < 0 || other == v || zv->data || cuda_value(p, other) < 0 || zv->dtype != vv->dtype ||
-        ov->dtype != vv->dtype || zv->shape.rank != vv->shape.rank)
-        return -1;
-    int64_t vd[SEGRT_MAX_RANK], zd[SEGRT_MAX_RANK];
-    if (!sg_shape_dims(&vv->shape, vd) || !sg_shape_dims(&zv->shape, zd) ||
-        memcmp(vd, zd, sizeof(int64_t) * (size_t)vv->shape.rank) != 0)
-        return -1;
-    *z = other;
-    return r;
 }
 
 static void epilogue_of(const sg_cuda_plan *p, const sg_node *n, bool residual, cuda_kernel_epilogue *e)
@@ -403,20 +309,6 @@ void cuda_kernel_epilogue_bind(sg_cuda_plan *p, const cuda_kernel_epilogue *e, i
         cuda_mark_fused(p, e->res_node);
         cuda_value_set(p, e->out_value, y);
     }
-}
-
-int32_t cuda_conv_node_dims(const sg_cuda_plan *p, const sg_node *n, int32_t min_rank, int32_t max_rank,
-                            int64_t *xd, int64_t *wd, int64_t *yd)
-{
-    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
-        return 0;
-    const sg_value *xv = &p->g->values[n->inputs[0]], *wv = &p->g->values[n->inputs[1]];
-    const sg_value *yv = &p->g->values[n->outputs[0]];
-    int32_t rank = xv->shape.rank;
-    if (rank < min_rank || rank > max_rank || wv->shape.rank != rank || yv->shape.rank != rank || xv->data ||
-        !sg_shape_dims(&xv->shape, xd) || !sg_shape_dims(&wv->shape, wd) || !sg_shape_dims(&yv->shape, yd))
-        return 0;
-    return rank;
 }
 
 sg_status cuda_conv_args_make(sg_cuda_plan *p, const sg_node *n, int32_t x, int32_t w, const char *bias_tag,
@@ -741,17 +633,17 @@ static sg_status build_node(sg_cuda_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];
     SG_TRY(check_dims(p, n));
-    cuda_builder_fn fn = builder_of(n->op);
+    const cuda_impl *impls = cuda_impls_of(n);
     sg_status s;
     int32_t mark_steps = p->n_steps;
     /* A normalisation left to the readers of its result (cuda_build_norm.c
      * asked them): a builder that knows nothing of it gets the normalised
      * tensor. */
-    for (int32_t k = 0; fn && k < n->n_inputs; k++)
+    for (int32_t k = 0; impls && k < n->n_inputs; k++)
         if (n->inputs[k] >= 0 && !cuda_reads_deferred(n, k) && cuda_deferred_norm_find(p, n->inputs[k]))
             SG_TRY(cuda_deferred_norm_apply(p, n->inputs[k]));
-    if (fn) {
-        s = fn(p, n);
+    if (impls) {
+        s = cuda_impls_build(p, n, impls);
     } else {
         s = sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "the CUDA backend has no kernel for this operator");
     }
@@ -978,6 +870,10 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
     sg_status s = build_handles(p);
     if (s == SEGRT_OK)
         s = plan_init(p, g);
+    if (s == SEGRT_OK)
+        s = cuda_conv_descs_read(p);
+    if (s == SEGRT_OK)
+        s = cuda_fusion_pass(p);
     for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
         if (!p->g->nodes[i].dead && !p->fused[i])
             s = build_node(p, i);
@@ -1017,6 +913,9 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
     free(p->choices);
     free(p->tile_stats);
     free(p->tile_stats_of);
+    free(p->conv_descs);
+    free(p->node_folds);
+    free(p->value_folds);
     free(p->deferred);
     free(p->deferred_of);
     free(p->deferred_next);

@@ -1,46 +1,34 @@
 /* A 3x3 or 3x3x3 convolution, stride 1, padding 1, as an implicit matrix
- * product on the tensor cores, for layers with few output channels.
- *
- * cuDNN runs such layers far from the chip's speed: MONAI's 3-D UNet's
- * 16 -> 16 channel convolutions at 48^3 took 0.12 ms each at 50 TFLOP/s on
- * an H200, a quarter of the network's time; this kernel takes 0.063-0.067
- * ms (91-98 TFLOP/s; 0.09 ms before the tile's shape became a compile-time
- * constant and the weights came in through ldmatrix).
+ * product on the tensor cores, for layers with few output channels, where
+ * cuDNN tiles output channels by 64 or more and runs mostly on padding
+ * (docs/perf.md has the timings behind each choice below).
  *
  * A block stages all the weights ([tap][K][C]) in shared memory once, then
  * walks tiles of 128 output positions (4x4x8 in 3-D, 8x16 in 2-D): it loads
  * the next tile's input halo (zeros outside the image, cp.async) while each
- * warp takes 32
- * positions through every tap and 16-channel slice with mma.sync m16n8k16
- * (float32 accumulation). The epilogue adds the bias, applies the
- * activation, adds a residual (a following Add, MONAI's residual unit) and
- * stores through any view, so the output can be a Concat's slice. Without
- * a residual, and where y has x's dtype and 16-byte positions, the results
- * go through shared memory and leave as whole positions in 16-byte stores:
- * with the biases held in registers and every 16-channel slice unrolled,
- * BasicUNet's 2-D 32 -> 32 layers at 512^2 (batch 16) went from 0.67 to
- * 0.33 ms on an H100 (cuDNN: 0.41). With the InstanceNorm statistics
- * (below) they took 0.41 ms, and 0.345 once the index arithmetic around
- * the products was cut and each step's fragments loaded during the
- * previous step's products (ncu: 176 M -> 110 M instructions).
+ * warp takes 32 positions through every tap and 16-channel slice with
+ * mma.sync m16n8k16 (float32 accumulation); the tile's shape is a
+ * compile-time constant so that positions split by constant divisions. The
+ * epilogue adds the bias, applies the activation, adds a residual (a
+ * following Add, MONAI's residual unit) and stores through any view, so
+ * the output can be a Concat's slice. Without a residual, and where y has
+ * x's dtype and 16-byte positions, the results go through shared memory
+ * and leave as whole positions in 16-byte stores.
  *
  * On Hopper (compute capability 9.0, the code built for sm_90a) 2-D
  * layers go through warpgroup products instead (conv_wgmma: wgmma
  * m64nKk16 reading the halo and the weights from shared memory by
  * descriptor, no ldmatrix): the tiles, the epilogues and the results are
- * the same. BasicUNet's 32 -> 32 layers at 512^2 (batch 16, H100): 0.344
- * -> 0.307 ms; its 64 -> 32 layer 0.700 -> 0.624. What limits it now is
- * the epilogue (ncu: most issue stalls on shared memory, shuffles and
- * barriers; the tensor pipe about a quarter busy). Up to five warpgroups
- * share a block and one copy of the weights (a block each, the 64 -> 32
- * layer fitted two an SM, now three), their buffers' addresses uniform,
- * and the normalising prologue takes one 8-channel chunk a thread: with
- * the image read as it is (below), BasicUNet at batch 16 went 3.69 ->
- * 3.56 ms, its 64 -> 32 layer 0.68 -> 0.61 ms, the 32 -> 32 ones with
- * statistics and a prologue 0.35-0.36 ms. With the 64-channel layers at
- * 128 registers (they had spilled) and each warpgroup's next tile's loads
- * issued behind its products (p->issue_late), 3.50 -> 3.28 ms, the
- * 64 -> 32 layer 0.54 ms, the 32 -> 32 ones 0.33-0.34.
+ * the same. Up to five warpgroups share a block and one copy of the
+ * weights, their buffers' addresses uniform; the normalising prologue
+ * takes one 8-channel chunk a thread; 64-channel layers run four
+ * warpgroups a block at 128 registers (five spilled); a warpgroup may
+ * issue its next tile's loads behind its products (p->issue_late).
+ *
+ * Files: k_conv_mma_sync.cu (the mma.sync kernel), k_conv_wgmma.cu (the
+ * wgmma kernel), k_conv_mma_instances.cuh (the template instances),
+ * k_conv_mma_common.cuh (what they share), k_conv_mma.cu (planning and
+ * these entry points).
  *
  * x is [N, C, (D,) H, W] float16 or bfloat16 with channels contiguous
  * (channels-last, or a slice of a channels-last buffer), C a multiple of 16;
@@ -63,8 +51,7 @@
  * whose bit of p->pool_min is set: the norm's scale is negative there, and
  * the pool of the normalised tensor is the normalisation of that value.
  * The layer that reads the pool then normalises it as it loads it, and
- * the pool's own pass over the full-size tensor is not run (BasicUNet's
- * first, batch 16 x 32 x 512^2 on an H100: 0.134 ms). */
+ * the pool's own pass over the full-size tensor is not run. */
 #ifndef SG_BACKEND_CUDA_K_CONV_MMA_H
 #define SG_BACKEND_CUDA_K_CONV_MMA_H
 
@@ -112,7 +99,7 @@ typedef struct sgk_conv_mma_params {
  * tile computes the upsampled part of its halo from the input's 6 x 10
  * positions under it, rounded to x's dtype as the layer would store them,
  * so that the upsampled tensor, the largest of a UNet's decoder, is
- * neither written nor read (BasicUNet's last: 268 MB at batch 16). Those
+ * neither written nor read. Those
  * channels of x are then not read. Taken on Hopper for 2-D layers of 64
  * input channels, 32 output channels, statistics and a normalising
  * prologue over the first 32 (UNet's decoder: Concat(skip, upsampled)),
@@ -129,9 +116,7 @@ typedef struct sgk_conv_mma_up {
  * channels, on Hopper), the kernel reads x where it lies, float32 planes
  * say, converting each value as its halo lands, channels 8-15 and the
  * weights past x_channels zero: no padded 16-bit copy of the image is
- * written and read again (BasicUNet, batch 16 x 3 x 512^2 on an H100:
- * the copy took 0.075 ms and the layer 0.20 on it; reading the float32
- * image, the layer takes 0.225-0.232).
+ * written and read again.
  *
  * With p->prologue (wgmma layers of 16, 32 or 64 input channels whose
  * results are staged), x is an InstanceNorm or GroupNorm's input and the
@@ -139,7 +124,7 @@ typedef struct sgk_conv_mma_up {
  * 16-bit arithmetic to each halo as it lands in shared memory; ab holds
  * float4 (mean, -, s, b) per sample and normalised channel (pro_c of
  * them, sgk_group_norm_partials_ab). The normalisation's own pass over x is
- * then not needed: BasicUNet's at 512^2 cost 0.2 ms each (batch 16, H100).
+ * then not needed.
  *
  * Whether the kernel takes this layer: dims that match (y's spatial dims
  * equal x's), dtypes and channel counts as above, x's channels contiguous

@@ -1,3 +1,7 @@
+// (Over 1,000 lines on purpose: the general, tiled and phase-tiled
+// variants share the weight staging, the epilogue and one launcher that
+// picks the variant by the layer's shape; k_conv_small.h is the contract.)
+//
 // Direct Conv and ConvTranspose for few output channels (k_conv_small.h).
 //
 // One thread per output position accumulates all K channels in registers

@@ -1,3 +1,7 @@
+// (Over 1,000 lines on purpose: one kernel family, every elementwise op
+// behind one launcher that simplifies the iteration space first; the ops'
+// functors are a few lines each and belong with it.)
+//
 // sgk_map: every elementwise operator of the CUDA backend (activations,
 // arithmetic with broadcasting, comparisons, Where, casts and layout
 // copies) as one kernel family over strided views.

@@ -1,3 +1,9 @@
+// (Over 1,000 lines on purpose: the three group-norm kernels, their
+// vectorised forms, the one-pass cooperative kernel, the forms the fusions
+// use (combining a convolution's tile statistics, applying a deferred
+// norm) and LayerNorm share one geometry and one set of device helpers;
+// split, each file would repeat them.)
+//
 // Group normalisation (InstanceNormalization: one channel per group) and
 // LayerNormalization over strided views.
 //
