@@ -902,7 +902,9 @@ typedef struct segrt_window_job_options {
     int32_t raw_input;                /* image files are not normalised */
     segrt_engine_builder build;       /* NULL: segrt_engine_build with default (CPU) options */
     void *build_user;
-    /* After each batch of windows: windows done and the total (NULL: none). */
+    /* Once with done 0 as the windows start (the engines built and the
+     * image read), then after each batch of windows: windows done and the
+     * total (NULL: none). */
     void (*progress)(void *user, int64_t done, int64_t total);
     void *progress_user;
     /* A line about what the job did on its own, e.g. a smaller batch after

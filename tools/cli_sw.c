@@ -349,6 +349,10 @@ static void show_progress(void *user, int64_t done, int64_t total)
 {
     progress_line *p = user;
     double t = now_s();
+    if (done == 0) { /* the windows start: the rate counts from here */
+        p->t0 = t;
+        return;
+    }
     if (done < total && t - p->last < 0.1)
         return;
     p->last = t;

@@ -569,6 +569,10 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     sg_sw_stats stats;
     bool on_device = false;
     sg_status s;
+    if (jo->progress) { /* the windows start now: a caller's clock for the rate starts here */
+        fill_report(st, &(sg_sw_stats){0}, false, r);
+        jo->progress(jo->progress_user, 0, r->windows);
+    }
     double t0 = now_s();
     while ((s = run_windows(st, &stats, &on_device)) == SEGRT_ERROR_OUT_OF_MEMORY && jo->auto_batch &&
            st->sw.sw_batch > 1) {

@@ -276,6 +276,21 @@ static void test_profile_and_flops(void)
     segrt_model_destroy(m);
 }
 
+/* Progress calls seen: the first and last done, and how many. */
+typedef struct seen {
+    int64_t first, last, total;
+    int calls;
+} seen;
+
+static void record_progress(void *user, int64_t done, int64_t total)
+{
+    seen *p = user;
+    if (p->calls++ == 0)
+        p->first = done;
+    p->last = done;
+    p->total = total;
+}
+
 /* A job over the tiny model's own input, one window as large as the
  * image: the logits are its reference output within float rounding. */
 static void test_window_job_npy(void)
@@ -301,9 +316,14 @@ static void test_window_job_npy(void)
     segrt_output *out = NULL;
     segrt_window_job_report r;
     CHECK(segrt_output_open(out_path, &out) == SEGRT_OK);
+    seen progress = {-1, -1, -1, 0};
+    o.progress = record_progress;
+    o.progress_user = &progress;
     segrt_status s = segrt_window_job_run(&o, &m, &model_path, 1, image, out, NULL, &r);
     CHECK_MSG(s == SEGRT_OK, "%s", segrt_last_error());
     CHECK(segrt_output_commit(out) == SEGRT_OK);
+    CHECK(progress.calls >= 2 && progress.first == 0 && progress.last == 2 && progress.total == 2);
+    o.progress = NULL;
     CHECK(r.windows == 2 && r.batch == 1 && !r.stats.on_device && !r.write_failed);
     CHECK(r.result.dtype == SEGRT_DTYPE_FLOAT32 && r.result.rank == 4 && r.result.dims[1] == 2);
     segrt_tensor got, want;
