@@ -762,8 +762,8 @@ typedef struct segrt_image_info {
 
 /* Reads the header of a PNG, JPEG or TIFF file (by its bytes, whatever
  * its name). Errors name the file: IO, UNSUPPORTED (not one of these, or
- * a kind of image segrt lacks), INVALID_MODEL (malformed), INVALID_ARGUMENT
- * (NULL, dimensions past segrt's limits). */
+ * a kind of image segrt lacks), INVALID_MODEL (malformed, or dimensions
+ * past segrt's limits), INVALID_ARGUMENT (NULL). */
 SEGRT_API segrt_status segrt_image_probe(const char *path, segrt_image_info *out);
 
 /* Reads an image file's pixels as stored: uint8 or uint16, dims
