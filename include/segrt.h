@@ -44,6 +44,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -386,6 +387,15 @@ typedef struct segrt_engine_info {
 
 SEGRT_API segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out);
 
+/* FLOPs of one run of the engine for inputs of these dims (in the
+ * engine's input order; data is not read), counted as segrt_model_flops
+ * counts them on the engine's graph with these shapes bound: for engines
+ * loaded from a plan file, which have no segrt_model. Thread-safe.
+ * Errors: INVALID_ARGUMENT (NULL, a count other than the engine's inputs,
+ * dims an input does not take), SHAPE (a shape is not known). */
+SEGRT_API segrt_status segrt_engine_flops(const segrt_engine *engine, size_t n_inputs, const segrt_tensor *inputs,
+                                          double *out);
+
 /* ---------------------------------------------------------------------
  * Plan files and the plan cache
  *
@@ -638,6 +648,333 @@ SEGRT_API segrt_status segrt_device_copy(void *dst, segrt_memory_kind dst_kind, 
  * their own asynchronous work. Errors: INVALID_ARGUMENT (no such device),
  * DEVICE (a kernel failed earlier), UNSUPPORTED (built without CUDA). */
 SEGRT_API segrt_status segrt_device_synchronize(int32_t device);
+
+/* ---------------------------------------------------------------------
+ * Tensors the library allocates
+ * ------------------------------------------------------------------- */
+
+/* Frees the data of a host tensor that segrt allocated and returned
+ * (segrt_array_load, segrt_image_load), and sets data to NULL; the other
+ * fields stay. NULL, and a tensor whose data is NULL, are no-ops. A tensor
+ * in device memory is freed as segrt_device_free frees it. */
+SEGRT_API void segrt_tensor_free(segrt_tensor *t);
+
+/* ---------------------------------------------------------------------
+ * Output files: written whole or not at all
+ *
+ * What segrt writes (arrays, images, plans, a window job's result) goes to
+ * a temporary file beside the destination (".NAME.segrt-" and 16 random
+ * hex digits, created exclusively, never through a link) and is renamed
+ * over it on commit: a reader sees the previous file or the whole new one.
+ * A destination that exists must be a regular file: a link, folder,
+ * device, FIFO or socket is refused. segrt_abandon_outputs removes the
+ * temporary files of every output still open. An output is used by one
+ * thread at a time; different outputs are independent.
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_output segrt_output;
+
+/* Whether path may be written, without creating anything: its folder
+ * exists, is a folder and is writable (IO naming path otherwise), and path
+ * is absent or a regular file (INVALID_ARGUMENT naming what it is).
+ * A caller checks its destinations with this before long work. */
+SEGRT_API segrt_status segrt_output_check(const char *path);
+
+/* Checks path as segrt_output_check does and creates its temporary file.
+ * *out owns it until segrt_output_commit or segrt_output_discard.
+ * Errors: INVALID_ARGUMENT (NULL, or a destination that is not a regular
+ * file), IO, OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_output_open(const char *path, segrt_output **out);
+
+/* The destination, as given to segrt_output_open; valid while o is. */
+SEGRT_API const char *segrt_output_path(const segrt_output *o);
+
+/* Flushes, fsyncs and closes the temporary file and renames it over the
+ * destination. Frees o whatever happens (on failure the temporary file is
+ * removed). Errors: IO naming the destination, INVALID_ARGUMENT (NULL). */
+SEGRT_API segrt_status segrt_output_commit(segrt_output *o);
+
+/* Removes the temporary file and frees o; NULL is a no-op. */
+SEGRT_API void segrt_output_discard(segrt_output *o);
+
+/* Identity of a file, or of the name where one would be: an existing
+ * file's device and inode (links followed), else its folder's and the
+ * name. Two paths with equal identities name the same file, however they
+ * are spelled and through whichever hard link, so that a caller can refuse
+ * to write over its own inputs. */
+typedef struct segrt_file_id {
+    int32_t exists;  /* 1: the file exists; 0: only its folder does */
+    uint64_t device; /* of the file, or of its folder */
+    uint64_t inode;
+    char name[256]; /* where !exists: the last component of the path */
+} segrt_file_id;
+
+/* Fills *out for path. Errors: IO naming path when its folder does not
+ * exist, INVALID_ARGUMENT (NULL). Thread-safe. */
+SEGRT_API segrt_status segrt_file_identity(const char *path, segrt_file_id *out);
+/* 1 when a and b name the same file, else 0 (also for NULL). */
+SEGRT_API int segrt_file_id_equal(const segrt_file_id *a, const segrt_file_id *b);
+
+/* ---------------------------------------------------------------------
+ * Arrays (NumPy .npy) and images (PNG, JPEG, TIFF) in files
+ *
+ * Loads allocate host memory that the caller releases with
+ * segrt_tensor_free; saves go through an output (above), so that a
+ * destination holds its previous file or the whole new one. Files are
+ * opened only when they are regular files (a FIFO is refused, never
+ * waited on). Every function is thread-safe.
+ * ------------------------------------------------------------------- */
+
+typedef enum segrt_file_format {
+    SEGRT_FILE_UNKNOWN = 0,
+    SEGRT_FILE_NPY = 1,
+    SEGRT_FILE_PNG = 2,
+    SEGRT_FILE_JPEG = 3,
+    SEGRT_FILE_TIFF = 4
+} segrt_file_format;
+
+/* The format a file name's extension names (.npy, .png, .jpg/.jpeg,
+ * .tif/.tiff, any case); UNKNOWN for another extension, none or NULL. */
+SEGRT_API segrt_file_format segrt_file_format_of_name(const char *path);
+
+/* The format of the file's first bytes; UNKNOWN when they are none of
+ * these, or when the file cannot be read (no error is recorded: the
+ * thread's last error is left as it was). */
+SEGRT_API segrt_file_format segrt_file_format_of_file(const char *path);
+
+/* What segrt_array_load(path) would give, from the header and the file's
+ * size alone: out's dtype, rank and dims, out->data NULL, host memory.
+ * Errors name the file: IO (cannot read), INVALID_MODEL (malformed
+ * header, a size that does not match it, an array over 64 GiB),
+ * UNSUPPORTED (Fortran order, big-endian or a dtype segrt lacks),
+ * INVALID_ARGUMENT (NULL). */
+SEGRT_API segrt_status segrt_array_probe(const char *path, segrt_tensor *out);
+
+/* Reads an .npy file (format versions 1 to 3, little-endian, C order)
+ * into *out, in host memory the caller frees with segrt_tensor_free.
+ * Errors as segrt_array_probe's, and OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_array_load(const char *path, segrt_tensor *out);
+
+/* Writes t (host memory, any dtype of segrt_dtype but UNDEFINED) as .npy
+ * to path, whole or not at all. Errors: INVALID_ARGUMENT (NULL, device
+ * memory, a bad tensor, a destination that is not a regular file), IO. */
+SEGRT_API segrt_status segrt_array_save(const char *path, const segrt_tensor *t);
+
+/* As segrt_array_save, into an output the caller then commits or
+ * discards (so that several files can be written before any is renamed
+ * into place). */
+SEGRT_API segrt_status segrt_array_write(segrt_output *o, const segrt_tensor *t);
+
+/* An image file as segrt_image_load will give it, from its header. */
+typedef struct segrt_image_info {
+    segrt_file_format format; /* PNG, JPEG or TIFF */
+    int32_t width, height;
+    int32_t depth;          /* pages of a multi-page TIFF; 1 for a 2-D image */
+    int32_t channels;       /* 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA */
+    int32_t bits;           /* 8 or 16 per sample */
+    uint64_t pixel_bytes;   /* the pixels a load allocates */
+    uint64_t scratch_bytes; /* an upper estimate of what a load holds beside them at once */
+} segrt_image_info;
+
+/* Reads the header of a PNG, JPEG or TIFF file (by its bytes, whatever
+ * its name). Errors name the file: IO, UNSUPPORTED (not one of these, or
+ * a kind of image segrt lacks), INVALID_MODEL (malformed, or dimensions
+ * past segrt's limits), INVALID_ARGUMENT (NULL). */
+SEGRT_API segrt_status segrt_image_probe(const char *path, segrt_image_info *out);
+
+/* Reads an image file's pixels as stored: uint8 or uint16, dims
+ * [height, width, channels], or [depth, height, width, channels] for a
+ * multi-page TIFF (numpy's and PIL's layout), in host memory the caller
+ * frees with segrt_tensor_free. Errors as segrt_image_probe's, and
+ * OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_image_load(const char *path, segrt_tensor *out);
+
+/* Writes pixels (uint8 or uint16, host memory, [height, width] or
+ * [height, width, channels] with 1 to 4 channels, or [depth, height,
+ * width, channels] for a TIFF) to path as PNG or TIFF, by its extension,
+ * whole or not at all. Errors: INVALID_ARGUMENT (NULL, another dtype or
+ * layout, an extension that is neither), UNSUPPORTED (.jpg: segrt writes
+ * no lossy files), IO. */
+SEGRT_API segrt_status segrt_image_save(const char *path, const segrt_tensor *pixels);
+
+/* ---------------------------------------------------------------------
+ * Comparing two arrays: what `segrt compare` prints
+ *
+ * Both tensors are in host memory and may have any dtype of segrt_dtype;
+ * elements are read as double (bool as 0 or 1) and sums accumulate in
+ * double, streamed in fixed-size chunks. Thread-safe.
+ * ------------------------------------------------------------------- */
+
+/* Elementwise error of A (under test) against B (the reference). A
+ * position NaN in both counts as an exact match, as do equal infinities;
+ * a position NaN in only one is a NaN mismatch, and any mismatch makes
+ * max_abs, mae, rel_l2 and psnr_db NaN so that every threshold on them
+ * fails. */
+typedef struct segrt_compare_stats {
+    int64_t count;          /* elements compared */
+    int64_t nan_mismatches; /* positions NaN in one tensor but not the other */
+    double max_abs;         /* max |A - B| */
+    double mae;             /* sum |A - B| / count; 0 for no elements */
+    double mse;             /* sum (A - B)^2 / count; 0 for no elements */
+    double rel_l2;          /* ||A - B||2 / ||B||2; 0 when both are all zero, inf when only B is */
+    double range;           /* max(B) - min(B) over B's finite elements; 0 when there are none */
+    double psnr_db;         /* 10 log10(range^2 / mse); +inf when mse is 0 */
+} segrt_compare_stats;
+
+/* Errors: SHAPE (dims differ: the message gives both), INVALID_ARGUMENT
+ * (NULL, device memory, a dtype segrt lacks). */
+SEGRT_API segrt_status segrt_compare(const segrt_tensor *a, const segrt_tensor *b, segrt_compare_stats *out);
+
+/* Agreement of the label maps argmax(A) and argmax(B) over a class axis
+ * (numpy's argmax: the first maximum wins; a NaN counts as the maximum). */
+typedef struct segrt_class_stats {
+    int32_t axis;            /* the class axis, normalized to 0..rank-1 */
+    int64_t n_classes;       /* dims[axis] */
+    int64_t positions;       /* label-map positions: count / n_classes */
+    int64_t agree;           /* positions whose labels agree */
+    double argmax_agreement; /* agree / positions; NaN when there are no positions */
+    /* Per class c, arrays of n_classes entries owned by the struct:
+     * dice[c] = 2 inter[c] / (count_a[c] + count_b[c]), NaN where c occurs
+     * in neither map; count_a[c], count_b[c]: positions labelled c. */
+    double *dice;
+    int64_t *count_a, *count_b, *inter;
+    int64_t n_present; /* classes that occur in either map */
+    double mean_dice;  /* mean of dice over those classes; NaN when none */
+} segrt_class_stats;
+
+/* axis may be negative (counting from the end). On success the arrays of
+ * *out belong to the caller: release them with segrt_class_stats_free.
+ * Errors: SHAPE (dims differ), INVALID_ARGUMENT (NULL, device memory, axis
+ * outside -rank..rank-1, a class axis of size 0, a dtype segrt lacks),
+ * OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_compare_classes(const segrt_tensor *a, const segrt_tensor *b, int32_t axis,
+                                             segrt_class_stats *out);
+
+/* Frees the arrays of s and sets them to NULL; NULL and a zeroed s are
+ * no-ops. */
+SEGRT_API void segrt_class_stats_free(segrt_class_stats *s);
+
+/* ---------------------------------------------------------------------
+ * Profiling a context: where each step of a run's plan spent its time
+ * ------------------------------------------------------------------- */
+
+/* Starts (on != 0) or stops timing each step of the context's runs;
+ * starting clears what was gathered. Runs are slower while it is on (a
+ * CUDA context synchronizes after each step). Same thread rules as the
+ * context. Errors: INVALID_ARGUMENT (NULL). */
+SEGRT_API segrt_status segrt_context_profile(segrt_context *ctx, int on);
+
+/* Writes the report of the plan that served the context's last run, its
+ * steps slowest first, as text to f. Errors: INVALID_ARGUMENT (NULL). */
+SEGRT_API segrt_status segrt_context_profile_print(const segrt_context *ctx, FILE *f);
+
+/* The same report into buf (cap bytes, NUL-terminated, cut short where it
+ * does not fit; buf may be NULL when cap is 0); *needed (may be NULL)
+ * receives its whole length without the NUL, as snprintf counts, so a
+ * caller can ask with cap 0 and call again. Errors: INVALID_ARGUMENT
+ * (NULL ctx, NULL buf with cap > 0), OUT_OF_MEMORY. */
+SEGRT_API segrt_status segrt_context_profile_text(const segrt_context *ctx, char *buf, size_t cap, size_t *needed);
+
+/* ---------------------------------------------------------------------
+ * A sliding-window job from files: an image (.npy, PNG, JPEG, TIFF) in,
+ * the result (.npy, or a label map as PNG/TIFF) and an overlay picture
+ * out, the engines built for the window, host memory checked before the
+ * image is read, and the device or host path chosen as segrt_window_run
+ * chooses. (Volume and slide jobs will sit beside it.)
+ *
+ * Image files are normalised as the model's metadata says, unless
+ * raw_input: x * segrt.input.scale, minus segrt.input.mean, divided by
+ * segrt.input.std (per channel, or one value for all). An NPY image is
+ * taken as the model's input already (float32 N x C x spatial).
+ * ------------------------------------------------------------------- */
+
+/* Builds the engine of one ensemble member for the window batch: input
+ * `input` bound to rank/dims. Returns a status with the message set (by
+ * segrt's own calls). */
+typedef segrt_status (*segrt_engine_builder)(void *user, const segrt_model *model, const char *input, int32_t rank,
+                                             const int64_t *dims, segrt_engine **out);
+
+typedef struct segrt_window_job_options {
+    int32_t spatial_dims; /* 1 to 3 */
+    int64_t roi[3];       /* the window; <= 0: the whole axis */
+    double overlap[3];    /* per spatial dim, each in [0, 1) */
+    int32_t batch;        /* windows per run of the networks (>= 1) */
+    int32_t auto_batch;   /* CUDA engines: the largest batch that fits the device's free memory
+                           * (or max_memory), halved while a run runs out of it */
+    segrt_window_blend blend;
+    double sigma_scale; /* Gaussian blend */
+    segrt_window_pad pad;
+    float pad_value;
+    segrt_window_grid grid;
+    segrt_window_output output;
+    segrt_window_activation activation;
+    float threshold;                  /* sigmoid labels */
+    uint32_t mirror_axes;             /* nnU-Net's mirroring: bit d flips spatial axis d */
+    uint64_t max_memory;              /* as segrt_window_options_set_max_memory */
+    uint64_t max_host_memory;         /* as segrt_window_options_set_max_host_memory */
+    const char *max_host_memory_name; /* how messages name that limit (NULL: "max_host_memory") */
+    int32_t whole_accumulators;       /* device path: the whole image's accumulators, not a ring of rows */
+    int32_t host_path;                /* gather and blend on the host even with CUDA engines */
+    int32_t raw_input;                /* image files are not normalised */
+    segrt_engine_builder build;       /* NULL: segrt_engine_build with default (CPU) options */
+    void *build_user;
+    /* Once with done 0 as the windows start (the engines built and the
+     * image read), then after each batch of windows: windows done and the
+     * total (NULL: none). */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
+    /* A line about what the job did on its own, e.g. a smaller batch after
+     * running out of device memory (NULL: none). */
+    void (*notice)(void *user, const char *line);
+    void *notice_user;
+} segrt_window_job_options;
+
+/* MONAI's defaults for spatial_dims dims: the window the whole axis,
+ * overlap 0.25, one window a run, constant blend (sigma scale 0.125),
+ * constant padding with 0, MONAI's grid, logits; everything else 0/NULL. */
+SEGRT_API void segrt_window_job_options_init(segrt_window_job_options *o, int32_t spatial_dims);
+
+/* What segrt_window_job_run will read: the image as the job takes it
+ * (float32 N x C x spatial; an image file as 1 x C x [depth x] height x
+ * width with alpha dropped), from its header alone, data NULL; and the
+ * host bytes the read holds besides that tensor (*extra_bytes may be
+ * NULL). Errors as segrt_array_probe's and segrt_image_probe's. */
+SEGRT_API segrt_status segrt_window_job_probe(const char *image_path, segrt_tensor *image, uint64_t *extra_bytes);
+
+/* What a job did. */
+typedef struct segrt_window_job_report {
+    segrt_tensor image;       /* the image's dtype, rank and dims (data NULL) */
+    segrt_tensor result;      /* the result's dtype, rank and dims (data NULL) */
+    int64_t windows;          /* windows over all images */
+    int32_t batch;            /* windows per run, as finally run */
+    double seconds;           /* the windows' run, from the first gather to the result */
+    segrt_window_stats stats; /* on_device, passes, memory */
+    segrt_window_times times; /* device path: where the time went */
+    int32_t write_failed;     /* 1: the job failed writing into an output (a full disk, say), after the
+                               * windows ran and every check passed */
+} segrt_window_job_report;
+
+/* Runs the job: models (n_models >= 1, an ensemble averaged per window)
+ * each of one input taking rank-(spatial_dims + 2) float32 images, over
+ * the image at image_path; writes the result into `result` and, when
+ * overlay is not NULL, the labels drawn over the image into `overlay`
+ * (both opened by the caller, who commits or discards them: this writes,
+ * never commits). model_paths (may be NULL) name the models in messages.
+ * report (may be NULL) is zeroed, then filled as far as the job got, on
+ * failure too (write_failed tells a failed write from a refused job).
+ * The result's kind follows the destination: .npy takes any output; .png
+ * and .tif take a label map of one image (one channel). The overlay wants
+ * a 2-D image file and labels.
+ * Errors: INVALID_ARGUMENT (options, an image or models that do not fit
+ * the window or each other, a result the destination cannot hold, host
+ * memory past max_host_memory: the message names the need and its parts),
+ * OUT_OF_MEMORY (the machine's memory, or the device's), and the errors of
+ * the files, the builder and the engines. Models and options are only
+ * read; one job per thread at a time for the same outputs. */
+SEGRT_API segrt_status segrt_window_job_run(const segrt_window_job_options *o, segrt_model *const *models,
+                                            const char *const *model_paths, size_t n_models, const char *image_path,
+                                            segrt_output *result, segrt_output *overlay,
+                                            segrt_window_job_report *report);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,13 @@ bool cli_parse_int(const char *s, int64_t *out);
  * bytes; false for a sign, other text or a count past SIZE_MAX. */
 bool cli_parse_size(const char *s, size_t *out);
 
+/* Whether the file's first bytes are a PNG, JPEG or TIFF image; and
+ * whether its name's extension says it is one. */
+bool cli_is_image_file(const char *path);
+bool cli_is_image_name(const char *path);
+
+/* Formats dims as "1x3x256x256" ("scalar" for rank 0) into buf. */
+const char *cli_dims(const int64_t *dims, int32_t rank, char *buf, size_t cap);
 /* Formats a descriptor's dims: "s77x3xs53xs0", "?" for unknown dims. */
 const char *cli_format_dims(const segrt_tensor_desc *d, char *buf, size_t cap);
 

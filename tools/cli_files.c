@@ -82,29 +82,28 @@ int cli_files_check(cli_files *f, bool open_outputs)
     if (f->n_in > CLI_MAX_FILES || f->n_out > CLI_MAX_FILES)
         return cli_usage_error("more than %d input or output files", CLI_MAX_FILES);
     segrt_status s;
-    sg_file_id in_ids[CLI_MAX_FILES], out_ids[CLI_MAX_FILES];
+    segrt_file_id in_ids[CLI_MAX_FILES], out_ids[CLI_MAX_FILES];
     bool in_known[CLI_MAX_FILES];
     for (int i = 0; i < f->n_in; i++) /* one that does not exist fails when it is read */
-        in_known[i] = sg_file_identity(f->in[i].path, &in_ids[i]) == SEGRT_OK && in_ids[i].exists;
-    sg_error_clear();
+        in_known[i] = segrt_file_identity(f->in[i].path, &in_ids[i]) == SEGRT_OK && in_ids[i].exists;
     for (int j = 0; j < f->n_out; j++) {
         const char *path = f->out[j].path, *what = f->out[j].what;
-        if ((s = sg_output_check(path)) != SEGRT_OK || (s = sg_file_identity(path, &out_ids[j])) != SEGRT_OK)
+        if ((s = segrt_output_check(path)) != SEGRT_OK || (s = segrt_file_identity(path, &out_ids[j])) != SEGRT_OK)
             return cli_fail(s);
         int rc = check_extension(path, what, f->out[j].formats);
         if (rc != CLI_OK)
             return rc;
         for (int i = 0; i < f->n_in; i++)
-            if (in_known[i] && sg_file_id_equal(&in_ids[i], &out_ids[j]))
+            if (in_known[i] && segrt_file_id_equal(&in_ids[i], &out_ids[j]))
                 return cli_usage_error("%s: %s is the same file as %s %s; segrt does not overwrite its inputs", path,
                                        what, f->in[i].what, f->in[i].path);
         for (int k = 0; k < j; k++)
-            if (sg_file_id_equal(&out_ids[k], &out_ids[j]))
+            if (segrt_file_id_equal(&out_ids[k], &out_ids[j]))
                 return cli_usage_error("%s: %s and %s (%s) name the same file", path, what, f->out[k].what,
                                        f->out[k].path);
     }
     for (int j = 0; open_outputs && j < f->n_out; j++)
-        if ((s = sg_output_open(f->out[j].path, &f->out[j].out)) != SEGRT_OK) {
+        if ((s = segrt_output_open(f->out[j].path, &f->out[j].out)) != SEGRT_OK) {
             cli_files_close(f);
             return cli_fail(s);
         }
@@ -113,9 +112,9 @@ int cli_files_check(cli_files *f, bool open_outputs)
 
 int cli_files_commit(cli_files *f, int i)
 {
-    sg_output *o = f->out[i].out;
+    segrt_output *o = f->out[i].out;
     f->out[i].out = NULL;
-    if (sg_output_commit(o) == SEGRT_OK)
+    if (segrt_output_commit(o) == SEGRT_OK)
         return CLI_OK;
     fprintf(stderr, "segrt: %s\n", segrt_last_error());
     return CLI_RUNTIME;
@@ -124,7 +123,7 @@ int cli_files_commit(cli_files *f, int i)
 void cli_files_close(cli_files *f)
 {
     for (int j = 0; j < f->n_out && j < CLI_MAX_FILES; j++) {
-        sg_output_discard(f->out[j].out);
+        segrt_output_discard(f->out[j].out);
         f->out[j].out = NULL;
     }
 }

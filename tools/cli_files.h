@@ -9,15 +9,13 @@
  *     a socket);
  *   - it is not the same file as an input or as another output (device
  *     and inode compared, so other spellings and hard links count).
- * Then every output is opened (core/file.h: a temporary file beside it,
- * renamed into place on commit), so the check is the real thing, and an
+ * Then every output is opened (segrt_output_open: a temporary file beside
+ * it, renamed into place on commit), so the check is the real thing, and an
  * interrupted run removes them (cli_files_on_signals). */
 #ifndef SEGRT_CLI_FILES_H
 #define SEGRT_CLI_FILES_H
 
 #include "cli.h"
-
-#include "core/file.h"
 
 #define CLI_MAX_FILES 80
 
@@ -32,7 +30,7 @@ typedef struct cli_files {
     struct {
         const char *path, *what;
         unsigned formats;
-        sg_output *out;
+        segrt_output *out;
     } out[CLI_MAX_FILES];
 } cli_files;
 

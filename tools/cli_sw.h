@@ -1,25 +1,25 @@
 /* `segrt run` over an image larger than the model's window: the
- * sliding-window options and the run (src/pipeline/sliding_window.h). */
+ * sliding-window options, their checks, and the file job of the library
+ * (segrt_window_job_run) that runs them. */
 #ifndef SEGRT_CLI_SW_H
 #define SEGRT_CLI_SW_H
 
 #include "cli_engine.h"
 
-#include "pipeline/sliding_window.h"
-
 #define CLI_SW_MAX_MODELS 16
+#define CLI_SW_MAX_DIMS 3 /* spatial dims of a window */
 
 typedef struct cli_sw_opts {
     bool on;                    /* --roi given */
     int32_t n_roi;
-    int64_t roi[SG_SW_MAX_DIMS];
+    int64_t roi[CLI_SW_MAX_DIMS];
     int32_t n_overlap;          /* 0: the default; 1: every axis; else one per axis */
-    double overlap[SG_SW_MAX_DIMS];
-    sg_sw_options sw;           /* the rest, parsed into place */
+    double overlap[CLI_SW_MAX_DIMS];
+    segrt_window_job_options sw; /* the rest, parsed into place */
     bool any;                   /* some sliding-window option was given */
     bool tta_all;               /* --tta mirror: every spatial axis */
     int32_t n_tta_axes;         /* --tta mirror=AXES */
-    int64_t tta_axes[SG_SW_MAX_DIMS];
+    int64_t tta_axes[CLI_SW_MAX_DIMS];
     int32_t n_models;           /* --model: ensemble members after MODEL */
     const char *models[CLI_SW_MAX_MODELS];
     bool auto_batch;            /* --sw-batch auto */

@@ -152,3 +152,35 @@ bool cli_parse_size(const char *s, size_t *out)
     *out = (size_t)(v * mul);
     return true;
 }
+
+const char *cli_dims(const int64_t *dims, int32_t rank, char *buf, size_t cap)
+{
+    if (rank == 0) {
+        snprintf(buf, cap, "scalar");
+        return buf;
+    }
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < rank && used < cap; i++) {
+        int n = snprintf(buf + used, cap - used, i ? "x%lld" : "%lld", (long long)dims[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+static bool is_image_format(segrt_file_format f)
+{
+    return f == SEGRT_FILE_PNG || f == SEGRT_FILE_JPEG || f == SEGRT_FILE_TIFF;
+}
+
+bool cli_is_image_file(const char *path)
+{
+    return is_image_format(segrt_file_format_of_file(path));
+}
+
+bool cli_is_image_name(const char *path)
+{
+    return is_image_format(segrt_file_format_of_name(path));
+}

@@ -3,11 +3,6 @@
 #include "cli_engine.h"
 #include "json_out.h"
 
-#include "core/dtype.h"
-#include "core/tensor.h"
-#include "engine/engine_internal.h"
-#include "engine/engine_profile.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,9 +159,88 @@ static double normal01(uint64_t *state)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+static uint32_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* float16 and bfloat16 of f, rounded to nearest even as IEEE conversion
+ * does (random inputs need no more than that, and no library call). */
+static uint16_t to_half(float f)
+{
+    uint32_t u = float_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t abs = u & 0x7fffffffu;
+    if (abs >= 0x7f800000u) /* inf or nan */
+        return sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0);
+    if (abs >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
+        return sign | 0x7c00;
+    if (abs < 0x38800000u) { /* below the smallest normal half: subnormal */
+        float v;
+        memcpy(&v, &abs, 4);
+        return sign | (uint16_t)lrintf(v * 16777216.0f); /* units of the subnormal step */
+    }
+    abs += 0xfff + ((abs >> 13) & 1);
+    return sign | (uint16_t)((abs - 0x38000000u) >> 13);
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* Element i of data, of dtype t, set to v (integers: v is small, >= 0). */
+static void store_value(segrt_dtype t, void *data, int64_t i, double v)
+{
+    switch (t) {
+    case SEGRT_DTYPE_FLOAT32:
+        ((float *)data)[i] = (float)v;
+        break;
+    case SEGRT_DTYPE_FLOAT64:
+        ((double *)data)[i] = v;
+        break;
+    case SEGRT_DTYPE_FLOAT16:
+        ((uint16_t *)data)[i] = to_half((float)v);
+        break;
+    case SEGRT_DTYPE_BFLOAT16:
+        ((uint16_t *)data)[i] = to_bf16((float)v);
+        break;
+    case SEGRT_DTYPE_BOOL:
+        ((uint8_t *)data)[i] = v != 0;
+        break;
+    case SEGRT_DTYPE_UINT8:
+        ((uint8_t *)data)[i] = (uint8_t)v;
+        break;
+    case SEGRT_DTYPE_INT8:
+        ((int8_t *)data)[i] = (int8_t)v;
+        break;
+    case SEGRT_DTYPE_UINT16:
+        ((uint16_t *)data)[i] = (uint16_t)v;
+        break;
+    case SEGRT_DTYPE_INT16:
+        ((int16_t *)data)[i] = (int16_t)v;
+        break;
+    case SEGRT_DTYPE_INT32:
+        ((int32_t *)data)[i] = (int32_t)v;
+        break;
+    case SEGRT_DTYPE_INT64:
+        ((int64_t *)data)[i] = (int64_t)v;
+        break;
+    case SEGRT_DTYPE_UNDEFINED:
+        break;
+    }
+}
+
 static void fill_random(segrt_tensor *t, int64_t numel, uint64_t *state)
 {
-    bool is_float = sg_dtype_is_float(t->dtype);
+    bool is_float = t->dtype == SEGRT_DTYPE_FLOAT32 || t->dtype == SEGRT_DTYPE_FLOAT16 ||
+                    t->dtype == SEGRT_DTYPE_BFLOAT16 || t->dtype == SEGRT_DTYPE_FLOAT64;
     for (int64_t i = 0; i < numel; i++) {
         double v;
         if (is_float)
@@ -175,17 +249,19 @@ static void fill_random(segrt_tensor *t, int64_t numel, uint64_t *state)
             v = (double)(next_random(state) & 1);
         else
             v = (double)(next_random(state) & 3); /* small and non-negative: safe as indices too */
-        sg_dtype_store_f64(t->dtype, t->data, i, v);
+        store_value(t->dtype, t->data, i, v);
     }
 }
 
+/* The tensor's bytes, and (numel not NULL) its elements. */
 static size_t tensor_bytes(const segrt_tensor *t, int64_t *numel)
 {
-    sg_tensor v = {t->dtype, t->rank, {0}, NULL};
-    memcpy(v.dims, t->dims, sizeof v.dims);
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->rank; d++)
+        n *= t->dims[d];
     if (numel)
-        *numel = sg_tensor_numel(&v);
-    return sg_tensor_bytes(&v);
+        *numel = n;
+    return (size_t)n * segrt_dtype_size(t->dtype);
 }
 
 static int grow_host(io_buf *b, size_t bytes, const char *what)
@@ -469,18 +545,19 @@ static int prepare_row(const bench_args *args, bench_state *st, int64_t batch)
  * (for a plan, from the graph the plan file carries); NaN when unknown. */
 static double row_flops(const bench_state *st)
 {
-    /* A plan has no segrt_model: its engine's graph stands in for one,
-     * borrowed (segrt_model_optimize copies it and changes nothing). */
-    struct segrt_model view = {st->engine->g};
-    const segrt_model *src = st->model ? st->model : &view;
+    double flops = NAN;
+    if (!st->model) {
+        if (segrt_engine_flops(st->engine, st->n_in, st->inputs, &flops) != SEGRT_OK)
+            flops = NAN;
+        return flops;
+    }
     segrt_build_options *o = NULL;
     segrt_model *opt = NULL;
-    double flops = NAN;
     segrt_status s = segrt_build_options_create(&o);
     for (size_t i = 0; s == SEGRT_OK && i < st->n_in; i++)
         s = segrt_build_options_set_shape(o, st->input_names[i], st->inputs[i].rank, st->inputs[i].dims);
     if (s == SEGRT_OK)
-        s = segrt_model_optimize(src, o, &opt);
+        s = segrt_model_optimize(st->model, o, &opt);
     if (s == SEGRT_OK && segrt_model_flops(opt, &flops) != SEGRT_OK)
         flops = NAN;
     segrt_model_destroy(opt);
@@ -577,7 +654,7 @@ static int run_rows(const bench_args *args, bench_state *st)
 /* Separate runs, so that the step clocks do not touch the timed ones. */
 static int profile(const bench_args *args, bench_state *st)
 {
-    segrt_status s = sg_context_profile(st->ctx, true);
+    segrt_status s = segrt_context_profile(st->ctx, 1);
     for (int64_t i = 0; s == SEGRT_OK && i < args->iters; i++)
         s = segrt_context_run(st->ctx, st->n_in, st->inputs, st->n_out, st->outputs);
     if (s != SEGRT_OK)
@@ -588,7 +665,7 @@ static int profile(const bench_args *args, bench_state *st)
                 (long long)args->iters);
     else
         fprintf(f, "\nprofile (%lld runs):\n", (long long)args->iters);
-    sg_context_profile_print(st->ctx, f);
+    segrt_context_profile_print(st->ctx, f);
     return CLI_OK;
 }
 
@@ -645,8 +722,7 @@ static void print_text(const bench_args *args, const bench_state *st)
     printf("model: %s\n", args->path);
     printf("shapes:");
     for (size_t i = 0; i < st->n_in; i++)
-        printf(" %s=%s", st->input_names[i],
-               sg_dims_format(st->inputs[i].dims, st->inputs[i].rank, dims, sizeof dims));
+        printf(" %s=%s", st->input_names[i], cli_dims(st->inputs[i].dims, st->inputs[i].rank, dims, sizeof dims));
     printf("\n");
     if (st->info.device == SEGRT_DEVICE_CUDA)
         printf("device: %s, precision: %s, threads: %lld\n", device_label(st, dev, sizeof dev),
@@ -675,12 +751,12 @@ static void print_template(const bench_state *st, size_t i)
     char dims[256];
     const segrt_tensor *t = &st->tmpl[i];
     if (!st->batched[i]) {
-        printf(" %s=%s", st->input_names[i], sg_dims_format(t->dims, t->rank, dims, sizeof dims));
+        printf(" %s=%s", st->input_names[i], cli_dims(t->dims, t->rank, dims, sizeof dims));
         return;
     }
     printf(" %s=B", st->input_names[i]);
     if (t->rank > 1)
-        printf("x%s", sg_dims_format(t->dims + 1, t->rank - 1, dims, sizeof dims));
+        printf("x%s", cli_dims(t->dims + 1, t->rank - 1, dims, sizeof dims));
 }
 
 static void print_sweep_text(const bench_args *args, const bench_state *st)

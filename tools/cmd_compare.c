@@ -2,9 +2,6 @@
 #include "cli.h"
 #include "json_out.h"
 
-#include "core/compare.h"
-#include "io/npy.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,14 +142,12 @@ static void print_metric(const char *label, double v, const char *unit)
     printf("%-18s %.6g%s\n", label, v, unit);
 }
 
-static void print_text(const compare_args *args, const sg_tensor *a, const sg_tensor *b,
-                       const sg_compare_stats *st, const sg_class_stats *cs)
+static void print_text(const compare_args *args, const segrt_tensor *a, const segrt_tensor *b,
+                       const segrt_compare_stats *st, const segrt_class_stats *cs)
 {
     char dims[256];
-    printf("A: %s (%s %s)\n", args->path_a, segrt_dtype_name(a->dtype),
-           sg_dims_format(a->dims, a->rank, dims, sizeof dims));
-    printf("B: %s (%s %s)\n", args->path_b, segrt_dtype_name(b->dtype),
-           sg_dims_format(b->dims, b->rank, dims, sizeof dims));
+    printf("A: %s (%s %s)\n", args->path_a, segrt_dtype_name(a->dtype), cli_dims(a->dims, a->rank, dims, sizeof dims));
+    printf("B: %s (%s %s)\n", args->path_b, segrt_dtype_name(b->dtype), cli_dims(b->dims, b->rank, dims, sizeof dims));
     printf("%-18s %lld\n", "elements:", (long long)st->count);
     print_metric("max abs error:", st->max_abs, "");
     print_metric("mean abs error:", st->mae, "");
@@ -177,8 +172,8 @@ static void print_text(const compare_args *args, const sg_tensor *a, const sg_te
            (long long)cs->n_present);
 }
 
-static void print_json(const compare_args *args, const sg_tensor *a, const sg_compare_stats *st,
-                       const sg_class_stats *cs, bool met)
+static void print_json(const compare_args *args, const segrt_tensor *a, const segrt_compare_stats *st,
+                       const segrt_class_stats *cs, bool met)
 {
     json_out j;
     json_init(&j, stdout);
@@ -234,8 +229,8 @@ static void print_json(const compare_args *args, const sg_tensor *a, const sg_co
 
 /* Checks the thresholds; writes what failed, "; "-separated, into msg.
  * Written as !(x <= limit) so that a NaN metric fails. */
-static bool check_thresholds(const compare_args *args, const sg_compare_stats *st,
-                             const sg_class_stats *cs, char *msg, size_t cap)
+static bool check_thresholds(const compare_args *args, const segrt_compare_stats *st, const segrt_class_stats *cs,
+                             char *msg, size_t cap)
 {
     size_t used = 0;
     msg[0] = '\0';
@@ -252,23 +247,23 @@ static bool check_thresholds(const compare_args *args, const sg_compare_stats *s
     return used == 0;
 }
 
-static int compare(const compare_args *args, sg_tensor *a, sg_tensor *b)
+static int compare(const compare_args *args, segrt_tensor *a, segrt_tensor *b)
 {
     segrt_status s;
-    if ((s = sg_npy_read(args->path_a, a)) != SEGRT_OK)
+    if ((s = segrt_array_load(args->path_a, a)) != SEGRT_OK)
         return cli_fail(s);
-    if ((s = sg_npy_read(args->path_b, b)) != SEGRT_OK)
+    if ((s = segrt_array_load(args->path_b, b)) != SEGRT_OK)
         return cli_fail(s);
-    sg_compare_stats st;
-    sg_class_stats cs;
+    segrt_compare_stats st;
+    segrt_class_stats cs;
     memset(&cs, 0, sizeof cs);
-    if ((s = sg_compare(a, b, &st)) != SEGRT_OK ||
-        (args->has_axis && (s = sg_compare_classes(a, b, args->axis, &cs)) != SEGRT_OK)) {
+    if ((s = segrt_compare(a, b, &st)) != SEGRT_OK ||
+        (args->has_axis && (s = segrt_compare_classes(a, b, args->axis, &cs)) != SEGRT_OK)) {
         /* The library names no file here: the message gets both. */
         fprintf(stderr, "segrt: compare %s with %s: %s\n", args->path_a, args->path_b, segrt_last_error());
         return s == SEGRT_ERROR_OUT_OF_MEMORY ? CLI_RUNTIME : CLI_BAD_INPUT;
     }
-    const sg_class_stats *csp = args->has_axis ? &cs : NULL;
+    const segrt_class_stats *csp = args->has_axis ? &cs : NULL;
     char msg[512];
     bool met = check_thresholds(args, &st, csp, msg, sizeof msg);
     if (args->json)
@@ -276,7 +271,7 @@ static int compare(const compare_args *args, sg_tensor *a, sg_tensor *b)
     else
         print_text(args, a, b, &st, csp);
     fflush(stdout);
-    sg_class_stats_free(&cs);
+    segrt_class_stats_free(&cs);
     if (!met) {
         fprintf(stderr, "segrt: compare %s with %s: threshold not met: %s\n", args->path_a, args->path_b,
                 msg);
@@ -293,11 +288,11 @@ int cmd_compare(int argc, char **argv)
         return CLI_OK; /* --help */
     if (rc != CLI_OK)
         return rc;
-    sg_tensor a, b;
+    segrt_tensor a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     rc = compare(&args, &a, &b);
-    free(a.data);
-    free(b.data);
+    segrt_tensor_free(&a);
+    segrt_tensor_free(&b);
     return rc;
 }

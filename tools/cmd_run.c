@@ -4,10 +4,6 @@
 #include "cli_files.h"
 #include "cli_sw.h"
 
-#include "core/tensor.h"
-#include "io/image.h"
-#include "io/npy.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +56,7 @@ typedef struct run_state {
     segrt_build_options *opts;
     segrt_engine *engine;
     segrt_context *ctx;
-    sg_tensor in_data[MAX_IO];
+    segrt_tensor in_data[MAX_IO];
     int n_in_data;
     segrt_tensor inputs[MAX_IO], outputs[MAX_IO];
 } run_state;
@@ -68,7 +64,7 @@ typedef struct run_state {
 static void run_state_free(run_state *st)
 {
     for (int i = 0; i < st->n_in_data; i++)
-        free(st->in_data[i].data);
+        segrt_tensor_free(&st->in_data[i]);
     for (int i = 0; i < MAX_IO; i++)
         free(st->outputs[i].data);
     segrt_context_destroy(st->ctx);
@@ -108,8 +104,8 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
      * is optimized for exactly these shapes. */
     int slot_of[MAX_IO];
     for (int i = 0; i < n_ins; i++) {
-        sg_tensor *t = &st->in_data[st->n_in_data];
-        if ((s = sg_npy_read(ins[i].path, t)) != SEGRT_OK)
+        segrt_tensor *t = &st->in_data[st->n_in_data];
+        if ((s = segrt_array_load(ins[i].path, t)) != SEGRT_OK)
             return cli_fail(s);
         st->n_in_data++;
         int slot = i;
@@ -155,9 +151,9 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
         SEGRT_OK)
         return cli_fail(s);
     for (size_t j = 0; j < n_model_out; j++) {
-        sg_tensor t = {st->outputs[j].dtype, st->outputs[j].rank, {0}, NULL};
-        memcpy(t.dims, st->outputs[j].dims, sizeof t.dims);
-        size_t bytes = sg_tensor_bytes(&t);
+        size_t bytes = segrt_dtype_size(st->outputs[j].dtype);
+        for (int32_t d = 0; d < st->outputs[j].rank; d++)
+            bytes *= (size_t)st->outputs[j].dims[d];
         st->outputs[j].data = malloc(bytes ? bytes : 1);
         st->outputs[j].memory = SEGRT_MEMORY_HOST;
         if (!st->outputs[j].data)
@@ -173,10 +169,7 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
     }
     /* Every output written before any is renamed into place. */
     for (int i = 0; i < n_outs; i++) {
-        const segrt_tensor *o = &st->outputs[slots[i]];
-        sg_tensor t = {o->dtype, o->rank, {0}, o->data};
-        memcpy(t.dims, o->dims, sizeof t.dims);
-        if ((s = sg_npy_write_to(files->out[i].out, &t)) != SEGRT_OK) {
+        if ((s = segrt_array_write(files->out[i].out, &st->outputs[slots[i]])) != SEGRT_OK) {
             fprintf(stderr, "segrt: %s\n", segrt_last_error());
             return CLI_RUNTIME;
         }
@@ -190,7 +183,7 @@ static int run(run_state *st, const char *path, io_arg *ins, int n_ins, io_arg *
             char dims[256];
             segrt_engine_output(st->engine, (size_t)slots[i], &d);
             printf("wrote %s (%s %s) to %s\n", d.name, segrt_dtype_name(o->dtype),
-                   sg_dims_format(o->dims, o->rank, dims, sizeof dims), outs[i].path);
+                   cli_dims(o->dims, o->rank, dims, sizeof dims), outs[i].path);
         }
     }
     return CLI_OK;
@@ -248,13 +241,13 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run: no model given\n%s", run_usage);
     /* An image file is always a sliding-window job: the window then comes
      * from --roi or the model's metadata. */
-    bool image_in = n_ins == 1 && !ins[0].name && sg_image_is_image_file(ins[0].path);
+    bool image_in = n_ins == 1 && !ins[0].name && cli_is_image_file(ins[0].path);
     /* Named as a picture but not one by its bytes: the reader says what it
      * is (empty, not a regular file, not PNG, JPEG or TIFF), rather than
      * the run going on to read it as an array. */
-    if (n_ins == 1 && !ins[0].name && !image_in && sg_image_format_of_name(ins[0].path) != SG_IMAGE_UNKNOWN) {
-        sg_image_info info;
-        segrt_status s = sg_image_probe(ins[0].path, &info);
+    if (n_ins == 1 && !ins[0].name && !image_in && cli_is_image_name(ins[0].path)) {
+        segrt_image_info info;
+        segrt_status s = segrt_image_probe(ins[0].path, &info);
         return cli_fail(s != SEGRT_OK ? s : SEGRT_ERROR_INTERNAL);
     }
     if (so.any && !so.on && !image_in)

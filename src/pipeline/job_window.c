@@ -1,0 +1,634 @@
+/* The sliding-window file job (segrt.h, "A sliding-window job from
+ * files"): an image file in, the engines built for the window, host memory
+ * checked before the image is read, the windows run on the device path
+ * or the host path (chosen in run_windows, the one place), the result and
+ * the overlay written into outputs the caller opened. `segrt run` is a
+ * client of it. */
+#include "core/api_file.h"
+#include "core/mem.h"
+#include "io/image.h"
+#include "io/npy.h"
+#include "pipeline/overlay.h"
+#include "pipeline/sliding_window.h"
+#include "pipeline/sw_device.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define JOB_MAX_MODELS 64
+#define META_MAX_VALUES 16
+
+_Static_assert(SG_SW_MAX_DIMS == 3, "segrt_window_job_options holds 3 spatial dims");
+
+void segrt_window_job_options_init(segrt_window_job_options *o, int32_t spatial_dims)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    sg_sw_options d;
+    sg_sw_options_default(&d, spatial_dims);
+    o->spatial_dims = spatial_dims;
+    for (int32_t k = 0; k < SG_SW_MAX_DIMS; k++)
+        o->overlap[k] = d.overlap[k];
+    o->batch = d.sw_batch;
+    o->blend = (segrt_window_blend)d.blend;
+    o->sigma_scale = d.sigma_scale;
+    o->pad = (segrt_window_pad)d.pad;
+    o->pad_value = d.pad_value;
+    o->grid = (segrt_window_grid)d.grid;
+    o->output = (segrt_window_output)d.output;
+    o->activation = (segrt_window_activation)d.activation;
+    o->threshold = d.threshold;
+}
+
+/* The pipeline's options from the public ones, checked. */
+static sg_status job_sw_options(const segrt_window_job_options *j, sg_sw_options *o)
+{
+    if (j->spatial_dims < 1 || j->spatial_dims > SG_SW_MAX_DIMS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window job of %d spatial dims (1 to %d)", j->spatial_dims,
+                        SG_SW_MAX_DIMS);
+    sg_sw_options_default(o, j->spatial_dims);
+    for (int32_t d = 0; d < j->spatial_dims; d++) {
+        if (!(j->overlap[d] >= 0.0 && j->overlap[d] < 1.0))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "overlap %g along dim %d: it must be in [0, 1)",
+                            j->overlap[d], d);
+        o->roi[d] = j->roi[d];
+        o->overlap[d] = j->overlap[d];
+    }
+    if (j->batch < 1 && !j->auto_batch)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a batch of %d windows", j->batch);
+    if ((unsigned)j->blend > SEGRT_WINDOW_BLEND_GAUSSIAN || (unsigned)j->pad > SEGRT_WINDOW_PAD_REPLICATE ||
+        (unsigned)j->grid > SEGRT_WINDOW_GRID_NNUNET || (unsigned)j->output > SEGRT_WINDOW_OUTPUT_LABELS ||
+        (unsigned)j->activation > SEGRT_WINDOW_ACTIVATION_SIGMOID)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "a window job's blend, padding, grid, output or activation is outside its enum");
+    if (j->blend == SEGRT_WINDOW_BLEND_GAUSSIAN && !(j->sigma_scale > 0.0))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sigma scale %g: it must be > 0", j->sigma_scale);
+    if (j->mirror_axes >> j->spatial_dims)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring axes 0x%x: the window has %d spatial dims",
+                        j->mirror_axes, j->spatial_dims);
+    o->sw_batch = j->auto_batch ? 1 : j->batch;
+    o->grid = (sg_sw_grid_kind)j->grid;
+    o->blend = (sg_sw_blend)j->blend;
+    o->sigma_scale = j->sigma_scale;
+    o->pad = (sg_sw_pad)j->pad;
+    o->pad_value = j->pad_value;
+    o->output = (sg_sw_output)j->output;
+    o->activation = (sg_sw_activation)j->activation;
+    o->threshold = j->threshold;
+    o->tta_axes = j->mirror_axes;
+    o->max_memory = (size_t)j->max_memory;
+    o->whole = j->whole_accumulators != 0;
+    o->host_path = j->host_path != 0;
+    o->max_host_memory = (size_t)j->max_host_memory;
+    o->progress = j->progress;
+    o->progress_user = j->progress_user;
+    return SEGRT_OK;
+}
+
+/* --- the image file ------------------------------------------------------ */
+
+/* "0.1,0.2,0.3": 1 to META_MAX_VALUES finite numbers; -1 if malformed. */
+static int parse_list(const char *s, double *out)
+{
+    int n = 0;
+    while (*s && n < META_MAX_VALUES) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !isfinite(v) || (*end && *end != ','))
+            return -1;
+        out[n++] = v;
+        s = *end ? end + 1 : end;
+    }
+    return *s ? -1 : n;
+}
+
+/* A per-channel list from metadata key: C values, or one for all. */
+static sg_status channel_values(const segrt_model *model, const char *model_path, const char *key, int64_t C,
+                                double fallback, double *out)
+{
+    const char *s = segrt_model_metadata_value(model, key);
+    for (int64_t c = 0; c < C; c++)
+        out[c] = fallback;
+    if (!s)
+        return SEGRT_OK;
+    double v[META_MAX_VALUES];
+    int n = parse_list(s, v);
+    if (n < 1 || (n != 1 && n != C))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: metadata %s is `%s`; the image has %lld channels (give one value or one each)", model_path,
+                        key, s, (long long)C);
+    for (int64_t c = 0; c < C; c++)
+        out[c] = v[n == 1 ? 0 : c];
+    return SEGRT_OK;
+}
+
+/* x = (x * scale - mean[c]) / std[c], as the model was trained. */
+static sg_status normalise(const segrt_model *model, const char *model_path, sg_tensor *t)
+{
+    int64_t C = t->dims[1], plane = 1;
+    if (C > META_MAX_VALUES)
+        return SEGRT_OK;
+    for (int32_t d = 2; d < t->rank; d++)
+        plane *= t->dims[d];
+    double scale = 1.0, mean[META_MAX_VALUES], std[META_MAX_VALUES];
+    const char *s = segrt_model_metadata_value(model, "segrt.input.scale");
+    if (s) {
+        double v[META_MAX_VALUES];
+        if (parse_list(s, v) != 1 || v[0] == 0.0)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: metadata segrt.input.scale is `%s`; it wants one non-zero number", model_path, s);
+        scale = v[0];
+    }
+    SG_TRY(channel_values(model, model_path, "segrt.input.mean", C, 0.0, mean));
+    SG_TRY(channel_values(model, model_path, "segrt.input.std", C, 1.0, std));
+    for (int64_t c = 0; c < C; c++)
+        if (!(std[c] > 0.0))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: metadata segrt.input.std has %g; each must be > 0",
+                            model_path, std[c]);
+    float *x = t->data;
+    for (int64_t n = 0; n < t->dims[0]; n++)
+        for (int64_t c = 0; c < C; c++) {
+            float *p = x + (n * C + c) * plane;
+            float sc = (float)scale, m = (float)mean[c], sd = (float)std[c];
+            for (int64_t i = 0; i < plane; i++) /* in float32, step by step, as numpy and torch do it */
+                p[i] = (p[i] * sc - m) / sd;
+        }
+    return SEGRT_OK;
+}
+
+/* The image's tensor from its header (data NULL) and the bytes the read
+ * holds besides it. */
+static sg_status probe_image(const char *path, sg_tensor *image, uint64_t *extra_bytes)
+{
+    memset(image, 0, sizeof *image);
+    *extra_bytes = 0;
+    if (!sg_image_is_image_file(path))
+        return sg_npy_probe(path, image);
+    sg_image_info info;
+    SG_TRY(sg_image_probe(path, &info));
+    /* As sg_image_to_tensor gives it: alpha dropped, pages a spatial axis. */
+    int32_t c = info.channels == 2 || info.channels == 4 ? info.channels - 1 : info.channels;
+    image->dtype = SEGRT_DTYPE_FLOAT32;
+    image->dims[image->rank++] = 1;
+    image->dims[image->rank++] = c;
+    if (info.depth > 1)
+        image->dims[image->rank++] = info.depth;
+    image->dims[image->rank++] = info.height;
+    image->dims[image->rank++] = info.width;
+    /* The pixels stay beside the tensor (the overlay draws over them), and
+     * the decoder holds its scratch while it reads. */
+    *extra_bytes = info.pixel_bytes + info.scratch_bytes;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_job_probe(const char *image_path, segrt_tensor *image, uint64_t *extra_bytes)
+{
+    if (!image_path || !image)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
+    sg_tensor t;
+    uint64_t extra;
+    SG_TRY(probe_image(image_path, &t, &extra));
+    memset(image, 0, sizeof *image);
+    image->dtype = t.dtype;
+    image->rank = t.rank;
+    memcpy(image->dims, t.dims, sizeof image->dims);
+    image->memory = SEGRT_MEMORY_HOST;
+    if (extra_bytes)
+        *extra_bytes = extra;
+    return SEGRT_OK;
+}
+
+/* The input as float32 N x C x spatial; an image file also fills *pixels
+ * (for the overlay) and is normalised as the model's metadata says unless
+ * raw. */
+static sg_status read_image(const char *path, const segrt_model *model, const char *model_path, bool raw,
+                            sg_tensor *image, sg_image *pixels)
+{
+    memset(pixels, 0, sizeof *pixels);
+    if (!sg_image_is_image_file(path))
+        return sg_npy_read(path, image);
+    SG_TRY(sg_image_read(path, pixels));
+    SG_TRY(sg_image_to_tensor(pixels, false, image));
+    return raw ? SEGRT_OK : normalise(model, model_path, image);
+}
+
+/* Whether path names an image file segrt writes (.png, .tif, .tiff). */
+static bool is_image_output(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(slash ? slash + 1 : path, '.');
+    return dot && (strcasecmp(dot, ".png") == 0 || strcasecmp(dot, ".tif") == 0 || strcasecmp(dot, ".tiff") == 0);
+}
+
+/* --- the job ------------------------------------------------------------- */
+
+typedef struct job {
+    const segrt_window_job_options *jo;
+    sg_sw_options sw;
+    const char *in; /* the image's path */
+    sg_tensor image, result;
+    sg_image pixels; /* an image file's pixels, for the overlay */
+    int32_t n;
+    segrt_model *const *model;
+    const char *path[JOB_MAX_MODELS]; /* the models' names in messages */
+    segrt_engine *engine[JOB_MAX_MODELS];
+    segrt_context *ctx[JOB_MAX_MODELS];
+    sg_sw_model members[JOB_MAX_MODELS];
+} job;
+
+static void drop_engines(job *st)
+{
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_context_destroy(st->ctx[m]);
+        segrt_engine_destroy(st->engine[m]);
+        st->ctx[m] = NULL;
+        st->engine[m] = NULL;
+    }
+}
+
+static void job_free(job *st)
+{
+    sg_image_free(&st->pixels);
+    free(st->image.data);
+    free(st->result.data);
+    drop_engines(st);
+}
+
+/* The engine of a model for the window batch when the caller gave no
+ * builder: the library's defaults (the CPU). */
+static segrt_status default_build(void *user, const segrt_model *model, const char *input, int32_t rank,
+                                  const int64_t *dims, segrt_engine **out)
+{
+    (void)user;
+    segrt_build_options *opts = NULL;
+    segrt_status s = segrt_build_options_create(&opts);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_shape(opts, input, rank, dims);
+    if (s == SEGRT_OK)
+        s = segrt_engine_build(model, opts, out);
+    segrt_build_options_destroy(opts);
+    return s;
+}
+
+/* Every member's engine and context for the options' window batch. */
+static sg_status build_members(job *st)
+{
+    drop_engines(st);
+    int64_t dims[SEGRT_MAX_RANK];
+    SG_TRY(sg_sw_input_dims(&st->sw, &st->image, dims));
+    segrt_engine_builder build = st->jo->build ? st->jo->build : default_build;
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_tensor_desc d;
+        SG_TRY(segrt_model_input(st->model[m], 0, &d));
+        SG_TRY(build(st->jo->build_user, st->model[m], d.name, d.rank, dims, &st->engine[m]));
+        SG_TRY(segrt_context_create(st->engine[m], &st->ctx[m]));
+        st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
+    }
+    return SEGRT_OK;
+}
+
+/* The one place that chooses between the device path and the host path. */
+static bool device_path(const job *st)
+{
+    return !st->sw.host_path && sg_sw_device_capable(st->members, st->n);
+}
+
+/* With auto_batch on CUDA: from the engines built for one window, the
+ * largest batch whose activations, window buffers and accumulators fit
+ * the budget (max_memory, else the device's free memory), at most one
+ * batch per image's windows and 64. Estimates: a run that still runs out
+ * halves it (segrt_window_job_run). */
+static int32_t auto_batch(job *st, int32_t device)
+{
+    const sg_sw_options *o = &st->sw;
+    sg_sw_grid g;
+    if (sg_sw_grid_make(o->n_dims, st->image.dims + 2, o->roi, o->overlap, o->grid, &g) != SEGRT_OK)
+        return 1;
+    int64_t roi_numel = 1, pad_plane = 1, plane = 1;
+    for (int32_t d = 0; d < g.n_dims; d++) {
+        roi_numel *= g.roi[d];
+        if (d > 0) {
+            pad_plane *= g.padded[d];
+            plane *= g.size[d];
+        }
+    }
+    int64_t windows = g.n_windows, rows = g.roi[0] < g.padded[0] ? g.roi[0] : g.padded[0];
+    sg_sw_grid_free(&g);
+    int64_t C = st->image.dims[1], K = 1;
+    uint64_t held = 0, fixed = 0, per_window = 0;
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_engine_info info;
+        segrt_tensor in = {0}, y[16];
+        in.dtype = SEGRT_DTYPE_FLOAT32;
+        in.rank = st->image.rank;
+        sg_sw_input_dims(o, &st->image, in.dims);
+        size_t n_out = segrt_engine_output_count(st->engine[m]);
+        if (segrt_engine_get_info(st->engine[m], &info) != SEGRT_OK ||
+            segrt_engine_output_shapes(st->engine[m], 1, &in, n_out < 16 ? n_out : 16, y) != SEGRT_OK)
+            return 1;
+        K = y[0].rank > 1 ? y[0].dims[1] : 1;
+        held += info.weight_bytes + info.arena_bytes + info.workspace_bytes;
+        fixed += info.weight_bytes + info.workspace_bytes;
+        per_window += info.arena_bytes;
+    }
+    int32_t flips = 1 << __builtin_popcount(o->tta_axes);
+    per_window += 4u * (uint64_t)roi_numel * (uint64_t)(C + K * (1 + (flips > 1) + (st->n > 1)));
+    fixed += 4u * (uint64_t)((K + 1) * rows * pad_plane) + 4u * (uint64_t)(C * 2 * rows * plane);
+    uint64_t budget = o->max_memory;
+    if (!budget) {
+        segrt_device_info di;
+        if (segrt_cuda_device_info(device, &di) != SEGRT_OK)
+            return 1;
+        budget = di.free_memory_bytes + held;
+    }
+    budget = budget / 10 * 9; /* room for what the estimate misses */
+    int64_t b = budget > fixed ? (int64_t)((budget - fixed) / per_window) : 1;
+    b = b < windows ? b : windows;
+    b = b < 64 ? b : 64;
+    return b < 1 ? 1 : (int32_t)b;
+}
+
+/* Once the engines are built, before the windows run: the class count,
+ * and whether the result can be written where it goes (an image file
+ * takes one label map: one image, one channel). */
+static sg_status check_result_fits(const job *st, const char *out, int64_t *classes_out)
+{
+    const sg_sw_options *o = &st->sw;
+    sg_sw_grid g;
+    segrt_tensor in, t[SG_SW_MAX_OUTPUTS];
+    memset(&in, 0, sizeof in);
+    in.dtype = SEGRT_DTYPE_FLOAT32;
+    in.rank = st->image.rank;
+    size_t n = 0;
+    int64_t classes = 0;
+    SG_TRY(sg_sw_grid_make(o->n_dims, st->image.dims + 2, o->roi, o->overlap, o->grid, &g));
+    sg_status s = sg_sw_input_dims(o, &st->image, in.dims);
+    if (s == SEGRT_OK)
+        s = sg_sw_model_outputs(st->members, 0, o, g.roi, &in, &n, t, &classes);
+    sg_sw_grid_free(&g);
+    SG_TRY(s);
+    *classes_out = classes;
+    if (!is_image_output(out))
+        return SEGRT_OK;
+    if (st->image.dims[0] != 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: an image file holds the labels of one image; this job has %lld (write .npy)", out,
+                        (long long)st->image.dims[0]);
+    if (sg_sw_effective_activation(o) == SG_SW_ACTIVATION_SIGMOID && classes > 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: sigmoid labels are a mask per class (%lld here); an image file holds one label map "
+                        "(write .npy)",
+                        out, (long long)classes);
+    return SEGRT_OK;
+}
+
+static const char *limit_name(const job *st)
+{
+    return st->jo->max_host_memory_name ? st->jo->max_host_memory_name : "max_host_memory";
+}
+
+/* Once the engines are built (from the image's header), before the image
+ * is read: the host memory the job will hold (the image with its pixels
+ * and the decoder's scratch, accumulators, windows, result, the CPU
+ * engines' arenas) against max_host_memory (INVALID_ARGUMENT) and what
+ * the machine has (OUT_OF_MEMORY). The paths check again before they
+ * allocate. */
+static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extra_bytes)
+{
+    uint64_t networks = 0;
+    for (int32_t m = 0; m < st->n; m++) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(st->engine[m], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CPU)
+            networks += info.arena_bytes + info.workspace_bytes;
+    }
+    sg_sw_host_need need;
+    sg_status s = sg_sw_host_need_of(&st->sw, st->image.dims, classes, device_path(st), extra_bytes, networks, &need);
+    if (s == SEGRT_OK)
+        s = sg_sw_host_need_check(&st->sw, &need, networks, limit_name(st));
+    return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", st->in);
+}
+
+/* One windowed run: on the device path with its statistics when every
+ * member runs on CUDA, else the host path. (The pipeline's calls of
+ * sg_sw_device_run and sg_sliding_window for this job are here alone.) */
+static sg_status run_windows(job *st, sg_sw_stats *stats, bool *on_device)
+{
+    memset(stats, 0, sizeof *stats);
+    free(st->result.data);
+    memset(&st->result, 0, sizeof st->result);
+    *on_device = device_path(st);
+    SG_TRY(sg_sw_check_host_memory(st->members, st->n, &st->sw, st->image.rank, st->image.dims, true, *on_device,
+                                   limit_name(st)));
+    if (!*on_device)
+        return sg_sliding_window(st->members, st->n, &st->sw, &st->image, &st->result);
+    segrt_tensor in, res;
+    memset(&in, 0, sizeof in);
+    in.dtype = st->image.dtype;
+    in.rank = st->image.rank;
+    memcpy(in.dims, st->image.dims, sizeof in.dims);
+    in.data = st->image.data;
+    in.memory = SEGRT_MEMORY_HOST;
+    SG_TRY(sg_sw_device_run(st->members, st->n, &st->sw, &in, SEGRT_MEMORY_HOST, &res, stats));
+    st->result.dtype = res.dtype;
+    st->result.rank = res.rank;
+    memcpy(st->result.dims, res.dims, sizeof st->result.dims);
+    st->result.data = res.data;
+    return SEGRT_OK;
+}
+
+/* The result into o: NPY, or a label map as a PNG/TIFF image, as its
+ * destination's extension says. *write_failed tells a failed write from a
+ * refused result. */
+static sg_status write_result(sg_output *o, const sg_tensor *result, bool *write_failed)
+{
+    const char *path = sg_output_path(o);
+    sg_status s;
+    if (!is_image_output(path)) {
+        s = sg_npy_write_to(o, result);
+        *write_failed = s != SEGRT_OK;
+        return s;
+    }
+    sg_image img;
+    s = sg_image_from_labels(result, &img);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s: ", path);
+    s = sg_image_write_to(o, &img);
+    sg_image_free(&img);
+    *write_failed = s != SEGRT_OK;
+    return s;
+}
+
+/* The overlay picture of labels over the input image, as PNG or TIFF. */
+static sg_status write_overlay(sg_output *o, const sg_image *pixels, const sg_tensor *labels, bool *write_failed)
+{
+    sg_image img;
+    sg_status s = sg_overlay_render(pixels, labels, NULL, &img);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s: ", sg_output_path(o));
+    s = sg_image_write_to(o, &img);
+    sg_image_free(&img);
+    *write_failed = s != SEGRT_OK;
+    return s;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device, segrt_window_job_report *r)
+{
+    r->image.dtype = st->image.dtype;
+    r->image.rank = st->image.rank;
+    memcpy(r->image.dims, st->image.dims, sizeof r->image.dims);
+    r->result.dtype = st->result.dtype;
+    r->result.rank = st->result.rank;
+    memcpy(r->result.dims, st->result.dims, sizeof r->result.dims);
+    r->batch = st->sw.sw_batch;
+    sg_sw_grid g;
+    if (sg_sw_grid_make(st->sw.n_dims, st->image.dims + 2, st->sw.roi, st->sw.overlap, st->sw.grid, &g) == SEGRT_OK) {
+        r->windows = g.n_windows * st->image.dims[0];
+        sg_sw_grid_free(&g);
+    }
+    r->stats.windows = stats->windows;
+    r->stats.runs = stats->runs;
+    r->stats.passes = stats->passes;
+    r->stats.on_device = on_device;
+    r->stats.slab_rows = stats->slab_rows;
+    r->stats.pipeline_bytes = stats->pipeline_bytes;
+    r->stats.context_bytes = stats->context_bytes;
+    r->times.setup = stats->seconds_setup;
+    r->times.run = stats->seconds_run;
+    r->times.uploading = stats->seconds_uploading;
+    r->times.waiting = stats->seconds_waiting;
+    r->times.downloading = stats->seconds_downloading;
+}
+
+static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
+{
+    const segrt_window_job_options *jo = st->jo;
+    /* Everything the header of the image and the models say, before any
+     * engine is built. */
+    sg_tensor shape;
+    uint64_t extra_bytes;
+    SG_TRY(probe_image(st->in, &shape, &extra_bytes));
+    if (shape.dtype != SEGRT_DTYPE_FLOAT32)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
+                        segrt_dtype_name(shape.dtype));
+    if (shape.rank != st->sw.n_dims + 2)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a %d-D image (%d dims); the window has %d dims for N x C x %d spatial", st->in,
+                        shape.rank - 2, shape.rank, st->sw.n_dims, st->sw.n_dims);
+    for (int32_t m = 0; m < st->n; m++) {
+        if (segrt_model_input_count(st->model[m]) != 1)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: sliding windows feed models of one input; this one has %zu", st->path[m],
+                            segrt_model_input_count(st->model[m]));
+        segrt_tensor_desc d;
+        SG_TRY(segrt_model_input(st->model[m], 0, &d));
+        if (d.rank != shape.rank)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: the model takes rank-%d input `%s`; the image has rank %d", st->path[m], d.rank,
+                            d.name, shape.rank);
+    }
+    const char *out = sg_output_path(result);
+    if (is_image_output(out) && st->sw.output != SG_SW_OUTPUT_LABELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: an image file takes a label map; write logits or probs to .npy", out);
+    bool image_file = sg_image_is_image_file(st->in);
+    if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: an overlay draws labels over a 2-D image file (PNG, JPEG, TIFF)", st->in);
+    /* The engines are built for the window from the image's header; the
+     * image is read once they are, and the memory check passed. */
+    st->image = shape;
+    SG_TRY(build_members(st));
+    if (jo->auto_batch) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(st->engine[0], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CUDA) {
+            int32_t b = auto_batch(st, info.device_index);
+            if (b > 1) {
+                st->sw.sw_batch = b;
+                SG_TRY(build_members(st));
+            }
+        }
+    }
+    int64_t classes = 0;
+    SG_TRY(check_result_fits(st, out, &classes));
+    SG_TRY(check_host_memory(st, classes, extra_bytes));
+    SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
+    if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
+    sg_sw_stats stats;
+    bool on_device = false;
+    sg_status s;
+    if (jo->progress) { /* the windows start now: a caller's clock for the rate starts here */
+        fill_report(st, &(sg_sw_stats){0}, false, r);
+        jo->progress(jo->progress_user, 0, r->windows);
+    }
+    double t0 = now_s();
+    while ((s = run_windows(st, &stats, &on_device)) == SEGRT_ERROR_OUT_OF_MEMORY && jo->auto_batch &&
+           st->sw.sw_batch > 1) {
+        if (jo->notice) {
+            char line[160];
+            snprintf(line, sizeof line, "out of device memory with %d windows a run; retrying with %d", st->sw.sw_batch,
+                     st->sw.sw_batch / 2);
+            jo->notice(jo->notice_user, line);
+        }
+        st->sw.sw_batch /= 2;
+        SG_TRY(build_members(st));
+        t0 = now_s();
+    }
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s over %s: ", st->path[0], st->in);
+    r->seconds = now_s() - t0;
+    fill_report(st, &stats, on_device, r);
+    bool write_failed = false;
+    s = write_result(result, &st->result, &write_failed);
+    if (s == SEGRT_OK && overlay)
+        s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
+    r->write_failed = write_failed;
+    return s;
+}
+
+segrt_status segrt_window_job_run(const segrt_window_job_options *o, segrt_model *const *models,
+                                  const char *const *model_paths, size_t n_models, const char *image_path,
+                                  segrt_output *result, segrt_output *overlay, segrt_window_job_report *report)
+{
+    segrt_window_job_report scratch;
+    segrt_window_job_report *r = report ? report : &scratch;
+    memset(r, 0, sizeof *r);
+    if (!o || !models || !image_path || !result)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "segrt_window_job_run: options, models, image_path and result must not be NULL");
+    if (n_models < 1 || n_models > JOB_MAX_MODELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
+                        JOB_MAX_MODELS);
+    job *st = sg_calloc(1, sizeof *st);
+    if (!st)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
+    st->jo = o;
+    st->in = image_path;
+    st->model = models;
+    st->n = (int32_t)n_models;
+    sg_status s = SEGRT_OK;
+    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
+        if (!models[m])
+            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
+        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
+    }
+    if (s == SEGRT_OK)
+        s = job_sw_options(o, &st->sw);
+    if (s == SEGRT_OK)
+        s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
+    job_free(st);
+    free(st);
+    return s;
+}
