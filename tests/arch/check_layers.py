@@ -31,6 +31,11 @@ ALLOWED = {
 # Headers the build generates (protoc-c), by the layer that owns them.
 GENERATED = {"onnx.pb-c.h": "onnx"}
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
+# Device libraries' headers belong to the one backend that wraps them: the
+# engine and the pipeline reach a device only through the interface.
+SYSTEM = re.compile(r'^[ \t]*#[ \t]*include[ \t]+<([^>]+)>', re.M)
+LIBRARY_OWNER = [(re.compile(r"^(cuda|cudnn|cublas|cufft|curand|nvjpeg|nvrtc|cooperative_groups|mma)"), "backend/cuda"),
+                 (re.compile(r"^(dnnl|oneapi/dnnl)"), "backend/cpu")]
 
 
 def layer_of(rel):
@@ -78,6 +83,11 @@ def crossings(root):
                 continue
             line = text.count("\n", 0, m.start()) + 1
             out.append(f"{rel}:{line}: {mine} may not include {target} ({theirs})")
+        for m in SYSTEM.finditer(text):
+            for pattern, owner in LIBRARY_OWNER:
+                if pattern.match(m.group(1)) and mine != owner:
+                    line = text.count("\n", 0, m.start()) + 1
+                    out.append(f"{rel}:{line}: {mine} may not include <{m.group(1)}> (only {owner} uses that library)")
     return out
 
 

@@ -21,7 +21,8 @@ def test_allowed_includes_pass(tmp_path):
         "src/core/mem.h": '#include "segrt.h"\n',
         "src/graph/ir.h": '#include "core/mem.h"\n',
         "src/backend/backend.h": '#include "graph/ir.h"\n',
-        "src/backend/cpu/cpu.c": '#include "backend/backend.h"\n#include "cpu.h"\n',
+        "src/backend/cpu/cpu.c": '#include "backend/backend.h"\n#include "cpu.h"\n#include <dnnl.h>\n',
+        "src/backend/cuda/k.cu": '#include <cuda_runtime.h>\n#include <stdio.h>\n',
         "src/backend/cpu/cpu.h": "",
         "src/engine/engine.c": '#include "backend/backend.h"\n',
         "src/pipeline/job.c": '#include "engine/engine.c"\n#include "io/npy.h"\n',
@@ -44,6 +45,8 @@ def test_each_crossing_is_named(tmp_path):
         "src/pipeline/job.h": "",
         "tools/segrt.c": '#include "core/mem.h"\n',
         "src/core/bad.c": '#include "missing.h"\n',
+        "src/engine/dev.c": '#include <stdlib.h>\n#include <cuda_runtime.h>\n',
+        "src/pipeline/cpu.c": '#include <dnnl.h>\n',
     })
     assert r.returncode == 1
     lines = set(r.stdout.splitlines())
@@ -52,4 +55,6 @@ def test_each_crossing_is_named(tmp_path):
     assert "src/engine/engine.c:1: engine may not include src/pipeline/job.h (pipeline)" in lines
     assert "tools/segrt.c:1: tools may not include src/core/mem.h (core)" in lines
     assert 'src/core/bad.c: includes "missing.h", which is not a file of the tree' in lines
-    assert "5 include(s)" in r.stdout
+    assert "src/engine/dev.c:2: engine may not include <cuda_runtime.h> (only backend/cuda uses that library)" in lines
+    assert "src/pipeline/cpu.c:1: pipeline may not include <dnnl.h> (only backend/cpu uses that library)" in lines
+    assert "7 include(s)" in r.stdout
