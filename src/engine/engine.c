@@ -6,13 +6,13 @@
  * run with other input dims (the model allows them) specializes the graph
  * for those dims and keeps that plan in the context until the dims change
  * again. */
+#include "backend/backend_window.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ref/ref.h"
 #include "engine/engine_internal.h"
 #include "engine/engine_profile.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
-#include "pipeline/sw_device.h"
 
 #include <string.h>
 
@@ -262,7 +262,6 @@ void segrt_context_destroy(segrt_context *ctx)
 {
     if (!ctx)
         return;
-    sg_sw_cache_free(ctx->sw_cache);
     sg_cuda_engine_exec_free(ctx->cuda);
     sg_cpu_exec_free(ctx->exec);
     sg_cpu_exec_free(ctx->own_exec);
@@ -478,6 +477,16 @@ sg_status sg_context_enqueue(segrt_context *ctx, size_t n_inputs, const segrt_te
 bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs)
 {
     return ctx->engine->cuda && sg_cuda_engine_ranged(ctx->engine->cuda, n_inputs, inputs);
+}
+
+const struct sg_window_ops *sg_context_window_ops(const segrt_context *ctx)
+{
+#ifdef SEGRT_HAVE_CUDA
+    if (ctx && ctx->engine->cuda)
+        return &sg_cuda_window_ops;
+#endif
+    (void)ctx;
+    return NULL;
 }
 
 sg_status sg_context_finish(segrt_context *ctx)

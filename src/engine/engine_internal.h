@@ -25,7 +25,6 @@ struct segrt_context {
     sg_cpu_exec *own_exec;
     sg_cpu_exec *last;       /* the executor of the last run */
     struct sg_cuda_exec *cuda; /* CUDA engines: the device half */
-    struct sg_sw_cache *sw_cache; /* the device sliding window's buffers from this context's last run */
     bool profiling;
 };
 
@@ -46,6 +45,12 @@ sg_status sg_context_finish(segrt_context *ctx);
 /* Whether ctx's engine (CUDA) was built for a range of shapes that holds
  * these inputs' dims (sg_cuda_engine_ranged). */
 bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs);
+
+/* The window operations of ctx's backend (backend_window.h), through
+ * which the pipeline runs window jobs on its device; NULL when the
+ * backend has none (the CPU, or a build without CUDA). */
+struct sg_window_ops;
+const struct sg_window_ops *sg_context_window_ops(const segrt_context *ctx);
 
 /* Caps each intermediate tensor of the interpreter path (graphs whose
  * shapes depend on input values) at `bytes` (0: no limit): a larger one

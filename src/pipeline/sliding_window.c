@@ -531,7 +531,7 @@ static sg_status make_labels(sw_run *r, int64_t n_img, sg_sw_activation act, sg_
 }
 
 /* The device path's pinned staging: two buffers of 8 MiB, or of one image
- * plane when that is larger (cuda_sliding_window.c). */
+ * plane when that is larger (sw_job.h, SW_PINNED_BYTES). */
 #define SW_DEVICE_PINNED_BYTES ((uint64_t)8 << 20)
 
 /* a * b * ..., false past 64 bits. */
