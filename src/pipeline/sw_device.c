@@ -346,8 +346,10 @@ static sg_status prepare(sw_job *r, const segrt_tensor *image)
     return s;
 }
 
-/* The host path's checks, then where the image lives. */
-static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, int32_t device)
+/* The host path's checks, then where the image lives (a host image read
+ * through a reader has no data of its own). */
+static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, const sg_sw_image *reader,
+                             int32_t device)
 {
     if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
@@ -355,7 +357,7 @@ static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, 
     if (image->memory == SEGRT_MEMORY_DEVICE && image->device != device)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image is on CUDA device %d; the models run on %d",
                         image->device, device);
-    if (!image->data)
+    if (!image->data && !reader)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has no data");
     return SEGRT_OK;
 }
@@ -409,9 +411,11 @@ static void fill_stats(const sw_job *r, sg_sw_stats *stats)
     stats->seconds_downloading = r->stat.t_download;
 }
 
-sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
-                                const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
-                                sg_sw_stats *stats, sg_sw_keep **keep)
+/* The job over image (its dims, and where it lives): a device image in
+ * place, a host image through reader. */
+static sg_status device_run(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                            const segrt_tensor *image, sg_sw_image *reader, segrt_memory_kind out_memory,
+                            segrt_tensor *out, sg_sw_stats *stats, sg_sw_keep **keep)
 {
     memset(out, 0, sizeof *out);
     if (!sg_sw_device_capable(models, n_models))
@@ -427,7 +431,7 @@ sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, con
     segrt_engine_info info;
     SG_TRY(segrt_engine_get_info(models[0].engine, &info));
     r.device = info.device_index;
-    SG_TRY(check_image(o, image, r.device));
+    SG_TRY(check_image(o, image, reader, r.device));
     /* What the session kept of its last run (a session is one thread's
      * at a time, so nothing else takes it meanwhile). */
     if (keep) {
@@ -441,7 +445,7 @@ sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, con
     if (image->memory == SEGRT_MEMORY_DEVICE)
         r.img.d_image = image->data;
     else
-        r.img.h_image = image->data;
+        r.img.h_image = reader;
     double t0 = sw_now();
     sg_status s = prepare(&r, image);
     r.stat.t_setup = sw_now() - t0;
@@ -470,6 +474,41 @@ sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, con
     if (!r.out.result_listed)
         r.ops->device_free(r.out.d_result); /* a device result the run failed to hand over */
     return s;
+}
+
+sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                                sg_sw_stats *stats, sg_sw_keep **keep)
+{
+    memset(out, 0, sizeof *out);
+    if (image->memory == SEGRT_MEMORY_DEVICE)
+        return device_run(models, n_models, o, image, NULL, out_memory, out, stats, keep);
+    if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
+    /* A host image is read in place: its reader is a view. */
+    sg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = image->dtype;
+    t.rank = image->rank;
+    memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)image->rank);
+    t.data = image->data;
+    sg_sw_image view;
+    sg_sw_image_of_tensor(&t, &view);
+    return device_run(models, n_models, o, image, image->data ? &view : NULL, out_memory, out, stats, keep);
+}
+
+sg_status sg_sw_device_run_image(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                 sg_sw_image *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                                 sg_sw_stats *stats, sg_sw_keep **keep)
+{
+    segrt_tensor desc;
+    memset(&desc, 0, sizeof desc);
+    desc.dtype = SEGRT_DTYPE_FLOAT32; /* what the reader gives */
+    desc.rank = image->rank;
+    memcpy(desc.dims, image->dims, sizeof desc.dims);
+    desc.data = (void *)image->data;
+    desc.memory = SEGRT_MEMORY_HOST;
+    return device_run(models, n_models, o, &desc, image, out_memory, out, stats, keep);
 }
 
 sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,

@@ -30,6 +30,7 @@
 #define SG_PIPELINE_SW_DEVICE_H
 
 #include "pipeline/sliding_window.h"
+#include "pipeline/sw_image.h"
 
 typedef struct sg_sw_stats {
     int64_t windows;        /* windows of the grid over all images */
@@ -80,4 +81,10 @@ sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, con
                                 const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
                                 sg_sw_stats *stats, sg_sw_keep **keep);
 
+/* sg_sw_device_run_keep over a host image read through a row reader
+ * (sw_image.h): rows come from it as the windows reach them (a region
+ * source streams from its file), never the whole image at once. */
+sg_status sg_sw_device_run_image(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                 sg_sw_image *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                                 sg_sw_stats *stats, sg_sw_keep **keep);
 #endif

@@ -18,6 +18,7 @@
 #include "backend/backend_window.h"
 #include "core/copy_team.h"
 #include "pipeline/sw_device.h"
+#include "pipeline/sw_image.h"
 
 /* Host results up to this size are made whole on the device and
  * downloaded once; larger ones (many classes of probabilities) go down
@@ -73,9 +74,11 @@ typedef struct sw_img_rows {
     float *ring;    /* C x img_ring rows x plane; row r at r mod img_ring */
 } sw_img_rows;
 
-/* The image: the caller's device buffer, or host rows in a ring. */
+/* The image: the caller's device buffer, or host rows (read through a row
+ * reader: a host tensor's view, or a region source) in a ring. */
 typedef struct sw_image {
-    const float *d_image, *h_image;
+    const float *d_image;
+    sg_sw_image *h_image;
     sw_img_rows rows;
     int64_t img_ring;
     int64_t release_row; /* a host image's rows below it: no later batch of the pass reads them */

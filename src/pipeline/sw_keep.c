@@ -153,6 +153,10 @@ sg_status sw_take_pinned(sw_job *r)
     r->pin.bytes = SW_PINNED_BYTES;
     if ((size_t)r->geo.img_plane * sizeof(float) > r->pin.bytes)
         r->pin.bytes = (size_t)r->geo.img_plane * sizeof(float);
+    /* A reader fills a row of every channel at once. */
+    size_t row_all = (size_t)(r->geo.C * r->geo.img_plane) * sizeof(float);
+    if (r->img.h_image && !r->img.h_image->data && row_all > r->pin.bytes)
+        r->pin.bytes = row_all;
     sg_sw_keep *k = r->mem.keep;
     if (k && k->pin.team) {
         r->pin.team = k->pin.team;

@@ -6,12 +6,44 @@
 
 #include <stdint.h>
 
+/* Rows [a, b) of image n read through the image's reader (a region
+ * source: rows come from the file only now), every channel at once, into
+ * a pinned buffer and up into the ring, on the copy stream. */
+static sg_status upload_rows_read(sw_job *r, sw_img_rows *sl, int64_t n, int64_t a, int64_t b)
+{
+    const sg_window_ops *ops = r->ops;
+    const sw_geometry *q = &r->geo;
+    sw_pinned *p = &r->pin;
+    int64_t ring = r->img.img_ring;
+    int64_t chunk = (int64_t)(p->bytes / sizeof(float)) / (q->C * q->img_plane); /* >= 1: sw_take_pinned */
+    for (int64_t row = a; row < b;) {
+        int64_t at = row % ring;
+        int64_t len = b - row;
+        len = len < chunk ? len : chunk;
+        len = len < ring - at ? len : ring - at; /* no wrap within one copy */
+        int32_t k = p->next;
+        p->next ^= 1;
+        SG_TRY(ops->event_synchronize(p->ev[k])); /* its last copy has left */
+        int64_t numel = len * q->img_plane;
+        SG_TRY(sg_sw_image_read(r->img.h_image, n, row, row + len, p->buf[k], numel));
+        for (int64_t c = 0; c < q->C; c++)
+            SG_TRY(ops->copy_async(sl->ring + (c * ring + at) * q->img_plane, (const float *)p->buf[k] + c * numel,
+                                   (size_t)numel * sizeof(float), SG_WINDOW_HOST_TO_DEVICE, r->st.up));
+        SG_TRY(ops->event_record(p->ev[k], r->st.up));
+        row += len;
+    }
+    return SEGRT_OK;
+}
+
 /* Host rows [a, b) of image n, every channel, into the ring through the
  * pinned buffers, on the copy stream, the host's side by the copy team
  * (an OpenMP team was slower than one thread here: its idle threads spin
- * beside the two that had a piece of an 8 MiB chunk). */
+ * beside the two that had a piece of an 8 MiB chunk). An image in host
+ * memory is copied from in place; any other goes through its reader. */
 static sg_status upload_rows(sw_job *r, sw_img_rows *sl, int64_t n, int64_t a, int64_t b)
 {
+    if (!r->img.h_image->data)
+        return upload_rows_read(r, sl, n, a, b);
     const sg_window_ops *ops = r->ops;
     const sw_geometry *q = &r->geo;
     sw_pinned *p = &r->pin;
@@ -28,7 +60,7 @@ static sg_status upload_rows(sw_job *r, sw_img_rows *sl, int64_t n, int64_t a, i
             SG_TRY(ops->event_synchronize(p->ev[k])); /* its last copy has left */
             size_t bytes = (size_t)(len * q->img_plane) * sizeof(float);
             sg_copy_team_memcpy(p->team, p->buf[k],
-                                r->img.h_image + (n * q->C + c) * q->image_numel + row * q->img_plane, bytes);
+                                r->img.h_image->data + (n * q->C + c) * q->image_numel + row * q->img_plane, bytes);
             SG_TRY(ops->copy_async(sl->ring + (c * ring + at) * q->img_plane, p->buf[k], bytes,
                                    SG_WINDOW_HOST_TO_DEVICE, r->st.up));
             SG_TRY(ops->event_record(p->ev[k], r->st.up));
