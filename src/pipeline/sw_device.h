@@ -5,7 +5,9 @@
  *
  * - The image stays where it is when it is on the device; a host image is
  *   uploaded in slabs of rows (the slowest spatial axis) through pinned
- *   double buffers on a copy stream, ahead of the windows that read them.
+ *   double buffers on a copy stream, ahead of the windows that read them,
+ *   read through its row reader (sw_image.h): in place from host memory,
+ *   or from a region source's file as the windows reach the rows.
  * - A batch's windows are gathered from the image by one kernel (padding
  *   and the flips of test-time augmentation included), the networks run
  *   on device buffers, and one kernel per run of windows (those between
