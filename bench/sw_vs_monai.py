@@ -29,8 +29,10 @@ over the classes, N x 1 x spatial) in a numpy array:
          ONNX file through onnx2torch (bench/gpu_vs_pytorch.py's
          torch_module), channels-last, called under torch.autocast(float16)
          (on the CPU: float32, no autocast).
-  segrt  segrt_window_run through ctypes (tests/python/segrt_capi.py) on
-         one context of an engine built once for [sw_batch, C, window...]
+  segrt  a window session (segrt_window_session_run, or segrt_window_run
+         where the library predates sessions) through ctypes
+         (tests/python/segrt_capi.py) on one context of an engine built
+         once for [sw_batch, C, window...]
          (FP16 on cuda, autotuning at its default), labels output. The
          engine's batch is a range, 1 to sw_batch (--fixed-batch: exactly
          sw_batch), so a job's short last batch runs at its own size, as
@@ -277,7 +279,7 @@ def torch_labels(image, device, predictor, job, sw_batch, blend):
 
 class SegrtSide:
     """An engine built once for the windows of `image` and one context:
-    run() is segrt_window_run on the host image, returning a
+    run() is a window session's run over the host image, returning a
     segrt_capi.WindowResult (host memory, freed by its close())."""
 
     def __init__(self, model_path, image, job, sw_batch, blend, device, precision=None, output="labels",

@@ -562,11 +562,10 @@ SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts,
  * (host memory unless set otherwise), allocated by segrt: release it with
  * segrt_window_result_free. With CUDA contexts (one device, no CPU
  * fallback) the windows are gathered, blended and finished on the GPU;
- * otherwise on the host (a device image is copied down first); there the
- * first context keeps the run's buffers (stats' pipeline_bytes), streams,
- * pinned memory and host copy threads (asleep between copies) for its next
- * windowed run, until a run of other sizes or segrt_context_destroy frees
- * them.
+ * otherwise on the host (a device image is copied down first). Each call
+ * is a job of its own: the GPU path's buffers, streams and pinned memory
+ * are made for it and freed after it; to repeat a job without that, run it
+ * through a window session (below).
  * Errors: INVALID_ARGUMENT (options, image, engines that do not fit the
  * windows or disagree on K; the message says which), OUT_OF_MEMORY, and
  * the engines' own. */
@@ -582,6 +581,41 @@ SEGRT_API segrt_status segrt_window_run_timed(segrt_context *const *contexts, si
                                               const segrt_window_options *opts, const segrt_tensor *image,
                                               segrt_tensor *out, segrt_window_stats *stats, segrt_window_times *times);
 SEGRT_API void segrt_window_result_free(segrt_tensor *result);
+
+/* A window session: a job (contexts and options) run over any number of
+ * images, one after another. On the GPU path a run keeps its buffers
+ * (stats' pipeline_bytes), streams, events, pinned memory and host copy
+ * threads (asleep between copies) for the session's next run, which takes
+ * back those that fit its image and frees the rest; so a job repeated over
+ * images of one size allocates nothing after its first run. Results are
+ * the same, bit for bit, as segrt_window_run's with the same contexts,
+ * options and image; a result handed out (host or device) is the
+ * caller's and never reused.
+ *
+ * Thread rules: a session is used by one thread at a time, and its
+ * contexts by nothing else while it runs. The session borrows the
+ * contexts (destroy it before them) and copies the options (later changes
+ * to opts do not reach it).
+ *
+ * create: contexts and options as segrt_window_run takes them; nothing is
+ * allocated on the device until the first run. Errors: INVALID_ARGUMENT
+ * (NULL or too many contexts, NULL opts or out), OUT_OF_MEMORY.
+ * run: as segrt_window_run over image (release *out with
+ * segrt_window_result_free), filling *stats (may be NULL). A failed run
+ * frees what the session kept; the session stays usable. Errors: those of
+ * segrt_window_run.
+ * run_timed: also filling *times (may be NULL).
+ * destroy: waits for nothing (every run has finished when it returns) and
+ * frees what the session kept; accepts NULL. */
+typedef struct segrt_window_session segrt_window_session;
+SEGRT_API segrt_status segrt_window_session_create(segrt_context *const *contexts, size_t n_contexts,
+                                                   const segrt_window_options *opts, segrt_window_session **out);
+SEGRT_API segrt_status segrt_window_session_run(segrt_window_session *session, const segrt_tensor *image,
+                                                segrt_tensor *out, segrt_window_stats *stats);
+SEGRT_API segrt_status segrt_window_session_run_timed(segrt_window_session *session, const segrt_tensor *image,
+                                                      segrt_tensor *out, segrt_window_stats *stats,
+                                                      segrt_window_times *times);
+SEGRT_API void segrt_window_session_destroy(segrt_window_session *session);
 
 /* ---------------------------------------------------------------------
  * Devices

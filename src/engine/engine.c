@@ -8,7 +8,6 @@
 #include "engine/engine_profile.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
-#include "pipeline/sw_device.h"
 
 #include <string.h>
 
@@ -25,6 +24,11 @@ void sg_context_profile_print(const segrt_context *ctx, FILE *f)
 const sg_backend *sg_context_backend(const segrt_context *ctx)
 {
     return ctx->engine->backend;
+}
+
+const struct sg_window_ops *sg_context_window_ops(const segrt_context *ctx)
+{
+    return ctx ? ctx->engine->backend->window : NULL;
 }
 
 /* s, with g's path in front unless the message starts with it already. */
@@ -252,7 +256,6 @@ void segrt_context_destroy(segrt_context *ctx)
 {
     if (!ctx)
         return;
-    sg_sw_cache_free(ctx->sw_cache);
     ctx->engine->backend->context_destroy(ctx->bc);
     free(ctx);
 }

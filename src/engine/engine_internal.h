@@ -22,7 +22,6 @@ struct segrt_engine {
 struct segrt_context {
     const segrt_engine *engine;
     sg_backend_context *bc;
-    struct sg_sw_cache *sw_cache; /* the device sliding window's buffers from this context's last run */
 };
 
 /* A 64-bit hash of everything that defines g's computation: values
@@ -45,6 +44,12 @@ sg_status sg_context_finish(segrt_context *ctx);
 /* Whether ctx's engine was built for a range of shapes that holds these
  * inputs' dims (the backend's plan_in_profile). */
 bool sg_context_in_profile(const segrt_context *ctx, size_t n_inputs, const segrt_tensor *inputs);
+
+/* The window operations of ctx's backend (backend_window.h), through
+ * which the pipeline runs window jobs on its device; NULL when the
+ * backend has none (the CPU, or a build without CUDA). */
+struct sg_window_ops;
+const struct sg_window_ops *sg_context_window_ops(const segrt_context *ctx);
 
 /* Caps each intermediate tensor of the interpreter path (graphs whose
  * shapes depend on input values) at `bytes` (0: no limit): a larger one

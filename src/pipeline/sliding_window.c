@@ -531,7 +531,7 @@ static sg_status make_labels(sw_run *r, int64_t n_img, sg_sw_activation act, sg_
 }
 
 /* The device path's pinned staging: two buffers of 8 MiB, or of one image
- * plane when that is larger (cuda_sliding_window.c). */
+ * plane when that is larger (sw_job.h, SW_PINNED_BYTES). */
 #define SW_DEVICE_PINNED_BYTES ((uint64_t)8 << 20)
 
 /* a * b * ..., false past 64 bits. */
@@ -638,9 +638,12 @@ sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *n
                     size_text(avail, e, sizeof e), source);
 }
 
-sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
-                                  int32_t rank, const int64_t *dims, bool image_on_host, bool device_path,
-                                  const char *limit_name)
+/* sg_sw_check_host_memory; with image_streamed (a device job reading its
+ * image's rows from a source), the image takes no host memory of its own:
+ * its rows pass through the pinned staging the windows' part counts. */
+static sg_status check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o, int32_t rank,
+                                   const int64_t *dims, bool image_on_host, bool device_path, bool image_streamed,
+                                   const char *limit_name)
 {
     sg_tensor image = {SEGRT_DTYPE_FLOAT32, rank, {0}, NULL};
     memcpy(image.dims, dims, sizeof(int64_t) * (size_t)rank);
@@ -665,7 +668,18 @@ sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, c
     }
     sg_sw_host_need need;
     SG_TRY(sg_sw_host_need_of(o, dims, classes, device_path, 0, networks, &need));
+    if (image_streamed) {
+        need.total -= need.image;
+        need.image = 0;
+    }
     return sg_sw_host_need_check(o, &need, networks + (image_on_host ? need.image : 0), limit_name);
+}
+
+sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                  int32_t rank, const int64_t *dims, bool image_on_host, bool device_path,
+                                  const char *limit_name)
+{
+    return check_host_memory(models, n_models, o, rank, dims, image_on_host, device_path, false, limit_name);
 }
 
 sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
@@ -727,5 +741,46 @@ sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const s
         free(out->data);
         memset(out, 0, sizeof *out);
     }
+    return s;
+}
+
+sg_status sg_sliding_window_image(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                  sg_sw_image *image, sg_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    sg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = SEGRT_DTYPE_FLOAT32;
+    t.rank = image->rank;
+    memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)image->rank);
+    if (image->data) {
+        t.data = (void *)image->data;
+        return sg_sliding_window(models, n_models, o, &t, out);
+    }
+    SG_TRY(check_image(o, &t));
+    if (n_models < 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sliding windows need a model");
+    if (sg_sw_device_capable(models, n_models) && !o->host_path) {
+        SG_TRY(check_host_memory(models, n_models, o, t.rank, t.dims, false, true, true, "max_host_memory"));
+        segrt_tensor res;
+        SG_TRY(sg_sw_device_run_image(models, n_models, o, image, SEGRT_MEMORY_HOST, &res, NULL, NULL));
+        out->dtype = res.dtype;
+        out->rank = res.rank;
+        memcpy(out->dims, res.dims, sizeof out->dims);
+        out->data = res.data;
+        return SEGRT_OK;
+    }
+    /* The host path: the whole image through the reader, image by image. */
+    int64_t rows = t.dims[2], image_numel = rows * sg_sw_image_row_numel(image), C = t.dims[1];
+    size_t bytes = sg_tensor_bytes(&t);
+    if (!(t.data = malloc(bytes ? bytes : 1)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB image",
+                        bytes / 1048576.0);
+    sg_status s = SEGRT_OK;
+    for (int64_t n = 0; n < t.dims[0] && s == SEGRT_OK; n++)
+        s = sg_sw_image_read(image, n, 0, rows, (float *)t.data + n * C * image_numel, image_numel);
+    if (s == SEGRT_OK)
+        s = sg_sliding_window(models, n_models, o, &t, out);
+    free(t.data);
     return s;
 }

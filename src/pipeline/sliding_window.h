@@ -14,6 +14,7 @@
 
 #include "core/tensor.h"
 #include "pipeline/sw_grid.h"
+#include "pipeline/sw_image.h"
 
 #include <stdbool.h>
 
@@ -165,5 +166,14 @@ sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, c
  * another class count), OUT_OF_MEMORY, and the engines' own. */
 sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
                             const sg_tensor *image, sg_tensor *out);
+
+/* sg_sliding_window over an image given as a row reader (sw_image.h). A
+ * reader with the whole image in memory is sg_sliding_window's image. A
+ * reader over a region source streams: on the device path its rows are
+ * read as the windows reach them, so the image is never whole in host
+ * memory; the host path, which holds accumulators for the whole image
+ * anyway, reads it whole through the reader first. */
+sg_status sg_sliding_window_image(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                  sg_sw_image *image, sg_tensor *out);
 
 #endif

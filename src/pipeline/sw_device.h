@@ -1,10 +1,13 @@
 /* Sliding-window inference on the device: the same numbers as the host
  * path (sliding_window.h) within float rounding, with every window's data
- * kept on the GPU.
+ * kept on the GPU. The job is the pipeline's (sw_job.h); the device does
+ * what the backend's window operations offer (backend_window.h).
  *
  * - The image stays where it is when it is on the device; a host image is
  *   uploaded in slabs of rows (the slowest spatial axis) through pinned
- *   double buffers on a copy stream, ahead of the windows that read them.
+ *   double buffers on a copy stream, ahead of the windows that read them,
+ *   read through its row reader (sw_image.h): in place from host memory,
+ *   or from a region source's file as the windows reach the rows.
  * - A batch's windows are gathered from the image by one kernel (padding
  *   and the flips of test-time augmentation included), the networks run
  *   on device buffers, and one kernel per run of windows (those between
@@ -29,6 +32,7 @@
 #define SG_PIPELINE_SW_DEVICE_H
 
 #include "pipeline/sliding_window.h"
+#include "pipeline/sw_image.h"
 
 typedef struct sg_sw_stats {
     int64_t windows;        /* windows of the grid over all images */
@@ -47,15 +51,17 @@ typedef struct sg_sw_stats {
     double seconds_setup, seconds_run, seconds_uploading, seconds_waiting, seconds_downloading;
 } sg_sw_stats;
 
-/* What a context keeps of its last device run for the next (the first
- * model's context; sg_sw_device_run takes it and gives it back): the
- * pipeline's streams and buffers, so that repeating a job does not
- * allocate them again. sg_sw_cache_free(NULL) does nothing. */
-typedef struct sg_sw_cache sg_sw_cache;
-void sg_sw_cache_free(sg_sw_cache *c);
+/* What a device run leaves for the next run of the same window session
+ * (sw_job.h): the pipeline's streams, events, pinned and device buffers,
+ * so that repeating a job does not allocate them again. Owned by the
+ * session (api_window.c); sg_sw_keep_free(NULL) does nothing. */
+typedef struct sg_sw_keep sg_sw_keep;
+void sg_sw_keep_free(sg_sw_keep *k);
 
-/* True when every model runs on a CUDA device (the same one) and this
- * build has CUDA: sg_sw_device_run can take the job. */
+/* True when every model's context has window operations (a backend that
+ * runs window jobs on its device: CUDA), the same for all, on one device,
+ * without CPU fallback: sg_sw_device_run can take the job. False in a
+ * build without CUDA. */
 bool sg_sw_device_capable(const sg_sw_model *models, int32_t n_models);
 
 /* Runs the windows of image (float32 N x C x spatial, host or device
@@ -69,4 +75,18 @@ sg_status sg_sw_device_run(const sg_sw_model *models, int32_t n_models, const sg
                            const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
                            sg_sw_stats *stats);
 
+/* sg_sw_device_run reusing what *keep holds (it is taken: *keep becomes
+ * NULL) and, when the run succeeds, leaving its own streams and buffers in
+ * *keep for the next. keep may be NULL (sg_sw_device_run). A result handed
+ * out is never kept. */
+sg_status sg_sw_device_run_keep(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                const segrt_tensor *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                                sg_sw_stats *stats, sg_sw_keep **keep);
+
+/* sg_sw_device_run_keep over a host image read through a row reader
+ * (sw_image.h): rows come from it as the windows reach them (a region
+ * source streams from its file), never the whole image at once. */
+sg_status sg_sw_device_run_image(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                 sg_sw_image *image, segrt_memory_kind out_memory, segrt_tensor *out,
+                                 sg_sw_stats *stats, sg_sw_keep **keep);
 #endif

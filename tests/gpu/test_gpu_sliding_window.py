@@ -1,5 +1,5 @@
 """Sliding windows on the GPU (src/pipeline/sw_device.h): gathered,
-blended and finished on the device.
+blended and finished on the device (the CUDA backend's window ops).
 
 - Every case of tests/python/test_sliding_window.py (2-D and 3-D, odd
   sizes, images smaller than the window, both blends, paddings, grids,
@@ -11,6 +11,9 @@ blended and finished on the device.
 - A memory budget that forces passes over thin slabs (windows run once
   per slab they touch): bit-identical to the whole-image run.
 - The C API with a device image and a device result.
+- A window session repeats its job bit for bit, over images of other
+  sizes in between, keeping its buffers, and never reuses a result it
+  handed out.
 - A host image taller than its ring of uploaded rows (uploads ahead of the
   windows, the ring wrapping, a second image, passes under a budget):
   bit-identical to the same run over a device image, with the run's host
@@ -352,16 +355,18 @@ def test_host_image_ring_matches_device_image(tmp_path, gpu, tag, n, models, mir
     assert st["seconds_uploading"] > 0, "a host image goes up through pinned buffers"
 
 
-def test_context_reuses_its_buffers(tmp_path, gpu):
-    """A context keeps its last run's streams and buffers for the next.
-    Repeating a job, changing the blending (the importance map is kept
-    too), the overlap, the output or the budget in between, must give the
-    numbers a fresh context gives; a device result handed to the caller
-    is never taken back for a later run."""
+def test_session_reuses_its_buffers(tmp_path, gpu):
+    """A window session keeps its last run's streams and buffers for the
+    next. Repeating each job, with an image of another size in between,
+    must give the numbers of one-shot runs (segrt_window_run, a fresh
+    context) bit for bit; so must a budgeted job's session, run after an
+    unbounded one on the same context; a device result handed to the
+    caller is never taken back for a later run."""
     case = SW((70, 33, 21), (16, 16, 16), c=2, k=3, overlap=0.5, sw_batch=2, blend="gaussian", kind="probs",
               seed=83)
     paths = models_for(tmp_path, case)
     image = image_for(case)
+    small = np.ascontiguousarray(image[:, :, :41, :29, :17])
     b = sc.BuildOptions(shapes={"x": (case.sw_batch, case.c) + case.roi}, device="cuda", precision="fp32",
                         workspace=64 << 20)
     jobs = {
@@ -371,38 +376,42 @@ def test_context_reuses_its_buffers(tmp_path, gpu):
         "labels": dict(overlap=0.25, batch=2, blend="gaussian", output="labels"),
     }
     with sc.Model.load(str(paths[0])) as model, sc.Engine.build(model, b) as engine:
-        def fresh(name):
+        def fresh(img, **opts):
             with engine.context() as c:
-                return sc.WindowOptions(case.roi, **jobs[name]).run(c, image)
-        want = {name: fresh(name) for name in jobs}
+                return sc.WindowOptions(case.roi, **opts).run(c, img)
         with engine.context() as ctx, sc.DeviceBuffer.from_array(image) as dimg:
-            sizes = []
-            for name in ["probs", "probs", "constant", "sigma", "probs", "labels", "probs"]:
-                with sc.WindowOptions(case.roi, **jobs[name]).bind(ctx, image, with_stats=True)() as r:
-                    got = r.numpy()
-                    if name == "probs":
-                        sizes.append(r.stats["pipeline_bytes"])
-                assert np.array_equal(got, want[name]), f"{name} after other jobs in the same context"
-            assert len(set(sizes)) == 1, sizes
-            # Under a budget after an unbounded run: passes, same numbers.
-            st = sc.WindowOptions(case.roi, **jobs["probs"]).bind(ctx, image, with_stats=True)
-            with st() as r:
-                whole = r.stats
+            for name, opts in jobs.items():
+                want, want_small = fresh(image, **opts), fresh(small, **opts)
+                with sc.WindowSession(sc.WindowOptions(case.roi, **opts), ctx) as s:
+                    sizes = []
+                    for img in (image, image, small, image):
+                        got, st = s.run(img, with_stats=True)
+                        assert st["on_device"] == 1, st
+                        if img is image:
+                            sizes.append(st["pipeline_bytes"])
+                        assert np.array_equal(got, want if img is image else want_small), \
+                            f"{name}: a session's run after others"
+                    assert len(set(sizes)) == 1, sizes
+            # Under a budget after an unbounded session: passes, same numbers.
+            with sc.WindowSession(sc.WindowOptions(case.roi, **jobs["probs"]), ctx) as s:
+                _, whole = s.run(image, with_stats=True)
             row = (case.k + 1) * 33 * 21 * 4
             budget = whole["context_bytes"] + whole["pipeline_bytes"] - whole["slab_rows"] * row + 6 * row
-            with sc.WindowOptions(case.roi, max_memory=budget, **jobs["probs"]).bind(ctx, image,
-                                                                                      with_stats=True)() as r:
-                assert r.stats["passes"] > 1 and r.stats["pipeline_bytes"] < whole["pipeline_bytes"], r.stats
-                assert np.array_equal(r.numpy(), want["probs"]), "a budgeted run after an unbounded one"
-            dev_opts = sc.WindowOptions(case.roi, result_memory="device", **jobs["probs"])
-            with dev_opts.bind(ctx, dimg.tensor())() as kept:
-                first = kept.numpy()
-                assert np.array_equal(first, want["probs"])
-                for name in ["probs", "constant"]:
-                    with sc.WindowOptions(case.roi, result_memory="device", **jobs[name]).bind(
-                            ctx, dimg.tensor())() as r:
-                        assert np.array_equal(r.numpy(), want[name])
-                assert np.array_equal(kept.numpy(), first), "a later run wrote into a result the caller holds"
+            want = fresh(image, **jobs["probs"])
+            with sc.WindowSession(sc.WindowOptions(case.roi, max_memory=budget, **jobs["probs"]), ctx) as s:
+                for _ in range(2):
+                    got, st = s.run(image, with_stats=True)
+                    assert st["passes"] > 1 and st["pipeline_bytes"] < whole["pipeline_bytes"], st
+                    assert np.array_equal(got, want), "a budgeted session's run"
+            with sc.WindowSession(sc.WindowOptions(case.roi, result_memory="device", **jobs["probs"]), ctx) as s:
+                run = s.bind(dimg.tensor())
+                with run() as kept:
+                    first = kept.numpy()
+                    assert np.array_equal(first, want)
+                    for _ in range(2):
+                        with run() as r:
+                            assert np.array_equal(r.numpy(), want)
+                    assert np.array_equal(kept.numpy(), first), "a later run wrote into a result the caller holds"
 
 
 def make_random_classes_net(path, classes, hidden=8, seed=0):

@@ -792,6 +792,24 @@ class WindowTimes(ctypes.Structure):
 _SIGNATURES["segrt_window_run_with_stats"] = (_S, [_PP, _SZ, _P, _TP, _TP, ctypes.POINTER(WindowStats)])
 _SIGNATURES["segrt_window_run_timed"] = (_S, [_PP, _SZ, _P, _TP, _TP, ctypes.POINTER(WindowStats),
                                               ctypes.POINTER(WindowTimes)])
+_SIGNATURES.update({
+    "segrt_window_session_create": (_S, [_PP, _SZ, _P, _PP]),
+    "segrt_window_session_run": (_S, [_P, _TP, _TP, ctypes.POINTER(WindowStats)]),
+    "segrt_window_session_run_timed": (_S, [_P, _TP, _TP, ctypes.POINTER(WindowStats), ctypes.POINTER(WindowTimes)]),
+    "segrt_window_session_destroy": (None, [_P]),
+})
+
+
+def has_symbol(name):
+    """Whether the library has the C function `name` (older builds lack
+    newer entry points)."""
+    try:
+        fn(name)
+    except SegrtError as e:
+        if e.status != MISSING_SYMBOL:
+            raise
+        return False
+    return True
 
 # The window enums of segrt.h, by the names the CLI uses.
 WINDOW_BLENDS = {"constant": 0, "gaussian": 1}
@@ -915,12 +933,17 @@ class WindowOptions(_Handle):
         call("segrt_window_input_dims", self.ptr, ctypes.byref(t), out)
         return tuple(int(d) for d in out[:t.rank])
 
-    def bind(self, contexts, image, with_stats=False):
-        """A function of no arguments running segrt_window_run on these
+    def bind(self, contexts, image, with_stats=False, session=True):
+        """A function of no arguments running these options' job on these
         contexts (a Context or a list: an ensemble) and this image (a numpy
         array in host memory or a DeviceTensor), returning a WindowResult;
-        the argument structs are made once, for timing loops. with_stats:
-        through segrt_window_run_with_stats where the library has it."""
+        the argument structs are made once, for timing loops. Through a
+        window session (one for the function's life, so that repeated runs
+        reuse the GPU path's buffers and streams) where the library has
+        sessions and session is true, else segrt_window_run. with_stats:
+        with the run's stats (and times) where the library has them."""
+        if session and has_symbol("segrt_window_session_create"):
+            return WindowSession(self, contexts).bind(image, with_stats=with_stats)
         ctxs = list(contexts) if isinstance(contexts, (list, tuple)) else [contexts]
         arr = (ctypes.c_void_p * len(ctxs))(*[c.ptr for c in ctxs])
         img, keep = _tensor(image)
@@ -966,5 +989,54 @@ class WindowOptions(_Handle):
     def run(self, contexts, image):
         """segrt_window_run once: the result as a numpy array (a copy; the
         segrt allocation is freed)."""
-        with self.bind(contexts, image)() as r:
+        with self.bind(contexts, image, session=False)() as r:
             return r.numpy()
+
+
+class WindowSession(_Handle):
+    """segrt_window_session: the job of `opts` (WindowOptions, copied by
+    the library) on `contexts` (a Context or a list: an ensemble), run over
+    images one after another; the GPU path keeps its buffers, streams and
+    pinned memory from one run to the next. Holds the options and contexts
+    alive while it lives, and is destroyed before them."""
+    _destroy = "segrt_window_session_destroy"
+
+    def __init__(self, opts, contexts):
+        self._ptr = None
+        ctxs = list(contexts) if isinstance(contexts, (list, tuple)) else [contexts]
+        arr = (ctypes.c_void_p * len(ctxs))(*[c.ptr for c in ctxs])
+        p = ctypes.c_void_p()
+        call("segrt_window_session_create", arr, len(ctxs), opts.ptr, ctypes.byref(p))
+        super().__init__(p.value)
+        self._keep = (opts, ctxs)
+
+    def bind(self, image, with_stats=False):
+        """A function of no arguments running the session over this image,
+        returning a WindowResult (with .stats when with_stats)."""
+        img, keep = _tensor(image)
+        stats = WindowStats() if with_stats else None
+        times = WindowTimes() if with_stats else None
+        c_run = fn("segrt_window_session_run_timed")
+        ptr = self.ptr
+
+        def run():
+            out = Tensor()
+            status = c_run(ptr, ctypes.byref(img), ctypes.byref(out),
+                           ctypes.byref(stats) if stats is not None else None,
+                           ctypes.byref(times) if times is not None else None)
+            if status != OK:
+                raise SegrtError("segrt_window_session_run", status, last_error())
+            if stats is None:
+                return WindowResult(out, None)
+            d = _struct_dict(stats)
+            d.update({"seconds_" + k: v for k, v in _struct_dict(times).items()})
+            return WindowResult(out, d)
+
+        run.keep = (self, keep)
+        return run
+
+    def run(self, image, with_stats=False):
+        """One run: the result as a numpy array (a copy), or with
+        with_stats (array, stats)."""
+        with self.bind(image, with_stats=with_stats)() as r:
+            return (r.numpy(), r.stats) if with_stats else r.numpy()

@@ -1,8 +1,10 @@
 /* The public sliding-window API (segrt_window_*) on the CPU with
  * basicunet2d_tiny: a window as large as the image gives the engine's own
  * output bit for bit; labels are the argmax of the logits; probabilities
- * sum to 1; several windows, Gaussian blending and mirroring run; bad
- * options and images are refused with a message. The numbers of the
+ * sum to 1; several windows, Gaussian blending and mirroring run; a
+ * window session gives, run after run and over images of other sizes,
+ * segrt_window_run's numbers bit for bit; bad options, images and
+ * session calls are refused with a message. The numbers of the
  * blending itself are checked against MONAI's algorithm by
  * tests/python/test_sliding_window.py. */
 #include "segrt.h"
@@ -199,10 +201,136 @@ static void test_bad_arguments(void)
     segrt_window_options_destroy(NULL);
 }
 
+/* A session run twice, then over an image of another size, then over the
+ * first again: each result bit-identical to a one-shot segrt_window_run
+ * (and so to each other); results handed out stay the caller's. */
+static void test_session_repeats(void)
+{
+    float *x = random_image(2 * 70 * 53), *y = random_image(2 * 40 * 61);
+    segrt_tensor img = image_of(x, 2, 70, 53), other = image_of(y, 2, 40, 61);
+    int64_t roi[2] = {32, 32};
+    double ov[2] = {0.5, 0.25};
+    segrt_window_options *o = NULL;
+    CHECK(segrt_window_options_create(2, roi, &o) == SEGRT_OK);
+    CHECK(segrt_window_options_set_overlap(o, ov) == SEGRT_OK);
+    CHECK(segrt_window_options_set_batch(o, 3) == SEGRT_OK);
+    CHECK(segrt_window_options_set_blend(o, SEGRT_WINDOW_BLEND_GAUSSIAN, 0.125) == SEGRT_OK);
+    CHECK(segrt_window_options_set_output(o, SEGRT_WINDOW_OUTPUT_PROBS, SEGRT_WINDOW_ACTIVATION_DEFAULT, 0.5f) ==
+          SEGRT_OK);
+    rig r;
+    if (rig_make(&r, o, &img)) {
+        segrt_tensor want, want_other;
+        CHECK_MSG(segrt_window_run(&r.ctx, 1, o, &img, &want) == SEGRT_OK, "%s", segrt_last_error());
+        CHECK_MSG(segrt_window_run(&r.ctx, 1, o, &other, &want_other) == SEGRT_OK, "%s", segrt_last_error());
+        size_t bytes = (size_t)(2 * 2 * 70 * 53) * sizeof(float), bytes_other = (size_t)(2 * 2 * 40 * 61) * 4;
+        segrt_window_session *s = NULL;
+        CHECK_MSG(segrt_window_session_create(&r.ctx, 1, o, &s) == SEGRT_OK, "%s", segrt_last_error());
+        /* The session copied the options: changing them now does not reach it. */
+        CHECK(segrt_window_options_set_output(o, SEGRT_WINDOW_OUTPUT_LABELS, SEGRT_WINDOW_ACTIVATION_DEFAULT,
+                                              0.5f) == SEGRT_OK);
+        segrt_tensor got[4];
+        segrt_window_stats st;
+        segrt_window_times tm;
+        const segrt_tensor *images[4] = {&img, &img, &other, &img};
+        for (int i = 0; i < 4; i++) {
+            memset(&st, 0x7f, sizeof st);
+            memset(&tm, 0x7f, sizeof tm);
+            CHECK_MSG(segrt_window_session_run_timed(s, images[i], &got[i], &st, &tm) == SEGRT_OK, "%s",
+                      segrt_last_error());
+            const segrt_tensor *w = images[i] == &img ? &want : &want_other;
+            size_t n = images[i] == &img ? bytes : bytes_other;
+            CHECK(got[i].dtype == SEGRT_DTYPE_FLOAT32 && got[i].memory == SEGRT_MEMORY_HOST &&
+                  memcmp(got[i].dims, w->dims, sizeof w->dims) == 0);
+            CHECK(got[i].data && got[i].data != w->data && memcmp(got[i].data, w->data, n) == 0);
+            CHECK(st.on_device == 0 && st.passes == 1 && st.windows > 0 && st.runs == st.windows);
+            CHECK(tm.setup == 0 && tm.run == 0 && tm.waiting == 0);
+        }
+        /* Each run handed out a buffer of its own. */
+        CHECK(got[0].data != got[1].data && got[1].data != got[3].data);
+        CHECK(memcmp(got[0].data, got[1].data, bytes) == 0 && memcmp(got[1].data, got[3].data, bytes) == 0);
+        segrt_tensor plain;
+        CHECK(segrt_window_session_run(s, &img, &plain, NULL) == SEGRT_OK);
+        CHECK(memcmp(plain.data, want.data, bytes) == 0);
+        segrt_window_result_free(&plain);
+        for (int i = 0; i < 4; i++)
+            segrt_window_result_free(&got[i]);
+        segrt_window_session_destroy(s);
+        segrt_window_result_free(&want);
+        segrt_window_result_free(&want_other);
+        rig_free(&r);
+    }
+    segrt_window_options_destroy(o);
+    free(x);
+    free(y);
+}
+
+/* A session's bad calls: refused with a message, nothing written, and a
+ * failed run leaves the session usable. */
+static void test_session_errors(void)
+{
+    float *x = random_image(1 * 48 * 32);
+    segrt_tensor img = image_of(x, 1, 48, 32);
+    int64_t roi[2] = {48, 32};
+    segrt_window_options *o = NULL;
+    CHECK(segrt_window_options_create(2, roi, &o) == SEGRT_OK);
+    rig r;
+    if (rig_make(&r, o, &img)) {
+        segrt_window_session *s = (segrt_window_session *)&img; /* garbage in: must become NULL */
+        CHECK(segrt_window_session_create(NULL, 1, o, &s) == SEGRT_ERROR_INVALID_ARGUMENT && s == NULL);
+        CHECK(strstr(segrt_last_error(), "segrt_window_session_create") != NULL);
+        CHECK(segrt_window_session_create(&r.ctx, 0, o, &s) == SEGRT_ERROR_INVALID_ARGUMENT && s == NULL);
+        CHECK(segrt_window_session_create(&r.ctx, 65, o, &s) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_session_create(&r.ctx, 1, NULL, &s) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(segrt_last_error(), "opts") != NULL);
+        segrt_context *none = NULL;
+        CHECK(segrt_window_session_create(&none, 1, o, &s) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(segrt_last_error(), "context 0 is NULL") != NULL);
+        CHECK(segrt_window_session_create(&r.ctx, 1, o, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_session_create(&r.ctx, 1, o, &s) == SEGRT_OK && s != NULL);
+        segrt_tensor out;
+        CHECK(segrt_window_session_run(NULL, &img, &out, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_session_run(s, NULL, &out, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_session_run(s, &img, NULL, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        /* An image the engine was not built for (other channels), then a
+         * good run. */
+        float *z = random_image(2 * 48 * 32);
+        segrt_tensor two = image_of(z, 1, 48, 32);
+        two.dims[1] = 2;
+        memset(&out, 0x55, sizeof out);
+        CHECK(segrt_window_session_run(s, &two, &out, NULL) != SEGRT_OK);
+        CHECK(out.data == NULL);
+        CHECK(segrt_last_error()[0] != '\0');
+        /* A device result needs contexts with a device path. */
+        segrt_window_options *dev = NULL;
+        segrt_window_session *ds = NULL;
+        CHECK(segrt_window_options_create(2, roi, &dev) == SEGRT_OK);
+        CHECK(segrt_window_options_set_result_memory(dev, SEGRT_MEMORY_DEVICE) == SEGRT_OK);
+        CHECK(segrt_window_session_create(&r.ctx, 1, dev, &ds) == SEGRT_OK);
+        CHECK(segrt_window_session_run(ds, &img, &out, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(segrt_last_error(), "device result") != NULL);
+        segrt_window_session_destroy(ds);
+        segrt_window_options_destroy(dev);
+        segrt_tensor res, want;
+        CHECK_MSG(segrt_window_session_run(s, &img, &res, NULL) == SEGRT_OK, "%s", segrt_last_error());
+        CHECK(segrt_window_run(&r.ctx, 1, o, &img, &want) == SEGRT_OK);
+        CHECK(memcmp(res.data, want.data, (size_t)(2 * 48 * 32) * sizeof(float)) == 0);
+        segrt_window_result_free(&res);
+        segrt_window_result_free(&want);
+        segrt_window_session_destroy(s);
+        segrt_window_session_destroy(NULL);
+        free(z);
+        rig_free(&r);
+    }
+    segrt_window_options_destroy(o);
+    free(x);
+}
+
 int main(void)
 {
     test_one_window_is_the_engine();
     test_outputs_agree();
+    test_session_repeats();
+    test_session_errors();
     test_bad_arguments();
     return sg_test_finish("test_window_api");
 }

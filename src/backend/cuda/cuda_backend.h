@@ -10,6 +10,7 @@
 #ifndef SG_BACKEND_CUDA_H
 #define SG_BACKEND_CUDA_H
 
+#include "backend/backend_window.h"
 #include "graph/ir.h"
 
 #include <stdio.h>
@@ -117,5 +118,9 @@ typedef struct sg_cuda_identity {
     int32_t cuda_runtime, cudnn;
 } sg_cuda_identity;
 sg_status sg_cuda_identity_get(int32_t device, sg_cuda_identity *out);
+
+/* The window operations of the CUDA backend (cuda_window.c), the
+ * sg_cuda_backend's `window`: others reach them through the backend. */
+extern const sg_window_ops sg_cuda_window_ops;
 
 #endif

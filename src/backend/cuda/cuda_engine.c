@@ -603,5 +603,5 @@ const sg_backend sg_cuda_backend = {
     .profile = cuda_profile,
     .profile_print = cuda_profile_print,
     .eval = ref_lookup,
-    .window = NULL,
+    .window = &sg_cuda_window_ops,
 };

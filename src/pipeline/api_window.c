@@ -1,5 +1,7 @@
-/* The public sliding-window API (segrt.h, "Sliding windows") over the
- * host path of src/pipeline/sliding_window.c. */
+/* The public sliding-window API (segrt.h, "Sliding windows"): options,
+ * window sessions and the one-shot runs, over the device path
+ * (sw_device.h) where the contexts have one and the host path
+ * (sliding_window.h) otherwise. */
 #include "engine/engine_internal.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
@@ -191,45 +193,55 @@ segrt_status segrt_window_input_dims(const segrt_window_options *opts, const seg
     return sg_sw_input_dims(&opts->o, &t, dims);
 }
 
-segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts, const segrt_window_options *opts,
-                              const segrt_tensor *image, segrt_tensor *out)
-{
-    return segrt_window_run_with_stats(contexts, n_contexts, opts, image, out, NULL);
-}
-
-segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t n_contexts,
-                                         const segrt_window_options *opts, const segrt_tensor *image,
-                                         segrt_tensor *out, segrt_window_stats *stats)
-{
-    return segrt_window_run_timed(contexts, n_contexts, opts, image, out, stats, NULL);
-}
-
-segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_contexts,
-                                    const segrt_window_options *opts, const segrt_tensor *image, segrt_tensor *out,
-                                    segrt_window_stats *stats, segrt_window_times *times)
-{
-    CHECK_OPTS(opts);
-    if (!contexts || !image || !out || n_contexts < 1 || n_contexts > WINDOW_MAX_CONTEXTS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "segrt_window_run: contexts (1 to %d), image and out must be given", WINDOW_MAX_CONTEXTS);
-    memset(out, 0, sizeof *out);
+/* A session: the contexts (borrowed), a copy of the options, and what the
+ * device path kept of the last run for the next. */
+struct segrt_window_session {
     sg_sw_model models[WINDOW_MAX_CONTEXTS];
+    int32_t n_models;
+    segrt_window_options opts;
+    bool one_shot; /* segrt_window_run's: keeps nothing */
+    sg_sw_keep *keep;
+};
+
+/* The checks of a session's contexts and options; fn names the caller in
+ * messages. */
+static sg_status session_init(segrt_window_session *s, segrt_context *const *contexts, size_t n_contexts,
+                              const segrt_window_options *opts, const char *fn)
+{
+    memset(s, 0, sizeof *s);
+    if (!opts)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: opts must not be NULL", fn);
+    if (!contexts || n_contexts < 1 || n_contexts > WINDOW_MAX_CONTEXTS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: contexts (1 to %d) must be given", fn, WINDOW_MAX_CONTEXTS);
     for (size_t m = 0; m < n_contexts; m++) {
         if (!contexts[m])
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_run: context %zu is NULL", m);
-        models[m] = (sg_sw_model){contexts[m], contexts[m]->engine};
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: context %zu is NULL", fn, m);
+        s->models[m] = (sg_sw_model){contexts[m], contexts[m]->engine};
     }
+    s->n_models = (int32_t)n_contexts;
+    s->opts = *opts;
+    return SEGRT_OK;
+}
+
+/* One run of the session's job over image. */
+static sg_status session_run(segrt_window_session *ses, const segrt_tensor *image, segrt_tensor *out,
+                             segrt_window_stats *stats, segrt_window_times *times)
+{
+    const sg_sw_model *models = ses->models;
+    int32_t n_models = ses->n_models;
+    const segrt_window_options *opts = &ses->opts;
     if (stats)
         memset(stats, 0, sizeof *stats);
     if (times)
         memset(times, 0, sizeof *times);
-    if (sg_sw_device_capable(models, (int32_t)n_contexts)) {
+    if (sg_sw_device_capable(models, n_models)) {
         sg_sw_stats st;
         /* A result left on the device takes no host memory but staging. */
         if (opts->result_memory == SEGRT_MEMORY_HOST)
-            SG_TRY(sg_sw_check_host_memory(models, (int32_t)n_contexts, &opts->o, image->rank, image->dims,
+            SG_TRY(sg_sw_check_host_memory(models, n_models, &opts->o, image->rank, image->dims,
                                            image->memory == SEGRT_MEMORY_HOST, true, "max_host_memory"));
-        SG_TRY(sg_sw_device_run(models, (int32_t)n_contexts, &opts->o, image, opts->result_memory, out, &st));
+        SG_TRY(sg_sw_device_run_keep(models, n_models, &opts->o, image, opts->result_memory, out, &st,
+                                     ses->one_shot ? NULL : &ses->keep));
         if (stats) {
             stats->windows = st.windows;
             stats->runs = st.runs;
@@ -251,7 +263,7 @@ segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_con
     void *copy = NULL;
     sg_status s = host_image(image, &img, &copy);
     if (s == SEGRT_OK)
-        s = sg_sliding_window(models, (int32_t)n_contexts, &opts->o, &img, &res);
+        s = sg_sliding_window(models, n_models, &opts->o, &img, &res);
     free(copy);
     SG_TRY(s);
     out->dtype = res.dtype;
@@ -268,12 +280,83 @@ segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_con
             int32_t n_flips;
             sg_sw_flips(opts->o.tta_axes, opts->o.n_dims, flips, &n_flips);
             stats->windows = image->dims[0] * g.n_windows;
-            stats->runs = stats->windows * (int64_t)n_contexts * n_flips;
+            stats->runs = stats->windows * (int64_t)n_models * n_flips;
             sg_sw_grid_free(&g);
         }
         stats->passes = 1;
     }
     return SEGRT_OK;
+}
+
+segrt_status segrt_window_session_create(segrt_context *const *contexts, size_t n_contexts,
+                                         const segrt_window_options *opts, segrt_window_session **out)
+{
+    if (!out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_session_create: out must not be NULL");
+    *out = NULL;
+    segrt_window_session *s = sg_calloc(1, sizeof *s);
+    if (!s)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    sg_status st = session_init(s, contexts, n_contexts, opts, "segrt_window_session_create");
+    if (st != SEGRT_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return SEGRT_OK;
+}
+
+segrt_status segrt_window_session_run(segrt_window_session *session, const segrt_tensor *image, segrt_tensor *out,
+                                      segrt_window_stats *stats)
+{
+    return segrt_window_session_run_timed(session, image, out, stats, NULL);
+}
+
+segrt_status segrt_window_session_run_timed(segrt_window_session *session, const segrt_tensor *image, segrt_tensor *out,
+                                            segrt_window_stats *stats, segrt_window_times *times)
+{
+    if (!session || !image || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "segrt_window_session_run: session, image and out must not be NULL");
+    memset(out, 0, sizeof *out);
+    return session_run(session, image, out, stats, times);
+}
+
+void segrt_window_session_destroy(segrt_window_session *session)
+{
+    if (!session)
+        return;
+    sg_sw_keep_free(session->keep);
+    free(session);
+}
+
+segrt_status segrt_window_run(segrt_context *const *contexts, size_t n_contexts, const segrt_window_options *opts,
+                              const segrt_tensor *image, segrt_tensor *out)
+{
+    return segrt_window_run_with_stats(contexts, n_contexts, opts, image, out, NULL);
+}
+
+segrt_status segrt_window_run_with_stats(segrt_context *const *contexts, size_t n_contexts,
+                                         const segrt_window_options *opts, const segrt_tensor *image,
+                                         segrt_tensor *out, segrt_window_stats *stats)
+{
+    return segrt_window_run_timed(contexts, n_contexts, opts, image, out, stats, NULL);
+}
+
+/* A one-shot session: on the stack, nothing kept past the run. */
+segrt_status segrt_window_run_timed(segrt_context *const *contexts, size_t n_contexts,
+                                    const segrt_window_options *opts, const segrt_tensor *image, segrt_tensor *out,
+                                    segrt_window_stats *stats, segrt_window_times *times)
+{
+    CHECK_OPTS(opts);
+    if (!contexts || !image || !out || n_contexts < 1 || n_contexts > WINDOW_MAX_CONTEXTS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "segrt_window_run: contexts (1 to %d), image and out must be given", WINDOW_MAX_CONTEXTS);
+    memset(out, 0, sizeof *out);
+    segrt_window_session s;
+    SG_TRY(session_init(&s, contexts, n_contexts, opts, "segrt_window_run"));
+    s.one_shot = true;
+    return session_run(&s, image, out, stats, times);
 }
 
 void segrt_window_result_free(segrt_tensor *result)

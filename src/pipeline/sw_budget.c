@@ -1,0 +1,200 @@
+/* The device job's memory (sw_job.h): what the result is, then the sizes
+ * of the accumulator ring, the passes, the image ring and the result's
+ * staging under the device-memory budget, and the buffers themselves. */
+#include "pipeline/sw_job.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* What the result is: its kernel, dtype and channel count. */
+void sw_result_kind(sw_job *r)
+{
+    const sg_sw_options *o = r->o;
+    sg_sw_activation act = sg_sw_effective_activation(o);
+    r->out.out_ch = r->geo.K;
+    r->out.out_dtype = SEGRT_DTYPE_FLOAT32;
+    if (o->output == SG_SW_OUTPUT_LABELS) {
+        if (act == SG_SW_ACTIVATION_SIGMOID) {
+            r->out.final = SG_WINDOW_FINAL_THRESHOLD;
+            r->out.out_dtype = SEGRT_DTYPE_UINT8;
+        } else {
+            r->out.final = SG_WINDOW_FINAL_ARGMAX; /* softmax is monotonic: argmax needs none */
+            r->out.out_ch = 1;
+            r->out.out_dtype = r->geo.K > 256 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8;
+        }
+    } else if (o->output == SG_SW_OUTPUT_LOGITS || act == SG_SW_ACTIVATION_NONE) {
+        r->out.final = SG_WINDOW_FINAL_VALUES;
+    } else {
+        r->out.final = act == SG_SW_ACTIVATION_SIGMOID ? SG_WINDOW_FINAL_SIGMOID : SG_WINDOW_FINAL_SOFTMAX;
+    }
+    r->out.out_esize = r->out.out_dtype == SEGRT_DTYPE_FLOAT32 ? 4 : r->out.out_dtype == SEGRT_DTYPE_UINT16 ? 2 : 1;
+}
+
+/* The device memory the contexts hold (weights, activations, workspace). */
+uint64_t sw_context_bytes(const sw_job *r)
+{
+    uint64_t b = 0;
+    for (int32_t m = 0; m < r->n_models; m++) {
+        segrt_engine_info info;
+        if (segrt_engine_get_info(r->models[m].engine, &info) == SEGRT_OK)
+            b += info.weight_bytes + info.arena_bytes + info.workspace_bytes;
+    }
+    return b;
+}
+
+/* The most image rows any sw_batch consecutive windows of one image
+ * read: batches never span two images here, and a pass's windows are a
+ * run of consecutive ones. */
+static int64_t batch_span(const sw_job *r)
+{
+    const sg_sw_grid *g = &r->geo.g;
+    int64_t nw = g->n_windows, span = 0, start[SG_SW_MAX_DIMS];
+    int64_t *s0 = malloc(sizeof(int64_t) * (size_t)nw);
+    if (!s0)
+        return g->size[0];
+    for (int64_t w = 0; w < nw; w++) {
+        sg_sw_window_start(g, w, start);
+        s0[w] = start[0];
+    }
+    for (int64_t w = 0; w < nw; w++) { /* starts do not decrease: the first and last bound the batch */
+        int64_t last = w + r->geo.B - 1 < nw ? w + r->geo.B - 1 : nw - 1;
+        int64_t rows = s0[last] + g->roi[0] - s0[w];
+        span = rows > span ? rows : span;
+    }
+    free(s0);
+    return span;
+}
+
+/* A host result of `bytes`, to be freed with free(). A large one sits on
+ * 2 MiB boundaries and asks for huge pages: the copy out of the pinned
+ * buffers takes its first-touch faults, and on the GPU machine 4 KiB
+ * pages made that fault-bound (a 67 MB result: 6.5 ms for eight threads,
+ * 4 ms with huge pages). */
+static void *host_result_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < 2 * huge)
+        return malloc(bytes ? bytes : 1);
+    size_t rounded = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p)
+        (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
+#endif
+    return p;
+}
+
+/* Sizes the accumulators (ring and passes), the image ring and the result
+ * staging against the memory budget, then allocates everything. */
+sg_status sw_plan_memory(sw_job *r)
+{
+    const sg_sw_options *o = r->o;
+    sw_geometry *q = &r->geo;
+    sw_accum *a = &r->acc;
+    sw_result *res = &r->out;
+    int64_t rows0 = q->g.padded[0], roi0 = q->g.roi[0];
+    size_t f = sizeof(float);
+    size_t win_in = (size_t)(q->B * q->C * q->roi_numel) * f, win_out = (size_t)(q->B * q->K * q->roi_numel) * f;
+    uint64_t fixed = sw_context_bytes(r) + (uint64_t)q->roi_numel * f + win_in + win_out;
+    if (q->n_flips > 1)
+        fixed += win_out;
+    if (r->n_models > 1)
+        fixed += win_out;
+    for (int32_t m = 0; m < r->n_models; m++)
+        for (size_t j = 1; j < a->dm[m].n; j++) {
+            sg_tensor t = {a->dm[m].t[j].dtype, a->dm[m].t[j].rank, {0}, NULL};
+            memcpy(t.dims, a->dm[m].t[j].dims, sizeof t.dims);
+            fixed += sg_tensor_bytes(&t);
+        }
+    /* The image rows one batch reads, and room to upload the next ahead. */
+    if (!r->img.d_image) {
+        r->img.img_ring = batch_span(r) + roi0;
+        if (r->img.img_ring > q->g.size[0])
+            r->img.img_ring = q->g.size[0];
+        fixed += (uint64_t)(q->C * r->img.img_ring * q->img_plane) * f;
+    }
+    size_t result_bytes = (size_t)(q->n_img * res->out_ch * q->image_numel) * res->out_esize;
+    bool whole_result = res->out_memory == SEGRT_MEMORY_DEVICE || result_bytes <= SW_STAGE_WHOLE_BYTES;
+    res->progressive = whole_result && res->out_memory == SEGRT_MEMORY_HOST;
+    if (whole_result)
+        fixed += result_bytes;
+    uint64_t row_bytes = (uint64_t)(q->K + 1) * (uint64_t)q->pad_plane * f;
+    uint64_t stage_row = (uint64_t)(res->out_ch * q->img_plane) * res->out_esize;
+    a->ring_rows = o->whole ? rows0 : (roi0 < rows0 ? roi0 : rows0);
+    a->pass_rows = rows0;
+    if (o->max_memory) {
+        uint64_t need = fixed + (uint64_t)a->ring_rows * (row_bytes + (whole_result ? 0 : stage_row));
+        /* A budget the job cannot run in is a bad option, not a failure
+         * of the run: INVALID_ARGUMENT, with the least that would do. */
+        if (need > o->max_memory) {
+            if (o->whole)
+                return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                                "sliding windows: whole-image accumulators need %.1f MiB; the device-memory budget "
+                                "is %.1f MiB",
+                                need / 1048576.0, o->max_memory / 1048576.0);
+            uint64_t per_row = row_bytes + (whole_result ? 0 : stage_row);
+            uint64_t room = fixed < o->max_memory ? o->max_memory - fixed : 0;
+            int64_t rows = (int64_t)(room / per_row);
+            if (rows < 1)
+                return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                                "sliding windows: a device-memory budget of %.1f MiB is less than one window "
+                                "needs: %.1f MiB (the networks, the window buffers%s %.1f MiB, one row of "
+                                "accumulators %.1f MiB)",
+                                o->max_memory / 1048576.0, (fixed + per_row) / 1048576.0,
+                                whole_result ? " and the result" : "", fixed / 1048576.0, per_row / 1048576.0);
+            a->ring_rows = a->pass_rows = rows;
+        }
+    }
+    res->stage_rows = whole_result ? 0 : (a->pass_rows < a->ring_rows ? a->pass_rows : a->ring_rows);
+    if (res->stage_rows > q->g.size[0])
+        res->stage_rows = q->g.size[0];
+
+    SG_TRY(sw_dev_alloc(r, (size_t)q->roi_numel * f, "the importance map", (void **)&a->d_w));
+    const sg_sw_keep *k = r->mem.keep;
+    r->mem.w_ready = r->mem.reused && k->w_valid && k->w_dims == q->g.n_dims && k->w_blend == (int32_t)o->blend &&
+                     k->w_sigma == o->sigma_scale &&
+                     memcmp(k->w_roi, q->g.roi, sizeof(int64_t) * (size_t)q->g.n_dims) == 0;
+    SG_TRY(sw_dev_alloc(r, win_in, "the window batch", (void **)&a->d_in));
+    SG_TRY(sw_dev_alloc(r, win_out, "the predictions", (void **)&a->d_pred));
+    a->d_model = a->d_pred;
+    if (q->n_flips > 1)
+        SG_TRY(sw_dev_alloc(r, win_out, "the mirrored predictions", (void **)&a->d_model));
+    a->d_out = a->d_model;
+    if (r->n_models > 1)
+        SG_TRY(sw_dev_alloc(r, win_out, "the ensemble's predictions", (void **)&a->d_out));
+    for (int32_t m = 0; m < r->n_models; m++)
+        for (size_t j = 1; j < a->dm[m].n; j++) {
+            sg_tensor t = {a->dm[m].t[j].dtype, a->dm[m].t[j].rank, {0}, NULL};
+            memcpy(t.dims, a->dm[m].t[j].dims, sizeof t.dims);
+            SG_TRY(sw_dev_alloc(r, sg_tensor_bytes(&t), "a model's other outputs", &a->dm[m].extra[j]));
+            a->dm[m].t[j].data = a->dm[m].extra[j];
+            a->dm[m].t[j].memory = SEGRT_MEMORY_DEVICE;
+            a->dm[m].t[j].device = r->device;
+        }
+    size_t acc_bytes = (size_t)(a->ring_rows * (int64_t)row_bytes);
+    SG_TRY(sw_dev_alloc(r, acc_bytes, "the accumulators", (void **)&a->d_acc));
+    SG_TRY(r->ops->memset_async(a->d_acc, 0, acc_bytes, r->st.s));
+    if (whole_result && res->out_memory == SEGRT_MEMORY_DEVICE) {
+        SG_TRY(sw_dev_alloc_owned(r, result_bytes, "the result", &res->d_result));
+    } else if (whole_result) {
+        SG_TRY(sw_dev_alloc(r, result_bytes, "the result", &res->d_result));
+        res->result_listed = true;
+    } else
+        SG_TRY(sw_dev_alloc(r, (size_t)(res->stage_rows * (int64_t)stage_row), "the result's staging", &res->d_stage));
+    res->h_bytes = result_bytes;
+    if (res->out_memory == SEGRT_MEMORY_HOST && !(res->h_result = host_result_alloc(result_bytes)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB result",
+                        result_bytes / 1048576.0);
+    if (!r->img.d_image) {
+        r->img.rows.image = -1;
+        SG_TRY(sw_dev_alloc(r, (size_t)(q->C * r->img.img_ring * q->img_plane) * f, "the image's rows",
+                            (void **)&r->img.rows.ring));
+    }
+    /* A kept buffer this run has not taken is not held through it. */
+    sw_keep_drop_blocks(r->mem.keep);
+    if (!r->img.d_image || res->out_memory == SEGRT_MEMORY_HOST)
+        SG_TRY(sw_take_pinned(r));
+    return SEGRT_OK;
+}
