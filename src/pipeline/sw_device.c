@@ -143,11 +143,9 @@ static sg_status predict_batch(sw_job *r, const int64_t *win, int64_t got)
             SG_TRY(gather_batch(r, win, got, run_b, q->flips[f]));
             /* The run reads d_in after the gather and writes d_pred after
              * the last batch's blending (both before ev_gathered on s); the
-             * next gather and the blending wait for the run. The engine
-             * takes the backend's events as they are (CUDA's, cast). */
+             * next gather and the blending wait for the run. */
             r->enqueued = true;
-            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, (struct CUevent_st *)r->st.ev_gathered,
-                                      (struct CUevent_st *)r->st.ev_net));
+            SG_TRY(sg_context_enqueue(r->models[m].ctx, 1, &in, dm->n, dm->t, r->st.ev_gathered, r->st.ev_net));
             SG_TRY(ops->stream_wait(r->st.s, r->st.ev_net));
             r->stat.runs += got;
             if (q->n_flips > 1)
