@@ -15,14 +15,16 @@ rm -rf .carry /tmp/segrt-carry-stage
 stage=/tmp/segrt-carry-stage
 mkdir -p $stage/lib $stage/models
 cp "$build/segrt" $stage/
-# The race and device-memory tests (the race test is statically linked, a
+# The race, device-memory and streamed-window tests (statically linked, a
 # third of the archive): GPU_CARRY_RACE=0 leaves them out where a run does
 # not need them and the models would not fit beside them.
+# GPU_CARRY_TESTS="test_gpu_race ..." carries only those of them.
 bins="segrt"
 if [ "${GPU_CARRY_RACE:-1}" != 0 ]; then
-    cp "$build/tests/test_gpu_race" $stage/ 2>/dev/null || cp "$build"/test_gpu_race $stage/
-    cp "$build/tests/test_device_memory" $stage/ 2>/dev/null || cp "$build"/test_device_memory $stage/
-    bins="segrt test_gpu_race test_device_memory"
+    for t in ${GPU_CARRY_TESTS:-test_gpu_race test_device_memory test_gpu_sw_stream}; do
+        cp "$build/tests/$t" $stage/ 2>/dev/null || cp "$build/$t" $stage/
+        bins="$bins $t"
+    done
 fi
 # onnx2torch (pure Python, from PyPI) builds the PyTorch side of bench/gpu_vs_pytorch.py
 # from the same ONNX files; the GPU machine has no package index.
@@ -37,14 +39,26 @@ ldd "$build/segrt" "$build/libsegrt.so.0" | awk '$2 == "=>" && $3 ~ /^\// {print
     while read -r name path; do
         [[ $name =~ $system ]] || cp -L "$path" $stage/lib/
     done
-cp "$models"/*.onnx "$models"/*.npy $stage/models/
+# GPU_CARRY_MODELS="basicunet2d unet3d_spleen" carries only those models,
+# "none" none (the tests make their own): the device tool carries 64 MiB.
+if [ -z "${GPU_CARRY_MODELS:-}" ]; then
+    cp "$models"/*.onnx "$models"/*.npy $stage/models/
+elif [ "$GPU_CARRY_MODELS" != none ]; then
+    for m in $GPU_CARRY_MODELS; do cp "$models/$m".* $stage/models/; done
+fi
+# GPU_CARRY_STRIP=1 drops symbol tables (a few MiB a binary) where the
+# archive would not fit the device tool's 64 MiB beside the tree.
+if [ "${GPU_CARRY_STRIP:-0}" = 1 ]; then
+    strip --strip-unneeded $stage/lib/libsegrt.so.0 && for b in $bins; do strip $stage/$b; done
+fi
 # One xz archive: oneDNN alone is larger than the device tool carries raw.
 mkdir -p .carry
 tar -C $stage -cJf .carry/segrt-carry.tar.xz $bins lib models wheels
 rm -rf $stage
-# GPU_CARRY_OLD=DIR (a `segrt` built from an earlier commit, with its lib/):
+# GPU_CARRY_OLD=DIR (a `segrt` built from an earlier commit; it links
+# libsegrt statically and takes the other libraries from this build's lib/):
 # carried beside as segrt-old.tar.xz for `gpu-check.sh ab`, old and new in one run.
 if [ -n "${GPU_CARRY_OLD:-}" ]; then
-    tar -C "$GPU_CARRY_OLD" -cJf .carry/segrt-old.tar.xz segrt lib
+    tar -C "$GPU_CARRY_OLD" -cJf .carry/segrt-old.tar.xz segrt
 fi
 du -sh .carry

@@ -73,6 +73,7 @@ if [ "$what" = ab ]; then
     # The build carried with GPU_CARRY_OLD against this one, alternating
     # round by round (bench/old_vs_new.py): ROUNDS (default 7).
     mkdir -p "$carry/old" && tar -C "$carry/old" -xJf "$root/.carry/segrt-old.tar.xz" || exit 1
+    ln -sfn "$carry/lib" "$carry/old/lib"
     python3 "$root/bench/old_vs_new.py" --a "$carry/old" --b "$carry" --models "$BENCH_MODELS" \
         --rounds "${1:-7}" --out "$out/old_vs_new.json" 2>&1 | tee "$out/old_vs_new.log"
     exit "${PIPESTATUS[0]}"
@@ -126,6 +127,7 @@ if [ "$what" != bench ] && [ ${#files[@]} -gt 0 ]; then
 elif [ "$what" != bench ]; then  # gpu, all, tests
     step gpu-race "$carry/test_gpu_race" "$SEGRT_MODELS/basicunet2d_tiny.onnx"
     step gpu-device-memory "$carry/test_device_memory"
+    [ -x "$carry/test_gpu_sw_stream" ] && step gpu-sw-stream "$carry/test_gpu_sw_stream" "$SEGRT_MODELS/basicunet2d_tiny.onnx"
     step gpu-pytest python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu" \
         --ignore "$root/tests/gpu/test_gpu_sliding_window.py" "$@"
 fi
