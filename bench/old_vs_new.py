@@ -9,10 +9,10 @@ the spread of its rounds, and whether the two agree within that spread.
 
 DIR holds `segrt` and `lib/` (the carried layout, scripts/gpu-carry.sh);
 each side runs with its own lib/ first on LD_LIBRARY_PATH. Cases:
-`segrt bench` (device-resident inputs, fp16 and fp32) on the two shared
-models, and whole sliding-window jobs (`segrt run --roi`, float32 NPY image
+`segrt bench` (device-resident inputs, fp16) on the two shared models,
+and a whole sliding-window job (`segrt run --roi`, float32 NPY image
 in host memory, uint8 labels out; the time is the job's own, printed by
-segrt, without the engine build), 2-D and 3-D.
+segrt, without the engine build), 2-D.
 """
 import argparse
 import json
@@ -28,13 +28,10 @@ import numpy as np
 
 BENCH = [  # label, model, shape, precision
     ("basicunet2d 16x3x512x512 fp16", "basicunet2d.onnx", "image=16x3x512x512", "fp16"),
-    ("basicunet2d 1x3x512x512 fp32", "basicunet2d.onnx", "image=1x3x512x512", "fp32"),
     ("unet3d_spleen 4x1x96^3 fp16", "unet3d_spleen.onnx", "image=4x1x96x96x96", "fp16"),
-    ("unet3d_spleen 1x1x96^3 fp32", "unet3d_spleen.onnx", "image=1x1x96x96x96", "fp32"),
 ]
 JOBS = [  # label, model, image dims, roi, sw batch
     ("window job 2d 3x2048x2048 roi 512", "basicunet2d.onnx", (1, 3, 2048, 2048), "512,512", 16),
-    ("window job 3d 1x256x256x128 roi 96", "unet3d_spleen.onnx", (1, 1, 256, 256, 128), "96,96,96", 8),
 ]
 P50 = re.compile(r"latency \(ms\): p50 ([0-9.]+)")
 JOB_S = re.compile(r", ([0-9.]+) s(,|$)", re.M)
