@@ -1,7 +1,8 @@
 /*
  * segrt: inference for segmentation networks over large medical images.
  *
- * This header is the whole public C API. The library loads an ONNX model
+ * This header is the whole public C API (one file on purpose, over 1,000
+ * lines: users and bindings include one header). The library loads an ONNX model
  * into an immutable segrt_model, optimizes it for bound input shapes, builds
  * an immutable segrt_engine for a device, and runs it through segrt_context
  * objects, one per thread.

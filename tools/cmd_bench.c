@@ -1,5 +1,9 @@
 /* segrt bench: latency, throughput, memory and GFLOP/s of a model on
- * random inputs of the bound shapes, at one batch size or a sweep of them. */
+ * random inputs of the bound shapes, at one batch size or a sweep of them.
+ *
+ * (About 1,000 lines as one file: the command's options, its runs, the
+ * sweep and the text and JSON reports share one state and are used by no
+ * other command.) */
 #include "cli_engine.h"
 #include "json_out.h"
 
