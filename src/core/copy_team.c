@@ -17,9 +17,9 @@
 #define TEAM_MIN_BYTES ((size_t)1 << 20)
 /* How long an idle worker watches for the next job before it sleeps. An
  * upload is a burst of copies a fraction of a millisecond apart; waking
- * seven sleeping threads through a condition variable took 0.05-0.1 ms a
- * copy on the GPU machine (a 1 MiB copy ran at 10 GB/s), so they stay
- * awake through a burst and sleep once it is over. The caller spins for
+ * sleeping threads through a condition variable costs about as long as a
+ * 1 MiB copy takes, so they stay awake through a burst and sleep once it
+ * is over. The caller spins for
  * the workers' parts (they end together). */
 #define TEAM_SPIN_NS 200000L
 

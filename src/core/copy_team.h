@@ -1,8 +1,8 @@
 /* memcpy by a few threads: large host copies between pinned staging and
- * user memory. On the GPU machine one core copies about 7 GB/s into
- * memory it has touched, and far less into fresh pages (the first-touch
- * faults are taken by the copying thread), so a 67 MB label volume took
- * 30 ms to come out of the pinned buffers; eight threads took 2-6 ms.
+ * user memory. One core copies far slower into fresh pages than into
+ * memory it has touched (the first-touch faults are taken by the copying
+ * thread), so a large result is fault-bound on one thread; several share
+ * the faults.
  * An idle worker watches for the next copy for 0.2 ms (an upload's copies
  * come in bursts), then sleeps on a condition variable, so a team costs
  * next to nothing while a job waits for its GPU. */

@@ -70,8 +70,7 @@ static int64_t batch_span(const sw_job *r)
 /* A host result of `bytes`, to be freed with free(). A large one sits on
  * 2 MiB boundaries and asks for huge pages: the copy out of the pinned
  * buffers takes its first-touch faults, and on the GPU machine 4 KiB
- * pages made that fault-bound (a 67 MB result: 6.5 ms for eight threads,
- * 4 ms with huge pages). */
+ * pages made that fault-bound. */
 static void *host_result_alloc(size_t bytes)
 {
     const size_t huge = (size_t)2 << 20;

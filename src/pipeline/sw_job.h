@@ -158,8 +158,8 @@ typedef struct sw_job {
  * buffers in the order the run allocated them. A run takes the buffers
  * back in that order while each one's size is what it asks for; at the
  * first that is not, it frees the rest, so it never holds more than its
- * own buffers. Allocating the 3D benchmark's 517 MB and its pinned memory
- * took 21 ms of a 164 ms job on the H100. */
+ * own buffers. Allocating a job's device and pinned memory is a large
+ * share of a short job's time. */
 struct sg_sw_keep {
     const sg_window_ops *ops;
     int32_t device;

@@ -3,9 +3,7 @@
  *
  * cuDNN runs these layers as strided backward-data convolutions, and the
  * few-channel kernel (cuda_conv_small.c), which took the last of them,
- * on the CUDA cores: UNet3D spleen's 32 -> 2 channels at 96^3 (batch 16)
- * took 0.35 ms there on an H100, its 64 -> 16 at 48^3 0.155 ms in cuDNN
- * (0.156 and 0.137 ms here).
+ * on the CUDA cores; both are slower than this kernel (docs/perf.md).
  * A following Relu, LeakyRelu or single-slope PRelu is applied before the
  * store.
  *

@@ -2,8 +2,8 @@
  * through segrt's per-phase product kernel, k_conv_upsample.cu.
  *
  * cuDNN runs these layers as strided backward-data convolutions, far from
- * the bandwidth their output needs (basicunet2d's last upsampling: 0.36 ms
- * at 940 GB/s on an H100). The kernel also writes through any view, so its
+ * the bandwidth their output needs. The kernel also writes through any
+ * view, so its
  * output becomes its slice of the concatenation a UNet puts after it and
  * that copy goes too. A following Relu, LeakyRelu or single-slope PRelu is
  * applied before the store.

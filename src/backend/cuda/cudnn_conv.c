@@ -483,8 +483,7 @@ static bool conv_restride(sg_cuda_plan *p, cuda_step *s, int32_t t, const cuda_t
  * step's tensors since it was built): the execution plan serialized, so
  * that each context restores it instead of finalizing it from the engine
  * config, which for cuDNN's runtime-compiled fusion engines compiles a
- * kernel every time (basicunet2d's context creation took 1.6-1.9 s at
- * batch 16 on an H100, most of a plan load's time to its first result).
+ * kernel every time (most of a plan load's time to its first result).
  * Kept in the plan file beside the choice; a plan file's is taken as it
  * is. Disabling cudnn-plan-json turns this off. */
 static sg_status conv_build_done(sg_cuda_plan *p, cuda_step *s)
@@ -818,8 +817,8 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     }
     /* A ConvTranspose (dgrad) asks for the epilogue too: where cuDNN's
      * runtime fusion has no engine for it, the search falls through to the
-     * plain graph and a map applies bias and activation after it (that
-     * pass cost basicunet2d's last ConvTranspose 0.157 of its 0.35 ms). */
+     * plain graph and a map applies bias and activation after it, a pass
+     * that can take nearly half the layer's time. */
     if (cs->has_bias || cs->act != SGK_ACT_NONE) {
         variants[nv++] = VARIANT_FUSED_F32_BIAS;
         if (io_bias)
@@ -866,8 +865,8 @@ static sg_status input_as(sg_cuda_plan *p, const sg_node *n, int32_t v, sg_dtype
 /* Input channels padded to 8 ------------------------------------------------------
  * A convolution over 2 to 7 channels (an RGB image) has too few for
  * cuDNN's tensor-core kernels, and the engines left ran basicunet2d's
- * first layer at 18 TFLOP/s, slower than the next layer with ten times its
- * work. With the input copied into 8 channels, the rest zero (a kernel
+ * first layer slower than the next layer with ten times its work. With
+ * the input copied into 8 channels, the rest zero (a kernel
  * that also does the dtype and layout conversion the input needed anyway),
  * and the weights padded with zeros, the tensor-core kernels take it and
  * the sums are the same. Disabling pad-channels turns it off (A/B). */

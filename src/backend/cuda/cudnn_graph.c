@@ -250,9 +250,8 @@ static sg_status read_config(cudnnBackendDescriptor_t cfg, cudnnBackendDescripto
  * The plan is finalized once, from the recorded engine and knobs: that is
  * what every context builds, so a choice that would not rebuild is never
  * recorded, and the plan timed is the plan run. A finalize is the search's
- * cost (a runtime-fusion engine compiles its kernel there); finalizing the
- * heuristics' config first, then the rebuild, then again for timing, took
- * three per candidate. */
+ * cost (a runtime-fusion engine compiles its kernel there), so a
+ * candidate is finalized once. */
 static sg_status try_config(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t graph,
                             cudnnBackendDescriptor_t cfg, const cdg_filter *f, cdg_choice *out, bool *taken,
                             search_stats *st, cudnnBackendDescriptor_t *plan)

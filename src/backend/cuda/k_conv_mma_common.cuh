@@ -46,15 +46,13 @@
 // to the weights anyway and five's 96 registers a thread made the
 // normalising instantiation spill: reloaded from local memory every tile,
 // the spilled halo offsets missed L1 (its carve-out is shared memory) and
-// stalled the halo loads (ncu, BasicUNet's 64 -> 32 layer at 256^2: a
-// tenth of the stall samples). 512 threads get 128 registers.
+// stalled the halo loads. 512 threads get 128 registers.
 __host__ __device__ constexpr int cm_wg_max(int ks) { return ks == 4 ? 4 : CM_WG_MAX; }
 
 // The tile's shape, fixed at compile time so that positions split into
 // (d, h, w) by constant divisions: a runtime-shaped first version spent
 // more instructions on the halo's and the epilogue's index arithmetic than
-// on the products (ncu: 2.1 instructions issued a cycle, tensor pipes
-// mostly idle).
+// on the products, the tensor pipes mostly idle.
 template <bool D3> struct cm_shape {
     static constexpr int kd = D3 ? 3 : 1;                 // the kernel along D
     static constexpr int t0 = D3 ? 4 : 1, t1 = D3 ? 4 : 8, t2 = D3 ? 8 : 16; // output positions along D, H, W
@@ -371,7 +369,7 @@ __device__ __forceinline__ void wsums_merge(const float *sh, float bias_c, float
 // shared memory (g.staged: no residual, y of x's dtype with 16-byte
 // positions), or so and with per-tile statistics (g.stats). The
 // statistics are an instantiation of their own: their code in the staged
-// one, even when skipped, made its main loop 10 % slower.
+// one, even when skipped, slowed its main loop.
 enum { EPI_DIRECT, EPI_STAGED, EPI_STATS };
 
 // The A (halo) and B (weight) fragments of one step of the main loop: a

@@ -92,8 +92,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
         if constexpr (KS > 0) {
             // Every tap and slice unrolled, the next step's fragments in
             // flight while this step's products run (loaded just before
-            // their products, ldmatrix's latency stalled the tensor pipe:
-            // ncu's short-scoreboard stalls were a quarter of all).
+            // their products, ldmatrix's latency stalled the tensor pipe).
             constexpr int STEPS = S::taps * KS;
             cm_frags<NT> f[2];
             frags_load<D3>(f[0], xa, wb, wodd, 0, KS, ldx, ldw);

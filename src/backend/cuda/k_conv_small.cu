@@ -240,8 +240,8 @@ __global__ void __launch_bounds__(CS_THREADS, CS_BLOCKS_PER_SM)
                 // three input offsets and their bounds found once, a
                 // plane's nine taps loaded before any of their products
                 // (the general loop below, 64-bit index arithmetic and a
-                // load and its wait per tap, issued five instructions an
-                // FMA and ran unet3d's 1 -> 16 stride-2 layers at 570 GB/s).
+                // load and its wait per tap, issued several instructions
+                // an FMA).
                 int off[3][3];
                 bool ok[3][3];
                 const int o[3] = {o0, o1, o2};
@@ -355,7 +355,7 @@ int kp_of(int K) { return K <= 1 ? 1 : K <= 2 ? 2 : K <= 4 ? 4 : K <= 8 ? 8 : 16
 // memory about (TD + kd - 1) / TD times instead of once per tap: the
 // last layers of a 3-D UNet (2 channels in, 2 out, 3x3x3) are memory
 // bound, and the per-tap loads and index arithmetic of the general kernel
-// made them four to eight times slower than their traffic.
+// made them several times slower than their traffic.
 #define CT_W 32
 #define CT_H 8
 
@@ -429,8 +429,7 @@ __device__ __forceinline__ void ct_stage_positions(const void *x, const ctgeom &
 // the taps unroll into loads at fixed offsets, and each input plane is
 // read once per (h, w) tap for the up to three outputs along d it feeds,
 // not once per output. The loop over runtime extents spent most of its
-// instructions on indices and repeated loads (ncu: SM 78 % busy at a
-// tenth of the FMA rate).
+// instructions on indices and repeated loads.
 template <int XT, int KP, int TD, bool CUBE3>
 __global__ void __launch_bounds__(CS_THREADS)
     conv_tiled_kernel(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
@@ -652,7 +651,7 @@ segrt_status launch_tiled(cudaStream_t stream, const csgeom &g, int td, const sg
 // positions q + {0, 1}: each tap is used once per thread, and every input
 // value is read once from global memory into a shared-memory tile (the
 // general kernel read each 16-byte piece through L1 once per tap and was
-// bound by L1's wavefronts: ncu, L1 86 % busy, DRAM 6 %).
+// bound by L1's wavefronts, not by memory).
 //   TS 0: a leading unit dim (k 1, s 1): (0, 0, 0).
 //   TS 1: k 3, s 2, pad 1: (0, 0, 1), (1, 1, 0), (0, 1, 2).
 //   TS 2: k 2, s 2, pad 0: (0, 0, 0), (0, 1, 1).

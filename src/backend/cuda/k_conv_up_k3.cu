@@ -174,9 +174,8 @@ __global__ void __launch_bounds__(UK_THREADS, uk_min_blocks(KP))
         d[3] = mma_round<XT>(v.w);
     }
     // The lane's columns, the same in every tile (worked out per store,
-    // their index arithmetic made the kernel issue-bound: ncu on UNet3D
-    // spleen's 32 -> 2 layer, 120 M warp-instructions and 0.20 ms, 98 M and
-    // 0.156 ms with this): column nb * 8 + 2 * t4
+    // their index arithmetic made the kernel issue-bound): column
+    // nb * 8 + 2 * t4
     // (and the next) is phase (nb * 8 + 2 * t4) / KP, whose bits are a
     // block's own (known here at compile time) or'ed with the lane's, lr;
     // and channel chunk * KP + (nb * 8 + 2 * t4) % KP, one of BZ per lane.

@@ -13,11 +13,8 @@
  *
  * cuDNN runs these layers as strided backward-data convolutions and
  * segrt's few-channel kernel (k_conv_small.cu) on the CUDA cores, issuing
- * a shared-memory load for every four products. UNet3D spleen's last
- * one (32 -> 2 channels, 48^3 -> 96^3, batch 16, H100) took 0.35 ms there
- * at 480 GB/s, and takes 0.156 ms here (1.1 TB/s); the one before it
- * (64 -> 16, 24^3 -> 48^3) 0.156 ms in cuDNN plus 0.042 for its bias and
- * activation, and 0.137 ms here.
+ * a shared-memory load for every four products; both run UNet's
+ * upsamplings slower than this kernel (docs/perf.md).
  *
  * A block stages its channel chunk's weights (every needed column block,
  * rounded to x's dtype) once, then walks tiles of 128 q positions (4x4x8

@@ -192,18 +192,15 @@ template <int XT> __device__ __forceinline__ float2 unpack_pair(uint32_t u)
 // offsets of one position each (shared by shuffles), the warp copies the
 // next tile's inputs into the other of its two buffers (cp.async) before
 // it multiplies this one, and the normalising prologue works on the A
-// fragments in registers. (The first version walked 128-position tiles a
-// block, its loads synchronous and normalised from shared-memory rows,
-// each tile behind block barriers: ncu put a third of its stall samples
-// on the loads, and BasicUNet's 32 -> 32 layer at 256^2 -> 512^2, batch
-// 16 on an H100, wrote 1.4 TB/s.)
+// fragments in registers. (A first version that walked 128-position tiles
+// a block, its loads synchronous and normalised from shared-memory rows,
+// each tile behind block barriers, stalled on its loads.)
 //
 // NF, NT: the phases and the chunk's 8-channel groups where fixed at
 // compile time (a 2-D kernel of 2 and a chunk of 32 channels, stored
 // staged: UNet's upsampling), else 0. Run-time loops over them, with the
 // epilogue's branches between store paths, cost more instructions than the
-// products and stores (ncu: 1580 a warp's tile, 32 of them products;
-// half integer arithmetic, compares and branches).
+// products and stores.
 template <int XT, int NKS, int NF, int NT>
 __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS_TC)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,

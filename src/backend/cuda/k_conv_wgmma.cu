@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // (wg through a shuffle: known to be the same across the warp, so that
     // its buffers' addresses and the descriptors derived from them live in
     // uniform registers; from threadIdx.x, every product waited for an
-    // R2UR move, ncu: 7 % of all instructions.)
+    // R2UR move.)
     const int wgs = blockDim.x / CM_THREADS, wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / CM_THREADS, 0),
               tid = threadIdx.x % CM_THREADS;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -183,8 +183,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // ld_f32's switch on the dtype, left the loads the epilogue's time to
     // land, and their uneven share, two positions for some threads and
     // one for the rest, held the warpgroup at the barrier after the
-    // products: ncu on BasicUNet's first layer, a sixth of the stall
-    // samples there.)
+    // products.)
     constexpr int XR = CM_XS_RING;
     [[maybe_unused]] const int ring_slot = g.xcn * S::halo;
     if constexpr (XS)
@@ -200,8 +199,8 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // result): with PRO it then normalises one chunk's channels, their
     // (mean, s, b) read once a tile, and can load all its positions before
     // it stores any (over every chunk of its own positions, each step's
-    // shared-memory load waited for the store before it: ncu put a quarter
-    // of the stall samples there). Eight consecutive threads take eight
+    // shared-memory load waited for the store before it). Eight
+    // consecutive threads take eight
     // consecutive positions of a chunk: 128 contiguous bytes of shared
     // memory (one phase of 16-byte accesses, free of bank conflicts; with
     // ck = tid % CHK, 2-way conflicts), while a warp's global loads still
@@ -212,8 +211,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
     // normalised (UNet's decoder, the skip beside the upsampling) then
     // gives every thread the same share of the prologue's work. (With one
     // chunk a thread, warps 0 and 2 normalised while 1 and 3 waited at the
-    // barrier before the products: ncu put 30 % of the stall samples of
-    // BasicUNet's 64 -> 32 layer at 512^2 on barriers.)
+    // barrier before the products.)
     //
     // UP: the upsampled chunks 4-7 are not loaded: a thread copies one of
     // chunks 0-3, and the same chunk of two of the upsampling's input rows
@@ -511,8 +509,8 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
         // The next tile's loads go to the other buffer, free since the tile
         // before's epilogue ended. g.late: once this tile's products are
         // issued, so that their address arithmetic and copies run while
-        // the products do (ncu: a fifth of the warps' time went to waiting
-        // for the products, another to issuing the loads before them);
+        // the products do (issued before the products, the loads' issue
+        // and the wait for the products ran one after the other);
         // they then have the epilogue's time to land, not a whole tile's.
         auto issue_next = [&] {
             if (tile + stride < g.ntiles)

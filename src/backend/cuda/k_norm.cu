@@ -832,9 +832,9 @@ static segrt_status gnv_launch(cudaStream_t stream, const sgk_view *y, const sgk
 // grid, merges its sample's partials (every block of the sample the same
 // way, in the same order as gn_combine: double, Chan's formula), and
 // normalises its positions from shared memory (those that did not fit are
-// read again). BasicUNet's norms below 256^2 (batch 16, H100), after
-// cuDNN's convolutions: three kernels, each near its own floor, took
-// 0.023-0.053 ms a norm, more than twice a read and a write of x.
+// read again). For the small norms after cuDNN's convolutions, three
+// kernels, each near its own floor, take more than twice a read and a
+// write of x.
 #define GNF_THREADS 512
 #define GNF_WARPS (GNF_THREADS / 32)
 #define GNF_SMEM_MAX (227 * 1024)
@@ -970,8 +970,8 @@ static bool gnf_plan(const gngeom &g, const gnvec &v, const sgk_view *x, const s
     const ll P = sms / g.N, rpb = ceil_div(g.S, P);
     // At least a block a sample (all resident at once), at most GNF_MAX_P:
     // each block merges its sample's partials in double, one after
-    // another, and basicunet2d at batch 1 took 0.78 ms with 132 blocks a
-    // sample against 0.59 ms on three kernels (at batch 16: 8 a sample).
+    // another, so with many blocks a sample (a batch of one) the merge
+    // costs more than the three kernels do.
     // Rows a thread: one chunk of the statistics, as gnv_stats_cl keeps them.
     if (P < 1 || P > GNF_MAX_P || rpb > INT32_MAX || ceil_div(rpb, f->ry) > CHUNK)
         return false;
@@ -1126,12 +1126,12 @@ __device__ __forceinline__ void sums_warp_add(double &a, double &b, double &c)
 // tiles about one reference, the group's first tile's mean: positions,
 // sum n_i (m_i - ref) and sum (m2_i + n_i (m_i - ref)^2), in double, then
 // a fixed tree over the block. Chan's pairwise merge divided once a tile
-// and its tile indices were 64-bit divisions: 17.7 us a norm at 16 x 32 x
-// 512^2 (ncu), an instruction-bound kernel. Where a channel's partials
+// and its tile indices were 64-bit divisions: an instruction-bound
+// kernel. Where a channel's partials
 // are 16-byte aligned (T even), two tiles load as one float4 and
 // GNT_UNROLL loads are in flight before any is added (one at a time,
-// half the kernel's stall samples waited on them: 8.8 us at 16 x 32 x
-// 512^2, ncu); where the tiles divide the image, every tile counts
+// the kernel stalled on them); where the tiles divide the image,
+// every tile counts
 // tgrid.whole positions.
 #define GNT_UNROLL 4
 

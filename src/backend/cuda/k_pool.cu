@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(256) pool_cl_kernel(const void *x, void *y, pf
             acc[j] = MAX ? -INFINITY : 0.0f;
         // NORM: the least of the raw values too (below); 16-bit values as
         // pairs, packed (two maxima and minima an instruction: unpacked,
-        // the extra comparisons cost BasicUNet's first pool half its time).
+        // the extra comparisons cost the pool much of its time).
         [[maybe_unused]] float lo[NORM ? V : 1];
         [[maybe_unused]] uint4 hi2 = make_uint4(0, 0, 0, 0), lo2 = make_uint4(0, 0, 0, 0);
         bool any = false;
@@ -316,10 +316,9 @@ __global__ void __launch_bounds__(256) pool_cl_kernel(const void *x, void *y, pf
             // activations taken have slopes >= 0): the largest f(v) is
             // f(max v) or f(min v), the same float as the pass then the
             // pool give. One transform a channel instead of one a tap, its
-            // parameters from shared memory (ncu: loaded per output from
-            // global memory, mostly missing L1 beside the streamed x, they
-            // left the loads of x waiting: BasicUNet's first pool ran at
-            // 44 % of DRAM's speed, 0.23 ms, 0.12 without the norm).
+            // parameters from shared memory (loaded per output from global
+            // memory, mostly missing L1 beside the streamed x, they left
+            // the loads of x waiting).
             const float4 *abr = (g.ab_rows ? absh : (const float4 *)norm.ab) + (ll)n * g.C + c;
             if constexpr (V == 8) {
                 if (any) { // (else acc keeps -inf: a window with no tap inside)

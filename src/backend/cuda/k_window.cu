@@ -5,8 +5,8 @@
 // Each kernel walks "lines", all voxels along the last spatial
 // axis at fixed other coordinates: a block's warps take a line each, their
 // lanes the line's voxels, and a line's coordinates come from one 32-bit
-// decomposition instead of every element's 64-bit divisions (which cost
-// the 3-D benchmark's 500 windows about a tenth of its time).
+// decomposition instead of every element's 64-bit divisions (a long
+// instruction sequence each on the GPU).
 #include "backend/cuda/k_window.h"
 
 #include "backend/cuda/k_common.cuh"
@@ -234,9 +234,8 @@ struct acc_args {
 // (class by class, V = 1). V = 4 where a.vec4: every window of the launch
 // starts on a multiple of 4 along the last axis and the rows, the window
 // and the buffers hold whole float4s, so a window covers all four voxels
-// or none. One float at a time, a batch of the 3-D benchmark job took
-// 0.13 ms for about 0.26 GB of traffic, two thirds of the memory's
-// bandwidth.
+// or none. One float at a time, the kernel fell well short of the
+// memory's bandwidth.
 template <int KC, int V>
 __device__ __forceinline__ void accumulate_voxels(const acc_args &a, float *p, ll x, int n, const ll *jline,
                                                   const ll *pline, const ll *xlo)
