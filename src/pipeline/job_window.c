@@ -3,11 +3,23 @@
  * checked before the image is read, the windows run on the device path
  * or the host path (chosen in run_windows, the one place), the result and
  * the overlay written into outputs the caller opened. `segrt run` is a
- * client of it. */
+ * client of it.
+ *
+ * On the device path the image streams where its format allows: a
+ * float32 NPY (memory-mapped) or a TIFF of one level whose samples the
+ * whole reader takes (strips or tiles decoded as the windows reach them;
+ * alpha dropped and normalised row by row, as the whole read does it) is
+ * opened as a region source and read through a row reader, never held
+ * whole, and host memory is counted without it (open_stream says exactly
+ * when). Everything else is read whole first: the host path (its
+ * accumulators hold the whole image anyway), PNG and JPEG (decoded
+ * forward only), an overlay (drawn over the whole image's pixels), and
+ * arrays the source does not take (N > 1, 1-D). */
 #include "core/api_file.h"
 #include "core/mem.h"
 #include "io/image.h"
 #include "io/npy.h"
+#include "io/source.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
@@ -127,14 +139,20 @@ static sg_status channel_values(const segrt_model *model, const char *model_path
     return SEGRT_OK;
 }
 
-/* x = (x * scale - mean[c]) / std[c], as the model was trained. */
-static sg_status normalise(const segrt_model *model, const char *model_path, sg_tensor *t)
+/* An image file's normalisation, x = (x * scale - mean[c]) / std[c], as
+ * the model was trained: per pixel, so the whole read and a row reader
+ * apply it alike. */
+typedef struct norm {
+    bool on; /* off for more channels than META_MAX_VALUES */
+    float scale, mean[META_MAX_VALUES], std[META_MAX_VALUES];
+} norm;
+
+/* The normalisation of a C-channel image from the model's metadata. */
+static sg_status norm_of(const segrt_model *model, const char *model_path, int64_t C, norm *nm)
 {
-    int64_t C = t->dims[1], plane = 1;
+    memset(nm, 0, sizeof *nm);
     if (C > META_MAX_VALUES)
         return SEGRT_OK;
-    for (int32_t d = 2; d < t->rank; d++)
-        plane *= t->dims[d];
     double scale = 1.0, mean[META_MAX_VALUES], std[META_MAX_VALUES];
     const char *s = segrt_model_metadata_value(model, "segrt.input.scale");
     if (s) {
@@ -150,14 +168,37 @@ static sg_status normalise(const segrt_model *model, const char *model_path, sg_
         if (!(std[c] > 0.0))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: metadata segrt.input.std has %g; each must be > 0",
                             model_path, std[c]);
+    nm->on = true;
+    nm->scale = (float)scale;
+    for (int64_t c = 0; c < C; c++) {
+        nm->mean[c] = (float)mean[c];
+        nm->std[c] = (float)std[c];
+    }
+    return SEGRT_OK;
+}
+
+/* Channel c's n samples at p, normalised in place: the one loop both the
+ * whole read and the row reader run, so their numbers are the same. */
+static void norm_apply(const norm *nm, int64_t c, float *p, int64_t n)
+{
+    if (!nm->on)
+        return;
+    float sc = nm->scale, m = nm->mean[c], sd = nm->std[c];
+    for (int64_t i = 0; i < n; i++) /* in float32, step by step, as numpy and torch do it */
+        p[i] = (p[i] * sc - m) / sd;
+}
+
+static sg_status normalise(const segrt_model *model, const char *model_path, sg_tensor *t)
+{
+    int64_t C = t->dims[1], plane = 1;
+    for (int32_t d = 2; d < t->rank; d++)
+        plane *= t->dims[d];
+    norm nm;
+    SG_TRY(norm_of(model, model_path, C, &nm));
     float *x = t->data;
     for (int64_t n = 0; n < t->dims[0]; n++)
-        for (int64_t c = 0; c < C; c++) {
-            float *p = x + (n * C + c) * plane;
-            float sc = (float)scale, m = (float)mean[c], sd = (float)std[c];
-            for (int64_t i = 0; i < plane; i++) /* in float32, step by step, as numpy and torch do it */
-                p[i] = (p[i] * sc - m) / sd;
-        }
+        for (int64_t c = 0; c < C; c++)
+            norm_apply(&nm, c, x + (n * C + c) * plane, plane);
     return SEGRT_OK;
 }
 
@@ -233,6 +274,16 @@ typedef struct job {
     const char *in; /* the image's path */
     sg_tensor image, result;
     sg_image pixels; /* an image file's pixels, for the overlay */
+    /* A streamed image (open_stream): the source, its row reader, and the
+     * reader the windows read (src_rows itself, or rows over it that drop
+     * alpha and normalise). */
+    sg_source *src;
+    sg_sw_image src_rows, rows;
+    bool streamed;
+    norm nm;
+    float *scratch; /* the source's rows with alpha, before it is dropped */
+    size_t scratch_bytes;
+    uint64_t src_held; /* host bytes the source holds at once: a strip or tile */
     int32_t n;
     segrt_model *const *model;
     const char *path[JOB_MAX_MODELS]; /* the models' names in messages */
@@ -253,6 +304,9 @@ static void drop_engines(job *st)
 
 static void job_free(job *st)
 {
+    sg_sw_image_free(&st->src_rows);
+    sg_source_close(st->src);
+    free(st->scratch);
     sg_image_free(&st->pixels);
     free(st->image.data);
     free(st->result.data);
@@ -296,6 +350,97 @@ static sg_status build_members(job *st)
 static bool device_path(const job *st)
 {
     return !st->sw.host_path && sg_sw_device_capable(st->members, st->n);
+}
+
+/* --- the image streamed ------------------------------------------------- */
+
+/* Rows of a streamed image file (the reader's `read`): the source's rows
+ * as float32, alpha dropped, normalised as normalise() does the whole
+ * image. */
+static sg_status stream_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst, int64_t channel_stride)
+{
+    job *st = im->state;
+    int64_t numel = (r1 - r0) * sg_sw_image_row_numel(im), C = im->dims[1], C_src = st->src_rows.dims[1];
+    if (C_src == C) {
+        SG_TRY(sg_sw_image_read(&st->src_rows, n, r0, r1, dst, channel_stride));
+    } else {
+        size_t bytes = sizeof(float) * (size_t)(C_src * numel);
+        if (bytes > st->scratch_bytes) {
+            float *p = realloc(st->scratch, bytes);
+            if (!p)
+                return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of the image", st->in,
+                                (long long)(r1 - r0));
+            st->scratch = p;
+            st->scratch_bytes = bytes;
+        }
+        SG_TRY(sg_sw_image_read(&st->src_rows, n, r0, r1, st->scratch, numel));
+        for (int64_t c = 0; c < C; c++)
+            memcpy(dst + c * channel_stride, st->scratch + c * numel, sizeof(float) * (size_t)numel);
+    }
+    for (int64_t c = 0; c < C; c++)
+        norm_apply(&st->nm, c, dst + c * channel_stride, numel);
+    return SEGRT_OK;
+}
+
+/* Whether the image streams, and if so its source and row reader: on the
+ * device path, without an overlay, a float32 NPY the source takes
+ * (1 x C x spatial) or a TIFF of one level with 8- or 16-bit unsigned
+ * samples (what the whole reader takes; its regions equal the whole
+ * read's pixels, io/source_tiff.c), with the dims the probe gave. The
+ * whole read is kept for the rest, as it was: the host path holds
+ * accumulators for the whole image anyway; PNG and JPEG decode forward
+ * only; a pyramid or samples the whole reader refuses are refused by it
+ * as before; an overlay draws over the whole image's pixels. A file the
+ * source does not open is left to the whole read and its messages. */
+static sg_status open_stream(job *st, bool overlay)
+{
+    if (overlay || !device_path(st))
+        return SEGRT_OK;
+    bool image_file = sg_image_is_image_file(st->in);
+    if (sg_source_open(st->in, &st->src) != SEGRT_OK) {
+        sg_error_clear();
+        return SEGRT_OK;
+    }
+    const sg_source_info *in = &st->src->info;
+    int32_t keep = in->channels;
+    bool ok = in->n_levels == 1 && in->n_dims + 2 == st->image.rank;
+    if (image_file) {
+        ok &= strcmp(in->format, "tiff") == 0 && (in->dtype == SEGRT_DTYPE_UINT8 || in->dtype == SEGRT_DTYPE_UINT16);
+        keep = in->channels == 2 || in->channels == 4 ? in->channels - 1 : in->channels; /* as sg_image_to_tensor */
+    } else {
+        ok &= strcmp(in->format, "npy") == 0 && in->dtype == SEGRT_DTYPE_FLOAT32;
+    }
+    if (ok && sg_sw_image_of_source(st->src, &st->src_rows) != SEGRT_OK) {
+        sg_error_clear();
+        ok = false;
+    }
+    if (ok) {
+        ok = st->image.dims[0] == 1 && st->image.dims[1] == keep;
+        for (int32_t d = 2; d < st->image.rank; d++)
+            ok &= st->src_rows.dims[d] == st->image.dims[d];
+    }
+    if (!ok) {
+        sg_sw_image_free(&st->src_rows);
+        sg_source_close(st->src);
+        st->src = NULL;
+        return SEGRT_OK;
+    }
+    if (image_file && !st->jo->raw_input)
+        SG_TRY(norm_of(st->model[0], st->path[0], keep, &st->nm));
+    if (image_file) {
+        st->rows = st->src_rows;
+        st->rows.dims[1] = keep;
+        st->rows.read = stream_read;
+        st->rows.state = st;
+    } else {
+        st->rows = st->src_rows;
+    }
+    /* What the source holds at once: one strip or tile decoded (NPY: a
+     * row; the mapped file's pages are the kernel's to drop). */
+    st->src_held = (uint64_t)in->tile[0] * (uint64_t)in->tile[1] * (uint64_t)in->tile[2] * (uint64_t)in->channels *
+                   segrt_dtype_size(in->dtype);
+    st->streamed = true;
+    return SEGRT_OK;
 }
 
 /* With auto_batch on CUDA: from the engines built for one window, the
@@ -394,10 +539,10 @@ static const char *limit_name(const job *st)
 
 /* Once the engines are built (from the image's header), before the image
  * is read: the host memory the job will hold (the image with its pixels
- * and the decoder's scratch, accumulators, windows, result, the CPU
- * engines' arenas) against max_host_memory (INVALID_ARGUMENT) and what
- * the machine has (OUT_OF_MEMORY). The paths check again before they
- * allocate. */
+ * and the decoder's scratch, or a streamed image's strip or tile,
+ * accumulators, windows, result, the CPU engines' arenas) against
+ * max_host_memory (INVALID_ARGUMENT) and what the machine has
+ * (OUT_OF_MEMORY). The paths check again before they allocate. */
 static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extra_bytes)
 {
     uint64_t networks = 0;
@@ -408,6 +553,8 @@ static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extr
     }
     sg_sw_host_need need;
     sg_status s = sg_sw_host_need_of(&st->sw, st->image.dims, classes, device_path(st), extra_bytes, networks, &need);
+    if (s == SEGRT_OK && st->streamed)
+        sg_sw_host_need_streamed(&need, st->src_held);
     if (s == SEGRT_OK)
         s = sg_sw_host_need_check(&st->sw, &need, networks, limit_name(st));
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", st->in);
@@ -422,6 +569,19 @@ static sg_status run_windows(job *st, sg_sw_stats *stats, bool *on_device)
     free(st->result.data);
     memset(&st->result, 0, sizeof st->result);
     *on_device = device_path(st);
+    if (st->streamed) { /* open_stream chose it for the device path */
+        if (!*on_device)
+            return sg_error(SEGRT_ERROR_INTERNAL, "a streamed image on the host path");
+        SG_TRY(sg_sw_check_host_memory_streamed(st->members, st->n, &st->sw, st->image.rank, st->image.dims,
+                                                st->src_held, limit_name(st)));
+        segrt_tensor res;
+        SG_TRY(sg_sw_device_run_image(st->members, st->n, &st->sw, &st->rows, SEGRT_MEMORY_HOST, &res, stats, NULL));
+        st->result.dtype = res.dtype;
+        st->result.rank = res.rank;
+        memcpy(st->result.dims, res.dims, sizeof st->result.dims);
+        st->result.data = res.data;
+        return SEGRT_OK;
+    }
     SG_TRY(sg_sw_check_host_memory(st->members, st->n, &st->sw, st->image.rank, st->image.dims, true, *on_device,
                                    limit_name(st)));
     if (!*on_device)
@@ -562,10 +722,13 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     }
     int64_t classes = 0;
     SG_TRY(check_result_fits(st, out, &classes));
-    SG_TRY(check_host_memory(st, classes, extra_bytes));
-    SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
-    if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
+    SG_TRY(open_stream(st, overlay != NULL));
+    SG_TRY(check_host_memory(st, classes, st->streamed ? 0 : extra_bytes));
+    if (!st->streamed) {
+        SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
+        if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
+    }
     sg_sw_stats stats;
     bool on_device = false;
     sg_status s;

@@ -638,12 +638,20 @@ sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *n
                     size_text(avail, e, sizeof e), source);
 }
 
+void sg_sw_host_need_streamed(sg_sw_host_need *need, uint64_t image_held)
+{
+    need->total -= need->image;
+    need->image = image_held;
+    need->total = need->total > UINT64_MAX - image_held ? UINT64_MAX : need->total + image_held;
+}
+
 /* sg_sw_check_host_memory; with image_streamed (a device job reading its
- * image's rows from a source), the image takes no host memory of its own:
- * its rows pass through the pinned staging the windows' part counts. */
+ * image's rows from a source), the image takes no host memory of its own
+ * but image_held: its rows pass through the pinned staging the windows'
+ * part counts. */
 static sg_status check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o, int32_t rank,
                                    const int64_t *dims, bool image_on_host, bool device_path, bool image_streamed,
-                                   const char *limit_name)
+                                   uint64_t image_held, const char *limit_name)
 {
     sg_tensor image = {SEGRT_DTYPE_FLOAT32, rank, {0}, NULL};
     memcpy(image.dims, dims, sizeof(int64_t) * (size_t)rank);
@@ -668,10 +676,8 @@ static sg_status check_host_memory(const sg_sw_model *models, int32_t n_models, 
     }
     sg_sw_host_need need;
     SG_TRY(sg_sw_host_need_of(o, dims, classes, device_path, 0, networks, &need));
-    if (image_streamed) {
-        need.total -= need.image;
-        need.image = 0;
-    }
+    if (image_streamed)
+        sg_sw_host_need_streamed(&need, image_held);
     return sg_sw_host_need_check(o, &need, networks + (image_on_host ? need.image : 0), limit_name);
 }
 
@@ -679,7 +685,14 @@ sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, c
                                   int32_t rank, const int64_t *dims, bool image_on_host, bool device_path,
                                   const char *limit_name)
 {
-    return check_host_memory(models, n_models, o, rank, dims, image_on_host, device_path, false, limit_name);
+    return check_host_memory(models, n_models, o, rank, dims, image_on_host, device_path, false, 0, limit_name);
+}
+
+sg_status sg_sw_check_host_memory_streamed(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                           int32_t rank, const int64_t *dims, uint64_t image_held,
+                                           const char *limit_name)
+{
+    return check_host_memory(models, n_models, o, rank, dims, false, true, true, image_held, limit_name);
 }
 
 sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
@@ -761,7 +774,7 @@ sg_status sg_sliding_window_image(const sg_sw_model *models, int32_t n_models, c
     if (n_models < 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sliding windows need a model");
     if (sg_sw_device_capable(models, n_models) && !o->host_path) {
-        SG_TRY(check_host_memory(models, n_models, o, t.rank, t.dims, false, true, true, "max_host_memory"));
+        SG_TRY(sg_sw_check_host_memory_streamed(models, n_models, o, t.rank, t.dims, 0, "max_host_memory"));
         segrt_tensor res;
         SG_TRY(sg_sw_device_run_image(models, n_models, o, image, SEGRT_MEMORY_HOST, &res, NULL, NULL));
         out->dtype = res.dtype;

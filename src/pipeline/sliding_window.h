@@ -145,6 +145,12 @@ sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_
 sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *need, uint64_t held,
                                 const char *limit_name);
 
+/* need without the image: a device job that streams its image's rows
+ * from a region source (sw_image.h) holds only what the source holds at
+ * once (image_held: a strip or tile it decodes, say) besides the pinned
+ * staging the windows' part counts already. */
+void sg_sw_host_need_streamed(sg_sw_host_need *need, uint64_t image_held);
+
 /* The check of sg_sw_host_need_check for a job about to run: models'
  * class count asked of their engines, engines on the CPU counted with
  * their activation arenas (held already, as is the image when
@@ -153,6 +159,13 @@ sg_status sg_sw_host_need_check(const sg_sw_options *o, const sg_sw_host_need *n
 sg_status sg_sw_check_host_memory(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
                                   int32_t rank, const int64_t *dims, bool image_on_host, bool device_path,
                                   const char *limit_name);
+
+/* sg_sw_check_host_memory for a device-path job whose image streams from
+ * a region source: the image is counted as image_held
+ * (sg_sw_host_need_streamed), none of it held yet. */
+sg_status sg_sw_check_host_memory_streamed(const sg_sw_model *models, int32_t n_models, const sg_sw_options *o,
+                                           int32_t rank, const int64_t *dims, uint64_t image_held,
+                                           const char *limit_name);
 
 /* Runs the windows of image (float32, N x C x spatial with o->n_dims
  * spatial dims, host memory) through each model (on the device path of

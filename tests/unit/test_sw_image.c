@@ -172,6 +172,38 @@ static void test_job_over_source(void)
     free(whole);
 }
 
+/* sg_sw_host_need_streamed: the image's part becomes what the source
+ * holds; the rest is unchanged, and the limit is judged on that. */
+static void test_streamed_need(void)
+{
+    sg_sw_options o;
+    sg_sw_options_default(&o, 2);
+    o.roi[0] = o.roi[1] = 64;
+    o.output = SG_SW_OUTPUT_LABELS;
+    int64_t dims[4] = {1, 1, 4096, 4096}; /* 64 MiB of float32 */
+    uint64_t image = (uint64_t)4096 * 4096 * 4, tile = (uint64_t)4096 * 4;
+    sg_sw_host_need dev, streamed, host;
+    CHECK(sg_sw_host_need_of(&o, dims, 3, true, 0, 0, &dev) == SEGRT_OK);
+    CHECK(sg_sw_host_need_of(&o, dims, 3, false, 0, 0, &host) == SEGRT_OK);
+    CHECK(dev.image == image && host.image == image);
+    streamed = dev;
+    sg_sw_host_need_streamed(&streamed, tile);
+    CHECK(streamed.image == tile && streamed.total == dev.total - image + tile);
+    CHECK(streamed.windows == dev.windows && streamed.result == dev.result && streamed.accumulators == 0);
+    CHECK(streamed.total < image); /* pinned staging and the uint8 labels: well under the image */
+    /* A limit below the image: the streamed device job passes it; the
+     * device job holding the image, and the host path, do not. */
+    o.max_host_memory = (size_t)(image - 1);
+    CHECK_MSG(sg_sw_host_need_check(&o, &streamed, 0, "--limit") == SEGRT_OK, "%s", segrt_last_error());
+    CHECK(sg_sw_host_need_check(&o, &dev, 0, "--limit") == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "--limit") != NULL && strstr(segrt_last_error(), "image 64.0 MiB") != NULL);
+    CHECK(sg_sw_host_need_check(&o, &host, 0, "--limit") == SEGRT_ERROR_INVALID_ARGUMENT);
+    /* Below even the staging: refused, naming the image's part as held. */
+    o.max_host_memory = (size_t)(streamed.total - 1);
+    CHECK(sg_sw_host_need_check(&o, &streamed, 0, "--limit") == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "image 16 KiB") != NULL);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -181,6 +213,7 @@ int main(void)
     test_rows_match("f32-3d.npy", SEGRT_DTYPE_FLOAT32, 5, (const int64_t[]){1, 2, 6, 5, 4});
     test_rows_match("u8-3d.npy", SEGRT_DTYPE_UINT8, 5, (const int64_t[]){1, 1, 7, 3, 5});
     test_job_over_source();
+    test_streamed_need();
     const char *names[] = {"f32-2d.npy", "u8-2d.npy", "f32-3d.npy", "u8-3d.npy", "job.npy"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unlink(in_dir(names[i]));
