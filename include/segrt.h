@@ -921,6 +921,12 @@ SEGRT_API segrt_status segrt_context_profile_text(const segrt_context *ctx, char
  * raw_input: x * segrt.input.scale, minus segrt.input.mean, divided by
  * segrt.input.std (per channel, or one value for all). An NPY image is
  * taken as the model's input already (float32 N x C x spatial).
+ *
+ * On the device path (CUDA engines, host_path 0) a float32 NPY and a
+ * TIFF of one level with 8- or 16-bit samples stream: read by rows as the
+ * windows reach them, never held whole, and not counted in the host
+ * memory but for the strip or tile read at once. Other inputs, the host
+ * path and a job with an overlay read the image whole first.
  * ------------------------------------------------------------------- */
 
 /* Builds the engine of one ensemble member for the window batch: input
