@@ -23,6 +23,7 @@
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
+#include "pipeline/sw_job.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -436,9 +437,22 @@ static sg_status open_stream(job *st, bool overlay)
         st->rows = st->src_rows;
     }
     /* What the source holds at once: one strip or tile decoded (NPY: a
-     * row; the mapped file's pages are the kernel's to drop). */
-    st->src_held = (uint64_t)in->tile[0] * (uint64_t)in->tile[1] * (uint64_t)in->tile[2] * (uint64_t)in->channels *
-                   segrt_dtype_size(in->dtype);
+     * row; the mapped file's pages are the kernel's to drop); and what the
+     * readers hold besides the pinned buffer they fill (sw_take_pinned's
+     * size): the rows of one fill in the stored dtype where that is not
+     * float32, and with alpha where it is dropped. */
+    uint64_t dsize = segrt_dtype_size(in->dtype), plane = 1;
+    for (int32_t d = 3; d < st->image.rank; d++)
+        plane *= (uint64_t)st->image.dims[d];
+    uint64_t fill = SW_PINNED_BYTES;
+    fill = (uint64_t)keep * plane * sizeof(float) > fill ? (uint64_t)keep * plane * sizeof(float) : fill;
+    uint64_t per_channel = fill / sizeof(float) / (uint64_t)keep;
+    st->src_held =
+        (uint64_t)in->tile[0] * (uint64_t)in->tile[1] * (uint64_t)in->tile[2] * (uint64_t)in->channels * dsize;
+    if (in->dtype != SEGRT_DTYPE_FLOAT32)
+        st->src_held += per_channel * (uint64_t)in->channels * dsize;
+    if (in->channels != keep)
+        st->src_held += per_channel * (uint64_t)in->channels * sizeof(float);
     st->streamed = true;
     return SEGRT_OK;
 }
