@@ -185,19 +185,7 @@ static sg_status specialize(const segrt_engine *e, size_t n_inputs, const segrt_
 {
     const sg_graph *eg = e->g;
     SG_TRY(check_inputs(eg, n_inputs, inputs, e->backend->device_memory));
-    sg_graph *g = NULL;
-    SG_TRY(sg_graph_clone(eg, &g));
-    sg_status s = SEGRT_OK;
-    for (size_t i = 0; i < n_inputs && s == SEGRT_OK; i++)
-        s = sg_graph_bind_input_at(g, (int32_t)i, inputs[i].rank, inputs[i].dims);
-    if (s == SEGRT_OK)
-        s = sg_graph_infer(g);
-    if (s != SEGRT_OK) {
-        sg_graph_free(g);
-        return sg_error_prefix(s, "%s: ", eg->path);
-    }
-    *out = g;
-    return SEGRT_OK;
+    return sg_graph_specialize(eg, n_inputs, inputs, out);
 }
 
 static void fill_output_shape(const sg_value *v, segrt_tensor *t)

@@ -324,3 +324,20 @@ sg_status sg_graph_infer(sg_graph *g)
             SG_TRY(sg_infer_node(g, &g->nodes[i]));
     return SEGRT_OK;
 }
+
+sg_status sg_graph_specialize(const sg_graph *g, size_t n_inputs, const segrt_tensor *inputs, sg_graph **out)
+{
+    sg_graph *c = NULL;
+    SG_TRY(sg_graph_clone(g, &c));
+    sg_status s = SEGRT_OK;
+    for (size_t i = 0; i < n_inputs && s == SEGRT_OK; i++)
+        s = sg_graph_bind_input_at(c, (int32_t)i, inputs[i].rank, inputs[i].dims);
+    if (s == SEGRT_OK)
+        s = sg_graph_infer(c);
+    if (s != SEGRT_OK) {
+        sg_graph_free(c);
+        return sg_error_prefix(s, "%s: ", g->path);
+    }
+    *out = c;
+    return SEGRT_OK;
+}

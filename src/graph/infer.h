@@ -30,6 +30,11 @@ sg_status sg_graph_bind_input_at(sg_graph *g, int32_t input, int32_t rank, const
  * graph outputs against their declared dtype and fixed dims. */
 sg_status sg_graph_infer(sg_graph *g);
 
+/* A copy of g with its first n inputs bound to these tensors' dims and
+ * inferred (the caller frees it); errors start with g's path. For runs at
+ * dims other than those g was built for. */
+sg_status sg_graph_specialize(const sg_graph *g, size_t n_inputs, const segrt_tensor *inputs, sg_graph **out);
+
 /* Helpers for the per-op functions --------------------------------------- */
 
 /* The value of input i, or NULL when the input is omitted. */

@@ -134,17 +134,8 @@ static bool dims_match(const sg_graph *g, size_t n_inputs, const segrt_tensor *i
 static sg_status specialize(const sg_graph *eg, size_t n_inputs, const segrt_tensor *inputs, sg_graph **out)
 {
     sg_graph *g = NULL;
-    SG_TRY(sg_graph_clone(eg, &g));
-    sg_status s = SEGRT_OK;
-    for (size_t i = 0; i < n_inputs && s == SEGRT_OK; i++)
-        s = sg_graph_bind_input_at(g, (int32_t)i, inputs[i].rank, inputs[i].dims);
-    if (s == SEGRT_OK)
-        s = sg_graph_infer(g);
-    if (s != SEGRT_OK) {
-        sg_graph_free(g);
-        return sg_error_prefix(s, "%s: ", eg->path);
-    }
-    s = sg_graph_optimize(g, ref_lookup);
+    SG_TRY(sg_graph_specialize(eg, n_inputs, inputs, &g));
+    sg_status s = sg_graph_optimize(g, ref_lookup);
     if (s != SEGRT_OK) {
         sg_graph_free(g);
         return s;
