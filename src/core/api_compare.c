@@ -27,11 +27,7 @@ segrt_status segrt_compare(const segrt_tensor *a, const segrt_tensor *b, segrt_c
     sg_tensor va, vb;
     SG_TRY(view(a, "A", &va));
     SG_TRY(view(b, "B", &vb));
-    sg_compare_stats st;
-    SG_TRY(sg_compare(&va, &vb, &st));
-    *out =
-        (segrt_compare_stats){st.count, st.nan_mismatches, st.max_abs, st.mae, st.mse, st.rel_l2, st.range, st.psnr_db};
-    return SEGRT_OK;
+    return sg_compare(&va, &vb, out);
 }
 
 segrt_status segrt_compare_classes(const segrt_tensor *a, const segrt_tensor *b, int32_t axis, segrt_class_stats *out)
@@ -41,26 +37,10 @@ segrt_status segrt_compare_classes(const segrt_tensor *a, const segrt_tensor *b,
     sg_tensor va, vb;
     SG_TRY(view(a, "A", &va));
     SG_TRY(view(b, "B", &vb));
-    sg_class_stats cs;
-    SG_TRY(sg_compare_classes(&va, &vb, axis, &cs));
-    /* The arrays change hands: the caller frees them with
-     * segrt_class_stats_free. */
-    *out = (segrt_class_stats){cs.axis,    cs.n_classes, cs.positions, cs.agree,     cs.argmax_agreement, cs.dice,
-                               cs.count_a, cs.count_b,   cs.inter,     cs.n_present, cs.mean_dice};
-    return SEGRT_OK;
+    return sg_compare_classes(&va, &vb, axis, out);
 }
 
 void segrt_class_stats_free(segrt_class_stats *s)
 {
-    if (!s)
-        return;
-    sg_class_stats cs;
-    memset(&cs, 0, sizeof cs);
-    cs.dice = s->dice;
-    cs.count_a = s->count_a;
-    cs.count_b = s->count_b;
-    cs.inter = s->inter;
-    sg_class_stats_free(&cs);
-    s->dice = NULL;
-    s->count_a = s->count_b = s->inter = NULL;
+    sg_class_stats_free(s);
 }

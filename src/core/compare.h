@@ -18,16 +18,7 @@
  * infinities. A position NaN in only one is a NaN mismatch; any mismatch
  * makes max_abs, mae, rel_l2 and psnr_db NaN, so that every threshold on
  * them fails. */
-typedef struct sg_compare_stats {
-    int64_t count;          /* elements compared */
-    int64_t nan_mismatches; /* positions NaN in one tensor but not the other */
-    double max_abs;         /* max |A - B| */
-    double mae;             /* sum |A - B| / count; 0 for no elements */
-    double mse;             /* sum (A - B)^2 / count; 0 for no elements */
-    double rel_l2;          /* ||A - B||2 / ||B||2; 0 when both are all zero, inf when only B is */
-    double range;           /* max(B) - min(B) over B's finite elements; 0 when there are none */
-    double psnr_db;         /* 10 log10(range^2 / mse); +inf when mse is 0 */
-} sg_compare_stats;
+typedef segrt_compare_stats sg_compare_stats; /* the fields: segrt.h */
 
 /* Errors: SHAPE (dims differ: the message gives both), INVALID_ARGUMENT
  * (NULL, or a dtype segrt lacks). */
@@ -36,20 +27,7 @@ sg_status sg_compare(const sg_tensor *a, const sg_tensor *b, sg_compare_stats *o
 /* Agreement of the label maps argmax(A) and argmax(B) over a class axis,
  * for logits or probabilities. The argmax is numpy's: the first maximum
  * wins, and a NaN counts as the maximum (the first NaN wins). */
-typedef struct sg_class_stats {
-    int32_t axis;             /* the class axis, normalized to 0..rank-1 */
-    int64_t n_classes;        /* dims[axis] */
-    int64_t positions;        /* label-map positions: count / n_classes */
-    int64_t agree;            /* positions whose labels agree */
-    double argmax_agreement;  /* agree / positions; NaN when there are no positions */
-    /* Per class c, malloc'd arrays of n_classes entries: dice[c] =
-     * 2 inter[c] / (count_a[c] + count_b[c]), NaN where c occurs in neither
-     * map; count_a[c], count_b[c]: positions labelled c in each map. */
-    double *dice;
-    int64_t *count_a, *count_b, *inter;
-    int64_t n_present;        /* classes that occur in either map */
-    double mean_dice;         /* mean of dice over those classes; NaN when none */
-} sg_class_stats;
+typedef segrt_class_stats sg_class_stats; /* the fields: segrt.h; the arrays are malloc'd */
 
 /* axis may be negative (counting from the end). On success the arrays of
  * *out are owned by the caller: release them with sg_class_stats_free.
