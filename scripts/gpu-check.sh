@@ -21,6 +21,7 @@
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
 #          scripts/gpu-check.sh ab [ROUNDS]   (old build vs this one; GPU_CARRY_OLD for gpu-carry.sh)
+#          scripts/gpu-check.sh steps        (the old build's plans vs this one's, step by step)
 #          scripts/gpu-check.sh train [extra flags]
 #          scripts/gpu-check.sh fuzz [RUNS_PER_JOB [SECONDS]]   (after scripts/fuzz-carry.sh)
 set -uo pipefail
@@ -77,6 +78,38 @@ if [ "$what" = ab ]; then
     python3 "$root/bench/old_vs_new.py" --a "$carry/old" --b "$carry" --models "$BENCH_MODELS" \
         --rounds "${1:-7}" --out "$out/old_vs_new.json" 2>&1 | tee "$out/old_vs_new.log"
     exit "${PIPESTATUS[0]}"
+fi
+if [ "$what" = steps ]; then
+    # Whether the build carried with GPU_CARRY_OLD and this one compile the
+    # same plans: the multiset of (step, kernel) of each benchmark model's
+    # plan at two shapes and three precisions, old against new. A refactor
+    # of the builders must leave every line the same.
+    mkdir -p "$carry/old" && tar -C "$carry/old" -xJf "$root/.carry/segrt-old.tar.xz" || exit 1
+    ln -sfn "$carry/lib" "$carry/old/lib"
+    differ=0
+    for spec in basicunet2d:16x3x512x512 basicunet2d:1x3x256x256 basicunet2d_tiny:2x1x96x128 \
+        unet3d_spleen:4x1x96x96x96 unet3d_spleen:1x1x64x64x64; do
+        model=${spec%%:*} shape=${spec#*:}
+        for prec in fp16 bf16 fp32; do
+            for side in old new; do
+                bin=$SEGRT
+                [ "$side" = old ] && bin=$carry/old/segrt
+                "$bin" bench "$BENCH_MODELS/$model.onnx" --shape "image=$shape" --device cuda --precision "$prec" \
+                    --iters 1 --warmup 0 --profile --no-cache 2>&1 |
+                    awk '/^step /{on=1; next} /^total \(sum/{on=0} on{print substr($0, 1, 67)}' |
+                    sort >"$out/steps-$model-${shape%%x*}-$prec.$side"
+            done
+            n=$(wc -l <"$out/steps-$model-${shape%%x*}-$prec.new")
+            if [ "$n" -gt 0 ] && cmp -s "$out/steps-$model-${shape%%x*}-$prec".{old,new}; then
+                echo "same  $model $shape $prec: $n steps"
+            else
+                echo "DIFF  $model $shape $prec ($n steps)"
+                diff "$out/steps-$model-${shape%%x*}-$prec".{old,new} | head -20
+                differ=1
+            fi
+        done
+    done
+    exit "$differ"
 fi
 if [ "$what" = swbench ]; then
     jobs=${1:-2d,3d} batches=${2:-4}

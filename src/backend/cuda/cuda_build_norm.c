@@ -128,22 +128,12 @@ static bool concat_geometry(const sg_cuda_plan *p, const sg_node *cat, int32_t r
     return true;
 }
 
-/* Whether Concat node cat, reading dn's value, can leave its
- * normalisation to the one convolution that reads the Concat's result:
- * the value is its first input along the channels (the layer's prologue
- * normalises a leading run of channels; a UNet's skip connection comes
- * first in MONAI's UpCat) and appears once. */
+/* Whether Concat node cat, reading dn's value first along the channels
+ * (the fusion pass's concat_passes_norm), can leave its normalisation to
+ * the one convolution that reads the Concat's result: that layer's kernel
+ * normalises the leading channels as it loads them. */
 static bool concat_takes_norm(const sg_cuda_plan *p, const sg_node *cat, const cuda_deferred_norm *dn)
 {
-    const sg_value *xv = &p->g->values[dn->value];
-    int32_t axis = -1;
-    if (cat->op != SG_OP_CONCAT || cat->n_inputs < 2 || cat->inputs[0] != dn->value || cat->n_outputs < 1 ||
-        cat->outputs[0] < 0 || xv->shape.rank < 3 ||
-        sg_infer_axis(cat, sg_attr_int(cat, "axis", 0), xv->shape.rank, &axis) != SEGRT_OK || axis != 1)
-        return false;
-    for (int32_t k = 1; k < cat->n_inputs; k++)
-        if (cat->inputs[k] == dn->value)
-            return false;
     int32_t rd = cuda_single_reader(p, cat->outputs[0]);
     cuda_deferred_norm part = *dn;
     part.value = cat->outputs[0];
@@ -152,30 +142,37 @@ static bool concat_takes_norm(const sg_cuda_plan *p, const sg_node *cat, const c
 }
 
 /* Whether every reader of dn's value (the norm's result, held as tensor
- * dn->raw) applies the normalisation as it reads it: convolutions on the
- * direct or the tensor-core kernel, kernel == stride ConvTransposes on the
- * upsampling kernel, max pools, and Concats read by such a convolution. A
- * graph output, or any other reader, keeps the pass. */
-static bool deferred_takers(const sg_cuda_plan *p, const cuda_deferred_norm *dn)
+ * dn->raw) applies the normalisation as it reads it. The fusion pass said
+ * whether the graph allows it (cuda_norm_defers: convolutions, kernel ==
+ * stride ConvTransposes, max pools and Concats read by a convolution, no
+ * graph output); here each reader that is not fused yet is asked whether
+ * its kernel takes it over the tensors the plan holds. */
+static bool deferred_takers(const sg_cuda_plan *p, const sg_node *norm, const cuda_deferred_norm *dn)
 {
-    int32_t v = dn->value;
-    if (p->g->values[v].is_output || p->uses[v] < 1)
+    if (!cuda_norm_defers(p, norm))
         return false;
     sgk_view xg = cuda_geometry_view(p, dn->raw);
-    int32_t readers = 0, n_readers;
-    const int32_t *reader = cuda_readers(p, v, &n_readers);
+    int32_t n_readers;
+    const int32_t *reader = cuda_readers(p, dn->value, &n_readers);
     for (int32_t k = 0; k < n_readers; k++) {
         int32_t i = reader[k];
         const sg_node *r = &p->g->nodes[i];
         if (p->fused[i])
             return false;
-        readers++;
-        if (!cuda_conv_small_takes_norm(p, r, dn) && !cuda_conv_mma_takes_norm(p, r, dn, &xg) &&
-            !cuda_conv_upsample_takes_norm(p, r, dn) && !cuda_pool_takes_norm(p, r, dn) &&
-            !concat_takes_norm(p, r, dn))
+        bool takes = false;
+        switch (r->op) {
+        case SG_OP_CONV:
+            takes = cuda_conv_small_takes_norm(p, r, dn) || cuda_conv_mma_takes_norm(p, r, dn, &xg);
+            break;
+        case SG_OP_CONV_TRANSPOSE: takes = cuda_conv_upsample_takes_norm(p, r, dn); break;
+        case SG_OP_MAX_POOL: takes = cuda_pool_takes_norm(p, r, dn); break;
+        case SG_OP_CONCAT: takes = concat_takes_norm(p, r, dn); break;
+        default: break;
+        }
+        if (!takes)
             return false;
     }
-    return readers > 0;
+    return n_readers > 0;
 }
 
 /* Applying a deferred normalisation (cuda_deferred_norm_apply) -------------------- */
@@ -268,7 +265,7 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
      * more. Disabling norm-prologue keeps the pass. */
     int32_t result = fuse ? fuse->outputs[0] : out_value;
     cuda_deferred_norm dn = {result, args[0], -1, gp.act, gp.act_alpha, 0, c, n};
-    if (ts && !cuda_off(p, SG_KERNEL_NORM_PROLOGUE) && deferred_takers(p, &dn)) {
+    if (ts && !cuda_off(p, SG_KERNEL_NORM_PROLOGUE) && deferred_takers(p, n, &dn)) {
         int64_t abn = xv->shape.d[0].size * c * 4;
         SG_TRY(cuda_tensor_new(p, SEGRT_DTYPE_FLOAT32, 1, &abn, CUDA_LAYOUT_PLAIN, &dn.ab));
         gn_params *params = sg_malloc(sizeof *params);

@@ -112,9 +112,12 @@ static bool mma_feeds_norm(const sg_cuda_plan *p, const cuda_kernel_epilogue *e)
 
 /* Whether value v (a pool of the layer's output yg, normalised by act,
  * alpha) has readers and each is a layer of this kernel that normalises
- * it as it loads it. */
+ * it as it loads it: the fusion pass found them all convolutions reading
+ * it as X (CUDA_NORM_READERS_CONVS), and each one's kernel takes it. */
 static bool mma_pool_readers_take(const sg_cuda_plan *p, int32_t v, const sgk_view *yg, sgk_act act, float alpha)
 {
+    if (cuda_norm_readers_of(p, v) != CUDA_NORM_READERS_CONVS)
+        return false;
     sgk_view pg = *yg;
     pg.data = NULL;
     pg.dims[2] /= 2;

@@ -6,14 +6,20 @@
  *    a tensor-core layer's epilogue also computes; per Conv, the Concat
  *    whose upsampled half the layer may compute in its halo;
  *  - per value, the Add that alone reads it with another computed operand
- *    of its dims and dtype (a residual connection an epilogue takes), and
- *    the InstanceNormalization or GroupNormalization that alone reads it as
- *    its X (a tensor-core layer then writes the norm's statistics).
+ *    of its dims and dtype (a residual connection an epilogue takes), the
+ *    InstanceNormalization or GroupNormalization that alone reads it as
+ *    its X (a tensor-core layer then writes the norm's statistics), and
+ *    whether its readers are all of the kinds that can apply a
+ *    normalisation as they read the value (cuda_norm_readers);
+ *  - per InstanceNormalization or GroupNormalization, whether its result
+ *    may be left unnormalised to its readers (a deferred norm).
  * These are the graph's part of each decision; the builders read them and
  * add only what depends on the plan as it is built: whether a node is
  * fused already, whether a tensor or step exists yet, whether a kernel
- * takes the layer. (Deferred norms and Concat-in-place are still decided
- * by the builders as they go.) */
+ * takes the layer over the tensors it reads. (Where a Concat's inputs are
+ * written in place is a layout decision, not a fusion: it depends on what
+ * the steps already built can do with a strided view, so the Concat's
+ * builder makes it, cuda_place_in_slice.) */
 #include "backend/cuda/cuda_internal.h"
 
 #include "graph/infer_util.h"
@@ -108,6 +114,98 @@ static void value_fold(const sg_cuda_plan *p, int32_t v, cuda_value_fold *f)
     f->add_other = other;
 }
 
+/* Whether node r reads v only as its input 0. */
+static bool reads_only_as_x(const sg_node *r, int32_t v)
+{
+    if (r->n_inputs < 1 || r->inputs[0] != v)
+        return false;
+    for (int32_t k = 1; k < r->n_inputs; k++)
+        if (r->inputs[k] == v)
+            return false;
+    return true;
+}
+
+/* Whether Concat cat can pass a normalisation of its input v on to its
+ * one reader: v comes first, once, along the channels of a tensor of rank
+ * 3 or more, and a single Conv reads the result as its X (that layer's
+ * prologue normalises a leading run of channels). */
+static bool concat_passes_norm(const sg_cuda_plan *p, const sg_node *cat, int32_t v)
+{
+    const sg_value *xv = &p->g->values[v];
+    int32_t axis = -1;
+    if (cat->n_inputs < 2 || !reads_only_as_x(cat, v) || cat->n_outputs < 1 || cat->outputs[0] < 0 ||
+        xv->shape.rank < 3 || sg_infer_axis(cat, sg_attr_int(cat, "axis", 0), xv->shape.rank, &axis) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    int32_t rd = cuda_single_reader(p, cat->outputs[0]);
+    return axis == 1 && rd >= 0 && p->g->nodes[rd].op == SG_OP_CONV &&
+           reads_only_as_x(&p->g->nodes[rd], cat->outputs[0]);
+}
+
+/* What v's readers could do with v left unnormalised (cuda_norm_readers):
+ * v is not a graph output, has readers, and each reads it only as its X
+ * and is a Conv (CUDA_NORM_READERS_CONVS), or each is a Conv, a
+ * ConvTranspose, a MaxPool of one float output of rank 3 to 5 or a Concat
+ * that passes the norm on (CUDA_NORM_READERS_ANY; *has_pool says whether
+ * a MaxPool is among them). */
+static cuda_norm_readers norm_readers(const sg_cuda_plan *p, int32_t v, bool *has_pool)
+{
+    const sg_graph *g = p->g;
+    *has_pool = false;
+    int32_t n_readers;
+    const int32_t *reader = cuda_readers(p, v, &n_readers);
+    if (g->values[v].is_output || p->uses[v] < 1 || n_readers < 1)
+        return CUDA_NORM_READERS_NONE;
+    bool convs = true;
+    for (int32_t k = 0; k < n_readers; k++) {
+        const sg_node *r = &g->nodes[reader[k]];
+        const sg_value *xv = &g->values[v];
+        bool as_x = reads_only_as_x(r, v);
+        switch (r->op) {
+        case SG_OP_CONV:
+            if (!as_x)
+                return CUDA_NORM_READERS_NONE;
+            break;
+        case SG_OP_CONV_TRANSPOSE:
+            if (!as_x)
+                return CUDA_NORM_READERS_NONE;
+            convs = false;
+            break;
+        case SG_OP_MAX_POOL:
+            if (!as_x || (r->n_outputs > 1 && r->outputs[1] >= 0) || !sg_dtype_is_float(xv->dtype) ||
+                xv->shape.rank < 3 || xv->shape.rank > 5)
+                return CUDA_NORM_READERS_NONE;
+            convs = false;
+            *has_pool = true;
+            break;
+        case SG_OP_CONCAT:
+            if (!concat_passes_norm(p, r, v))
+                return CUDA_NORM_READERS_NONE;
+            convs = false;
+            break;
+        default: return CUDA_NORM_READERS_NONE;
+        }
+    }
+    return convs ? CUDA_NORM_READERS_CONVS : CUDA_NORM_READERS_ANY;
+}
+
+/* Whether norm node n's result (after the activation the node's fold
+ * takes) may be left to its readers: they could all apply it, and where a
+ * MaxPool is among them the activation never decreases (the pool then
+ * takes the maximum of the raw values and normalises that). */
+static bool norm_defers(const sg_cuda_plan *p, const sg_node *n, const cuda_node_fold *f)
+{
+    if ((n->op != SG_OP_INSTANCE_NORMALIZATION && n->op != SG_OP_GROUP_NORMALIZATION) || n->dead ||
+        n->n_outputs < 1 || n->outputs[0] < 0)
+        return false;
+    int32_t result = f->act_node >= 0 ? p->g->nodes[f->act_node].outputs[0] : n->outputs[0];
+    const cuda_value_fold *rf = &p->value_folds[result];
+    return rf->norm_readers != CUDA_NORM_READERS_NONE &&
+           (!rf->norm_pool_reader || cuda_act_monotone(f->act_node >= 0 ? f->act : SGK_ACT_NONE,
+                                                       f->act_node >= 0 ? f->act_alpha : 0.0f));
+}
+
 sg_status cuda_fusion_pass(sg_cuda_plan *p)
 {
     const sg_graph *g = p->g;
@@ -117,8 +215,13 @@ sg_status cuda_fusion_pass(sg_cuda_plan *p)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     for (int32_t i = 0; i < g->n_nodes; i++)
         node_fold(p, &g->nodes[i], &p->node_folds[i]);
-    for (int32_t v = 0; v < g->n_values; v++)
-        value_fold(p, v, &p->value_folds[v]);
+    for (int32_t v = 0; v < g->n_values; v++) {
+        cuda_value_fold *f = &p->value_folds[v];
+        value_fold(p, v, f);
+        f->norm_readers = norm_readers(p, v, &f->norm_pool_reader);
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        p->node_folds[i].defer_norm = norm_defers(p, &g->nodes[i], &p->node_folds[i]);
     return SEGRT_OK;
 }
 
@@ -153,4 +256,14 @@ int32_t cuda_residual_add(const sg_cuda_plan *p, int32_t v, int32_t *z)
 int32_t cuda_stats_norm(const sg_cuda_plan *p, int32_t v)
 {
     return p->value_folds[v].norm_node;
+}
+
+cuda_norm_readers cuda_norm_readers_of(const sg_cuda_plan *p, int32_t v)
+{
+    return p->value_folds[v].norm_readers;
+}
+
+bool cuda_norm_defers(const sg_cuda_plan *p, const sg_node *n)
+{
+    return p->node_folds[cuda_node_index(p, n)].defer_norm;
 }

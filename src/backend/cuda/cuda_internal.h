@@ -470,16 +470,38 @@ typedef struct cuda_node_fold {
     int32_t up_cat;       /* a Conv alone reading a Concat of two inputs along channels that alone
                            * reads its second: the Concat, whose second input's upsampling the
                            * layer may compute in its halo (cuda_conv_mma.c's up fold), or -1 */
+    bool defer_norm;      /* an InstanceNormalization or GroupNormalization whose result (after
+                           * act_node) may be left to its readers (cuda_deferred_norm): they could
+                           * all apply it, and with a MaxPool among them the activation is monotone */
 } cuda_node_fold;
+/* How a value's readers could take it unnormalised, each applying the
+ * normalisation as it reads it (the graph's part: the kernels decide the
+ * rest over the tensors the plan holds). NONE: a graph output, no
+ * readers, or a reader that cannot. CONVS: each reader is a Conv reading
+ * it only as X. ANY: each is such a Conv or ConvTranspose, a MaxPool of
+ * one float output over rank 3 to 5, or a Concat having it first, once,
+ * along the channels, whose result one Conv alone reads as its X. */
+typedef enum cuda_norm_readers {
+    CUDA_NORM_READERS_NONE = 0,
+    CUDA_NORM_READERS_CONVS,
+    CUDA_NORM_READERS_ANY
+} cuda_norm_readers;
 typedef struct cuda_value_fold {
     int32_t add_node;  /* the Add that alone reads the value, whose other operand */
     int32_t add_other; /* (this) is computed (no constant) with the value's dims and dtype, or -1 */
     int32_t norm_node; /* the InstanceNormalization or GroupNormalization that alone
                         * reads the value as its X, or -1 */
+    cuda_norm_readers norm_readers;
+    bool norm_pool_reader; /* ... a MaxPool among them (ANY) */
 } cuda_value_fold;
 sg_status cuda_fusion_pass(sg_cuda_plan *p);
 /* The norm that alone reads value v as its X (the fusion pass's), or -1. */
 int32_t cuda_stats_norm(const sg_cuda_plan *p, int32_t v);
+/* How value v's readers could take it unnormalised (the fusion pass's). */
+cuda_norm_readers cuda_norm_readers_of(const sg_cuda_plan *p, int32_t v);
+/* Whether norm node n's result may be left to its readers (the fusion
+ * pass's defer_norm): the builder then asks each reader's kernel. */
+bool cuda_norm_defers(const sg_cuda_plan *p, const sg_node *n);
 
 /* Reads the desc of every live Conv and ConvTranspose node of the plan. */
 sg_status cuda_conv_descs_read(sg_cuda_plan *p);
