@@ -153,6 +153,7 @@ class Engine:
                  shapes: Optional[Mapping[str, ShapeSpec]] = None, cache_dir: Union[PathLike, None, bool] = None,
                  threads: Optional[int] = None) -> None:
         self._c = None
+        self.path = os.fsdecode(os.fspath(model)) if isinstance(model, (str, bytes, os.PathLike)) else repr(model)
         self._derived: Dict[Tuple[int, ...], "Engine"] = {}
         self._derived_lock = threading.Lock()
         path = os.fspath(model)
@@ -184,13 +185,17 @@ class Engine:
                                                    threads or 0)
             self._source = (path, device, precision, cache_dir, threads)
         self.path = path
+        # The dims each input was bound to (a fixed shape), for sliding
+        # windows: the engine's descriptors keep the model's declared dims.
+        bound = {name: mn for name, mn, op, mx in specs if mn == op == mx}
         ins, outs = self._c._io()
         self.inputs: List[TensorInfo] = [self._info_of(t) for t in ins]
         self.outputs: List[TensorInfo] = [self._info_of(t) for t in outs]
         self._in_names = [t.name for t in self.inputs]
         self._out_names = [t.name for t in self.outputs]
         self._in_index = {n: i for i, n in enumerate(self._in_names)}
-        self._fixed = tuple(tuple(t[2]) if t[2] is not None and all(d >= 0 for d in t[2]) else None for t in ins)
+        self._fixed = tuple(bound.get(t[0]) or (tuple(t[2]) if t[2] is not None and all(d >= 0 for d in t[2])
+                                                else None) for t in ins)
         info = self._c._info()
         self.device: str = "cpu" if info["device"] == "cpu" else f"cuda:{info['device_index']}"
         self.precision: str = info["precision"]
@@ -320,6 +325,8 @@ class Engine:
         self.close()
 
     def __repr__(self) -> str:
+        if self._c is None:
+            return f"segrt.Engine({self.path!r}, not built)"
         state = "closed" if self.closed else f"{self.device}, {self.precision}"
         return f"segrt.Engine({self.path!r}, {state})"
 
