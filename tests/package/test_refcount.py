@@ -8,6 +8,7 @@ import tracemalloc
 import numpy as np
 
 import segrt
+from conftest import SANITIZED
 from test_dlpack import OnlyDLPack
 
 CALLS = 10_000
@@ -52,4 +53,6 @@ def test_no_leak_over_10000_calls(tiny):
         assert [sys.getrefcount(v) for v in (x, out, bad)] == refs
         assert np.array_equal(e(x), want) and np.array_equal(out, want)
         assert grown < 256 * 1024, f"Python memory grew by {grown} bytes over {CALLS} calls"
-        assert rss_bytes() - rss0 < 32 << 20, f"resident memory grew by {rss_bytes() - rss0} bytes"
+        # Under ASan its quarantine of freed blocks (16 MiB, tests/CMakeLists.txt) counts too.
+        bound = (48 if SANITIZED else 32) << 20
+        assert rss_bytes() - rss0 < bound, f"resident memory grew by {rss_bytes() - rss0} bytes"
