@@ -15,6 +15,12 @@
  * Built against the limited API of Python 3.11 (Py_LIMITED_API, set by the
  * build), so one _segrt.abi3.so loads on 3.11 and every later version.
  *
+ * One file of about 2,000 lines on purpose: the module's types (Engine,
+ * DeviceArray, HostBuffer), its error classes and the tensor import
+ * they share are file-static state of one single-phase module, and the
+ * sections below (errors, dtypes, DeviceArray, HostBuffer, tensors in,
+ * engines, sliding windows, the library) read top to bottom.
+ *
  * Streams. segrt_context_run queues its work on the context's own CUDA
  * stream (segrt_context_stream; non-blocking, so it does not follow the
  * legacy default stream) and waits for it before returning. So a CUDA

@@ -110,8 +110,8 @@ sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64
     return SEGRT_OK;
 }
 
-sg_status sg_sw_auto_batch(const sg_sw_options *opts, const sg_tensor *image, segrt_engine *const *engines,
-                           int32_t n, int32_t device, int32_t *out)
+sg_status sg_sw_auto_batch(const sg_sw_options *opts, const sg_tensor *image, segrt_engine *const *engines, int32_t n,
+                           int32_t device, int32_t *out)
 {
     *out = 1;
     sg_sw_options one = *opts;
