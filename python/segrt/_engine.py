@@ -110,7 +110,8 @@ class Engine:
     - `model`: an ONNX file, or a plan file written by :meth:`build`,
       :meth:`save` or ``segrt build`` (told by its first bytes; a plan
       keeps the shapes and precision it was built with).
-    - `device`: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    - `device`: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; None (the default):
+      the CPU for a model, the device a plan was built for (on GPU 0).
     - `precision`: ``"fp32"``, ``"tf32"``, ``"fp16"`` or ``"bf16"`` (CUDA;
       inputs and outputs stay float32; the CPU computes in fp32).
     - `shapes`: ``{input name: dims}`` binds inputs to a shape, ``{input
@@ -149,7 +150,7 @@ class Engine:
     carrying its message; wrong argument types raise TypeError or
     ValueError naming the argument."""
 
-    def __init__(self, model: PathLike, device: Union[str, int] = "cpu", precision: str = "fp32",
+    def __init__(self, model: PathLike, device: Union[str, int, None] = None, precision: str = "fp32",
                  shapes: Optional[Mapping[str, ShapeSpec]] = None, cache_dir: Union[PathLike, None, bool] = None,
                  threads: Optional[int] = None) -> None:
         self._c = None
@@ -159,7 +160,7 @@ class Engine:
         path = os.fspath(model)
         if not isinstance(path, str):
             path = os.fsdecode(path)
-        kind, index = parse_device(device)
+        kind, index = parse_device("cpu" if device is None else device)
         if not isinstance(precision, str) or precision not in _PRECISIONS:
             raise ValueError(f"precision: want one of {', '.join(_PRECISIONS)}, not {precision!r}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
@@ -175,9 +176,11 @@ class Engine:
                                  "shapes, precision, threads and cache_dir apply to ONNX models")
             self._c = _segrt.load(path, index)
             self._source: Optional[Tuple[Any, ...]] = None
-            if isinstance(device, str) and device.strip().lower() == "cpu" and self._c._info()["device"] != "cpu":
+            built = self._c._info()["device"]
+            if device is not None and (built == "cpu") != (kind == 0):
                 self._c.close()
-                raise ValueError(f"{path}: the plan was built for the GPU, not the CPU")
+                raise ValueError(f"{path}: the plan was built for the {'CPU' if built == 'cpu' else 'GPU'}, "
+                                 f"not the {'CPU' if kind == 0 else 'GPU'}")
         else:
             use_cache = cache_dir is not False and (kind == 1 or cache_dir is not None)
             cdir = None if cache_dir in (None, False, True) else os.fspath(cache_dir)  # type: ignore[arg-type]

@@ -90,6 +90,10 @@ def test_plan_files(models, tmp_path):
         assert np.array_equal(again(x), want)
     with pytest.raises(ValueError, match="a plan file keeps"):
         segrt.Engine(plan, shapes={"image": x.shape})
+    with pytest.raises(ValueError, match="the plan was built for the CPU, not the GPU"):
+        segrt.Engine(plan, device="cuda")
+    with segrt.Engine(plan, device="cpu") as explicit:
+        assert explicit.device == "cpu"
     with pytest.raises(segrt.InvalidArgumentError, match=r"given 1x1x96x128: s77 is 2 here"):
         with segrt.Engine(plan) as loaded:
             loaded(x[:1])
