@@ -371,6 +371,19 @@ SEGRT_API segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs,
                                          const segrt_tensor *inputs, size_t n_outputs,
                                          segrt_tensor *outputs);
 
+/* The CUDA stream (a cudaStream_t) the runs of ctx use, in *out; NULL for
+ * a context of a CPU engine. segrt_context_run queues its copies and
+ * kernels on this stream and waits for it before returning, so outputs are
+ * complete when it returns; it does not wait for work queued on other
+ * streams. A caller whose device inputs are still being written
+ * asynchronously (by PyTorch on its current stream, say) makes this stream
+ * wait for that work before the run: cudaStreamWaitEvent, or DLPack's
+ * __dlpack__(stream=...) with this stream. It is created with
+ * cudaStreamNonBlocking, so it does not synchronize with the legacy
+ * default stream either. Valid while ctx is. Errors: INVALID_ARGUMENT
+ * (NULL). */
+SEGRT_API segrt_status segrt_context_stream(const segrt_context *ctx, void **out);
+
 /* What an engine was built as. */
 typedef struct segrt_engine_info {
     segrt_device_kind device;
@@ -529,6 +542,16 @@ SEGRT_API segrt_status segrt_window_options_set_max_host_memory(segrt_window_opt
 SEGRT_API segrt_status segrt_window_options_set_result_memory(segrt_window_options *opts,
                                                               segrt_memory_kind memory);
 
+/* Calls fn(user, done, total) from the calling thread of a windowed run
+ * (segrt_window_run and window sessions) after each batch of windows:
+ * windows done so far and the run's total, each window counted once
+ * whatever the ensemble and mirroring (fn NULL: none, the default). The
+ * callback runs between batches, so the run waits for it: keep it short.
+ * Errors: INVALID_ARGUMENT (NULL opts). */
+SEGRT_API segrt_status segrt_window_options_set_progress(segrt_window_options *opts,
+                                                         void (*fn)(void *user, int64_t done, int64_t total),
+                                                         void *user);
+
 /* What a windowed run did. */
 typedef struct segrt_window_stats {
     int64_t windows;         /* windows over all images */
@@ -555,6 +578,20 @@ typedef struct segrt_window_times {
  * built for: [windows per run, C, window...]. */
 SEGRT_API segrt_status segrt_window_input_dims(const segrt_window_options *opts, const segrt_tensor *image,
                                                int64_t *dims);
+
+/* The window batch `segrt run --sw-batch auto` takes, for a caller that
+ * builds its own engines: from engines (one per ensemble member, each
+ * built for one window: segrt_window_input_dims with a batch of 1) and the
+ * image's dtype and dims (data is not read), the largest batch whose
+ * activations, window buffers and accumulators fit opts' max_memory, else
+ * the device's free memory, at most the image's windows and 64; 1 when an
+ * engine runs on the CPU (the host path runs a window at a time). An
+ * estimate: a run with it that fails with OUT_OF_MEMORY is best retried
+ * with half. Errors: INVALID_ARGUMENT (NULL, n_engines outside 1..64, an
+ * image the options reject, engines that do not take one window), and
+ * those of segrt_cuda_device_info. */
+SEGRT_API segrt_status segrt_window_auto_batch(const segrt_window_options *opts, const segrt_tensor *image,
+                                               segrt_engine *const *engines, size_t n_engines, int32_t *out);
 
 /* Runs image (float32 N x C x spatial, host or device memory) through the
  * contexts (an ensemble, averaged per window; one is the usual case),

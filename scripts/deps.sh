@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 
 build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libdnnl-dev
             libpng-dev libjpeg-dev libtiff-dev)
+# The Python package (python/, SEGRT_PYTHON): Python's headers and DLPack's.
+build_pkgs+=(python3-dev libdlpack-dev)
 test_pkgs=(python3 python3-venv clang libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")

@@ -32,6 +32,13 @@ mkdir -p $stage/wheels
 python3 -m pip download --no-deps -q -d $stage/wheels onnx2torch==1.5.15 2>/dev/null ||
     cp /tmp/wheels/onnx2torch-*.whl $stage/wheels/ 2>/dev/null || echo "gpu-carry: no onnx2torch wheel (bench/gpu_vs_pytorch.py will not run)" >&2
 cp -L "$build/libsegrt.so.0" $stage/lib/
+# The Python package staged by the build (SEGRT_PYTHON), for `gpu-check.sh
+# python`: its extension finds libsegrt.so.0 in lib/ through LD_LIBRARY_PATH.
+if [ -d "$build/python/segrt" ]; then
+    mkdir -p $stage/python/segrt
+    cp "$build"/python/segrt/*.py "$build"/python/segrt/*.pyi "$build"/python/segrt/py.typed \
+        "$build"/python/segrt/_segrt.abi3.so $stage/python/segrt/
+fi
 # Every library the binary and libsegrt load, except the C runtime, the
 # compression libraries and the CUDA libraries the GPU machine has.
 system='^(linux-vdso|ld-linux|(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libz|libzstd|liblzma|libOpenCL)[.]|libcud|libcublas|libnv)'
@@ -53,7 +60,7 @@ if [ "${GPU_CARRY_STRIP:-0}" = 1 ]; then
 fi
 # One xz archive: oneDNN alone is larger than the device tool carries raw.
 mkdir -p .carry
-tar -C $stage -cJf .carry/segrt-carry.tar.xz $bins lib models wheels
+tar -C $stage -cJf .carry/segrt-carry.tar.xz $bins lib models wheels $(cd $stage && ls -d python 2>/dev/null)
 rm -rf $stage
 # GPU_CARRY_OLD=DIR (a `segrt` built from an earlier commit; it links
 # libsegrt statically and takes the other libraries from this build's lib/):

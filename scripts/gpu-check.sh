@@ -9,14 +9,16 @@
 # call keeps torch.compile's minutes under the device tool's limit);
 # `bench` only the CUDA benchmarks; `sw` only the sliding-window GPU tests
 # (which `tests` leaves out: together they pass the tool's 10 minutes);
-# `swbench JOBS BATCHES` bench/sw_vs_monai.py; `train` the demo model
+# `swbench JOBS BATCHES` bench/sw_vs_monai.py; `python` the Python
+# package's GPU tests (tests/gpu/test_gpu_python.py, torch CUDA tensors)
+# and bench/python_overhead.py; `train` the demo model
 # (demo/train.py); `profile` only the per-step profiles of the two
 # benchmark models at their batch sizes (about a minute, where `bench`
 # builds eleven plans). The tests run on the test models, generated here
 # by tests/models/make_models.py into /tmp/segrt-test-models ($SEGRT_MODELS);
 # the benchmarks on the carried ../shared/models ($BENCH_MODELS). Logs go to
 # $OUT; a short table last.
-#   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw|profile] [extra pytest args for tests/gpu]
+#   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw|profile|python] [extra pytest args for tests/gpu]
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
@@ -143,6 +145,18 @@ if [ "$what" = profile ]; then
 fi
 # Everything below runs tests (bench aside), on models generated here.
 [ "$what" = bench ] || step make-models python3 "$root/tests/models/make_models.py" "$SEGRT_MODELS"
+if [ "$what" = python ]; then
+    # The Python package (carried by gpu-carry.sh from a build with
+    # SEGRT_PYTHON) with torch CUDA tensors, then its per-call overhead.
+    export PYTHONPATH=$carry/python${PYTHONPATH:+:$PYTHONPATH}
+    step gpu-python python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu/test_gpu_python.py" "$@"
+    step python-overhead python3 "$root/bench/python_overhead.py" --models "$SEGRT_MODELS" --device cuda \
+        --out "$out/python_overhead.json"
+    grep -E "passed|failed|error|skipped" "$out/gpu-python.log" | tail -n 5
+    tail -n 8 "$out/python-overhead.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
 if [ "$what" = sw ]; then
     step gpu-sw python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu/test_gpu_sliding_window.py" "$@"
     grep -E "^segrt:|passed|failed|error" "$out/gpu-sw.log" | tail -n 12

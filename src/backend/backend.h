@@ -136,6 +136,10 @@ typedef struct sg_backend {
     /* Optional: waits for everything enqueued; NULL: nothing is. */
     sg_status (*context_finish)(sg_backend_context *c);
 
+    /* Optional: the device stream the context's runs and enqueues use (a
+     * cudaStream_t), so that a caller can order its own work before them;
+     * NULL: the backend has none. */
+    void *(*context_stream)(const sg_backend_context *c);
     /* Per-step profiling: on clears what was gathered and times each step
      * of later runs; print writes the steps of the last run's plan, slowest
      * first. */

@@ -403,6 +403,15 @@ segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs, const segrt_
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", e->g->path);
 }
 
+segrt_status segrt_context_stream(const segrt_context *ctx, void **out)
+{
+    if (!ctx || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_stream: NULL argument");
+    const sg_backend *b = ctx->engine->backend;
+    *out = b->context_stream ? b->context_stream(ctx->bc) : NULL;
+    return SEGRT_OK;
+}
+
 sg_status sg_engine_from_plan(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
                               size_t payload_bytes, uint64_t model_hash, segrt_engine **out)
 {

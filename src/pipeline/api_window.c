@@ -155,6 +155,15 @@ segrt_status segrt_window_options_set_result_memory(segrt_window_options *opts, 
     return SEGRT_OK;
 }
 
+segrt_status segrt_window_options_set_progress(segrt_window_options *opts,
+                                               void (*fn)(void *user, int64_t done, int64_t total), void *user)
+{
+    CHECK_OPTS(opts);
+    opts->o.progress = fn;
+    opts->o.progress_user = user;
+    return SEGRT_OK;
+}
+
 /* The image as an sg_tensor in host memory: a view of a host image, or a
  * copy of a device one (*copy then owns it). */
 static sg_status host_image(const segrt_tensor *image, sg_tensor *t, void **copy)
@@ -191,6 +200,35 @@ segrt_status segrt_window_input_dims(const segrt_window_options *opts, const seg
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
     memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)t.rank);
     return sg_sw_input_dims(&opts->o, &t, dims);
+}
+
+segrt_status segrt_window_auto_batch(const segrt_window_options *opts, const segrt_tensor *image,
+                                     segrt_engine *const *engines, size_t n_engines, int32_t *out)
+{
+    CHECK_OPTS(opts);
+    if (!image || !engines || !out || n_engines < 1 || n_engines > WINDOW_MAX_CONTEXTS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "segrt_window_auto_batch: image, engines (1 to %d) and out must be given", WINDOW_MAX_CONTEXTS);
+    if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
+    sg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = image->dtype;
+    t.rank = image->rank;
+    memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)t.rank);
+    int32_t device = 0;
+    for (size_t m = 0; m < n_engines; m++) {
+        if (!engines[m])
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_auto_batch: engine %zu is NULL", m);
+        segrt_engine_info info;
+        SG_TRY(segrt_engine_get_info(engines[m], &info));
+        if (m == 0)
+            device = info.device_index;
+    }
+    int32_t b = 1;
+    SG_TRY(sg_sw_auto_batch(&opts->o, &t, engines, (int32_t)n_engines, device, &b));
+    *out = b;
+    return SEGRT_OK;
 }
 
 /* A session: the contexts (borrowed), a copy of the options, and what the

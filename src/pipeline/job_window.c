@@ -457,59 +457,15 @@ static sg_status open_stream(job *st, bool overlay)
     return SEGRT_OK;
 }
 
-/* With auto_batch on CUDA: from the engines built for one window, the
- * largest batch whose activations, window buffers and accumulators fit
- * the budget (max_memory, else the device's free memory), at most one
- * batch per image's windows and 64. Estimates: a run that still runs out
- * halves it (segrt_window_job_run). */
+/* With auto_batch on CUDA: the estimate segrt_window_auto_batch makes,
+ * from the engines built for one window; a run that still runs out halves
+ * it (segrt_window_job_run). */
 static int32_t auto_batch(job *st, int32_t device)
 {
-    const sg_sw_options *o = &st->sw;
-    sg_sw_grid g;
-    if (sg_sw_grid_make(o->n_dims, st->image.dims + 2, o->roi, o->overlap, o->grid, &g) != SEGRT_OK)
+    int32_t b = 1;
+    if (sg_sw_auto_batch(&st->sw, &st->image, st->engine, st->n, device, &b) != SEGRT_OK)
         return 1;
-    int64_t roi_numel = 1, pad_plane = 1, plane = 1;
-    for (int32_t d = 0; d < g.n_dims; d++) {
-        roi_numel *= g.roi[d];
-        if (d > 0) {
-            pad_plane *= g.padded[d];
-            plane *= g.size[d];
-        }
-    }
-    int64_t windows = g.n_windows, rows = g.roi[0] < g.padded[0] ? g.roi[0] : g.padded[0];
-    sg_sw_grid_free(&g);
-    int64_t C = st->image.dims[1], K = 1;
-    uint64_t held = 0, fixed = 0, per_window = 0;
-    for (int32_t m = 0; m < st->n; m++) {
-        segrt_engine_info info;
-        segrt_tensor in = {0}, y[16];
-        in.dtype = SEGRT_DTYPE_FLOAT32;
-        in.rank = st->image.rank;
-        sg_sw_input_dims(o, &st->image, in.dims);
-        size_t n_out = segrt_engine_output_count(st->engine[m]);
-        if (segrt_engine_get_info(st->engine[m], &info) != SEGRT_OK ||
-            segrt_engine_output_shapes(st->engine[m], 1, &in, n_out < 16 ? n_out : 16, y) != SEGRT_OK)
-            return 1;
-        K = y[0].rank > 1 ? y[0].dims[1] : 1;
-        held += info.weight_bytes + info.arena_bytes + info.workspace_bytes;
-        fixed += info.weight_bytes + info.workspace_bytes;
-        per_window += info.arena_bytes;
-    }
-    int32_t flips = 1 << __builtin_popcount(o->tta_axes);
-    per_window += 4u * (uint64_t)roi_numel * (uint64_t)(C + K * (1 + (flips > 1) + (st->n > 1)));
-    fixed += 4u * (uint64_t)((K + 1) * rows * pad_plane) + 4u * (uint64_t)(C * 2 * rows * plane);
-    uint64_t budget = o->max_memory;
-    if (!budget) {
-        segrt_device_info di;
-        if (segrt_cuda_device_info(device, &di) != SEGRT_OK)
-            return 1;
-        budget = di.free_memory_bytes + held;
-    }
-    budget = budget / 10 * 9; /* room for what the estimate misses */
-    int64_t b = budget > fixed ? (int64_t)((budget - fixed) / per_window) : 1;
-    b = b < windows ? b : windows;
-    b = b < 64 ? b : 64;
-    return b < 1 ? 1 : (int32_t)b;
+    return b;
 }
 
 /* Once the engines are built, before the windows run: the class count,

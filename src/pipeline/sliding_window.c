@@ -110,6 +110,62 @@ sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64
     return SEGRT_OK;
 }
 
+sg_status sg_sw_auto_batch(const sg_sw_options *opts, const sg_tensor *image, segrt_engine *const *engines, int32_t n,
+                           int32_t device, int32_t *out)
+{
+    *out = 1;
+    sg_sw_options one = *opts;
+    one.sw_batch = 1;
+    const sg_sw_options *o = &one;
+    SG_TRY(check_image(o, image));
+    sg_sw_grid g;
+    SG_TRY(sg_sw_grid_make(o->n_dims, image->dims + 2, o->roi, o->overlap, o->grid, &g));
+    int64_t roi_numel = 1, pad_plane = 1, plane = 1;
+    for (int32_t d = 0; d < g.n_dims; d++) {
+        roi_numel *= g.roi[d];
+        if (d > 0) {
+            pad_plane *= g.padded[d];
+            plane *= g.size[d];
+        }
+    }
+    int64_t windows = g.n_windows, rows = g.roi[0] < g.padded[0] ? g.roi[0] : g.padded[0];
+    sg_sw_grid_free(&g);
+    int64_t C = image->dims[1], K = 1;
+    uint64_t held = 0, fixed = 0, per_window = 0;
+    for (int32_t m = 0; m < n; m++) {
+        segrt_engine_info info;
+        segrt_tensor in, y[16];
+        memset(&in, 0, sizeof in);
+        in.dtype = SEGRT_DTYPE_FLOAT32;
+        in.rank = image->rank;
+        SG_TRY(sg_sw_input_dims(o, image, in.dims));
+        size_t n_out = segrt_engine_output_count(engines[m]);
+        SG_TRY(segrt_engine_get_info(engines[m], &info));
+        if (info.device != SEGRT_DEVICE_CUDA)
+            return SEGRT_OK; /* the host path: a window a run */
+        SG_TRY(segrt_engine_output_shapes(engines[m], 1, &in, n_out < 16 ? n_out : 16, y));
+        K = y[0].rank > 1 ? y[0].dims[1] : 1;
+        held += info.weight_bytes + info.arena_bytes + info.workspace_bytes;
+        fixed += info.weight_bytes + info.workspace_bytes;
+        per_window += info.arena_bytes;
+    }
+    int32_t flips = 1 << __builtin_popcount(o->tta_axes);
+    per_window += 4u * (uint64_t)roi_numel * (uint64_t)(C + K * (1 + (flips > 1) + (n > 1)));
+    fixed += 4u * (uint64_t)((K + 1) * rows * pad_plane) + 4u * (uint64_t)(C * 2 * rows * plane);
+    uint64_t budget = o->max_memory;
+    if (!budget) {
+        segrt_device_info di;
+        SG_TRY(segrt_cuda_device_info(device, &di));
+        budget = di.free_memory_bytes + held;
+    }
+    budget = budget / 10 * 9; /* room for what the estimate misses */
+    int64_t b = budget > fixed ? (int64_t)((budget - fixed) / (per_window ? per_window : 1)) : 1;
+    b = b < windows ? b : windows;
+    b = b < 64 ? b : 64;
+    *out = b < 1 ? 1 : (int32_t)b;
+    return SEGRT_OK;
+}
+
 /* Position p of the padded axis in an axis of n voxels padded by `begin`
  * in front: the source index, or -1 for the constant. */
 static int64_t pad_source(int64_t p, int64_t begin, int64_t n, sg_sw_pad mode)

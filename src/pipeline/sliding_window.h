@@ -118,6 +118,15 @@ void sg_sw_options_default(sg_sw_options *o, int32_t n_dims);
  * [sw_batch, channels, roi...] with roi resolved against image dims. */
 sg_status sg_sw_input_dims(const sg_sw_options *o, const sg_tensor *image, int64_t *dims);
 
+/* The largest window batch whose activations, window buffers and
+ * accumulators fit the budget (o's max_memory, else device's free memory),
+ * at most one batch per image's windows and 64, from engines built for one
+ * window (o's sw_batch is taken as 1); 1 where an engine runs on the CPU,
+ * whose host path runs a window at a time. An estimate: a run that still
+ * runs out of memory is retried with half by its caller. */
+sg_status sg_sw_auto_batch(const sg_sw_options *o, const sg_tensor *image, segrt_engine *const *engines, int32_t n,
+                           int32_t device, int32_t *out);
+
 /* The host memory a job holds at its peak, by part, in bytes. */
 typedef struct sg_sw_host_need {
     uint64_t image;        /* the image in float32, and what the caller keeps beside it */

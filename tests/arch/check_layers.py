@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The architecture test: reads every `#include "..."` in src/ and tools/
-and fails when one crosses the layers that docs/design.md states (and
+"""The architecture test: reads every `#include "..."` in src/, tools/ and
+python/ and fails when one crosses the layers that docs/design.md states (and
 ../shared/DESIGN.md before it). A layer may include its own files and the
 layers below it that the table names; nothing else.
 
@@ -24,8 +24,10 @@ ALLOWED = {
     "engine": {"backend", "graph", "onnx", "core", "include"},
     "pipeline": {"engine", "io", "backend", "core", "include"},
     "io": {"core", "include"},
-    # The command line: the public API and its own files only.
+    # The command line and the Python extension: the public API and their
+    # own files only.
     "tools": {"include"},
+    "python": {"include"},
     "include": set(),
 }
 # Headers the build generates (protoc-c), by the layer that owns them.
@@ -41,7 +43,7 @@ LIBRARY_OWNER = [(re.compile(r"^(cuda|cudnn|cublas|cufft|curand|nvjpeg|nvrtc|coo
 def layer_of(rel):
     """The layer of a path relative to the root, or None outside them."""
     parts = pathlib.PurePosixPath(rel).parts
-    if parts[0] in ("tools", "include"):
+    if parts[0] in ("tools", "include", "python"):
         return parts[0]
     if parts[0] != "src" or len(parts) < 3:
         return None
@@ -62,7 +64,7 @@ def resolve(root, src, name):
 
 def crossings(root):
     out = []
-    files = sorted(p for d in ("src", "tools", "include") for p in (root / d).rglob("*")
+    files = sorted(p for d in ("src", "tools", "include", "python") for p in (root / d).rglob("*")
                    if p.suffix in (".c", ".h", ".cu", ".cuh", ".cpp"))
     for f in files:
         rel = f.relative_to(root).as_posix()

@@ -29,6 +29,7 @@ def test_allowed_includes_pass(tmp_path):
         "src/io/npy.h": '#include "core/mem.h"\n',
         "tools/segrt.c": '#include "segrt.h"\n#include "cli.h"\n',
         "tools/cli.h": "",
+        "python/segrt/_segrt.c": '#include "segrt.h"\n#include <Python.h>\n#include <dlpack/dlpack.h>\n',
     })
     assert r.returncode == 0, r.stdout
 
@@ -47,6 +48,8 @@ def test_each_crossing_is_named(tmp_path):
         "src/core/bad.c": '#include "missing.h"\n',
         "src/engine/dev.c": '#include <stdlib.h>\n#include <cuda_runtime.h>\n',
         "src/pipeline/cpu.c": '#include <dnnl.h>\n',
+        "python/segrt/_segrt.c": '#include "segrt.h"\n#include "engine/engine_internal.h"\n#include <cuda_runtime.h>\n',
+        "src/engine/engine_internal.h": "",
     })
     assert r.returncode == 1
     lines = set(r.stdout.splitlines())
@@ -57,4 +60,6 @@ def test_each_crossing_is_named(tmp_path):
     assert 'src/core/bad.c: includes "missing.h", which is not a file of the tree' in lines
     assert "src/engine/dev.c:2: engine may not include <cuda_runtime.h> (only backend/cuda uses that library)" in lines
     assert "src/pipeline/cpu.c:1: pipeline may not include <dnnl.h> (only backend/cpu uses that library)" in lines
-    assert "7 include(s)" in r.stdout
+    assert "python/segrt/_segrt.c:2: python may not include src/engine/engine_internal.h (engine)" in lines
+    assert "python/segrt/_segrt.c:3: python may not include <cuda_runtime.h> (only backend/cuda uses that library)" in lines
+    assert "9 include(s)" in r.stdout

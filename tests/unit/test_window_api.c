@@ -325,6 +325,74 @@ static void test_session_errors(void)
     free(x);
 }
 
+typedef struct progress_log {
+    int calls;
+    int64_t last_done, total;
+    bool monotonic;
+} progress_log;
+
+static void log_progress(void *user, int64_t done, int64_t total)
+{
+    progress_log *l = user;
+    if (l->calls && (done < l->last_done || total != l->total))
+        l->monotonic = false;
+    l->calls++;
+    l->last_done = done;
+    l->total = total;
+}
+
+/* The progress callback: once per batch of windows, from this thread,
+ * counting up to the run's windows; results do not change with it. Auto
+ * batch: 1 on the CPU; bad arguments are refused. A CPU context has no
+ * stream. */
+static void test_progress_and_auto_batch(void)
+{
+    float *x = random_image(2 * 70 * 53);
+    segrt_tensor img = image_of(x, 2, 70, 53);
+    int64_t roi[2] = {32, 32};
+    segrt_window_options *o = NULL;
+    CHECK(segrt_window_options_create(2, roi, &o) == SEGRT_OK);
+    CHECK(segrt_window_options_set_batch(o, 3) == SEGRT_OK);
+    rig r;
+    if (rig_make(&r, o, &img)) {
+        segrt_tensor plain, with;
+        segrt_window_stats st;
+        CHECK(segrt_window_run(&r.ctx, 1, o, &img, &plain) == SEGRT_OK);
+        progress_log log = {0, 0, 0, true};
+        CHECK(segrt_window_options_set_progress(o, log_progress, &log) == SEGRT_OK);
+        CHECK_MSG(segrt_window_run_with_stats(&r.ctx, 1, o, &img, &with, &st) == SEGRT_OK, "%s", segrt_last_error());
+        CHECK_MSG(log.calls == (int)((st.windows + 2) / 3), "%d calls for %lld windows", log.calls,
+                  (long long)st.windows);
+        CHECK(log.monotonic && log.total == st.windows && log.last_done == st.windows);
+        size_t n = (size_t)(plain.dims[0] * plain.dims[1] * plain.dims[2] * plain.dims[3]);
+        CHECK(memcmp(plain.data, with.data, n * sizeof(float)) == 0);
+        segrt_window_result_free(&plain);
+        segrt_window_result_free(&with);
+        CHECK(segrt_window_options_set_progress(o, NULL, NULL) == SEGRT_OK);
+        CHECK(segrt_window_options_set_progress(NULL, log_progress, &log) == SEGRT_ERROR_INVALID_ARGUMENT);
+
+        int32_t b = 0;
+        CHECK_MSG(segrt_window_auto_batch(o, &img, &r.engine, 1, &b) == SEGRT_OK, "%s", segrt_last_error());
+        CHECK(b == 1);
+        CHECK(segrt_window_auto_batch(o, &img, &r.engine, 0, &b) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_auto_batch(o, &img, NULL, 1, &b) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_auto_batch(o, NULL, &r.engine, 1, &b) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_window_auto_batch(NULL, &img, &r.engine, 1, &b) == SEGRT_ERROR_INVALID_ARGUMENT);
+        segrt_tensor flat = img;
+        flat.rank = 3;
+        CHECK(segrt_window_auto_batch(o, &flat, &r.engine, 1, &b) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(segrt_last_error(), "dims") || strstr(segrt_last_error(), "rank"));
+
+        void *stream = (void *)1;
+        CHECK(segrt_context_stream(r.ctx, &stream) == SEGRT_OK && stream == NULL);
+        CHECK(segrt_context_stream(NULL, &stream) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(segrt_context_stream(r.ctx, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        rig_free(&r);
+    }
+    segrt_window_options_destroy(o);
+    free(x);
+}
+
 int main(void)
 {
     test_one_window_is_the_engine();
@@ -332,5 +400,6 @@ int main(void)
     test_session_repeats();
     test_session_errors();
     test_bad_arguments();
+    test_progress_and_auto_batch();
     return sg_test_finish("test_window_api");
 }

@@ -104,6 +104,9 @@ sg_status sg_cuda_exec_enqueue(sg_cuda_exec *e, const sg_cuda_plan *p, const seg
 /* Waits for everything enqueued; the status of the kernels' error flag. */
 sg_status sg_cuda_exec_finish(sg_cuda_exec *e);
 
+/* The executor's stream (a cudaStream_t): every run and enqueue uses it. */
+void *sg_cuda_exec_stream(const sg_cuda_exec *e);
+
 /* Profiling: while on, each run records every step's device time. */
 sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on);
 void sg_cuda_exec_profile_print(const sg_cuda_exec *e, FILE *f);

@@ -571,6 +571,11 @@ static sg_status cuda_context_finish(sg_backend_context *c)
     return sg_cuda_exec_finish(c->x);
 }
 
+static void *cuda_context_stream(const sg_backend_context *c)
+{
+    return sg_cuda_exec_stream(c->x);
+}
+
 static sg_status cuda_profile(sg_backend_context *c, bool on)
 {
     return sg_cuda_exec_profile(c->x, on);
@@ -598,6 +603,7 @@ const sg_backend sg_cuda_backend = {
     .context_destroy = cuda_context_destroy,
     .context_select = cuda_context_select,
     .context_run = cuda_context_run,
+    .context_stream = cuda_context_stream,
     .context_enqueue = cuda_context_enqueue,
     .context_finish = cuda_context_finish,
     .profile = cuda_profile,

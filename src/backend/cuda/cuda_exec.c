@@ -604,6 +604,11 @@ sg_status sg_cuda_exec_finish(sg_cuda_exec *e)
     return drain(e);
 }
 
+void *sg_cuda_exec_stream(const sg_cuda_exec *e)
+{
+    return (void *)e->stream;
+}
+
 sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on)
 {
     e->profiling = on;
