@@ -215,6 +215,189 @@ static bool maybe_dicom(const char *path, bool *preamble)
     return n >= 8 && (h[1] == 0 && (h[0] == 0x02 || h[0] == 0x08)) && h[3] == 0;
 }
 
+/* --- a structural check before GDCM ------------------------------------------
+ *
+ * GDCM asserts (and so aborts the process) on some malformed files, a
+ * wrong file-meta group length among them. So before a file reaches it,
+ * its elements are walked here: the file meta group (explicit VR little
+ * endian), then the data set in its transfer syntax, items and sequences
+ * of undefined length included, to the pixel data; every length must lie
+ * inside its file and item, nesting at most 16 deep. A deflated data set
+ * is left to GDCM (zlib's own checks). */
+
+typedef struct dcm_walk {
+    const uint8_t *p;
+    size_t n;
+    bool implicit, big;
+} dcm_walk;
+
+static uint16_t rd16(const dcm_walk *w, size_t at)
+{
+    const uint8_t *b = w->p + at;
+    return w->big ? (uint16_t)(b[0] << 8 | b[1]) : (uint16_t)(b[1] << 8 | b[0]);
+}
+
+static uint32_t rd32(const dcm_walk *w, size_t at)
+{
+    const uint8_t *b = w->p + at;
+    return w->big ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]
+                  : (uint32_t)b[3] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[1] << 8 | b[0];
+}
+
+static bool long_vr(const uint8_t *vr)
+{
+    static const char *const vrs[] = {"OB", "OD", "OF", "OL", "OV", "OW", "SQ", "SV", "UC", "UN", "UR", "UT", "UV"};
+    for (size_t i = 0; i < sizeof vrs / sizeof *vrs; i++)
+        if (vr[0] == vrs[i][0] && vr[1] == vrs[i][1])
+            return true;
+    return false;
+}
+
+static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool in_item);
+
+/* Items of a sequence (or pixel data fragments) from *at: to end when the
+ * length is defined, else to the sequence delimiter. */
+static bool walk_items(const dcm_walk *w, size_t *at, size_t end, bool undefined, int depth, bool fragments)
+{
+    while (*at < end) {
+        if (end - *at < 8)
+            return false;
+        uint16_t g = rd16(w, *at), e = rd16(w, *at + 2);
+        uint32_t len = rd32(w, *at + 4);
+        *at += 8;
+        if (g != 0xfffe)
+            return false;
+        if (e == 0xe0dd)
+            return undefined && len == 0;
+        if (e != 0xe000)
+            return false;
+        if (len == 0xffffffffu) {
+            if (fragments || !walk_set(w, at, end, depth + 1, true))
+                return false;
+        } else {
+            if (len > end - *at)
+                return false;
+            size_t item_end = *at + len;
+            if (!fragments && !walk_set(w, at, item_end, depth + 1, false))
+                return false;
+            *at = item_end;
+        }
+    }
+    return !undefined && *at == end;
+}
+
+/* A data set from *at to end (or, in an item of undefined length, to its
+ * delimiter); stops after the pixel data at the top level. */
+static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool in_item)
+{
+    if (depth > 16)
+        return false;
+    while (*at < end) {
+        if (end - *at < 8)
+            return false;
+        uint16_t g = rd16(w, *at), e = rd16(w, *at + 2);
+        if (g == 0xfffe && e == 0xe00d) {
+            *at += 8;
+            return in_item && rd32(w, *at - 4) == 0;
+        }
+        uint32_t len;
+        bool sq = false, un = false;
+        if (w->implicit || g == 0xfffe) {
+            len = rd32(w, *at + 4);
+            *at += 8;
+        } else {
+            const uint8_t *vr = w->p + *at + 4;
+            if (vr[0] < 'A' || vr[0] > 'Z' || vr[1] < 'A' || vr[1] > 'Z')
+                return false;
+            sq = vr[0] == 'S' && vr[1] == 'Q';
+            un = vr[0] == 'U' && vr[1] == 'N';
+            if (long_vr(vr)) {
+                if (end - *at < 12)
+                    return false;
+                len = rd32(w, *at + 8);
+                *at += 12;
+            } else {
+                len = rd16(w, *at + 6);
+                *at += 8;
+            }
+        }
+        bool pixels = g == 0x7fe0 && e == 0x0010 && depth == 0;
+        if (len == 0xffffffffu) {
+            /* Sequences (SQ, UN, or implicit VR's) and encapsulated pixels;
+             * a UN sequence's items are implicit VR little endian. */
+            dcm_walk inner = *w;
+            if (un)
+                inner.implicit = true, inner.big = false;
+            if (!walk_items(&inner, at, end, true, depth, pixels))
+                return false;
+        } else {
+            if (len > end - *at)
+                return false;
+            size_t value_end = *at + len;
+            if (sq || (w->implicit && !pixels && len >= 8 && rd16(w, *at) == 0xfffe && rd16(w, *at + 2) == 0xe000)) {
+                if (!walk_items(w, at, value_end, false, depth, false))
+                    return false;
+            }
+            *at = value_end;
+        }
+        if (pixels)
+            return true;
+    }
+    return !in_item;
+}
+
+/* Whether the file's structure is sound enough to hand to GDCM. */
+static bool dicom_sound(const char *path, bool preamble)
+{
+    sg_mapped_file m;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", sg_last_error());
+    sg_status st = sg_map_file(path, (uint64_t)1 << 40, "a DICOM file", &m);
+    sg_error(SEGRT_OK, "%s", saved);
+    if (st != SEGRT_OK)
+        return false;
+    dcm_walk w = {m.data, m.size, false, false}, meta = w;
+    size_t at = preamble ? 132 : 0;
+    bool ok = true, deflated = false;
+    /* The file meta group: explicit VR little endian, group 0002. */
+    size_t meta_end = 0;
+    while (ok && at + 8 <= m.size && rd16(&meta, at) == 0x0002) {
+        uint16_t e = rd16(&meta, at + 2);
+        const uint8_t *vr = m.data + at + 4;
+        size_t head = long_vr(vr) ? 12 : 8;
+        if (at + head > m.size) {
+            ok = false;
+            break;
+        }
+        uint32_t len = head == 12 ? rd32(&meta, at + 8) : rd16(&meta, at + 6);
+        if (len == 0xffffffffu || len > m.size - at - head) {
+            ok = false;
+            break;
+        }
+        if (e == 0x0000 && len == 4)
+            meta_end = at + head + 4 + rd32(&meta, at + head);
+        if (e == 0x0010) {
+            const char *ts = (const char *)m.data + at + head;
+            w.implicit = len >= 17 && strncmp(ts, "1.2.840.10008.1.2", 17) == 0 && (len == 17 || ts[17] == 0);
+            w.big = len >= 19 && strncmp(ts, "1.2.840.10008.1.2.2", 19) == 0;
+            deflated = len >= 22 && strncmp(ts, "1.2.840.10008.1.2.1.99", 22) == 0;
+        }
+        at += head + len;
+    }
+    if (ok && meta_end && meta_end != at)
+        ok = false; /* a group length that disagrees with the group */
+    if (ok && !preamble && at == 0) {
+        /* No meta group: GDCM guesses; take implicit VR little endian when
+         * the first element's VR is not letters. */
+        const uint8_t *vr = m.data + 4;
+        w.implicit = m.size >= 8 && !(vr[0] >= 'A' && vr[0] <= 'Z' && vr[1] >= 'A' && vr[1] <= 'Z');
+    }
+    if (ok && !deflated)
+        ok = walk_set(&w, &at, m.size, 0, false);
+    sg_unmap_file(&m);
+    return ok;
+}
+
 /* --- sorting and checks ---------------------------------------------------- */
 
 static int cmp_proj(const void *a, const void *b)
@@ -462,6 +645,14 @@ static sg_status read_headers(sg_source *s, const path_list *paths, bool listed,
         }
         char err[512];
         dcm_file *d = &f[*n];
+        if (!dicom_sound(p, preamble)) {
+            if (listed || preamble)
+                return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: a malformed DICOM file (an element's length or the "
+                                                           "file meta group does not fit the file)",
+                                p);
+            (*skipped)++;
+            continue;
+        }
         int rc = sg_dcm_read_header(p, &d->h, err, sizeof err);
         if (rc == SG_DCM_NOT_DICOM && (listed || preamble))
             return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: a DICOM file GDCM cannot parse", p);

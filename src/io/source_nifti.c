@@ -181,6 +181,8 @@ static sg_status inflate_into(sg_source *s, gz_stream *g, uint8_t *dst, uint64_t
             size_t unfed = feed(st, g);
             int r = inflate(&g->z, Z_NO_FLUSH);
             if (r == Z_STREAM_END) {
+                if (g->z.avail_out == 0)
+                    break;
                 /* Another gzip member may follow (concatenated files). */
                 if (g->z.avail_in == 0 && unfed == 0) {
                     stream_stop(g);
