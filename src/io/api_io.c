@@ -44,8 +44,8 @@ segrt_file_format segrt_file_format_of_name(const char *path)
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
     if (dot && strcasecmp(dot, ".npy") == 0)
         return SEGRT_FILE_NPY;
-    if (dot && (strcasecmp(dot, ".nii") == 0 || (strcasecmp(dot, ".gz") == 0 && dot - path >= 4 &&
-                                                  strncasecmp(dot - 4, ".nii", 4) == 0)))
+    if (dot && (strcasecmp(dot, ".nii") == 0 ||
+                (strcasecmp(dot, ".gz") == 0 && dot - path >= 4 && strncasecmp(dot - 4, ".nii", 4) == 0)))
         return SEGRT_FILE_NIFTI;
     if (dot && strcasecmp(dot, ".dcm") == 0)
         return SEGRT_FILE_DICOM;

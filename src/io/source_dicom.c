@@ -647,8 +647,9 @@ static sg_status read_headers(sg_source *s, const path_list *paths, bool listed,
         dcm_file *d = &f[*n];
         if (!dicom_sound(p, preamble)) {
             if (listed || preamble)
-                return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: a malformed DICOM file (an element's length or the "
-                                                           "file meta group does not fit the file)",
+                return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                                "%s: a malformed DICOM file (an element's length or the "
+                                "file meta group does not fit the file)",
                                 p);
             (*skipped)++;
             continue;

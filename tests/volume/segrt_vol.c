@@ -102,7 +102,7 @@ static int regions(const char *path, int count, uint64_t seed)
             rc = fail();
             break;
         }
-        int64_t (*boxes)[6] = malloc(sizeof *boxes * (size_t)count);
+        int64_t(*boxes)[6] = malloc(sizeof *boxes * (size_t)count);
         if (!boxes) {
             rc = 2;
             break;
