@@ -221,8 +221,9 @@ static bool maybe_dicom(const char *path, bool *preamble)
  * wrong file-meta group length among them. So before a file reaches it,
  * its elements are walked here: the file meta group (explicit VR little
  * endian), then the data set in its transfer syntax, items and sequences
- * of undefined length included, to the pixel data; every length must lie
- * inside its file and item, nesting at most 16 deep. A deflated data set
+ * of undefined length included; every length must lie
+ * inside its file and item, nesting at most 16 deep, to the end of the
+ * file (elements after the pixel data too). A deflated data set
  * is left to GDCM (zlib's own checks). */
 
 typedef struct dcm_walk {
@@ -249,6 +250,17 @@ static bool long_vr(const uint8_t *vr)
     static const char *const vrs[] = {"OB", "OD", "OF", "OL", "OV", "OW", "SQ", "SV", "UC", "UN", "UR", "UT", "UV"};
     for (size_t i = 0; i < sizeof vrs / sizeof *vrs; i++)
         if (vr[0] == vrs[i][0] && vr[1] == vrs[i][1])
+            return true;
+    return false;
+}
+
+/* Whether vr is one of PS3.5's value representations (GDCM asserts on
+ * others in explicit VR). */
+static bool known_vr(const uint8_t *vr)
+{
+    static const char vrs[] = "AEASATCSDADSDTFLFDISLOLTOBODOFOLOVOWPNSHSLSQSSSTSVTMUCUIULUNURUSUTUV";
+    for (size_t i = 0; i + 1 < sizeof vrs; i += 2)
+        if (vr[0] == vrs[i] && vr[1] == vrs[i + 1])
             return true;
     return false;
 }
@@ -287,7 +299,8 @@ static bool walk_items(const dcm_walk *w, size_t *at, size_t end, bool undefined
 }
 
 /* A data set from *at to end (or, in an item of undefined length, to its
- * delimiter); stops after the pixel data at the top level. */
+ * delimiter): the whole file at the top level, since GDCM's full read
+ * allocates what an element after the pixel data claims. */
 static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool in_item)
 {
     if (depth > 16)
@@ -307,7 +320,7 @@ static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool 
             *at += 8;
         } else {
             const uint8_t *vr = w->p + *at + 4;
-            if (vr[0] < 'A' || vr[0] > 'Z' || vr[1] < 'A' || vr[1] > 'Z')
+            if (!known_vr(vr))
                 return false;
             sq = vr[0] == 'S' && vr[1] == 'Q';
             un = vr[0] == 'U' && vr[1] == 'N';
@@ -340,8 +353,6 @@ static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool 
             }
             *at = value_end;
         }
-        if (pixels)
-            return true;
     }
     return !in_item;
 }
@@ -365,7 +376,7 @@ static bool dicom_sound(const char *path, bool preamble)
         uint16_t e = rd16(&meta, at + 2);
         const uint8_t *vr = m.data + at + 4;
         size_t head = long_vr(vr) ? 12 : 8;
-        if (at + head > m.size) {
+        if (!known_vr(vr) || at + head > m.size) {
             ok = false;
             break;
         }
