@@ -802,16 +802,20 @@ typedef enum segrt_file_format {
     SEGRT_FILE_NPY = 1,
     SEGRT_FILE_PNG = 2,
     SEGRT_FILE_JPEG = 3,
-    SEGRT_FILE_TIFF = 4
+    SEGRT_FILE_TIFF = 4,
+    SEGRT_FILE_NIFTI = 5, /* .nii, .nii.gz (NIfTI-1 and -2) */
+    SEGRT_FILE_DICOM = 6  /* a DICOM file, or a folder of them (a series) */
 } segrt_file_format;
 
 /* The format a file name's extension names (.npy, .png, .jpg/.jpeg,
- * .tif/.tiff, any case); UNKNOWN for another extension, none or NULL. */
+ * .tif/.tiff, .nii/.nii.gz, .dcm, any case); UNKNOWN for another
+ * extension, none or NULL. */
 SEGRT_API segrt_file_format segrt_file_format_of_name(const char *path);
 
-/* The format of the file's first bytes; UNKNOWN when they are none of
- * these, or when the file cannot be read (no error is recorded: the
- * thread's last error is left as it was). */
+/* The format of the file's first bytes (a folder: DICOM); UNKNOWN when
+ * they are none of these, or when the file cannot be read (no error is
+ * recorded: the thread's last error is left as it was). A gzip file is
+ * taken for NIfTI (a .nii.gz); opening it checks. */
 SEGRT_API segrt_file_format segrt_file_format_of_file(const char *path);
 
 /* What segrt_array_load(path) would give, from the header and the file's
@@ -837,27 +841,68 @@ SEGRT_API segrt_status segrt_array_save(const char *path, const segrt_tensor *t)
  * into place). */
 SEGRT_API segrt_status segrt_array_write(segrt_output *o, const segrt_tensor *t);
 
+/* Where an image lies in the patient: segrt's one geometry model.
+ *
+ * World coordinates are LPS in mm (x towards the patient's left, y
+ * posterior, z superior), as in DICOM and ITK; NIfTI's RAS is converted
+ * (x and y negated) when read and written. Index axes: i the width
+ * (column), j the height (row), k the depth (slice). The world position
+ * of voxel (k, j, i) (array order: depth, height, width) is
+ *     origin + direction * (i * spacing[2], j * spacing[1], k * spacing[0])
+ * so column c of direction is the unit vector of index axis c in the
+ * order i, j, k, as SimpleITK's GetDirection gives it row by row (its
+ * spacing and size are ours reversed); spacing is in the array's order,
+ * as dims are.
+ *
+ * For a DICOM series: origin is the first slice's ImagePositionPatient
+ * (slices sorted along the normal), columns i and j are
+ * ImageOrientationPatient's row and column cosines, k their cross product.
+ * For NIfTI: nibabel's affine (the sform where sform_code > 0, else the
+ * qform where qform_code > 0), columns normalised, x and y negated.
+ * known is 0 where the file says nothing of position (PNG, JPEG, TIFF,
+ * NPY, NIfTI with both codes 0, DICOM without position): origin 0,
+ * direction the identity, spacing what the file says or 1. qform_code and
+ * sform_code are a NIfTI file's own (0 otherwise), which the NIfTI writer
+ * copies (segrt_volume_save). */
+typedef struct segrt_geometry {
+    int32_t known;
+    double spacing[3];      /* mm along depth, height, width */
+    double origin[3];       /* LPS position of voxel (0, 0, 0) */
+    double direction[3][3]; /* direction[r][c]: LPS component r of index axis c (i, j, k) */
+    int32_t qform_code, sform_code;
+} segrt_geometry;
+
 /* An image file as segrt_image_load will give it, from its header. */
 typedef struct segrt_image_info {
-    segrt_file_format format; /* PNG, JPEG or TIFF */
+    segrt_file_format format; /* PNG, JPEG, TIFF, NIFTI or DICOM */
     int32_t width, height;
-    int32_t depth;          /* pages of a multi-page TIFF; 1 for a 2-D image */
-    int32_t channels;       /* 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA */
-    int32_t bits;           /* 8 or 16 per sample */
+    int32_t depth;          /* pages of a multi-page TIFF, slices of a volume; 1 for a 2-D image */
+    int32_t channels;       /* 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA; a 4-D NIfTI's volumes */
+    int32_t bits;           /* bits per sample as loaded (8 or 16 for pictures) */
     uint64_t pixel_bytes;   /* the pixels a load allocates */
     uint64_t scratch_bytes; /* an upper estimate of what a load holds beside them at once */
+    segrt_dtype dtype;      /* the samples as loaded (uint8 or uint16 for pictures) */
+    segrt_geometry geometry;
 } segrt_image_info;
 
-/* Reads the header of a PNG, JPEG or TIFF file (by its bytes, whatever
- * its name). Errors name the file: IO, UNSUPPORTED (not one of these, or
- * a kind of image segrt lacks), INVALID_MODEL (malformed, or dimensions
- * past segrt's limits), INVALID_ARGUMENT (NULL). */
+/* Reads the header of a PNG, JPEG, TIFF, NIfTI or DICOM file, or of the
+ * DICOM series in a folder (by its bytes, whatever its name; a folder
+ * holding several series is refused, listing them: open the one wanted
+ * with segrt_volume_open). Errors name the file: IO, UNSUPPORTED (not one
+ * of these, a kind of image segrt lacks, or a format this build lacks:
+ * "built without DICOM support"), INVALID_MODEL (malformed, dimensions
+ * past segrt's limits; for DICOM, a series with missing slices, uneven
+ * spacing, mixed orientations or sizes, naming the series),
+ * INVALID_ARGUMENT (NULL; several series). */
 SEGRT_API segrt_status segrt_image_probe(const char *path, segrt_image_info *out);
 
 /* Reads an image file's pixels as stored: uint8 or uint16, dims
  * [height, width, channels], or [depth, height, width, channels] for a
  * multi-page TIFF (numpy's and PIL's layout), in host memory the caller
- * frees with segrt_tensor_free. Errors as segrt_image_probe's, and
+ * frees with segrt_tensor_free. A volume (NIfTI, DICOM) is [depth,
+ * height, width, channels] (a 2-D NIfTI [height, width, channels]) of
+ * info.dtype, the values as the readers give them (NIfTI's scl_slope and
+ * DICOM's rescale applied). Errors as segrt_image_probe's, and
  * OUT_OF_MEMORY. */
 SEGRT_API segrt_status segrt_image_load(const char *path, segrt_tensor *out);
 
@@ -868,6 +913,81 @@ SEGRT_API segrt_status segrt_image_load(const char *path, segrt_tensor *out);
  * layout, an extension that is neither), UNSUPPORTED (.jpg: segrt writes
  * no lossy files), IO. */
 SEGRT_API segrt_status segrt_image_save(const char *path, const segrt_tensor *pixels);
+
+/* ---------------------------------------------------------------------
+ * Volumes: any image segrt reads, as a region source (read by boxes, so
+ * that a volume larger than memory is read by parts), with its geometry;
+ * DICOM series chosen and listed; NIfTI written with a geometry.
+ *
+ * What a box costs: NIfTI .nii and NPY are mapped (any box is cheap);
+ * TIFF decodes the strips or tiles the box touches; PNG, JPEG and
+ * .nii.gz decode forward (a box starting at or below the last one's first
+ * row costs only new rows; one above it restarts); DICOM decodes the
+ * slices the box touches, keeping the last ones (64 MiB).
+ * ------------------------------------------------------------------- */
+
+typedef struct segrt_volume segrt_volume;
+
+/* Opens path: a file of any format segrt reads, or a folder holding a
+ * DICOM series (found recursively; files that are not DICOM images are
+ * skipped). series_uid chooses a series where the files hold several
+ * (NULL: there must be one). Only headers are read.
+ * Errors: as segrt_image_probe's; INVALID_ARGUMENT when several series
+ * are found and none is chosen, or series_uid names none, the message
+ * listing each series (UID, modality, slices, description). */
+SEGRT_API segrt_status segrt_volume_open(const char *path, const char *series_uid, segrt_volume **out);
+
+/* A DICOM series from n files (each a DICOM image), as segrt_volume_open
+ * takes a folder. */
+SEGRT_API segrt_status segrt_volume_open_files(const char *const *paths, size_t n, const char *series_uid,
+                                               segrt_volume **out);
+
+/* What the volume holds: dims, channels, dtype, geometry (as
+ * segrt_image_probe's). */
+SEGRT_API segrt_status segrt_volume_info(const segrt_volume *v, segrt_image_info *out);
+
+/* Reads the box start[0..2] + size[0..2] (depth, height, width) into dst
+ * (bytes long, at least channels x the box's voxels x the dtype's size),
+ * planar: channel, then depth, height, width, in info.dtype. Errors:
+ * INVALID_ARGUMENT (a box outside the volume, dst too small, NULL), and
+ * the files' own (a file that changed or broke since the open). One
+ * thread at a time per volume. */
+SEGRT_API segrt_status segrt_volume_read(segrt_volume *v, const int64_t start[3], const int64_t size[3], void *dst,
+                                         size_t bytes);
+
+SEGRT_API void segrt_volume_close(segrt_volume *v);
+
+/* One DICOM series among files. */
+typedef struct segrt_dicom_series {
+    char uid[72];
+    char modality[72];
+    char description[72];
+    int64_t slices; /* images (frames of multi-frame files counted) */
+    int32_t rows, columns;
+} segrt_dicom_series;
+
+/* The series in a folder (paths[0], n 1) or among n files, in order of
+ * first appearance (files sorted by name); *out (count entries) is the
+ * caller's, freed with segrt_dicom_series_free. Files that are not DICOM
+ * images are skipped (in a list too). Errors: INVALID_MODEL (no DICOM
+ * image; a file with DICOM's preamble that cannot be parsed), IO,
+ * UNSUPPORTED (built without DICOM support), INVALID_ARGUMENT. */
+SEGRT_API segrt_status segrt_dicom_series_list(const char *const *paths, size_t n, segrt_dicom_series **out,
+                                               size_t *count);
+SEGRT_API void segrt_dicom_series_free(segrt_dicom_series *list);
+
+/* Writes a label map or image as NIfTI to path (.nii, or .nii.gz:
+ * deflated), whole or not at all (an output as segrt_output's). t is host
+ * memory, [depth, height, width] or [height, width] with any leading dims
+ * of 1 (a window job's N=1 x 1 x D x H x W), of any dtype but float16 and
+ * bfloat16 (bool as uint8). geometry (NULL: none) places it: spacing as
+ * pixdim, the affine (LPS converted to RAS) as both sform and qform, with
+ * the codes copied where the geometry came from a NIfTI file and 1
+ * (scanner) otherwise; for a DICOM series that is the affine dcm2niix and
+ * SimpleITK write. Errors: INVALID_ARGUMENT (NULL, another layout, a path
+ * that does not end in .nii or .nii.gz), UNSUPPORTED (a dtype NIfTI lacks;
+ * built without NIfTI support), IO. */
+SEGRT_API segrt_status segrt_volume_save(const char *path, const segrt_tensor *t, const segrt_geometry *geometry);
 
 /* ---------------------------------------------------------------------
  * Comparing two arrays: what `segrt compare` prints

@@ -1,6 +1,7 @@
 /* The public file API for arrays and images (segrt.h, "Arrays and images
  * in files") over io/npy.h and io/image.h. */
 #include "core/api_file.h"
+#include "io/api_volume.h"
 #include "io/image.h"
 #include "io/npy.h"
 
@@ -43,6 +44,11 @@ segrt_file_format segrt_file_format_of_name(const char *path)
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
     if (dot && strcasecmp(dot, ".npy") == 0)
         return SEGRT_FILE_NPY;
+    if (dot && (strcasecmp(dot, ".nii") == 0 ||
+                (strcasecmp(dot, ".gz") == 0 && dot - path >= 4 && strncasecmp(dot - 4, ".nii", 4) == 0)))
+        return SEGRT_FILE_NIFTI;
+    if (dot && strcasecmp(dot, ".dcm") == 0)
+        return SEGRT_FILE_DICOM;
     return public_format(sg_image_format_of_name(path));
 }
 
@@ -50,6 +56,9 @@ segrt_file_format segrt_file_format_of_file(const char *path)
 {
     if (!path)
         return SEGRT_FILE_UNKNOWN;
+    segrt_file_format vf;
+    if (sg_api_is_volume(path, &vf))
+        return vf;
     /* The thread's error message is left as it was. */
     char saved[2048];
     snprintf(saved, sizeof saved, "%s", sg_last_error());
@@ -149,12 +158,22 @@ static void public_info(const sg_image_info *i, segrt_image_info *out)
     out->bits = i->bits;
     out->pixel_bytes = i->pixel_bytes;
     out->scratch_bytes = i->scratch_bytes;
+    out->dtype = i->bits == 16 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8;
+    /* Pictures state no position (TIFF's resolution is a source's spacing,
+     * not read here): the identity defaults. */
+    for (int a = 0; a < 3; a++) {
+        out->geometry.spacing[a] = 1;
+        out->geometry.direction[a][a] = 1;
+    }
 }
 
 segrt_status segrt_image_probe(const char *path, segrt_image_info *out)
 {
     if (!path || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_image_probe: path and out must not be NULL");
+    segrt_file_format vf;
+    if (sg_api_is_volume(path, &vf))
+        return sg_api_volume_probe(path, out);
     sg_image_info info;
     SG_TRY(sg_image_probe(path, &info));
     public_info(&info, out);
@@ -165,6 +184,9 @@ segrt_status segrt_image_load(const char *path, segrt_tensor *out)
 {
     if (!path || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_image_load: path and out must not be NULL");
+    segrt_file_format vf;
+    if (sg_api_is_volume(path, &vf))
+        return sg_api_volume_load(path, out);
     sg_image img;
     SG_TRY(sg_image_read(path, &img));
     /* The pixels change hands: depth x height x width x channels already. */

@@ -6,6 +6,7 @@
 #include "core/file.h"
 #include "core/mem.h"
 #include "io/image.h"
+#include "io/nifti_internal.h"
 #include "io/npy.h"
 #include "io/tiff_internal.h"
 
@@ -18,11 +19,12 @@
 struct sg_sink {
     sg_output *out;
     sg_sink_desc d;
-    int kind;         /* 0 npy, 1 png, 2 tiff */
+    int kind;         /* 0 npy, 1 png, 2 tiff, 3 nifti */
     size_t es;        /* bytes of a sample */
     uint64_t data_at; /* NPY: where the data starts */
     sg_png_writer *png;
     sg_tiff_writer *tiff;
+    sg_nifti_writer *nifti;
     uint8_t *row; /* PNG and TIFF: one interleaved row */
     int64_t z, y; /* the next row */
 };
@@ -43,7 +45,7 @@ static sg_status check_desc(const char *path, const sg_sink_desc *d, int kind)
                         "%s: cannot write an image of %d dims, %d channel(s), %lldx%lldx%lld of %s", path,
                         (int)d->n_dims, (int)d->channels, (long long)d->dims[0], (long long)d->dims[1],
                         (long long)d->dims[2], segrt_dtype_name(d->dtype));
-    if (kind == 0)
+    if (kind == 0 || kind == 3)
         return SEGRT_OK;
     if (d->dtype != SEGRT_DTYPE_UINT8 && d->dtype != SEGRT_DTYPE_UINT16)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %s holds uint8 or uint16 samples, not %s", path,
@@ -61,7 +63,10 @@ sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out
 {
     *out = NULL;
     int kind = 0;
-    if (!is_npy(path)) {
+    bool gz = false;
+    if (sg_nifti_name(path, &gz)) {
+        kind = 3;
+    } else if (!is_npy(path)) {
         SG_TRY(sg_image_check_writable_name(path)); /* .jpg and unknown extensions refused */
         kind = sg_image_format_of_name(path) == SG_IMAGE_PNG ? 1 : 2;
     }
@@ -90,6 +95,8 @@ sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out
             st = at < 0 ? sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno)) : SEGRT_OK;
             s->data_at = (uint64_t)at;
         }
+    } else if (st == SEGRT_OK && kind == 3) {
+        st = sg_nifti_writer_open(s->out, desc, gz, &s->nifti);
     } else if (st == SEGRT_OK) {
         if (!(s->row = sg_malloc(sg_image_row_bytes(&shape))))
             st = sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
@@ -121,6 +128,11 @@ static sg_status put_row(sg_sink *s, const uint8_t *src, size_t plane)
             if ((C > 1 && fseeko(f, (off_t)at, SEEK_SET) != 0) || fwrite(src + c * plane, 1, row, f) != row)
                 return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", sg_output_path(s->out), strerror(errno));
         }
+        return SEGRT_OK;
+    }
+    if (s->kind == 3) {
+        for (size_t c = 0; c < C; c++)
+            SG_TRY(sg_nifti_writer_row(s->nifti, (int64_t)c, s->z, s->y, src + c * plane));
         return SEGRT_OK;
     }
     /* Planar to interleaved. */
@@ -181,6 +193,10 @@ sg_status sg_sink_commit(sg_sink *s)
         st = sg_tiff_writer_finish(s->tiff);
         s->tiff = NULL;
     }
+    if (st == SEGRT_OK && s->nifti) {
+        st = sg_nifti_writer_finish(s->nifti);
+        s->nifti = NULL;
+    }
     if (st != SEGRT_OK) {
         sg_sink_discard(s);
         return st;
@@ -197,6 +213,7 @@ void sg_sink_discard(sg_sink *s)
         return;
     sg_png_writer_free(s->png);
     sg_tiff_writer_free(s->tiff);
+    sg_nifti_writer_free(s->nifti);
     sg_output_discard(s->out);
     free(s->row);
     free(s);

@@ -27,6 +27,12 @@
  * - TIFF: 2-D or 3-D (pages), the same channels and dtypes, strip by strip
  *   (deflate, horizontal prediction, BigTIFF past 2 GiB of pixels): the
  *   bytes sg_image_write writes.
+ * - NIfTI (.nii, .nii.gz; sink_nifti.c): 2-D or 3-D, channels as the 4th
+ *   dim, any dtype but bool, float16 and bfloat16 (uint8 for bool), with
+ *   the description's spacing and geometry as both qform and sform (the
+ *   rules are sink_nifti.c's); NIfTI-1, or NIfTI-2 where a dim passes
+ *   32767. A .nii.gz is deflated as it goes and takes one channel; a .nii
+ *   places channels after the first by seeking.
  * Memory: one strip (TIFF) or row (PNG, NPY) beside the caller's
  * regions. */
 #ifndef SG_IO_SINK_H
@@ -42,6 +48,11 @@ typedef struct sg_sink_desc {
     int32_t n_dims;   /* spatial dims: 2 or 3 */
     int32_t channels; /* >= 1 (1 to 4 for PNG and TIFF) */
     int64_t dims[3];  /* depth (1 in 2-D), height, width */
+    /* Where the image lies (NIfTI only; other formats ignore it): spacing
+     * along depth, height, width (0: 1 mm) and source.h's geometry (a
+     * zeroed one is known false). */
+    double spacing[3];
+    sg_geometry geometry;
 } sg_sink_desc;
 
 typedef struct sg_sink sg_sink;

@@ -9,19 +9,36 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* The opener the file's first bytes call for. */
+void sg_geometry_identity(sg_geometry *g)
+{
+    memset(g, 0, sizeof *g);
+    for (int a = 0; a < 3; a++)
+        g->direction[a][a] = 1;
+}
+
+/* The opener the file's first bytes call for (a folder: a DICOM series). */
 static sg_status open_by_head(sg_source *s)
 {
+    struct stat sb;
+    if (stat(s->path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return sg_source_open_dicom(s, NULL, 0);
     int fd;
     SG_TRY(sg_open_input(s->path, &fd));
-    uint8_t head[8];
-    ssize_t n = read(fd, head, sizeof head);
+    uint8_t head[352];
+    ssize_t n = 0, got = 0;
+    while (n < (ssize_t)sizeof head && (got = read(fd, head + n, sizeof head - (size_t)n)) > 0)
+        n += got;
     int err = errno;
     close(fd);
-    if (n < 0)
+    if (n < 0 || got < 0)
         return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+    if (sg_dicom_head(head, (size_t)n))
+        return sg_source_open_dicom(s, NULL, 0);
+    if (sg_nifti_head(head, (size_t)n))
+        return sg_source_open_nifti(s);
     switch (sg_image_format_of_bytes(head, (size_t)n)) {
     case SG_IMAGE_TIFF:
         return sg_source_open_tiff(s);
@@ -41,14 +58,27 @@ sg_status sg_source_open(const char *path, sg_source **out)
 
 sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **out)
 {
+    sg_source_options o = {max_bytes, NULL};
+    return sg_source_open_with(path, &o, out);
+}
+
+/* A source for path with o's settings, opened by open (paths: the DICOM
+ * opener's list, else NULL). */
+static sg_status open_source(const char *path, const sg_source_options *o, const char *const *paths, size_t n,
+                             sg_source **out)
+{
     *out = NULL;
     sg_source *s = sg_calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
         free(s);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory opening the file", path);
     }
+    uint64_t max_bytes = o && o->max_bytes ? o->max_bytes : UINT64_MAX;
     s->max_bytes = max_bytes;
-    sg_status st = open_by_head(s);
+    s->series_uid = o ? o->series_uid : NULL;
+    sg_geometry_identity(&s->info.geometry);
+    sg_status st = paths ? sg_source_open_dicom(s, paths, n) : open_by_head(s);
+    s->series_uid = NULL; /* the caller's string: the opener has used it */
     if (st == SEGRT_OK && s->max_all_bytes > max_bytes)
         s->max_all_bytes = max_bytes;
     if (st != SEGRT_OK) {
@@ -57,6 +87,24 @@ sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **o
     }
     *out = s;
     return SEGRT_OK;
+}
+
+sg_status sg_source_open_with(const char *path, const sg_source_options *o, sg_source **out)
+{
+    return open_source(path, o, NULL, 0, out);
+}
+
+sg_status sg_source_open_files(const char *const *paths, size_t n, const sg_source_options *o, sg_source **out)
+{
+    *out = NULL;
+    if (!paths || n == 0 || !paths[0])
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a DICOM series needs at least one file");
+    return open_source(paths[0], o, paths, n, out);
+}
+
+bool sg_dicom_head(const uint8_t *head, size_t n)
+{
+    return n >= 132 && memcmp(head + 128, "DICM", 4) == 0;
 }
 
 sg_status sg_source_read_region(sg_source *s, int32_t level, const sg_box *box, void *dst)

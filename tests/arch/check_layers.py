@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The architecture test: reads every `#include "..."` in src/, tools/ and
-python/ and fails when one crosses the layers that docs/design.md states (and
+python/ (C, CUDA and C++ files: .c, .h, .cu, .cuh, .cpp, .cc) and fails
+when one crosses the layers that docs/design.md states (and
 ../shared/DESIGN.md before it). A layer may include its own files and the
 layers below it that the table names; nothing else.
 
@@ -37,7 +38,9 @@ INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
 # engine and the pipeline reach a device only through the interface.
 SYSTEM = re.compile(r'^[ \t]*#[ \t]*include[ \t]+<([^>]+)>', re.M)
 LIBRARY_OWNER = [(re.compile(r"^(cuda|cudnn|cublas|cufft|curand|nvjpeg|nvrtc|cooperative_groups|mma)"), "backend/cuda"),
-                 (re.compile(r"^(dnnl|oneapi/dnnl)"), "backend/cpu")]
+                 (re.compile(r"^(dnnl|oneapi/dnnl)"), "backend/cpu"),
+                 # The medical file libraries belong to the readers (src/io).
+                 (re.compile(r"^(gdcm|nifti[12]?(_io)?\.h|znzlib)"), "io")]
 
 
 def layer_of(rel):
@@ -65,7 +68,7 @@ def resolve(root, src, name):
 def crossings(root):
     out = []
     files = sorted(p for d in ("src", "tools", "include", "python") for p in (root / d).rglob("*")
-                   if p.suffix in (".c", ".h", ".cu", ".cuh", ".cpp"))
+                   if p.suffix in (".c", ".h", ".cu", ".cuh", ".cpp", ".cc"))
     for f in files:
         rel = f.relative_to(root).as_posix()
         mine = layer_of(rel)

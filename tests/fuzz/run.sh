@@ -5,19 +5,21 @@
 # A crashing input is kept in BUILD_DIR/fuzz-artifacts/ for reproduction.
 # For long runs on a machine with many cores (scripts/fuzz-carry.sh):
 # FUZZ_JOBS=N runs N libFuzzer jobs per target and FUZZ_RUNS=R stops each
-# job after R inputs; FUZZ_PARALLEL=1 runs the four targets at once.
+# job after R inputs; FUZZ_PARALLEL=1 runs the five targets at once.
 set -euo pipefail
 build=$(cd "$1" && pwd) seconds=$2 models=$3
 # -max_total_time=0 would mean no limit.
 [ "$seconds" -ge 1 ] || { echo "run.sh: SECONDS must be at least 1" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$build/fuzz-artifacts"
+mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$build/fuzz-artifacts"
 cp "$models"/*.onnx "$work/onnx/"
 cp "$models"/*.in.npy "$work/npy/"
 # Tiny PNG, JPEG and TIFF files of each kind the readers take (written by
 # tests/unit/test_image_io --seeds).
 cp tests/fuzz/seeds/image/* "$work/image/"
+# Tiny NIfTI and DICOM files (tests/fuzz/make_volume_seeds.py).
+cp tests/fuzz/seeds/volume/* "$work/volume/"
 # Small models over many operators (tests/fuzz/make_engine_seeds.py), and
 # the test models small enough to run whole at every step.
 cp tests/fuzz/seeds/engine/* "$work/engine/"
@@ -25,7 +27,10 @@ find "$models" -maxdepth 1 -name '*.onnx' -size -1024k -exec cp {} "$work/engine
 # Inputs that once crashed a target run first, every time.
 cp tests/fuzz/regressions/onnx/* "$work/onnx/" 2>/dev/null || true
 cp tests/fuzz/regressions/engine/* "$work/engine/" 2>/dev/null || true
+cp tests/fuzz/regressions/volume/* "$work/volume/" 2>/dev/null || true
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+# GDCM's own leaks on corrupt JPEG-LS (tests/fuzz/lsan.supp says which).
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/fuzz/lsan.supp"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 jobs=${FUZZ_JOBS:-1} runs=${FUZZ_RUNS:--1} parallel=()
@@ -59,6 +64,7 @@ targets=(
     "fuzz_npy $(((seconds + 2) / 3)) 4096 $work/npy"
     "fuzz_image $(((seconds + 1) / 2)) 16384 $work/image"
     "fuzz_engine $seconds 1048576 $work/engine"
+    "fuzz_volume $(((seconds + 1) / 2)) 16384 $work/volume"
 )
 failed=0
 if [ "${FUZZ_PARALLEL:-0}" = 1 ]; then

@@ -1,0 +1,383 @@
+// The GDCM shim (dicom_gdcm.h): GDCM's C++ behind two C functions. Every
+// entry point catches every exception and turns it into SG_DCM_ERROR with
+// a one-line message; nothing here prints (GDCM's warnings are off).
+#include "io/dicom_gdcm.h"
+
+#include <gdcmDataSet.h>
+#include <gdcmFile.h>
+#include <gdcmImage.h>
+#include <gdcmImageReader.h>
+#include <gdcmReader.h>
+#include <gdcmSequenceOfItems.h>
+#include <gdcmStringFilter.h>
+#include <gdcmTrace.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace
+{
+
+void quiet()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        gdcm::Trace::SetDebug(false);
+        gdcm::Trace::SetWarning(false);
+        gdcm::Trace::SetError(false);
+    });
+}
+
+void put(char *dst, size_t cap, const std::string &s)
+{
+    if (cap == 0)
+        return;
+    size_t n = 0;
+    for (char c : s) {
+        if (n + 1 >= cap)
+            break;
+        dst[n++] = (c >= 32 && c < 127) ? c : ' ';
+    }
+    while (n > 0 && (dst[n - 1] == ' ' || dst[n - 1] == '\0'))
+        n--;
+    dst[n] = '\0';
+    size_t lead = 0;
+    while (dst[lead] == ' ')
+        lead++;
+    if (lead)
+        std::memmove(dst, dst + lead, n - lead + 1);
+}
+
+// The raw bytes of an element as text (DS, IS, UI, CS, LO: ASCII in any
+// transfer syntax), or "" where it is absent, empty or a sequence.
+std::string text_of(const gdcm::DataSet &ds, const gdcm::Tag &t)
+{
+    if (!ds.FindDataElement(t))
+        return std::string();
+    const gdcm::DataElement &de = ds.GetDataElement(t);
+    const gdcm::ByteValue *bv = de.GetByteValue();
+    if (!bv || !bv->GetPointer())
+        return std::string();
+    std::string s(bv->GetPointer(), bv->GetLength());
+    size_t end = s.find('\0');
+    if (end != std::string::npos)
+        s.resize(end);
+    return s;
+}
+
+// Up to n backslash-separated decimal numbers of a DS or IS element; the
+// count found (0 where absent; -1 where malformed).
+int numbers_of(const gdcm::DataSet &ds, const gdcm::Tag &t, double *out, int n)
+{
+    std::string s = text_of(ds, t);
+    if (s.find_first_not_of(" ") == std::string::npos)
+        return 0;
+    int k = 0;
+    size_t at = 0;
+    while (k < n && at <= s.size()) {
+        size_t end = s.find('\\', at);
+        std::string part = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        const char *p = part.c_str();
+        char *stop = nullptr;
+        double v = std::strtod(p, &stop);
+        while (stop && *stop == ' ')
+            stop++;
+        if (stop == p || !stop || *stop != '\0' || !std::isfinite(v))
+            return -1;
+        out[k++] = v;
+        if (end == std::string::npos)
+            break;
+        at = end + 1;
+    }
+    return k;
+}
+
+// An unsigned 16-bit value (US) through GDCM's string filter, which knows
+// the VR and the byte order; -1 where absent or not a number.
+long us_of(const gdcm::File &f, const gdcm::Tag &t)
+{
+    if (!f.GetDataSet().FindDataElement(t))
+        return -1;
+    gdcm::StringFilter sf;
+    sf.SetFile(f);
+    std::string s = sf.ToString(t);
+    const char *p = s.c_str();
+    char *stop = nullptr;
+    long v = std::strtol(p, &stop, 10);
+    if (stop == p)
+        return -1;
+    return v;
+}
+
+// The first item's data set of sequence t in ds, or nullptr.
+const gdcm::DataSet *item_of(const gdcm::DataSet &ds, const gdcm::Tag &t, size_t index = 1)
+{
+    if (!ds.FindDataElement(t))
+        return nullptr;
+    gdcm::SmartPointer<gdcm::SequenceOfItems> sq = ds.GetDataElement(t).GetValueAsSQ();
+    if (!sq || index < 1 || sq->GetNumberOfItems() < index)
+        return nullptr;
+    return &sq->GetItem(index).GetNestedDataSet();
+}
+
+// What a functional group (shared or one frame's) says.
+struct group {
+    int has_pos = 0, has_ori = 0, has_sp = 0, has_rs = 0;
+    double pos[3] = {0, 0, 0}, ori[6] = {0, 0, 0, 0, 0, 0}, sp[2] = {0, 0}, rs[2] = {1, 0};
+};
+
+bool read_group(const gdcm::DataSet &g, group &out)
+{
+    if (const gdcm::DataSet *p = item_of(g, gdcm::Tag(0x0020, 0x9113))) {
+        int k = numbers_of(*p, gdcm::Tag(0x0020, 0x0032), out.pos, 3);
+        if (k != 3 && k != 0)
+            return false;
+        out.has_pos = k == 3;
+    }
+    if (const gdcm::DataSet *p = item_of(g, gdcm::Tag(0x0020, 0x9116))) {
+        int k = numbers_of(*p, gdcm::Tag(0x0020, 0x0037), out.ori, 6);
+        if (k != 6 && k != 0)
+            return false;
+        out.has_ori = k == 6;
+    }
+    if (const gdcm::DataSet *p = item_of(g, gdcm::Tag(0x0028, 0x9110))) {
+        int k = numbers_of(*p, gdcm::Tag(0x0028, 0x0030), out.sp, 2);
+        if (k != 2 && k != 0)
+            return false;
+        out.has_sp = k == 2;
+    }
+    if (const gdcm::DataSet *p = item_of(g, gdcm::Tag(0x0028, 0x9145))) {
+        double s = 1, i = 0;
+        int ks = numbers_of(*p, gdcm::Tag(0x0028, 0x1053), &s, 1);
+        int ki = numbers_of(*p, gdcm::Tag(0x0028, 0x1052), &i, 1);
+        if (ks < 0 || ki < 0)
+            return false;
+        if (ks == 1 || ki == 1) {
+            out.has_rs = 1;
+            out.rs[0] = ks == 1 ? s : 1;
+            out.rs[1] = ki == 1 ? i : 0;
+        }
+    }
+    return true;
+}
+
+int fail(char *err, size_t cap, const std::string &msg)
+{
+    put(err, cap, msg);
+    return SG_DCM_ERROR;
+}
+
+int read_header(const char *path, sg_dcm_header *h, char *err, size_t cap)
+{
+    quiet();
+    gdcm::Reader r;
+    r.SetFileName(path);
+    std::set<gdcm::Tag> skip;
+    if (!r.ReadUpToTag(gdcm::Tag(0x7fe0, 0x0010), skip))
+        return SG_DCM_NOT_DICOM;
+    const gdcm::File &f = r.GetFile();
+    const gdcm::DataSet &ds = f.GetDataSet();
+    put(h->series_uid, sizeof h->series_uid, text_of(ds, gdcm::Tag(0x0020, 0x000e)));
+    put(h->modality, sizeof h->modality, text_of(ds, gdcm::Tag(0x0008, 0x0060)));
+    put(h->description, sizeof h->description, text_of(ds, gdcm::Tag(0x0008, 0x103e)));
+    put(h->sop_class, sizeof h->sop_class, text_of(ds, gdcm::Tag(0x0008, 0x0016)));
+    put(h->photometric, sizeof h->photometric, text_of(ds, gdcm::Tag(0x0028, 0x0004)));
+    const char *ts = f.GetHeader().GetDataSetTransferSyntax().GetString();
+    put(h->transfer_syntax, sizeof h->transfer_syntax, ts ? ts : "");
+    h->has_pixels = ds.FindDataElement(gdcm::Tag(0x7fe0, 0x0010)) ? 1 : 0;
+    long rows = us_of(f, gdcm::Tag(0x0028, 0x0010)), cols = us_of(f, gdcm::Tag(0x0028, 0x0011));
+    long samples = us_of(f, gdcm::Tag(0x0028, 0x0002)), alloc = us_of(f, gdcm::Tag(0x0028, 0x0100));
+    long stored = us_of(f, gdcm::Tag(0x0028, 0x0101)), rep = us_of(f, gdcm::Tag(0x0028, 0x0103));
+    long planar = us_of(f, gdcm::Tag(0x0028, 0x0006));
+    h->rows = rows > 0 && rows < 65536 ? (int32_t)rows : 0;
+    h->cols = cols > 0 && cols < 65536 ? (int32_t)cols : 0;
+    h->samples = samples > 0 && samples < 65536 ? (int32_t)samples : 1;
+    h->bits_allocated = alloc > 0 && alloc < 65536 ? (int32_t)alloc : 0;
+    h->bits_stored = stored > 0 && stored < 65536 ? (int32_t)stored : h->bits_allocated;
+    h->pixel_representation = rep == 1 ? 1 : 0;
+    h->planar = planar == 1 ? 1 : 0;
+    double frames = 1;
+    int kf = numbers_of(ds, gdcm::Tag(0x0028, 0x0008), &frames, 1);
+    if (kf < 0 || (kf == 1 && (frames < 1 || frames > 1e6 || frames != std::floor(frames))))
+        return fail(err, cap, "NumberOfFrames is not a count of frames");
+    h->frames = (int32_t)frames;
+    int k = numbers_of(ds, gdcm::Tag(0x0020, 0x0032), h->position, 3);
+    if (k != 0 && k != 3)
+        return fail(err, cap, "ImagePositionPatient is not 3 numbers");
+    h->has_position = k == 3;
+    k = numbers_of(ds, gdcm::Tag(0x0020, 0x0037), h->orientation, 6);
+    if (k != 0 && k != 6)
+        return fail(err, cap, "ImageOrientationPatient is not 6 numbers");
+    h->has_orientation = k == 6;
+    k = numbers_of(ds, gdcm::Tag(0x0028, 0x0030), h->spacing, 2);
+    if (k != 0 && k != 2)
+        return fail(err, cap, "PixelSpacing is not 2 numbers");
+    h->has_spacing = k == 2;
+    double s = 1, i = 0;
+    int ks = numbers_of(ds, gdcm::Tag(0x0028, 0x1053), &s, 1);
+    int ki = numbers_of(ds, gdcm::Tag(0x0028, 0x1052), &i, 1);
+    if (ks < 0 || ki < 0)
+        return fail(err, cap, "RescaleSlope or RescaleIntercept is not a number");
+    h->has_rescale = ks == 1 || ki == 1;
+    h->slope = ks == 1 ? s : 1;
+    h->intercept = ki == 1 ? i : 0;
+    if (numbers_of(ds, gdcm::Tag(0x0018, 0x0088), &h->spacing_between, 1) < 0)
+        h->spacing_between = 0;
+    if (numbers_of(ds, gdcm::Tag(0x0018, 0x0050), &h->thickness, 1) < 0)
+        h->thickness = 0;
+
+    // Enhanced multi-frame: the shared groups, then each frame's.
+    group shared;
+    const gdcm::DataSet *sh = item_of(ds, gdcm::Tag(0x5200, 0x9229));
+    if (sh && !read_group(*sh, shared))
+        return fail(err, cap, "a shared functional group is malformed");
+    bool enhanced = sh != nullptr || ds.FindDataElement(gdcm::Tag(0x5200, 0x9230));
+    if (enhanced) {
+        size_t n = (size_t)h->frames;
+        std::vector<group> per(n, shared);
+        if (ds.FindDataElement(gdcm::Tag(0x5200, 0x9230))) {
+            gdcm::SmartPointer<gdcm::SequenceOfItems> sq = ds.GetDataElement(gdcm::Tag(0x5200, 0x9230)).GetValueAsSQ();
+            if (!sq || sq->GetNumberOfItems() != n)
+                return fail(err, cap,
+                            "PerFrameFunctionalGroupsSequence does not have one item per frame (NumberOfFrames " +
+                                std::to_string(n) + ")");
+            for (size_t j = 0; j < n; j++)
+                if (!read_group(sq->GetItem(j + 1).GetNestedDataSet(), per[j]))
+                    return fail(err, cap, "the functional groups of frame " + std::to_string(j + 1) + " are malformed");
+        }
+        bool pos = true, ori = true, rs = false;
+        for (const group &g : per) {
+            pos = pos && g.has_pos;
+            ori = ori && g.has_ori;
+            rs = rs || g.has_rs;
+        }
+        if (pos) {
+            h->frame_position = (double *)std::malloc(sizeof(double) * 3 * n);
+            if (!h->frame_position)
+                return fail(err, cap, "out of memory");
+            for (size_t j = 0; j < n; j++)
+                std::memcpy(h->frame_position + 3 * j, per[j].pos, sizeof per[j].pos);
+        }
+        if (ori) {
+            h->frame_orientation = (double *)std::malloc(sizeof(double) * 6 * n);
+            if (!h->frame_orientation)
+                return fail(err, cap, "out of memory");
+            for (size_t j = 0; j < n; j++)
+                std::memcpy(h->frame_orientation + 6 * j, per[j].ori, sizeof per[j].ori);
+            if (!h->has_orientation) {
+                std::memcpy(h->orientation, per[0].ori, sizeof per[0].ori);
+                h->has_orientation = 1;
+            }
+        }
+        if (rs) {
+            h->frame_rescale = (double *)std::malloc(sizeof(double) * 2 * n);
+            if (!h->frame_rescale)
+                return fail(err, cap, "out of memory");
+            for (size_t j = 0; j < n; j++)
+                std::memcpy(h->frame_rescale + 2 * j, per[j].rs, sizeof per[j].rs);
+        }
+        if (!h->has_spacing && per.size() > 0 && per[0].has_sp) {
+            std::memcpy(h->spacing, per[0].sp, sizeof per[0].sp);
+            h->has_spacing = 1;
+            for (const group &g : per)
+                if (!g.has_sp || g.sp[0] != per[0].sp[0] || g.sp[1] != per[0].sp[1])
+                    return fail(err, cap, "frames with different PixelSpacing");
+        }
+        if (pos && !h->has_position) {
+            std::memcpy(h->position, per[0].pos, sizeof per[0].pos);
+            h->has_position = 1;
+        }
+    } else if (h->frames > 1 && ds.FindDataElement(gdcm::Tag(0x3004, 0x000c))) {
+        // RT Dose: frame k lies GridFrameOffsetVector[k] mm along the normal.
+        size_t n = (size_t)h->frames;
+        h->frame_offsets = (double *)std::malloc(sizeof(double) * n);
+        if (!h->frame_offsets)
+            return fail(err, cap, "out of memory");
+        if (numbers_of(ds, gdcm::Tag(0x3004, 0x000c), h->frame_offsets, (int)n) != (int)n)
+            return fail(err, cap, "GridFrameOffsetVector does not have one number per frame");
+    }
+    return SG_DCM_OK;
+}
+
+int decode(const char *path, const sg_dcm_header *h, void *dst, size_t bytes, int32_t *planar,
+           char photometric[SG_DCM_TEXT], char *err, size_t cap)
+{
+    quiet();
+    gdcm::ImageReader r;
+    r.SetFileName(path);
+    if (!r.Read())
+        return fail(err, cap, "GDCM cannot read the file");
+    const gdcm::Image &img = r.GetImage();
+    const gdcm::PixelFormat &pf = img.GetPixelFormat();
+    unsigned dims = img.GetNumberOfDimensions();
+    unsigned frames = dims >= 3 ? img.GetDimension(2) : 1;
+    if (img.GetDimension(0) != (unsigned)h->cols || img.GetDimension(1) != (unsigned)h->rows ||
+        frames != (unsigned)h->frames || pf.GetSamplesPerPixel() != (unsigned)h->samples ||
+        pf.GetBitsAllocated() != (unsigned)h->bits_allocated)
+        return fail(err, cap,
+                    "the pixel data is " + std::to_string(img.GetDimension(0)) + "x" +
+                        std::to_string(img.GetDimension(1)) + "x" + std::to_string(frames) + " of " +
+                        std::to_string(pf.GetSamplesPerPixel()) + " samples of " +
+                        std::to_string(pf.GetBitsAllocated()) + " bits, not what the header says");
+    if (img.GetBufferLength() != bytes)
+        return fail(err, cap,
+                    "the decoded pixels are " + std::to_string(img.GetBufferLength()) + " bytes, not " +
+                        std::to_string(bytes));
+    if (!img.GetBuffer(static_cast<char *>(dst)))
+        return fail(err, cap,
+                    std::string("GDCM cannot decode the pixel data (") + img.GetTransferSyntax().GetString() + ")");
+    *planar = img.GetPlanarConfiguration() == 1 ? 1 : 0;
+    const char *pi = gdcm::PhotometricInterpretation::GetPIString(img.GetPhotometricInterpretation());
+    put(photometric, SG_DCM_TEXT, pi ? pi : "");
+    return SG_DCM_OK;
+}
+
+} // namespace
+
+extern "C" int sg_dcm_read_header(const char *path, sg_dcm_header *h, char *err, size_t cap)
+{
+    std::memset(h, 0, sizeof *h);
+    h->frames = 1;
+    h->slope = 1;
+    int rc;
+    try {
+        rc = read_header(path, h, err, cap);
+    } catch (const std::exception &e) {
+        rc = fail(err, cap, std::string("GDCM: ") + e.what());
+    } catch (...) {
+        rc = fail(err, cap, "GDCM failed reading the header");
+    }
+    if (rc != SG_DCM_OK)
+        sg_dcm_header_free(h);
+    return rc;
+}
+
+extern "C" void sg_dcm_header_free(sg_dcm_header *h)
+{
+    if (!h)
+        return;
+    std::free(h->frame_position);
+    std::free(h->frame_orientation);
+    std::free(h->frame_rescale);
+    std::free(h->frame_offsets);
+    h->frame_position = h->frame_orientation = h->frame_rescale = h->frame_offsets = nullptr;
+}
+
+extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst, size_t bytes, int32_t *planar,
+                             char photometric[SG_DCM_TEXT], char *err, size_t cap)
+{
+    try {
+        return decode(path, h, dst, bytes, planar, photometric, err, cap);
+    } catch (const std::exception &e) {
+        return fail(err, cap, std::string("GDCM: ") + e.what());
+    } catch (...) {
+        return fail(err, cap, "GDCM failed decoding the pixel data");
+    }
+}
