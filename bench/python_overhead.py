@@ -84,10 +84,37 @@ def main():
                     py, c = measure(e, xt, args.calls, args.repeats)
                     rows.append({"engine": e.device, "tensors": "torch CUDA (DLPack in, DeviceArray out)",
                                  "python_us": py, "c_us": c})
+                    # Where the time goes: torch's own export of the input
+                    # on another stream (an event recorded and waited for,
+                    # in Python), which any DLPack consumer pays; and a run
+                    # into a caller's CUDA tensor (out=), which allocates
+                    # nothing.
+                    s = torch.cuda.Stream()
+                    producer = []
+                    for _ in range(args.repeats):
+                        t0 = time.perf_counter()
+                        for _ in range(args.calls):
+                            del_cap = xt.__dlpack__(stream=s.cuda_stream)
+                            del del_cap
+                        producer.append((time.perf_counter() - t0) / args.calls * 1e6)
+                    out = torch.empty_like(xt)
+                    e(xt, out=out)
+                    into = []
+                    for _ in range(args.repeats):
+                        t0 = time.perf_counter()
+                        for _ in range(args.calls):
+                            e(xt, out=out)
+                        into.append((time.perf_counter() - t0) / args.calls * 1e6)
+                    breakdown = {"torch_dlpack_export_us": statistics.median(producer),
+                                 "engine_out_into_torch_us": statistics.median(into)}
+                    rows[-1].update(breakdown)
     for r in rows:
         r["overhead_us"] = r["python_us"] - r["c_us"]
         print(f"{r['engine']:7} {r['tensors']:42} engine(x) {r['python_us']:8.2f} us/call   C API "
               f"{r['c_us']:8.2f} us/call   overhead {r['overhead_us']:7.2f} us")
+        if "torch_dlpack_export_us" in r:
+            print(f"        of which torch's x.__dlpack__(stream=S) alone {r['torch_dlpack_export_us']:.2f} us/call; "
+                  f"engine(x, out=torch tensor) {r['engine_out_into_torch_us']:.2f} us/call")
     result = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu": platform.processor(),
               "python": sys.version.split()[0], "segrt": segrt.__version__, "calls": args.calls,
               "repeats": args.repeats, "rows": rows}

@@ -13,6 +13,7 @@ compare`), :func:`devices`, :class:`DeviceArray` (results in CUDA memory)
 and :class:`Error` with a subclass per C status."""
 from __future__ import annotations
 
+import atexit
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -24,6 +25,7 @@ from ._errors import (DeviceError, Error, FileError, InternalError, InvalidArgum
 from ._window import sliding_window
 
 _segrt.register_errors(BY_STATUS)
+atexit.register(_segrt.empty_cache)
 
 #: The version of the libsegrt this package loaded ("MAJOR.MINOR.PATCH").
 __version__: str = _segrt.version()
@@ -33,7 +35,7 @@ __version__: str = _segrt.version()
 DeviceArray = _segrt.DeviceArray
 
 __all__ = ["Engine", "TensorInfo", "DeviceArray", "sliding_window", "compare", "devices", "cuda_versions",
-           "to_numpy", "Error", "InvalidArgumentError", "FileError", "InvalidModelError", "UnsupportedError",
+           "to_numpy", "empty_cache", "Error", "InvalidArgumentError", "FileError", "InvalidModelError", "UnsupportedError",
            "ShapeError", "OutOfMemoryError", "DeviceError", "InternalError", "__version__"]
 
 
@@ -46,6 +48,16 @@ def to_numpy(x: Any) -> np.ndarray:
         x.copy_to(a)
         return a
     return np.asarray(x)
+
+
+def empty_cache() -> None:
+    """Frees the CUDA memory segrt keeps for the next results. A result
+    that dies gives its block back to a small cache (at most 16 blocks of
+    up to 64 MiB each) so that the next result of its size needs no
+    cudaMalloc and cudaFree, which cost more than a small model's run; a
+    block that was handed to another library through DLPack waits for the
+    device before its reuse, as cudaFree would have."""
+    _segrt.empty_cache()
 
 
 def compare(a: Any, b: Any, class_axis: Optional[int] = None) -> Dict[str, Any]:

@@ -279,12 +279,83 @@ static int parse_dims(PyObject *seq, const char *what, int64_t *dims)
 /* --- DeviceArray: device memory from segrt, exported through DLPack ------- */
 
 typedef struct {
-    PyObject_HEAD void *data; /* from segrt_device_alloc; freed with the object */
+    PyObject_HEAD void *data; /* from segrt_device_alloc; given back with the object (block_put) */
     segrt_dtype dtype;
     int32_t rank;
     int64_t dims[SEGRT_MAX_RANK];
     int32_t device;
+    int exported; /* handed to a consumer through __dlpack__, which may still queue work on it */
 } DeviceArrayObject;
+
+/* Freed result blocks, kept for the next result of the same size: a
+ * cudaMalloc and a cudaFree (which waits for the whole device) per call
+ * cost more than the run of a small model. A block a DLPack consumer had
+ * may still be read by work that consumer queued on its own stream when
+ * the array dies (torch frees a tensor as soon as Python drops it), so
+ * handing such a block out again first waits for the device, as the
+ * cudaFree it replaces did; a block no consumer saw is reused at once
+ * (the run that wrote it returned after its stream). Small blocks only, a
+ * bounded number, freed at exit or by segrt.empty_cache(). */
+#define BLOCK_SLOTS 16
+#define BLOCK_MAX_BYTES ((size_t)64 << 20)
+typedef struct {
+    void *p;
+    size_t bytes;
+    int32_t device;
+    int fence; /* wait for the device before reuse */
+} cached_block;
+static cached_block g_blocks[BLOCK_SLOTS];
+static int g_n_blocks;
+static pthread_mutex_t g_blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A block of exactly `bytes` on device, from the cache or segrt; called
+ * without the GIL. */
+static segrt_status block_get(int32_t device, size_t bytes, void **out)
+{
+    int fence = 0;
+    *out = NULL;
+    pthread_mutex_lock(&g_blocks_lock);
+    for (int i = g_n_blocks - 1; i >= 0; i--)
+        if (g_blocks[i].device == device && g_blocks[i].bytes == bytes) {
+            *out = g_blocks[i].p;
+            fence = g_blocks[i].fence;
+            g_blocks[i] = g_blocks[--g_n_blocks];
+            break;
+        }
+    pthread_mutex_unlock(&g_blocks_lock);
+    if (!*out)
+        return segrt_device_alloc(device, bytes, out);
+    return fence ? segrt_device_synchronize(device) : SEGRT_OK;
+}
+
+/* Gives a block back: kept when small and a slot is free, else freed;
+ * called without the GIL. */
+static void block_put(void *p, size_t bytes, int32_t device, int fence)
+{
+    if (bytes <= BLOCK_MAX_BYTES) {
+        pthread_mutex_lock(&g_blocks_lock);
+        int kept = g_n_blocks < BLOCK_SLOTS;
+        if (kept)
+            g_blocks[g_n_blocks++] = (cached_block){p, bytes, device, fence};
+        pthread_mutex_unlock(&g_blocks_lock);
+        if (kept)
+            return;
+    }
+    segrt_device_free(p);
+}
+
+/* Frees every kept block (segrt.empty_cache, and at exit). */
+static void blocks_free(void)
+{
+    pthread_mutex_lock(&g_blocks_lock);
+    cached_block all[BLOCK_SLOTS];
+    int n = g_n_blocks;
+    memcpy(all, g_blocks, sizeof(cached_block) * (size_t)n);
+    g_n_blocks = 0;
+    pthread_mutex_unlock(&g_blocks_lock);
+    for (int i = 0; i < n; i++)
+        segrt_device_free(all[i].p);
+}
 
 static PyTypeObject *DeviceArray_Type;
 
@@ -301,6 +372,7 @@ static PyObject *device_array_wrap(void *data, segrt_dtype dtype, int32_t rank, 
     a->rank = rank;
     memcpy(a->dims, dims, sizeof(int64_t) * (size_t)rank);
     a->device = device;
+    a->exported = 0;
     return (PyObject *)a;
 }
 
@@ -310,10 +382,13 @@ static PyObject *device_array_new(segrt_dtype dtype, int32_t rank, const int64_t
     void *p = NULL;
     segrt_status s;
     PyThreadState *ts_ = PyEval_SaveThread();
-    s = segrt_device_alloc(device, bytes, &p);
+    s = block_get(device, bytes, &p);
     PyEval_RestoreThread(ts_);
-    if (s != SEGRT_OK)
+    if (s != SEGRT_OK) {
+        if (p)
+            segrt_device_free(p);
         return raise_status(s);
+    }
     return device_array_wrap(p, dtype, rank, dims, device);
 }
 
@@ -323,9 +398,10 @@ static void device_array_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     if (a->data) {
         void *p = a->data;
+        size_t bytes = numel_of(a->rank, a->dims) * segrt_dtype_size(a->dtype);
         a->data = NULL;
         PyThreadState *ts_ = PyEval_SaveThread();
-        segrt_device_free(p);
+        block_put(p, bytes, a->device, a->exported);
         PyEval_RestoreThread(ts_);
     }
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -436,6 +512,7 @@ static PyObject *device_array_dlpack(PyObject *self, PyObject *args, PyObject *k
         Py_DECREF(c);
         return cap;
     }
+    a->exported = 1;
     return dlpack_capsule(self, a->data, a->dtype, a->rank, a->dims, kDLCUDA, a->device);
 }
 
@@ -1950,7 +2027,18 @@ static PyObject *mod_status_name(PyObject *mod, PyObject *arg)
     return PyUnicode_FromString(segrt_status_name((segrt_status)v));
 }
 
+static PyObject *mod_empty_cache(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    blocks_free();
+    PyEval_RestoreThread(ts_);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"empty_cache", mod_empty_cache, METH_NOARGS, "frees the device blocks kept for the next results"},
     {"register_errors", mod_register_errors, METH_O, "register_errors(classes): the exception class per status"},
     {"build", mod_build, METH_VARARGS, "build(path, kind, index, precision, shapes, cache_dir, use_cache, threads)"},
     {"load", mod_load, METH_VARARGS, "load(plan_path, device_index) -> Engine"},

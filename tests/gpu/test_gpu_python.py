@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import GPU_OK, GPU_WHY, SANITIZED
+from conftest import GPU_OK, GPU_WHY, SANITIZED, require_models
 
 if not GPU_OK:
     pytest.skip(GPU_WHY, allow_module_level=True)
@@ -41,7 +41,8 @@ class Recorder:
 
 
 @pytest.fixture(scope="module")
-def tiny_plan(models, tmp_path_factory):
+def tiny_plan(tmp_path_factory):
+    models = require_models()  # (conftest's models fixture is per test)
     x = np.load(models / "basicunet2d_tiny.in.npy")
     plan = tmp_path_factory.mktemp("plans") / "tiny.plan"
     segrt.Engine.build(models / "basicunet2d_tiny.onnx", plan, device="cuda", shapes={"image": x.shape}).close()
@@ -160,3 +161,25 @@ def test_device_array_protocol(engine, tiny_plan):
     assert "DeviceArray" in repr(y) and y.nbytes == x.shape[0] * 2 * x.shape[2] * x.shape[3] * 4
     with pytest.raises(BufferError):
         y.__dlpack__(dl_device=(1, 0))
+
+
+def test_a_reused_result_block_waits_for_its_consumer(engine, tiny_plan):
+    """A result handed to torch and dropped while torch still has work on
+    it queued on another stream: the block goes back to segrt's cache, and
+    the next result of its size must not overwrite it before that work has
+    read it."""
+    _, x = tiny_plan
+    xt = torch.from_numpy(x).cuda()
+    want = torch.from_dlpack(engine(xt)).double().sum().item()
+    side = torch.cuda.Stream()
+    sums = []
+    for _ in range(8):
+        t = torch.from_dlpack(engine(xt))
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # keeps the side stream busy for tens of ms
+            sums.append(t.double().sum())
+        del t  # the DeviceArray dies with the tensor: its block goes back to the cache
+        engine(xt.neg())  # the next result of that size takes the block
+    torch.cuda.synchronize()
+    assert [s.item() for s in sums] == [want] * len(sums)
