@@ -351,6 +351,14 @@ static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool 
                 if (!walk_items(w, at, value_end, false, depth, false))
                     return false;
             }
+            /* Pixel data of a defined length that starts with an item:
+             * encapsulated pixels, which PS3.5 gives an undefined length.
+             * GDCM reads such fragments on past the defined length, up to a
+             * delimiter, taking whatever the bytes there claim as a
+             * fragment's length (a 2 KiB file made it allocate 3.7 GB):
+             * refused. */
+            if (pixels && len >= 8 && rd16(w, *at) == 0xfffe && rd16(w, *at + 2) == 0xe000)
+                return false;
             *at = value_end;
         }
     }

@@ -4,6 +4,7 @@ with numpy) and SimpleITK (geometry), on series written here with pydicom
 writer's affine for DICOM input against SimpleITK's."""
 import json
 import os
+import pathlib
 import shutil
 
 import numpy as np
@@ -424,3 +425,16 @@ def test_bad_files(tmp_path):
     fails(["info", empty], "no DICOM image")
     trunc = pydicom_files() / "MR_truncated.dcm"
     fails(["info", trunc], "MR_truncated.dcm")
+
+
+def test_fuzz_regressions_are_refused_by_name():
+    """The files fuzz_volume found GDCM asserting on or allocating
+    gigabytes for (tests/fuzz/regressions/volume): each is refused in one
+    line naming it, after at most a header's worth of memory."""
+    regressions = pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "regressions" / "volume"
+    files = sorted(regressions.iterdir())
+    assert files
+    for f in files:
+        for cmd in (["info", f], ["load", f, "/dev/null"]):
+            p = vol(*cmd, check=None)
+            assert p.returncode == 2 and f.name in p.stderr and len(p.stderr.strip().splitlines()) == 1, (cmd, p)
