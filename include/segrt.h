@@ -384,6 +384,15 @@ SEGRT_API segrt_status segrt_context_run(segrt_context *ctx, size_t n_inputs,
  * (NULL). */
 SEGRT_API segrt_status segrt_context_stream(const segrt_context *ctx, void **out);
 
+/* Makes the context's later runs wait for the work queued so far on
+ * `stream`, a cudaStream_t of the caller's on the engine's device (NULL:
+ * the legacy default stream), without the host waiting: the cheap way to
+ * order a producer's pending writes of device inputs before a run (a
+ * cudaEventRecord on stream and a cudaStreamWaitEvent on the context's).
+ * Errors: INVALID_ARGUMENT (NULL ctx; a CPU engine's context, which has
+ * no stream), DEVICE (stream is not a stream of that device). */
+SEGRT_API segrt_status segrt_context_wait_stream(segrt_context *ctx, void *stream);
+
 /* What an engine was built as. */
 typedef struct segrt_engine_info {
     segrt_device_kind device;

@@ -14,6 +14,7 @@ and :class:`Error` with a subclass per C status."""
 from __future__ import annotations
 
 import atexit
+import sys
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -25,6 +26,14 @@ from ._errors import (DeviceError, Error, FileError, InternalError, InvalidArgum
 from ._window import sliding_window
 
 _segrt.register_errors(BY_STATUS)
+
+
+def _torch_current_stream(device: int) -> int:
+    # Called by the extension for torch CUDA tensors only, so torch is imported.
+    return sys.modules["torch"].cuda.current_stream(device).cuda_stream
+
+
+_segrt.register_torch_stream(_torch_current_stream)
 atexit.register(_segrt.empty_cache)
 
 #: The version of the libsegrt this package loaded ("MAJOR.MINOR.PATCH").

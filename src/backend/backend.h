@@ -140,6 +140,10 @@ typedef struct sg_backend {
      * cudaStream_t), so that a caller can order its own work before them;
      * NULL: the backend has none. */
     void *(*context_stream)(const sg_backend_context *c);
+    /* Optional (with context_stream): makes the context's stream wait for
+     * the work queued so far on a stream of the caller's, without the host
+     * waiting. */
+    sg_status (*context_wait_stream)(sg_backend_context *c, void *stream);
     /* Per-step profiling: on clears what was gathered and times each step
      * of later runs; print writes the steps of the last run's plan, slowest
      * first. */

@@ -412,6 +412,17 @@ segrt_status segrt_context_stream(const segrt_context *ctx, void **out)
     return SEGRT_OK;
 }
 
+segrt_status segrt_context_wait_stream(segrt_context *ctx, void *stream)
+{
+    if (!ctx)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_context_wait_stream: NULL context");
+    const sg_backend *b = ctx->engine->backend;
+    if (!b->context_wait_stream)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "segrt_context_wait_stream: a context of a %s engine has no stream to order", b->name);
+    return b->context_wait_stream(ctx->bc, stream);
+}
+
 sg_status sg_engine_from_plan(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
                               size_t payload_bytes, uint64_t model_hash, segrt_engine **out)
 {

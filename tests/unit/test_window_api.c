@@ -387,6 +387,10 @@ static void test_progress_and_auto_batch(void)
         CHECK(segrt_context_stream(r.ctx, &stream) == SEGRT_OK && stream == NULL);
         CHECK(segrt_context_stream(NULL, &stream) == SEGRT_ERROR_INVALID_ARGUMENT);
         CHECK(segrt_context_stream(r.ctx, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        /* A CPU context has no stream to order. */
+        CHECK(segrt_context_wait_stream(r.ctx, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(segrt_last_error(), "no stream"));
+        CHECK(segrt_context_wait_stream(NULL, NULL) == SEGRT_ERROR_INVALID_ARGUMENT);
         rig_free(&r);
     }
     segrt_window_options_destroy(o);

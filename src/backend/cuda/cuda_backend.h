@@ -106,6 +106,10 @@ sg_status sg_cuda_exec_finish(sg_cuda_exec *e);
 
 /* The executor's stream (a cudaStream_t): every run and enqueue uses it. */
 void *sg_cuda_exec_stream(const sg_cuda_exec *e);
+/* Makes the exec's stream wait for the work queued so far on stream (a
+ * cudaStream_t of the caller's, on the exec's device; NULL: the legacy
+ * default stream), without the host waiting. */
+sg_status sg_cuda_exec_wait_stream(sg_cuda_exec *e, void *stream);
 
 /* Profiling: while on, each run records every step's device time. */
 sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on);

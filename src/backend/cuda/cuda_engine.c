@@ -576,6 +576,11 @@ static void *cuda_context_stream(const sg_backend_context *c)
     return sg_cuda_exec_stream(c->x);
 }
 
+static sg_status cuda_context_wait_stream(sg_backend_context *c, void *stream)
+{
+    return sg_cuda_exec_wait_stream(c->x, stream);
+}
+
 static sg_status cuda_profile(sg_backend_context *c, bool on)
 {
     return sg_cuda_exec_profile(c->x, on);
@@ -604,6 +609,7 @@ const sg_backend sg_cuda_backend = {
     .context_select = cuda_context_select,
     .context_run = cuda_context_run,
     .context_stream = cuda_context_stream,
+    .context_wait_stream = cuda_context_wait_stream,
     .context_enqueue = cuda_context_enqueue,
     .context_finish = cuda_context_finish,
     .profile = cuda_profile,

@@ -57,6 +57,7 @@ struct sg_cuda_exec {
     int32_t n_plans, cap_plans;
     void **ptr;
     int32_t cap_ptr;
+    cudaEvent_t waited; /* sg_cuda_exec_wait_stream's, made at its first call */
     bool profiling;
 };
 
@@ -313,6 +314,8 @@ void sg_cuda_exec_free(sg_cuda_exec *e)
         cublasLtDestroy(e->lt);
     if (e->cudnn)
         cudnnDestroy(e->cudnn);
+    if (e->waited)
+        cudaEventDestroy(e->waited);
     if (e->stream)
         cudaStreamDestroy(e->stream);
     free(e->ptr);
@@ -607,6 +610,18 @@ sg_status sg_cuda_exec_finish(sg_cuda_exec *e)
 void *sg_cuda_exec_stream(const sg_cuda_exec *e)
 {
     return (void *)e->stream;
+}
+
+sg_status sg_cuda_exec_wait_stream(sg_cuda_exec *e, void *stream)
+{
+    CUDA_TRY(cudaSetDevice(e->device));
+    if (!e->waited)
+        CUDA_TRY(cudaEventCreateWithFlags(&e->waited, cudaEventDisableTiming));
+    /* Recording and waiting queue nothing on the host: the event may be
+     * recorded again at once, as the wait took its state as it was. */
+    CUDA_TRY(cudaEventRecord(e->waited, (cudaStream_t)stream));
+    CUDA_TRY(cudaStreamWaitEvent(e->stream, e->waited, 0));
+    return SEGRT_OK;
 }
 
 sg_status sg_cuda_exec_profile(sg_cuda_exec *e, bool on)
