@@ -183,3 +183,19 @@ def test_a_reused_result_block_waits_for_its_consumer(engine, tiny_plan):
         engine(xt.neg())  # the next result of that size takes the block
     torch.cuda.synchronize()
     assert [s.item() for s in sums] == [want] * len(sums)
+
+
+def test_readme_examples_on_the_gpu(models):
+    """python/examples as the README shows them, on the GPU at their sizes."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    examples = pathlib.Path(__file__).resolve().parents[2] / "python" / "examples"
+    for name, model, extra in (("ct_volume.py", "unet3d_spleen.onnx", []),
+                               ("slide_patches.py", "basicunet2d.onnx", []),
+                               ("torch_cuda.py", "basicunet2d.onnx", [])):
+        p = subprocess.run([sys.executable, str(examples / name), str(models / model), *extra], capture_output=True,
+                           text=True, timeout=600, env=os.environ)
+        assert p.returncode == 0, (name, p.stderr + p.stdout)
+        print(p.stdout.strip())
