@@ -1134,6 +1134,9 @@ typedef struct segrt_window_job_options {
      * running out of device memory (NULL: none). */
     void (*notice)(void *user, const char *line);
     void *notice_user;
+    /* A DICOM folder holding several series: the one to read, by its
+     * SeriesInstanceUID (NULL: the folder must hold one). */
+    const char *series_uid;
 } segrt_window_job_options;
 
 /* MONAI's defaults for spatial_dims dims: the window the whole axis,
@@ -1143,10 +1146,15 @@ SEGRT_API void segrt_window_job_options_init(segrt_window_job_options *o, int32_
 
 /* What segrt_window_job_run will read: the image as the job takes it
  * (float32 N x C x spatial; an image file as 1 x C x [depth x] height x
- * width with alpha dropped), from its header alone, data NULL; and the
+ * width with alpha dropped; a NIfTI or DICOM volume as 1 x C x [depth x]
+ * height x width of its values), from its header alone, data NULL; and the
  * host bytes the read holds besides that tensor (*extra_bytes may be
  * NULL). Errors as segrt_array_probe's and segrt_image_probe's. */
 SEGRT_API segrt_status segrt_window_job_probe(const char *image_path, segrt_tensor *image, uint64_t *extra_bytes);
+/* As segrt_window_job_probe, with the job's options (o->series_uid picks
+ * a DICOM series; o may be NULL). */
+SEGRT_API segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, const char *image_path,
+                                                   segrt_tensor *image, uint64_t *extra_bytes);
 
 /* What a job did. */
 typedef struct segrt_window_job_report {

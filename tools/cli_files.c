@@ -37,12 +37,16 @@ int cli_files_output(cli_files *f, const char *path, const char *what, unsigned 
 static const struct {
     const char *ext;
     unsigned format;
-} extensions[] = {{".npy", CLI_NPY}, {".png", CLI_PNG}, {".tif", CLI_TIFF}, {".tiff", CLI_TIFF}, {".plan", CLI_PLAN}};
+} extensions[] = {{".npy", CLI_NPY},   {".png", CLI_PNG},  {".tif", CLI_TIFF},
+                  {".tiff", CLI_TIFF}, {".plan", CLI_PLAN}, {".nii", CLI_NIFTI}};
 
 unsigned cli_files_format(const char *path)
 {
     const char *slash = strrchr(path, '/');
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
+    size_t n = strlen(path);
+    if (n > 7 && strcasecmp(path + n - 7, ".nii.gz") == 0)
+        return CLI_NIFTI;
     for (size_t i = 0; dot && i < sizeof extensions / sizeof extensions[0]; i++)
         if (strcasecmp(dot, extensions[i].ext) == 0)
             return extensions[i].format;
@@ -52,14 +56,18 @@ unsigned cli_files_format(const char *path)
 /* "a .npy, .png or .tif file" for a set of formats. */
 static const char *formats_text(unsigned formats, char *buf, size_t cap)
 {
-    static const char *const names[] = {".npy", ".png", ".tif", ".plan"};
-    const char *pick[4];
+    static const char *const names[] = {".npy", ".png", ".tif", ".plan", ".nii(.gz)"};
+    const char *pick[5];
     int n = 0;
-    for (int b = 0; b < 4; b++)
+    for (int b = 0; b < 5; b++)
         if (formats & (1u << b))
             pick[n++] = names[b];
-    snprintf(buf, cap, "a %s%s%s%s%s file", pick[0], n > 2 ? ", " : n == 2 ? " or " : "", n > 1 ? pick[1] : "",
-             n > 2 ? " or " : "", n > 2 ? pick[2] : "");
+    /* "a .npy file", "a .npy or .png file", "a .npy, .png or .tif file" */
+    size_t at = (size_t)snprintf(buf, cap, "a %s", pick[0]);
+    for (int i = 1; i < n && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i == n - 1 ? " or " : ", ", pick[i]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, " file");
     return buf;
 }
 
@@ -67,7 +75,7 @@ static int check_extension(const char *path, const char *what, unsigned formats)
 {
     if (cli_files_format(path) & formats)
         return CLI_OK;
-    char want[64];
+    char want[96];
     const char *slash = strrchr(path, '/');
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
     if (!dot)

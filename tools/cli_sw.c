@@ -120,6 +120,10 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v)
             return cli_usage_error("--overlay wants a .png or .tif file"), -1;
         o->overlay = v;
+    } else if (strcmp(a, "--series") == 0) {
+        if (!v || !*v)
+            return cli_usage_error("--series wants a DICOM SeriesInstanceUID"), -1;
+        o->sw.series_uid = v;
     } else if (strcmp(a, "--raw-input") == 0) {
         o->raw_input = true;
         o->any = true;
@@ -417,7 +421,7 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     segrt_tensor shape;
     if ((rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK)
         return rc;
-    if ((s = segrt_window_job_probe(in, &shape, NULL)) != SEGRT_OK)
+    if ((s = segrt_window_job_probe_with(&so->sw, in, &shape, NULL)) != SEGRT_OK)
         return cli_fail(s);
     if ((rc = resolve(so, &shape, in)) != CLI_OK)
         return rc;
@@ -465,7 +469,7 @@ int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *
     for (int32_t m = 0; m < so->n_models; m++)
         cli_files_input(&files, so->models[m], "the --model");
     cli_files_input(&files, in, "the image");
-    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF);
+    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF | CLI_NIFTI);
     if (so->overlay)
         cli_files_output(&files, so->overlay, "--overlay", CLI_PNG | CLI_TIFF);
     int rc = cli_files_check(&files, true);

@@ -33,9 +33,12 @@ typedef struct cli_sw_opts {
 #define CLI_SW_USAGE                                                                                  \
     "sliding window (an image larger than the model's window; -o OUT takes the result):\n"           \
     "  IMAGE is .npy (float32 N x C x spatial) or PNG, JPEG or TIFF (8/16-bit grey or RGB), which\n" \
-    "  is normalised as the model's metadata says (segrt.input.scale/mean/std); OUT is .npy, or\n"   \
-    "  .png/.tif for a label map. The window and overlap default to the model's segrt.roi and\n"   \
-    "  segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o LABELS.png` needs nothing else.\n" \
+    "  is normalised as the model's metadata says (segrt.input.scale/mean/std), or a volume: NIfTI\n" \
+    "  (.nii, .nii.gz) or DICOM (a file, or a folder holding a series), read as its values (HU for\n"\
+    "  CT). OUT is .npy; .png/.tif for a label map; .nii/.nii.gz in a volume's own grid (its\n"     \
+    "  spacing, origin and orientation). The window and overlap default to the model's segrt.roi\n"\
+    "  and segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o LABELS.png` needs nothing else.\n"\
+    "  --series UID              the DICOM series to read where a folder holds several\n"          \
     "  --overlay PATH.png        also write the image with the labels tinted and outlined\n"       \
     "  --raw-input               do not normalise image files\n"                                  \
     "  --roi D,H,W               the window (<= 0: the whole axis); turns sliding windows on\n"      \

@@ -18,6 +18,7 @@
 
 struct sg_sink {
     sg_output *out;
+    bool borrowed;    /* out is the caller's (sg_sink_open_output): finished here, committed there */
     sg_sink_desc d;
     int kind;         /* 0 npy, 1 png, 2 tiff, 3 nifti */
     size_t es;        /* bytes of a sample */
@@ -59,7 +60,7 @@ static sg_status check_desc(const char *path, const sg_sink_desc *d, int kind)
     return SEGRT_OK;
 }
 
-sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out)
+static sg_status sink_open(const char *path, sg_output *given, const sg_sink_desc *desc, sg_sink **out)
 {
     *out = NULL;
     int kind = 0;
@@ -77,7 +78,9 @@ sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out
     s->d = *desc;
     s->kind = kind;
     s->es = segrt_dtype_size(desc->dtype);
-    sg_status st = sg_output_open(path, &s->out);
+    s->borrowed = given != NULL;
+    s->out = given;
+    sg_status st = given ? SEGRT_OK : sg_output_open(path, &s->out);
     sg_image shape = {(int32_t)desc->dims[2], (int32_t)desc->dims[1], (int32_t)desc->dims[0],
                       desc->channels,         (int32_t)s->es * 8,     NULL};
     if (st == SEGRT_OK && kind == 0) {
@@ -111,6 +114,16 @@ sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out
     }
     *out = s;
     return SEGRT_OK;
+}
+
+sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out)
+{
+    return sink_open(path, NULL, desc, out);
+}
+
+sg_status sg_sink_open_output(sg_output *o, const sg_sink_desc *desc, sg_sink **out)
+{
+    return sink_open(sg_output_path(o), o, desc, out);
 }
 
 /* One row of page z (the next), from channel planes plane bytes apart. */
@@ -201,7 +214,7 @@ sg_status sg_sink_commit(sg_sink *s)
         sg_sink_discard(s);
         return st;
     }
-    st = sg_output_commit(s->out);
+    st = s->borrowed ? SEGRT_OK : sg_output_commit(s->out);
     s->out = NULL;
     sg_sink_discard(s);
     return st;
@@ -214,7 +227,8 @@ void sg_sink_discard(sg_sink *s)
     sg_png_writer_free(s->png);
     sg_tiff_writer_free(s->tiff);
     sg_nifti_writer_free(s->nifti);
-    sg_output_discard(s->out);
+    if (!s->borrowed)
+        sg_output_discard(s->out);
     free(s->row);
     free(s);
 }

@@ -38,6 +38,7 @@
 #ifndef SG_IO_SINK_H
 #define SG_IO_SINK_H
 
+#include "core/file.h"
 #include "core/tensor.h"
 #include "io/source.h"
 
@@ -62,6 +63,11 @@ typedef struct sg_sink sg_sink;
  * (UNSUPPORTED for .jpg, a volume to .png, a dtype PNG or TIFF lacks),
  * IO when the output cannot be created; every message names path. */
 sg_status sg_sink_open(const char *path, const sg_sink_desc *desc, sg_sink **out);
+
+/* A sink writing into o, an output of the caller's (its path's extension
+ * says the format): commit finishes the file's format and leaves o to its
+ * owner to commit; discard leaves o as it is (its owner discards it). */
+sg_status sg_sink_open_output(sg_output *o, const sg_sink_desc *desc, sg_sink **out);
 
 /* Writes the next region, box at level 0 (contract above). */
 sg_status sg_sink_write(sg_sink *s, const sg_box *box, const void *src);

@@ -16,9 +16,11 @@
  * forward only), an overlay (drawn over the whole image's pixels), and
  * arrays the source does not take (N > 1, 1-D). */
 #include "core/api_file.h"
+#include "core/dtype.h"
 #include "core/mem.h"
 #include "io/image.h"
 #include "io/npy.h"
+#include "io/sink.h"
 #include "io/source.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
@@ -203,12 +205,85 @@ static sg_status normalise(const segrt_model *model, const char *model_path, sg_
     return SEGRT_OK;
 }
 
+/* Whether path is a medical volume: a NIfTI file, a DICOM file or a
+ * folder of a DICOM series. */
+static bool is_volume(const char *path)
+{
+    segrt_file_format f = segrt_file_format_of_file(path);
+    return f == SEGRT_FILE_NIFTI || f == SEGRT_FILE_DICOM;
+}
+
+/* A volume's tensor as the windows read it, float32 1 x C x [D x] H x W,
+ * from its source's header (data NULL), and what reading it holds besides:
+ * the samples as stored. */
+static void volume_shape(const sg_source_info *in, sg_tensor *image, uint64_t *extra_bytes)
+{
+    memset(image, 0, sizeof *image);
+    image->dtype = SEGRT_DTYPE_FLOAT32;
+    image->dims[image->rank++] = 1;
+    image->dims[image->rank++] = in->channels;
+    if (in->n_dims == 3)
+        image->dims[image->rank++] = in->dims[0][0];
+    image->dims[image->rank++] = in->dims[0][1];
+    image->dims[image->rank++] = in->dims[0][2];
+    *extra_bytes = (uint64_t)sg_tensor_numel(image) * segrt_dtype_size(in->dtype);
+}
+
+/* Opens a volume's source, the DICOM series series_uid where it is given. */
+static sg_status open_volume(const char *path, const char *series_uid, sg_source **src)
+{
+    sg_source_options so = {0, series_uid};
+    return sg_source_open_with(path, &so, src);
+}
+
+/* A volume read whole as float32 (the values its reader gives: NIfTI's
+ * scaling and DICOM's rescale applied), and where it lies. No
+ * normalisation: a volume's intensities are the modality's (HU for CT),
+ * and the model says how to scale them (later work: preprocessing). */
+static sg_status read_volume(const char *path, const char *series_uid, sg_tensor *image, sg_source_info *where)
+{
+    sg_source *src;
+    SG_TRY(open_volume(path, series_uid, &src));
+    sg_tensor raw;
+    sg_status s = sg_source_read_all(src, 0, &raw);
+    if (s == SEGRT_OK) {
+        *where = src->info;
+        where->format = NULL; /* the source's, gone with it */
+    }
+    sg_source_close(src);
+    SG_TRY(s);
+    uint64_t extra;
+    volume_shape(where, image, &extra);
+    int64_t n = sg_tensor_numel(&raw);
+    if (n != sg_tensor_numel(image)) {
+        free(raw.data);
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the file changed while segrt read it", path);
+    }
+    float *f = sg_malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!f) {
+        free(raw.data);
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for the volume", path);
+    }
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)sg_dtype_load_f64(raw.dtype, raw.data, i);
+    free(raw.data);
+    image->data = f;
+    return SEGRT_OK;
+}
+
 /* The image's tensor from its header (data NULL) and the bytes the read
  * holds besides it. */
-static sg_status probe_image(const char *path, sg_tensor *image, uint64_t *extra_bytes)
+static sg_status probe_image(const char *path, const char *series_uid, sg_tensor *image, uint64_t *extra_bytes)
 {
     memset(image, 0, sizeof *image);
     *extra_bytes = 0;
+    if (is_volume(path)) {
+        sg_source *src;
+        SG_TRY(open_volume(path, series_uid, &src));
+        volume_shape(&src->info, image, extra_bytes);
+        sg_source_close(src);
+        return SEGRT_OK;
+    }
     if (!sg_image_is_image_file(path))
         return sg_npy_probe(path, image);
     sg_image_info info;
@@ -228,13 +303,14 @@ static sg_status probe_image(const char *path, sg_tensor *image, uint64_t *extra
     return SEGRT_OK;
 }
 
-segrt_status segrt_window_job_probe(const char *image_path, segrt_tensor *image, uint64_t *extra_bytes)
+segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, const char *image_path,
+                                         segrt_tensor *image, uint64_t *extra_bytes)
 {
     if (!image_path || !image)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
     sg_tensor t;
     uint64_t extra;
-    SG_TRY(probe_image(image_path, &t, &extra));
+    SG_TRY(probe_image(image_path, o ? o->series_uid : NULL, &t, &extra));
     memset(image, 0, sizeof *image);
     image->dtype = t.dtype;
     image->rank = t.rank;
@@ -243,6 +319,11 @@ segrt_status segrt_window_job_probe(const char *image_path, segrt_tensor *image,
     if (extra_bytes)
         *extra_bytes = extra;
     return SEGRT_OK;
+}
+
+segrt_status segrt_window_job_probe(const char *image_path, segrt_tensor *image, uint64_t *extra_bytes)
+{
+    return segrt_window_job_probe_with(NULL, image_path, image, extra_bytes);
 }
 
 /* The input as float32 N x C x spatial; an image file also fills *pixels
@@ -257,6 +338,13 @@ static sg_status read_image(const char *path, const segrt_model *model, const ch
     SG_TRY(sg_image_read(path, pixels));
     SG_TRY(sg_image_to_tensor(pixels, false, image));
     return raw ? SEGRT_OK : normalise(model, model_path, image);
+}
+
+/* Whether path names a NIfTI file (.nii, .nii.gz). */
+static bool is_nifti_output(const char *path)
+{
+    size_t n = strlen(path);
+    return (n > 4 && strcasecmp(path + n - 4, ".nii") == 0) || (n > 7 && strcasecmp(path + n - 7, ".nii.gz") == 0);
 }
 
 /* Whether path names an image file segrt writes (.png, .tif, .tiff). */
@@ -281,6 +369,8 @@ typedef struct job {
     sg_source *src;
     sg_sw_image src_rows, rows;
     bool streamed;
+    bool volume;          /* a NIfTI or DICOM input, read whole (read_volume) */
+    sg_source_info where; /* ... its dims, spacing and geometry, for a NIfTI result */
     norm nm;
     float *scratch; /* the source's rows with alpha, before it is dropped */
     size_t scratch_bytes;
@@ -571,13 +661,53 @@ static sg_status run_windows(job *st, sg_sw_stats *stats, bool *on_device)
     return SEGRT_OK;
 }
 
-/* The result into o: NPY, or a label map as a PNG/TIFF image, as its
- * destination's extension says. *write_failed tells a failed write from a
- * refused result. */
-static sg_status write_result(sg_output *o, const sg_tensor *result, bool *write_failed)
+/* The result as NIfTI: in the input volume's grid (its spacing and
+ * geometry, so that the labels overlay it in a viewer), or without a
+ * position for another input. One image (N = 1); its classes or
+ * probabilities as channels (a .nii.gz takes one: labels). */
+static sg_status write_nifti(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
+{
+    const char *path = sg_output_path(o);
+    if (result->rank < 4 || result->rank > 5 || result->dims[0] != 1)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a NIfTI file holds one image; the result has %lld", path,
+                        (long long)(result->rank ? result->dims[0] : 0));
+    sg_sink_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = result->dtype;
+    d.channels = (int32_t)result->dims[1];
+    d.n_dims = result->rank - 2;
+    d.dims[0] = d.n_dims == 3 ? result->dims[2] : 1;
+    d.dims[1] = result->dims[result->rank - 2];
+    d.dims[2] = result->dims[result->rank - 1];
+    if (st->volume) {
+        memcpy(d.spacing, st->where.spacing, sizeof d.spacing);
+        d.geometry = st->where.geometry;
+    } else {
+        sg_geometry_identity(&d.geometry);
+    }
+    sg_sink *s;
+    SG_TRY(sg_sink_open_output(o, &d, &s));
+    sg_box box = {{0, 0, 0}, {d.dims[0], d.dims[1], d.dims[2]}};
+    sg_status e = sg_sink_write(s, &box, result->data);
+    if (e != SEGRT_OK) {
+        sg_sink_discard(s);
+        *write_failed = true;
+        return e;
+    }
+    e = sg_sink_commit(s);
+    *write_failed = e != SEGRT_OK;
+    return e;
+}
+
+/* The result into o: NPY, NIfTI, or a label map as a PNG/TIFF image, as
+ * its destination's extension says. *write_failed tells a failed write
+ * from a refused result. */
+static sg_status write_result(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
 {
     const char *path = sg_output_path(o);
     sg_status s;
+    if (is_nifti_output(path))
+        return write_nifti(o, result, st, write_failed);
     if (!is_image_output(path)) {
         s = sg_npy_write_to(o, result);
         *write_failed = s != SEGRT_OK;
@@ -648,7 +778,8 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
      * engine is built. */
     sg_tensor shape;
     uint64_t extra_bytes;
-    SG_TRY(probe_image(st->in, &shape, &extra_bytes));
+    st->volume = is_volume(st->in);
+    SG_TRY(probe_image(st->in, jo->series_uid, &shape, &extra_bytes));
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
@@ -694,7 +825,11 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     SG_TRY(check_result_fits(st, out, &classes));
     SG_TRY(open_stream(st, overlay != NULL));
     SG_TRY(check_host_memory(st, classes, st->streamed ? 0 : extra_bytes));
-    if (!st->streamed) {
+    if (st->volume) {
+        SG_TRY(read_volume(st->in, jo->series_uid, &st->image, &st->where));
+        if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
+    } else if (!st->streamed) {
         SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
@@ -724,7 +859,7 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     r->seconds = now_s() - t0;
     fill_report(st, &stats, on_device, r);
     bool write_failed = false;
-    s = write_result(result, &st->result, &write_failed);
+    s = write_result(result, &st->result, st, &write_failed);
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
     r->write_failed = write_failed;
