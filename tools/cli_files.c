@@ -37,7 +37,7 @@ int cli_files_output(cli_files *f, const char *path, const char *what, unsigned 
 static const struct {
     const char *ext;
     unsigned format;
-} extensions[] = {{".npy", CLI_NPY},   {".png", CLI_PNG},  {".tif", CLI_TIFF},
+} extensions[] = {{".npy", CLI_NPY},   {".png", CLI_PNG},   {".tif", CLI_TIFF},
                   {".tiff", CLI_TIFF}, {".plan", CLI_PLAN}, {".nii", CLI_NIFTI}};
 
 unsigned cli_files_format(const char *path)

@@ -18,7 +18,7 @@
 
 struct sg_sink {
     sg_output *out;
-    bool borrowed;    /* out is the caller's (sg_sink_open_output): finished here, committed there */
+    bool borrowed; /* out is the caller's (sg_sink_open_output): finished here, committed there */
     sg_sink_desc d;
     int kind;         /* 0 npy, 1 png, 2 tiff, 3 nifti */
     size_t es;        /* bytes of a sample */

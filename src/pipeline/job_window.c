@@ -303,8 +303,8 @@ static sg_status probe_image(const char *path, const char *series_uid, sg_tensor
     return SEGRT_OK;
 }
 
-segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, const char *image_path,
-                                         segrt_tensor *image, uint64_t *extra_bytes)
+segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, const char *image_path, segrt_tensor *image,
+                                         uint64_t *extra_bytes)
 {
     if (!image_path || !image)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");

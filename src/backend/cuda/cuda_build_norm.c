@@ -164,10 +164,17 @@ static bool deferred_takers(const sg_cuda_plan *p, const sg_node *norm, const cu
         case SG_OP_CONV:
             takes = cuda_conv_small_takes_norm(p, r, dn) || cuda_conv_mma_takes_norm(p, r, dn, &xg);
             break;
-        case SG_OP_CONV_TRANSPOSE: takes = cuda_conv_upsample_takes_norm(p, r, dn); break;
-        case SG_OP_MAX_POOL: takes = cuda_pool_takes_norm(p, r, dn); break;
-        case SG_OP_CONCAT: takes = concat_takes_norm(p, r, dn); break;
-        default: break;
+        case SG_OP_CONV_TRANSPOSE:
+            takes = cuda_conv_upsample_takes_norm(p, r, dn);
+            break;
+        case SG_OP_MAX_POOL:
+            takes = cuda_pool_takes_norm(p, r, dn);
+            break;
+        case SG_OP_CONCAT:
+            takes = concat_takes_norm(p, r, dn);
+            break;
+        default:
+            break;
         }
         if (!takes)
             return false;

@@ -184,7 +184,8 @@ static cuda_norm_readers norm_readers(const sg_cuda_plan *p, int32_t v, bool *ha
                 return CUDA_NORM_READERS_NONE;
             convs = false;
             break;
-        default: return CUDA_NORM_READERS_NONE;
+        default:
+            return CUDA_NORM_READERS_NONE;
         }
     }
     return convs ? CUDA_NORM_READERS_CONVS : CUDA_NORM_READERS_ANY;
@@ -196,14 +197,14 @@ static cuda_norm_readers norm_readers(const sg_cuda_plan *p, int32_t v, bool *ha
  * takes the maximum of the raw values and normalises that). */
 static bool norm_defers(const sg_cuda_plan *p, const sg_node *n, const cuda_node_fold *f)
 {
-    if ((n->op != SG_OP_INSTANCE_NORMALIZATION && n->op != SG_OP_GROUP_NORMALIZATION) || n->dead ||
-        n->n_outputs < 1 || n->outputs[0] < 0)
+    if ((n->op != SG_OP_INSTANCE_NORMALIZATION && n->op != SG_OP_GROUP_NORMALIZATION) || n->dead || n->n_outputs < 1 ||
+        n->outputs[0] < 0)
         return false;
     int32_t result = f->act_node >= 0 ? p->g->nodes[f->act_node].outputs[0] : n->outputs[0];
     const cuda_value_fold *rf = &p->value_folds[result];
     return rf->norm_readers != CUDA_NORM_READERS_NONE &&
-           (!rf->norm_pool_reader || cuda_act_monotone(f->act_node >= 0 ? f->act : SGK_ACT_NONE,
-                                                       f->act_node >= 0 ? f->act_alpha : 0.0f));
+           (!rf->norm_pool_reader ||
+            cuda_act_monotone(f->act_node >= 0 ? f->act : SGK_ACT_NONE, f->act_node >= 0 ? f->act_alpha : 0.0f));
 }
 
 sg_status cuda_fusion_pass(sg_cuda_plan *p)
