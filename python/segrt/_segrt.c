@@ -2026,6 +2026,151 @@ static PyObject *mod_compare(PyObject *mod, PyObject *args)
     return d;
 }
 
+/* --- volumes: segrt_volume_* and segrt_volume_save ---------------------------- */
+
+static PyObject *geometry_dict(const segrt_geometry *g)
+{
+    PyObject *dir = Py_BuildValue("((ddd)(ddd)(ddd))", g->direction[0][0], g->direction[0][1], g->direction[0][2],
+                                  g->direction[1][0], g->direction[1][1], g->direction[1][2], g->direction[2][0],
+                                  g->direction[2][1], g->direction[2][2]);
+    PyObject *d = dir ? Py_BuildValue("{s:O,s:(ddd),s:(ddd),s:O,s:i,s:i}", "known", g->known ? Py_True : Py_False,
+                                      "spacing", g->spacing[0], g->spacing[1], g->spacing[2], "origin", g->origin[0],
+                                      g->origin[1], g->origin[2], "direction", dir, "qform_code", (int)g->qform_code,
+                                      "sform_code", (int)g->sform_code)
+                      : NULL;
+    Py_XDECREF(dir);
+    return d;
+}
+
+static int geometry_of_tuple(PyObject *t, segrt_geometry *g)
+{
+    /* (known, spacing[3], origin[3], direction[3][3] row by row, qform_code, sform_code) */
+    int known = 0;
+    memset(g, 0, sizeof *g);
+    if (!PyArg_ParseTuple(t, "p(ddd)(ddd)((ddd)(ddd)(ddd))ii", &known, &g->spacing[0], &g->spacing[1],
+                          &g->spacing[2], &g->origin[0], &g->origin[1], &g->origin[2], &g->direction[0][0],
+                          &g->direction[0][1], &g->direction[0][2], &g->direction[1][0], &g->direction[1][1],
+                          &g->direction[1][2], &g->direction[2][0], &g->direction[2][1], &g->direction[2][2],
+                          &g->qform_code, &g->sform_code))
+        return -1;
+    g->known = known;
+    return 0;
+}
+
+/* volume_info(path, series_uid) -> dict: dims (D, H, W), channels, dtype
+ * (segrt's code), format, geometry. */
+static PyObject *mod_volume_info(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path, *series = NULL;
+    if (!PyArg_ParseTuple(args, "sz", &path, &series))
+        return NULL;
+    segrt_volume *v = NULL;
+    segrt_image_info info;
+    segrt_status s;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    s = segrt_volume_open(path, series, &v);
+    if (s == SEGRT_OK)
+        s = segrt_volume_info(v, &info);
+    segrt_volume_close(v);
+    PyEval_RestoreThread(ts_);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    PyObject *g = geometry_dict(&info.geometry);
+    PyObject *d = g ? Py_BuildValue("{s:(iii),s:i,s:i,s:i,s:O}", "dims", (int)info.depth, (int)info.height,
+                                    (int)info.width, "channels", (int)info.channels, "dtype", (int)info.dtype, "format",
+                                    (int)info.format, "geometry", g)
+                    : NULL;
+    Py_XDECREF(g);
+    return d;
+}
+
+/* volume_read(path, series_uid, out): the whole volume into out, a
+ * writable C-contiguous buffer of channels x D x H x W samples of the
+ * volume's dtype (volume_info's). */
+static PyObject *mod_volume_read(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path, *series = NULL;
+    PyObject *out;
+    if (!PyArg_ParseTuple(args, "szO", &path, &series, &out))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    segrt_volume *v = NULL;
+    segrt_image_info info;
+    segrt_status s;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    s = segrt_volume_open(path, series, &v);
+    if (s == SEGRT_OK)
+        s = segrt_volume_info(v, &info);
+    if (s == SEGRT_OK) {
+        int64_t start[3] = {0, 0, 0}, size[3] = {info.depth, info.height, info.width};
+        s = segrt_volume_read(v, start, size, view.buf, (size_t)view.len);
+    }
+    segrt_volume_close(v);
+    PyEval_RestoreThread(ts_);
+    PyBuffer_Release(&view);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    Py_RETURN_NONE;
+}
+
+/* volume_save(path, array, geometry tuple or None) */
+static PyObject *mod_volume_save(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path;
+    PyObject *arr, *geo;
+    if (!PyArg_ParseTuple(args, "sOO", &path, &arr, &geo))
+        return NULL;
+    segrt_geometry g;
+    if (geo != Py_None && geometry_of_tuple(geo, &g) < 0)
+        return NULL;
+    place host = {0, 0, 0};
+    segrt_tensor t;
+    held h;
+    memset(&h, 0, sizeof h);
+    if (import_tensor(arr, "array", "volume", 0, &host, &t, &h) < 0)
+        return NULL;
+    segrt_status s;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    s = segrt_volume_save(path, &t, geo == Py_None ? NULL : &g);
+    PyEval_RestoreThread(ts_);
+    held_release(&h);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    Py_RETURN_NONE;
+}
+
+/* dicom_series(path) -> list of dicts (uid, modality, description, slices, rows, columns) */
+static PyObject *mod_dicom_series(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path))
+        return NULL;
+    segrt_dicom_series *list = NULL;
+    size_t n = 0;
+    segrt_status s;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    s = segrt_dicom_series_list(&path, 1, &list, &n);
+    PyEval_RestoreThread(ts_);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:L,s:i,s:i}", "uid", list[i].uid, "modality", list[i].modality,
+                                    "description", list[i].description, "slices", (long long)list[i].slices, "rows",
+                                    (int)list[i].rows, "columns", (int)list[i].columns);
+        if (!d || PyList_SetItem(out, (Py_ssize_t)i, d) < 0)
+            Py_CLEAR(out);
+    }
+    segrt_dicom_series_free(list);
+    return out;
+}
+
 static PyObject *mod_devices(PyObject *mod, PyObject *unused)
 {
     (void)mod;
@@ -2107,6 +2252,10 @@ static PyObject *mod_register_torch_stream(PyObject *self, PyObject *fn)
 static PyMethodDef module_methods[] = {
     {"register_torch_stream", mod_register_torch_stream, METH_O,
      "register_torch_stream(fn): fn(device) -> torch's current CUDA stream there, as an int"},
+    {"volume_info", mod_volume_info, METH_VARARGS, "volume_info(path, series_uid) -> dict"},
+    {"volume_read", mod_volume_read, METH_VARARGS, "volume_read(path, series_uid, out)"},
+    {"volume_save", mod_volume_save, METH_VARARGS, "volume_save(path, array, geometry or None)"},
+    {"dicom_series", mod_dicom_series, METH_VARARGS, "dicom_series(path) -> list of dicts"},
     {"empty_cache", mod_empty_cache, METH_NOARGS, "frees the device blocks kept for the next results"},
     {"register_errors", mod_register_errors, METH_O, "register_errors(classes): the exception class per status"},
     {"build", mod_build, METH_VARARGS, "build(path, kind, index, precision, shapes, cache_dir, use_cache, threads)"},

@@ -72,7 +72,7 @@ def test_nifti_in_nifti_labels_out_in_its_grid(tmp_path):
 @pytest.mark.skipif(not HAVE_DICOM, reason="a build without DICOM")
 def test_dicom_series_in_nifti_labels_out_in_its_grid(tmp_path):
     sitk = pytest.importorskip("SimpleITK")
-    from test_dicom import write_series
+    from dicom_synth import write_series
     iop = [0.96, 0.28, 0.0, -0.28, 0.96, 0.0]
     folder = tmp_path / "series"
     write_series(folder, n=18, rows=22, cols=20, spacing=(0.7, 0.9), step=2.0, iop=iop, order="shuffled")
@@ -94,7 +94,7 @@ def test_dicom_series_in_nifti_labels_out_in_its_grid(tmp_path):
 
 @pytest.mark.skipif(not HAVE_DICOM, reason="a build without DICOM")
 def test_two_series_are_refused_naming_them_and_chosen_by_uid(tmp_path):
-    from test_dicom import write_series
+    from dicom_synth import write_series
     folder = tmp_path / "two"
     a, _, _ = write_series(folder, n=4, desc="first")
     b, _, _ = write_series(folder, n=3, desc="second", seed=1)

@@ -1,0 +1,117 @@
+"""Medical volumes from Python: NIfTI files and DICOM series read with their
+geometry, label maps written back in it, and a volume run through a model
+with sliding windows (segrt_volume_* and segrt_volume_save in segrt.h)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _segrt
+from ._engine import _NP_OF_CODE
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass
+class Geometry:
+    """Where a volume lies in the patient, in segrt's one convention: LPS
+    world coordinates in mm (as DICOM and ITK; NIfTI's RAS is converted).
+    The array is [depth, height, width] = index axes (k, j, i); voxel
+    (k, j, i) lies at ``origin + direction @ (i*spacing[2], j*spacing[1],
+    k*spacing[0])``: column c of `direction` is the unit vector of index
+    axis c in the order i, j, k (SimpleITK's GetDirection), `spacing` is in
+    the array's order. `known` is False where the file says nothing of
+    position (then origin 0 and the identity). `qform_code`/`sform_code`
+    are a NIfTI input's own, copied when written back."""
+    spacing: Tuple[float, float, float] = (1.0, 1.0, 1.0)
+    origin: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    direction: np.ndarray = field(default_factory=lambda: np.eye(3))
+    known: bool = False
+    qform_code: int = 0
+    sform_code: int = 0
+
+    def affine_lps(self) -> np.ndarray:
+        """4 x 4: (i, j, k, 1) to LPS mm."""
+        a = np.eye(4)
+        a[:3, :3] = np.asarray(self.direction) * np.array(self.spacing[::-1])
+        a[:3, 3] = self.origin
+        return a
+
+    def affine_ras(self) -> np.ndarray:
+        """4 x 4: (i, j, k, 1) to RAS mm, nibabel's affine for the array
+        transposed to (i, j, k)."""
+        return np.diag([-1.0, -1.0, 1.0, 1.0]) @ self.affine_lps()
+
+    def _tuple(self) -> tuple:
+        d = np.asarray(self.direction, dtype=np.float64)
+        if d.shape != (3, 3):
+            raise ValueError(f"geometry.direction: want a 3 x 3 matrix, not shape {d.shape}")
+        return (bool(self.known), tuple(map(float, self.spacing)), tuple(map(float, self.origin)),
+                tuple(tuple(map(float, r)) for r in d), int(self.qform_code), int(self.sform_code))
+
+
+def _geometry(d: Dict[str, Any]) -> Geometry:
+    return Geometry(tuple(d["spacing"]), tuple(d["origin"]), np.array(d["direction"], dtype=np.float64),
+                    bool(d["known"]), d["qform_code"], d["sform_code"])
+
+
+def read_volume(path: PathLike, series: Optional[str] = None) -> Tuple[np.ndarray, Geometry]:
+    """Reads a NIfTI file (.nii, .nii.gz), a DICOM file or a folder holding
+    a DICOM series (searched recursively; slices ordered by position along
+    the slice normal), or any image segrt reads. Returns the voxels as
+    [depth, height, width] ([channels, depth, height, width] for several
+    channels) in the dtype the reader gives (NIfTI's scl_slope/inter and
+    DICOM's rescale applied: int16 HU for a typical CT) and its
+    :class:`Geometry`. `series`: the SeriesInstanceUID where a folder holds
+    several (otherwise an error lists them; :func:`dicom_series` too)."""
+    p = os.fspath(path)
+    info = _segrt.volume_info(p, series)
+    c, dims = info["channels"], tuple(info["dims"])
+    out = np.empty((c,) + dims, _NP_OF_CODE[info["dtype"]])
+    _segrt.volume_read(p, series, out)
+    return (out[0] if c == 1 else out), _geometry(info["geometry"])
+
+
+def save_volume(path: PathLike, array: Any, geometry: Optional[Geometry] = None) -> None:
+    """Writes a label map or image as NIfTI (.nii, or .nii.gz), whole or not
+    at all: `array` [depth, height, width] (leading dims of 1 allowed, as a
+    window job's 1 x 1 x D x H x W), placed by `geometry` (its affine as
+    sform and qform; a NIfTI input's codes copied, else 1, scanner)."""
+    a = np.ascontiguousarray(array)
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    _segrt.volume_save(os.fspath(path), a, None if geometry is None else geometry._tuple())
+
+
+def dicom_series(path: PathLike) -> List[Dict[str, Any]]:
+    """The DICOM series in a folder (or file): uid, modality, description,
+    slices, rows, columns, in order of first appearance."""
+    return _segrt.dicom_series(os.fspath(path))
+
+
+def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "labels",
+               out: Optional[PathLike] = None, series: Optional[str] = None, **window: Any
+               ) -> Tuple[Any, Geometry]:
+    """A volume through a 3-D model with sliding windows, on its own voxel
+    grid: reads `path` (as :func:`read_volume`), runs
+    ``sliding_window(engine, volume as float32 1 x C x D x H x W, roi,
+    output=output, **window)``, and with `out` writes the result as NIfTI
+    in the volume's geometry (labels, or one volume per class). The
+    intensities go in as the file gives them (HU for a CT): scale them in
+    the model or before, as it was trained. Returns (result, geometry)."""
+    from ._window import sliding_window
+    vol, geo = read_volume(path, series)
+    x = np.ascontiguousarray(vol, dtype=np.float32)
+    x = x[None, None] if x.ndim == 3 else x[None]
+    result = sliding_window(engine_or_engines, x, roi, output=output, **window)
+    if out is not None:
+        r = result if isinstance(result, np.ndarray) else np.asarray(result)
+        if r.shape[1] == 1:
+            save_volume(out, r[0, 0], geo)
+        else:
+            raise ValueError("out: a NIfTI of one volume takes labels; write probabilities with save_volume per "
+                             "class or as .npy")
+    return result, geo
