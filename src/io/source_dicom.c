@@ -230,7 +230,63 @@ typedef struct dcm_walk {
     const uint8_t *p;
     size_t n;
     bool implicit, big;
+    bool jpeg; /* a JPEG (IJG) transfer syntax: each frame's header is checked (jpeg_header_sound) */
 } dcm_walk;
+
+/* Whether a JPEG frame's header (its markers up to the first SOS) is one
+ * GDCM's JPEG codecs read without asserting. They read it with the IJG
+ * library and then assert (abort the process) on any warning it gave
+ * (extraneous bytes between markers, a JFIF version other than 1, an
+ * unknown Adobe transform, data ending before the scan), on a component
+ * count other than 1, 3 or 4, and on a progressive frame of a precision
+ * other than 8 or 12. So: SOI; marker segments framed by their lengths
+ * with nothing between them (fill bytes allowed); one SOF of baseline,
+ * extended, progressive or lossless Huffman coding with a precision that
+ * coding allows and 1 or 3 components; APP0 JFIF of version 1; APP14
+ * Adobe with transform 0 to 2; an SOS within the fragment. Stricter than
+ * the standard (a header split over fragments is refused), which costs
+ * nothing for files writers make. */
+static bool jpeg_header_sound(const uint8_t *p, size_t n)
+{
+    if (n < 4 || p[0] != 0xff || p[1] != 0xd8)
+        return false;
+    size_t i = 2;
+    bool sof = false;
+    for (;;) {
+        if (i >= n || p[i] != 0xff)
+            return false;
+        while (i < n && p[i] == 0xff)
+            i++;
+        if (i + 2 >= n)
+            return false;
+        uint8_t m = p[i++];
+        size_t len = (size_t)p[i] << 8 | p[i + 1];
+        if (len < 2 || len > n - i)
+            return false;
+        const uint8_t *seg = p + i + 2;
+        size_t sl = len - 2;
+        if (m >= 0xc0 && m <= 0xc3) {
+            int prec = sl >= 6 ? seg[0] : 0, comps = sl >= 6 ? seg[5] : 0;
+            bool prec_ok = m == 0xc0   ? prec == 8
+                           : m == 0xc3 ? prec >= 2 && prec <= 16
+                                       : prec == 8 || prec == 12;
+            if (sof || !prec_ok || (comps != 1 && comps != 3) || sl != 6 + 3 * (size_t)comps)
+                return false;
+            sof = true;
+        } else if (m == 0xda) {
+            return sof && sl >= 1 && sl == 4 + 2 * (size_t)seg[0];
+        } else if (m == 0xe0) {
+            if (sl >= 14 && memcmp(seg, "JFIF", 5) == 0 && seg[5] != 1)
+                return false;
+        } else if (m == 0xee) {
+            if (sl >= 12 && memcmp(seg, "Adobe", 5) == 0 && seg[11] > 2)
+                return false;
+        } else if (m != 0xc4 && m != 0xdb && m != 0xdd && m != 0xfe && !(m >= 0xe1 && m <= 0xef)) {
+            return false; /* SOI again, EOI, RSTn, other codings, reserved */
+        }
+        i += len;
+    }
+}
 
 static uint16_t rd16(const dcm_walk *w, size_t at)
 {
@@ -291,6 +347,10 @@ static bool walk_items(const dcm_walk *w, size_t *at, size_t end, bool undefined
                 return false;
             size_t item_end = *at + len;
             if (!fragments && !walk_set(w, at, item_end, depth + 1, false))
+                return false;
+            /* A fragment that starts a JPEG frame (the offset table does not). */
+            if (fragments && w->jpeg && len >= 2 && w->p[*at] == 0xff && w->p[*at + 1] == 0xd8 &&
+                !jpeg_header_sound(w->p + *at, len))
                 return false;
             *at = item_end;
         }
@@ -375,7 +435,7 @@ static bool dicom_sound(const char *path, bool preamble)
     sg_error(SEGRT_OK, "%s", saved);
     if (st != SEGRT_OK)
         return false;
-    dcm_walk w = {m.data, m.size, false, false}, meta = w;
+    dcm_walk w = {m.data, m.size, false, false, false}, meta = w;
     size_t at = preamble ? 132 : 0;
     bool ok = true, deflated = false;
     /* The file meta group: explicit VR little endian, group 0002. */
@@ -400,6 +460,13 @@ static bool dicom_sound(const char *path, bool preamble)
             w.implicit = len >= 17 && strncmp(ts, "1.2.840.10008.1.2", 17) == 0 && (len == 17 || ts[17] == 0);
             w.big = len >= 19 && strncmp(ts, "1.2.840.10008.1.2.2", 19) == 0;
             deflated = len >= 22 && strncmp(ts, "1.2.840.10008.1.2.1.99", 22) == 0;
+            /* JPEG baseline, extended, lossless (1.2.840.10008.1.2.4.50 to .70): GDCM's IJG codecs. */
+            int sub = 0;
+            for (uint32_t k = 20; len >= 22 && strncmp(ts, "1.2.840.10008.1.2.4.", 20) == 0 && k < len && k < 24 &&
+                                  ts[k] >= '0' && ts[k] <= '9';
+                 k++)
+                sub = sub * 10 + (ts[k] - '0');
+            w.jpeg = sub >= 50 && sub <= 70;
         }
         at += head + len;
     }
