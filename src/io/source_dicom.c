@@ -230,7 +230,8 @@ typedef struct dcm_walk {
     const uint8_t *p;
     size_t n;
     bool implicit, big;
-    bool jpeg; /* a JPEG (IJG) transfer syntax: each frame's header is checked (jpeg_header_sound) */
+    bool jpeg;         /* a JPEG (IJG) transfer syntax: each frame's header is checked (jpeg_header_sound) */
+    bool encapsulated; /* a transfer syntax whose pixel data are fragments (not native, not deflated) */
 } dcm_walk;
 
 /* Whether a JPEG frame's header (its markers up to the first SOS) is one
@@ -411,13 +412,13 @@ static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool 
                 if (!walk_items(w, at, value_end, false, depth, false))
                     return false;
             }
-            /* Pixel data of a defined length that starts with an item:
-             * encapsulated pixels, which PS3.5 gives an undefined length.
-             * GDCM reads such fragments on past the defined length, up to a
-             * delimiter, taking whatever the bytes there claim as a
-             * fragment's length (a 2 KiB file made it allocate 3.7 GB):
-             * refused. */
-            if (pixels && len >= 8 && rd16(w, *at) == 0xfffe && rd16(w, *at + 2) == 0xe000)
+            /* Pixel data of a defined length that starts with an item, or
+             * in a transfer syntax of fragments: encapsulated pixels, which
+             * PS3.5 gives an undefined length. GDCM reads such fragments on
+             * past the defined length, up to a delimiter, taking whatever
+             * the bytes there claim as a fragment's length (a 2 KiB file
+             * made it allocate 3.7 GB): refused. */
+            if (pixels && (w->encapsulated || (len >= 8 && rd16(w, *at) == 0xfffe && rd16(w, *at + 2) == 0xe000)))
                 return false;
             *at = value_end;
         }
@@ -435,7 +436,7 @@ static bool dicom_sound(const char *path, bool preamble)
     sg_error(SEGRT_OK, "%s", saved);
     if (st != SEGRT_OK)
         return false;
-    dcm_walk w = {m.data, m.size, false, false, false}, meta = w;
+    dcm_walk w = {m.data, m.size, false, false, false, false}, meta = w;
     size_t at = preamble ? 132 : 0;
     bool ok = true, deflated = false;
     /* The file meta group: explicit VR little endian, group 0002. */
@@ -467,6 +468,13 @@ static bool dicom_sound(const char *path, bool preamble)
                  k++)
                 sub = sub * 10 + (ts[k] - '0');
             w.jpeg = sub >= 50 && sub <= 70;
+            size_t tl = len;
+            while (tl > 0 && (ts[tl - 1] == 0 || ts[tl - 1] == ' '))
+                tl--;
+            bool native = (tl == 17 || tl == 19 || tl == 22) && strncmp(ts, "1.2.840.10008.1.2", 17) == 0 &&
+                          (tl == 17 || strncmp(ts + 17, ".1", 2) == 0 || strncmp(ts + 17, ".2", 2) == 0) &&
+                          (tl != 22 || strncmp(ts + 19, ".99", 3) == 0);
+            w.encapsulated = !native;
         }
         at += head + len;
     }
