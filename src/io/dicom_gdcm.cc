@@ -12,7 +12,9 @@
 #include <gdcmStringFilter.h>
 #include <gdcmTrace.h>
 
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,11 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace
 {
@@ -370,14 +377,79 @@ extern "C" void sg_dcm_header_free(sg_dcm_header *h)
     h->frame_position = h->frame_orientation = h->frame_rescale = h->frame_offsets = nullptr;
 }
 
+/* What a decoding child leaves for its parent, ahead of the pixels. */
+struct decode_result {
+    int rc;
+    int32_t planar;
+    char photometric[SG_DCM_TEXT];
+    char err[512];
+};
+
+/* GDCM's image reader and codecs assert (abort the process) on malformed
+ * files in more places than a check before them can foresee (fuzz_volume
+ * kept finding new ones: JPEG header warnings, spacing from malformed
+ * orientations, ...), and they print to stderr. So the pixels are decoded
+ * in a child process, into memory shared with this one: a GDCM abort ends
+ * the child alone and is reported as the file's error, and its messages go
+ * nowhere. The cost is a fork per file decoded (the source keeps the last
+ * files decoded). */
 extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst, size_t bytes, int32_t *planar,
                              char photometric[SG_DCM_TEXT], char *err, size_t cap)
 {
-    try {
-        return decode(path, h, dst, bytes, planar, photometric, err, cap);
-    } catch (const std::exception &e) {
-        return fail(err, cap, std::string("GDCM: ") + e.what());
-    } catch (...) {
-        return fail(err, cap, "GDCM failed decoding the pixel data");
+    size_t total = sizeof(decode_result) + bytes;
+    void *shared = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED)
+        return fail(err, cap, "no memory to decode the pixel data");
+    decode_result *res = static_cast<decode_result *>(shared);
+    char *pixels = static_cast<char *>(shared) + sizeof(decode_result);
+    res->rc = SG_DCM_ERROR;
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        munmap(shared, total);
+        return fail(err, cap, std::string("cannot start the decoder: ") + std::strerror(errno));
     }
+    if (pid == 0) {
+        /* The child: default signal dispositions (a fuzzer's or sanitizer's
+         * handlers would report GDCM's abort as this process's), stderr
+         * to /dev/null, and _exit (no atexit handlers, no leak checks). */
+        for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL})
+            std::signal(sig, SIG_DFL);
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null >= 0)
+            dup2(null, 2);
+        int rc;
+        try {
+            rc = decode(path, h, pixels, bytes, &res->planar, res->photometric, res->err, sizeof res->err);
+        } catch (const std::exception &e) {
+            rc = fail(res->err, sizeof res->err, std::string("GDCM: ") + e.what());
+        } catch (...) {
+            rc = fail(res->err, sizeof res->err, "GDCM failed decoding the pixel data");
+        }
+        res->rc = rc;
+        _exit(0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int rc;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        rc = fail(err, cap,
+                  WIFSIGNALED(status)
+                      ? "GDCM failed on the pixel data (its decoder ended on signal " +
+                            std::to_string(WTERMSIG(status)) + ")"
+                      : std::string("GDCM failed on the pixel data (its decoder exited with status ") +
+                            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+    } else if (res->rc != SG_DCM_OK) {
+        res->err[sizeof res->err - 1] = 0;
+        rc = fail(err, cap, res->err);
+    } else {
+        std::memcpy(dst, pixels, bytes);
+        *planar = res->planar;
+        std::memcpy(photometric, res->photometric, SG_DCM_TEXT);
+        photometric[SG_DCM_TEXT - 1] = 0;
+        rc = SG_DCM_OK;
+    }
+    munmap(shared, total);
+    return rc;
 }
