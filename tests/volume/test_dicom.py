@@ -367,12 +367,15 @@ def test_bad_files(tmp_path):
 
 def test_fuzz_regressions_are_refused_by_name():
     """The files fuzz_volume found GDCM asserting on or allocating
-    gigabytes for (tests/fuzz/regressions/volume): each is refused in one
-    line naming it, after at most a header's worth of memory."""
+    gigabytes for (tests/fuzz/regressions/volume): reading each is refused
+    in one line naming it, and nothing crashes."""
     regressions = pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "regressions" / "volume"
     files = sorted(regressions.iterdir())
     assert files
     for f in files:
-        for cmd in (["info", f], ["load", f, "/dev/null"]):
-            p = vol(*cmd, check=None)
-            assert p.returncode == 2 and f.name in p.stderr and len(p.stderr.strip().splitlines()) == 1, (cmd, p)
+        # The header may be sound (then info answers); reading the pixels is refused.
+        p = vol("info", f, check=None)
+        assert p.returncode == 0 or (p.returncode == 2 and f.name in p.stderr and
+                                     len(p.stderr.strip().splitlines()) == 1), p
+        p = vol("load", f, "/dev/null", check=None)
+        assert p.returncode == 2 and f.name in p.stderr and len(p.stderr.strip().splitlines()) == 1, p
