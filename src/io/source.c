@@ -35,11 +35,29 @@ static sg_status open_by_head(sg_source *s)
     close(fd);
     if (n < 0 || got < 0)
         return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
-    if (sg_dicom_head(head, (size_t)n))
-        return sg_source_open_dicom(s, NULL, 0);
+    sg_image_format picture = sg_image_format_of_bytes(head, (size_t)n);
+    if (sg_dicom_head(head, (size_t)n)) {
+        /* DICOM's preamble may hold a picture's header (a TIFF's, in
+         * pydicom's own test files): DICOM first; where that fails and the
+         * picture reads, the picture, as the whole-image readers take it. */
+        sg_status st = sg_source_open_dicom(s, NULL, 0);
+        if (st == SEGRT_OK || picture == SG_IMAGE_UNKNOWN)
+            return st;
+        char dicom_err[1024];
+        snprintf(dicom_err, sizeof dicom_err, "%s", sg_last_error());
+        if (s->ops && s->ops->close) /* what the DICOM opener left, as sg_source_close frees it */
+            s->ops->close(s);
+        else
+            free(s->state);
+        s->ops = NULL;
+        s->state = NULL;
+        memset(&s->info, 0, sizeof s->info);
+        st = picture == SG_IMAGE_TIFF ? sg_source_open_tiff(s) : sg_source_open_image(s);
+        return st == SEGRT_OK ? st : sg_error(SEGRT_ERROR_INVALID_MODEL, "%s", dicom_err);
+    }
     if (sg_nifti_head(head, (size_t)n))
         return sg_source_open_nifti(s);
-    switch (sg_image_format_of_bytes(head, (size_t)n)) {
+    switch (picture) {
     case SG_IMAGE_TIFF:
         return sg_source_open_tiff(s);
     case SG_IMAGE_PNG:

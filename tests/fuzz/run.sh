@@ -28,6 +28,7 @@ find "$models" -maxdepth 1 -name '*.onnx' -size -1024k -exec cp {} "$work/engine
 cp tests/fuzz/regressions/onnx/* "$work/onnx/" 2>/dev/null || true
 cp tests/fuzz/regressions/engine/* "$work/engine/" 2>/dev/null || true
 cp tests/fuzz/regressions/volume/* "$work/volume/" 2>/dev/null || true
+cp tests/fuzz/regressions/image/* "$work/image/" 2>/dev/null || true
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 # GDCM's own leaks on corrupt JPEG-LS (tests/fuzz/lsan.supp says which).
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/fuzz/lsan.supp"
