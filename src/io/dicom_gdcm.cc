@@ -435,11 +435,10 @@ extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst
     int rc;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         rc = fail(err, cap,
-                  WIFSIGNALED(status)
-                      ? "GDCM failed on the pixel data (its decoder ended on signal " +
-                            std::to_string(WTERMSIG(status)) + ")"
-                      : std::string("GDCM failed on the pixel data (its decoder exited with status ") +
-                            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+                  WIFSIGNALED(status) ? "GDCM failed on the pixel data (its decoder ended on signal " +
+                                            std::to_string(WTERMSIG(status)) + ")"
+                                      : std::string("GDCM failed on the pixel data (its decoder exited with status ") +
+                                            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
     } else if (res->rc != SG_DCM_OK) {
         res->err[sizeof res->err - 1] = 0;
         rc = fail(err, cap, res->err);

@@ -268,9 +268,7 @@ static bool jpeg_header_sound(const uint8_t *p, size_t n)
         size_t sl = len - 2;
         if (m >= 0xc0 && m <= 0xc3) {
             int prec = sl >= 6 ? seg[0] : 0, comps = sl >= 6 ? seg[5] : 0;
-            bool prec_ok = m == 0xc0   ? prec == 8
-                           : m == 0xc3 ? prec >= 2 && prec <= 16
-                                       : prec == 8 || prec == 12;
+            bool prec_ok = m == 0xc0 ? prec == 8 : m == 0xc3 ? prec >= 2 && prec <= 16 : prec == 8 || prec == 12;
             if (sof || !prec_ok || (comps != 1 && comps != 3) || sl != 6 + 3 * (size_t)comps)
                 return false;
             sof = true;
