@@ -187,18 +187,26 @@ static sg_status host_image(const segrt_tensor *image, sg_tensor *t, void **copy
     return segrt_device_copy(*copy, SEGRT_MEMORY_HOST, image->data, SEGRT_MEMORY_DEVICE, bytes, image->device);
 }
 
+/* The image's dtype and dims as a tensor without data (the planners read
+ * its shape only). */
+static sg_status image_shape(const segrt_tensor *image, sg_tensor *t)
+{
+    if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
+    memset(t, 0, sizeof *t);
+    t->dtype = image->dtype;
+    t->rank = image->rank;
+    memcpy(t->dims, image->dims, sizeof(int64_t) * (size_t)t->rank);
+    return SEGRT_OK;
+}
+
 segrt_status segrt_window_input_dims(const segrt_window_options *opts, const segrt_tensor *image, int64_t *dims)
 {
     CHECK_OPTS(opts);
     if (!image || !dims)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_input_dims: image and dims must not be NULL");
     sg_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = image->dtype;
-    t.rank = image->rank < 0 || image->rank > SEGRT_MAX_RANK ? -1 : image->rank;
-    if (t.rank < 0)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
-    memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)t.rank);
+    SG_TRY(image_shape(image, &t));
     return sg_sw_input_dims(&opts->o, &t, dims);
 }
 
@@ -209,13 +217,8 @@ segrt_status segrt_window_auto_batch(const segrt_window_options *opts, const seg
     if (!image || !engines || !out || n_engines < 1 || n_engines > WINDOW_MAX_CONTEXTS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "segrt_window_auto_batch: image, engines (1 to %d) and out must be given", WINDOW_MAX_CONTEXTS);
-    if (image->rank < 0 || image->rank > SEGRT_MAX_RANK)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "the image has rank %d", image->rank);
     sg_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = image->dtype;
-    t.rank = image->rank;
-    memcpy(t.dims, image->dims, sizeof(int64_t) * (size_t)t.rank);
+    SG_TRY(image_shape(image, &t));
     int32_t device = 0;
     for (size_t m = 0; m < n_engines; m++) {
         if (!engines[m])
