@@ -485,7 +485,9 @@ static sg_status stream_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1,
  * source does not open is left to the whole read and its messages. */
 static sg_status open_stream(job *st, bool overlay)
 {
-    if (overlay || !device_path(st))
+    /* (A volume is read whole, read_volume: opening it here would scan a
+     * DICOM folder's headers once more for nothing.) */
+    if (overlay || st->volume || !device_path(st))
         return SEGRT_OK;
     bool image_file = sg_image_is_image_file(st->in);
     if (sg_source_open(st->in, &st->src) != SEGRT_OK) {
