@@ -1077,6 +1077,102 @@ SEGRT_API segrt_status segrt_context_profile_print(const segrt_context *ctx, FIL
 SEGRT_API segrt_status segrt_context_profile_text(const segrt_context *ctx, char *buf, size_t cap, size_t *needed);
 
 /* ---------------------------------------------------------------------
+ * Preprocessing a medical volume for a network, and its result back into
+ * the volume's own grid (a window job over a NIfTI file or a DICOM series).
+ *
+ * Forward, in this order, on the device where the models run on one
+ * (else on the host, the same numbers within float rounding):
+ *   1. transpose: array axes (depth, height, width) taken in the order
+ *      `transpose` gives (nnU-Net's transpose_forward);
+ *   2. reorientation to `orientation` (MONAI's Orientationd): axes
+ *      permuted and flipped, no interpolation;
+ *   3. crop to the foreground's bounding box (nnU-Net's crop_to_nonzero:
+ *      voxels non-zero in any channel; MONAI's CropForeground: voxels
+ *      greater than crop_threshold in any channel), grown by crop_margin
+ *      and kept inside the volume;
+ *   4. intensities (per channel) where intensity_first (nnU-Net);
+ *   5. resampling to `spacing` (the grid's extent kept, the shape
+ *      rounded as nnU-Net and MONAI round it);
+ *   6. intensities otherwise (MONAI: ScaleIntensityRange after Spacing).
+ * Back: the networks' class scores (logits, or probabilities where
+ * result_probs) resampled to the grid before step 5 (result_interp
+ * LINEAR), then argmax; or the labels by nearest neighbour (NEAREST);
+ * then put back into the uncropped volume (background 0), and steps 2
+ * and 1 undone, so the labels lie voxel for voxel on the input.
+ *
+ * Index axes i, j, k are width, height, depth (segrt_geometry's): the
+ * orientation string names the way i, j and k point, in that order, as
+ * nibabel and MONAI name a NIfTI array's axes ("RAS": i increases towards
+ * the patient's right, j anterior, k superior; "LPS": DICOM's own).
+ * Spacings are in array order (depth, height, width), as segrt_geometry's.
+ * ------------------------------------------------------------------- */
+
+#define SEGRT_PREPROCESS_MAX_CHANNELS 8
+
+typedef enum segrt_intensity_kind {
+    SEGRT_INTENSITY_NONE = 0,
+    SEGRT_INTENSITY_CT,        /* clip to [lo, hi], then (x - mean) / std: nnU-Net's CTNormalization */
+    SEGRT_INTENSITY_ZSCORE,    /* (x - mean) / max(std, 1e-8) of this volume (nnU-Net's ZScoreNormalization) */
+    SEGRT_INTENSITY_RANGE,     /* MONAI's ScaleIntensityRange: (x - a_min) / (a_max - a_min) * (b_max - b_min)
+                                * + b_min, then clipped to [b_min, b_max] where clip */
+    SEGRT_INTENSITY_RESCALE01  /* (x - min) / (max - min) of this volume (nnU-Net's RescaleTo01Normalization) */
+} segrt_intensity_kind;
+
+typedef struct segrt_intensity {
+    segrt_intensity_kind kind;
+    double lo, hi, mean, std;          /* CT: the dataset's 0.5 and 99.5 percentiles, mean and std */
+    double a_min, a_max, b_min, b_max; /* RANGE */
+    int32_t clip;                      /* RANGE */
+    int32_t masked; /* ZSCORE: statistics over the foreground of step 3, the background set to 0
+                     * (nnU-Net's use_mask_for_norm) */
+} segrt_intensity;
+
+typedef enum segrt_interp {
+    SEGRT_INTERP_NEAREST = 0,
+    SEGRT_INTERP_LINEAR, /* trilinear (MONAI's "bilinear"; nnU-Net's order 1) */
+    SEGRT_INTERP_CUBIC   /* third-order spline (nnU-Net's order 3, as skimage's resize) */
+} segrt_interp;
+
+typedef enum segrt_crop_kind {
+    SEGRT_CROP_NONE = 0,
+    SEGRT_CROP_NONZERO,  /* nnU-Net: non-zero in any channel */
+    SEGRT_CROP_THRESHOLD /* MONAI's CropForeground: > crop_threshold in any channel */
+} segrt_crop_kind;
+
+typedef struct segrt_preprocess {
+    int32_t transpose[3]; /* {0, 1, 2}: none */
+    char orientation[4];  /* "RAS", "LPS", "PLI", ...; "" keeps the stored orientation */
+    segrt_crop_kind crop;
+    double crop_threshold;
+    int64_t crop_margin[3]; /* voxels, array order */
+    /* 0: no intensity scheme; 1: intensity[0] for every channel; n: one per channel. */
+    int32_t n_intensity;
+    segrt_intensity intensity[SEGRT_PREPROCESS_MAX_CHANNELS];
+    int32_t intensity_first;  /* before resampling (nnU-Net) rather than after (MONAI) */
+    double spacing[3];        /* the model's, mm, array order after transposing; all 0: no resampling */
+    segrt_interp image_interp;
+    segrt_interp result_interp;
+    int32_t result_probs;     /* LINEAR: resample probabilities (MONAI's Invertd after softmax), not logits */
+    /* nnU-Net's anisotropic rule: where the largest spacing is more than
+     * anisotropy times the smallest (of the volume's, else the model's),
+     * that axis is resampled on its own with the *_interp_z orders.
+     * anisotropy 0: never. */
+    double anisotropy;
+    segrt_interp image_interp_z, result_interp_z;
+    const char *source; /* what set these, for messages ("the model's metadata", a plans file); may be NULL */
+} segrt_preprocess;
+
+/* Nothing done: no transpose, orientation, crop, intensity or resampling;
+ * LINEAR interpolation (NEAREST along a separate axis, anisotropy 0). */
+SEGRT_API void segrt_preprocess_init(segrt_preprocess *p);
+
+/* The preprocessing the model's metadata declares (keys segrt.preprocess.*,
+ * docs/preprocess.md); *declared (may be NULL) is 1 where it declares any,
+ * else p is segrt_preprocess_init's. Errors: INVALID_MODEL naming the key
+ * and the value that cannot be read, INVALID_ARGUMENT (NULL). */
+SEGRT_API segrt_status segrt_preprocess_from_model(const segrt_model *model, segrt_preprocess *p, int32_t *declared);
+
+/* ---------------------------------------------------------------------
  * A sliding-window job from files: an image (.npy, PNG, JPEG, TIFF) in,
  * the result (.npy, or a label map as PNG/TIFF) and an overlay picture
  * out, the engines built for the window, host memory checked before the
@@ -1137,6 +1233,11 @@ typedef struct segrt_window_job_options {
     /* A DICOM folder holding several series: the one to read, by its
      * SeriesInstanceUID (NULL: the folder must hold one). */
     const char *series_uid;
+    /* A volume input (NIfTI, DICOM): how it is preprocessed and how the
+     * result returns to its grid (NULL: as the first model's metadata
+     * declares, segrt_preprocess_from_model; none where it declares none).
+     * Other inputs refuse one that does anything. */
+    const segrt_preprocess *preprocess;
 } segrt_window_job_options;
 
 /* MONAI's defaults for spatial_dims dims: the window the whole axis,
