@@ -1133,6 +1133,17 @@ typedef enum segrt_interp {
     SEGRT_INTERP_CUBIC   /* third-order spline (nnU-Net's order 3, as skimage's resize) */
 } segrt_interp;
 
+/* Where a resampled grid's voxels lie. */
+typedef enum segrt_resample_grid {
+    /* nnU-Net's (skimage's resize): the volume's extent kept, shape
+     * round(n * spacing / new spacing), voxel o of the new grid centred at
+     * (o + 0.5) * n / n' - 0.5 of the old. */
+    SEGRT_RESAMPLE_NNUNET = 0,
+    /* MONAI's Spacing: the first voxel's centre kept, shape and step as
+     * MONAI computes them (docs/preprocess.md). */
+    SEGRT_RESAMPLE_MONAI
+} segrt_resample_grid;
+
 typedef enum segrt_crop_kind {
     SEGRT_CROP_NONE = 0,
     SEGRT_CROP_NONZERO,  /* nnU-Net: non-zero in any channel */
@@ -1150,6 +1161,7 @@ typedef struct segrt_preprocess {
     segrt_intensity intensity[SEGRT_PREPROCESS_MAX_CHANNELS];
     int32_t intensity_first;  /* before resampling (nnU-Net) rather than after (MONAI) */
     double spacing[3];        /* the model's, mm, array order after transposing; all 0: no resampling */
+    segrt_resample_grid grid;
     segrt_interp image_interp;
     segrt_interp result_interp;
     int32_t result_probs;     /* LINEAR: resample probabilities (MONAI's Invertd after softmax), not logits */

@@ -67,8 +67,10 @@ typedef struct sg_backend_key {
     const char *key, *what;
 } sg_backend_key;
 
-/* The pipeline's device window kernels (backend_window.h). */
+/* The pipeline's device window kernels (backend_window.h) and volume
+ * preprocessing (backend_volume.h). */
 struct sg_window_ops;
+struct sg_volume_ops;
 
 typedef struct sg_backend {
     const char *name; /* "cpu", "cuda": a plan file's backend= */
@@ -156,6 +158,8 @@ typedef struct sg_backend {
 
     /* The device window kernels of the pipeline, or NULL. */
     const struct sg_window_ops *window;
+    /* The volume preprocessing operations of the pipeline, or NULL. */
+    const struct sg_volume_ops *volume;
 } sg_backend;
 
 /* The backends of this build. */
