@@ -2,8 +2,8 @@
 (segrt_preprocess_set, the syntax of the metadata keys segrt.preprocess.*
 and of `segrt run`'s options), a model's metadata
 (segrt_preprocess_from_model) and an nnU-Net v2 model folder's plans.json
-and dataset.json (segrt_preprocess_from_nnunet), through the segrt_prep
-driver (tests/volume/segrt_prep.c). The nnU-Net files are written here the
+and dataset.json (segrt_preprocess_from_nnunet), through the segrt_prepsrc
+driver (tests/volume/segrt_prepsrc.c). The nnU-Net files are written here the
 way nnU-Net v2's planner writes them (a realistic 3d_fullres with
 CTNormalization, a configuration that inherits from it, a cascade stage, a
 2-D one); malformed files must be refused naming the file and the key,
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT
 
-PREP = os.environ.get("SEGRT_PREP", str(ROOT / "build" / "tests" / "segrt_prep"))
+PREP = os.environ.get("SEGRT_PREPSRC", str(ROOT / "build" / "tests" / "segrt_prepsrc"))
 onnx = pytest.importorskip("onnx")
 
 
@@ -36,7 +36,7 @@ def parsed(*args):
 
 
 def refused(args, status, *words):
-    """segrt_prep exits 2 with one line: the status and each of words."""
+    """segrt_prepsrc exits 2 with one line: the status and each of words."""
     p = prep(*args, check=2)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr

@@ -3,9 +3,9 @@
  * line, printed as JSON, so that tests/volume/test_prep_sources.py checks
  * them in any build (the sanitizer build too).
  *
- *   segrt_prep model MODEL.onnx            {"declared": 0|1, "preprocess": {...}}
- *   segrt_prep set KEY VALUE [KEY VALUE...] {"preprocess": {...}} after each set in turn
- *   segrt_prep nnunet DIR CONFIG           {"preprocess": {...}, "window": {...}}
+ *   segrt_prepsrc model MODEL.onnx            {"declared": 0|1, "preprocess": {...}}
+ *   segrt_prepsrc set KEY VALUE [KEY VALUE...] {"preprocess": {...}} after each set in turn
+ *   segrt_prepsrc nnunet DIR CONFIG           {"preprocess": {...}, "window": {...}}
  * Exit 0 on success, 2 with "STATUS_NAME: message" on stderr. */
 #include "segrt.h"
 
@@ -91,6 +91,6 @@ int main(int argc, char **argv)
         printf("}\n");
         return 0;
     }
-    fprintf(stderr, "usage: segrt_prep model MODEL.onnx | set KEY VALUE... | nnunet DIR CONFIG\n");
+    fprintf(stderr, "usage: segrt_prepsrc model MODEL.onnx | set KEY VALUE... | nnunet DIR CONFIG\n");
     return 1;
 }
