@@ -32,6 +32,7 @@
 typedef struct prep_resample {
     bool on;         /* some axis changes */
     bool axis_on[3]; /* per array axis */
+    int32_t z;       /* the axis resampled on its own (nnU-Net's separate z), or -1 */
     sg_vol_axis fwd[3], back[3];
     int64_t dims[3];  /* the networks' grid */
     segrt_geometry g; /* and where it lies */
@@ -223,6 +224,7 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
 {
     memset(rs, 0, sizeof *rs);
     rs->g = *g;
+    rs->z = -1;
     bool any = p->spacing[0] != 0.0 || p->spacing[1] != 0.0 || p->spacing[2] != 0.0;
     for (int32_t a = 0; a < 3; a++) {
         rs->dims[a] = dims[a];
@@ -234,6 +236,7 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
         return SEGRT_OK;
     const double *s = p->spacing, *sp = g->spacing;
     int32_t zf = lowres_axis(p->anisotropy, sp, s), zb = lowres_axis(p->anisotropy, s, sp);
+    rs->z = zf;
     double pos[3], scale[3];
     for (int32_t a = 0; a < 3; a++) {
         double n = (double)dims[a], m;
@@ -622,6 +625,120 @@ static sg_status find_crop(sg_prep *pp, const uint8_t *mask_in)
     return SEGRT_OK;
 }
 
+/* Resamples *cur (C x at, the ops' memory) along the array axes `which`
+ * asks for, width first; *cur and at follow. */
+static sg_status resample_axes(sg_prep *pp, void **cur, int64_t at[4], const bool which[3])
+{
+    bool dev = pp->exec_device;
+    for (int32_t axis = 3; axis >= 1; axis--) {
+        const sg_vol_axis *ax = &pp->rs.fwd[axis - 1];
+        if (!which[axis - 1] || !pp->rs.axis_on[axis - 1])
+            continue;
+        if (ax->interp == SG_VOL_CUBIC)
+            SG_TRY(pp->vo->spline_prefilter(NULL, *cur, at, axis));
+        int64_t numel = at[0] * at[1] * at[2] * at[3] / at[axis] * ax->n_out;
+        void *next = NULL;
+        SG_TRY(mem_alloc(pp, dev, sizeof(float) * (size_t)numel, &next));
+        sg_status s = pp->vo->resample_axis(NULL, *cur, at, axis, ax, next);
+        if (s != SEGRT_OK) {
+            mem_free(pp, dev, next);
+            return s;
+        }
+        mem_free(pp, dev, *cur);
+        *cur = next;
+        at[axis] = ax->n_out;
+    }
+    return SEGRT_OK;
+}
+
+/* Per channel c and slice t along array axis z of buf (C x at): its
+ * statistics into st[c * n + t] or, with clamp, its values clamped to that
+ * entry's [min, max]. A slice across the volume is copied out and back. */
+static sg_status slice_pass(sg_prep *pp, float *buf, const int64_t at[4], int32_t z, sg_vol_stats *st, bool clamp)
+{
+    bool dev = pp->exec_device;
+    int64_t n = at[z + 1], fs[4] = {at[1] * at[2] * at[3], at[2] * at[3], at[3], 1};
+    int64_t sd[4] = {1, at[1], at[2], at[3]}, ds[4];
+    sd[z + 1] = 1;
+    int64_t numel = sd[1] * sd[2] * sd[3];
+    ds[3] = 1;
+    ds[2] = sd[3];
+    ds[1] = sd[2] * sd[3];
+    ds[0] = numel;
+    void *scratch = NULL;
+    if (z != 0)
+        SG_TRY(mem_alloc(pp, dev, sizeof(float) * (size_t)numel, &scratch));
+    sg_status s = SEGRT_OK;
+    for (int64_t c = 0; c < at[0] && s == SEGRT_OK; c++)
+        for (int64_t t = 0; t < n && s == SEGRT_OK; t++) {
+            int64_t off = c * fs[0] + t * fs[z + 1];
+            float *x = z == 0 ? buf + off : scratch;
+            if (z != 0)
+                s = pp->vo->strided_copy(NULL, sizeof(float), buf, off, fs, x, ds, sd);
+            sg_vol_stats *e = &st[c * n + t];
+            if (s == SEGRT_OK && !clamp) {
+                s = pp->vo->stats(NULL, x, sd, NULL, e);
+            } else if (s == SEGRT_OK) {
+                sg_vol_affine af = {(float)e->min, (float)e->max, 0.0f, 1.0f};
+                s = pp->vo->intensity(NULL, x, sd, &af, NULL);
+                if (s == SEGRT_OK && z != 0)
+                    s = pp->vo->strided_copy(NULL, sizeof(float), x, 0, ds, buf + off, fs, sd);
+            }
+        }
+    mem_free(pp, dev, scratch);
+    return s;
+}
+
+/* Step 5 on *cur (C x at). The NNUNET grid resamples as skimage's resize
+ * in nnU-Net's resample_data_or_seg: its output clipped to its input's
+ * range (clip=True, which only a cubic spline can leave), per channel, or
+ * per channel and slice of the in-plane pass before the separate axis. */
+static sg_status resample_image(sg_prep *pp, void **cur, int64_t at[4])
+{
+    const prep_resample *rs = &pp->rs;
+    bool all[3] = {true, true, true}, cubic = false;
+    for (int32_t a = 0; a < 3; a++)
+        cubic = cubic || (rs->axis_on[a] && rs->fwd[a].interp == SG_VOL_CUBIC);
+    if (!rs->on)
+        return SEGRT_OK;
+    if (pp->p.grid != SEGRT_RESAMPLE_NNUNET || !cubic)
+        return resample_axes(pp, cur, at, all);
+    int32_t z = rs->z;
+    int64_t n = z < 0 ? 1 : at[z + 1];
+    sg_vol_stats *st = malloc(sizeof *st * (size_t)(at[0] * n));
+    if (!st)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "preprocessing: no memory for %lld ranges", (long long)(at[0] * n));
+    sg_status s = SEGRT_OK;
+    if (z < 0) {
+        int64_t plane = at[1] * at[2] * at[3];
+        for (int64_t c = 0; c < at[0] && s == SEGRT_OK; c++) {
+            int64_t d4[4] = {1, at[1], at[2], at[3]};
+            s = pp->vo->stats(NULL, (float *)*cur + c * plane, d4, NULL, &st[c]);
+        }
+        if (s == SEGRT_OK)
+            s = resample_axes(pp, cur, at, all);
+        plane = at[1] * at[2] * at[3];
+        for (int64_t c = 0; c < at[0] && s == SEGRT_OK; c++) {
+            int64_t d4[4] = {1, at[1], at[2], at[3]};
+            sg_vol_affine af = {(float)st[c].min, (float)st[c].max, 0.0f, 1.0f};
+            s = pp->vo->intensity(NULL, (float *)*cur + c * plane, d4, &af, NULL);
+        }
+    } else {
+        bool plane_axes[3] = {true, true, true}, zonly[3] = {false, false, false};
+        plane_axes[z] = false;
+        zonly[z] = true;
+        s = slice_pass(pp, *cur, at, z, st, false);
+        if (s == SEGRT_OK)
+            s = resample_axes(pp, cur, at, plane_axes);
+        if (s == SEGRT_OK)
+            s = slice_pass(pp, *cur, at, z, st, true);
+        if (s == SEGRT_OK)
+            s = resample_axes(pp, cur, at, zonly);
+    }
+    free(st);
+    return s;
+}
+
 static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
 {
     const sg_volume_ops *vo = pp->vo;
@@ -629,7 +746,7 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
     int64_t plane_in = prod3(pp->dims);
     size_t vol_bytes = sizeof(float) * (size_t)(pp->C * plane_in);
     int64_t dims4[4] = {pp->C, pp->dims[0], pp->dims[1], pp->dims[2]};
-    void *d_in = NULL, *mask_in = NULL, *mask = NULL, *cur = NULL, *next = NULL;
+    void *d_in = NULL, *mask_in = NULL, *mask = NULL, *cur = NULL;
     const float *vin = volume;
     sg_status s = SEGRT_OK;
     bool need_mask = pp->p.crop != SEGRT_CROP_NONE || (pp->masked && pp->p.intensity_first);
@@ -678,22 +795,8 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
     mem_free(pp, dev, mask);
     mask = NULL;
     int64_t at[4] = {pp->C, pp->cdims[0], pp->cdims[1], pp->cdims[2]};
-    for (int32_t axis = 3; s == SEGRT_OK && axis >= 1; axis--) {
-        const sg_vol_axis *ax = &pp->rs.fwd[axis - 1];
-        if (!pp->rs.axis_on[axis - 1])
-            continue;
-        if (ax->interp == SG_VOL_CUBIC)
-            s = vo->spline_prefilter(NULL, cur, at, axis);
-        int64_t numel = at[0] * at[1] * at[2] * at[3] / at[axis] * ax->n_out;
-        if (s == SEGRT_OK)
-            s = mem_alloc(pp, dev, sizeof(float) * (size_t)numel, &next);
-        if (s == SEGRT_OK)
-            s = vo->resample_axis(NULL, cur, at, axis, ax, next);
-        mem_free(pp, dev, cur);
-        cur = next;
-        next = NULL;
-        at[axis] = ax->n_out;
-    }
+    if (s == SEGRT_OK)
+        s = resample_image(pp, &cur, at);
     if (s == SEGRT_OK && !pp->p.intensity_first && pp->has_intensity) {
         if (pp->masked) { /* the foreground of the image as resampled */
             int64_t plane = prod3(pp->rs.dims);
