@@ -739,6 +739,65 @@ static sg_status resample_image(sg_prep *pp, void **cur, int64_t at[4])
     return s;
 }
 
+/* scipy's binary_fill_holes (6-connected) of a host mask: the zeros no
+ * path of zeros joins to the border become ones. */
+static sg_status fill_holes_host(uint8_t *m, const int64_t d[3])
+{
+    int64_t n = prod3(d), head = 0, tail = 0;
+    int64_t *queue = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!queue)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "preprocessing: no memory to fill the mask's holes (%lld voxels)",
+                        (long long)n);
+    const int64_t st[3] = {d[1] * d[2], d[2], 1};
+    for (int64_t v = 0; v < n; v++) {
+        int64_t k = v / st[0], j = v / st[1] % d[1], i = v % d[2];
+        bool border = k == 0 || k == d[0] - 1 || j == 0 || j == d[1] - 1 || i == 0 || i == d[2] - 1;
+        if (border && m[v] == 0) {
+            m[v] = 2; /* outside */
+            queue[tail++] = v;
+        }
+    }
+    while (head < tail) {
+        int64_t v = queue[head++], c[3] = {v / st[0], v / st[1] % d[1], v % d[2]};
+        for (int32_t a = 0; a < 3; a++)
+            for (int32_t step = -1; step <= 1; step += 2) {
+                int64_t x = c[a] + step;
+                if (x < 0 || x >= d[a])
+                    continue;
+                int64_t u = v + step * st[a];
+                if (m[u] == 0) {
+                    m[u] = 2;
+                    queue[tail++] = u;
+                }
+            }
+    }
+    free(queue);
+    for (int64_t v = 0; v < n; v++)
+        m[v] = m[v] != 2;
+    return SEGRT_OK;
+}
+
+/* nnU-Net's create_nonzero_mask fills the holes of the nonzero mask whose
+ * voxels its masked z-score counts (a hole of the crop is one of the
+ * volume: everything outside the crop is background). On the host; a
+ * device's mask comes down and goes back. */
+static sg_status fill_mask_holes(sg_prep *pp, void *mask, const int64_t d[3])
+{
+    if (!pp->exec_device)
+        return fill_holes_host(mask, d);
+    size_t n = (size_t)prod3(d);
+    uint8_t *h = malloc(n ? n : 1);
+    if (!h)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "preprocessing: no memory for a mask of %zu voxels", n);
+    sg_status s = pp->wo->copy(h, mask, n, SG_WINDOW_DEVICE_TO_HOST);
+    if (s == SEGRT_OK)
+        s = fill_holes_host(h, d);
+    if (s == SEGRT_OK)
+        s = pp->wo->copy(mask, h, n, SG_WINDOW_HOST_TO_DEVICE);
+    free(h);
+    return s;
+}
+
 static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
 {
     const sg_volume_ops *vo = pp->vo;
@@ -787,6 +846,8 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
             int64_t off = crop_strides(pp, 1, src_st);
             s = vo->strided_copy(NULL, 1, mask_in, off, src_st, mask, dst_st, m4);
         }
+        if (s == SEGRT_OK && pp->p.crop != SEGRT_CROP_THRESHOLD)
+            s = fill_mask_holes(pp, mask, pp->cdims);
     }
     mem_free(pp, dev, d_in);
     mem_free(pp, dev, mask_in);
@@ -983,6 +1044,8 @@ uint64_t sg_prep_scratch_bytes(const sg_prep *pp, int64_t classes)
     uint64_t in = (uint64_t)prod3(pp->dims), o = (uint64_t)prod3(pp->odims), mdl = (uint64_t)prod3(pp->rs.dims);
     uint64_t C = (uint64_t)pp->C, big = o > mdl ? o : mdl;
     uint64_t fwd = in + o + 2 * 4 * C * big; /* masks, two buffers of the resampling */
+    if (pp->masked && pp->p.intensity_first)
+        fwd += 8 * o; /* filling the mask's holes */
     if (pp->exec_device)
         fwd += 4 * C * in; /* the volume uploaded */
     else if (pp->device >= 0)
