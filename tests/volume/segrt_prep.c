@@ -19,7 +19,9 @@
  *       range:AMIN:AMAX:BMIN:BMAX[:clip] | rescale01
  *   --intensity-first  --spacing SD SH SW  --grid nnunet|monai
  *   --interp, --interp-z, --result-interp, --result-interp-z  nearest|linear|cubic
- *   --anisotropy X  --source TEXT  --device N (default -1, the host)
+ *   --anisotropy X  --source TEXT
+ *   --device N: the plan on CUDA device N (default -1, the host); the image
+ *               comes down and the scores go up through segrt_device_copy
  * Exit 0 on success, 2 with segrt's one-line message on stderr. */
 #include "pipeline/vol_prep.h"
 
@@ -215,14 +217,13 @@ int main(int argc, char **argv)
         dims[a] = vol.dims[vol.rank - 3 + a];
     sg_prep *pp = NULL;
     segrt_tensor image, labels;
+    void *host_image = NULL;
     memset(&image, 0, sizeof image);
     memset(&labels, 0, sizeof labels);
     if (sg_prep_plan(&p, C, dims, g.known ? &g : NULL, device, &pp) != SEGRT_OK) {
         rc = fail();
     } else if (sg_prep_forward(pp, vol.data, &image) != SEGRT_OK) {
         rc = fail();
-    } else if (image.memory != SEGRT_MEMORY_HOST) {
-        rc = usage("the image is in device memory: this driver runs on the host");
     } else {
         int64_t m[3];
         segrt_geometry gm;
@@ -241,6 +242,15 @@ int main(int argc, char **argv)
             fclose(f);
         }
         segrt_tensor img4 = image;
+        size_t img_bytes = sizeof(float) * (size_t)(image.dims[1] * image.dims[2] * image.dims[3] * image.dims[4]);
+        if (image.memory == SEGRT_MEMORY_DEVICE) { /* --device: the image comes down for the file */
+            img4.data = malloc(img_bytes ? img_bytes : 1);
+            img4.memory = SEGRT_MEMORY_HOST;
+            if (!img4.data || segrt_device_copy(img4.data, SEGRT_MEMORY_HOST, image.data, SEGRT_MEMORY_DEVICE,
+                                                img_bytes, device) != SEGRT_OK)
+                rc = img4.data ? fail() : usage("no memory");
+            host_image = img4.data;
+        }
         img4.rank = 4;
         for (int a = 0; a < 4; a++)
             img4.dims[a] = image.dims[a + 1];
@@ -258,20 +268,36 @@ int main(int argc, char **argv)
                     for (int a = 0; a < 4; a++)
                         sc5.dims[a + 1] = sc.dims[a];
                 }
-                if (sg_prep_back(pp, &sc5, &labels) != SEGRT_OK) {
+                void *d_scores = NULL;
+                if (device >= 0) { /* --device: the scores go up, as the networks leave them */
+                    size_t bytes = sizeof(float) * (size_t)(sc.dims[0] * sc.dims[1] * sc.dims[2] * sc.dims[3]);
+                    if (sc.rank != 4 || segrt_device_alloc(device, bytes, &d_scores) != SEGRT_OK ||
+                        segrt_device_copy(d_scores, SEGRT_MEMORY_DEVICE, sc.data, SEGRT_MEMORY_HOST, bytes, device) !=
+                            SEGRT_OK)
+                        rc = fail();
+                    sc5.data = d_scores;
+                    sc5.memory = SEGRT_MEMORY_DEVICE;
+                    sc5.device = device;
+                }
+                if (rc == 0 && sg_prep_back(pp, &sc5, &labels) != SEGRT_OK) {
                     rc = fail();
-                } else {
+                } else if (rc == 0) {
                     segrt_tensor l3 = labels;
                     l3.rank = 3;
                     for (int a = 0; a < 3; a++)
                         l3.dims[a] = labels.dims[a + 2];
                     rc = save(out_dir, "labels.npy", &l3);
                 }
+                segrt_device_free(d_scores);
                 segrt_tensor_free(&sc);
             }
         }
     }
-    free(image.data);
+    if (image.memory == SEGRT_MEMORY_DEVICE)
+        segrt_device_free(image.data);
+    else
+        free(image.data);
+    free(host_image);
     free(labels.data);
     sg_prep_free(pp);
     segrt_tensor_free(&vol);
