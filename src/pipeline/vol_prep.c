@@ -139,6 +139,39 @@ static int code_axis(char c, int *sign)
     }
 }
 
+/* The rotation closest to R's unit columns (its polar factor, by Newton's
+ * iteration R = (R + R^-T) / 2), through which nibabel's io_orientation
+ * reads a sheared direction (a tilted gantry's). R stays as it is where
+ * it is singular. */
+static void closest_rotation(double R[3][3])
+{
+    for (int32_t c = 0; c < 3; c++) {
+        double n = sqrt(R[0][c] * R[0][c] + R[1][c] * R[1][c] + R[2][c] * R[2][c]);
+        for (int32_t r = 0; n > 0.0 && r < 3; r++)
+            R[r][c] /= n;
+    }
+    for (int32_t it = 0; it < 64; it++) {
+        double cof[3][3], det = 0.0, change = 0.0;
+        for (int32_t r = 0; r < 3; r++)
+            for (int32_t c = 0; c < 3; c++) {
+                int32_t r1 = (r + 1) % 3, r2 = (r + 2) % 3, c1 = (c + 1) % 3, c2 = (c + 2) % 3;
+                cof[r][c] = R[r1][c1] * R[r2][c2] - R[r1][c2] * R[r2][c1];
+            }
+        for (int32_t c = 0; c < 3; c++)
+            det += R[0][c] * cof[0][c];
+        if (!(fabs(det) > 1e-12))
+            return;
+        for (int32_t r = 0; r < 3; r++)
+            for (int32_t c = 0; c < 3; c++) {
+                double v = 0.5 * (R[r][c] + cof[r][c] / det); /* the cofactors over det: R^-T */
+                change = fmax(change, fabs(v - R[r][c]));
+                R[r][c] = v;
+            }
+        if (change < 1e-15)
+            return;
+    }
+}
+
 /* Step 2 over the transposed view (from, flip; geometry gt), as nibabel's
  * io_orientation, ornt_transform and apply_orientation do it (MONAI's
  * Orientation): each index axis, in the order i, j, k, takes the world
@@ -160,6 +193,7 @@ static sg_status orient(const segrt_preprocess *p, const segrt_geometry *gt, int
     for (int32_t r = 0; r < 3; r++)
         for (int32_t c = 0; c < 3; c++)
             R[r][c] = (r < 2 ? -1.0 : 1.0) * gt->direction[r][c];
+    closest_rotation(R);
     int32_t nf[3];
     bool nflip[3];
     bool used[3] = {false, false, false};

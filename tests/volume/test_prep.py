@@ -246,6 +246,26 @@ def test_orientation_as_nibabel(tmp_path, code):
     assert grid["identity"] is False
 
 
+def test_orientation_of_a_sheared_direction(tmp_path):
+    """A sheared direction (a tilted gantry's) whose columns' largest
+    components are not those of its closest rotation, which nibabel uses."""
+    ras = np.array([[0.61367596, 0.40259373, 0.59031093],
+                    [0.65573511, 0.91537794, 0.10762131],
+                    [-0.43978776, -0.00122989, 0.79996916]])
+    ras /= np.linalg.norm(ras, axis=0)
+    direction = LPS @ ras
+    rng = np.random.default_rng(14)
+    dims = (4, 5, 6)
+    x = rng.normal(size=(1, *dims)).astype(np.float32)
+    aff = affine_of((1, 1, 1), (0, 0, 0), direction)
+    ornt = nib.orientations.io_orientation(aff)
+    naive = [int(np.argmax(np.abs(ras[:, c]))) for c in range(3)]
+    assert naive != list(ornt[:, 0].astype(int))  # the case tells the two apart
+    img, grid, _ = run(tmp_path, x, *geometry_args((1, 1, 1), (0, 0, 0), direction), "--orientation", "RAS")
+    t = nib.orientations.ornt_transform(ornt, nib.orientations.axcodes2ornt("RAS"))
+    np.testing.assert_array_equal(img[0].T, nib.orientations.apply_orientation(x[0].T, t))
+
+
 def test_orientation_already_there_is_identity(tmp_path):
     x = np.ones((1, 3, 4, 5), np.float32)
     # LPS geometry with identity direction: i points left, j posterior, k superior
