@@ -32,6 +32,7 @@
 typedef struct prep_resample {
     bool on;         /* some axis changes */
     bool axis_on[3]; /* per array axis */
+    int32_t z;       /* the axis resampled on its own (nnU-Net's separate z), or -1 */
     sg_vol_axis fwd[3], back[3];
     int64_t dims[3];  /* the networks' grid */
     segrt_geometry g; /* and where it lies */
@@ -138,6 +139,39 @@ static int code_axis(char c, int *sign)
     }
 }
 
+/* The rotation closest to R's unit columns (its polar factor, by Newton's
+ * iteration R = (R + R^-T) / 2), through which nibabel's io_orientation
+ * reads a sheared direction (a tilted gantry's). R stays as it is where
+ * it is singular. */
+static void closest_rotation(double R[3][3])
+{
+    for (int32_t c = 0; c < 3; c++) {
+        double n = sqrt(R[0][c] * R[0][c] + R[1][c] * R[1][c] + R[2][c] * R[2][c]);
+        for (int32_t r = 0; n > 0.0 && r < 3; r++)
+            R[r][c] /= n;
+    }
+    for (int32_t it = 0; it < 64; it++) {
+        double cof[3][3], det = 0.0, change = 0.0;
+        for (int32_t r = 0; r < 3; r++)
+            for (int32_t c = 0; c < 3; c++) {
+                int32_t r1 = (r + 1) % 3, r2 = (r + 2) % 3, c1 = (c + 1) % 3, c2 = (c + 2) % 3;
+                cof[r][c] = R[r1][c1] * R[r2][c2] - R[r1][c2] * R[r2][c1];
+            }
+        for (int32_t c = 0; c < 3; c++)
+            det += R[0][c] * cof[0][c];
+        if (!(fabs(det) > 1e-12))
+            return;
+        for (int32_t r = 0; r < 3; r++)
+            for (int32_t c = 0; c < 3; c++) {
+                double v = 0.5 * (R[r][c] + cof[r][c] / det); /* the cofactors over det: R^-T */
+                change = fmax(change, fabs(v - R[r][c]));
+                R[r][c] = v;
+            }
+        if (change < 1e-15)
+            return;
+    }
+}
+
 /* Step 2 over the transposed view (from, flip; geometry gt), as nibabel's
  * io_orientation, ornt_transform and apply_orientation do it (MONAI's
  * Orientation): each index axis, in the order i, j, k, takes the world
@@ -159,6 +193,7 @@ static sg_status orient(const segrt_preprocess *p, const segrt_geometry *gt, int
     for (int32_t r = 0; r < 3; r++)
         for (int32_t c = 0; c < 3; c++)
             R[r][c] = (r < 2 ? -1.0 : 1.0) * gt->direction[r][c];
+    closest_rotation(R);
     int32_t nf[3];
     bool nflip[3];
     bool used[3] = {false, false, false};
@@ -223,6 +258,7 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
 {
     memset(rs, 0, sizeof *rs);
     rs->g = *g;
+    rs->z = -1;
     bool any = p->spacing[0] != 0.0 || p->spacing[1] != 0.0 || p->spacing[2] != 0.0;
     for (int32_t a = 0; a < 3; a++) {
         rs->dims[a] = dims[a];
@@ -234,6 +270,7 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
         return SEGRT_OK;
     const double *s = p->spacing, *sp = g->spacing;
     int32_t zf = lowres_axis(p->anisotropy, sp, s), zb = lowres_axis(p->anisotropy, s, sp);
+    rs->z = zf;
     double pos[3], scale[3];
     for (int32_t a = 0; a < 3; a++) {
         double n = (double)dims[a], m;
@@ -622,6 +659,179 @@ static sg_status find_crop(sg_prep *pp, const uint8_t *mask_in)
     return SEGRT_OK;
 }
 
+/* Resamples *cur (C x at, the ops' memory) along the array axes `which`
+ * asks for, width first; *cur and at follow. */
+static sg_status resample_axes(sg_prep *pp, void **cur, int64_t at[4], const bool which[3])
+{
+    bool dev = pp->exec_device;
+    for (int32_t axis = 3; axis >= 1; axis--) {
+        const sg_vol_axis *ax = &pp->rs.fwd[axis - 1];
+        if (!which[axis - 1] || !pp->rs.axis_on[axis - 1])
+            continue;
+        if (ax->interp == SG_VOL_CUBIC)
+            SG_TRY(pp->vo->spline_prefilter(NULL, *cur, at, axis));
+        int64_t numel = at[0] * at[1] * at[2] * at[3] / at[axis] * ax->n_out;
+        void *next = NULL;
+        SG_TRY(mem_alloc(pp, dev, sizeof(float) * (size_t)numel, &next));
+        sg_status s = pp->vo->resample_axis(NULL, *cur, at, axis, ax, next);
+        if (s != SEGRT_OK) {
+            mem_free(pp, dev, next);
+            return s;
+        }
+        mem_free(pp, dev, *cur);
+        *cur = next;
+        at[axis] = ax->n_out;
+    }
+    return SEGRT_OK;
+}
+
+/* Per channel c and slice t along array axis z of buf (C x at): its
+ * statistics into st[c * n + t] or, with clamp, its values clamped to that
+ * entry's [min, max]. A slice across the volume is copied out and back. */
+static sg_status slice_pass(sg_prep *pp, float *buf, const int64_t at[4], int32_t z, sg_vol_stats *st, bool clamp)
+{
+    bool dev = pp->exec_device;
+    int64_t n = at[z + 1], fs[4] = {at[1] * at[2] * at[3], at[2] * at[3], at[3], 1};
+    int64_t sd[4] = {1, at[1], at[2], at[3]}, ds[4];
+    sd[z + 1] = 1;
+    int64_t numel = sd[1] * sd[2] * sd[3];
+    ds[3] = 1;
+    ds[2] = sd[3];
+    ds[1] = sd[2] * sd[3];
+    ds[0] = numel;
+    void *scratch = NULL;
+    if (z != 0)
+        SG_TRY(mem_alloc(pp, dev, sizeof(float) * (size_t)numel, &scratch));
+    sg_status s = SEGRT_OK;
+    for (int64_t c = 0; c < at[0] && s == SEGRT_OK; c++)
+        for (int64_t t = 0; t < n && s == SEGRT_OK; t++) {
+            int64_t off = c * fs[0] + t * fs[z + 1];
+            float *x = z == 0 ? buf + off : scratch;
+            if (z != 0)
+                s = pp->vo->strided_copy(NULL, sizeof(float), buf, off, fs, x, ds, sd);
+            sg_vol_stats *e = &st[c * n + t];
+            if (s == SEGRT_OK && !clamp) {
+                s = pp->vo->stats(NULL, x, sd, NULL, e);
+            } else if (s == SEGRT_OK) {
+                sg_vol_affine af = {(float)e->min, (float)e->max, 0.0f, 1.0f};
+                s = pp->vo->intensity(NULL, x, sd, &af, NULL);
+                if (s == SEGRT_OK && z != 0)
+                    s = pp->vo->strided_copy(NULL, sizeof(float), x, 0, ds, buf + off, fs, sd);
+            }
+        }
+    mem_free(pp, dev, scratch);
+    return s;
+}
+
+/* Step 5 on *cur (C x at). The NNUNET grid resamples as skimage's resize
+ * in nnU-Net's resample_data_or_seg: its output clipped to its input's
+ * range (clip=True, which only a cubic spline can leave), per channel, or
+ * per channel and slice of the in-plane pass before the separate axis. */
+static sg_status resample_image(sg_prep *pp, void **cur, int64_t at[4])
+{
+    const prep_resample *rs = &pp->rs;
+    bool all[3] = {true, true, true}, cubic = false;
+    for (int32_t a = 0; a < 3; a++)
+        cubic = cubic || (rs->axis_on[a] && rs->fwd[a].interp == SG_VOL_CUBIC);
+    if (!rs->on)
+        return SEGRT_OK;
+    if (pp->p.grid != SEGRT_RESAMPLE_NNUNET || !cubic)
+        return resample_axes(pp, cur, at, all);
+    int32_t z = rs->z;
+    int64_t n = z < 0 ? 1 : at[z + 1];
+    sg_vol_stats *st = malloc(sizeof *st * (size_t)(at[0] * n));
+    if (!st)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "preprocessing: no memory for %lld ranges", (long long)(at[0] * n));
+    sg_status s = SEGRT_OK;
+    if (z < 0) {
+        int64_t plane = at[1] * at[2] * at[3];
+        for (int64_t c = 0; c < at[0] && s == SEGRT_OK; c++) {
+            int64_t d4[4] = {1, at[1], at[2], at[3]};
+            s = pp->vo->stats(NULL, (float *)*cur + c * plane, d4, NULL, &st[c]);
+        }
+        if (s == SEGRT_OK)
+            s = resample_axes(pp, cur, at, all);
+        plane = at[1] * at[2] * at[3];
+        for (int64_t c = 0; c < at[0] && s == SEGRT_OK; c++) {
+            int64_t d4[4] = {1, at[1], at[2], at[3]};
+            sg_vol_affine af = {(float)st[c].min, (float)st[c].max, 0.0f, 1.0f};
+            s = pp->vo->intensity(NULL, (float *)*cur + c * plane, d4, &af, NULL);
+        }
+    } else {
+        bool plane_axes[3] = {true, true, true}, zonly[3] = {false, false, false};
+        plane_axes[z] = false;
+        zonly[z] = true;
+        s = slice_pass(pp, *cur, at, z, st, false);
+        if (s == SEGRT_OK)
+            s = resample_axes(pp, cur, at, plane_axes);
+        if (s == SEGRT_OK)
+            s = slice_pass(pp, *cur, at, z, st, true);
+        if (s == SEGRT_OK)
+            s = resample_axes(pp, cur, at, zonly);
+    }
+    free(st);
+    return s;
+}
+
+/* scipy's binary_fill_holes (6-connected) of a host mask: the zeros no
+ * path of zeros joins to the border become ones. */
+static sg_status fill_holes_host(uint8_t *m, const int64_t d[3])
+{
+    int64_t n = prod3(d), head = 0, tail = 0;
+    int64_t *queue = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!queue)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "preprocessing: no memory to fill the mask's holes (%lld voxels)",
+                        (long long)n);
+    const int64_t st[3] = {d[1] * d[2], d[2], 1};
+    for (int64_t v = 0; v < n; v++) {
+        int64_t k = v / st[0], j = v / st[1] % d[1], i = v % d[2];
+        bool border = k == 0 || k == d[0] - 1 || j == 0 || j == d[1] - 1 || i == 0 || i == d[2] - 1;
+        if (border && m[v] == 0) {
+            m[v] = 2; /* outside */
+            queue[tail++] = v;
+        }
+    }
+    while (head < tail) {
+        int64_t v = queue[head++], c[3] = {v / st[0], v / st[1] % d[1], v % d[2]};
+        for (int32_t a = 0; a < 3; a++)
+            for (int32_t step = -1; step <= 1; step += 2) {
+                int64_t x = c[a] + step;
+                if (x < 0 || x >= d[a])
+                    continue;
+                int64_t u = v + step * st[a];
+                if (m[u] == 0) {
+                    m[u] = 2;
+                    queue[tail++] = u;
+                }
+            }
+    }
+    free(queue);
+    for (int64_t v = 0; v < n; v++)
+        m[v] = m[v] != 2;
+    return SEGRT_OK;
+}
+
+/* nnU-Net's create_nonzero_mask fills the holes of the nonzero mask whose
+ * voxels its masked z-score counts (a hole of the crop is one of the
+ * volume: everything outside the crop is background). On the host; a
+ * device's mask comes down and goes back. */
+static sg_status fill_mask_holes(sg_prep *pp, void *mask, const int64_t d[3])
+{
+    if (!pp->exec_device)
+        return fill_holes_host(mask, d);
+    size_t n = (size_t)prod3(d);
+    uint8_t *h = malloc(n ? n : 1);
+    if (!h)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "preprocessing: no memory for a mask of %zu voxels", n);
+    sg_status s = pp->wo->copy(h, mask, n, SG_WINDOW_DEVICE_TO_HOST);
+    if (s == SEGRT_OK)
+        s = fill_holes_host(h, d);
+    if (s == SEGRT_OK)
+        s = pp->wo->copy(mask, h, n, SG_WINDOW_HOST_TO_DEVICE);
+    free(h);
+    return s;
+}
+
 static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
 {
     const sg_volume_ops *vo = pp->vo;
@@ -629,7 +839,7 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
     int64_t plane_in = prod3(pp->dims);
     size_t vol_bytes = sizeof(float) * (size_t)(pp->C * plane_in);
     int64_t dims4[4] = {pp->C, pp->dims[0], pp->dims[1], pp->dims[2]};
-    void *d_in = NULL, *mask_in = NULL, *mask = NULL, *cur = NULL, *next = NULL;
+    void *d_in = NULL, *mask_in = NULL, *mask = NULL, *cur = NULL;
     const float *vin = volume;
     sg_status s = SEGRT_OK;
     bool need_mask = pp->p.crop != SEGRT_CROP_NONE || (pp->masked && pp->p.intensity_first);
@@ -670,6 +880,8 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
             int64_t off = crop_strides(pp, 1, src_st);
             s = vo->strided_copy(NULL, 1, mask_in, off, src_st, mask, dst_st, m4);
         }
+        if (s == SEGRT_OK && pp->p.crop != SEGRT_CROP_THRESHOLD)
+            s = fill_mask_holes(pp, mask, pp->cdims);
     }
     mem_free(pp, dev, d_in);
     mem_free(pp, dev, mask_in);
@@ -678,22 +890,8 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
     mem_free(pp, dev, mask);
     mask = NULL;
     int64_t at[4] = {pp->C, pp->cdims[0], pp->cdims[1], pp->cdims[2]};
-    for (int32_t axis = 3; s == SEGRT_OK && axis >= 1; axis--) {
-        const sg_vol_axis *ax = &pp->rs.fwd[axis - 1];
-        if (!pp->rs.axis_on[axis - 1])
-            continue;
-        if (ax->interp == SG_VOL_CUBIC)
-            s = vo->spline_prefilter(NULL, cur, at, axis);
-        int64_t numel = at[0] * at[1] * at[2] * at[3] / at[axis] * ax->n_out;
-        if (s == SEGRT_OK)
-            s = mem_alloc(pp, dev, sizeof(float) * (size_t)numel, &next);
-        if (s == SEGRT_OK)
-            s = vo->resample_axis(NULL, cur, at, axis, ax, next);
-        mem_free(pp, dev, cur);
-        cur = next;
-        next = NULL;
-        at[axis] = ax->n_out;
-    }
+    if (s == SEGRT_OK)
+        s = resample_image(pp, &cur, at);
     if (s == SEGRT_OK && !pp->p.intensity_first && pp->has_intensity) {
         if (pp->masked) { /* the foreground of the image as resampled */
             int64_t plane = prod3(pp->rs.dims);
@@ -880,6 +1078,8 @@ uint64_t sg_prep_scratch_bytes(const sg_prep *pp, int64_t classes)
     uint64_t in = (uint64_t)prod3(pp->dims), o = (uint64_t)prod3(pp->odims), mdl = (uint64_t)prod3(pp->rs.dims);
     uint64_t C = (uint64_t)pp->C, big = o > mdl ? o : mdl;
     uint64_t fwd = in + o + 2 * 4 * C * big; /* masks, two buffers of the resampling */
+    if (pp->masked && pp->p.intensity_first)
+        fwd += 8 * o; /* filling the mask's holes */
     if (pp->exec_device)
         fwd += 4 * C * in; /* the volume uploaded */
     else if (pp->device >= 0)

@@ -2,14 +2,13 @@
  * memory over OpenMP, the reference the CUDA backend's are tested against.
  *
  * Resampling follows scipy.ndimage (zoom, map_coordinates) with mode
- * "nearest": a position is clamped to [0, n - 1] before it is read, NEAREST
- * reads floor(x + 0.5), LINEAR the two samples around x, CUBIC the four
- * B-spline coefficients around x. scipy pads a line with 12 copies of its
- * edge samples before the spline filter; here the filter is that of the
- * line extended by its edge samples forever (the two differ by about
- * z^12, 1e-7 of the signal), and the coefficients one past each end,
- * which a position at the ends reads, follow from the two nearest ones
- * (see spline_taps). Sums run in double, each output element written by
+ * "nearest": NEAREST reads floor(x + 0.5) and LINEAR the two samples
+ * around x, x clamped to [0, n - 1]; CUBIC the four B-spline coefficients
+ * around x unclamped. scipy pads a line with 12 copies of its edge samples
+ * before the spline filter; here the filter is that of the line extended
+ * by its edge samples forever (the two differ by about z^12, 1e-7 of the
+ * signal), and the coefficients past each end follow from the two nearest
+ * ones (spline_taps). Sums run in double, each output element written by
  * one thread, so results repeat bit for bit whatever the thread count. */
 #include "backend/backend_volume.h"
 
@@ -25,7 +24,7 @@
  * height axis are read a cache line at a time. */
 #define VOL_FILTER_LINES 32
 /* A resampled position reads at most this many inputs (CUBIC, with the
- * coefficients past the ends folded into the nearest ones). */
+ * coefficients past the ends folded into the nearest two). */
 #define VOL_MAX_TAPS 6
 
 /* The pole of the cubic B-spline's inverse filter. */
@@ -50,34 +49,48 @@ static void taps_add(vol_taps *t, int64_t idx, double w)
     t->w[t->n++] = w;
 }
 
-/* Coefficient idx of a line of n (idx from -1 to n): the line extended by
- * its edge samples has, before index 1, coefficients c[k] = s0 + A z^-k
- * (the filter's equations with a constant right-hand side, bounded to the
- * left), so c[-1] = c[0] - z (c[1] - c[0]); after n - 2 likewise. */
+/* Coefficient idx of a line of n (any idx): the line extended by its edge
+ * samples has, before index 1, coefficients c[k] = s0 + A z^-k (the
+ * filter's equations with a constant right-hand side, bounded to the
+ * left), where s0 = ((5 + z) c[0] + (1 - z) c[1]) / 6 is the edge sample
+ * (the interpolation condition at 0 with c[-1] = c[0] - z (c[1] - c[0])),
+ * so c[k] = s0 (1 - z^-k) + c[0] z^-k; past n - 1 likewise. */
 static void spline_taps(vol_taps *t, int64_t idx, int64_t n, double w)
 {
+    const double z = spline_z;
     if (n == 1) {
         taps_add(t, 0, w);
-    } else if (idx < 0) {
-        taps_add(t, 0, w * (1.0 + spline_z));
-        taps_add(t, 1, -w * spline_z);
-    } else if (idx >= n) {
-        taps_add(t, n - 1, w * (1.0 + spline_z));
-        taps_add(t, n - 2, -w * spline_z);
-    } else {
-        taps_add(t, idx, w);
+        return;
     }
+    if (idx >= 0 && idx < n) {
+        taps_add(t, idx, w);
+        return;
+    }
+    int64_t e0 = idx < 0 ? 0 : n - 1, e1 = idx < 0 ? 1 : n - 2, m = idx < 0 ? -idx : idx - (n - 1);
+    double q = m < 64 ? pow(z, (double)m) : 0.0;
+    taps_add(t, e0, w * ((1.0 - q) * (5.0 + z) / 6.0 + q));
+    taps_add(t, e1, w * (1.0 - q) * (1.0 - z) / 6.0);
 }
 
 /* What output position o of an axis of n inputs reads. */
 static void axis_taps(const sg_vol_axis *ax, int64_t n, int64_t o, vol_taps *t)
 {
     double x = ax->scale * (double)o + ax->offset;
+    t->n = 0;
+    if (ax->interp == SG_VOL_CUBIC) {
+        double f = floor(x), u = x - f, u2 = u * u, u3 = u2 * u, v = 1.0 - u;
+        int64_t i0 = (int64_t)f;
+        double w[4] = {v * v * v / 6.0, (3.0 * u3 - 6.0 * u2 + 4.0) / 6.0, (-3.0 * u3 + 3.0 * u2 + 3.0 * u + 1.0) / 6.0,
+                       u3 / 6.0};
+        for (int32_t k = 0; k < 4; k++)
+            if (w[k] != 0.0)
+                spline_taps(t, i0 - 1 + k, n, w[k]);
+        return;
+    }
     if (!(x > 0.0))
-        x = 0.0; /* NaN too: the parameters are checked finite, so only -0 or below */
+        x = 0.0;
     if (x > (double)(n - 1))
         x = (double)(n - 1);
-    t->n = 0;
     if (ax->interp == SG_VOL_NEAREST) {
         int64_t i = (int64_t)floor(x + 0.5);
         taps_add(t, i < n ? i : n - 1, 1.0);
@@ -86,17 +99,8 @@ static void axis_taps(const sg_vol_axis *ax, int64_t n, int64_t o, vol_taps *t)
     double f = floor(x);
     int64_t i0 = (int64_t)f;
     double u = x - f;
-    if (ax->interp == SG_VOL_LINEAR) {
-        taps_add(t, i0, 1.0 - u);
-        taps_add(t, i0 + 1 < n ? i0 + 1 : n - 1, u);
-        return;
-    }
-    double u2 = u * u, u3 = u2 * u, v = 1.0 - u;
-    double w[4] = {v * v * v / 6.0, (3.0 * u3 - 6.0 * u2 + 4.0) / 6.0, (-3.0 * u3 + 3.0 * u2 + 3.0 * u + 1.0) / 6.0,
-                   u3 / 6.0};
-    for (int32_t k = 0; k < 4; k++)
-        if (w[k] != 0.0)
-            spline_taps(t, i0 - 1 + k, n, w[k]);
+    taps_add(t, i0, 1.0 - u);
+    taps_add(t, i0 + 1 < n ? i0 + 1 : n - 1, u);
 }
 
 static sg_status check_dims(const char *call, const int64_t *dims, int32_t n)
