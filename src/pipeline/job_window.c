@@ -276,8 +276,10 @@ static sg_status read_volume(const char *path, const char *series_uid, sg_tensor
 }
 
 /* The image's tensor from its header (data NULL) and the bytes the read
- * holds besides it. */
-static sg_status probe_image(const char *path, const char *series_uid, sg_tensor *image, uint64_t *extra_bytes)
+ * holds besides it; a volume's header also into *header where given (its
+ * format string is the source's, gone with it: NULL). */
+static sg_status probe_image(const char *path, const char *series_uid, sg_tensor *image, uint64_t *extra_bytes,
+                             sg_source_info *header)
 {
     memset(image, 0, sizeof *image);
     *extra_bytes = 0;
@@ -285,6 +287,10 @@ static sg_status probe_image(const char *path, const char *series_uid, sg_tensor
         sg_source *src;
         SG_TRY(open_volume(path, series_uid, &src));
         volume_shape(&src->info, image, extra_bytes);
+        if (header) {
+            *header = src->info;
+            header->format = NULL;
+        }
         sg_source_close(src);
         return SEGRT_OK;
     }
@@ -314,7 +320,7 @@ segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, cons
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
     sg_tensor t;
     uint64_t extra;
-    SG_TRY(probe_image(image_path, o ? o->series_uid : NULL, &t, &extra));
+    SG_TRY(probe_image(image_path, o ? o->series_uid : NULL, &t, &extra, NULL));
     memset(image, 0, sizeof *image);
     image->dtype = t.dtype;
     image->rank = t.rank;
@@ -382,7 +388,7 @@ typedef struct job {
      * (labels; the windows themselves give scores). */
     segrt_preprocess prep_p;
     sg_prep *prep;
-    sg_source_info prep_in;
+    sg_source_info prep_in; /* the volume's header */
     segrt_tensor prep_image, prep_scores;
     sg_sw_output prep_output;
     norm nm;
@@ -806,17 +812,6 @@ static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device,
 
 /* --- a volume's preprocessing ------------------------------------------- */
 
-/* The volume's header, as probe_image read it for the shape. */
-static sg_status volume_header(const job *st, sg_source_info *in)
-{
-    sg_source *src;
-    SG_TRY(open_volume(st->in, st->jo->series_uid, &src));
-    *in = src->info;
-    in->format = NULL; /* the source's, gone with it */
-    sg_source_close(src);
-    return SEGRT_OK;
-}
-
 static int64_t dims_numel(const int64_t d[3])
 {
     return d[0] * d[1] * d[2];
@@ -841,8 +836,7 @@ static sg_status prep_begin(job *st, sg_tensor *shape, uint64_t *extra_bytes)
         if (!declared)
             return SEGRT_OK;
     }
-    SG_TRY(volume_header(st, &st->prep_in));
-    const sg_source_info *in = &st->prep_in;
+    const sg_source_info *in = &st->prep_in; /* probe_image's */
     int64_t dims[3] = {in->n_dims == 3 ? in->dims[0][0] : 1, in->dims[0][1], in->dims[0][2]};
     segrt_geometry g;
     sg_api_geometry(in, &g);
@@ -980,7 +974,7 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     sg_tensor shape;
     uint64_t extra_bytes;
     st->volume = is_volume(st->in);
-    SG_TRY(probe_image(st->in, jo->series_uid, &shape, &extra_bytes));
+    SG_TRY(probe_image(st->in, jo->series_uid, &shape, &extra_bytes, &st->prep_in));
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
