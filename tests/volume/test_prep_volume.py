@@ -234,3 +234,36 @@ def test_malformed_metadata_names_key_and_value(ct, tmp_path):
     model = conv_model(tmp_path / "bad.onnx", dict(META, **{"segrt.preprocess.spacing": "2,x,2"}))
     p = run(model, ct["path"], tmp_path / "x.nii.gz", check=2)
     assert "bad.onnx" in p.stderr and "segrt.preprocess.spacing" in p.stderr and "`2,x,2`" in p.stderr
+
+
+def test_dicom_series_preprocessed_in_world_coordinates(tmp_path):
+    """A DICOM series (oblique orientation, slices written shuffled)
+    preprocessed from the model's metadata: the labels, written as NIfTI in
+    the series' grid, against d > 0 at each voxel's LPS position from
+    ImagePositionPatient, ImageOrientationPatient and PixelSpacing."""
+    from conftest import HAVE_DICOM
+    if not HAVE_DICOM:
+        pytest.skip("a build without DICOM")
+    pytest.importorskip("pydicom")
+    from dicom_synth import slice_ds
+    from pydicom.uid import generate_uid
+    iop = np.array([0.96, 0.28, 0.0, -0.28, 0.96, 0.0])
+    x, y = iop[:3], iop[3:]
+    normal = np.cross(x, y)
+    rows, cols, n, spacing, step = 30, 26, 14, (0.9, 0.7), 2.0  # PixelSpacing: row spacing, then column
+    origin = np.array([-20.0, 30.0, 15.0])
+    k, r, c = np.meshgrid(np.arange(n), np.arange(rows), np.arange(cols), indexing="ij")
+    lps = origin + (k * step)[..., None] * normal + (c * spacing[1])[..., None] * x + (r * spacing[0])[..., None] * y
+    plane = np.array([0.3, 0.5, -0.8]) / np.linalg.norm([0.3, 0.5, -0.8])
+    d = (lps - lps.reshape(-1, 3).mean(0)) @ plane
+    hu = np.round(40 + 10 * d).astype(np.int16)
+    folder = tmp_path / "series"
+    folder.mkdir()
+    uid = generate_uid()
+    for w, kk in enumerate(np.random.default_rng(3).permutation(n)):
+        ds = slice_ds(hu[kk], list(iop), origin + kk * step * normal, spacing, uid, number=w + 1)
+        ds.save_as(folder / f"{w:03d}.dcm", enforce_file_format=True)
+    out = tmp_path / "labels.nii.gz"
+    run(conv_model(tmp_path / "m.onnx", META), folder, out)
+    got = np.asarray(nib.load(out).dataobj).transpose(2, 1, 0)  # k, row, column
+    assert_world(got, d > 0, d, band=max(step, *spacing) / 2 + 0.05)  # + HU rounded to integers: 0.05 mm
