@@ -817,6 +817,18 @@ static int64_t dims_numel(const int64_t d[3])
     return d[0] * d[1] * d[2];
 }
 
+/* Whether p asks for any step, whatever the volume. */
+static bool prep_asks(const segrt_preprocess *p)
+{
+    bool any = p->orientation[0] || p->crop != SEGRT_CROP_NONE || p->spacing[0] != 0.0 || p->spacing[1] != 0.0 ||
+               p->spacing[2] != 0.0;
+    for (int32_t a = 0; a < 3; a++)
+        any |= p->transpose[a] != a;
+    for (int32_t c = 0; c < p->n_intensity && c < SEGRT_PREPROCESS_MAX_CHANNELS; c++)
+        any |= p->intensity[c].kind != SEGRT_INTENSITY_NONE;
+    return any;
+}
+
 /* Before the engines are built: the volume's preprocessing (the options',
  * else the first model's metadata), planned on its header. Where it
  * changes something, *shape becomes the networks' image before the crop
@@ -1004,6 +1016,9 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
                         "%s: an overlay draws labels over a 2-D image file (PNG, JPEG, TIFF)", st->in);
     if (st->volume)
         SG_TRY(prep_begin(st, &shape, &extra_bytes));
+    else if (jo->preprocess && prep_asks(jo->preprocess))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: preprocessing (from %s) applies to volumes (NIfTI, DICOM)",
+                        st->in, jo->preprocess->source ? jo->preprocess->source : "the job's options");
     /* The engines are built for the window from the image's header; the
      * image is read once they are, and the memory check passed. */
     st->image = shape;

@@ -121,3 +121,14 @@ def test_preprocess_from_nnunet(tmp_path):
     assert np.array_equal(labels[0, 0], want)
     with pytest.raises(segrt.InvalidArgumentError, match="3d_lowres"):
         segrt.preprocess_from_nnunet(nn, "3d_lowres")
+
+
+def test_preprocessing_wants_a_volume(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 8, 8, 8), np.float32))
+    model = conv_model(tmp_path / "m.onnx")
+    with segrt.Engine(model) as engine:
+        with pytest.raises(segrt.InvalidArgumentError, match="applies to volumes"):
+            segrt.run_volume(engine, tmp_path / "x.npy", 4, preprocess={"spacing": 2})
+        # Settings that ask for nothing run it as it is.
+        labels, _ = segrt.run_volume(engine, tmp_path / "x.npy", 4, preprocess="none")
+        assert labels.shape == (1, 1, 8, 8, 8) and labels.all()

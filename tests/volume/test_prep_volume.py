@@ -267,3 +267,13 @@ def test_dicom_series_preprocessed_in_world_coordinates(tmp_path):
     run(conv_model(tmp_path / "m.onnx", META), folder, out)
     got = np.asarray(nib.load(out).dataobj).transpose(2, 1, 0)  # k, row, column
     assert_world(got, d > 0, d, band=max(step, *spacing) / 2 + 0.05)  # + HU rounded to integers: 0.05 mm
+
+
+def test_help_documents_every_option():
+    p = subprocess.run([SEGRT, "run", "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    for opt in ("--orientation", "--spacing", "--intensity ", "--intensity-first", "--crop-foreground",
+                "--crop-margin", "--interp", "--result-interp", "--result-probs", "--resample-grid",
+                "--nnunet-plans DIR CONFIG", "--no-preprocess", "--tta mirror[=AXES]|none", "docs/preprocess.md"):
+        assert opt in p.stdout, opt
+    assert max(len(line) for line in p.stdout.splitlines()) <= 100
