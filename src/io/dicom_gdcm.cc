@@ -729,6 +729,8 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
                 el(sd, 0x0008, 0x1155, gdcm::VR::UI, ref.sop_instance);
                 if (ref.frame > 0)
                     el(sd, 0x0008, 0x1160, gdcm::VR::IS, std::to_string(ref.frame));
+                // SpatialLocationsPreserved: readers (highdicom) index frames by source slice only where YES.
+                el(sd, 0x0028, 0x135a, gdcm::VR::CS, s->frame_moved && s->frame_moved[fr] ? "NO" : "YES");
                 code(sd, 0x0040, 0xa170, "121322", "DCM", "Source image for image processing operation");
                 src->AddItem(si);
                 code(d, 0x0008, 0x9215, "113076", "DCM", "Segmentation");

@@ -92,6 +92,7 @@ typedef struct sg_dcm_seg {
     int64_t n_frames;
     const int32_t *frame_segment;
     const int64_t *frame_slice;
+    const uint8_t *frame_moved; /* 1: the frame's labels come from another plane than its slice's (NULL: none) */
     const uint8_t *pixels;
     size_t pixel_bytes;
     const char *series_uid, *sop_uid, *dimension_uid; /* new UIDs */

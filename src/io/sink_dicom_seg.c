@@ -13,7 +13,8 @@
  * a frame per (segment, source slice) where the segment has a voxel,
  * segment by segment, slices in order along the normal. Each frame
  * references its source slice (DerivationImageSequence and
- * SourceImageSequence, purpose 121322 DCM) and gives its
+ * SourceImageSequence, purpose 121322 DCM, SpatialLocationsPreserved YES)
+ * and gives its
  * ImagePositionPatient (the slice's own) and DimensionIndexValues
  * (segment number, the slice's 1-based place in the series); the shared
  * groups give ImageOrientationPatient, PixelSpacing and the slice step as
@@ -26,7 +27,10 @@
  * each source slice takes the labels of the grid slice nearest to it
  * (under half a step away; the same slice exactly where slice and grid
  * agree), so that its frames lie on the slices they reference and a
- * viewer overlays them on the series as acquired.
+ * viewer overlays them on the series as acquired; a frame whose labels
+ * come from a grid slice off its slice says SpatialLocationsPreserved
+ * NO. (Refusing would leave such a series without a SEG at all; frames
+ * at the grid's positions would reference no slice.)
  *
  * A label map with no value > 0 is refused: the standard wants at least
  * one segment and one frame (NumberOfFrames and SegmentSequence are type
@@ -115,6 +119,8 @@ typedef struct seg_build {
     char (*descriptions)[48];
     const char **label_p, **desc_p;
     int64_t *grid_of; /* source slice -> the grid slice its labels come from */
+    uint8_t *moved;   /* source slice -> 1 where that grid slice is not on it */
+    uint8_t *frame_moved;
 } seg_build;
 
 static void build_free(seg_build *b)
@@ -128,6 +134,8 @@ static void build_free(seg_build *b)
     free(b->label_p);
     free(b->desc_p);
     free(b->grid_of);
+    free(b->moved);
+    free(b->frame_moved);
 }
 
 static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_source *src, const char *const *names,
@@ -188,12 +196,13 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
     /* Each source slice's grid slice. */
     int64_t ns = refs->n_slices;
     b->grid_of = sg_calloc((size_t)ns, sizeof *b->grid_of);
+    b->moved = sg_calloc((size_t)ns, 1);
     b->values = sg_calloc((size_t)n_seg, sizeof *b->values);
     b->labels = sg_calloc((size_t)n_seg, sizeof *b->labels);
     b->descriptions = sg_calloc((size_t)n_seg, sizeof *b->descriptions);
     b->label_p = sg_calloc((size_t)n_seg, sizeof *b->label_p);
     b->desc_p = sg_calloc((size_t)n_seg, sizeof *b->desc_p);
-    if (!b->grid_of || !b->values || !b->labels || !b->descriptions || !b->label_p || !b->desc_p) {
+    if (!b->grid_of || !b->moved || !b->values || !b->labels || !b->descriptions || !b->label_p || !b->desc_p) {
         free(seen);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
@@ -209,6 +218,7 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
             off += (refs->slices[k].position[a] - in->geometry.origin[a]) * dir[a][2];
         int64_t g = (int64_t)floor(off / step + 0.5);
         b->grid_of[k] = g < 0 ? 0 : g >= D ? D - 1 : g;
+        b->moved[k] = fabs(off - (double)b->grid_of[k] * step) > 1e-3;
     }
     if (!refs->resampled && ns != D) {
         free(seen);
@@ -249,8 +259,9 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
                         (long long)n_frames, (long long)H, (long long)W);
     b->frame_segment = sg_calloc((size_t)n_frames, sizeof *b->frame_segment);
     b->frame_slice = sg_calloc((size_t)n_frames, sizeof *b->frame_slice);
+    b->frame_moved = sg_calloc((size_t)n_frames, 1);
     b->pixels = sg_calloc((size_t)bytes, 1);
-    if (!b->frame_segment || !b->frame_slice || !b->pixels)
+    if (!b->frame_segment || !b->frame_slice || !b->frame_moved || !b->pixels)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld frames", path, (long long)n_frames);
     int64_t f = 0;
     for (int32_t g = 0; g < n_seg; g++)
@@ -267,6 +278,7 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
                     b->pixels[at >> 3] |= (uint8_t)(1u << (at & 7));
             b->frame_segment[f] = g + 1;
             b->frame_slice[f] = k;
+            b->frame_moved[f] = b->moved[k];
             f++;
         }
     char series_uid[SG_DCM_TEXT], sop_uid[SG_DCM_TEXT], dim_uid[SG_DCM_TEXT];
@@ -298,6 +310,7 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
     d.n_frames = n_frames;
     d.frame_segment = b->frame_segment;
     d.frame_slice = b->frame_slice;
+    d.frame_moved = b->frame_moved;
     d.pixels = b->pixels;
     d.pixel_bytes = (size_t)bytes;
     d.series_uid = series_uid;
