@@ -642,8 +642,10 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
     el(ds, 0x0020, 0x0010, gdcm::VR::SH, st->study_id);
     el(ds, 0x0020, 0x0011, gdcm::VR::IS, "9001");
     el(ds, 0x0020, 0x0013, gdcm::VR::IS, "1");
-    el(ds, 0x0020, 0x0052, gdcm::VR::UI, st->frame_of_reference);
-    el(ds, 0x0020, 0x1040, gdcm::VR::LO, "");
+    if (st->frame_of_reference[0]) { // the module goes with the source's: a SEG has no frame of its own
+        el(ds, 0x0020, 0x0052, gdcm::VR::UI, st->frame_of_reference);
+        el(ds, 0x0020, 0x1040, gdcm::VR::LO, "");
+    }
     {
         gdcm::SmartPointer<gdcm::SequenceOfItems> dorg = seq(ds, 0x0020, 0x9221);
         gdcm::Item it = item();

@@ -160,6 +160,39 @@ def test_single_frame_sources_are_referenced_without_a_frame_number(tmp_path):
     assert "ReferencedFrameNumber" not in src and int(ds.NumberOfFrames) == 1
 
 
+def test_multiframe_source_is_referenced_frame_by_frame(tmp_path):
+    """An enhanced CT (one file, frames out of position order): each SEG
+    frame references its source frame by ReferencedFrameNumber, and
+    highdicom reassembles the labels by source frame."""
+    from test_dicom import enhanced_ct
+    folder = tmp_path / "enh"
+    folder.mkdir()
+    enhanced_ct(folder / "enhanced.dcm", n=6, rows=8, cols=6)
+    src = pydicom.dcmread(folder / "enhanced.dcm")
+    normal = np.cross(*np.array(src.SharedFunctionalGroupsSequence[0].PlaneOrientationSequence[0]
+                                .ImageOrientationPatient, float).reshape(2, 3))
+    pos = [np.array(g.PlanePositionSequence[0].ImagePositionPatient, float) for g in
+           src.PerFrameFunctionalGroupsSequence]
+    order = np.argsort([p @ normal for p in pos])  # file frame of each slice, in position order
+    lab = known_labels((6, 8, 6), 5)
+    np.save(tmp_path / "l.npy", lab)
+    vol("seg", folder, tmp_path / "l.npy", tmp_path / "s.dcm", "bg", "one")
+    ds = pydicom.dcmread(tmp_path / "s.dcm")
+    assert "FrameOfReferenceUID" not in ds  # the source has none: none is made up
+    for fg in ds.PerFrameFunctionalGroupsSequence:
+        si = fg.DerivationImageSequence[0].SourceImageSequence[0]
+        assert si.ReferencedSOPInstanceUID == src.SOPInstanceUID
+        np.testing.assert_allclose(fg.PlanePositionSequence[0].ImagePositionPatient,
+                                   pos[int(si.ReferencedFrameNumber) - 1], atol=1e-4)
+    seg = hd.seg.segread(tmp_path / "s.dcm")
+    values = [int(v) for v in np.unique(lab) if v > 0]
+    got = np.asarray(seg.get_pixels_by_source_frame(
+        source_sop_instance_uid=src.SOPInstanceUID, source_frame_numbers=[int(f) + 1 for f in order],
+        combine_segments=True, assert_missing_frames_are_empty=True))
+    lut = np.array([0] + values)
+    np.testing.assert_array_equal(lut[got], lab)
+
+
 # --- the command line ---------------------------------------------------------
 
 
