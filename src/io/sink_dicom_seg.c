@@ -121,6 +121,9 @@ typedef struct seg_build {
     int64_t *grid_of; /* source slice -> the grid slice its labels come from */
     uint8_t *moved;   /* source slice -> 1 where that grid slice is not on it */
     uint8_t *frame_moved;
+    int32_t *seg_of;  /* label value -> its segment's index */
+    uint8_t *present; /* grid slice x segment: whether the segment occurs there */
+    int64_t *fidx;    /* segment x source slice: its frame, or -1 */
 } seg_build;
 
 static void build_free(seg_build *b)
@@ -136,6 +139,9 @@ static void build_free(seg_build *b)
     free(b->grid_of);
     free(b->moved);
     free(b->frame_moved);
+    free(b->seg_of);
+    free(b->present);
+    free(b->fidx);
 }
 
 static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_source *src, const char *const *names,
@@ -240,17 +246,28 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
         s++;
     }
     free(seen);
-    /* Frames: per segment, per source slice whose grid slice holds it. */
+    /* Frames: per segment, per source slice whose grid slice holds it,
+     * found and filled in one pass over the labels each (a frame's index
+     * by segment and slice in fidx), so that many classes cost no more
+     * passes. */
+    b->seg_of = sg_calloc((size_t)top + 1, sizeof *b->seg_of);
+    b->present = sg_calloc((size_t)D * (size_t)n_seg, 1);
+    b->fidx = sg_malloc((size_t)ns * (size_t)n_seg * sizeof *b->fidx);
+    if (!b->seg_of || !b->present || !b->fidx)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for %d segments over %lld slices", path,
+                        (int)n_seg, (long long)ns);
+    for (int32_t g = 0; g < n_seg; g++)
+        b->seg_of[b->values[g]] = g;
+    for (int64_t z = 0; z < D; z++)
+        for (int64_t i = 0; i < plane; i++) {
+            int64_t v = label_at(labels, z * plane + i);
+            if (v > 0)
+                b->present[z * n_seg + b->seg_of[v]] = 1;
+        }
     int64_t n_frames = 0;
     for (int32_t g = 0; g < n_seg; g++)
-        for (int64_t k = 0; k < ns; k++) {
-            int64_t base = b->grid_of[k] * plane;
-            for (int64_t i = 0; i < plane; i++)
-                if (label_at(labels, base + i) == b->values[g]) {
-                    n_frames++;
-                    break;
-                }
-        }
+        for (int64_t k = 0; k < ns; k++)
+            b->fidx[g * ns + k] = b->present[b->grid_of[k] * n_seg + g] ? n_frames++ : -1;
     uint64_t bits = (uint64_t)n_frames * (uint64_t)plane, bytes = (bits + 7) / 8;
     bytes += bytes & 1;
     if (bytes > 0xfffffffeu)
@@ -263,24 +280,25 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
     b->pixels = sg_calloc((size_t)bytes, 1);
     if (!b->frame_segment || !b->frame_slice || !b->frame_moved || !b->pixels)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld frames", path, (long long)n_frames);
-    int64_t f = 0;
     for (int32_t g = 0; g < n_seg; g++)
         for (int64_t k = 0; k < ns; k++) {
-            int64_t base = b->grid_of[k] * plane;
-            bool any = false;
-            for (int64_t i = 0; i < plane && !any; i++)
-                any = label_at(labels, base + i) == b->values[g];
-            if (!any)
+            int64_t f = b->fidx[g * ns + k];
+            if (f < 0)
                 continue;
-            uint64_t at = (uint64_t)f * (uint64_t)plane;
-            for (int64_t i = 0; i < plane; i++, at++)
-                if (label_at(labels, base + i) == b->values[g])
-                    b->pixels[at >> 3] |= (uint8_t)(1u << (at & 7));
             b->frame_segment[f] = g + 1;
             b->frame_slice[f] = k;
             b->frame_moved[f] = b->moved[k];
-            f++;
         }
+    for (int64_t k = 0; k < ns; k++) {
+        int64_t base = b->grid_of[k] * plane;
+        for (int64_t i = 0; i < plane; i++) {
+            int64_t v = label_at(labels, base + i);
+            if (v <= 0)
+                continue;
+            uint64_t at = (uint64_t)b->fidx[(int64_t)b->seg_of[v] * ns + k] * (uint64_t)plane + (uint64_t)i;
+            b->pixels[at >> 3] |= (uint8_t)(1u << (at & 7));
+        }
+    }
     char series_uid[SG_DCM_TEXT], sop_uid[SG_DCM_TEXT], dim_uid[SG_DCM_TEXT];
     SG_TRY(new_uid(series_uid, path));
     SG_TRY(new_uid(sop_uid, path));

@@ -46,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sg_source *s;
     if (size < 132 || !(sg_dicom_head(data, size) || sg_nifti_head(data, size)))
         return 0; /* the other formats have their own targets */
+    o.allow_uneven = (data[size - 1] & 1) != 0; /* a DICOM series resampled, or refused, by the last byte */
     if (sg_source_open_with(path, &o, &s) != SEGRT_OK)
         return 0;
     const int64_t *d = s->info.dims[0];
