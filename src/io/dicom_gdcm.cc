@@ -600,6 +600,8 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
     if (st->charset[0])
         el(ds, 0x0008, 0x0005, gdcm::VR::CS, st->charset);
     el(ds, 0x0008, 0x0008, gdcm::VR::CS, "DERIVED\\PRIMARY");
+    el(ds, 0x0008, 0x0012, gdcm::VR::DA, s->content_date);
+    el(ds, 0x0008, 0x0013, gdcm::VR::TM, s->content_time);
     el(ds, 0x0008, 0x0016, gdcm::VR::UI, "1.2.840.10008.5.1.4.1.1.66.4");
     el(ds, 0x0008, 0x0018, gdcm::VR::UI, s->sop_uid);
     el(ds, 0x0008, 0x0020, gdcm::VR::DA, st->study_date);
@@ -654,7 +656,7 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
         // Frames are indexed by segment, then by position along the normal.
         gdcm::SmartPointer<gdcm::SequenceOfItems> dix = seq(ds, 0x0020, 0x9222);
         const uint16_t ptr[2][4] = {{0x0062, 0x000b, 0x0062, 0x000a}, {0x0020, 0x0032, 0x0020, 0x9113}};
-        const char *label[2] = {"ReferencedSegmentNumber", "ImagePositionPatient"};
+        const char *label[2] = {"Referenced Segment Number", "Image Position Patient"};
         for (int d = 0; d < 2; d++) {
             gdcm::Item di = item();
             gdcm::DataSet &x = di.GetNestedDataSet();
@@ -664,6 +666,7 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
             el(x, 0x0020, 0x9421, gdcm::VR::LO, label[d]);
             dix->AddItem(di);
         }
+        el(ds, 0x0020, 0x9311, gdcm::VR::CS, "3D");
     }
     el_us(ds, 0x0028, 0x0002, 1);
     el(ds, 0x0028, 0x0004, gdcm::VR::CS, "MONOCHROME2");
@@ -676,6 +679,7 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
     el_us(ds, 0x0028, 0x0103, 0);
     el(ds, 0x0028, 0x2110, gdcm::VR::CS, "00");
     el(ds, 0x0062, 0x0001, gdcm::VR::CS, "BINARY");
+    el(ds, 0x0062, 0x0013, gdcm::VR::CS, "NO"); // one label map: segments never overlap
     {
         gdcm::SmartPointer<gdcm::SequenceOfItems> segs = seq(ds, 0x0062, 0x0002);
         for (int32_t k = 0; k < s->n_segments; k++) {
@@ -686,6 +690,15 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
             el_us(x, 0x0062, 0x0004, (unsigned)(k + 1));
             el(x, 0x0062, 0x0005, gdcm::VR::LO, s->labels[k]);
             el(x, 0x0062, 0x0006, gdcm::VR::ST, s->descriptions[k]);
+            {
+                gdcm::SmartPointer<gdcm::SequenceOfItems> alg = seq(x, 0x0062, 0x0007);
+                gdcm::Item ai = item();
+                gdcm::DataSet &a = ai.GetNestedDataSet();
+                code(a, 0x0066, 0x002f, "123109", "DCM", "Artificial Intelligence");
+                el(a, 0x0066, 0x0031, gdcm::VR::LO, s->software);
+                el(a, 0x0066, 0x0036, gdcm::VR::LO, "segrt");
+                alg->AddItem(ai);
+            }
             el(x, 0x0062, 0x0008, gdcm::VR::CS, "AUTOMATIC");
             el(x, 0x0062, 0x0009, gdcm::VR::LO, "segrt");
             code(x, 0x0062, 0x000f, "85756007", "SCT", "Tissue");
@@ -705,7 +718,8 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
         po->AddItem(pi);
         gdcm::SmartPointer<gdcm::SequenceOfItems> pm = seq(x, 0x0028, 0x9110);
         gdcm::Item mi = item();
-        el(mi.GetNestedDataSet(), 0x0018, 0x0050, gdcm::VR::DS, ds_num(s->slice_step));
+        double thick = s->thickness > 0 ? s->thickness : s->slice_step;
+        el(mi.GetNestedDataSet(), 0x0018, 0x0050, gdcm::VR::DS, ds_num(thick));
         el(mi.GetNestedDataSet(), 0x0018, 0x0088, gdcm::VR::DS, ds_num(s->slice_step));
         el(mi.GetNestedDataSet(), 0x0028, 0x0030, gdcm::VR::DS, ds_list(s->pixel_spacing, 2));
         pm->AddItem(mi);

@@ -86,6 +86,7 @@ typedef struct sg_dcm_seg {
     int64_t n_slices;
     int32_t rows, cols;
     double orientation[6], pixel_spacing[2], slice_step;
+    double thickness; /* the source's SliceThickness (0: the step) */
     int32_t n_segments;
     const char *const *labels;       /* segment s + 1's label */
     const char *const *descriptions; /* segment s + 1's description */

@@ -28,6 +28,7 @@ typedef struct sg_dicom_refs {
     int64_t n_slices;
     bool resampled;
     double orientation[6]; /* ImageOrientationPatient of the series */
+    double thickness;      /* SliceThickness of the first file (0: absent) */
 } sg_dicom_refs;
 
 /* Writes labels (an integer tensor, [depth, height, width] with any

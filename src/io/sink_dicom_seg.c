@@ -17,8 +17,9 @@
  * and gives its
  * ImagePositionPatient (the slice's own) and DimensionIndexValues
  * (segment number, the slice's 1-based place in the series); the shared
- * groups give ImageOrientationPatient, PixelSpacing and the slice step as
- * SliceThickness and SpacingBetweenSlices. Study, patient and frame of
+ * groups give ImageOrientationPatient, PixelSpacing, the source's
+ * SliceThickness (the step where it has none) and the step as
+ * SpacingBetweenSlices. SegmentsOverlap is NO (one label map). Study, patient and frame of
  * reference are copied from the series (dicom_seg.h); SeriesInstanceUID,
  * SOPInstanceUID and the dimension organisation are new 2.25 UUID UIDs.
  *
@@ -322,6 +323,7 @@ static sg_status seg_write(sg_output *o, const sg_tensor *labels, const sg_sourc
     d.pixel_spacing[0] = in->spacing[1];
     d.pixel_spacing[1] = in->spacing[2];
     d.slice_step = step;
+    d.thickness = refs->thickness;
     d.n_segments = n_seg;
     d.labels = b->label_p;
     d.descriptions = b->desc_p;

@@ -1235,6 +1235,7 @@ static sg_status keep_refs(sg_source *s, dicom_state *st)
     d->n_slices = st->n_slices;
     d->resampled = st->blend != NULL;
     memcpy(d->orientation, st->files[0].h.orientation, sizeof d->orientation);
+    d->thickness = st->files[0].h.thickness;
     return SEGRT_OK;
 }
 

@@ -56,7 +56,7 @@ def check_seg(path, src, labels, names, moved=False):
     the labels (D x H x W on those slices)."""
     ds = pydicom.dcmread(path)
     assert ds.SOPClassUID == "1.2.840.10008.5.1.4.1.1.66.4" and ds.Modality == "SEG"
-    assert ds.SegmentationType == "BINARY" and ds.BitsAllocated == 1
+    assert ds.SegmentationType == "BINARY" and ds.BitsAllocated == 1 and ds.SegmentsOverlap == "NO"
     s0 = src[0]
     for k in ATTRS:
         assert str(ds[k].value) == str(s0[k].value), k
@@ -68,7 +68,9 @@ def check_seg(path, src, labels, names, moved=False):
     shared = ds.SharedFunctionalGroupsSequence[0]
     np.testing.assert_allclose(shared.PlaneOrientationSequence[0].ImageOrientationPatient,
                                s0.ImageOrientationPatient, atol=1e-6)
-    np.testing.assert_allclose(shared.PixelMeasuresSequence[0].PixelSpacing, s0.PixelSpacing, rtol=1e-6)
+    pm = shared.PixelMeasuresSequence[0]
+    np.testing.assert_allclose(pm.PixelSpacing, s0.PixelSpacing, rtol=1e-6)
+    assert float(pm.SliceThickness) == float(s0.SliceThickness)  # the source's nominal thickness, copied
     # Every frame at the position of the slice it references.
     by_uid = {d.SOPInstanceUID: d for d in src}
     for fg in ds.PerFrameFunctionalGroupsSequence:
@@ -88,7 +90,7 @@ def check_seg(path, src, labels, names, moved=False):
     for n, (v, name) in enumerate(zip(values, want_names), 1):
         d = seg.get_segment_description(n)
         assert d.segment_label == name and d.algorithm_type.value == "AUTOMATIC"
-        assert d.SegmentAlgorithmName == "segrt"
+        assert d.SegmentAlgorithmName == "segrt" and d.algorithm_identification.name == "segrt"
     # The labels, voxel for voxel per source slice (segment numbers mapped back to values).
     got = seg_pixels(seg, [d.SOPInstanceUID for d in src], moved)
     lut = np.zeros(len(values) + 1, np.int64)
