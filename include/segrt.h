@@ -1327,8 +1327,12 @@ typedef struct segrt_window_job_report {
  * report (may be NULL) is zeroed, then filled as far as the job got, on
  * failure too (write_failed tells a failed write from a refused job).
  * The result's kind follows the destination: .npy takes any output; .png
- * and .tif take a label map of one image (one channel). The overlay wants
- * a 2-D image file and labels.
+ * and .tif take a label map of one image (one channel); .nii and .nii.gz
+ * a volume's result in its grid; .dcm a label map over a DICOM series, as
+ * a DICOM SEG (segrt_dicom_seg_save's, segments named by the first
+ * model's segrt.classes metadata: "background,liver,..."), refused before
+ * anything runs for another input or output kind. The overlay wants a 2-D
+ * image file and labels.
  * Errors: INVALID_ARGUMENT (options, an image or models that do not fit
  * the window or each other, a result the destination cannot hold, host
  * memory past max_host_memory: the message names the need and its parts),
