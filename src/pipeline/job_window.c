@@ -18,6 +18,7 @@
 #include "core/api_file.h"
 #include "core/dtype.h"
 #include "core/mem.h"
+#include "io/dicom_seg.h"
 #include "io/image.h"
 #include "io/npy.h"
 #include "io/sink.h"
@@ -229,10 +230,12 @@ static void volume_shape(const sg_source_info *in, sg_tensor *image, uint64_t *e
     *extra_bytes = (uint64_t)sg_tensor_numel(image) * segrt_dtype_size(in->dtype);
 }
 
-/* Opens a volume's source, the DICOM series series_uid where it is given. */
-static sg_status open_volume(const char *path, const char *series_uid, sg_source **src)
+/* Opens a volume's source with the job's DICOM options (o may be NULL):
+ * the series o->series_uid where it is given, uneven series resampled
+ * where o->allow_uneven. */
+static sg_status open_volume(const char *path, const segrt_window_job_options *o, sg_source **src)
 {
-    sg_source_options so = {0, series_uid};
+    sg_source_options so = {0, o ? o->series_uid : NULL, o && o->allow_uneven};
     return sg_source_open_with(path, &so, src);
 }
 
@@ -240,10 +243,13 @@ static sg_status open_volume(const char *path, const char *series_uid, sg_source
  * scaling and DICOM's rescale applied), and where it lies. No
  * normalisation: a volume's intensities are the modality's (HU for CT),
  * and the model says how to scale them (later work: preprocessing). */
-static sg_status read_volume(const char *path, const char *series_uid, sg_tensor *image, sg_source_info *where)
+static sg_status read_volume(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
+                             sg_source_info *where)
 {
     sg_source *src;
-    SG_TRY(open_volume(path, series_uid, &src));
+    SG_TRY(open_volume(path, jo, &src));
+    if (jo->notice && sg_source_notice(src))
+        jo->notice(jo->notice_user, sg_source_notice(src));
     sg_tensor raw;
     sg_status s = sg_source_read_all(src, 0, &raw);
     if (s == SEGRT_OK) {
@@ -273,13 +279,14 @@ static sg_status read_volume(const char *path, const char *series_uid, sg_tensor
 
 /* The image's tensor from its header (data NULL) and the bytes the read
  * holds besides it. */
-static sg_status probe_image(const char *path, const char *series_uid, sg_tensor *image, uint64_t *extra_bytes)
+static sg_status probe_image(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
+                             uint64_t *extra_bytes)
 {
     memset(image, 0, sizeof *image);
     *extra_bytes = 0;
     if (is_volume(path)) {
         sg_source *src;
-        SG_TRY(open_volume(path, series_uid, &src));
+        SG_TRY(open_volume(path, jo, &src));
         volume_shape(&src->info, image, extra_bytes);
         sg_source_close(src);
         return SEGRT_OK;
@@ -310,7 +317,7 @@ segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, cons
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
     sg_tensor t;
     uint64_t extra;
-    SG_TRY(probe_image(image_path, o ? o->series_uid : NULL, &t, &extra));
+    SG_TRY(probe_image(image_path, o, &t, &extra));
     memset(image, 0, sizeof *image);
     image->dtype = t.dtype;
     image->rank = t.rank;
@@ -701,15 +708,59 @@ static sg_status write_nifti(sg_output *o, const sg_tensor *result, const job *s
     return e;
 }
 
-/* The result into o: NPY, NIfTI, or a label map as a PNG/TIFF image, as
- * its destination's extension says. *write_failed tells a failed write
- * from a refused result. */
+/* A .dcm result, before anything runs: labels over a DICOM series. */
+static sg_status check_seg_output(const job *st, const char *out)
+{
+    if (segrt_file_format_of_file(st->in) != SEGRT_FILE_DICOM)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a DICOM SEG (.dcm) is written over a DICOM series; %s is not one (write .nii.gz)", out,
+                        st->in);
+    if (st->sw.output != SG_SW_OUTPUT_LABELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a DICOM SEG takes a label map; write logits or probs to "
+                                                      ".npy or .nii",
+                        out);
+    return SEGRT_OK;
+}
+
+/* The labels as a DICOM SEG over the input series (opened again for its
+ * references), segments named by the first model's segrt.classes
+ * ("background,liver,...": the name of each label value). */
+static sg_status write_seg(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
+{
+    SG_TRY(check_seg_output(st, sg_output_path(o)));
+    sg_source *src;
+    SG_TRY(open_volume(st->in, st->jo, &src));
+    const char *classes = segrt_model_metadata_value(st->model[0], "segrt.classes");
+    char *copy = classes ? strdup(classes) : NULL;
+    const char *names[256];
+    size_t n_names = 0;
+    for (char *p = copy; p && n_names < 256;) { /* empty names kept in place: "background,,spleen" */
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        while (*p == ' ')
+            p++;
+        names[n_names++] = p;
+        p = comma ? comma + 1 : NULL;
+    }
+    sg_status s = sg_dicom_seg_write(o, result, src, names, n_names);
+    *write_failed = s == SEGRT_ERROR_IO;
+    free(copy);
+    sg_source_close(src);
+    return s;
+}
+
+/* The result into o: NPY, NIfTI, a DICOM SEG, or a label map as a
+ * PNG/TIFF image, as its destination's extension says. *write_failed
+ * tells a failed write from a refused result. */
 static sg_status write_result(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
 {
     const char *path = sg_output_path(o);
     sg_status s;
     if (is_nifti_output(path))
         return write_nifti(o, result, st, write_failed);
+    if (sg_dicom_seg_name(path))
+        return write_seg(o, result, st, write_failed);
     if (!is_image_output(path)) {
         s = sg_npy_write_to(o, result);
         *write_failed = s != SEGRT_OK;
@@ -781,7 +832,7 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     sg_tensor shape;
     uint64_t extra_bytes;
     st->volume = is_volume(st->in);
-    SG_TRY(probe_image(st->in, jo->series_uid, &shape, &extra_bytes));
+    SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes));
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
@@ -805,6 +856,8 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (is_image_output(out) && st->sw.output != SG_SW_OUTPUT_LABELS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: an image file takes a label map; write logits or probs to .npy", out);
+    if (sg_dicom_seg_name(out))
+        SG_TRY(check_seg_output(st, out));
     bool image_file = sg_image_is_image_file(st->in);
     if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -828,7 +881,7 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     SG_TRY(open_stream(st, overlay != NULL));
     SG_TRY(check_host_memory(st, classes, st->streamed ? 0 : extra_bytes));
     if (st->volume) {
-        SG_TRY(read_volume(st->in, jo->series_uid, &st->image, &st->where));
+        SG_TRY(read_volume(st->in, jo, &st->image, &st->where));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (!st->streamed) {
