@@ -951,6 +951,21 @@ SEGRT_API segrt_status segrt_volume_open(const char *path, const char *series_ui
 SEGRT_API segrt_status segrt_volume_open_files(const char *const *paths, size_t n, const char *series_uid,
                                                segrt_volume **out);
 
+/* As segrt_volume_open; with allow_uneven 1, a DICOM series with missing
+ * slices or uneven spacing is resampled to even spacing along the slice
+ * normal instead of refused: the step is the median step, the grid runs
+ * from the first slice to the last, and each grid slice interpolates
+ * linearly (by position) between the two slices around it, as float32
+ * (float64 for 32-bit samples); segrt_volume_notice says what was done.
+ * Mixed orientations or sizes, two slices at one position and gantry
+ * tilt are still refused. Other formats ignore allow_uneven. */
+SEGRT_API segrt_status segrt_volume_open_with(const char *path, const char *series_uid, int32_t allow_uneven,
+                                              segrt_volume **out);
+
+/* A line saying what opening v did on its own (a series resampled to even
+ * spacing, from how many slices to how many), or NULL; owned by v. */
+SEGRT_API const char *segrt_volume_notice(const segrt_volume *v);
+
 /* What the volume holds: dims, channels, dtype, geometry (as
  * segrt_image_probe's). */
 SEGRT_API segrt_status segrt_volume_info(const segrt_volume *v, segrt_image_info *out);
@@ -997,6 +1012,24 @@ SEGRT_API void segrt_dicom_series_free(segrt_dicom_series *list);
  * that does not end in .nii or .nii.gz), UNSUPPORTED (a dtype NIfTI lacks;
  * built without NIfTI support), IO. */
 SEGRT_API segrt_status segrt_volume_save(const char *path, const segrt_tensor *t, const segrt_geometry *geometry);
+
+/* Writes a label map over the DICOM series `source` as a DICOM
+ * Segmentation to path (.dcm), whole or not at all: SegmentationType
+ * BINARY, one segment per label value > 0 that occurs (numbered 1, 2, ...
+ * in increasing value), labelled names[value] where value < n_names and
+ * the name is not empty (names[0] is the background's, unused), else
+ * "Segment VALUE"; a frame per segment and source slice it occurs in,
+ * referencing that slice's SOP instance, at its position; study, patient
+ * and frame of reference copied from the series; new series and instance
+ * UIDs. labels: host memory, an integer dtype, [depth, height, width] of
+ * source's voxels with any leading dims of 1. A series opened with
+ * allow_uneven keeps its slices: each takes the labels of the grid slice
+ * nearest to it. Errors: INVALID_ARGUMENT (NULL, source not a DICOM
+ * series, labels of another shape or dtype, a value outside 0 to 65535,
+ * no value above 0: a SEG holds at least one segment), UNSUPPORTED (built
+ * without DICOM support), IO. */
+SEGRT_API segrt_status segrt_dicom_seg_save(const char *path, const segrt_tensor *labels, const segrt_volume *source,
+                                            const char *const *names, size_t n_names);
 
 /* ---------------------------------------------------------------------
  * Comparing two arrays: what `segrt compare` prints
@@ -1259,6 +1292,9 @@ typedef struct segrt_window_job_options {
      * declares, segrt_preprocess_from_model; none where it declares none).
      * Other inputs refuse one that does anything. */
     const segrt_preprocess *preprocess;
+    /* A DICOM series with missing slices or uneven spacing: resampled to
+     * even spacing (as segrt_volume_open_with) with a notice, not refused. */
+    int32_t allow_uneven;
 } segrt_window_job_options;
 
 /* MONAI's defaults for spatial_dims dims: the window the whole axis,
@@ -1320,8 +1356,12 @@ typedef struct segrt_window_job_report {
  * report (may be NULL) is zeroed, then filled as far as the job got, on
  * failure too (write_failed tells a failed write from a refused job).
  * The result's kind follows the destination: .npy takes any output; .png
- * and .tif take a label map of one image (one channel). The overlay wants
- * a 2-D image file and labels.
+ * and .tif take a label map of one image (one channel); .nii and .nii.gz
+ * a volume's result in its grid; .dcm a label map over a DICOM series, as
+ * a DICOM SEG (segrt_dicom_seg_save's, segments named by the first
+ * model's segrt.classes metadata: "background,liver,..."), refused before
+ * anything runs for another input or output kind. The overlay wants a 2-D
+ * image file and labels.
  * Errors: INVALID_ARGUMENT (options, an image or models that do not fit
  * the window or each other, a result the destination cannot hold, host
  * memory past max_host_memory: the message names the need and its parts),

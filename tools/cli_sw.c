@@ -129,6 +129,10 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || !*v)
             return cli_usage_error("--series wants a DICOM SeriesInstanceUID"), -1;
         o->sw.series_uid = v;
+    } else if (strcmp(a, "--allow-uneven") == 0) {
+        o->sw.allow_uneven = 1;
+        o->any = true;
+        return 1;
     } else if (strcmp(a, "--raw-input") == 0) {
         o->raw_input = true;
         o->any = true;
@@ -458,6 +462,16 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
             return cli_usage_error("%s: an image file takes a label map; write logits or probs to .npy", out);
     }
     bool image_file = cli_is_image_file(in);
+    if (cli_files_format(out) == CLI_DICOM) {
+        if (segrt_file_format_of_file(in) != SEGRT_FILE_DICOM)
+            return cli_usage_error("%s: a DICOM SEG (.dcm) is written over a DICOM series; %s is not one (write "
+                                   ".nii.gz)",
+                                   out, in);
+        if (!so->output_set)
+            so->sw.output = SEGRT_WINDOW_OUTPUT_LABELS;
+        if (so->sw.output != SEGRT_WINDOW_OUTPUT_LABELS)
+            return cli_usage_error("%s: a DICOM SEG takes a label map; write logits or probs to .npy or .nii", out);
+    }
     if ((rc = check_applicable(so, eo, image_file)) != CLI_OK)
         return rc;
     if (so->overlay && !image_file)
@@ -519,7 +533,7 @@ int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *
     for (int32_t m = 0; m < so->n_models; m++)
         cli_files_input(&files, so->models[m], "the --model");
     cli_files_input(&files, in, "the image");
-    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF | CLI_NIFTI);
+    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF | CLI_NIFTI | CLI_DICOM);
     if (so->overlay)
         cli_files_output(&files, so->overlay, "--overlay", CLI_PNG | CLI_TIFF);
     int rc = cli_files_check(&files, true);

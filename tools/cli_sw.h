@@ -40,9 +40,13 @@ typedef struct cli_sw_opts {
     "  is normalised as the model's metadata says (segrt.input.scale/mean/std), or a volume: NIfTI\n" \
     "  (.nii, .nii.gz) or DICOM (a file, or a folder holding a series), read as its values (HU for\n"\
     "  CT). OUT is .npy; .png/.tif for a label map; .nii/.nii.gz in a volume's own grid (its\n"     \
-    "  spacing, origin and orientation). The window and overlap default to the model's segrt.roi\n"\
-    "  and segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o LABELS.png` needs nothing else.\n"\
+    "  spacing, origin and orientation); .dcm for a DICOM series' labels as a DICOM SEG referencing\n"\
+    "  its slices (segments named by the model's segrt.classes). The window and overlap default to\n"\
+    "  the model's segrt.roi and segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o\n"         \
+    "  LABELS.png` needs nothing else.\n"                                                            \
     "  --series UID              the DICOM series to read where a folder holds several\n"          \
+    "  --allow-uneven            a DICOM series with missing slices or uneven spacing: resample it to\n"\
+    "                            even spacing along the normal (with a warning) instead of refusing\n"\
     "  --overlay PATH.png        also write the image with the labels tinted and outlined\n"       \
     "  --raw-input               do not normalise image files\n"                                  \
     "  --roi D,H,W               the window (<= 0: the whole axis); turns sliding windows on\n"      \

@@ -14,6 +14,7 @@ static const char run_usage[] =
     "       segrt run MODEL IMAGE.npy -o OUT.npy --roi 96,96,96 [sliding-window options]\n"
     "       segrt run MODEL IMAGE.png -o LABELS.png [--overlay OVERLAY.png] [sliding-window options]\n"
     "       segrt run MODEL CT.nii.gz|DICOM_DIR -o LABELS.nii.gz [--series UID] [sliding-window options]\n"
+    "       segrt run MODEL DICOM_DIR -o LABELS.dcm [--series UID] [--allow-uneven] [sliding-window options]\n"
     "Inputs and outputs are matched by NAME, or by position when no name is given.\n"
     "MODEL is an .onnx file (on CUDA, built through the plan cache) or a plan from `segrt build`.\n"
     CLI_ENGINE_USAGE CLI_SW_USAGE CLI_PREP_USAGE;

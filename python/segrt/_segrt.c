@@ -2057,43 +2057,49 @@ static int geometry_of_tuple(PyObject *t, segrt_geometry *g)
     return 0;
 }
 
-/* volume_info(path, series_uid) -> dict: dims (D, H, W), channels, dtype
- * (segrt's code), format, geometry. */
+/* volume_info(path, series_uid[, allow_uneven]) -> dict: dims (D, H, W),
+ * channels, dtype (segrt's code), format, geometry, notice (None or what
+ * the open did on its own). */
 static PyObject *mod_volume_info(PyObject *mod, PyObject *args)
 {
     (void)mod;
     const char *path, *series = NULL;
-    if (!PyArg_ParseTuple(args, "sz", &path, &series))
+    int uneven = 0;
+    if (!PyArg_ParseTuple(args, "sz|p", &path, &series, &uneven))
         return NULL;
     segrt_volume *v = NULL;
     segrt_image_info info;
     segrt_status s;
+    char notice[600] = "";
     PyThreadState *ts_ = PyEval_SaveThread();
-    s = segrt_volume_open(path, series, &v);
+    s = segrt_volume_open_with(path, series, uneven, &v);
     if (s == SEGRT_OK)
         s = segrt_volume_info(v, &info);
+    if (s == SEGRT_OK && segrt_volume_notice(v))
+        snprintf(notice, sizeof notice, "%s", segrt_volume_notice(v));
     segrt_volume_close(v);
     PyEval_RestoreThread(ts_);
     if (s != SEGRT_OK)
         return raise_status(s);
     PyObject *g = geometry_dict(&info.geometry);
-    PyObject *d = g ? Py_BuildValue("{s:(iii),s:i,s:i,s:i,s:O}", "dims", (int)info.depth, (int)info.height,
+    PyObject *d = g ? Py_BuildValue("{s:(iii),s:i,s:i,s:i,s:O,s:z}", "dims", (int)info.depth, (int)info.height,
                                     (int)info.width, "channels", (int)info.channels, "dtype", (int)info.dtype, "format",
-                                    (int)info.format, "geometry", g)
+                                    (int)info.format, "geometry", g, "notice", notice[0] ? notice : NULL)
                     : NULL;
     Py_XDECREF(g);
     return d;
 }
 
-/* volume_read(path, series_uid, out): the whole volume into out, a
- * writable C-contiguous buffer of channels x D x H x W samples of the
- * volume's dtype (volume_info's). */
+/* volume_read(path, series_uid, out[, allow_uneven]): the whole volume
+ * into out, a writable C-contiguous buffer of channels x D x H x W samples
+ * of the volume's dtype (volume_info's). */
 static PyObject *mod_volume_read(PyObject *mod, PyObject *args)
 {
     (void)mod;
     const char *path, *series = NULL;
     PyObject *out;
-    if (!PyArg_ParseTuple(args, "szO", &path, &series, &out))
+    int uneven = 0;
+    if (!PyArg_ParseTuple(args, "szO|p", &path, &series, &out, &uneven))
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
@@ -2102,7 +2108,7 @@ static PyObject *mod_volume_read(PyObject *mod, PyObject *args)
     segrt_image_info info;
     segrt_status s;
     PyThreadState *ts_ = PyEval_SaveThread();
-    s = segrt_volume_open(path, series, &v);
+    s = segrt_volume_open_with(path, series, uneven, &v);
     if (s == SEGRT_OK)
         s = segrt_volume_info(v, &info);
     if (s == SEGRT_OK) {
@@ -2137,6 +2143,44 @@ static PyObject *mod_volume_save(PyObject *mod, PyObject *args)
     segrt_status s;
     PyThreadState *ts_ = PyEval_SaveThread();
     s = segrt_volume_save(path, &t, geo == Py_None ? NULL : &g);
+    PyEval_RestoreThread(ts_);
+    held_release(&h);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    Py_RETURN_NONE;
+}
+
+/* dicom_seg_save(path, labels, series_path, series_uid, allow_uneven, names) */
+static PyObject *mod_dicom_seg_save(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path, *src_path, *series = NULL;
+    PyObject *arr, *names;
+    int uneven = 0;
+    if (!PyArg_ParseTuple(args, "sOszpO!", &path, &arr, &src_path, &series, &uneven, &PyList_Type, &names))
+        return NULL;
+    Py_ssize_t n = PyList_Size(names);
+    if (n > 4096)
+        return PyErr_Format(PyExc_ValueError, "names: %zd of them (at most 4096)", n);
+    const char *name[4096];
+    for (Py_ssize_t i = 0; i < n; i++) { /* borrowed: the list holds the strings */
+        Py_ssize_t len;
+        if (!(name[i] = PyUnicode_AsUTF8AndSize(PyList_GetItem(names, i), &len)))
+            return NULL;
+    }
+    place host = {0, 0, 0};
+    segrt_tensor t;
+    held h;
+    memset(&h, 0, sizeof h);
+    if (import_tensor(arr, "labels", "labels", 0, &host, &t, &h) < 0)
+        return NULL;
+    segrt_volume *v = NULL;
+    segrt_status s;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    s = segrt_volume_open_with(src_path, series, uneven, &v);
+    if (s == SEGRT_OK)
+        s = segrt_dicom_seg_save(path, &t, v, name, (size_t)n);
+    segrt_volume_close(v);
     PyEval_RestoreThread(ts_);
     held_release(&h);
     if (s != SEGRT_OK)
@@ -2430,6 +2474,8 @@ static PyMethodDef module_methods[] = {
     {"volume_info", mod_volume_info, METH_VARARGS, "volume_info(path, series_uid) -> dict"},
     {"volume_read", mod_volume_read, METH_VARARGS, "volume_read(path, series_uid, out)"},
     {"volume_save", mod_volume_save, METH_VARARGS, "volume_save(path, array, geometry or None)"},
+    {"dicom_seg_save", mod_dicom_seg_save, METH_VARARGS,
+     "dicom_seg_save(path, labels, series_path, series_uid, allow_uneven, names)"},
     {"dicom_series", mod_dicom_series, METH_VARARGS, "dicom_series(path) -> list of dicts"},
     {"preprocess_from_nnunet", mod_preprocess_from_nnunet, METH_VARARGS,
      "preprocess_from_nnunet(dir, config) -> (settings, window)"},

@@ -4,6 +4,7 @@ with sliding windows (segrt_volume_* and segrt_volume_save in segrt.h)."""
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -58,7 +59,8 @@ def _geometry(d: Dict[str, Any]) -> Geometry:
                     bool(d["known"]), d["qform_code"], d["sform_code"])
 
 
-def read_volume(path: PathLike, series: Optional[str] = None) -> Tuple[np.ndarray, Geometry]:
+def read_volume(path: PathLike, series: Optional[str] = None, allow_uneven: bool = False
+                ) -> Tuple[np.ndarray, Geometry]:
     """Reads a NIfTI file (.nii, .nii.gz), a DICOM file or a folder holding
     a DICOM series (searched recursively; slices ordered by position along
     the slice normal), or any image segrt reads. Returns the voxels as
@@ -66,12 +68,18 @@ def read_volume(path: PathLike, series: Optional[str] = None) -> Tuple[np.ndarra
     channels) in the dtype the reader gives (NIfTI's scl_slope/inter and
     DICOM's rescale applied: int16 HU for a typical CT) and its
     :class:`Geometry`. `series`: the SeriesInstanceUID where a folder holds
-    several (otherwise an error lists them; :func:`dicom_series` too)."""
+    several (otherwise an error lists them; :func:`dicom_series` too).
+    `allow_uneven`: a DICOM series with missing slices or uneven spacing is
+    resampled to even spacing along the slice normal (the median step,
+    linear interpolation by position, float32) with a warning, instead of
+    refused."""
     p = os.fspath(path)
-    info = _segrt.volume_info(p, series)
+    info = _segrt.volume_info(p, series, allow_uneven)
+    if info.get("notice"):
+        warnings.warn(info["notice"], stacklevel=2)
     c, dims = info["channels"], tuple(info["dims"])
     out = np.empty((c,) + dims, _NP_OF_CODE[info["dtype"]])
-    _segrt.volume_read(p, series, out)
+    _segrt.volume_read(p, series, out, allow_uneven)
     return (out[0] if c == 1 else out), _geometry(info["geometry"])
 
 
@@ -84,6 +92,22 @@ def save_volume(path: PathLike, array: Any, geometry: Optional[Geometry] = None)
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
     _segrt.volume_save(os.fspath(path), a, None if geometry is None else geometry._tuple())
+
+
+def save_dicom_seg(path: PathLike, labels: Any, series_path: PathLike, names: Optional[List[str]] = None,
+                   series: Optional[str] = None, allow_uneven: bool = False) -> None:
+    """Writes a label map over the DICOM series at `series_path` as a DICOM
+    SEG (.dcm), whole or not at all (segrt_dicom_seg_save): one segment per
+    label value > 0 that occurs, named ``names[value]`` (``names[0]`` is the
+    background's) or "Segment VALUE", a frame per segment and source slice
+    referencing that slice. `labels`: integers, [depth, height, width] of
+    the series as :func:`read_volume` gives it (with the same `series` and
+    `allow_uneven`)."""
+    a = np.ascontiguousarray(labels)
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    _segrt.dicom_seg_save(os.fspath(path), a, os.fspath(series_path), series, bool(allow_uneven),
+                          [str(n) for n in (names or [])])
 
 
 def dicom_series(path: PathLike) -> List[Dict[str, Any]]:
@@ -207,8 +231,8 @@ def _run_preprocessed(engines: List[Any], path: str, roi: Any, output: str, out:
 
 
 def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "labels",
-               out: Optional[PathLike] = None, series: Optional[str] = None, preprocess: Any = None,
-               **window: Any) -> Tuple[Any, Geometry]:
+               out: Optional[PathLike] = None, series: Optional[str] = None, allow_uneven: bool = False,
+               names: Optional[List[str]] = None, preprocess: Any = None, **window: Any) -> Tuple[Any, Geometry]:
     """A volume through a 3-D model with sliding windows. Returns (result,
     geometry).
 
@@ -216,8 +240,10 @@ def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "
     `path` (as :func:`read_volume`), runs ``sliding_window(engine, volume
     as float32 1 x C x D x H x W, roi, output=output, **window)``, and with
     `out` writes the result as NIfTI in the volume's geometry (labels, or
-    one volume per class). The intensities go in as the file gives them (HU
-    for a CT).
+    one volume per class), or for a DICOM series and an `out` ending in
+    .dcm, the labels as a DICOM SEG (:func:`save_dicom_seg`, segments named
+    by `names`). The intensities go in as the file gives them (HU for a
+    CT).
 
     With `preprocess` the volume is preprocessed as `segrt run` does it
     (docs/preprocess.md) and the labels come back in its own grid:
@@ -234,16 +260,20 @@ def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "
         from ._engine import engines_of
         if output != "labels":
             raise ValueError("output: a preprocessed volume's result comes back to its grid as labels")
+        if allow_uneven or names is not None:
+            raise ValueError("allow_uneven and names: not with preprocess (segrt run's volume job takes them)")
         return _run_preprocessed(engines_of(engine_or_engines), os.fspath(path), roi, output, out, series,
                                  preprocess, window)
     from ._window import sliding_window
-    vol, geo = read_volume(path, series)
+    vol, geo = read_volume(path, series, allow_uneven)
     x = np.ascontiguousarray(vol, dtype=np.float32)
     x = x[None, None] if x.ndim == 3 else x[None]
     result = sliding_window(engine_or_engines, x, roi, output=output, **window)
     if out is not None:
         r = result if isinstance(result, np.ndarray) else np.asarray(result)
-        if r.shape[1] == 1:
+        if r.shape[1] == 1 and os.fspath(out).lower().endswith(".dcm"):
+            save_dicom_seg(out, r[0, 0], path, names, series, allow_uneven)
+        elif r.shape[1] == 1:
             save_volume(out, r[0, 0], geo)
         else:
             raise ValueError("out: a NIfTI of one volume takes labels; write probabilities with save_volume per "

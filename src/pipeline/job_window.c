@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/mem.h"
 #include "io/api_volume.h"
+#include "io/dicom_seg.h"
 #include "io/image.h"
 #include "io/npy.h"
 #include "io/sink.h"
@@ -232,10 +233,12 @@ static void volume_shape(const sg_source_info *in, sg_tensor *image, uint64_t *e
     *extra_bytes = (uint64_t)sg_tensor_numel(image) * segrt_dtype_size(in->dtype);
 }
 
-/* Opens a volume's source, the DICOM series series_uid where it is given. */
-static sg_status open_volume(const char *path, const char *series_uid, sg_source **src)
+/* Opens a volume's source with the job's DICOM options (o may be NULL):
+ * the series o->series_uid where it is given, uneven series resampled
+ * where o->allow_uneven. */
+static sg_status open_volume(const char *path, const segrt_window_job_options *o, sg_source **src)
 {
-    sg_source_options so = {0, series_uid};
+    sg_source_options so = {0, o ? o->series_uid : NULL, o && o->allow_uneven};
     return sg_source_open_with(path, &so, src);
 }
 
@@ -244,10 +247,13 @@ static sg_status open_volume(const char *path, const char *series_uid, sg_source
  * normalisation here: a volume's intensities are the modality's (HU for
  * CT), and its preprocessing (prep_forward) scales them as the model
  * says. */
-static sg_status read_volume(const char *path, const char *series_uid, sg_tensor *image, sg_source_info *where)
+static sg_status read_volume(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
+                             sg_source_info *where)
 {
     sg_source *src;
-    SG_TRY(open_volume(path, series_uid, &src));
+    SG_TRY(open_volume(path, jo, &src));
+    if (jo->notice && sg_source_notice(src))
+        jo->notice(jo->notice_user, sg_source_notice(src));
     sg_tensor raw;
     sg_status s = sg_source_read_all(src, 0, &raw);
     if (s == SEGRT_OK) {
@@ -278,14 +284,14 @@ static sg_status read_volume(const char *path, const char *series_uid, sg_tensor
 /* The image's tensor from its header (data NULL) and the bytes the read
  * holds besides it; a volume's header also into *header where given (its
  * format string is the source's, gone with it: NULL). */
-static sg_status probe_image(const char *path, const char *series_uid, sg_tensor *image, uint64_t *extra_bytes,
-                             sg_source_info *header)
+static sg_status probe_image(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
+                             uint64_t *extra_bytes, sg_source_info *header)
 {
     memset(image, 0, sizeof *image);
     *extra_bytes = 0;
     if (is_volume(path)) {
         sg_source *src;
-        SG_TRY(open_volume(path, series_uid, &src));
+        SG_TRY(open_volume(path, jo, &src));
         volume_shape(&src->info, image, extra_bytes);
         if (header) {
             *header = src->info;
@@ -320,7 +326,7 @@ segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, cons
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
     sg_tensor t;
     uint64_t extra;
-    SG_TRY(probe_image(image_path, o ? o->series_uid : NULL, &t, &extra, NULL));
+    SG_TRY(probe_image(image_path, o, &t, &extra, NULL));
     memset(image, 0, sizeof *image);
     image->dtype = t.dtype;
     image->rank = t.rank;
@@ -738,15 +744,59 @@ static sg_status write_nifti(sg_output *o, const sg_tensor *result, const job *s
     return e;
 }
 
-/* The result into o: NPY, NIfTI, or a label map as a PNG/TIFF image, as
- * its destination's extension says. *write_failed tells a failed write
- * from a refused result. */
+/* A .dcm result, before anything runs: labels over a DICOM series. */
+static sg_status check_seg_output(const job *st, const char *out)
+{
+    if (segrt_file_format_of_file(st->in) != SEGRT_FILE_DICOM)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a DICOM SEG (.dcm) is written over a DICOM series; %s is not one (write .nii.gz)", out,
+                        st->in);
+    if (st->sw.output != SG_SW_OUTPUT_LABELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a DICOM SEG takes a label map; write logits or probs to "
+                                                      ".npy or .nii",
+                        out);
+    return SEGRT_OK;
+}
+
+/* The labels as a DICOM SEG over the input series (opened again for its
+ * references), segments named by the first model's segrt.classes
+ * ("background,liver,...": the name of each label value). */
+static sg_status write_seg(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
+{
+    SG_TRY(check_seg_output(st, sg_output_path(o)));
+    sg_source *src;
+    SG_TRY(open_volume(st->in, st->jo, &src));
+    const char *classes = segrt_model_metadata_value(st->model[0], "segrt.classes");
+    char *copy = classes ? strdup(classes) : NULL;
+    const char *names[256];
+    size_t n_names = 0;
+    for (char *p = copy; p && n_names < 256;) { /* empty names kept in place: "background,,spleen" */
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        while (*p == ' ')
+            p++;
+        names[n_names++] = p;
+        p = comma ? comma + 1 : NULL;
+    }
+    sg_status s = sg_dicom_seg_write(o, result, src, names, n_names);
+    *write_failed = s == SEGRT_ERROR_IO;
+    free(copy);
+    sg_source_close(src);
+    return s;
+}
+
+/* The result into o: NPY, NIfTI, a DICOM SEG, or a label map as a
+ * PNG/TIFF image, as its destination's extension says. *write_failed
+ * tells a failed write from a refused result. */
 static sg_status write_result(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
 {
     const char *path = sg_output_path(o);
     sg_status s;
     if (is_nifti_output(path))
         return write_nifti(o, result, st, write_failed);
+    if (sg_dicom_seg_name(path))
+        return write_seg(o, result, st, write_failed);
     if (!is_image_output(path)) {
         s = sg_npy_write_to(o, result);
         *write_failed = s != SEGRT_OK;
@@ -922,7 +972,7 @@ static sg_status prep_forward(job *st)
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s: ", st->in);
     sg_tensor vol;
-    SG_TRY(read_volume(st->in, st->jo->series_uid, &vol, &st->where));
+    SG_TRY(read_volume(st->in, st->jo, &vol, &st->where));
     if (vol.rank != 5 || vol.dims[1] != in->channels || vol.dims[2] != dims[0] || vol.dims[3] != dims[1] ||
         vol.dims[4] != dims[2]) {
         free(vol.data);
@@ -986,7 +1036,7 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     sg_tensor shape;
     uint64_t extra_bytes;
     st->volume = is_volume(st->in);
-    SG_TRY(probe_image(st->in, jo->series_uid, &shape, &extra_bytes, &st->prep_in));
+    SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes, &st->prep_in));
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
@@ -1010,6 +1060,8 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (is_image_output(out) && st->sw.output != SG_SW_OUTPUT_LABELS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: an image file takes a label map; write logits or probs to .npy", out);
+    if (sg_dicom_seg_name(out))
+        SG_TRY(check_seg_output(st, out));
     bool image_file = sg_image_is_image_file(st->in);
     if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -1040,7 +1092,7 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (st->prep) {
         SG_TRY(prep_forward(st));
     } else if (st->volume) {
-        SG_TRY(read_volume(st->in, jo->series_uid, &st->image, &st->where));
+        SG_TRY(read_volume(st->in, jo, &st->image, &st->where));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (!st->streamed) {
