@@ -911,7 +911,7 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
     return SEGRT_OK;
 }
 
-/* Runs f with the plan's device current, then restores the caller's. */
+/* Makes the plan's device current; device_leave gives the caller's back. */
 static sg_status device_enter(const sg_prep *pp, int32_t *prev, bool *switched)
 {
     *switched = false;

@@ -139,8 +139,9 @@ def test_nnunet_resampling_separate_z(tmp_path, lowres):
     sp[lowres] = 4.0
     target = [0.6, 0.7, 0.6]
     target[lowres] = 2.5
-    x = rng.normal(size=(1, *dims)).astype(np.float32)
+    x = rng.normal(size=(2, *dims)).astype(np.float32)
     x[0, 3:6, 4:9, 2:7] += 5  # a step edge, where the cubic overshoots and clipping bites
+    x[1] *= 3
     img, grid, _ = run(tmp_path, x, *geometry_args(sp), "--spacing", *target, "--interp", "cubic",
                        "--interp-z", "nearest", "--anisotropy", 3)
     shape = nn_new_shape(dims, sp, target)
@@ -418,6 +419,15 @@ def test_labels_return_to_the_input_grid(tmp_path, grid, result):
     scores = np.stack([(model == k) for k in range(4)]).astype(np.float32)
     _, _, back = run(tmp_path, labels[None], *common, "--spacing", *target, "--result-interp", result, scores=scores)
     np.testing.assert_array_equal(back, labels.astype(np.uint8))
+
+
+def test_many_classes_give_uint16_labels(tmp_path):
+    x = np.ones((1, 3, 4, 5), np.float32)
+    labels = np.random.default_rng(15).integers(0, 300, size=(3, 4, 5))
+    scores = (np.arange(300)[:, None, None, None] == labels[None]).astype(np.float32)
+    _, _, back = run(tmp_path, x, "--transpose", 2, 1, 0, scores=scores.transpose(0, 3, 2, 1))
+    assert back.dtype == np.uint16
+    np.testing.assert_array_equal(back, labels)
 
 
 # ---- identity and bad parameters --------------------------------------------
