@@ -193,6 +193,12 @@ def test_nnunet_plans_end_to_end(ct, tmp_path):
     run(conv_model(tmp_path / "plain2.onnx"), src, tmp_path / "o.nii.gz", "--nnunet-plans", tmp_path / "nn",
         "3d_fullres", "--tta", "none", "--roi", "8,8,8", "--blend", "constant", "--overlap", "0.25")
     assert np.array_equal(labels_of(tmp_path / "o.nii.gz", ct["affine"]), got)
+    # A window spanning whole axes is the cropped image's (the engines are
+    # built again for it once the crop is known): one window.
+    p = run(conv_model(tmp_path / "plain3.onnx"), src, tmp_path / "w.nii.gz", "--nnunet-plans", tmp_path / "nn",
+            "3d_fullres", "--tta", "none", "--roi", "-1,-1,-1")
+    assert " 1 windows " in p.stdout, p.stdout
+    assert np.array_equal(labels_of(tmp_path / "w.nii.gz", ct["affine"]), got)
 
 
 @pytest.mark.parametrize("args,words", [
