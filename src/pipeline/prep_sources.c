@@ -372,7 +372,6 @@ segrt_status segrt_preprocess_from_model(const segrt_model *model, segrt_preproc
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_preprocess_from_model: model and p must not be NULL");
     segrt_model_meta meta;
     const char *path = segrt_model_metadata(model, &meta) == SEGRT_OK && meta.path ? meta.path : "the model";
-    sg_error_clear();
     segrt_preprocess q;
     segrt_preprocess_init(&q);
     int32_t any = 0;
