@@ -284,3 +284,31 @@ def test_help_documents_every_option():
         assert opt in p.stdout, opt
     section = p.stdout[p.stdout.index("volume preprocessing"):]
     assert max(len(line) for line in section.splitlines()) <= 100
+
+
+def test_two_channels_with_a_scheme_each(ct, tmp_path):
+    """A 4-D NIfTI of two channels (40 + 10 d and 500 + 100 d) through a
+    convolution summing them: with a CT scheme per channel (--intensity
+    twice) both are d, so the labels are d > 0; with none, the sum
+    540 + 110 d puts the plane at d = -540/110."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.array([[-1.0, -1.0], [1.0, 1.0]], np.float32).reshape(2, 2, 1, 1, 1), "w")
+    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 2, "D", "H", "W"])
+    y = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 2, "D", "H", "W"])
+    g = helper.make_graph([helper.make_node("Conv", ["image", "w"], ["scores"])], "conv", [x], [y], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "two.onnx")
+    d = ct["d"]
+    img = nib.Nifti1Image(np.stack([40 + 10 * d, 500 + 100 * d], -1).astype(np.float32), ct["affine"])
+    img.set_sform(ct["affine"], code=1)
+    img.set_qform(ct["affine"], code=1)
+    nib.save(img, tmp_path / "two.nii.gz")
+    common = ["--roi", "16,16,16", "--spacing", "2", "--orientation", "LPS"]
+    run(tmp_path / "two.onnx", tmp_path / "two.nii.gz", tmp_path / "a.nii.gz", *common, "--intensity",
+        "ct:-1e4,1e4,40,10", "--intensity", "ct:-1e4,1e4,500,100")
+    assert_world(labels_of(tmp_path / "a.nii.gz", ct["affine"]), d > 0, d)
+    run(tmp_path / "two.onnx", tmp_path / "two.nii.gz", tmp_path / "b.nii.gz", *common, "--output", "labels")
+    assert_world(labels_of(tmp_path / "b.nii.gz", ct["affine"]), d > -540 / 110, d + 540 / 110)
+    # Three schemes for two channels: refused by the plan, naming the count.
+    p = run(tmp_path / "two.onnx", tmp_path / "two.nii.gz", tmp_path / "c.nii.gz", *common, "--intensity", "zscore",
+            "--intensity", "zscore", "--intensity", "zscore", check=2)
+    assert "3" in p.stderr and "2" in p.stderr, p.stderr
