@@ -452,6 +452,7 @@ static segrt_status default_build(void *user, const segrt_model *model, const ch
 static sg_status build_members(job *st)
 {
     drop_engines(st);
+    st->built = false; /* until every member is built again */
     int64_t dims[SEGRT_MAX_RANK];
     SG_TRY(sg_sw_input_dims(&st->sw, &st->image, dims));
     segrt_engine_builder build = st->jo->build ? st->jo->build : default_build;
