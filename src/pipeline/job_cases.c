@@ -360,8 +360,8 @@ static bool same_grid(const sg_source_info *a, const sg_source_info *b)
 /* The headers of a case's files: the stacked volume's info (channels
  * summed) and the bytes its read holds at its peak (the float32 volume,
  * and a channel's samples as stored while it is converted). */
-static sg_status case_header(const one_case *c, const char *series_uid, uint64_t max_host, sg_source_info *info,
-                             uint64_t *bytes)
+static sg_status case_header(const one_case *c, const char *series_uid, uint64_t max_host, const char *limit_name,
+                             sg_source_info *info, uint64_t *bytes)
 {
     if (c->error[0])
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s", c->error);
@@ -391,8 +391,9 @@ static sg_status case_header(const one_case *c, const char *series_uid, uint64_t
     *bytes = voxels * (uint64_t)channels * sizeof(float) + stored;
     if (max_host && *bytes > max_host)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "%s: reading case `%s` needs %.1f MiB, past the host memory limit of %.1f MiB", c->inputs[0],
-                        c->name, (double)*bytes / 1048576.0, (double)max_host / 1048576.0);
+                        "%s: reading case `%s` holds %llu bytes (the volume as float32, a file's samples as stored); "
+                        "the limit (%s) is %llu bytes",
+                        c->inputs[0], c->name, (unsigned long long)*bytes, limit_name, (unsigned long long)max_host);
     return SEGRT_OK;
 }
 
@@ -460,6 +461,7 @@ typedef struct reader {
     const case_list *cases;
     const char *series_uid;
     uint64_t max_host;
+    const char *limit_name;
     bool asked, header_known, go, done, quit;
     size_t index;
     uint64_t header_bytes; /* what the asked case's read will hold, once header_known */
@@ -471,7 +473,7 @@ static void read_case(reader *rd, const one_case *c, case_read *r, bool wait_go)
 {
     double t0 = now_s();
     sg_source_info info;
-    sg_status s = case_header(c, rd->series_uid, rd->max_host, &info, &r->bytes);
+    sg_status s = case_header(c, rd->series_uid, rd->max_host, rd->limit_name, &info, &r->bytes);
     if (s != SEGRT_OK)
         read_failed(r, s);
     if (wait_go) {
@@ -611,6 +613,7 @@ static const char *state_name(const one_case *c)
 }
 
 typedef struct cases_job {
+    const segrt_window_job_options *jo;
     const segrt_cases_options *co;
     const char *in_dir, *out_dir, *ext;
     char *summary; /* NULL: none */
@@ -803,6 +806,14 @@ static sg_status run_case(cases_job *cj, sg_window_job *wj, size_t i, case_read 
     if (s != SEGRT_OK && more.memory_refused && ahead > 0) {
         /* Not with the next case beside it: alone, the next read after. */
         sg_error_clear();
+        if (cj->jo->notice) {
+            char line[CASE_ERROR_CAP];
+            snprintf(line, sizeof line,
+                     "case %s runs alone: with the next case read ahead (%llu bytes) the host memory check "
+                     "refused it; the next case is read after it",
+                     c->name, (unsigned long long)ahead);
+            cj->jo->notice(cj->jo->notice_user, line);
+        }
         memset(&more, 0, sizeof more);
         s = sg_window_job_run_volume(wj, c->inputs[0], &r->image, &r->where, out, &wr, &more);
     }
@@ -955,6 +966,7 @@ segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *con
     cases_job cj;
     memset(&cj, 0, sizeof cj);
     cj.t0 = now_s();
+    cj.jo = o;
     sg_window_job *wj = NULL;
     sg_status s = cases_setup(&cj, c);
     if (s == SEGRT_OK)
@@ -964,6 +976,7 @@ segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *con
     rd.cases = &cj.cases;
     rd.series_uid = o->series_uid;
     rd.max_host = o->max_host_memory;
+    rd.limit_name = o->max_host_memory_name ? o->max_host_memory_name : "max_host_memory";
     bool prefetch = false;
     if (s == SEGRT_OK && !c->no_prefetch) {
         pthread_mutex_init(&rd.mu, NULL);

@@ -261,3 +261,29 @@ def test_bad_command_lines_exit_2(tmp_path):
     assert "--ext" in p.stderr
     h = segrt("run", "--help")
     assert "-i IN_DIR -o OUT_DIR" in h.stdout and "--continue" in h.stdout and "--no-prefetch" in h.stdout
+
+
+def test_the_case_read_ahead_counts_in_the_host_memory_check(tmp_path):
+    import re
+    rng = np.random.default_rng(9)
+    cases = tmp_path / "in"
+    cases.mkdir()
+    for k in range(2):
+        save_nifti(cases / f"m{k}.nii.gz", rng.normal(0, 1, (20, 18, 10)), affine_of(k))
+    # What one case needs alone, from the check's own message.
+    p = folder_job(MODEL, cases, tmp_path / "tiny", "--max-host-memory", "40K", "--no-prefetch", check=1)
+    need_kib = int(re.search(r"the job needs (\d+) KiB", p.stderr).group(1))
+    ahead = 20 * 18 * 10 * 4 * 2  # m1 as float32 and as stored (float32)
+    # Enough for a case alone, not with the next one read ahead beside it:
+    # the first runs alone, saying so, and the next is read after it.
+    limit = need_kib * 1024 + ahead // 3
+    p = folder_job(MODEL, cases, tmp_path / "tight", "--max-host-memory", limit)
+    assert "case m0 runs alone" in p.stderr and "m1 runs alone" not in p.stderr, p.stderr
+    folder_job(MODEL, cases, tmp_path / "plain", "--max-host-memory", limit, "--no-prefetch")
+    for k in range(2):
+        assert (tmp_path / "tight" / f"m{k}.nii.gz").read_bytes() == (tmp_path / "plain" / f"m{k}.nii.gz").read_bytes()
+    p = folder_job(MODEL, cases, tmp_path / "roomy", "--max-host-memory", limit + 2 * ahead)
+    assert "runs alone" not in p.stderr
+    # Reading a case alone past the limit fails that case, naming the limit.
+    p = folder_job(MODEL, cases, tmp_path / "none", "--max-host-memory", "1K", check=1)
+    assert "--max-host-memory" in p.stderr and "2 of 2 cases failed" in p.stderr
