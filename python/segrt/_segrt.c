@@ -2426,10 +2426,10 @@ static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
         Py_XDECREF(name);
     }
     if (failed)
-        result = Py_BuildValue("{s:n,s:n,s:n,s:n,s:N,s:d,s:s}", "cases", (Py_ssize_t)r.cases, "done",
-                               (Py_ssize_t)r.done, "skipped", (Py_ssize_t)r.skipped, "failed", (Py_ssize_t)r.failed,
-                               "failed_names", failed, "seconds", r.seconds, "message",
-                               s == SEGRT_OK ? "" : segrt_last_error());
+        result =
+            Py_BuildValue("{s:n,s:n,s:n,s:n,s:N,s:d,s:s}", "cases", (Py_ssize_t)r.cases, "done", (Py_ssize_t)r.done,
+                          "skipped", (Py_ssize_t)r.skipped, "failed", (Py_ssize_t)r.failed, "failed_names", failed,
+                          "seconds", r.seconds, "message", s == SEGRT_OK ? "" : segrt_last_error());
 done:
     for (Py_ssize_t i = 0; i < CASES_MAX_MODELS; i++) {
         segrt_model_destroy(models[i]);
