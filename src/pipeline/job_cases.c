@@ -336,6 +336,7 @@ typedef struct case_read {
     sg_status status;
     char error[CASE_ERROR_CAP];
     uint64_t bytes; /* what the read holds, from the headers */
+    char notice[CASE_ERROR_CAP]; /* what the reader said besides (a series resampled), for the calling thread */
     double seconds;
 } case_read;
 
@@ -360,8 +361,8 @@ static bool same_grid(const sg_source_info *a, const sg_source_info *b)
 /* The headers of a case's files: the stacked volume's info (channels
  * summed) and the bytes its read holds at its peak (the float32 volume,
  * and a channel's samples as stored while it is converted). */
-static sg_status case_header(const one_case *c, const char *series_uid, uint64_t max_host, const char *limit_name,
-                             sg_source_info *info, uint64_t *bytes)
+static sg_status case_header(const one_case *c, const segrt_window_job_options *jo, sg_source_info *info,
+                             uint64_t *bytes)
 {
     if (c->error[0])
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s", c->error);
@@ -369,7 +370,7 @@ static sg_status case_header(const one_case *c, const char *series_uid, uint64_t
     int32_t channels = 0;
     for (size_t k = 0; k < c->n_inputs; k++) {
         sg_source *src;
-        sg_source_options so = {0, series_uid};
+        sg_source_options so = {0, jo->series_uid, jo->allow_uneven != 0};
         SG_TRY(sg_source_open_with(c->inputs[k], &so, &src));
         sg_source_info in = src->info;
         in.format = NULL;
@@ -389,6 +390,8 @@ static sg_status case_header(const one_case *c, const char *series_uid, uint64_t
     info->channels = channels;
     uint64_t voxels = (uint64_t)info->dims[0][0] * (uint64_t)info->dims[0][1] * (uint64_t)info->dims[0][2];
     *bytes = voxels * (uint64_t)channels * sizeof(float) + stored;
+    uint64_t max_host = jo->max_host_memory;
+    const char *limit_name = jo->max_host_memory_name ? jo->max_host_memory_name : "max_host_memory";
     if (max_host && *bytes > max_host)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: reading case `%s` holds %llu bytes (the volume as float32, a file's samples as stored); "
@@ -398,12 +401,12 @@ static sg_status case_header(const one_case *c, const char *series_uid, uint64_t
 }
 
 /* The case's files read and their channels stacked. */
-static sg_status case_samples(const one_case *c, const char *series_uid, const sg_source_info *info, sg_tensor *image,
-                              sg_source_info *where)
+static sg_status case_samples(const one_case *c, const segrt_window_job_options *jo, const sg_source_info *info,
+                              sg_tensor *image, sg_source_info *where)
 {
     memset(image, 0, sizeof *image);
     if (c->n_inputs == 1)
-        return sg_window_job_read_volume(c->inputs[0], series_uid, image, where);
+        return sg_window_job_read_volume(jo, c->inputs[0], image, where);
     int64_t plane = info->dims[0][0] * info->dims[0][1] * info->dims[0][2];
     int64_t numel = plane * info->channels;
     float *all = sg_malloc(sizeof(float) * (size_t)(numel > 0 ? numel : 1));
@@ -413,7 +416,7 @@ static sg_status case_samples(const one_case *c, const char *series_uid, const s
     for (size_t k = 0; k < c->n_inputs; k++) {
         sg_tensor one;
         sg_source_info w;
-        sg_status s = sg_window_job_read_volume(c->inputs[k], series_uid, &one, &w);
+        sg_status s = sg_window_job_read_volume(jo, c->inputs[k], &one, &w);
         if (s == SEGRT_OK && (at + sg_tensor_numel(&one) > plane * info->channels || !same_grid(info, &w)))
             s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", c->inputs[k]);
         if (s != SEGRT_OK) {
@@ -459,21 +462,31 @@ typedef struct reader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     const case_list *cases;
-    const char *series_uid;
-    uint64_t max_host;
-    const char *limit_name;
+    const segrt_window_job_options *jo;
     bool asked, header_known, go, done, quit;
     size_t index;
     uint64_t header_bytes; /* what the asked case's read will hold, once header_known */
     case_read r;
 } reader;
 
+/* A reader's notice kept for the calling thread (the job's callbacks are
+ * called there alone). */
+static void keep_notice(void *user, const char *line)
+{
+    case_read *r = user;
+    size_t n = strlen(r->notice);
+    snprintf(r->notice + n, sizeof r->notice - n, "%s%s", n ? "; " : "", line);
+}
+
 /* A case's read, headers then samples; wait_go between them (the thread). */
 static void read_case(reader *rd, const one_case *c, case_read *r, bool wait_go)
 {
     double t0 = now_s();
+    segrt_window_job_options jo = *rd->jo;
+    jo.notice = keep_notice;
+    jo.notice_user = r;
     sg_source_info info;
-    sg_status s = case_header(c, rd->series_uid, rd->max_host, rd->limit_name, &info, &r->bytes);
+    sg_status s = case_header(c, &jo, &info, &r->bytes);
     if (s != SEGRT_OK)
         read_failed(r, s);
     if (wait_go) {
@@ -489,7 +502,7 @@ static void read_case(reader *rd, const one_case *c, case_read *r, bool wait_go)
             return;
         t0 = now_s(); /* the wait is the main thread's, not the read's */
     }
-    if (s == SEGRT_OK && (s = case_samples(c, rd->series_uid, &info, &r->image, &r->where)) != SEGRT_OK)
+    if (s == SEGRT_OK && (s = case_samples(c, &jo, &info, &r->image, &r->where)) != SEGRT_OK)
         read_failed(r, s);
     r->seconds += now_s() - t0;
 }
@@ -933,6 +946,8 @@ static sg_status cases_loop(cases_job *cj, sg_window_job *wj, reader *rd, bool p
                 reader_go(rd);
         } else {
             c->listed = true;
+            if (cr.notice[0] && cj->jo->notice)
+                cj->jo->notice(cj->jo->notice_user, cr.notice);
             tell(cj, i); /* STARTED */
             s = run_case(cj, wj, i, &cr, rd, asked < l->n);
             if (stops_job(s)) {
@@ -974,9 +989,7 @@ segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *con
     reader rd;
     memset(&rd, 0, sizeof rd);
     rd.cases = &cj.cases;
-    rd.series_uid = o->series_uid;
-    rd.max_host = o->max_host_memory;
-    rd.limit_name = o->max_host_memory_name ? o->max_host_memory_name : "max_host_memory";
+    rd.jo = o;
     bool prefetch = false;
     if (s == SEGRT_OK && !c->no_prefetch) {
         pthread_mutex_init(&rd.mu, NULL);

@@ -36,8 +36,8 @@ def folder_job(model, in_dir, out_dir, *more, check=0):
     return segrt("run", model, "-i", in_dir, "-o", out_dir, *WINDOW, *more, check=check)
 
 
-def single_job(model, image, out):
-    return segrt("run", model, image, "-o", out, *WINDOW, "--output", "labels")
+def single_job(model, image, out, *more):
+    return segrt("run", model, image, "-o", out, *WINDOW, "--output", "labels", *more)
 
 
 def save_nifti(path, data, affine, sform=2, qform=1):
@@ -287,3 +287,22 @@ def test_the_case_read_ahead_counts_in_the_host_memory_check(tmp_path):
     # Reading a case alone past the limit fails that case, naming the limit.
     p = folder_job(MODEL, cases, tmp_path / "none", "--max-host-memory", "1K", check=1)
     assert "--max-host-memory" in p.stderr and "2 of 2 cases failed" in p.stderr
+
+
+@pytest.mark.skipif(not HAVE_DICOM, reason="a build without DICOM")
+def test_a_dicom_case_with_a_missing_slice_fails_unless_allow_uneven(tmp_path):
+    from dicom_synth import write_series
+    cases = tmp_path / "in"
+    cases.mkdir()
+    write_series(cases / "gapped", n=14, rows=18, cols=16, skip=(5,))
+    write_series(cases / "whole", n=12, rows=17, cols=16, seed=3)
+    p = folder_job(MODEL, cases, tmp_path / "strict", check=1)
+    assert "1 of 2 cases failed: gapped" in p.stderr, p.stderr
+    by = {c["name"]: c for c in summary(tmp_path / "strict")["cases"]}
+    assert by["whole"]["status"] == "done" and "--allow-uneven" in by["gapped"]["error"]
+    # Resampled to even spacing, the reader's notice on stderr (read by the
+    # prefetch thread, told on the calling thread), as the single-case job.
+    p = folder_job(MODEL, cases, tmp_path / "even", "--allow-uneven")
+    assert "resampled" in p.stderr, p.stderr
+    single_job(MODEL, cases / "gapped", tmp_path / "gapped.single.nii.gz", "--allow-uneven")
+    assert (tmp_path / "even" / "gapped.nii.gz").read_bytes() == (tmp_path / "gapped.single.nii.gz").read_bytes()
