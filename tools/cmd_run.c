@@ -249,11 +249,14 @@ int cmd_run(int argc, char **argv)
     }
     if (!path)
         return cli_usage_error("run: no model given\n%s", run_usage);
-    /* A folder of cases: a folder in, and out a folder or a name without
-     * a file's extension (a DICOM folder in gives one case to a file); or
-     * a folder option was given. */
-    if (n_ins == 1 && n_outs == 1 && !ins[0].name && !outs[0].name && cli_is_folder(ins[0].path))
-        co.on |= cli_is_folder(outs[0].path) || cli_files_format(outs[0].path) == 0;
+    /* A folder of cases: a folder in, and out a folder, a name ending in
+     * '/' or a name without an extension (a DICOM folder in with a file's
+     * name out is one case, and a mistyped extension is refused as such);
+     * or a folder option was given. */
+    if (n_ins == 1 && n_outs == 1 && !ins[0].name && !outs[0].name && cli_is_folder(ins[0].path)) {
+        const char *o = outs[0].path, *slash = strrchr(o, '/');
+        co.on |= cli_is_folder(o) || (slash && !slash[1]) || !strchr(slash ? slash + 1 : o, '.');
+    }
     if (co.on) {
         if (n_ins != 1 || n_outs != 1 || !cli_is_folder(ins[0].path))
             return cli_usage_error("run: a folder of cases takes -i IN_DIR (a folder) and -o OUT_DIR");

@@ -259,6 +259,11 @@ def test_bad_command_lines_exit_2(tmp_path):
     p = segrt("run", MODELS / "missing.onnx", "-i", cases, "-o", tmp_path / "out", *WINDOW, check=2)
     p = folder_job(MODEL, cases, tmp_path / "o2", "--ext", ".npy", check=2)
     assert "--ext" in p.stderr
+    # A mistyped extension is not taken for a folder to create.
+    p = folder_job(MODEL, cases, tmp_path / "labels.txt", check=2)
+    assert "labels.txt" in p.stderr and not (tmp_path / "labels.txt").exists()
+    folder_job(MODEL, cases, str(tmp_path / "made") + "/")
+    assert (tmp_path / "made" / "a.nii.gz").exists()
     h = segrt("run", "--help")
     assert "-i IN_DIR -o OUT_DIR" in h.stdout and "--continue" in h.stdout and "--no-prefetch" in h.stdout
 
