@@ -343,9 +343,13 @@ static void show_notice(void *user, const char *line)
     fprintf(stderr, "segrt: %s\n", line);
 }
 
-/* A progress line on a terminal: windows done, rate, time left. */
+/* A progress line on a terminal: windows done, rate, time left; after
+ * `prefix` (a folder job's case) and ended where the windows are (not
+ * for a case: its own line follows). */
 typedef struct progress_line {
     double t0, last;
+    char prefix[160];
+    bool end_line;
 } progress_line;
 
 static double now_s(void)
@@ -367,9 +371,9 @@ static void show_progress(void *user, int64_t done, int64_t total)
         return;
     p->last = t;
     double rate = (double)done / (t - p->t0 > 1e-9 ? t - p->t0 : 1e-9);
-    fprintf(stderr, "\rwindows %lld/%lld  %.1f/s  ETA %.1f s   ", (long long)done, (long long)total, rate,
-            (double)(total - done) / (rate > 0 ? rate : 1));
-    if (done == total)
+    fprintf(stderr, "\r%swindows %lld/%lld  %.1f/s  ETA %.1f s   ", p->prefix, (long long)done, (long long)total,
+            rate, (double)(total - done) / (rate > 0 ? rate : 1));
+    if (done == total && p->end_line)
         fputc('\n', stderr);
     fflush(stderr);
 }
@@ -453,7 +457,7 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     jo.build_user = (void *)eo;
     if (!quiet)
         jo.notice = show_notice;
-    progress_line pl = {now_s(), 0.0};
+    progress_line pl = {now_s(), 0.0, "", true};
     if (!quiet && isatty(STDERR_FILENO)) {
         jo.progress = show_progress;
         jo.progress_user = &pl;
@@ -505,35 +509,14 @@ int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *
  * windows (show_progress's line, prefixed). */
 typedef struct cases_line {
     bool tty, quiet;
-    progress_line windows;
-    size_t index, count;
-    const char *name;
+    progress_line windows; /* the case's, prefixed with its place and name */
 } cases_line;
-
-static void show_case_windows(void *user, int64_t done, int64_t total)
-{
-    cases_line *p = user;
-    double t = now_s();
-    if (done == 0) {
-        p->windows.t0 = t;
-        return;
-    }
-    if (done < total && t - p->windows.last < 0.1)
-        return;
-    p->windows.last = t;
-    double rate = (double)done / (t - p->windows.t0 > 1e-9 ? t - p->windows.t0 : 1e-9);
-    fprintf(stderr, "\rcase %zu/%zu %s: windows %lld/%lld  %.1f/s  ETA %.1f s   ", p->index + 1, p->count, p->name,
-            (long long)done, (long long)total, rate, (double)(total - done) / (rate > 0 ? rate : 1));
-    fflush(stderr);
-}
 
 static void show_case(void *user, const segrt_case_info *c)
 {
     cases_line *p = user;
-    p->index = c->index;
-    p->count = c->count;
-    p->name = c->name;
     if (c->state == SEGRT_CASE_STARTED) {
+        snprintf(p->windows.prefix, sizeof p->windows.prefix, "case %zu/%zu %s: ", c->index + 1, c->count, c->name);
         if (p->tty && !p->quiet) {
             fprintf(stderr, "\rcase %zu/%zu %s: read (%d x %lldx%lldx%lld)   ", c->index + 1, c->count, c->name,
                     c->channels, (long long)c->dims[0], (long long)c->dims[1], (long long)c->dims[2]);
@@ -608,8 +591,8 @@ static int cases_run(sw_state *st, const char *model, const char *in_dir, const 
     line.tty = isatty(STDERR_FILENO);
     line.quiet = quiet;
     if (!quiet && line.tty) {
-        jo.progress = show_case_windows;
-        jo.progress_user = &line;
+        jo.progress = show_progress;
+        jo.progress_user = &line.windows;
     }
     segrt_cases_options c;
     segrt_cases_options_init(&c);
