@@ -371,8 +371,8 @@ static void show_progress(void *user, int64_t done, int64_t total)
         return;
     p->last = t;
     double rate = (double)done / (t - p->t0 > 1e-9 ? t - p->t0 : 1e-9);
-    fprintf(stderr, "\r%swindows %lld/%lld  %.1f/s  ETA %.1f s   ", p->prefix, (long long)done, (long long)total,
-            rate, (double)(total - done) / (rate > 0 ? rate : 1));
+    fprintf(stderr, "\r%swindows %lld/%lld  %.1f/s  ETA %.1f s   ", p->prefix, (long long)done, (long long)total, rate,
+            (double)(total - done) / (rate > 0 ? rate : 1));
     if (done == total && p->end_line)
         fputc('\n', stderr);
     fflush(stderr);
