@@ -23,6 +23,7 @@
 #include "io/npy.h"
 #include "io/sink.h"
 #include "io/source.h"
+#include "pipeline/job_window.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
@@ -277,6 +278,12 @@ static sg_status read_volume(const char *path, const segrt_window_job_options *j
     return SEGRT_OK;
 }
 
+sg_status sg_window_job_read_volume(const segrt_window_job_options *o, const char *path, sg_tensor *image,
+                                    sg_source_info *where)
+{
+    return read_volume(path, o, image, where);
+}
+
 /* The image's tensor from its header (data NULL) and the bytes the read
  * holds besides it. */
 static sg_status probe_image(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
@@ -364,7 +371,7 @@ static bool is_image_output(const char *path)
 
 /* --- the job ------------------------------------------------------------- */
 
-typedef struct job {
+typedef struct sg_window_job {
     const segrt_window_job_options *jo;
     sg_sw_options sw;
     const char *in; /* the image's path */
@@ -388,6 +395,19 @@ typedef struct job {
     segrt_engine *engine[JOB_MAX_MODELS];
     segrt_context *ctx[JOB_MAX_MODELS];
     sg_sw_model members[JOB_MAX_MODELS];
+    /* The window input dims the engines were built for (built: they are). */
+    bool built;
+    int64_t built_dims[SEGRT_MAX_RANK];
+    /* A run over a volume the caller read (sg_window_job_run_volume): the
+     * volume, taken by the run; the host bytes the caller holds meanwhile;
+     * whether the host-memory check refused the run. */
+    sg_tensor given;
+    sg_source_info given_where;
+    uint64_t held_elsewhere;
+    bool memory_refused;
+    void (*checked)(void *user);
+    void *checked_user;
+    double seconds_write;
 } job;
 
 static void drop_engines(job *st)
@@ -402,6 +422,7 @@ static void drop_engines(job *st)
 
 static void job_free(job *st)
 {
+    free(st->given.data);
     sg_sw_image_free(&st->src_rows);
     sg_source_close(st->src);
     free(st->scratch);
@@ -431,6 +452,7 @@ static segrt_status default_build(void *user, const segrt_model *model, const ch
 static sg_status build_members(job *st)
 {
     drop_engines(st);
+    st->built = false; /* until every member is built again */
     int64_t dims[SEGRT_MAX_RANK];
     SG_TRY(sg_sw_input_dims(&st->sw, &st->image, dims));
     segrt_engine_builder build = st->jo->build ? st->jo->build : default_build;
@@ -441,7 +463,21 @@ static sg_status build_members(job *st)
         SG_TRY(segrt_context_create(st->engine[m], &st->ctx[m]));
         st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
     }
+    memcpy(st->built_dims, dims, sizeof dims);
+    st->built = true;
     return SEGRT_OK;
+}
+
+/* Whether the engines built for an earlier image take this one's window
+ * batch: the same input dims (a window of fixed size over any image). */
+static bool engines_fit(const job *st)
+{
+    int64_t dims[SEGRT_MAX_RANK];
+    if (!st->built || sg_sw_input_dims(&st->sw, &st->image, dims) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    return memcmp(dims, st->built_dims, sizeof(int64_t) * (size_t)st->image.rank) == 0;
 }
 
 /* The one place that chooses between the device path and the host path. */
@@ -601,6 +637,13 @@ static sg_status check_result_fits(const job *st, const char *out, int64_t *clas
     return SEGRT_OK;
 }
 
+/* The host bytes of a volume the caller read already, held before the
+ * check: the machine's available memory has them counted out. */
+static uint64_t given_bytes(const job *st)
+{
+    return st->given.data ? (uint64_t)sg_tensor_numel(&st->given) * sizeof(float) : 0;
+}
+
 static const char *limit_name(const job *st)
 {
     return st->jo->max_host_memory_name ? st->jo->max_host_memory_name : "max_host_memory";
@@ -612,7 +655,7 @@ static const char *limit_name(const job *st)
  * accumulators, windows, result, the CPU engines' arenas) against
  * max_host_memory (INVALID_ARGUMENT) and what the machine has
  * (OUT_OF_MEMORY). The paths check again before they allocate. */
-static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extra_bytes)
+static sg_status check_host_memory(job *st, int64_t classes, uint64_t extra_bytes)
 {
     uint64_t networks = 0;
     for (int32_t m = 0; m < st->n; m++) {
@@ -625,7 +668,8 @@ static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extr
     if (s == SEGRT_OK && st->streamed)
         sg_sw_host_need_streamed(&need, st->src_held);
     if (s == SEGRT_OK)
-        s = sg_sw_host_need_check(&st->sw, &need, networks, limit_name(st));
+        s = sg_sw_host_need_check(&st->sw, &need, networks + given_bytes(st), limit_name(st));
+    st->memory_refused = s != SEGRT_OK;
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", st->in);
 }
 
@@ -824,6 +868,16 @@ static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device,
     r->times.downloading = stats->seconds_downloading;
 }
 
+/* The volume the caller read (sg_window_job_run_volume), taken as the
+ * job's image, as read_volume would have read it. */
+static sg_status take_given(job *st)
+{
+    st->image = st->given;
+    st->where = st->given_where;
+    memset(&st->given, 0, sizeof st->given);
+    return SEGRT_OK;
+}
+
 static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
 {
     const segrt_window_job_options *jo = st->jo;
@@ -831,8 +885,15 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
      * engine is built. */
     sg_tensor shape;
     uint64_t extra_bytes;
-    st->volume = is_volume(st->in);
-    SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes));
+    if (st->given.data) { /* a volume the caller read: its header is the tensor's */
+        st->volume = true;
+        shape = st->given;
+        shape.data = NULL;
+        extra_bytes = 0;
+    } else {
+        st->volume = is_volume(st->in);
+        SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes));
+    }
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
@@ -865,8 +926,13 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     /* The engines are built for the window from the image's header; the
      * image is read once they are, and the memory check passed. */
     st->image = shape;
-    SG_TRY(build_members(st));
-    if (jo->auto_batch) {
+    /* Built once while the window's input dims stay (a folder's cases). */
+    bool build = !engines_fit(st);
+    if (build && jo->auto_batch)
+        st->sw.sw_batch = 1; /* the estimate starts from engines for one window */
+    if (build)
+        SG_TRY(build_members(st));
+    if (build && jo->auto_batch) {
         segrt_engine_info info;
         if (segrt_engine_get_info(st->engine[0], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CUDA) {
             int32_t b = auto_batch(st, info.device_index);
@@ -879,9 +945,11 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     int64_t classes = 0;
     SG_TRY(check_result_fits(st, out, &classes));
     SG_TRY(open_stream(st, overlay != NULL));
-    SG_TRY(check_host_memory(st, classes, st->streamed ? 0 : extra_bytes));
+    SG_TRY(check_host_memory(st, classes, (st->streamed ? 0 : extra_bytes) + st->held_elsewhere));
+    if (st->checked)
+        st->checked(st->checked_user);
     if (st->volume) {
-        SG_TRY(read_volume(st->in, jo, &st->image, &st->where));
+        SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (!st->streamed) {
@@ -914,10 +982,109 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     r->seconds = now_s() - t0;
     fill_report(st, &stats, on_device, r);
     bool write_failed = false;
+    double tw = now_s();
     s = write_result(result, &st->result, st, &write_failed);
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
+    st->seconds_write = now_s() - tw;
     r->write_failed = write_failed;
+    return s;
+}
+
+sg_status sg_window_job_create(const segrt_window_job_options *o, segrt_model *const *models,
+                               const char *const *model_paths, size_t n_models, sg_window_job **out)
+{
+    *out = NULL;
+    if (n_models < 1 || n_models > JOB_MAX_MODELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
+                        JOB_MAX_MODELS);
+    job *st = sg_calloc(1, sizeof *st);
+    if (!st)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
+    st->jo = o;
+    st->model = models;
+    st->n = (int32_t)n_models;
+    sg_status s = SEGRT_OK;
+    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
+        if (!models[m])
+            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
+        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
+    }
+    if (s == SEGRT_OK)
+        s = job_sw_options(o, &st->sw);
+    if (s != SEGRT_OK) {
+        sg_window_job_free(st);
+        return s;
+    }
+    *out = st;
+    return SEGRT_OK;
+}
+
+void sg_window_job_free(sg_window_job *st)
+{
+    if (!st)
+        return;
+    job_free(st);
+    free(st);
+}
+
+/* What one run leaves that the next must not see; the engines stay. */
+static void job_reset_run(job *st)
+{
+    sg_sw_image_free(&st->src_rows);
+    sg_source_close(st->src);
+    st->src = NULL;
+    memset(&st->rows, 0, sizeof st->rows);
+    st->streamed = false;
+    st->src_held = 0;
+    sg_image_free(&st->pixels);
+    memset(&st->pixels, 0, sizeof st->pixels);
+    free(st->image.data);
+    free(st->result.data);
+    free(st->given.data);
+    memset(&st->image, 0, sizeof st->image);
+    memset(&st->result, 0, sizeof st->result);
+    memset(&st->given, 0, sizeof st->given);
+    memset(&st->where, 0, sizeof st->where);
+    memset(&st->nm, 0, sizeof st->nm);
+    st->held_elsewhere = 0;
+    st->memory_refused = false;
+    st->checked = NULL;
+    st->checked_user = NULL;
+    st->seconds_write = 0.0;
+}
+
+sg_status sg_window_job_run_volume(sg_window_job *st, const char *name, sg_tensor *image, const sg_source_info *where,
+                                   sg_output *result, segrt_window_job_report *report, sg_window_run_more *more)
+{
+    segrt_window_job_report scratch;
+    segrt_window_job_report *r = report ? report : &scratch;
+    memset(r, 0, sizeof *r);
+    job_reset_run(st);
+    st->given = *image;
+    memset(image, 0, sizeof *image);
+    st->given_where = *where;
+    st->given_where.format = NULL;
+    st->in = name;
+    if (more) {
+        st->held_elsewhere = more->held_elsewhere;
+        st->checked = more->checked;
+        st->checked_user = more->checked_user;
+    }
+    sg_status s = SEGRT_OK;
+    if (!st->given.data || st->given.dtype != SEGRT_DTYPE_FLOAT32)
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a volume run takes a float32 volume read whole", name);
+    if (s == SEGRT_OK)
+        s = job_run(st, result, NULL, r);
+    if (more) {
+        more->memory_refused = s != SEGRT_OK && st->memory_refused;
+        more->seconds_write = st->seconds_write;
+        if (more->memory_refused && st->given.data) { /* not taken: the caller's for another try */
+            *image = st->given;
+            memset(&st->given, 0, sizeof st->given);
+        }
+    }
+    job_reset_run(st); /* the volume and result go now, not with the next run */
     return s;
 }
 
@@ -931,27 +1098,10 @@ segrt_status segrt_window_job_run(const segrt_window_job_options *o, segrt_model
     if (!o || !models || !image_path || !result)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "segrt_window_job_run: options, models, image_path and result must not be NULL");
-    if (n_models < 1 || n_models > JOB_MAX_MODELS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
-                        JOB_MAX_MODELS);
-    job *st = sg_calloc(1, sizeof *st);
-    if (!st)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
-    st->jo = o;
+    job *st;
+    SG_TRY(sg_window_job_create(o, models, model_paths, n_models, &st));
     st->in = image_path;
-    st->model = models;
-    st->n = (int32_t)n_models;
-    sg_status s = SEGRT_OK;
-    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
-        if (!models[m])
-            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
-        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
-    }
-    if (s == SEGRT_OK)
-        s = job_sw_options(o, &st->sw);
-    if (s == SEGRT_OK)
-        s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
-    job_free(st);
-    free(st);
+    sg_status s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
+    sg_window_job_free(st);
     return s;
 }
