@@ -154,6 +154,29 @@ def test_nnunet_resampling_separate_z(tmp_path, lowres):
     assert np.abs(nn_resample(x, shape, None, 3, 0) - ref).max() > 1e-2
 
 
+def test_nearest_at_halfway_positions_as_scipy(tmp_path):
+    """A ratio of 4/3 puts output voxels exactly halfway between two input
+    voxels; NEAREST picks the one scipy picks (whole slices of labels
+    otherwise land on the neighbour)."""
+    x = np.arange(32, dtype=np.float32)[None, :, None, None] * np.ones((1, 32, 3, 4), np.float32)
+    img, _, _ = run(tmp_path, x, *geometry_args((3, 1, 1)), "--spacing", 4, 1, 1, "--interp", "nearest")
+    ref = resize(x[0].astype(np.float64), (24, 3, 4), order=0, mode="edge", anti_aliasing=False)
+    np.testing.assert_array_equal(img[0], ref)
+    # and back: 24 slices from 32, the anisotropic axis by nearest neighbour
+    y = np.ones((1, 24, 20, 18), np.float32)
+    args = [*geometry_args((4.0, 0.9, 0.9)), "--spacing", 3.0, 0.7, 0.8, "--anisotropy", 3,
+            "--result-interp", "linear", "--result-interp-z", "nearest"]
+    _, grid, _ = run(tmp_path, y, *args)
+    assert grid["dims"][0] == 32
+    rng = np.random.default_rng(16)
+    scores = np.stack([ndi.gaussian_filter(rng.normal(size=grid["dims"]), 1.5) for _ in range(3)]).astype(np.float32)
+    _, _, labels = run(tmp_path, y, *args, scores=scores)
+    back = nn_resample(scores, (24, 20, 18), 0, 1, 0).astype(np.float64)
+    top = np.sort(back, 0)
+    clear = top[-1] - top[-2] > 1e-5
+    assert (labels[clear] == back.argmax(0)[clear]).all()
+
+
 def test_nnunet_back_resampling_of_scores(tmp_path):
     """Scores back to the volume's grid as nnU-Net's export does it (order 1,
     order_z 0, anisotropic rule on the model's spacing first), then argmax."""
