@@ -59,7 +59,8 @@ typedef struct sg_vol_axis {
     double shift; /* last, so that an initializer without it means 0 */
 } sg_vol_axis;
 
-/* An affine intensity map per channel: y = (min(max(x, lo), hi) - sub) * mul. */
+/* An affine intensity map per channel: y = (min(max(x, lo), hi) - sub) * mul,
+ * a NaN staying NaN (as numpy's clip; fminf/fmaxf would drop it). */
 typedef struct sg_vol_affine {
     float lo, hi, sub, mul;
 } sg_vol_affine;
