@@ -101,7 +101,7 @@ int cli_prep_resolve(cli_prep_opts *o, const segrt_model *model, const char *in,
     *nnunet = false;
     *declared = false;
     segrt_preprocess_init(&o->p);
-    if (!cli_prep_is_volume(in)) {
+    if (in && !cli_prep_is_volume(in)) {
         if (o->any)
             return cli_usage_error("%s: preprocessing options apply to volumes (NIfTI, DICOM)", in);
         return CLI_OK;

@@ -49,8 +49,9 @@ int cli_prep_option(cli_prep_opts *o, int argc, char **argv, int *i);
  * folder holding DICOM files. */
 bool cli_prep_is_volume(const char *path);
 
-/* The preprocessing of a job over `in`, into o->p: none asked of an input
- * that is not a volume (a usage error otherwise); for a volume, the
+/* The preprocessing of a job over `in` (NULL: a folder of volumes), into
+ * o->p: none asked of an input that is not a volume (a usage error
+ * otherwise); for a volume, the
  * nnU-Net folder's (filling *window with its window options) or the
  * model's metadata, then the options given. *declared is whether any
  * source declares something. Returns an exit code. */

@@ -85,4 +85,32 @@ bool cli_sw_output_kind(cli_sw_opts *o, const char *s);
 int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *so, const cli_engine_opts *eo,
                bool quiet);
 
+/* `segrt run MODEL -i IN_DIR -o OUT_DIR`: every case of a folder. */
+typedef struct cli_cases_opts {
+    bool on;               /* a folder job: -o names a folder, or one of these was given */
+    int32_t skip_existing; /* --continue */
+    int32_t no_prefetch;   /* --no-prefetch */
+    const char *extension; /* --ext: .nii.gz (NULL) or .nii */
+} cli_cases_opts;
+
+#define CLI_CASES_USAGE                                                                                                \
+    "a folder of cases (segrt run MODEL -i IN_DIR -o OUT_DIR; the sliding-window options apply to\n"                   \
+    "  each case; labels by default): NIfTI files named CASE_0000.nii.gz, CASE_0001.nii.gz... (one\n"                  \
+    "  per channel, nnU-Net's naming), other .nii/.nii.gz files (one channel), and subfolders holding\n"               \
+    "  a DICOM series are cases, in name order; each result is OUT_DIR/CASE.nii.gz, written whole.\n"                  \
+    "  The engines are built once; the next case is read while one runs. A case that fails is\n"                       \
+    "  reported and the others run; the exit code is then 1, naming them. OUT_DIR/summary.json\n"                      \
+    "  records each case: inputs, output, status, error, shape, seconds (read, run, write).\n"                         \
+    "  --continue                skip cases whose result exists (resume a job)\n"                                      \
+    "  --no-prefetch             read each case when its turn comes\n"                                                 \
+    "  --ext .nii.gz|.nii        the results' extension (default .nii.gz)\n"
+
+/* Whether argv[*i] is a folder-job option (consumed with its value): 1,
+ * 0 if not one, -1 after reporting a usage error. */
+int cli_cases_option(cli_cases_opts *o, int argc, char **argv, int *i);
+/* Runs MODEL over every case of in_dir into out_dir (created if absent);
+ * returns an exit code. */
+int cli_cases_run(const char *model, const char *in_dir, const char *out_dir, cli_sw_opts *so,
+                  const cli_engine_opts *eo, bool quiet, const cli_cases_opts *co);
+
 #endif

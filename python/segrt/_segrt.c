@@ -2468,6 +2468,154 @@ static PyObject *mod_register_torch_stream(PyObject *self, PyObject *fn)
     Py_RETURN_NONE;
 }
 
+/* --- a folder of cases ------------------------------------------------------------- */
+
+/* The engines of a folder job: the device, precision and threads asked,
+ * the model's input bound to the window batch (no plan cache). */
+typedef struct cases_build {
+    int kind, index, precision, threads;
+} cases_build;
+
+static segrt_status cases_build_engine(void *user, const segrt_model *model, const char *input, int32_t rank,
+                                       const int64_t *dims, segrt_engine **out)
+{
+    const cases_build *b = user;
+    segrt_build_options *opts = NULL;
+    segrt_status s = segrt_build_options_create(&opts);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_device(opts, (segrt_device_kind)b->kind, b->index);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_precision(opts, (segrt_precision)b->precision);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_threads(opts, b->threads);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_shape(opts, input, rank, dims);
+    if (s == SEGRT_OK)
+        s = segrt_engine_build(model, opts, out);
+    segrt_build_options_destroy(opts);
+    return s;
+}
+
+#define CASES_MAX_MODELS 16
+
+/* cases_run(model_paths, in_dir, out_dir, cfg, kind, index, precision,
+ * threads, auto_batch, skip_existing, prefetch, extension, series) -> dict
+ * (cfg as window_run's). Case failures are in the dict; other errors
+ * raise. */
+static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *paths, *in = NULL, *out = NULL, *cfg;
+    int kind, index, precision, threads, auto_batch, skip, prefetch;
+    const char *ext, *series;
+    if (!PyArg_ParseTuple(args, "OO&O&Oiiiippizz", &paths, PyUnicode_FSConverter, &in, PyUnicode_FSConverter, &out,
+                          &cfg, &kind, &index, &precision, &threads, &auto_batch, &skip, &prefetch, &ext, &series))
+        return NULL;
+    segrt_window_job_options jo;
+    segrt_cases_options co;
+    segrt_cases_report r;
+    memset(&r, 0, sizeof r);
+    cases_build b = {kind, index, precision, threads};
+    PyObject *path_bytes[CASES_MAX_MODELS] = {NULL};
+    const char *model_paths[CASES_MAX_MODELS];
+    segrt_model *models[CASES_MAX_MODELS] = {NULL};
+    Py_ssize_t n = PySequence_Size(paths);
+    PyObject *result = NULL;
+    segrt_status s = SEGRT_OK;
+    /* The window options, as window_run's cfg gives them. */
+    PyObject *roi_seq, *ov_seq;
+    int batch, blend, pad, grid, output, activation;
+    double sigma, pad_value, threshold;
+    unsigned int mirror;
+    unsigned long long max_memory, max_host;
+    int64_t roi[SEGRT_MAX_RANK];
+    int nd = -1;
+    if (n < 1 || n > CASES_MAX_MODELS) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "models: 1 to %d paths", CASES_MAX_MODELS);
+        goto done;
+    }
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKK", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host) ||
+        (nd = parse_dims(roi_seq, "roi", roi)) < 0)
+        goto done;
+    if (nd < 1 || nd > 3 || PySequence_Size(ov_seq) != nd) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "roi: 1 to 3 spatial dims, and one overlap each");
+        goto done;
+    }
+    segrt_window_job_options_init(&jo, nd);
+    for (int d = 0; d < nd; d++) {
+        PyObject *v = PySequence_GetItem(ov_seq, d);
+        jo.overlap[d] = v ? PyFloat_AsDouble(v) : -1;
+        Py_XDECREF(v);
+        if (PyErr_Occurred())
+            goto done;
+        jo.roi[d] = roi[d];
+    }
+    jo.batch = batch;
+    jo.auto_batch = auto_batch;
+    jo.blend = (segrt_window_blend)blend;
+    jo.sigma_scale = sigma;
+    jo.pad = (segrt_window_pad)pad;
+    jo.pad_value = (float)pad_value;
+    jo.grid = (segrt_window_grid)grid;
+    jo.output = (segrt_window_output)output;
+    jo.activation = (segrt_window_activation)activation;
+    jo.threshold = (float)threshold;
+    jo.mirror_axes = mirror;
+    jo.max_memory = max_memory;
+    jo.max_host_memory = max_host;
+    jo.series_uid = series;
+    jo.build = cases_build_engine;
+    jo.build_user = &b;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_GetItem(paths, i);
+        int ok = item && PyUnicode_FSConverter(item, &path_bytes[i]);
+        Py_XDECREF(item);
+        if (!ok)
+            goto done;
+        model_paths[i] = PyBytes_AsString(path_bytes[i]);
+    }
+    segrt_cases_options_init(&co);
+    co.in_dir = PyBytes_AsString(in);
+    co.out_dir = PyBytes_AsString(out);
+    co.extension = ext;
+    co.skip_existing = skip;
+    co.no_prefetch = !prefetch;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    for (Py_ssize_t i = 0; i < n && s == SEGRT_OK; i++)
+        s = segrt_model_load(model_paths[i], &models[i]);
+    if (s == SEGRT_OK)
+        s = segrt_cases_run(&jo, models, model_paths, (size_t)n, &co, &r);
+    PyEval_RestoreThread(ts_);
+    if (s != SEGRT_OK && s != SEGRT_ERROR_CASES_FAILED) {
+        raise_status(s);
+        goto done;
+    }
+    PyObject *failed = PyList_New(0);
+    for (size_t i = 0; failed && i < r.failed; i++) {
+        PyObject *name = PyUnicode_DecodeFSDefault(r.failed_names[i]);
+        if (!name || PyList_Append(failed, name) < 0)
+            Py_CLEAR(failed);
+        Py_XDECREF(name);
+    }
+    if (failed)
+        result =
+            Py_BuildValue("{s:n,s:n,s:n,s:n,s:N,s:d,s:s}", "cases", (Py_ssize_t)r.cases, "done", (Py_ssize_t)r.done,
+                          "skipped", (Py_ssize_t)r.skipped, "failed", (Py_ssize_t)r.failed, "failed_names", failed,
+                          "seconds", r.seconds, "message", s == SEGRT_OK ? "" : segrt_last_error());
+done:
+    for (Py_ssize_t i = 0; i < CASES_MAX_MODELS; i++) {
+        segrt_model_destroy(models[i]);
+        Py_XDECREF(path_bytes[i]);
+    }
+    segrt_cases_report_free(&r);
+    Py_XDECREF(in);
+    Py_XDECREF(out);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"register_torch_stream", mod_register_torch_stream, METH_O,
      "register_torch_stream(fn): fn(device) -> torch's current CUDA stream there, as an int"},
@@ -2488,6 +2636,9 @@ static PyMethodDef module_methods[] = {
     {"window_input_dims", mod_window_input_dims, METH_VARARGS, "window_input_dims(cfg, image_dims) -> dims"},
     {"window_auto_batch", mod_window_auto_batch, METH_VARARGS, "window_auto_batch(engines, cfg, image_dims) -> int"},
     {"window_run", mod_window_run, METH_VARARGS, "window_run(engines, image, cfg, progress) -> (result, stats)"},
+    {"cases_run", mod_cases_run, METH_VARARGS,
+     "cases_run(model_paths, in_dir, out_dir, cfg, kind, index, precision, threads, auto_batch, skip_existing, "
+     "prefetch, extension, series) -> dict"},
     {"compare", mod_compare, METH_VARARGS, "compare(a, b, class_axis) -> dict"},
     {"devices", mod_devices, METH_NOARGS, "CUDA devices: a list of dicts"},
     {"cuda_versions", mod_cuda_versions, METH_NOARGS, "CUDA driver, runtime and cuDNN versions"},

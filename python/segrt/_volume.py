@@ -279,3 +279,51 @@ def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "
             raise ValueError("out: a NIfTI of one volume takes labels; write probabilities with save_volume per "
                              "class or as .npy")
     return result, geo
+
+
+def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir: PathLike,
+              roi: Union[int, Tuple[int, ...]], overlap: Union[float, Tuple[float, ...]] = 0.25,
+              sw_batch: Union[int, str] = "auto", blend: str = "gaussian", output: str = "labels", tta: Any = None,
+              device: Union[str, int] = "cpu", precision: str = "fp32", threads: Optional[int] = None,
+              skip_existing: bool = False, prefetch: bool = True, extension: str = ".nii.gz",
+              series: Optional[str] = None, max_memory: Union[int, str, None] = None,
+              max_host_memory: Union[int, str, None] = None, *, sigma_scale: float = 0.125,
+              padding: str = "constant", pad_value: float = 0.0, grid: str = "monai",
+              activation: Optional[str] = None, threshold: float = 0.5) -> Dict[str, Any]:
+    """Every case of the folder `in_dir` through the model (an .onnx path,
+    or a list of them: an ensemble) with sliding windows, each result
+    written to ``out_dir/CASE.nii.gz`` in the case's own grid, as
+    ``segrt run MODEL -i IN_DIR -o OUT_DIR`` does (segrt_cases_run): NIfTI
+    files (nnU-Net's ``CASE_0000.nii.gz``, ``CASE_0001.nii.gz``... stacked
+    as channels) and subfolders holding a DICOM series are the cases; the
+    engines are built once; the next case is read while one runs (unless
+    not `prefetch`); `skip_existing` skips cases whose result exists;
+    ``out_dir/summary.json`` records each case. The window options are
+    :func:`sliding_window`'s. `out_dir` is created if absent.
+
+    Returns the report: ``cases``, ``done``, ``skipped``, ``failed``,
+    ``failed_names``, ``seconds`` and ``message`` (naming the failed cases;
+    "" when none failed). A failing case does not raise: the others run and
+    the report names it. Errors that stop the job (options, folders, a
+    model that does not load or build) raise."""
+    from ._engine import _PRECISIONS, parse_device
+    from ._window import _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
+    paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
+    n = len(roi) if isinstance(roi, (list, tuple)) else 3
+    rois = tuple(int(r) for r in roi) if isinstance(roi, (list, tuple)) else (int(roi),) * n
+    overlaps = tuple(float(o) for o in overlap) if isinstance(overlap, (list, tuple)) else (float(overlap),) * n
+    for name, value, table in (("blend", blend, _BLENDS), ("padding", padding, _PADS), ("grid", grid, _GRIDS),
+                               ("output", output, _OUTPUTS), ("activation", activation, _ACTIVATIONS),
+                               ("precision", precision, _PRECISIONS)):
+        if value not in table:
+            raise ValueError(f"{name}: want one of {', '.join(str(k) for k in table)}, not {value!r}")
+    auto = sw_batch == "auto"
+    if not auto and (isinstance(sw_batch, bool) or not isinstance(sw_batch, int) or sw_batch < 1):
+        raise ValueError(f"sw_batch: want a number of windows >= 1 or 'auto', not {sw_batch!r}")
+    kind, index = parse_device(device)
+    cfg = (rois, overlaps, 1 if auto else int(sw_batch), _BLENDS[blend], float(sigma_scale), _PADS[padding],
+           float(pad_value), _GRIDS[grid], _OUTPUTS[output], _ACTIVATIONS[activation], float(threshold),
+           _mirror_axes(tta, n), _bytes(max_memory, "max_memory"), _bytes(max_host_memory, "max_host_memory"))
+    os.makedirs(out_dir, exist_ok=True)
+    return _segrt.cases_run(paths, os.fspath(in_dir), os.fspath(out_dir), cfg, kind, index, _PRECISIONS[precision],
+                            int(threads or 0), auto, bool(skip_existing), bool(prefetch), extension, series)

@@ -25,6 +25,7 @@
 #include "io/npy.h"
 #include "io/sink.h"
 #include "io/source.h"
+#include "pipeline/job_window.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
@@ -281,6 +282,12 @@ static sg_status read_volume(const char *path, const segrt_window_job_options *j
     return SEGRT_OK;
 }
 
+sg_status sg_window_job_read_volume(const segrt_window_job_options *o, const char *path, sg_tensor *image,
+                                    sg_source_info *where)
+{
+    return read_volume(path, o, image, where);
+}
+
 /* The image's tensor from its header (data NULL) and the bytes the read
  * holds besides it; a volume's header also into *header where given (its
  * format string is the source's, gone with it: NULL). */
@@ -373,7 +380,7 @@ static bool is_image_output(const char *path)
 
 /* --- the job ------------------------------------------------------------- */
 
-typedef struct job {
+typedef struct sg_window_job {
     const segrt_window_job_options *jo;
     sg_sw_options sw;
     const char *in; /* the image's path */
@@ -397,6 +404,7 @@ typedef struct job {
     sg_source_info prep_in; /* the volume's header */
     segrt_tensor prep_image, prep_scores;
     sg_sw_output prep_output;
+    bool prep_output_saved; /* sw.output asks for scores until prep_back (or the run's reset) */
     norm nm;
     float *scratch; /* the source's rows with alpha, before it is dropped */
     size_t scratch_bytes;
@@ -407,6 +415,19 @@ typedef struct job {
     segrt_engine *engine[JOB_MAX_MODELS];
     segrt_context *ctx[JOB_MAX_MODELS];
     sg_sw_model members[JOB_MAX_MODELS];
+    /* The window input dims the engines were built for (built: they are). */
+    bool built;
+    int64_t built_dims[SEGRT_MAX_RANK];
+    /* A run over a volume the caller read (sg_window_job_run_volume): the
+     * volume, taken by the run; the host bytes the caller holds meanwhile;
+     * whether the host-memory check refused the run. */
+    sg_tensor given;
+    sg_source_info given_where;
+    uint64_t held_elsewhere;
+    bool memory_refused;
+    void (*checked)(void *user);
+    void *checked_user;
+    double seconds_write;
 } job;
 
 static void drop_engines(job *st)
@@ -431,6 +452,7 @@ static void job_free(job *st)
     prep_free_device(&st->prep_image);
     prep_free_device(&st->prep_scores);
     sg_prep_free(st->prep);
+    free(st->given.data);
     sg_sw_image_free(&st->src_rows);
     sg_source_close(st->src);
     free(st->scratch);
@@ -460,6 +482,7 @@ static segrt_status default_build(void *user, const segrt_model *model, const ch
 static sg_status build_members(job *st)
 {
     drop_engines(st);
+    st->built = false; /* until every member is built again */
     int64_t dims[SEGRT_MAX_RANK];
     SG_TRY(sg_sw_input_dims(&st->sw, &st->image, dims));
     segrt_engine_builder build = st->jo->build ? st->jo->build : default_build;
@@ -470,7 +493,21 @@ static sg_status build_members(job *st)
         SG_TRY(segrt_context_create(st->engine[m], &st->ctx[m]));
         st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
     }
+    memcpy(st->built_dims, dims, sizeof dims);
+    st->built = true;
     return SEGRT_OK;
+}
+
+/* Whether the engines built for an earlier image take this one's window
+ * batch: the same input dims (a window of fixed size over any image). */
+static bool engines_fit(const job *st)
+{
+    int64_t dims[SEGRT_MAX_RANK];
+    if (!st->built || sg_sw_input_dims(&st->sw, &st->image, dims) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    return memcmp(dims, st->built_dims, sizeof(int64_t) * (size_t)st->image.rank) == 0;
 }
 
 /* The one place that chooses between the device path and the host path. */
@@ -630,6 +667,13 @@ static sg_status check_result_fits(const job *st, const char *out, int64_t *clas
     return SEGRT_OK;
 }
 
+/* The host bytes of a volume the caller read already, held before the
+ * check: the machine's available memory has them counted out. */
+static uint64_t given_bytes(const job *st)
+{
+    return st->given.data ? (uint64_t)sg_tensor_numel(&st->given) * sizeof(float) : 0;
+}
+
 static const char *limit_name(const job *st)
 {
     return st->jo->max_host_memory_name ? st->jo->max_host_memory_name : "max_host_memory";
@@ -641,7 +685,7 @@ static const char *limit_name(const job *st)
  * accumulators, windows, result, the CPU engines' arenas) against
  * max_host_memory (INVALID_ARGUMENT) and what the machine has
  * (OUT_OF_MEMORY). The paths check again before they allocate. */
-static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extra_bytes)
+static sg_status check_host_memory(job *st, int64_t classes, uint64_t extra_bytes)
 {
     uint64_t networks = 0;
     for (int32_t m = 0; m < st->n; m++) {
@@ -654,7 +698,8 @@ static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extr
     if (s == SEGRT_OK && st->streamed)
         sg_sw_host_need_streamed(&need, st->src_held);
     if (s == SEGRT_OK)
-        s = sg_sw_host_need_check(&st->sw, &need, networks, limit_name(st));
+        s = sg_sw_host_need_check(&st->sw, &need, networks + given_bytes(st), limit_name(st));
+    st->memory_refused = s != SEGRT_OK;
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", st->in);
 }
 
@@ -930,9 +975,14 @@ static sg_status prep_begin(job *st, sg_tensor *shape, uint64_t *extra_bytes)
     for (int32_t a = 0; a < 3; a++)
         shape->dims[2 + a] = md[a];
     st->prep_output = st->sw.output;
+    st->prep_output_saved = true;
     st->sw.output = st->prep_p.result_probs ? SG_SW_OUTPUT_PROBS : SG_SW_OUTPUT_LOGITS;
+    /* A volume the caller read is held already (given_bytes): only the
+     * labels; else the samples as stored while they become float32. */
     uint64_t n = (uint64_t)in->channels * (uint64_t)dims_numel(dims);
-    *extra_bytes = n * (sizeof(float) + segrt_dtype_size(in->dtype)) + 2 * (uint64_t)dims_numel(dims);
+    *extra_bytes = n * sizeof(float) + 2 * (uint64_t)dims_numel(dims);
+    if (!st->given.data)
+        *extra_bytes += n * segrt_dtype_size(in->dtype);
     return SEGRT_OK;
 }
 
@@ -972,7 +1022,13 @@ static sg_status prep_forward(job *st)
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s: ", st->in);
     sg_tensor vol;
-    SG_TRY(read_volume(st->in, st->jo, &vol, &st->where));
+    if (st->given.data) { /* the caller's volume, taken */
+        vol = st->given;
+        st->where = st->given_where;
+        memset(&st->given, 0, sizeof st->given);
+    } else {
+        SG_TRY(read_volume(st->in, st->jo, &vol, &st->where));
+    }
     if (vol.rank != 5 || vol.dims[1] != in->channels || vol.dims[2] != dims[0] || vol.dims[3] != dims[1] ||
         vol.dims[4] != dims[2]) {
         free(vol.data);
@@ -1025,6 +1081,17 @@ static sg_status prep_back(job *st)
     memcpy(st->result.dims, labels.dims, sizeof st->result.dims);
     st->result.data = labels.data;
     st->sw.output = st->prep_output;
+    st->prep_output_saved = false;
+    return SEGRT_OK;
+}
+
+/* The volume the caller read (sg_window_job_run_volume), taken as the
+ * job's image, as read_volume would have read it. */
+static sg_status take_given(job *st)
+{
+    st->image = st->given;
+    st->where = st->given_where;
+    memset(&st->given, 0, sizeof st->given);
     return SEGRT_OK;
 }
 
@@ -1035,8 +1102,16 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
      * engine is built. */
     sg_tensor shape;
     uint64_t extra_bytes;
-    st->volume = is_volume(st->in);
-    SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes, &st->prep_in));
+    if (st->given.data) { /* a volume the caller read: its header is the tensor's */
+        st->volume = true;
+        shape = st->given;
+        shape.data = NULL;
+        extra_bytes = 0;
+        st->prep_in = st->given_where;
+    } else {
+        st->volume = is_volume(st->in);
+        SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes, &st->prep_in));
+    }
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
@@ -1074,8 +1149,13 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     /* The engines are built for the window from the image's header; the
      * image is read once they are, and the memory check passed. */
     st->image = shape;
-    SG_TRY(build_members(st));
-    if (jo->auto_batch) {
+    /* Built once while the window's input dims stay (a folder's cases). */
+    bool build = !engines_fit(st);
+    if (build && jo->auto_batch)
+        st->sw.sw_batch = 1; /* the estimate starts from engines for one window */
+    if (build)
+        SG_TRY(build_members(st));
+    if (build && jo->auto_batch) {
         segrt_engine_info info;
         if (segrt_engine_get_info(st->engine[0], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CUDA) {
             int32_t b = auto_batch(st, info.device_index);
@@ -1088,11 +1168,14 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     int64_t classes = 0;
     SG_TRY(check_result_fits(st, out, &classes));
     SG_TRY(open_stream(st, overlay != NULL));
-    SG_TRY(check_host_memory(st, classes, st->streamed ? 0 : extra_bytes + prep_host_scratch(st, classes)));
+    SG_TRY(check_host_memory(st, classes,
+                             (st->streamed ? 0 : extra_bytes + prep_host_scratch(st, classes)) + st->held_elsewhere));
+    if (st->checked)
+        st->checked(st->checked_user);
     if (st->prep) {
         SG_TRY(prep_forward(st));
     } else if (st->volume) {
-        SG_TRY(read_volume(st->in, jo, &st->image, &st->where));
+        SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (!st->streamed) {
@@ -1127,10 +1210,117 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     r->seconds = now_s() - t0;
     fill_report(st, &stats, on_device, r);
     bool write_failed = false;
+    double tw = now_s();
     s = write_result(result, &st->result, st, &write_failed);
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
+    st->seconds_write = now_s() - tw;
     r->write_failed = write_failed;
+    return s;
+}
+
+sg_status sg_window_job_create(const segrt_window_job_options *o, segrt_model *const *models,
+                               const char *const *model_paths, size_t n_models, sg_window_job **out)
+{
+    *out = NULL;
+    if (n_models < 1 || n_models > JOB_MAX_MODELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
+                        JOB_MAX_MODELS);
+    job *st = sg_calloc(1, sizeof *st);
+    if (!st)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
+    st->jo = o;
+    st->model = models;
+    st->n = (int32_t)n_models;
+    sg_status s = SEGRT_OK;
+    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
+        if (!models[m])
+            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
+        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
+    }
+    if (s == SEGRT_OK)
+        s = job_sw_options(o, &st->sw);
+    if (s != SEGRT_OK) {
+        sg_window_job_free(st);
+        return s;
+    }
+    *out = st;
+    return SEGRT_OK;
+}
+
+void sg_window_job_free(sg_window_job *st)
+{
+    if (!st)
+        return;
+    job_free(st);
+    free(st);
+}
+
+/* What one run leaves that the next must not see; the engines stay. */
+static void job_reset_run(job *st)
+{
+    prep_free_device(&st->prep_image);
+    prep_free_device(&st->prep_scores);
+    sg_prep_free(st->prep);
+    st->prep = NULL;
+    if (st->prep_output_saved) /* a run that failed between prep_begin and prep_back */
+        st->sw.output = st->prep_output;
+    st->prep_output_saved = false;
+    memset(&st->prep_in, 0, sizeof st->prep_in);
+    sg_sw_image_free(&st->src_rows);
+    sg_source_close(st->src);
+    st->src = NULL;
+    memset(&st->rows, 0, sizeof st->rows);
+    st->streamed = false;
+    st->src_held = 0;
+    sg_image_free(&st->pixels);
+    memset(&st->pixels, 0, sizeof st->pixels);
+    free(st->image.data);
+    free(st->result.data);
+    free(st->given.data);
+    memset(&st->image, 0, sizeof st->image);
+    memset(&st->result, 0, sizeof st->result);
+    memset(&st->given, 0, sizeof st->given);
+    memset(&st->where, 0, sizeof st->where);
+    memset(&st->nm, 0, sizeof st->nm);
+    st->held_elsewhere = 0;
+    st->memory_refused = false;
+    st->checked = NULL;
+    st->checked_user = NULL;
+    st->seconds_write = 0.0;
+}
+
+sg_status sg_window_job_run_volume(sg_window_job *st, const char *name, sg_tensor *image, const sg_source_info *where,
+                                   sg_output *result, segrt_window_job_report *report, sg_window_run_more *more)
+{
+    segrt_window_job_report scratch;
+    segrt_window_job_report *r = report ? report : &scratch;
+    memset(r, 0, sizeof *r);
+    job_reset_run(st);
+    st->given = *image;
+    memset(image, 0, sizeof *image);
+    st->given_where = *where;
+    st->given_where.format = NULL;
+    st->in = name;
+    if (more) {
+        st->held_elsewhere = more->held_elsewhere;
+        st->checked = more->checked;
+        st->checked_user = more->checked_user;
+    }
+    sg_status s = SEGRT_OK;
+    if (!st->given.data || st->given.dtype != SEGRT_DTYPE_FLOAT32)
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a volume run takes a float32 volume read whole", name);
+    if (s == SEGRT_OK)
+        s = job_run(st, result, NULL, r);
+    if (more) {
+        more->memory_refused = s != SEGRT_OK && st->memory_refused;
+        more->seconds_write = st->seconds_write;
+        if (more->memory_refused && st->given.data) { /* not taken: the caller's for another try */
+            *image = st->given;
+            memset(&st->given, 0, sizeof st->given);
+        }
+    }
+    job_reset_run(st); /* the volume and result go now, not with the next run */
     return s;
 }
 
@@ -1144,27 +1334,10 @@ segrt_status segrt_window_job_run(const segrt_window_job_options *o, segrt_model
     if (!o || !models || !image_path || !result)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "segrt_window_job_run: options, models, image_path and result must not be NULL");
-    if (n_models < 1 || n_models > JOB_MAX_MODELS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
-                        JOB_MAX_MODELS);
-    job *st = sg_calloc(1, sizeof *st);
-    if (!st)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
-    st->jo = o;
+    job *st;
+    SG_TRY(sg_window_job_create(o, models, model_paths, n_models, &st));
     st->in = image_path;
-    st->model = models;
-    st->n = (int32_t)n_models;
-    sg_status s = SEGRT_OK;
-    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
-        if (!models[m])
-            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
-        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
-    }
-    if (s == SEGRT_OK)
-        s = job_sw_options(o, &st->sw);
-    if (s == SEGRT_OK)
-        s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
-    job_free(st);
-    free(st);
+    sg_status s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
+    sg_window_job_free(st);
     return s;
 }

@@ -312,3 +312,23 @@ def test_two_channels_with_a_scheme_each(ct, tmp_path):
     p = run(tmp_path / "two.onnx", tmp_path / "two.nii.gz", tmp_path / "c.nii.gz", *common, "--intensity", "zscore",
             "--intensity", "zscore", "--intensity", "zscore", check=2)
     assert "3" in p.stderr and "2" in p.stderr, p.stderr
+
+
+def test_folder_of_cases_preprocessed(ct, tmp_path):
+    """segrt run -i IN_DIR -o OUT_DIR with preprocessing options: each case
+    (read ahead by the folder job) gives the single job's labels."""
+    import shutil
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for name in ("a_0000.nii.gz", "b_0000.nii.gz"):
+        shutil.copy(ct["path"], cases / name)
+    plain = conv_model(tmp_path / "plain.onnx")
+    args = ["--roi", "16,16,16", "--orientation", "RAS", "--spacing", "2", "--intensity", "ct:-10000,10000,40,10"]
+    run(plain, ct["path"], tmp_path / "one.nii.gz", *args)
+    p = subprocess.run([SEGRT, "run", str(plain), "-i", str(cases), "-o", str(tmp_path / "out"), *args],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr + p.stdout
+    want = labels_of(tmp_path / "one.nii.gz", ct["affine"])
+    for name in ("a", "b"):
+        assert np.array_equal(labels_of(tmp_path / "out" / f"{name}.nii.gz", ct["affine"]), want)
+    assert_world(want, ct["d"] > 0, ct["d"])
