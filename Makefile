@@ -45,7 +45,7 @@ test-asan: deps
 fuzz: deps
 	@CC=clang CXX=clang++ $(CONFIGURE) -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEGRT_FUZZ=ON \
 	    -DSEGRT_CUDA=OFF -DSEGRT_TESTS=OFF >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_onnx fuzz_npy fuzz_image fuzz_engine fuzz_volume
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_onnx fuzz_npy fuzz_image fuzz_engine fuzz_volume fuzz_prep
 	.venv/bin/python tests/models/make_models.py $(FUZZ_BUILD)/test-models
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_BUILD)/test-models
 

@@ -1218,6 +1218,15 @@ SEGRT_API void segrt_preprocess_init(segrt_preprocess *p);
  * and the value that cannot be read, INVALID_ARGUMENT (NULL). */
 SEGRT_API segrt_status segrt_preprocess_from_model(const segrt_model *model, segrt_preprocess *p, int32_t *declared);
 
+/* Sets one setting of p from its text, as the metadata key
+ * segrt.preprocess.KEY and `segrt run`'s options write it
+ * (docs/preprocess.md): KEY is orientation, spacing, transpose, crop,
+ * crop_margin, intensity, intensity_first, image_interp, result_interp,
+ * image_interp_z, result_interp_z, result_probs, grid or anisotropy.
+ * Errors: INVALID_ARGUMENT naming the key and the value (an unknown key,
+ * a malformed or out-of-range value; p is then unchanged). */
+SEGRT_API segrt_status segrt_preprocess_set(segrt_preprocess *p, const char *key, const char *value);
+
 /* ---------------------------------------------------------------------
  * A sliding-window job from files: an image (.npy, PNG, JPEG, TIFF) in,
  * the result (.npy, or a label map as PNG/TIFF) and an overlay picture
@@ -1293,6 +1302,26 @@ typedef struct segrt_window_job_options {
  * overlap 0.25, one window a run, constant blend (sigma scale 0.125),
  * constant padding with 0, MONAI's grid, logits; everything else 0/NULL. */
 SEGRT_API void segrt_window_job_options_init(segrt_window_job_options *o, int32_t spatial_dims);
+
+/* The preprocessing and window options of an nnU-Net v2 model folder's
+ * configuration, as nnU-Net's predictor runs it: DIR/plans.json's
+ * configurations[config] (its inherits_from chain followed) and
+ * DIR/dataset.json. p is filled from segrt_preprocess_init's (transpose,
+ * spacing, crop to non-zero, the normalisation schemes per channel with
+ * the foreground intensity properties, intensities before resampling,
+ * interpolation orders and the separate-z rule, nnU-Net's grid); o (may
+ * be NULL) from segrt_window_job_options_init's for 3 dims: roi =
+ * patch_size, overlap 0.5, Gaussian blend with sigma scale 1/8, nnU-Net's
+ * window grid, mirroring along every axis, softmax labels. A caller that
+ * wants other window options sets them afterwards. p->source is a static
+ * string. Errors name the file and the key: IO (a file missing or
+ * unreadable), INVALID_MODEL (malformed JSON or a value of the wrong kind),
+ * UNSUPPORTED (a 2-D configuration, a normalisation scheme, resampling
+ * function or image reader segrt lacks, region-based labels),
+ * INVALID_ARGUMENT (NULL; config not among the configurations, which the
+ * message lists). */
+SEGRT_API segrt_status segrt_preprocess_from_nnunet(const char *dir, const char *config, segrt_preprocess *p,
+                                                    segrt_window_job_options *o);
 
 /* What segrt_window_job_run will read: the image as the job takes it
  * (float32 N x C x spatial; an image file as 1 x C x [depth x] height x

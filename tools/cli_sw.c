@@ -89,6 +89,11 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
     int k;
     double f;
     int64_t n;
+    int taken = cli_prep_option(&o->prep, argc, argv, i);
+    if (taken) {
+        o->any |= taken > 0;
+        return taken;
+    }
     if (strcmp(a, "--roi") == 0) {
         if (!v || (o->n_roi = parse_ints(v, o->roi)) < 1)
             return cli_usage_error("--roi wants 1 to %d window sizes such as 96,96,96", CLI_SW_MAX_DIMS), -1;
@@ -142,6 +147,7 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || (k = pick(v, blends, 2)) < 0)
             return cli_usage_error("--blend wants constant or gaussian"), -1;
         o->sw.blend = (segrt_window_blend)k;
+        o->blend_set = true;
     } else if (strcmp(a, "--sigma-scale") == 0) {
         if (!v || !parse_float(v, &f) || !(f > 0))
             return cli_usage_error("--sigma-scale wants a number > 0"), -1;
@@ -160,6 +166,7 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || (k = pick(v, grids, 2)) < 0)
             return cli_usage_error("--grid wants monai or nnunet"), -1;
         o->sw.grid = (segrt_window_grid)k;
+        o->grid_set = true;
     } else if (strcmp(a, "--output-kind") == 0) {
         if (!v || !cli_sw_output_kind(o, v))
             return cli_usage_error("--output-kind wants logits, probs or labels"), -1;
@@ -168,10 +175,16 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
             return cli_usage_error("--activation wants softmax, sigmoid or none"), -1;
         o->sw.activation = (segrt_window_activation)k;
     } else if (strcmp(a, "--tta") == 0) {
-        if (!v || strncmp(v, "mirror", 6) != 0 || (v[6] && v[6] != '='))
-            return cli_usage_error("--tta wants mirror or mirror=AXES (spatial axes such as 0,2)"), -1;
-        o->tta_all = v[6] == '\0';
+        o->tta_set = true;
         o->n_tta_axes = 0;
+        o->tta_all = false;
+        if (v && strcmp(v, "none") == 0) {
+            ++*i;
+            return 1;
+        }
+        if (!v || strncmp(v, "mirror", 6) != 0 || (v[6] && v[6] != '='))
+            return cli_usage_error("--tta wants mirror, mirror=AXES (spatial axes such as 0,2) or none"), -1;
+        o->tta_all = v[6] == '\0';
         if (!o->tta_all && (o->n_tta_axes = parse_ints(v + 7, o->tta_axes)) < 1)
             return cli_usage_error("--tta mirror=AXES wants spatial axes such as 0,2"), -1;
     } else if (strcmp(a, "--model") == 0) {
@@ -210,7 +223,7 @@ static int check_applicable(const cli_sw_opts *so, const cli_engine_opts *eo, bo
                                    cuda_only);
     }
     const segrt_window_job_options *o = &so->sw;
-    if (so->sigma_set && o->blend != SEGRT_WINDOW_BLEND_GAUSSIAN)
+    if (so->sigma_set && o->blend != SEGRT_WINDOW_BLEND_GAUSSIAN && !so->prep.nnunet_dir)
         return cli_usage_error("--sigma-scale applies to --blend gaussian (the blend is constant)");
     if (so->pad_value_set && o->pad != SEGRT_WINDOW_PAD_CONSTANT)
         return cli_usage_error("--pad-value applies to --pad constant, not the padding asked for");
@@ -404,6 +417,43 @@ static void print_summary(const char *in, const char *out, const cli_engine_opts
                r->times.setup, r->times.run, r->times.uploading, r->times.waiting, r->times.downloading);
 }
 
+/* A volume's preprocessing (cli_prep.c; in NULL: a folder's cases) and
+ * what it implies for the window: an nnU-Net folder's window options where
+ * the command line gave none, and labels by default wherever something is
+ * preprocessed (the scores would lie in the model's grid, not the
+ * volume's). */
+static int volume_preprocessing(cli_sw_opts *so, const segrt_model *model, const char *in)
+{
+    segrt_window_job_options nn;
+    bool nnunet, declared;
+    int rc = cli_prep_resolve(&so->prep, model, in, &nn, &nnunet, &declared);
+    if (rc != CLI_OK)
+        return rc;
+    if (nnunet) {
+        if (!so->on) {
+            so->n_roi = 3;
+            memcpy(so->roi, nn.roi, sizeof so->roi);
+            so->on = true;
+        }
+        if (so->n_overlap == 0) {
+            so->n_overlap = 1;
+            so->overlap[0] = nn.overlap[0];
+        }
+        if (!so->blend_set)
+            so->sw.blend = nn.blend;
+        if (!so->sigma_set)
+            so->sw.sigma_scale = nn.sigma_scale;
+        if (!so->grid_set)
+            so->sw.grid = nn.grid;
+        if (!so->tta_set)
+            so->tta_all = nn.mirror_axes != 0;
+    }
+    if (declared && !so->output_set)
+        so->sw.output = SEGRT_WINDOW_OUTPUT_LABELS;
+    so->sw.preprocess = declared || so->prep.no_preprocess ? &so->prep.p : NULL;
+    return CLI_OK;
+}
+
 static int sw_run(sw_state *st, const char *model, const char *in, const char *out, cli_sw_opts *so,
                   const cli_engine_opts *eo, bool quiet, cli_files *files)
 {
@@ -439,7 +489,8 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
         if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1])) != CLI_OK)
             return rc;
     segrt_tensor shape;
-    if ((rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK)
+    if ((rc = volume_preprocessing(so, st->model[0], in)) != CLI_OK ||
+        (rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK)
         return rc;
     if ((s = segrt_window_job_probe_with(&so->sw, in, &shape, NULL)) != SEGRT_OK)
         return cli_fail(s);
@@ -570,7 +621,8 @@ static int cases_run(sw_state *st, const char *model, const char *in_dir, const 
     for (int32_t m = 0; m <= so->n_models; m++)
         if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1])) != CLI_OK)
             return rc;
-    if ((rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK)
+    if ((rc = volume_preprocessing(so, st->model[0], NULL)) != CLI_OK ||
+        (rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK)
         return rc;
     int32_t rank = 0;
     if ((rc = model_rank(st, &rank)) != CLI_OK)

@@ -5,6 +5,7 @@
 #define SEGRT_CLI_SW_H
 
 #include "cli_engine.h"
+#include "cli_prep.h"
 
 #define CLI_SW_MAX_MODELS 16
 #define CLI_SW_MAX_DIMS 3 /* spatial dims of a window */
@@ -28,6 +29,9 @@ typedef struct cli_sw_opts {
     bool raw_input;             /* --raw-input: no normalisation of image files */
     /* Given on the command line, for the check that each applies. */
     bool accumulate_set, sigma_set, pad_value_set, threshold_set;
+    /* ... and those an nnU-Net folder's window options must not override. */
+    bool blend_set, grid_set, tta_set;
+    cli_prep_opts prep; /* a volume's preprocessing */
 } cli_sw_opts;
 
 #define CLI_SW_USAGE                                                                                  \
@@ -64,7 +68,7 @@ typedef struct cli_sw_opts {
     "  --output logits|probs|labels  what is written (default logits; also --output-kind)\n"     \
     "  --activation softmax|sigmoid|none  for probs and labels (default softmax)\n"              \
     "  --threshold T             sigmoid labels: probability above T (default 0.5)\n"               \
-    "  --tta mirror[=AXES]       also run each window mirrored along every combination of the\n"   \
+    "  --tta mirror[=AXES]|none  also run each window mirrored along every combination of the\n"   \
     "                            spatial axes (or AXES, e.g. 0,2) and average (nnU-Net's)\n"       \
     "  --model OTHER.onnx        an ensemble: average with MODEL per window (repeatable)\n"        \
     "A progress line goes to stderr when it is a terminal (not with --quiet); a summary line to\n"    \

@@ -18,7 +18,7 @@ static const char run_usage[] =
     "       segrt run MODEL -i IN_DIR -o OUT_DIR [--continue] [--no-prefetch] [sliding-window options]\n"
     "Inputs and outputs are matched by NAME, or by position when no name is given.\n"
     "MODEL is an .onnx file (on CUDA, built through the plan cache) or a plan from `segrt build`.\n"
-    CLI_ENGINE_USAGE CLI_SW_USAGE CLI_CASES_USAGE;
+    CLI_ENGINE_USAGE CLI_SW_USAGE CLI_PREP_USAGE CLI_CASES_USAGE;
 
 #define MAX_IO 64
 
@@ -265,6 +265,8 @@ int cmd_run(int argc, char **argv)
     /* An image file is always a sliding-window job: the window then comes
      * from --roi or the model's metadata. */
     bool image_in = n_ins == 1 && !ins[0].name && cli_is_image_file(ins[0].path);
+    /* So is a volume (NIfTI, DICOM). */
+    bool volume_in = n_ins == 1 && !ins[0].name && cli_prep_is_volume(ins[0].path);
     /* Named as a picture but not one by its bytes: the reader says what it
      * is (empty, not a regular file, not PNG, JPEG or TIFF), rather than
      * the run going on to read it as an array. */
@@ -273,9 +275,9 @@ int cmd_run(int argc, char **argv)
         segrt_status s = segrt_image_probe(ins[0].path, &info);
         return cli_fail(s != SEGRT_OK ? s : SEGRT_ERROR_INTERNAL);
     }
-    if (so.any && !so.on && !image_in)
+    if (so.any && !so.on && !image_in && !volume_in)
         return cli_usage_error("run: sliding-window options need --roi (or an image file)");
-    if (so.on || image_in) {
+    if (so.on || image_in || volume_in) {
         if (n_ins != 1 || n_outs != 1)
             return cli_usage_error("run: a sliding-window job takes one image and one -o OUT, not %d and %d", n_ins,
                                    n_outs);

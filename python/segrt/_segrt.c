@@ -2215,6 +2215,181 @@ static PyObject *mod_dicom_series(PyObject *mod, PyObject *args)
     return out;
 }
 
+/* --- a volume's preprocessing (segrt.run_volume(..., preprocess=...)) ----------------- */
+
+/* preprocess_from_nnunet(dir, config) -> (settings dict, window dict): the
+ * fields of segrt_preprocess_from_nnunet's results, for _volume.py to write
+ * as segrt_preprocess_set's text. */
+static PyObject *mod_preprocess_from_nnunet(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *dir, *config;
+    if (!PyArg_ParseTuple(args, "ss", &dir, &config))
+        return NULL;
+    segrt_preprocess p;
+    segrt_window_job_options o;
+    segrt_status s = segrt_preprocess_from_nnunet(dir, config, &p, &o);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    PyObject *chan = PyList_New(0);
+    for (int32_t c = 0; chan && c < p.n_intensity; c++) {
+        const segrt_intensity *in = &p.intensity[c];
+        PyObject *t = Py_BuildValue("(iddddiddddi)", (int)in->kind, in->lo, in->hi, in->mean, in->std, (int)in->masked,
+                                    in->a_min, in->a_max, in->b_min, in->b_max, (int)in->clip);
+        if (!t || PyList_Append(chan, t) < 0)
+            Py_CLEAR(chan);
+        Py_XDECREF(t);
+    }
+    if (!chan)
+        return NULL;
+    return Py_BuildValue(
+        "({s:(iii),s:s,s:i,s:N,s:i,s:(ddd),s:i,s:i,s:i,s:i,s:i,s:d,s:i},{s:(LLL),s:(ddd),s:i,s:d,"
+        "s:i,s:I,s:i,s:i})",
+        "transpose", p.transpose[0], p.transpose[1], p.transpose[2], "orientation", p.orientation, "crop", (int)p.crop,
+        "intensity", chan, "intensity_first", p.intensity_first, "spacing", p.spacing[0], p.spacing[1], p.spacing[2],
+        "grid", (int)p.grid, "image_interp", (int)p.image_interp, "result_interp", (int)p.result_interp,
+        "image_interp_z", (int)p.image_interp_z, "result_interp_z", (int)p.result_interp_z, "anisotropy", p.anisotropy,
+        "result_probs", p.result_probs, "roi", (long long)o.roi[0], (long long)o.roi[1], (long long)o.roi[2], "overlap",
+        o.overlap[0], o.overlap[1], o.overlap[2], "blend", (int)o.blend, "sigma_scale", o.sigma_scale, "grid",
+        (int)o.grid, "mirror_axes", o.mirror_axes, "output", (int)o.output, "activation", (int)o.activation);
+}
+
+typedef struct volume_build {
+    int kind, index, precision, threads;
+} volume_build;
+
+static segrt_status volume_builder(void *user, const segrt_model *model, const char *input, int32_t rank,
+                                   const int64_t *dims, segrt_engine **out)
+{
+    const volume_build *b = user;
+    segrt_build_options *opts = NULL;
+    segrt_status s = segrt_build_options_create(&opts);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_device(opts, b->kind ? SEGRT_DEVICE_CUDA : SEGRT_DEVICE_CPU, b->index);
+    if (s == SEGRT_OK && b->kind)
+        s = segrt_build_options_set_precision(opts, (segrt_precision)b->precision);
+    if (s == SEGRT_OK && b->threads > 0)
+        s = segrt_build_options_set_threads(opts, b->threads);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_shape(opts, input, rank, dims);
+    if (s == SEGRT_OK)
+        s = segrt_engine_build(model, opts, out);
+    segrt_build_options_destroy(opts);
+    return s;
+}
+
+/* volume_job(model_paths, (kind, index, precision, threads), image, series, out, cfg, base, settings)
+ * -> networks' image dims: segrt_window_job_run over a volume file into out
+ * (committed), preprocessed from base ("model": the first model's
+ * metadata, "none": nothing) with settings ((key, text), ...) over it. cfg
+ * as window_options'. */
+static PyObject *mod_volume_job(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *paths_seq, *cfg, *settings;
+    const char *image, *series, *out_path, *base;
+    volume_build b;
+    if (!PyArg_ParseTuple(args, "O(iiii)szsOsO", &paths_seq, &b.kind, &b.index, &b.precision, &b.threads, &image,
+                          &series, &out_path, &cfg, &base, &settings))
+        return NULL;
+    segrt_window_options *wo = window_options(cfg); /* checks cfg; the job takes its own struct */
+    if (!wo)
+        return NULL;
+    segrt_window_options_destroy(wo);
+    PyObject *roi_seq, *ov_seq;
+    int batch, blend, pad, grid, output, activation;
+    double sigma, pad_value, threshold;
+    unsigned int mirror;
+    unsigned long long max_memory, max_host;
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKK", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host))
+        return NULL;
+    segrt_window_job_options o;
+    segrt_window_job_options_init(&o, 3);
+    if (parse_dims(roi_seq, "roi", o.roi) != 3) {
+        PyErr_SetString(PyExc_ValueError, "roi: a volume job has 3 spatial dims");
+        return NULL;
+    }
+    for (int d = 0; d < 3; d++) {
+        PyObject *v = PySequence_GetItem(ov_seq, d);
+        o.overlap[d] = v ? PyFloat_AsDouble(v) : -1;
+        Py_XDECREF(v);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    o.batch = batch;
+    o.blend = (segrt_window_blend)blend;
+    o.sigma_scale = sigma;
+    o.pad = (segrt_window_pad)pad;
+    o.pad_value = (float)pad_value;
+    o.grid = (segrt_window_grid)grid;
+    o.output = (segrt_window_output)output;
+    o.activation = (segrt_window_activation)activation;
+    o.threshold = (float)threshold;
+    o.mirror_axes = mirror;
+    o.max_memory = max_memory;
+    o.max_host_memory = max_host;
+    o.series_uid = series;
+    o.build = volume_builder;
+    o.build_user = &b;
+    segrt_preprocess p;
+    segrt_status s = SEGRT_OK;
+    segrt_model *models[16] = {NULL};
+    const char *names[16];
+    Py_ssize_t n = PySequence_Size(paths_seq);
+    if (n < 1 || n > 16) {
+        PyErr_SetString(PyExc_ValueError, "a volume job takes 1 to 16 models");
+        return NULL;
+    }
+    PyObject *held_names[16] = {NULL};
+    for (Py_ssize_t m = 0; m < n && s == SEGRT_OK; m++) {
+        held_names[m] = PySequence_GetItem(paths_seq, m);
+        names[m] = held_names[m] ? PyUnicode_AsUTF8AndSize(held_names[m], NULL) : NULL;
+        if (!names[m])
+            break;
+        s = segrt_model_load(names[m], &models[m]);
+    }
+    if (!PyErr_Occurred() && s == SEGRT_OK) {
+        if (strcmp(base, "none") == 0)
+            segrt_preprocess_init(&p);
+        else
+            s = segrt_preprocess_from_model(models[0], &p, NULL);
+    }
+    Py_ssize_t n_set = PyErr_Occurred() ? 0 : PySequence_Size(settings);
+    for (Py_ssize_t k = 0; !PyErr_Occurred() && s == SEGRT_OK && k < n_set; k++) {
+        const char *key, *value;
+        PyObject *item = PySequence_GetItem(settings, k);
+        if (item && PyArg_ParseTuple(item, "ss", &key, &value))
+            s = segrt_preprocess_set(&p, key, value);
+        Py_XDECREF(item);
+    }
+    o.preprocess = &p;
+    segrt_output *res = NULL;
+    segrt_window_job_report r;
+    memset(&r, 0, sizeof r);
+    if (!PyErr_Occurred() && s == SEGRT_OK)
+        s = segrt_output_open(out_path, &res);
+    if (!PyErr_Occurred() && s == SEGRT_OK) {
+        PyThreadState *ts_ = PyEval_SaveThread();
+        s = segrt_window_job_run(&o, models, names, (size_t)n, image, res, NULL, &r);
+        if (s == SEGRT_OK)
+            s = segrt_output_commit(res);
+        else
+            segrt_output_discard(res);
+        PyEval_RestoreThread(ts_);
+    }
+    for (Py_ssize_t m = 0; m < n; m++) {
+        segrt_model_destroy(models[m]);
+        Py_XDECREF(held_names[m]);
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    return Py_BuildValue("(LLLLL)", (long long)r.image.dims[0], (long long)r.image.dims[1], (long long)r.image.dims[2],
+                         (long long)r.image.dims[3], (long long)r.image.dims[4]);
+}
+
 static PyObject *mod_devices(PyObject *mod, PyObject *unused)
 {
     (void)mod;
@@ -2450,6 +2625,10 @@ static PyMethodDef module_methods[] = {
     {"dicom_seg_save", mod_dicom_seg_save, METH_VARARGS,
      "dicom_seg_save(path, labels, series_path, series_uid, allow_uneven, names)"},
     {"dicom_series", mod_dicom_series, METH_VARARGS, "dicom_series(path) -> list of dicts"},
+    {"preprocess_from_nnunet", mod_preprocess_from_nnunet, METH_VARARGS,
+     "preprocess_from_nnunet(dir, config) -> (settings, window)"},
+    {"volume_job", mod_volume_job, METH_VARARGS,
+     "volume_job(paths, build, image, series, out, cfg, base, settings) -> image dims"},
     {"empty_cache", mod_empty_cache, METH_NOARGS, "frees the device blocks kept for the next results"},
     {"register_errors", mod_register_errors, METH_O, "register_errors(classes): the exception class per status"},
     {"build", mod_build, METH_VARARGS, "build(path, kind, index, precision, shapes, cache_dir, use_cache, threads)"},

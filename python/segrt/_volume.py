@@ -116,18 +116,154 @@ def dicom_series(path: PathLike) -> List[Dict[str, Any]]:
     return _segrt.dicom_series(os.fspath(path))
 
 
+_INTENSITY_KINDS = ("none", "ct", "zscore", "range", "rescale01")
+_INTERPS = ("nearest", "linear", "cubic")
+_CROPS = ("none", "nonzero", "threshold")
+
+
+def _num(v: float) -> str:
+    return repr(float(v))
+
+
+def preprocess_from_nnunet(model_dir: PathLike, config: str) -> Tuple[Dict[str, str], Dict[str, Any]]:
+    """The preprocessing and window options of an nnU-Net v2 model folder
+    (its plans.json and dataset.json) for configuration `config` (e.g.
+    ``"3d_fullres"``), as nnU-Net's predictor runs it. Returns
+    ``(preprocess, window)``: `preprocess` is a dict of settings (the
+    segrt.preprocess.* keys of docs/preprocess.md, as text) for
+    ``run_volume(..., preprocess=...)``; `window` the keyword arguments of
+    the window (roi, overlap, blend, sigma_scale, grid, tta), which the
+    caller may change. Errors name the file and the key."""
+    p, w = _segrt.preprocess_from_nnunet(os.fspath(model_dir), str(config))
+    chans = []
+    for kind, lo, hi, mean, std, masked, a_min, a_max, b_min, b_max, clip in p["intensity"]:
+        name = _INTENSITY_KINDS[kind]
+        if name == "ct":
+            name = "ct:" + ",".join(map(_num, (lo, hi, mean, std)))
+        elif name == "zscore" and masked:
+            name = "zscore:masked"
+        elif name == "range":
+            name = "range:" + ",".join(map(_num, (a_min, a_max, b_min, b_max))) + (",clip" if clip else "")
+        chans.append(name)
+    settings = {
+        "transpose": ",".join(map(str, p["transpose"])),
+        "orientation": p["orientation"] or "none",
+        "crop": _CROPS[p["crop"]],
+        "intensity": ";".join(chans) or "none",
+        "intensity_first": str(p["intensity_first"]),
+        "spacing": ",".join(map(_num, p["spacing"])) if any(p["spacing"]) else "none",
+        "grid": "nnunet" if p["grid"] == 0 else "monai",
+        "image_interp": _INTERPS[p["image_interp"]],
+        "image_interp_z": _INTERPS[p["image_interp_z"]],
+        "result_interp": _INTERPS[p["result_interp"]],
+        "result_interp_z": _INTERPS[p["result_interp_z"]],
+        "result_probs": str(p["result_probs"]),
+        "anisotropy": _num(p["anisotropy"]),
+    }
+    window = {"roi": tuple(w["roi"]), "overlap": w["overlap"][0], "blend": "gaussian" if w["blend"] else "constant",
+              "sigma_scale": w["sigma_scale"], "grid": "nnunet" if w["grid"] else "monai",
+              "tta": "mirror" if w["mirror_axes"] else None}
+    return settings, window
+
+
+def _setting_text(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return _num(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and key == "intensity":
+        return ";".join(_setting_text(key, v) for v in value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return ",".join(_setting_text(key, v) for v in value)
+    raise TypeError(f"preprocess[{key!r}]: want text, a number or a list of numbers, not {value!r}")
+
+
+def _run_preprocessed(engines: List[Any], path: str, roi: Any, output: str, out: Optional[PathLike],
+                      series: Optional[str], preprocess: Any, window: Dict[str, Any]) -> Tuple[Any, Geometry]:
+    """run_volume's job with preprocessing: segrt_window_job_run over the
+    models' files (built as the first engine was), the labels written as
+    NIfTI in the volume's grid and read back."""
+    import tempfile
+    from ._engine import _PRECISIONS, parse_device
+    from ._window import _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
+    if isinstance(preprocess, str) and preprocess in ("model", "none"):
+        base, settings = preprocess, {}
+    elif isinstance(preprocess, dict):
+        base, settings = "model", preprocess
+    else:
+        raise TypeError(f"preprocess: want a dict of settings, 'model' or 'none', not {preprocess!r}")
+    items = tuple((str(k), _setting_text(str(k), v)) for k, v in settings.items())
+    if any(e._source is None for e in engines):
+        raise ValueError("preprocess: the job builds its engines from the models' ONNX files; give engines of "
+                         "ONNX models, not plan files")
+    src, device, precision, cache_dir, threads = engines[0]._source
+    kind, index = parse_device("cpu" if device is None else device)
+    unknown = set(window) - {"overlap", "sw_batch", "blend", "tta", "max_memory", "sigma_scale", "padding",
+                             "pad_value", "grid", "activation", "threshold", "max_host_memory", "progress"}
+    if unknown:
+        raise TypeError(f"run_volume: unexpected arguments {', '.join(sorted(unknown))}")
+    rois = (roi,) * 3 if isinstance(roi, (int, np.integer)) else tuple(roi)
+    ov = window.get("overlap", 0.25)
+    overlaps = (ov,) * 3 if isinstance(ov, (int, float)) else tuple(ov)
+    batch = window.get("sw_batch", 1)
+    if len(rois) != 3 or len(overlaps) != 3:
+        raise ValueError(f"roi and overlap: a volume has 3 spatial dims, not {roi!r} and {ov!r}")
+    if batch == "auto":
+        batch = 1
+    cfg = (tuple(int(r) for r in rois), tuple(float(o) for o in overlaps), int(batch),
+           _BLENDS[window.get("blend", "gaussian")], float(window.get("sigma_scale", 0.125)),
+           _PADS[window.get("padding", "constant")], float(window.get("pad_value", 0.0)),
+           _GRIDS[window.get("grid", "monai")], _OUTPUTS[output], _ACTIVATIONS[window.get("activation")],
+           float(window.get("threshold", 0.5)), _mirror_axes(window.get("tta"), 3),
+           _bytes(window.get("max_memory"), "max_memory"), _bytes(window.get("max_host_memory"), "max_host_memory"))
+    paths = tuple(e._source[0] for e in engines)
+    build = (kind, index, _PRECISIONS[precision], int(threads or 0))
+    with tempfile.TemporaryDirectory(prefix="segrt-") as tmp:
+        target = os.fspath(out) if out is not None else os.path.join(tmp, "labels.nii.gz")
+        if not target.lower().endswith((".nii", ".nii.gz")):
+            raise ValueError(f"out: the labels of a preprocessed volume are written as NIfTI (.nii, .nii.gz), "
+                             f"not {target}")
+        _segrt.volume_job(paths, build, path, series, target, cfg, base, items)
+        labels, geo = read_volume(target)
+    return labels[None, None], geo
+
+
 def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "labels",
                out: Optional[PathLike] = None, series: Optional[str] = None, allow_uneven: bool = False,
-               names: Optional[List[str]] = None, **window: Any) -> Tuple[Any, Geometry]:
-    """A volume through a 3-D model with sliding windows, on its own voxel
-    grid: reads `path` (as :func:`read_volume`), runs
-    ``sliding_window(engine, volume as float32 1 x C x D x H x W, roi,
-    output=output, **window)``, and with `out` writes the result as NIfTI
-    in the volume's geometry (labels, or one volume per class), or for a
-    DICOM series and an `out` ending in .dcm, the labels as a DICOM SEG
-    (:func:`save_dicom_seg`, segments named by `names`). The
-    intensities go in as the file gives them (HU for a CT): scale them in
-    the model or before, as it was trained. Returns (result, geometry)."""
+               names: Optional[List[str]] = None, preprocess: Any = None, **window: Any) -> Tuple[Any, Geometry]:
+    """A volume through a 3-D model with sliding windows. Returns (result,
+    geometry).
+
+    Without `preprocess` it runs on the volume's own voxel grid: reads
+    `path` (as :func:`read_volume`), runs ``sliding_window(engine, volume
+    as float32 1 x C x D x H x W, roi, output=output, **window)``, and with
+    `out` writes the result as NIfTI in the volume's geometry (labels, or
+    one volume per class), or for a DICOM series and an `out` ending in
+    .dcm, the labels as a DICOM SEG (:func:`save_dicom_seg`, segments named
+    by `names`). The intensities go in as the file gives them (HU for a
+    CT).
+
+    With `preprocess` the volume is preprocessed as `segrt run` does it
+    (docs/preprocess.md) and the labels come back in its own grid:
+    ``"model"`` as the model's segrt.preprocess.* metadata declares, a
+    dict of settings over it (``{"orientation": "RAS", "spacing": (2, 2,
+    2), "intensity": "ct:-1000,1000,40,10"}``: the metadata keys without
+    their prefix; numbers and lists are written as text), or ``"none"``.
+    :func:`preprocess_from_nnunet` gives an nnU-Net folder's settings and
+    window. The engines must be of ONNX models (the job builds its own
+    engines from their files, as the first engine was built); `output`
+    must be ``"labels"``; the result is uint8 1 x 1 x D x H x W, written
+    to `out` (a .nii/.nii.gz) when given."""
+    if preprocess is not None:
+        from ._engine import engines_of
+        if output != "labels":
+            raise ValueError("output: a preprocessed volume's result comes back to its grid as labels")
+        if allow_uneven or names is not None:
+            raise ValueError("allow_uneven and names: not with preprocess (segrt run's volume job takes them)")
+        return _run_preprocessed(engines_of(engine_or_engines), os.fspath(path), roi, output, out, series,
+                                 preprocess, window)
     from ._window import sliding_window
     vol, geo = read_volume(path, series, allow_uneven)
     x = np.ascontiguousarray(vol, dtype=np.float32)

@@ -15,9 +15,11 @@
  * accumulators hold the whole image anyway), PNG and JPEG (decoded
  * forward only), an overlay (drawn over the whole image's pixels), and
  * arrays the source does not take (N > 1, 1-D). */
+#include "backend/backend.h"
 #include "core/api_file.h"
 #include "core/dtype.h"
 #include "core/mem.h"
+#include "io/api_volume.h"
 #include "io/dicom_seg.h"
 #include "io/image.h"
 #include "io/npy.h"
@@ -28,6 +30,7 @@
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
 #include "pipeline/sw_job.h"
+#include "pipeline/vol_prep.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -242,8 +245,9 @@ static sg_status open_volume(const char *path, const segrt_window_job_options *o
 
 /* A volume read whole as float32 (the values its reader gives: NIfTI's
  * scaling and DICOM's rescale applied), and where it lies. No
- * normalisation: a volume's intensities are the modality's (HU for CT),
- * and the model says how to scale them (later work: preprocessing). */
+ * normalisation here: a volume's intensities are the modality's (HU for
+ * CT), and its preprocessing (prep_forward) scales them as the model
+ * says. */
 static sg_status read_volume(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
                              sg_source_info *where)
 {
@@ -285,9 +289,10 @@ sg_status sg_window_job_read_volume(const segrt_window_job_options *o, const cha
 }
 
 /* The image's tensor from its header (data NULL) and the bytes the read
- * holds besides it. */
+ * holds besides it; a volume's header also into *header where given (its
+ * format string is the source's, gone with it: NULL). */
 static sg_status probe_image(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
-                             uint64_t *extra_bytes)
+                             uint64_t *extra_bytes, sg_source_info *header)
 {
     memset(image, 0, sizeof *image);
     *extra_bytes = 0;
@@ -295,6 +300,10 @@ static sg_status probe_image(const char *path, const segrt_window_job_options *j
         sg_source *src;
         SG_TRY(open_volume(path, jo, &src));
         volume_shape(&src->info, image, extra_bytes);
+        if (header) {
+            *header = src->info;
+            header->format = NULL;
+        }
         sg_source_close(src);
         return SEGRT_OK;
     }
@@ -324,7 +333,7 @@ segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, cons
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
     sg_tensor t;
     uint64_t extra;
-    SG_TRY(probe_image(image_path, o, &t, &extra));
+    SG_TRY(probe_image(image_path, o, &t, &extra, NULL));
     memset(image, 0, sizeof *image);
     image->dtype = t.dtype;
     image->rank = t.rank;
@@ -385,6 +394,17 @@ typedef struct sg_window_job {
     bool streamed;
     bool volume;          /* a NIfTI or DICOM input, read whole (read_volume) */
     sg_source_info where; /* ... its dims, spacing and geometry, for a NIfTI result */
+    /* A volume's preprocessing where it changes something (prep_begin):
+     * the settings, the plan, the volume's header, the networks' image and
+     * their scores (on the models' device on the device path, else host
+     * memory in image and result), and the output the caller asked for
+     * (labels; the windows themselves give scores). */
+    segrt_preprocess prep_p;
+    sg_prep *prep;
+    sg_source_info prep_in; /* the volume's header */
+    segrt_tensor prep_image, prep_scores;
+    sg_sw_output prep_output;
+    bool prep_output_saved; /* sw.output asks for scores until prep_back (or the run's reset) */
     norm nm;
     float *scratch; /* the source's rows with alpha, before it is dropped */
     size_t scratch_bytes;
@@ -420,8 +440,18 @@ static void drop_engines(job *st)
     }
 }
 
+static void prep_free_device(segrt_tensor *t)
+{
+    if (t->memory == SEGRT_MEMORY_DEVICE && t->data)
+        segrt_device_free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
 static void job_free(job *st)
 {
+    prep_free_device(&st->prep_image);
+    prep_free_device(&st->prep_scores);
+    sg_prep_free(st->prep);
     free(st->given.data);
     sg_sw_image_free(&st->src_rows);
     sg_source_close(st->src);
@@ -695,6 +725,13 @@ static sg_status run_windows(job *st, sg_sw_stats *stats, bool *on_device)
         st->result.data = res.data;
         return SEGRT_OK;
     }
+    prep_free_device(&st->prep_scores);
+    if (st->prep && *on_device) { /* the preprocessed image on the device, the scores kept there for prep_back */
+        SG_TRY(sg_sw_check_host_memory(st->members, st->n, &st->sw, st->image.rank, st->image.dims, false, true,
+                                       limit_name(st)));
+        return sg_sw_device_run(st->members, st->n, &st->sw, &st->prep_image, SEGRT_MEMORY_DEVICE, &st->prep_scores,
+                                stats);
+    }
     SG_TRY(sg_sw_check_host_memory(st->members, st->n, &st->sw, st->image.rank, st->image.dims, true, *on_device,
                                    limit_name(st)));
     if (!*on_device)
@@ -868,6 +905,186 @@ static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device,
     r->times.downloading = stats->seconds_downloading;
 }
 
+/* --- a volume's preprocessing ------------------------------------------- */
+
+static int64_t dims_numel(const int64_t d[3])
+{
+    return d[0] * d[1] * d[2];
+}
+
+/* Whether p asks for any step, whatever the volume. */
+static bool prep_asks(const segrt_preprocess *p)
+{
+    bool any = p->orientation[0] || p->crop != SEGRT_CROP_NONE || p->spacing[0] != 0.0 || p->spacing[1] != 0.0 ||
+               p->spacing[2] != 0.0;
+    for (int32_t a = 0; a < 3; a++)
+        any |= p->transpose[a] != a;
+    for (int32_t c = 0; c < p->n_intensity && c < SEGRT_PREPROCESS_MAX_CHANNELS; c++)
+        any |= p->intensity[c].kind != SEGRT_INTENSITY_NONE;
+    return any;
+}
+
+/* Before the engines are built: the volume's preprocessing (the options',
+ * else the first model's metadata), planned on its header. Where it
+ * changes something, *shape becomes the networks' image before the crop
+ * (the largest it can be: engines and memory checks are sized by it), the
+ * windows are asked for scores, and *extra_bytes counts what the job
+ * holds besides the image: the volume as read and as float32, and the
+ * labels in its grid. A plan that changes nothing leaves the job as it
+ * was. */
+static sg_status prep_begin(job *st, sg_tensor *shape, uint64_t *extra_bytes)
+{
+    const segrt_window_job_options *jo = st->jo;
+    if (jo->preprocess) {
+        st->prep_p = *jo->preprocess;
+    } else {
+        int32_t declared = 0;
+        SG_TRY(segrt_preprocess_from_model(st->model[0], &st->prep_p, &declared));
+        if (!declared)
+            return SEGRT_OK;
+    }
+    const sg_source_info *in = &st->prep_in; /* probe_image's */
+    int64_t dims[3] = {in->n_dims == 3 ? in->dims[0][0] : 1, in->dims[0][1], in->dims[0][2]};
+    segrt_geometry g;
+    sg_api_geometry(in, &g);
+    sg_prep *pp;
+    sg_status s = sg_prep_plan(&st->prep_p, in->channels, dims, &g, -1, &pp);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s: ", st->in);
+    if (sg_prep_is_identity(pp)) {
+        sg_prep_free(pp);
+        return SEGRT_OK;
+    }
+    st->prep = pp;
+    const char *from = st->prep_p.source ? st->prep_p.source : "the job's options";
+    if (in->n_dims != 3 || shape->rank != 5)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a 2-D image; the preprocessing %s declares is for 3-D volumes", st->in, from);
+    if (st->sw.output != SG_SW_OUTPUT_LABELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: preprocessed as %s declares, the network's %s lie in its own grid, not the volume's; "
+                        "segrt brings labels back to the volume (ask for labels, or no preprocessing)",
+                        st->in, from, st->sw.output == SG_SW_OUTPUT_PROBS ? "probabilities" : "logits");
+    if (sg_sw_effective_activation(&st->sw) == SG_SW_ACTIVATION_SIGMOID)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: sigmoid labels are a mask per class; a preprocessed volume's labels come back from "
+                        "class scores by argmax (use softmax, or no preprocessing)",
+                        st->in);
+    int64_t md[3];
+    sg_prep_model_grid(pp, md, NULL);
+    for (int32_t a = 0; a < 3; a++)
+        shape->dims[2 + a] = md[a];
+    st->prep_output = st->sw.output;
+    st->prep_output_saved = true;
+    st->sw.output = st->prep_p.result_probs ? SG_SW_OUTPUT_PROBS : SG_SW_OUTPUT_LOGITS;
+    /* A volume the caller read is held already (given_bytes): only the
+     * labels; else the samples as stored while they become float32. */
+    uint64_t n = (uint64_t)in->channels * (uint64_t)dims_numel(dims);
+    *extra_bytes = n * sizeof(float) + 2 * (uint64_t)dims_numel(dims);
+    if (!st->given.data)
+        *extra_bytes += n * segrt_dtype_size(in->dtype);
+    return SEGRT_OK;
+}
+
+/* Host bytes the plan's steps hold beside the image and the scores: its
+ * scratch where the host runs them (the host path, or a device whose
+ * backend has no volume operations). */
+static uint64_t prep_host_scratch(const job *st, int64_t classes)
+{
+    if (!st->prep)
+        return 0;
+    const sg_backend *cuda = sg_backend_for(SEGRT_DEVICE_CUDA);
+    if (device_path(st) && cuda && cuda->volume)
+        return 0;
+    return sg_prep_scratch_bytes(st->prep, classes);
+}
+
+/* Once the engines are built and the memory checked: the plan made again
+ * for the models' device (the host's on the host path), the volume read
+ * and run forward into the networks' image. The crop may make that image
+ * smaller than the engines were built for; a window spanning a whole axis
+ * (roi <= 0) is then built again for it. */
+static sg_status prep_forward(job *st)
+{
+    int32_t device = -1;
+    if (device_path(st)) {
+        segrt_engine_info info;
+        SG_TRY(segrt_engine_get_info(st->engine[0], &info));
+        device = info.device_index;
+    }
+    const sg_source_info *in = &st->prep_in;
+    int64_t dims[3] = {in->dims[0][0], in->dims[0][1], in->dims[0][2]};
+    segrt_geometry g;
+    sg_api_geometry(in, &g);
+    sg_prep_free(st->prep);
+    st->prep = NULL;
+    sg_status s = sg_prep_plan(&st->prep_p, in->channels, dims, &g, device, &st->prep);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s: ", st->in);
+    sg_tensor vol;
+    if (st->given.data) { /* the caller's volume, taken */
+        vol = st->given;
+        st->where = st->given_where;
+        memset(&st->given, 0, sizeof st->given);
+    } else {
+        SG_TRY(read_volume(st->in, st->jo, &vol, &st->where));
+    }
+    if (vol.rank != 5 || vol.dims[1] != in->channels || vol.dims[2] != dims[0] || vol.dims[3] != dims[1] ||
+        vol.dims[4] != dims[2]) {
+        free(vol.data);
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
+    }
+    segrt_tensor img;
+    s = sg_prep_forward(st->prep, vol.data, &img);
+    free(vol.data);
+    if (s != SEGRT_OK)
+        return sg_error_prefix(s, "%s: ", st->in);
+    int64_t before[SEGRT_MAX_RANK], after[SEGRT_MAX_RANK];
+    sg_status d = sg_sw_input_dims(&st->sw, &st->image, before);
+    st->image.rank = img.rank;
+    memcpy(st->image.dims, img.dims, sizeof st->image.dims);
+    if (img.memory == SEGRT_MEMORY_HOST) {
+        st->image.data = img.data;
+    } else {
+        st->prep_image = img;
+        st->image.data = NULL;
+    }
+    if (d == SEGRT_OK)
+        d = sg_sw_input_dims(&st->sw, &st->image, after);
+    if (d != SEGRT_OK || memcmp(before, after, sizeof(int64_t) * (size_t)st->image.rank) != 0)
+        SG_TRY(build_members(st));
+    return SEGRT_OK;
+}
+
+/* After the windows: their scores back to labels in the volume's grid,
+ * the job's result. */
+static sg_status prep_back(job *st)
+{
+    segrt_tensor scores, labels;
+    if (st->prep_scores.data) {
+        scores = st->prep_scores;
+    } else {
+        memset(&scores, 0, sizeof scores);
+        scores.dtype = st->result.dtype;
+        scores.rank = st->result.rank;
+        memcpy(scores.dims, st->result.dims, sizeof scores.dims);
+        scores.data = st->result.data;
+        scores.memory = SEGRT_MEMORY_HOST;
+    }
+    sg_status s = sg_prep_back(st->prep, &scores, &labels);
+    prep_free_device(&st->prep_scores);
+    free(st->result.data);
+    memset(&st->result, 0, sizeof st->result);
+    SG_TRY(s);
+    st->result.dtype = labels.dtype;
+    st->result.rank = labels.rank;
+    memcpy(st->result.dims, labels.dims, sizeof st->result.dims);
+    st->result.data = labels.data;
+    st->sw.output = st->prep_output;
+    st->prep_output_saved = false;
+    return SEGRT_OK;
+}
+
 /* The volume the caller read (sg_window_job_run_volume), taken as the
  * job's image, as read_volume would have read it. */
 static sg_status take_given(job *st)
@@ -890,9 +1107,10 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
         shape = st->given;
         shape.data = NULL;
         extra_bytes = 0;
+        st->prep_in = st->given_where;
     } else {
         st->volume = is_volume(st->in);
-        SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes));
+        SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes, &st->prep_in));
     }
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
@@ -923,6 +1141,11 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: an overlay draws labels over a 2-D image file (PNG, JPEG, TIFF)", st->in);
+    if (st->volume)
+        SG_TRY(prep_begin(st, &shape, &extra_bytes));
+    else if (jo->preprocess && prep_asks(jo->preprocess))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: preprocessing (from %s) applies to volumes (NIfTI, DICOM)",
+                        st->in, jo->preprocess->source ? jo->preprocess->source : "the job's options");
     /* The engines are built for the window from the image's header; the
      * image is read once they are, and the memory check passed. */
     st->image = shape;
@@ -945,10 +1168,13 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     int64_t classes = 0;
     SG_TRY(check_result_fits(st, out, &classes));
     SG_TRY(open_stream(st, overlay != NULL));
-    SG_TRY(check_host_memory(st, classes, (st->streamed ? 0 : extra_bytes) + st->held_elsewhere));
+    SG_TRY(check_host_memory(st, classes,
+                             (st->streamed ? 0 : extra_bytes + prep_host_scratch(st, classes)) + st->held_elsewhere));
     if (st->checked)
         st->checked(st->checked_user);
-    if (st->volume) {
+    if (st->prep) {
+        SG_TRY(prep_forward(st));
+    } else if (st->volume) {
         SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
@@ -977,6 +1203,8 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
         SG_TRY(build_members(st));
         t0 = now_s();
     }
+    if (s == SEGRT_OK && st->prep)
+        s = prep_back(st);
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s over %s: ", st->path[0], st->in);
     r->seconds = now_s() - t0;
@@ -1031,6 +1259,14 @@ void sg_window_job_free(sg_window_job *st)
 /* What one run leaves that the next must not see; the engines stay. */
 static void job_reset_run(job *st)
 {
+    prep_free_device(&st->prep_image);
+    prep_free_device(&st->prep_scores);
+    sg_prep_free(st->prep);
+    st->prep = NULL;
+    if (st->prep_output_saved) /* a run that failed between prep_begin and prep_back */
+        st->sw.output = st->prep_output;
+    st->prep_output_saved = false;
+    memset(&st->prep_in, 0, sizeof st->prep_in);
     sg_sw_image_free(&st->src_rows);
     sg_source_close(st->src);
     st->src = NULL;

@@ -5,14 +5,14 @@
 # A crashing input is kept in BUILD_DIR/fuzz-artifacts/ for reproduction.
 # For long runs on a machine with many cores (scripts/fuzz-carry.sh):
 # FUZZ_JOBS=N runs N libFuzzer jobs per target and FUZZ_RUNS=R stops each
-# job after R inputs; FUZZ_PARALLEL=1 runs the five targets at once.
+# job after R inputs; FUZZ_PARALLEL=1 runs the targets at once.
 set -euo pipefail
 build=$(cd "$1" && pwd) seconds=$2 models=$3
 # -max_total_time=0 would mean no limit.
 [ "$seconds" -ge 1 ] || { echo "run.sh: SECONDS must be at least 1" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$build/fuzz-artifacts"
+mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$work/prep" "$build/fuzz-artifacts"
 cp "$models"/*.onnx "$work/onnx/"
 cp "$models"/*.in.npy "$work/npy/"
 # Tiny PNG, JPEG and TIFF files of each kind the readers take (written by
@@ -20,6 +20,9 @@ cp "$models"/*.in.npy "$work/npy/"
 cp tests/fuzz/seeds/image/* "$work/image/"
 # Tiny NIfTI and DICOM files (tests/fuzz/make_volume_seeds.py).
 cp tests/fuzz/seeds/volume/* "$work/volume/"
+# nnU-Net plans (and a dataset.json after a 0x1e byte) and KEY=VALUE
+# preprocessing settings (tests/fuzz/fuzz_prep.c).
+cp tests/fuzz/seeds/prep/* "$work/prep/"
 # Small models over many operators (tests/fuzz/make_engine_seeds.py), and
 # the test models small enough to run whole at every step.
 cp tests/fuzz/seeds/engine/* "$work/engine/"
@@ -66,6 +69,7 @@ targets=(
     "fuzz_image $(((seconds + 1) / 2)) 16384 $work/image"
     "fuzz_engine $seconds 1048576 $work/engine"
     "fuzz_volume $(((seconds + 1) / 2)) 16384 $work/volume"
+    "fuzz_prep $(((seconds + 2) / 3)) 16384 $work/prep"
 )
 failed=0
 if [ "${FUZZ_PARALLEL:-0}" = 1 ]; then
