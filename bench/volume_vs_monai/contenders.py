@@ -3,7 +3,7 @@
 from the case's files on disk to a label NIfTI on disk, timed by the wall
 clock, written to WORK/out/CONTENDER.json.
 
-    python3 contenders.py monai|nnunet|nnunet_cli|segrt_monai|segrt_nnunet|segrt_plain
+    python3 contenders.py monai|monai_fp32|nnunet|nnunet_cli|segrt_monai|segrt_nnunet|segrt_plain|ceiling
         [--small] [--work DIR] [--device cuda|cpu] [--runs N] [--warmup N] [--sw-batch N]
         [--segrt BUILD_DIR_OR_BINARY] [--precision fp16]
 
@@ -18,6 +18,9 @@ made once before the first run, not counted):
           patch, overlap 0.5, gaussian, sw_batch_size, under
           torch.autocast(float16)) (infer); Invertd(nearest_interp=False) ->
           AsDiscreted(argmax) (post); SaveImaged(uint8 .nii.gz) (write).
+  monai_fp32  the same in float32 (no autocast, TF32 off): not a
+          contender but the precision floor, the agreement two correct
+          pipelines can have when only their arithmetic differs.
   nnunet  nnUNetPredictor(tile_step_size=0.5, use_gaussian=True,
           use_mirroring=False, perform_everything_on_device=True) and
           initialize_from_trained_model_folder(fold 0) (load); then
@@ -45,7 +48,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import config  # noqa: E402
 
-PYTHON_CONTENDERS = ("monai", "nnunet")
+PYTHON_CONTENDERS = ("monai", "monai_fp32", "nnunet")
 CLI_CONTENDERS = ("nnunet_cli",) + tuple(config.SEGRT_VARIANTS)
 ALL = PYTHON_CONTENDERS + CLI_CONTENDERS
 
@@ -80,16 +83,20 @@ def sync(torch, device):
 
 
 class Monai:
-    def __init__(self, a, paths, s):
+    def __init__(self, a, paths, s, amp=True):
         import numpy as np
         import torch
         import monai  # noqa: F401 - imported before the runs
         self.np, self.torch = np, torch
         self.a, self.paths, self.s = a, paths, s
         self.device = torch.device(a.device)
+        self.amp = amp and self.device.type == "cuda"
         self.model_info = json.loads(paths.model_json.read_text())
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # as MONAI's tutorials set it
+            if not amp:  # the FP32 reference: no TF32 either
+                torch.backends.cudnn.allow_tf32 = False
+                torch.backends.cuda.matmul.allow_tf32 = False
 
     def run(self, out_dir):
         import make_model
@@ -123,7 +130,7 @@ class Monai:
         t3 = time.perf_counter()
         t["preprocess"] = t3 - t2
         roi = tuple(s.patch_zyx[::-1])  # RAS (x, y, z); the patch is a cube in both setups
-        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.float16, enabled=dev.type == "cuda"):
+        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.float16, enabled=self.amp):
             pred = sliding_window_inference(data["image"][None], roi, self.a.sw_batch, net, overlap=config.OVERLAP,
                                             mode="gaussian", sigma_scale=config.SIGMA_SCALE)
         data["pred"] = pred[0]
@@ -307,8 +314,8 @@ def main(argv=None):
     if a.contender == "ceiling":
         return ceiling(paths.worker_json("ceiling"))
     t_start = time.perf_counter()
-    if a.contender == "monai":
-        c = Monai(a, paths, s)
+    if a.contender in ("monai", "monai_fp32"):
+        c = Monai(a, paths, s, amp=a.contender == "monai")
     elif a.contender == "nnunet":
         c = NnUNet(a, paths, s)
     else:

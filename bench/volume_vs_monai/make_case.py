@@ -198,6 +198,30 @@ def write_nifti(vol, s, path):
     os.replace(tmp, path)
 
 
+def check(paths, log=print):
+    """The DICOM series and the NIfTI read back with SimpleITK (GDCM for the
+    series, as ITK-based tools read them): the same voxels, origin, spacing
+    and direction, or an error. Skipped where SimpleITK is missing."""
+    try:
+        import SimpleITK as sitk
+    except ImportError:
+        log("case check skipped: no SimpleITK")
+        return {"skipped": "no SimpleITK"}
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(reader.GetGDCMSeriesFileNames(str(paths.dicom_dir)))
+    d = reader.Execute()
+    n = sitk.ReadImage(str(paths.nifti_case))
+    out = {"origin_diff": float(np.abs(np.subtract(d.GetOrigin(), n.GetOrigin())).max()),
+           "spacing_diff": float(np.abs(np.subtract(d.GetSpacing(), n.GetSpacing())).max()),
+           "direction_diff": float(np.abs(np.subtract(d.GetDirection(), n.GetDirection())).max())}
+    same = np.array_equal(sitk.GetArrayViewFromImage(d).astype(np.int32), sitk.GetArrayViewFromImage(n))
+    out["voxels_equal"] = bool(same)
+    if not same or max(out["origin_diff"], out["spacing_diff"], out["direction_diff"]) > 1e-4:
+        raise RuntimeError(f"make_case: the DICOM series and {paths.nifti_case} disagree: {out}")
+    log(f"case check: DICOM series and NIfTI read back alike by SimpleITK (direction {d.GetDirection()})")
+    return out
+
+
 def make(paths, s, seed=config.SEED, log=print):
     t0 = time.perf_counter()
     vol = make_volume(s, seed)
@@ -214,6 +238,7 @@ def make(paths, s, seed=config.SEED, log=print):
             "hu_min": int(vol.min()), "hu_max": int(vol.max()),
             "foreground_intensity_properties": body_stats(vol, s),
             "seconds": {"volume": t1 - t0, "dicom": t2 - t1, "nifti": t3 - t2}}
+    info["check"] = check(paths, log)
     paths.case_json.write_text(json.dumps(info, indent=1) + "\n")
     log(f"case: {'x'.join(map(str, s.shape_zyx))} (z,y,x) HU {info['hu_min']}..{info['hu_max']}: volume "
         f"{t1 - t0:.1f} s, {s.shape_zyx[0]} DICOM files {info['dicom_bytes'] / 2**20:.0f} MiB in {t2 - t1:.1f} s, "

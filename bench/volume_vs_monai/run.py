@@ -47,7 +47,9 @@ T0 = time.perf_counter()
 TARGET_SPEEDUP = 5.0
 TARGET_AGREEMENT = 0.999
 HERE = pathlib.Path(__file__).resolve().parent
-DEFAULT_CONTENDERS = ["monai", "nnunet", "segrt_monai", "segrt_nnunet"]
+DEFAULT_CONTENDERS = ["monai", "nnunet", "segrt_monai", "segrt_nnunet", "monai_fp32"]
+# References for the labels only: one run, no warm-up, no speed-up.
+LABELS_ONLY = ("monai_fp32",)
 
 
 def log(msg):
@@ -225,9 +227,9 @@ def build_report(a, paths, s, contenders, ceiling):
         res["contenders"][c] = {k: v for k, v in entry.items() if v is not None}
     ok = {c for c, e in res["contenders"].items() if e.get("summary") and "error" not in e}
     pairs = [(v, config.SEGRT_REFERENCE[v]) for v in contenders if v in config.SEGRT_REFERENCE]
-    pairs += [("monai", "nnunet")]
+    pairs += [("monai", "monai_fp32"), ("segrt_monai", "monai_fp32"), ("monai", "nnunet")]
     for x, ref in pairs:
-        if x in ok and ref in ok:
+        if x in ok and ref in ok and f"{x}_vs_{ref}" not in res["comparisons"]:
             key = f"{x}_vs_{ref}"
             try:
                 res["comparisons"][key] = compare(paths.label_file(x), paths.label_file(ref), s.classes)
@@ -238,7 +240,7 @@ def build_report(a, paths, s, contenders, ceiling):
             continue
         sv = res["contenders"][v]["summary"]["median_s"]
         for other in contenders:
-            if other.startswith("segrt") or other not in ok:
+            if other.startswith("segrt") or other not in ok or other in LABELS_ONLY:
                 continue
             sp = res["contenders"][other]["summary"]["median_s"] / sv
             entry = {"speedup": sp, "target_met": sp >= TARGET_SPEEDUP}
@@ -357,7 +359,8 @@ def main(argv=None):
                 share = max((a.budget - (time.perf_counter() - T0) - 30) / (len(contenders) - i), 1.0)
             argv_c = [a.python if c in cmod.PYTHON_CONTENDERS or c == "nnunet_cli" else sys.executable,
                       str(HERE / "contenders.py"), c, "--work", str(paths.work), "--device", a.device,
-                      "--runs", str(a.runs), "--warmup", str(a.warmup), "--segrt", a.segrt,
+                      "--runs", str(1 if c in LABELS_ONLY else a.runs),
+                      "--warmup", str(0 if c in LABELS_ONLY else a.warmup), "--segrt", a.segrt,
                       "--precision", a.precision] + (["--small"] if a.small else []) \
                 + (["--sw-batch", str(a.sw_batch)] if a.sw_batch else []) \
                 + (["--segrt-cache", a.segrt_cache] if a.segrt_cache else []) \
