@@ -153,8 +153,10 @@ SEGRT_VARIANTS = {
     # window as ScaleIntensityRange, MONAI's window grid and Gaussian.
     "segrt_monai": [
         "--orientation", "RAS",
-        "--spacing", "{spacing}",
+        "--spacing", "{spacing}", "--resample-grid", "monai", "--interp", "linear",
         "--intensity", "range:{a_min},{a_max},{b_min},{b_max},clip",
+        # Invertd of the logits (bilinear), then argmax: not probabilities.
+        "--result-interp", "linear",
         "--roi", "{roi}", "--overlap", "{overlap}", "--blend", "gaussian", "--grid", "monai",
         "--sw-batch", "{sw_batch}",
     ],
@@ -162,7 +164,7 @@ SEGRT_VARIANTS = {
     # patch, CTNormalization, third-order resampling, its tile grid and
     # Gaussian; no mirroring (nnU-Net runs with use_mirroring=False here).
     "segrt_nnunet": [
-        "--nnunet-plans", "{model_folder}", "3d_fullres",
+        "--nnunet-plans", "{model_folder}", "3d_fullres", "--tta", "none",
         "--sw-batch", "{sw_batch}",
     ],
     # What the CLI does today without preprocessing flags: the volume on its

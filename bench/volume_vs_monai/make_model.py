@@ -18,10 +18,9 @@ The network is PlainConvUNet as nnU-Net's default planner writes it for a
 CT: 6 stages of 32, 64, 128, 256, 320, 320 features, 3x3x3 kernels, strides
 1, 2, 2, 2, 2, 2, two convolutions per stage (with bias), InstanceNorm3d
 (affine, eps 1e-5), LeakyReLU (0.01), deep supervision off; patch
-128x128x128 (chosen, see config.py), 14 classes. Weights: nnU-Net's He
-initialisation under torch.manual_seed, then the norms' scales and shifts
-and the convolutions' biases drawn at random too, so that none of them is
-the identity a converter could skip.
+128x128x128 (chosen, see config.py), 14 classes. Weights: seeded random
+channel mixes over fixed smooth kernels (randomise() says why), random norm
+scales and shifts and conv biases.
 
 plans.json's CT normalisation (foreground_intensity_properties_per_channel)
 holds the statistics make_case.py measured on the body's voxels, so
@@ -135,20 +134,42 @@ def dataset_json(s):
 
 
 def randomise(net, seed):
-    """He initialisation as nnU-Net's trainer does, then random norm scales
-    and shifts and conv biases."""
+    """Seeded random weights that give labels following the anatomy rather
+    than the CT's noise: every 3x3x3 convolution is a random channel mix
+    (He's variance, 2 / fan-in) times one fixed binomial blur (1 2 1)^3 / 64,
+    every transposed convolution a random channel mix constant over its
+    footprint (nearest-neighbour upsampling, no checkerboard); the 1x1x1
+    head keeps nnU-Net's He initialisation. With unstructured random kernels
+    the labels of a random network are mostly amplified voxel noise, so that
+    a resampling that differs by a fraction of a voxel changes half of them
+    and agreement would measure nothing. The norms' scales and shifts and
+    the convolutions' biases are drawn at random too, so that none of them
+    is the identity a converter could skip."""
+    import math
+
     import torch
     torch.manual_seed(seed)
     if hasattr(net, "initialize"):
         net.apply(net.initialize)
     g = torch.Generator().manual_seed(seed + 1)
+    b = torch.tensor([1.0, 2.0, 1.0]) / 4
+    blur = b[:, None, None] * b[None, :, None] * b[None, None, :]
     with torch.no_grad():
         for m in net.modules():
             if isinstance(m, torch.nn.InstanceNorm3d) and m.affine:
                 m.weight.copy_(torch.empty_like(m.weight).uniform_(0.5, 1.5, generator=g))
                 m.bias.copy_(torch.empty_like(m.bias).normal_(0.0, 0.1, generator=g))
-            elif isinstance(m, torch.nn.Conv3d) and m.bias is not None:
-                m.bias.copy_(torch.empty_like(m.bias).normal_(0.0, 0.05, generator=g))
+            elif isinstance(m, torch.nn.ConvTranspose3d):
+                cin, cout = m.weight.shape[:2]
+                mix = torch.randn(cin, cout, generator=g) * math.sqrt(1.0 / cin)
+                m.weight.copy_(mix[:, :, None, None, None].expand_as(m.weight))
+            elif isinstance(m, torch.nn.Conv3d):
+                if tuple(m.kernel_size) == (3, 3, 3):
+                    cout, cin = m.weight.shape[:2]
+                    mix = torch.randn(cout, cin, generator=g) * math.sqrt(2.0 / cin)
+                    m.weight.copy_(mix[:, :, None, None, None] * blur)
+                if m.bias is not None:
+                    m.bias.copy_(torch.empty_like(m.bias).normal_(0.0, 0.05, generator=g))
 
 
 def export_onnx(net, s, path):

@@ -261,7 +261,7 @@ def table(res):
              f"{res['model']['parameters'] / 1e6:.1f} M parameters"]
     fpw = res["model"]["flops_per_window"]
     if fpw:
-        lines.append(f"network: {fpw / 1e9:.0f} GFLOP a window x windows "
+        lines.append(f"network: {fpw / 1e9:.4g} GFLOP a window x windows "
                      + ", ".join(f"{k} grid {n}" for k, n in res["model"]["windows"].items())
                      + (f"; FP16 matrix ceiling {res['device']['ceiling']['fp16_matmul_tflops']:.0f} TFLOP/s"
                         if res["device"].get("ceiling") else ""))
@@ -271,14 +271,15 @@ def table(res):
     for c, e in res["contenders"].items():
         sm = e.get("summary")
         if not sm or "error" in e:
-            lines.append(f"| {c} | failed: {str(e.get('error', 'no runs')).splitlines()[0][:80]} | | | | | |")
+            err = [x for x in str(e.get("error", "no runs")).splitlines() if x.strip()] or ["?"]
+            lines.append(f"| {c} | failed: {err[-1][:100]} | | | | | |")
             continue
         load = sm["parts_median_s"].get("load")
         first = sm.get("first_run_s")
         tf, share = e.get("tflops_end_to_end"), e.get("share_of_fp16_ceiling")
         lines.append(f"| {c} | {sm['median_s']:.2f} | {sm['min_s']:.2f}-{sm['max_s']:.2f} | "
                      f"{'' if first is None else f'{first:.2f}'} | {'' if load is None else f'{load:.2f}'} | "
-                     f"{'' if tf is None else f'{tf:.2f}'} | {'' if share is None else f'{100 * share:.1f}'} |")
+                     f"{'' if tf is None else f'{tf:.3g}'} | {'' if share is None else f'{100 * share:.1f}'} |")
     if res["speedups"]:
         lines.append("")
         lines.append(f"| segrt variant vs | speed-up (target {TARGET_SPEEDUP:g}x) | label agreement "
