@@ -64,7 +64,7 @@ SMALL = Setup(
     n_conv=2,
     classes=4,
     sw_batch=2,
-    runs=2,
+    runs=1,  # and no warm-up (run.py): a minute or two on a CPU
 )
 
 DATASET_ID = 999

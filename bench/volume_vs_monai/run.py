@@ -320,8 +320,8 @@ def main(argv=None):
     ap.add_argument("--segrt-cache", default=None, help="XDG_CACHE_HOME for segrt's plan cache")
     ap.add_argument("--small", action="store_true", help="tiny volume and network, for a CPU")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--runs", type=int, default=None, help="timed runs per contender (default 5, --small 2)")
-    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=None, help="timed runs per contender (default 5, --small 1)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 1, --small 0)")
     ap.add_argument("--sw-batch", type=int, default=None, help="windows per network call (MONAI and segrt)")
     ap.add_argument("--precision", default="fp16", help="segrt's --precision on CUDA")
     ap.add_argument("--work", default=None, help="work folder (default $VBENCH_WORK or /tmp/volume_vs_monai[-small])")
@@ -337,6 +337,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     s = config.setup(a.small)
     a.runs = a.runs or s.runs
+    if a.warmup is None:
+        a.warmup = 0 if a.small else 1
     contenders = [c for c in a.contenders.split(",") if c]
     import contenders as cmod
     bad = [c for c in contenders if c not in cmod.ALL]
