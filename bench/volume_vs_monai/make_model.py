@@ -203,7 +203,10 @@ def make(paths, s, seed=config.SEED, log=print):
     plans = plans_json(s, case, arch)
     (folder / "plans.json").write_text(json.dumps(plans, indent=1) + "\n")
     (folder / "dataset.json").write_text(json.dumps(dataset_json(s), indent=1) + "\n")
-    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    # As nnU-Net's trainer saves it: the module registers some layers under
+    # two names (and the decoder holds the encoder), and torch.save keeps one
+    # copy of each shared tensor where a clone per key would triple the file.
+    state = net.state_dict()
     ckpt = {"network_weights": state, "trainer_name": "nnUNetTrainer",
             "init_args": {"plans": plans, "configuration": "3d_fullres", "fold": 0, "dataset_json": dataset_json(s),
                           "device": "cpu"},
