@@ -192,7 +192,9 @@ def build_report(a, paths, s, contenders, ceiling):
            "host": platform.node(), "device": {"name": name, "driver": driver, "ceiling": ceiling},
            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
            "settings": {"setup": s.name, "device": a.device, "runs": a.runs, "warmup": a.warmup,
-                        "sw_batch": a.sw_batch or s.sw_batch, "precision": a.precision, "overlap": config.OVERLAP,
+                        "sw_batch": a.sw_batch or s.sw_batch,
+                        "precision": a.precision if a.device.startswith("cuda") else "fp32 (cpu)",
+                        "overlap": config.OVERLAP,
                         "blend": "gaussian, sigma = window / 8", "mirroring": False,
                         "timing": "wall clock, files on disk to labels on disk, model load included; Python "
                                   "contenders in one warm process (imports and CUDA context outside), CLI "
