@@ -484,7 +484,11 @@ typedef struct segrt_window_options segrt_window_options;
 
 typedef enum segrt_window_blend {
     SEGRT_WINDOW_BLEND_CONSTANT = 0, /* every voxel of a window weighs 1 */
-    SEGRT_WINDOW_BLEND_GAUSSIAN = 1  /* MONAI's Gaussian, sigma = sigma_scale * window */
+    SEGRT_WINDOW_BLEND_GAUSSIAN = 1, /* MONAI's Gaussian, sigma = sigma_scale * window */
+    /* nnU-Net's (compute_gaussian): centred on voxel n / 2, not (n - 1) / 2,
+     * cut at 4 sigma, peak 10, rounded to float16, zeros raised to the least
+     * non-zero weight; sigma = sigma_scale * window */
+    SEGRT_WINDOW_BLEND_GAUSSIAN_NNUNET = 2
 } segrt_window_blend;
 
 typedef enum segrt_window_pad {
@@ -1311,7 +1315,7 @@ SEGRT_API void segrt_window_job_options_init(segrt_window_job_options *o, int32_
  * the foreground intensity properties, intensities before resampling,
  * interpolation orders and the separate-z rule, nnU-Net's grid); o (may
  * be NULL) from segrt_window_job_options_init's for 3 dims: roi =
- * patch_size, overlap 0.5, Gaussian blend with sigma scale 1/8, nnU-Net's
+ * patch_size, overlap 0.5, nnU-Net's Gaussian (SEGRT_WINDOW_BLEND_GAUSSIAN_NNUNET), sigma scale 1/8, nnU-Net's
  * window grid, mirroring along every axis, softmax labels. A caller that
  * wants other window options sets them afterwards. p->source is a static
  * string. Errors name the file and the key: IO (a file missing or

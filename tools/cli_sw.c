@@ -80,7 +80,7 @@ bool cli_sw_output_kind(cli_sw_opts *o, const char *s)
 
 int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
 {
-    static const char *const blends[] = {"constant", "gaussian"};
+    static const char *const blends[] = {"constant", "gaussian", "gaussian-nnunet"};
     static const char *const pads[] = {"constant", "reflect", "replicate"};
     static const char *const grids[] = {"monai", "nnunet"};
     static const char *const acts[] = {"default", "none", "softmax", "sigmoid"};
@@ -144,8 +144,8 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         o->any = true;
         return 1;
     } else if (strcmp(a, "--blend") == 0) {
-        if (!v || (k = pick(v, blends, 2)) < 0)
-            return cli_usage_error("--blend wants constant or gaussian"), -1;
+        if (!v || (k = pick(v, blends, 3)) < 0)
+            return cli_usage_error("--blend wants constant, gaussian or gaussian-nnunet"), -1;
         o->sw.blend = (segrt_window_blend)k;
         o->blend_set = true;
     } else if (strcmp(a, "--sigma-scale") == 0) {
@@ -223,8 +223,8 @@ static int check_applicable(const cli_sw_opts *so, const cli_engine_opts *eo, bo
                                    cuda_only);
     }
     const segrt_window_job_options *o = &so->sw;
-    if (so->sigma_set && o->blend != SEGRT_WINDOW_BLEND_GAUSSIAN && !so->prep.nnunet_dir)
-        return cli_usage_error("--sigma-scale applies to --blend gaussian (the blend is constant)");
+    if (so->sigma_set && o->blend == SEGRT_WINDOW_BLEND_CONSTANT && !so->prep.nnunet_dir)
+        return cli_usage_error("--sigma-scale applies to a Gaussian --blend (the blend is constant)");
     if (so->pad_value_set && o->pad != SEGRT_WINDOW_PAD_CONSTANT)
         return cli_usage_error("--pad-value applies to --pad constant, not the padding asked for");
     if (o->activation != SEGRT_WINDOW_ACTIVATION_DEFAULT && o->output == SEGRT_WINDOW_OUTPUT_LOGITS)

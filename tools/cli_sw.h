@@ -60,7 +60,8 @@ typedef struct cli_sw_opts {
     "  --accumulate slabs|whole  CUDA: a ring of a window's rows of accumulators (default), or the\n" \
     "                            whole image's (the unbounded reference; same numbers)\n"         \
     "  --host-blend              CUDA: gather and blend on the host instead of the GPU (reference)\n" \
-    "  --blend constant|gaussian importance of a window's voxels (default constant)\n"              \
+    "  --blend constant|gaussian|gaussian-nnunet  importance of a window's voxels (default\n"     \
+    "                            constant; gaussian-nnunet: nnU-Net's map, centred on n/2)\n"      \
     "  --sigma-scale S           Gaussian sigma as a fraction of the window (default 0.125)\n"     \
     "  --pad constant|reflect|replicate  padding of axes smaller than the window (default constant)\n" \
     "  --pad-value V             the constant (default 0)\n"                                         \

@@ -160,7 +160,7 @@ def preprocess_from_nnunet(model_dir: PathLike, config: str) -> Tuple[Dict[str, 
         "result_probs": str(p["result_probs"]),
         "anisotropy": _num(p["anisotropy"]),
     }
-    window = {"roi": tuple(w["roi"]), "overlap": w["overlap"][0], "blend": "gaussian" if w["blend"] else "constant",
+    window = {"roi": tuple(w["roi"]), "overlap": w["overlap"][0], "blend": ("constant", "gaussian", "gaussian_nnunet")[w["blend"]],
               "sigma_scale": w["sigma_scale"], "grid": "nnunet" if w["grid"] else "monai",
               "tta": "mirror" if w["mirror_axes"] else None}
     return settings, window

@@ -13,7 +13,7 @@ from . import _segrt
 from ._engine import Engine, engines_of
 from ._errors import OutOfMemoryError
 
-_BLENDS = {"constant": 0, "gaussian": 1}
+_BLENDS = {"constant": 0, "gaussian": 1, "gaussian_nnunet": 2}
 _PADS = {"constant": 0, "reflect": 1, "replicate": 2}
 _GRIDS = {"monai": 0, "nnunet": 1}
 _OUTPUTS = {"logits": 0, "probs": 1, "labels": 2}

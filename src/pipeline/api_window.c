@@ -11,6 +11,7 @@
 
 /* The public enums mirror the pipeline's value for value. */
 _Static_assert((int)SEGRT_WINDOW_BLEND_GAUSSIAN == (int)SG_SW_BLEND_GAUSSIAN, "blend values agree");
+_Static_assert((int)SEGRT_WINDOW_BLEND_GAUSSIAN_NNUNET == (int)SG_SW_BLEND_GAUSSIAN_NNUNET, "blend values agree");
 _Static_assert((int)SEGRT_WINDOW_PAD_REPLICATE == (int)SG_SW_PAD_REPLICATE, "pad values agree");
 _Static_assert((int)SEGRT_WINDOW_GRID_NNUNET == (int)SG_SW_GRID_NNUNET, "grid values agree");
 _Static_assert((int)SEGRT_WINDOW_OUTPUT_LABELS == (int)SG_SW_OUTPUT_LABELS, "output values agree");
@@ -86,12 +87,12 @@ segrt_status segrt_window_options_set_batch(segrt_window_options *opts, int32_t 
 segrt_status segrt_window_options_set_blend(segrt_window_options *opts, segrt_window_blend blend, double sigma_scale)
 {
     CHECK_OPTS(opts);
-    if (blend != SEGRT_WINDOW_BLEND_CONSTANT && blend != SEGRT_WINDOW_BLEND_GAUSSIAN)
+    if ((unsigned)blend > SEGRT_WINDOW_BLEND_GAUSSIAN_NNUNET)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown blend %d", (int)blend);
-    if (blend == SEGRT_WINDOW_BLEND_GAUSSIAN && !(sigma_scale > 0.0))
+    if (blend != SEGRT_WINDOW_BLEND_CONSTANT && !(sigma_scale > 0.0))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sigma scale %g: it must be > 0", sigma_scale);
     opts->o.blend = (sg_sw_blend)blend;
-    if (blend == SEGRT_WINDOW_BLEND_GAUSSIAN)
+    if (blend != SEGRT_WINDOW_BLEND_CONSTANT)
         opts->o.sigma_scale = sigma_scale;
     return SEGRT_OK;
 }

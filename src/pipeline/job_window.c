@@ -81,12 +81,12 @@ static sg_status job_sw_options(const segrt_window_job_options *j, sg_sw_options
     }
     if (j->batch < 1 && !j->auto_batch)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a batch of %d windows", j->batch);
-    if ((unsigned)j->blend > SEGRT_WINDOW_BLEND_GAUSSIAN || (unsigned)j->pad > SEGRT_WINDOW_PAD_REPLICATE ||
+    if ((unsigned)j->blend > SEGRT_WINDOW_BLEND_GAUSSIAN_NNUNET || (unsigned)j->pad > SEGRT_WINDOW_PAD_REPLICATE ||
         (unsigned)j->grid > SEGRT_WINDOW_GRID_NNUNET || (unsigned)j->output > SEGRT_WINDOW_OUTPUT_LABELS ||
         (unsigned)j->activation > SEGRT_WINDOW_ACTIVATION_SIGMOID)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "a window job's blend, padding, grid, output or activation is outside its enum");
-    if (j->blend == SEGRT_WINDOW_BLEND_GAUSSIAN && !(j->sigma_scale > 0.0))
+    if (j->blend != SEGRT_WINDOW_BLEND_CONSTANT && !(j->sigma_scale > 0.0))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sigma scale %g: it must be > 0", j->sigma_scale);
     if (j->mirror_axes >> j->spatial_dims)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring axes 0x%x: the window has %d spatial dims",

@@ -858,7 +858,7 @@ segrt_status segrt_preprocess_from_nnunet(const char *dir, const char *config, s
     if (s != SEGRT_OK)
         return s;
     w.overlap[0] = w.overlap[1] = w.overlap[2] = 0.5; /* tile_step_size 0.5 */
-    w.blend = SEGRT_WINDOW_BLEND_GAUSSIAN;
+    w.blend = SEGRT_WINDOW_BLEND_GAUSSIAN_NNUNET;
     w.sigma_scale = 0.125;
     w.grid = SEGRT_WINDOW_GRID_NNUNET;
     w.mirror_axes = 7;

@@ -4,6 +4,7 @@
  * same weights. */
 #include "pipeline/sw_grid.h"
 
+#include "core/dtype.h"
 #include "core/mem.h"
 #include "core/tensor.h"
 
@@ -150,6 +151,50 @@ void sg_sw_window_start(const sg_sw_grid *g, int64_t w, int64_t *start)
     }
 }
 
+/* nnU-Net's compute_gaussian: scipy's gaussian_filter (truncate 4) of a
+ * unit impulse at n // 2 per axis, divided by its peak and times 10, as
+ * float16, whose zeros (underflow, or past 4 sigma) take the least
+ * non-zero weight. The filter's kernel sums to 1 per axis, so dividing by
+ * the peak leaves 10 * exp(-x^2 / (2 sigma^2)) per axis, multiplied in
+ * double as scipy's float64 output is, then rounded to float16 once. */
+static sg_status nnunet_importance(int32_t n_dims, const int64_t *roi, double sigma_scale, int64_t total, float *out)
+{
+    double *axis[SG_SW_MAX_DIMS] = {NULL};
+    sg_status s = SEGRT_OK;
+    for (int32_t d = 0; d < n_dims; d++) {
+        axis[d] = malloc(sizeof(double) * (size_t)roi[d]);
+        if (!axis[d]) {
+            s = sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for the importance map");
+            break;
+        }
+        double sigma = (double)roi[d] * sigma_scale;
+        int64_t radius = (int64_t)(4.0 * sigma + 0.5), centre = roi[d] / 2;
+        for (int64_t i = 0; i < roi[d]; i++) {
+            double x = (double)(i - centre);
+            axis[d][i] = i - centre > radius || centre - i > radius ? 0.0 : exp(-0.5 * x * x / (sigma * sigma));
+        }
+    }
+    if (s == SEGRT_OK) {
+        float least = INFINITY;
+        for (int64_t i = 0; i < total; i++) {
+            int64_t rest = i;
+            double v = 10.0;
+            for (int32_t d = n_dims - 1; d >= 0; d--) {
+                v *= axis[d][rest % roi[d]];
+                rest /= roi[d];
+            }
+            out[i] = sg_half_to_float(sg_float_to_half((float)v));
+            if (out[i] > 0.0f && out[i] < least)
+                least = out[i];
+        }
+        for (int64_t i = 0; i < total; i++)
+            out[i] = out[i] > 0.0f ? out[i] : least;
+    }
+    for (int32_t d = 0; d < n_dims; d++)
+        free(axis[d]);
+    return s;
+}
+
 sg_status sg_sw_importance(int32_t n_dims, const int64_t *roi, sg_sw_blend blend, double sigma_scale, float *out)
 {
     if (n_dims < 1 || n_dims > SG_SW_MAX_DIMS)
@@ -165,10 +210,12 @@ sg_status sg_sw_importance(int32_t n_dims, const int64_t *roi, sg_sw_blend blend
             out[i] = 1.0f;
         return SEGRT_OK;
     }
-    if (blend != SG_SW_BLEND_GAUSSIAN)
+    if (blend != SG_SW_BLEND_GAUSSIAN && blend != SG_SW_BLEND_GAUSSIAN_NNUNET)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "unknown blend mode %d", (int)blend);
     if (!(sigma_scale > 0.0))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sigma scale %g: it must be > 0", sigma_scale);
+    if (blend == SG_SW_BLEND_GAUSSIAN_NNUNET)
+        return nnunet_importance(n_dims, roi, sigma_scale, total, out);
     /* One axis at a time, in float32 as MONAI's torch code: x^2 divided
      * by -2 sigma^2 (sigma = n * scale in double, the divisor rounded to
      * float), exp; then the outer product, axis 0 first. */

@@ -27,7 +27,8 @@ typedef enum sg_sw_grid_kind {
 
 typedef enum sg_sw_blend {
     SG_SW_BLEND_CONSTANT = 0, /* every voxel weighs 1 */
-    SG_SW_BLEND_GAUSSIAN      /* MONAI's separable Gaussian, peak 1, clamped below */
+    SG_SW_BLEND_GAUSSIAN,     /* MONAI's separable Gaussian, peak 1, clamped below */
+    SG_SW_BLEND_GAUSSIAN_NNUNET /* nnU-Net's: centred on n / 2, cut at 4 sigma, peak 10, float16 values */
 } sg_sw_blend;
 
 /* The windows over one image. Positions are in the padded image: a

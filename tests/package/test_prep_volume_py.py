@@ -110,7 +110,7 @@ def test_preprocess_from_nnunet(tmp_path):
     assert settings["intensity"] == "ct:-10000.0,10000.0,40.0,10.0" and settings["crop"] == "nonzero"
     assert settings["spacing"] == "2.0,2.0,2.0" and settings["image_interp"] == "cubic"
     assert settings["intensity_first"] == "1" and settings["orientation"] == "none"
-    assert window == {"roi": (16, 16, 16), "overlap": 0.5, "blend": "gaussian", "sigma_scale": 0.125,
+    assert window == {"roi": (16, 16, 16), "overlap": 0.5, "blend": "gaussian_nnunet", "sigma_scale": 0.125,
                       "grid": "nnunet", "tta": "mirror"}
     write_ct(tmp_path / "ct.nii.gz")
     model = conv_model(tmp_path / "m.onnx")

@@ -53,6 +53,8 @@ def importance_map(roi, blend, sigma_scale=0.125):
     roi = tuple(int(r) for r in roi)
     if blend == "constant":
         return np.ones(roi, np.float32)
+    if blend == "gaussian-nnunet":
+        return nnunet_importance_map(roi, sigma_scale)
     assert blend == "gaussian", blend
     w = None
     for n in roi:
@@ -62,6 +64,22 @@ def importance_map(roi, blend, sigma_scale=0.125):
         w = g if w is None else (w[..., None] * g).astype(np.float32)
     floor = max(float(w.min()), 1e-3)
     return np.maximum(w, np.float32(floor)).astype(np.float32)
+
+
+def nnunet_importance_map(roi, sigma_scale=0.125):
+    """nnU-Net's compute_gaussian as nnunetv2 writes it: scipy's
+    gaussian_filter of an impulse at roi // 2 (mode constant), divided by
+    its max over 10, as float16 (through float32, as torch converts a
+    float64 tensor), zeros raised to the least non-zero value."""
+    from scipy.ndimage import gaussian_filter
+    roi = tuple(int(r) for r in roi)
+    tmp = np.zeros(roi)
+    tmp[tuple(r // 2 for r in roi)] = 1
+    g = gaussian_filter(tmp, [r * sigma_scale for r in roi], 0, mode="constant", cval=0)
+    g = g / (g.max() / 10)
+    h = g.astype(np.float32).astype(np.float16)
+    h[h == 0] = h[h != 0].min()
+    return h.astype(np.float32)
 
 
 def resolve_roi(roi, spatial):

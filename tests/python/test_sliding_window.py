@@ -137,6 +137,12 @@ CASES = {
     "2d-small-replicate": SW((5, 30), (12, 12), n=2, k=2, pad="replicate", blend="gaussian", sw_batch=3, seed=12),
     "2d-nnunet-o50-gauss": SW((70, 53), (32, 32), k=3, overlap=0.5, grid="nnunet", blend="gaussian",
                               sw_batch=3, seed=13),
+    "2d-nnunet-o50-gauss-nnunet": SW((70, 53), (32, 32), k=3, overlap=0.5, grid="nnunet",
+                                     blend="gaussian-nnunet", sw_batch=3, seed=22),
+    # sigma 0.05 x 31: 4 sigma is 6 voxels, so the map is 0 past them and
+    # the corners' float16 underflow too: both raised to the least weight.
+    "2d-nnunet-gauss-nnunet-cut": SW((40, 45), (31, 31), k=2, overlap=0.5, grid="nnunet",
+                                     blend="gaussian-nnunet", sigma_scale=0.05, seed=23),
     "2d-nnunet-o25-small": SW((13, 47), (16, 16), n=2, c=2, k=2, grid="nnunet", pad="replicate", seed=14),
     "2d-nnunet-o75-labels": SW((33, 21), (12, 12), k=5, overlap=0.75, grid="nnunet", kind="labels",
                                sw_batch=4, seed=15),
@@ -160,6 +166,8 @@ CASES = {
     "3d-o75-pad1.5": SW((13, 11, 20), (12, 12, 8), k=2, overlap=0.75, pad_value=1.5, sw_batch=4, seed=34),
     "3d-o0-k1-sigmoid-probs": SW((17, 16, 9), (8, 8, 8), n=2, k=1, overlap=0.0, kind="probs",
                                  activation="sigmoid", seed=35),
+    "3d-nnunet-gauss-nnunet-probs": SW((20, 19, 16), (10, 9, 12), k=3, overlap=0.5, grid="nnunet",
+                                       blend="gaussian-nnunet", kind="probs", sw_batch=2, seed=37),
     "3d-nnunet-o25-gauss-c2": SW((20, 13, 16), (10, 8, 12), c=2, k=2, grid="nnunet", blend="gaussian",
                                  sigma_scale=0.2, sw_batch=4, seed=36),
     # Every window inside the image on rows of 4-voxel multiples: the GPU

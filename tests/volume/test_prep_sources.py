@@ -203,7 +203,7 @@ def test_nnunet_3d_fullres(tmp_path):
     assert p["result_interp"] == "linear" and p["result_interp_z"] == "nearest" and p["result_probs"] == 0
     assert p["anisotropy"] == 3 and "nnU-Net" in p["source"]
     assert w["spatial_dims"] == 3 and w["roi"] == [128, 128, 128] and w["overlap"] == [0.5, 0.5, 0.5]
-    assert w["blend"] == 1 and w["sigma_scale"] == 0.125 and w["grid"] == 1 and w["mirror_axes"] == 7
+    assert w["blend"] == 2 and w["sigma_scale"] == 0.125 and w["grid"] == 1 and w["mirror_axes"] == 7
     assert w["output"] == 2 and w["activation"] == 2
 
     # A configuration that inherits: its own keys win, the rest come from its parent.
