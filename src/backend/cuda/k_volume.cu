@@ -8,8 +8,11 @@
 // partials in one final block: a block count that depends only on the
 // sizes, so the same call adds in the same order every time.
 //
-// The per-element work is in __host__ __device__ functions, the same
-// code whatever runs it.
+// Positions, taps and sums follow the CPU backend's (cpu_volume.c, the
+// reference) step for step, so that the two agree to the bit where the
+// arithmetic allows it: everywhere but the spline prefilter, whose causal
+// pass is stored as floats between the passes here. The per-element work
+// is in __host__ __device__ functions.
 #include "backend/cuda/k_volume.h"
 
 #include "backend/cuda/k_common.cuh"
@@ -42,148 +45,160 @@ unsigned red_blocks(ll n)
 
 #define GRID_LOOP(t, n) for (ll t = (ll)blockIdx.x * blockDim.x + threadIdx.x; t < (n); t += (ll)gridDim.x * blockDim.x)
 
-// scale * o + offset rounded as the host's C computes it (no fused
-// multiply-add), so that NEAREST picks the host's sample at exact halves.
-__host__ __device__ __forceinline__ double axis_position(double scale, ll o, double offset)
-{
+// Double arithmetic rounded at every step, as the host's C rounds it:
+// nvcc would fuse a multiply and an add into one rounding, and then a
+// position, a weight or a sum could differ from the CPU backend's in its
+// last bit, enough to move a NEAREST sample at an exact half or turn a tie
+// between two classes.
 #ifdef __CUDA_ARCH__
-    return __dadd_rn(__dmul_rn(scale, (double)o), offset);
+#define DMUL(a, b) __dmul_rn((a), (b))
+#define DADD(a, b) __dadd_rn((a), (b))
+#define DSUB(a, b) __dsub_rn((a), (b))
 #else
-    return scale * (double)o + offset;
+#define DMUL(a, b) ((a) * (b))
+#define DADD(a, b) ((a) + (b))
+#define DSUB(a, b) ((a) - (b))
 #endif
-}
 
-__host__ __device__ __forceinline__ ll clamp_index(ll t, ll n)
-{
-    return t < 0 ? 0 : t >= n ? n - 1 : t;
-}
+// sqrt(3) - 2, the cubic B-spline's pole.
+#define SPLINE_Z (-0.267949192431122706472553658494127633)
 
-// The sample at floor(x + 0.5), the ends' beyond them.
-__host__ __device__ __forceinline__ ll nearest_index(double x, ll n)
-{
-    const double f = floor(x + 0.5);
-    return f <= 0.0 ? 0 : f >= (double)(n - 1) ? n - 1 : (ll)f;
-}
-
-// Cubic B-spline weights of the four coefficients from floor(x) - 1 on,
-// f = x - floor(x) (scipy's get_spline_interpolation_weights, order 3).
-__host__ __device__ __forceinline__ void cubic_weights(double f, double *w)
-{
-    const double y = f, z = 1.0 - f;
-    w[1] = (y * y * (y - 2.0) * 3.0 + 4.0) / 6.0;
-    w[2] = (z * z * (z - 2.0) * 3.0 + 4.0) / 6.0;
-    w[0] = z * z * z / 6.0;
-    w[3] = 1.0 - w[0] - w[1] - w[2];
-}
-
-// The value at x along a line of n samples `stride` apart from p.
-__host__ __device__ __forceinline__ float sample_line(const float *p, ll stride, ll n, double x, int interp)
-{
-    if (interp == SGK_VOL_NEAREST)
-        return p[nearest_index(x, n) * stride];
-    const double last = (double)(n - 1);
-    x = x < 0.0 ? 0.0 : x > last ? last : x;
-    const double fl = floor(x);
-    const ll t = (ll)fl;
-    const double f = x - fl;
-    if (interp == SGK_VOL_LINEAR) {
-        const double v0 = p[t * stride], v1 = p[clamp_index(t + 1, n) * stride];
-        return (float)(v0 + f * (v1 - v0));
-    }
-    double w[4];
-    cubic_weights(f, w);
-    double s = 0.0;
-    for (int m = 0; m < 4; m++)
-        s += w[m] * p[clamp_index(t - 1 + m, n) * stride];
-    return (float)s;
-}
-
-// sqrt(3) - 2, the cubic B-spline's pole (scipy's get_filter_poles).
-#define SPLINE_POLE (-0.267949192431122706472553658494127633)
-
-// The cubic B-spline coefficients of a line of n >= 2 samples, in place,
-// as scipy's apply_filter for mode "nearest": the gain, then the causal
-// pass from _init_causal_mirror's start and the anticausal pass from
-// _init_anticausal_mirror's. The causal pass keeps its running value in
-// double; the anticausal pass reads its results back as stored (float).
-__host__ __device__ inline void prefilter_line(float *p, ll s, ll n)
-{
-    const double z = SPLINE_POLE;
-    const double gain = (1.0 - z) * (1.0 - 1.0 / z);
-    const double zn1 = pow(z, (double)(n - 1));
-    double c0 = gain * p[0] + zn1 * (gain * p[(n - 1) * s]);
-    double zi = z;
-    // Terms past zi's underflow add exact zeros to finite data.
-    for (ll i = 1; i < n - 1 && zi != 0.0; i++) {
-        c0 += zi * (gain * p[i * s] + zn1 * (gain * p[(n - 1 - i) * s]));
-        zi *= z;
-    }
-    c0 /= 1.0 - zn1 * zn1;
-    double prev = c0, prev2 = 0.0;
-    p[0] = (float)c0;
-    for (ll i = 1; i < n; i++) {
-        const double c = gain * p[i * s] + z * prev;
-        p[i * s] = (float)c;
-        prev2 = prev;
-        prev = c;
-    }
-    double next = (z * prev2 + prev) * z / (z * z - 1.0);
-    p[(n - 1) * s] = (float)next;
-    for (ll i = n - 2; i >= 0; i--) {
-        next = z * (next - (double)p[i * s]);
-        p[i * s] = (float)next;
-    }
-}
-
-// Two taps along one axis of resample_argmax: NEAREST's twice the same
-// sample with weight 0 on the second.
-struct taps {
-    ll t0, t1;
-    double w;
+// What one output position reads along an axis: up to N samples and their
+// weights (CUBIC with the coefficients past the ends folded into the
+// nearest two needs 6; NEAREST and LINEAR 2). Samples read twice are
+// merged and zero weights left out, as the CPU backend builds them, so
+// that both add the same terms in the same order.
+template <int N> struct taps {
+    int n;
+    ll idx[N];
+    double w[N];
 };
 
-__host__ __device__ __forceinline__ taps axis_taps(double x, ll n, int interp)
+template <int N> __host__ __device__ __forceinline__ void taps_add(taps<N> &t, ll idx, double w)
 {
-    taps r;
-    if (interp == SGK_VOL_NEAREST) {
-        r.t0 = r.t1 = nearest_index(x, n);
-        r.w = 0.0;
-        return r;
-    }
-    const double last = (double)(n - 1);
-    x = x < 0.0 ? 0.0 : x > last ? last : x;
-    const double fl = floor(x);
-    r.t0 = (ll)fl;
-    r.t1 = clamp_index(r.t0 + 1, n);
-    r.w = x - fl;
-    return r;
+    if (w == 0.0)
+        return;
+    for (int i = 0; i < t.n; i++)
+        if (t.idx[i] == idx) {
+            t.w[i] = DADD(t.w[i], w);
+            return;
+        }
+    t.idx[t.n] = idx;
+    t.w[t.n++] = w;
 }
 
-__host__ __device__ __forceinline__ double lerp(double a, double b, double w)
+// Coefficient idx (-1 to n) of a line of n: the coefficients of the line
+// extended by its edge samples, c[-1] = c[0] - z (c[1] - c[0]) and the
+// same past the other end.
+template <int N> __host__ __device__ __forceinline__ void spline_tap(taps<N> &t, ll idx, ll n, double w)
 {
-    return a + w * (b - a);
+    if (n == 1) {
+        taps_add(t, 0, w);
+    } else if (idx < 0) {
+        taps_add(t, 0, DMUL(w, 1.0 + SPLINE_Z));
+        taps_add(t, 1, DMUL(-w, SPLINE_Z));
+    } else if (idx >= n) {
+        taps_add(t, n - 1, DMUL(w, 1.0 + SPLINE_Z));
+        taps_add(t, n - 2, DMUL(-w, SPLINE_Z));
+    } else {
+        taps_add(t, idx, w);
+    }
+}
+
+// Output position o of an axis of n inputs reads x = scale * o + offset,
+// clamped to [0, n - 1]: NEAREST the sample at floor(x + 0.5), LINEAR the
+// two around x, CUBIC the four B-spline coefficients around x.
+template <int N>
+__host__ __device__ __forceinline__ void axis_taps(double scale, double offset, int interp, ll n, ll o, taps<N> &t)
+{
+    double x = DADD(DMUL(scale, (double)o), offset);
+    if (!(x > 0.0))
+        x = 0.0;
+    if (x > (double)(n - 1))
+        x = (double)(n - 1);
+    t.n = 0;
+    if (interp == SGK_VOL_NEAREST) {
+        const ll i = (ll)floor(x + 0.5);
+        taps_add(t, i < n ? i : n - 1, 1.0);
+        return;
+    }
+    const double f = floor(x);
+    const ll i0 = (ll)f;
+    const double u = x - f;
+    if (interp == SGK_VOL_LINEAR) {
+        taps_add(t, i0, 1.0 - u);
+        taps_add(t, i0 + 1 < n ? i0 + 1 : n - 1, u);
+        return;
+    }
+    const double u2 = DMUL(u, u), u3 = DMUL(u2, u), v = 1.0 - u;
+    const double w[4] = {DMUL(DMUL(v, v), v) / 6.0, DADD(DSUB(DMUL(3.0, u3), DMUL(6.0, u2)), 4.0) / 6.0,
+                         DADD(DADD(DADD(DMUL(-3.0, u3), DMUL(3.0, u2)), DMUL(3.0, u)), 1.0) / 6.0, u3 / 6.0};
+    for (int k = 0; k < 4; k++)
+        if (w[k] != 0.0)
+            spline_tap(t, i0 - 1 + k, n, w[k]);
+}
+
+// The cubic B-spline coefficients of a line of n >= 2 samples `s` apart,
+// in place: the causal and anticausal passes of the inverse filter,
+// started as for the line extended by its edge samples forever (scipy's
+// zoom and map_coordinates pad a line with its edge before the filter),
+// then the gain 6. The passes run in double; the causal pass's results
+// wait in the line as floats for the anticausal pass.
+__host__ __device__ inline void prefilter_line(float *p, ll s, ll n)
+{
+    const double z = SPLINE_Z;
+    // The causal pass's limit past the end, for the anticausal start.
+    const double p_end = (double)p[(n - 1) * s] / (1.0 - z);
+    double prev = (double)p[0] / (1.0 - z);
+    p[0] = (float)prev;
+    for (ll k = 1; k < n; k++) {
+        prev = DADD((double)p[k * s], DMUL(z, prev));
+        p[k * s] = (float)prev;
+    }
+    double next = DMUL(-z, DADD(p_end / (1.0 - z), DSUB(prev, p_end) / (1.0 - z * z)));
+    p[(n - 1) * s] = (float)DMUL(6.0, next);
+    for (ll k = n - 2; k >= 0; k--) {
+        next = DMUL(z, DSUB(next, (double)p[k * s]));
+        p[k * s] = (float)DMUL(6.0, next);
+    }
+}
+
+// The value of a line at one output position: its taps' weighted sum.
+template <int N> __host__ __device__ __forceinline__ float sample_taps(const float *p, ll stride, const taps<N> &t)
+{
+    double a = 0.0;
+    for (int q = 0; q < t.n; q++)
+        a = DADD(a, DMUL(t.w[q], (double)p[t.idx[q] * stride]));
+    return (float)a;
 }
 
 // Elementwise kernels ---------------------------------------------------------
 
 struct copy_args {
+    const void *src;
+    void *dst;
     ll src_offset;
     ll ss[4], ds[4], n[4];
     ll total;
 };
 
-template <typename T> __global__ void copy_kernel(const T *src, T *dst, const copy_args a)
+template <typename T> __host__ __device__ __forceinline__ void copy_at(const copy_args &a, ll t)
+{
+    ll r = t, so = a.src_offset, dof = 0;
+    for (int d = 3; d > 0; d--) {
+        const ll q = r / a.n[d], x = r - q * a.n[d];
+        so += x * a.ss[d];
+        dof += x * a.ds[d];
+        r = q;
+    }
+    ((T *)a.dst)[dof + r * a.ds[0]] = ((const T *)a.src)[so + r * a.ss[0]];
+}
+
+template <typename T> __global__ void copy_kernel(const copy_args a)
 {
     GRID_LOOP(t, a.total)
     {
-        ll r = t, so = a.src_offset, dof = 0;
-        for (int d = 3; d > 0; d--) {
-            const ll q = r / a.n[d], x = r - q * a.n[d];
-            so += x * a.ss[d];
-            dof += x * a.ds[d];
-            r = q;
-        }
-        dst[dof + r * a.ds[0]] = src[so + r * a.ss[0]];
+        copy_at<T>(a, t);
     }
 }
 
@@ -195,14 +210,20 @@ struct resample_args {
     int interp;
 };
 
+__host__ __device__ __forceinline__ void resample_at(const resample_args &a, ll t)
+{
+    const ll q = t / a.inner, r = t - q * a.inner;
+    const ll outer = q / a.n_out, o = q - outer * a.n_out;
+    taps<6> tp;
+    axis_taps(a.scale, a.offset, a.interp, a.n_in, o, tp);
+    a.dst[t] = sample_taps(a.src + outer * a.n_in * a.inner + r, a.inner, tp);
+}
+
 __global__ void resample_kernel(const resample_args a)
 {
     GRID_LOOP(t, a.total)
     {
-        const ll q = t / a.inner, r = t - q * a.inner;
-        const ll outer = q / a.n_out, o = q - outer * a.n_out;
-        const float *p = a.src + outer * a.n_in * a.inner + r;
-        a.dst[t] = sample_line(p, a.inner, a.n_in, axis_position(a.scale, o, a.offset), a.interp);
+        resample_at(a, t);
     }
 }
 
@@ -211,12 +232,17 @@ struct prefilter_args {
     ll inner, n, lines;
 };
 
+__host__ __device__ __forceinline__ void prefilter_at(const prefilter_args &a, ll line)
+{
+    const ll outer = line / a.inner, r = line - outer * a.inner;
+    prefilter_line(a.data + outer * a.n * a.inner + r, a.inner, a.n);
+}
+
 __global__ void prefilter_kernel(const prefilter_args a)
 {
     GRID_LOOP(line, a.lines)
     {
-        const ll outer = line / a.inner, r = line - outer * a.inner;
-        prefilter_line(a.data + outer * a.n * a.inner + r, a.inner, a.n);
+        prefilter_at(a, line);
     }
 }
 
@@ -228,16 +254,23 @@ struct intensity_args {
     sgk_vol_affine p[SGK_VOL_MAX_CHANNELS];
 };
 
+__host__ __device__ __forceinline__ void intensity_at(const intensity_args &a, ll v)
+{
+    const bool keep = !a.mask || a.mask[v] != 0;
+    for (int c = 0; c < a.channels; c++) {
+        float *q = a.data + c * a.voxels + v;
+        const sgk_vol_affine f = a.p[c];
+        const float x = *q;
+        // A NaN stays NaN, as the CPU backend's clamp keeps it.
+        *q = keep ? ((x < f.lo ? f.lo : x > f.hi ? f.hi : x) - f.sub) * f.mul : 0.0f;
+    }
+}
+
 __global__ void intensity_kernel(const intensity_args a)
 {
     GRID_LOOP(v, a.voxels)
     {
-        const bool keep = !a.mask || a.mask[v] != 0;
-        for (int c = 0; c < a.channels; c++) {
-            float *q = a.data + c * a.voxels + v;
-            const sgk_vol_affine f = a.p[c];
-            *q = keep ? (fminf(fmaxf(*q, f.lo), f.hi) - f.sub) * f.mul : 0.0f;
-        }
+        intensity_at(a, v);
     }
 }
 
@@ -249,16 +282,21 @@ struct foreground_args {
     float threshold;
 };
 
+__host__ __device__ __forceinline__ void foreground_at(const foreground_args &a, ll v)
+{
+    uint8_t fg = 0;
+    for (ll c = 0; c < a.channels && !fg; c++) {
+        const float x = a.data[c * a.voxels + v];
+        fg = a.nonzero ? x != 0.0f : x > a.threshold;
+    }
+    a.mask[v] = fg;
+}
+
 __global__ void foreground_kernel(const foreground_args a)
 {
     GRID_LOOP(v, a.voxels)
     {
-        uint8_t fg = 0;
-        for (ll c = 0; c < a.channels && !fg; c++) {
-            const float x = a.data[c * a.voxels + v];
-            fg = a.nonzero ? x != 0.0f : x > a.threshold;
-        }
-        a.mask[v] = fg;
+        foreground_at(a, v);
     }
 }
 
@@ -272,39 +310,44 @@ struct argmax_args {
     int interp[3];
 };
 
+__host__ __device__ __forceinline__ void argmax_at(const argmax_args &a, ll t)
+{
+    const ll q = t / a.out[2], i = t - q * a.out[2];
+    const ll k = q / a.out[1], j = q - k * a.out[1];
+    taps<2> tk, tj, ti;
+    axis_taps(a.scale[0], a.offset[0], a.interp[0], a.in[0], k, tk);
+    axis_taps(a.scale[1], a.offset[1], a.interp[1], a.in[1], j, tj);
+    axis_taps(a.scale[2], a.offset[2], a.interp[2], a.in[2], i, ti);
+    ll best = 0;
+    double best_v = 0.0;
+    for (ll c = 0; c < a.classes; c++) {
+        const float *s = a.scores + c * a.in_voxels;
+        double v = 0.0;
+        for (int p = 0; p < tk.n; p++)
+            for (int r = 0; r < tj.n; r++) {
+                const float *row = s + (tk.idx[p] * a.in[1] + tj.idx[r]) * a.in[2];
+                double acc = 0.0;
+                for (int u = 0; u < ti.n; u++)
+                    acc = DADD(acc, DMUL(ti.w[u], (double)row[ti.idx[u]]));
+                v = DADD(v, DMUL(DMUL(tk.w[p], tj.w[r]), acc));
+            }
+        // The first largest, as numpy's argmax.
+        if (c == 0 || v > best_v) {
+            best_v = v;
+            best = c;
+        }
+    }
+    if (a.dtype == SEGRT_DTYPE_UINT16)
+        ((uint16_t *)a.labels)[t] = (uint16_t)best;
+    else
+        ((uint8_t *)a.labels)[t] = (uint8_t)best;
+}
+
 __global__ void argmax_kernel(const argmax_args a)
 {
     GRID_LOOP(t, a.total)
     {
-        const ll q = t / a.out[2], i = t - q * a.out[2];
-        const ll k = q / a.out[1], j = q - k * a.out[1];
-        const ll o[3] = {k, j, i};
-        taps tp[3];
-        for (int d = 0; d < 3; d++)
-            tp[d] = axis_taps(axis_position(a.scale[d], o[d], a.offset[d]), a.in[d], a.interp[d]);
-        const ll plane = a.in[1] * a.in[2];
-        const ll z0 = tp[0].t0 * plane, z1 = tp[0].t1 * plane;
-        const ll y0 = tp[1].t0 * a.in[2], y1 = tp[1].t1 * a.in[2];
-        const ll x0 = tp[2].t0, x1 = tp[2].t1;
-        ll best = 0;
-        double bv = 0.0;
-        for (ll c = 0; c < a.classes; c++) {
-            const float *s = a.scores + c * a.in_voxels;
-            const double v00 = lerp(s[z0 + y0 + x0], s[z0 + y0 + x1], tp[2].w);
-            const double v01 = lerp(s[z0 + y1 + x0], s[z0 + y1 + x1], tp[2].w);
-            const double v10 = lerp(s[z1 + y0 + x0], s[z1 + y0 + x1], tp[2].w);
-            const double v11 = lerp(s[z1 + y1 + x0], s[z1 + y1 + x1], tp[2].w);
-            const double v = lerp(lerp(v00, v01, tp[1].w), lerp(v10, v11, tp[1].w), tp[0].w);
-            // The first largest, as numpy's argmax.
-            if (c == 0 || v > bv) {
-                bv = v;
-                best = c;
-            }
-        }
-        if (a.dtype == SEGRT_DTYPE_UINT16)
-            ((uint16_t *)a.labels)[t] = (uint16_t)best;
-        else
-            ((uint8_t *)a.labels)[t] = (uint8_t)best;
+        argmax_at(a, t);
     }
 }
 
@@ -315,7 +358,7 @@ struct box6 {
     ll v[6];
 };
 
-__device__ __forceinline__ void box_empty(box6 &b)
+__host__ __device__ __forceinline__ void box_empty(box6 &b)
 {
     for (int d = 0; d < 3; d++) {
         b.v[d] = INT64_MAX;
@@ -323,7 +366,7 @@ __device__ __forceinline__ void box_empty(box6 &b)
     }
 }
 
-__device__ __forceinline__ void box_merge(box6 &b, const box6 &o)
+__host__ __device__ __forceinline__ void box_merge(box6 &b, const box6 &o)
 {
     for (int d = 0; d < 3; d++) {
         b.v[d] = o.v[d] < b.v[d] ? o.v[d] : b.v[d];
@@ -389,7 +432,7 @@ __global__ void box_final_kernel(const box_args a, int n_partials)
             a.box[d] = b.v[d];
 }
 
-__device__ __forceinline__ void stats_empty(sgk_vol_stat &s)
+__host__ __device__ __forceinline__ void stats_empty(sgk_vol_stat &s)
 {
     s.count = 0;
     s.sum = s.sum_sq = 0.0;
@@ -397,7 +440,7 @@ __device__ __forceinline__ void stats_empty(sgk_vol_stat &s)
     s.max = -INFINITY;
 }
 
-__device__ __forceinline__ void stats_merge(sgk_vol_stat &s, const sgk_vol_stat &o)
+__host__ __device__ __forceinline__ void stats_merge(sgk_vol_stat &s, const sgk_vol_stat &o)
 {
     s.count += o.count;
     s.sum += o.sum;
@@ -484,6 +527,133 @@ ll count4(const int64_t dims[4])
     return dims[0] * dims[1] * dims[2] * dims[3];
 }
 
+// The launches' arguments, built apart from the launches so that the
+// element functions can be run over them by other code than a kernel.
+// Each fills *a and returns OK; a total of 0 means there is nothing to do.
+
+segrt_status copy_setup(size_t elem_size, const void *src, int64_t src_offset, const int64_t src_stride[4], void *dst,
+                        const int64_t dst_stride[4], const int64_t dims[4], copy_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (elem_size != 1 && elem_size != 2 && elem_size != 4)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_strided_copy: elements of %zu bytes (1, 2 or 4)",
+                        elem_size);
+    a->src = src;
+    a->dst = dst;
+    a->src_offset = src_offset;
+    for (int d = 0; d < 4; d++) {
+        a->ss[d] = src_stride[d];
+        a->ds[d] = dst_stride[d];
+        a->n[d] = dims[d];
+    }
+    a->total = count4(dims) > 0 ? count4(dims) : 0;
+    return SEGRT_OK;
+}
+
+segrt_status resample_setup(const float *src, const int64_t dims[4], int32_t axis, const sgk_vol_axis *ax, float *dst,
+                            resample_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (axis < 1 || axis > 3)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_axis: axis %d (1 to 3)", (int)axis);
+    if (ax->interp != SGK_VOL_NEAREST && ax->interp != SGK_VOL_LINEAR && ax->interp != SGK_VOL_CUBIC)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_axis: interpolation %d", (int)ax->interp);
+    a->src = src;
+    a->dst = dst;
+    a->inner = 1;
+    for (int d = axis + 1; d < 4; d++)
+        a->inner *= dims[d];
+    a->n_in = dims[axis];
+    a->n_out = ax->n_out;
+    ll total = ax->n_out;
+    for (int d = 0; d < 4; d++)
+        total *= d == axis ? 1 : dims[d];
+    if (total > 0 && a->n_in <= 0)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_axis: %lld outputs from an empty axis",
+                        (long long)a->n_out);
+    a->total = total > 0 ? total : 0;
+    a->scale = ax->scale;
+    a->offset = ax->offset;
+    a->interp = ax->interp;
+    return SEGRT_OK;
+}
+
+segrt_status prefilter_setup(float *data, const int64_t dims[4], int32_t axis, prefilter_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (axis < 1 || axis > 3)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_spline_prefilter: axis %d (1 to 3)", (int)axis);
+    a->data = data;
+    a->inner = 1;
+    for (int d = axis + 1; d < 4; d++)
+        a->inner *= dims[d];
+    a->n = dims[axis];
+    // Nothing, or lines of one sample, each its own coefficient.
+    a->lines = a->n >= 2 && count4(dims) > 0 ? count4(dims) / a->n : 0;
+    return SEGRT_OK;
+}
+
+segrt_status intensity_setup(float *data, const int64_t dims[4], const sgk_vol_affine *params, const uint8_t *mask,
+                             intensity_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (dims[0] > SGK_VOL_MAX_CHANNELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_intensity: %lld channels (%d at most)",
+                        (long long)dims[0], SGK_VOL_MAX_CHANNELS);
+    a->data = data;
+    a->mask = mask;
+    a->channels = dims[0] > 0 ? (int)dims[0] : 0;
+    a->voxels = a->channels > 0 && dims[1] * dims[2] * dims[3] > 0 ? dims[1] * dims[2] * dims[3] : 0;
+    for (int c = 0; c < a->channels; c++)
+        a->p[c] = params[c];
+    return SEGRT_OK;
+}
+
+segrt_status foreground_setup(const float *data, const int64_t dims[4], bool nonzero, float threshold, uint8_t *mask,
+                              foreground_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->data = data;
+    a->mask = mask;
+    a->voxels = dims[1] * dims[2] * dims[3] > 0 ? dims[1] * dims[2] * dims[3] : 0;
+    a->channels = dims[0];
+    a->nonzero = nonzero;
+    a->threshold = threshold;
+    return SEGRT_OK;
+}
+
+segrt_status argmax_setup(const float *scores, int64_t classes, const int64_t in_dims[3], const sgk_vol_axis ax[3],
+                          segrt_dtype out_dtype, void *labels, argmax_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (out_dtype != SEGRT_DTYPE_UINT8 && out_dtype != SEGRT_DTYPE_UINT16)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_argmax: labels of dtype %d (uint8 or uint16)",
+                        (int)out_dtype);
+    a->scores = scores;
+    a->labels = labels;
+    a->dtype = (int)out_dtype;
+    a->classes = classes;
+    a->in_voxels = in_dims[0] * in_dims[1] * in_dims[2];
+    ll total = 1;
+    for (int d = 0; d < 3; d++) {
+        if (ax[d].interp != SGK_VOL_NEAREST && ax[d].interp != SGK_VOL_LINEAR)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "sgk_vol_resample_argmax: axis %d's interpolation %d (nearest or linear)", d,
+                            (int)ax[d].interp);
+        a->in[d] = in_dims[d];
+        a->out[d] = ax[d].n_out;
+        total *= ax[d].n_out;
+        a->scale[d] = ax[d].scale;
+        a->offset[d] = ax[d].offset;
+        a->interp[d] = ax[d].interp;
+    }
+    if (total > 0 && (classes < 1 || a->in_voxels <= 0))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_argmax: %lld classes over %lld voxels",
+                        (long long)classes, (long long)a->in_voxels);
+    a->total = total > 0 ? total : 0;
+    return SEGRT_OK;
+}
+
 } // namespace
 
 extern "C" segrt_status sgk_vol_strided_copy(cudaStream_t stream, size_t elem_size, const void *src,
@@ -491,57 +661,26 @@ extern "C" segrt_status sgk_vol_strided_copy(cudaStream_t stream, size_t elem_si
                                              const int64_t dst_stride[4], const int64_t dims[4])
 {
     copy_args a;
-    memset(&a, 0, sizeof a);
-    a.src_offset = src_offset;
-    for (int d = 0; d < 4; d++) {
-        a.ss[d] = src_stride[d];
-        a.ds[d] = dst_stride[d];
-        a.n[d] = dims[d];
-    }
-    a.total = count4(dims);
-    if (a.total <= 0)
-        return SEGRT_OK;
+    segrt_status s = copy_setup(elem_size, src, src_offset, src_stride, dst, dst_stride, dims, &a);
+    if (s != SEGRT_OK || !a.total)
+        return s;
     const unsigned blocks = blocks_for(a.total, VOL_THREADS, VOL_MAX_BLOCKS);
-    switch (elem_size) {
-    case 1: copy_kernel<uint8_t><<<blocks, VOL_THREADS, 0, stream>>>((const uint8_t *)src, (uint8_t *)dst, a); break;
-    case 2:
-        copy_kernel<uint16_t><<<blocks, VOL_THREADS, 0, stream>>>((const uint16_t *)src, (uint16_t *)dst, a);
-        break;
-    case 4:
-        copy_kernel<uint32_t><<<blocks, VOL_THREADS, 0, stream>>>((const uint32_t *)src, (uint32_t *)dst, a);
-        break;
-    default:
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_strided_copy: elements of %zu bytes (1, 2 or 4)",
-                        elem_size);
-    }
+    if (elem_size == 1)
+        copy_kernel<uint8_t><<<blocks, VOL_THREADS, 0, stream>>>(a);
+    else if (elem_size == 2)
+        copy_kernel<uint16_t><<<blocks, VOL_THREADS, 0, stream>>>(a);
+    else
+        copy_kernel<uint32_t><<<blocks, VOL_THREADS, 0, stream>>>(a);
     return launched("sgk_vol_strided_copy");
 }
 
 extern "C" segrt_status sgk_vol_resample_axis(cudaStream_t stream, const float *src, const int64_t dims[4],
                                               int32_t axis, const sgk_vol_axis *ax, float *dst)
 {
-    if (axis < 1 || axis > 3)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_axis: axis %d (1 to 3)", (int)axis);
     resample_args a;
-    memset(&a, 0, sizeof a);
-    a.src = src;
-    a.dst = dst;
-    a.inner = 1;
-    for (int d = axis + 1; d < 4; d++)
-        a.inner *= dims[d];
-    a.n_in = dims[axis];
-    a.n_out = ax->n_out;
-    a.total = a.n_out;
-    for (int d = 0; d < 4; d++)
-        a.total *= d == axis ? 1 : dims[d];
-    if (a.total <= 0)
-        return SEGRT_OK;
-    if (a.n_in <= 0)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_axis: %lld outputs from an empty axis",
-                        (long long)a.n_out);
-    a.scale = ax->scale;
-    a.offset = ax->offset;
-    a.interp = ax->interp;
+    segrt_status s = resample_setup(src, dims, axis, ax, dst, &a);
+    if (s != SEGRT_OK || !a.total)
+        return s;
     resample_kernel<<<blocks_for(a.total, VOL_THREADS, VOL_MAX_BLOCKS), VOL_THREADS, 0, stream>>>(a);
     return launched("sgk_vol_resample_axis");
 }
@@ -549,18 +688,10 @@ extern "C" segrt_status sgk_vol_resample_axis(cudaStream_t stream, const float *
 extern "C" segrt_status sgk_vol_spline_prefilter(cudaStream_t stream, float *data, const int64_t dims[4],
                                                  int32_t axis)
 {
-    if (axis < 1 || axis > 3)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_spline_prefilter: axis %d (1 to 3)", (int)axis);
     prefilter_args a;
-    memset(&a, 0, sizeof a);
-    a.data = data;
-    a.inner = 1;
-    for (int d = axis + 1; d < 4; d++)
-        a.inner *= dims[d];
-    a.n = dims[axis];
-    if (a.n < 2 || count4(dims) <= 0)
-        return SEGRT_OK; // nothing, or lines of one sample, which scipy leaves as they are
-    a.lines = count4(dims) / a.n;
+    segrt_status s = prefilter_setup(data, dims, axis, &a);
+    if (s != SEGRT_OK || !a.lines)
+        return s;
     prefilter_kernel<<<blocks_for(a.lines, LINE_THREADS, VOL_MAX_BLOCKS), LINE_THREADS, 0, stream>>>(a);
     return launched("sgk_vol_spline_prefilter");
 }
@@ -568,19 +699,10 @@ extern "C" segrt_status sgk_vol_spline_prefilter(cudaStream_t stream, float *dat
 extern "C" segrt_status sgk_vol_intensity(cudaStream_t stream, float *data, const int64_t dims[4],
                                           const sgk_vol_affine *params, const uint8_t *mask)
 {
-    if (dims[0] > SGK_VOL_MAX_CHANNELS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_intensity: %lld channels (%d at most)",
-                        (long long)dims[0], SGK_VOL_MAX_CHANNELS);
     intensity_args a;
-    memset(&a, 0, sizeof a);
-    a.data = data;
-    a.mask = mask;
-    a.voxels = dims[1] * dims[2] * dims[3];
-    a.channels = (int)dims[0];
-    if (a.voxels <= 0 || a.channels <= 0)
-        return SEGRT_OK;
-    for (int c = 0; c < a.channels; c++)
-        a.p[c] = params[c];
+    segrt_status s = intensity_setup(data, dims, params, mask, &a);
+    if (s != SEGRT_OK || !a.voxels)
+        return s;
     intensity_kernel<<<blocks_for(a.voxels, VOL_THREADS, VOL_MAX_BLOCKS), VOL_THREADS, 0, stream>>>(a);
     return launched("sgk_vol_intensity");
 }
@@ -588,9 +710,10 @@ extern "C" segrt_status sgk_vol_intensity(cudaStream_t stream, float *data, cons
 extern "C" segrt_status sgk_vol_foreground_mask(cudaStream_t stream, const float *data, const int64_t dims[4],
                                                 bool nonzero, float threshold, uint8_t *mask)
 {
-    foreground_args a = {data, mask, dims[1] * dims[2] * dims[3], dims[0], nonzero, threshold};
-    if (a.voxels <= 0)
-        return SEGRT_OK;
+    foreground_args a;
+    segrt_status s = foreground_setup(data, dims, nonzero, threshold, mask, &a);
+    if (s != SEGRT_OK || !a.voxels)
+        return s;
     foreground_kernel<<<blocks_for(a.voxels, VOL_THREADS, VOL_MAX_BLOCKS), VOL_THREADS, 0, stream>>>(a);
     return launched("sgk_vol_foreground_mask");
 }
@@ -657,34 +780,10 @@ extern "C" segrt_status sgk_vol_resample_argmax(cudaStream_t stream, const float
                                                 const int64_t in_dims[3], const sgk_vol_axis ax[3],
                                                 segrt_dtype out_dtype, void *labels)
 {
-    if (out_dtype != SEGRT_DTYPE_UINT8 && out_dtype != SEGRT_DTYPE_UINT16)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_argmax: labels of dtype %d (uint8 or uint16)",
-                        (int)out_dtype);
     argmax_args a;
-    memset(&a, 0, sizeof a);
-    a.scores = scores;
-    a.labels = labels;
-    a.dtype = (int)out_dtype;
-    a.classes = classes;
-    a.in_voxels = in_dims[0] * in_dims[1] * in_dims[2];
-    a.total = 1;
-    for (int d = 0; d < 3; d++) {
-        a.in[d] = in_dims[d];
-        a.out[d] = ax[d].n_out;
-        a.total *= ax[d].n_out;
-        a.scale[d] = ax[d].scale;
-        a.offset[d] = ax[d].offset;
-        a.interp[d] = ax[d].interp;
-        if (ax[d].interp != SGK_VOL_NEAREST && ax[d].interp != SGK_VOL_LINEAR)
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                            "sgk_vol_resample_argmax: axis %d's interpolation %d (nearest or linear)", d,
-                            (int)ax[d].interp);
-    }
-    if (a.total <= 0)
-        return SEGRT_OK;
-    if (classes < 1 || a.in_voxels <= 0)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "sgk_vol_resample_argmax: %lld classes over %lld voxels",
-                        (long long)classes, (long long)a.in_voxels);
+    segrt_status s = argmax_setup(scores, classes, in_dims, ax, out_dtype, labels, &a);
+    if (s != SEGRT_OK || !a.total)
+        return s;
     argmax_kernel<<<blocks_for(a.total, VOL_THREADS, VOL_MAX_BLOCKS), VOL_THREADS, 0, stream>>>(a);
     return launched("sgk_vol_resample_argmax");
 }

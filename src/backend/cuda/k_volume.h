@@ -51,18 +51,21 @@ segrt_status sgk_vol_strided_copy(cudaStream_t stream, size_t elem_size, const v
                                   const int64_t dims[4]);
 
 /* dst (dims with dims[axis] = ax->n_out) = src resampled along axis (1 to
- * 3): NEAREST takes the sample at floor(x + 0.5), LINEAR interpolates
- * between floor(x) and the next, CUBIC weighs the four B-spline
- * coefficients around x (src holds coefficients then); taps past the ends
- * take the edge. Weights and sums in double, one rounding to float. */
+ * 3). Output position o reads x = scale * o + offset clamped to [0, n -
+ * 1]: NEAREST the sample at floor(x + 0.5), LINEAR the two around x,
+ * CUBIC the four B-spline coefficients around x (src holds coefficients
+ * then), those past the ends those of the line extended by its edge
+ * samples. Weights and sums in double, rounded at each step as the CPU
+ * backend's are, one rounding to float. */
 segrt_status sgk_vol_resample_axis(cudaStream_t stream, const float *src, const int64_t dims[4], int32_t axis,
                                    const sgk_vol_axis *ax, float *dst);
 
 /* The cubic B-spline coefficients of data along axis (1 to 3), in place:
- * one thread per line, gain then a causal and an anticausal pass with
- * pole sqrt(3) - 2, started as scipy's spline_filter1d starts them for
- * mode "nearest" (its mirror initialisation); lines of one sample are
- * left as they are, as scipy leaves them. Sums in double. */
+ * one thread per line, a causal and an anticausal pass with pole
+ * sqrt(3) - 2 started as for the line extended by its edge samples (the
+ * edge padding scipy's zoom and map_coordinates put before the filter in
+ * mode "nearest"), then the gain; lines of one sample are left as they
+ * are. Sums in double. */
 segrt_status sgk_vol_spline_prefilter(cudaStream_t stream, float *data, const int64_t dims[4], int32_t axis);
 
 /* data[c, v] = the affine params[c] of it where mask is NULL or mask[v]
@@ -98,8 +101,8 @@ segrt_status sgk_vol_stats(cudaStream_t stream, const float *data, const int64_t
 /* labels (uint8 or uint16, dims ax[0..2].n_out) = per output voxel, the
  * first class k < classes whose score, interpolated at the voxel from
  * scores + k * (in_dims' voxels) along each axis as ax[axis].interp
- * (NEAREST or LINEAR) says, is the largest. One thread per output voxel,
- * its classes in a loop. */
+ * (NEAREST or LINEAR, positions as sgk_vol_resample_axis's) says, is the
+ * largest. One thread per output voxel, its classes in a loop. */
 segrt_status sgk_vol_resample_argmax(cudaStream_t stream, const float *scores, int64_t classes,
                                      const int64_t in_dims[3], const sgk_vol_axis ax[3], segrt_dtype out_dtype,
                                      void *labels);
