@@ -37,8 +37,17 @@ typedef enum sg_vol_interp {
 } sg_vol_interp;
 
 /* One axis of a resampling: output position o reads the input at
- * x = scale * o + offset (input voxel units); positions past the input's
- * ends take its edge (scipy's mode "nearest", torch's border padding). */
+ * x = scale * o + offset (input voxel units), as scipy's mode "nearest"
+ * reads it (torch's border padding for LINEAR). NEAREST and LINEAR clamp
+ * x to [0, n - 1] first, so positions past the ends take the edge sample.
+ * CUBIC does not clamp: it evaluates at x the spline of the input extended
+ * by its edge samples forever (scipy pads 12 of them before its filter;
+ * the difference is about 1e-7), whose coefficients past the ends follow
+ * from the first two (the last two likewise): with z = sqrt(3) - 2 and
+ * s0 = ((5 + z) c[0] + (1 - z) c[1]) / 6 (the edge sample), coefficient
+ * k < 0 is s0 + (c[0] - s0) z^-k. A position just past the end is then
+ * not quite the edge sample: scipy's zoom and skimage's resize give the
+ * same. */
 typedef struct sg_vol_axis {
     int64_t n_out;
     double scale, offset;
@@ -73,8 +82,11 @@ typedef struct sg_volume_ops {
      * coefficients (spline_prefilter's output), not samples. */
     sg_status (*resample_axis)(sg_backend_stream *stream, const float *src, const int64_t dims[4], int32_t axis,
                                const sg_vol_axis *ax, float *dst);
-    /* Cubic B-spline coefficients of data along `axis`, in place, with the
-     * boundary scipy's spline_filter uses for mode "nearest". */
+    /* Cubic B-spline coefficients of data along `axis`, in place, of each
+     * line extended by its edge samples forever (scipy's spline_filter
+     * after its padding for mode "nearest"): the causal pass starts at
+     * s[0] / (1 - z), the anticausal at -z (P / (1 - z) + (c+[n-1] - P) /
+     * (1 - z^2)) with P = s[n-1] / (1 - z), and the result is scaled by 6. */
     sg_status (*spline_prefilter)(sg_backend_stream *stream, float *data, const int64_t dims[4], int32_t axis);
     /* data = the affine of its channel (params[c], dims[0] of them) where
      * mask is NULL or mask[voxel] != 0; 0 where mask[voxel] == 0. mask

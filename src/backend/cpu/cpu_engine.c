@@ -7,6 +7,7 @@
  * and keeps that plan in the context until the dims change again. A graph
  * whose shapes depend on input values goes to the interpreter. */
 #include "backend/backend.h"
+#include "backend/backend_volume.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ref/ref.h"
 #include "graph/infer.h"
@@ -235,6 +236,9 @@ static void cpu_profile_print(const sg_backend_context *c, FILE *f)
         fprintf(f, "no plan ran: the model's shapes depend on input values, so it ran interpreted\n");
 }
 
+/* cpu_volume.c */
+extern const sg_volume_ops sg_cpu_volume_ops;
+
 const sg_backend sg_cpu_backend = {
     .name = "cpu",
     .device = SEGRT_DEVICE_CPU,
@@ -258,4 +262,5 @@ const sg_backend sg_cpu_backend = {
     .profile_print = cpu_profile_print,
     .eval = ref_lookup,
     .window = NULL,
+    .volume = &sg_cpu_volume_ops,
 };
