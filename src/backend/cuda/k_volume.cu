@@ -11,7 +11,8 @@
 // Positions, taps and sums follow the CPU backend's (cpu_volume.c, the
 // reference) step for step, so that the two agree to the bit where the
 // arithmetic allows it: everywhere but the spline prefilter, whose causal
-// pass is stored as floats between the passes here. The per-element work
+// pass is stored as floats between the passes here, and CUBIC's weights
+// past the ends, which take powers of z from each side's pow. The per-element work
 // is in __host__ __device__ functions.
 #include "backend/cuda/k_volume.h"
 
@@ -36,8 +37,8 @@ unsigned blocks_for(ll n, int threads, ll cap)
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
-// Partials of a reduction over n elements: enough blocks that a thread
-// takes RED_ELEMS elements or more, RED_MAX_BLOCKS at most.
+// Partials of a reduction over n elements: a block per RED_ELEMS elements
+// a thread, RED_MAX_BLOCKS at most (threads then take more).
 unsigned red_blocks(ll n)
 {
     return blocks_for(n, RED_THREADS * RED_ELEMS, RED_MAX_BLOCKS);
@@ -64,8 +65,8 @@ unsigned red_blocks(ll n)
 #define SPLINE_Z (-0.267949192431122706472553658494127633)
 
 // What one output position reads along an axis: up to N samples and their
-// weights (CUBIC with the coefficients past the ends folded into the
-// nearest two needs 6; NEAREST and LINEAR 2). Samples read twice are
+// weights (CUBIC, with the coefficients past the ends folded into the
+// nearest two, 6 at most; NEAREST and LINEAR 2). Samples read twice are
 // merged and zero weights left out, as the CPU backend builds them, so
 // that both add the same terms in the same order.
 template <int N> struct taps {
@@ -87,36 +88,51 @@ template <int N> __host__ __device__ __forceinline__ void taps_add(taps<N> &t, l
     t.w[t.n++] = w;
 }
 
-// Coefficient idx (-1 to n) of a line of n: the coefficients of the line
-// extended by its edge samples, c[-1] = c[0] - z (c[1] - c[0]) and the
-// same past the other end.
+// Coefficient idx (any) of a line of n: those of the line extended by its
+// edge samples forever. Before index 0, c[k] = s0 (1 - z^-k) + c[0] z^-k
+// with s0 = ((5 + z) c[0] + (1 - z) c[1]) / 6 the edge sample, a
+// combination of c[0] and c[1]; past n - 1 likewise.
 template <int N> __host__ __device__ __forceinline__ void spline_tap(taps<N> &t, ll idx, ll n, double w)
 {
+    const double z = SPLINE_Z;
     if (n == 1) {
         taps_add(t, 0, w);
-    } else if (idx < 0) {
-        taps_add(t, 0, DMUL(w, 1.0 + SPLINE_Z));
-        taps_add(t, 1, DMUL(-w, SPLINE_Z));
-    } else if (idx >= n) {
-        taps_add(t, n - 1, DMUL(w, 1.0 + SPLINE_Z));
-        taps_add(t, n - 2, DMUL(-w, SPLINE_Z));
-    } else {
-        taps_add(t, idx, w);
+        return;
     }
+    if (idx >= 0 && idx < n) {
+        taps_add(t, idx, w);
+        return;
+    }
+    const ll e0 = idx < 0 ? 0 : n - 1, e1 = idx < 0 ? 1 : n - 2, m = idx < 0 ? -idx : idx - (n - 1);
+    const double q = m < 64 ? pow(z, (double)m) : 0.0;
+    taps_add(t, e0, DMUL(w, DADD(DMUL(DSUB(1.0, q), 5.0 + z) / 6.0, q)));
+    taps_add(t, e1, DMUL(DMUL(w, DSUB(1.0, q)), 1.0 - z) / 6.0);
 }
 
-// Output position o of an axis of n inputs reads x = scale * o + offset,
-// clamped to [0, n - 1]: NEAREST the sample at floor(x + 0.5), LINEAR the
-// two around x, CUBIC the four B-spline coefficients around x.
+// Output position o of an axis of n inputs reads x = scale * o + offset:
+// NEAREST the sample at floor(x + 0.5) and LINEAR the two around x, x
+// clamped to [0, n - 1]; CUBIC the four B-spline coefficients around x
+// unclamped (the spline of the edge-extended line, as scipy's zoom
+// evaluates it past the ends).
 template <int N>
 __host__ __device__ __forceinline__ void axis_taps(double scale, double offset, int interp, ll n, ll o, taps<N> &t)
 {
     double x = DADD(DMUL(scale, (double)o), offset);
+    t.n = 0;
+    if (interp == SGK_VOL_CUBIC) {
+        const double f = floor(x), u = x - f, u2 = DMUL(u, u), u3 = DMUL(u2, u), v = 1.0 - u;
+        const ll i0 = (ll)f;
+        const double w[4] = {DMUL(DMUL(v, v), v) / 6.0, DADD(DSUB(DMUL(3.0, u3), DMUL(6.0, u2)), 4.0) / 6.0,
+                             DADD(DADD(DADD(DMUL(-3.0, u3), DMUL(3.0, u2)), DMUL(3.0, u)), 1.0) / 6.0, u3 / 6.0};
+        for (int k = 0; k < 4; k++)
+            if (w[k] != 0.0)
+                spline_tap(t, i0 - 1 + k, n, w[k]);
+        return;
+    }
     if (!(x > 0.0))
         x = 0.0;
     if (x > (double)(n - 1))
         x = (double)(n - 1);
-    t.n = 0;
     if (interp == SGK_VOL_NEAREST) {
         const ll i = (ll)floor(x + 0.5);
         taps_add(t, i < n ? i : n - 1, 1.0);
@@ -125,17 +141,8 @@ __host__ __device__ __forceinline__ void axis_taps(double scale, double offset, 
     const double f = floor(x);
     const ll i0 = (ll)f;
     const double u = x - f;
-    if (interp == SGK_VOL_LINEAR) {
-        taps_add(t, i0, 1.0 - u);
-        taps_add(t, i0 + 1 < n ? i0 + 1 : n - 1, u);
-        return;
-    }
-    const double u2 = DMUL(u, u), u3 = DMUL(u2, u), v = 1.0 - u;
-    const double w[4] = {DMUL(DMUL(v, v), v) / 6.0, DADD(DSUB(DMUL(3.0, u3), DMUL(6.0, u2)), 4.0) / 6.0,
-                         DADD(DADD(DADD(DMUL(-3.0, u3), DMUL(3.0, u2)), DMUL(3.0, u)), 1.0) / 6.0, u3 / 6.0};
-    for (int k = 0; k < 4; k++)
-        if (w[k] != 0.0)
-            spline_tap(t, i0 - 1 + k, n, w[k]);
+    taps_add(t, i0, 1.0 - u);
+    taps_add(t, i0 + 1 < n ? i0 + 1 : n - 1, u);
 }
 
 // The cubic B-spline coefficients of a line of n >= 2 samples `s` apart,

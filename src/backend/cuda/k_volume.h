@@ -25,8 +25,8 @@ extern "C" {
 
 enum { SGK_VOL_NEAREST = 0, SGK_VOL_LINEAR = 1, SGK_VOL_CUBIC = 2 };
 
-/* Output position o of an axis reads the input at x = scale * o + offset,
- * clamped to the input's ends. */
+/* Output position o of an axis reads the input at x = scale * o + offset
+ * (sgk_vol_resample_axis says how past the ends). */
 typedef struct sgk_vol_axis {
     int64_t n_out;
     double scale, offset;
@@ -51,12 +51,12 @@ segrt_status sgk_vol_strided_copy(cudaStream_t stream, size_t elem_size, const v
                                   const int64_t dims[4]);
 
 /* dst (dims with dims[axis] = ax->n_out) = src resampled along axis (1 to
- * 3). Output position o reads x = scale * o + offset clamped to [0, n -
- * 1]: NEAREST the sample at floor(x + 0.5), LINEAR the two around x,
- * CUBIC the four B-spline coefficients around x (src holds coefficients
- * then), those past the ends those of the line extended by its edge
- * samples. Weights and sums in double, rounded at each step as the CPU
- * backend's are, one rounding to float. */
+ * 3). Output position o reads x = scale * o + offset: NEAREST the sample
+ * at floor(x + 0.5) and LINEAR the two around x, x clamped to [0, n - 1];
+ * CUBIC, x unclamped, the four B-spline coefficients around x (src holds
+ * coefficients then), those past the ends those of the line extended by
+ * its edge samples. Weights and sums in double, rounded at each step as
+ * the CPU backend's are, one rounding to float. */
 segrt_status sgk_vol_resample_axis(cudaStream_t stream, const float *src, const int64_t dims[4], int32_t axis,
                                    const sgk_vol_axis *ax, float *dst);
 
