@@ -325,18 +325,40 @@ __host__ __device__ __forceinline__ void argmax_at(const argmax_args &a, ll t)
     axis_taps(a.scale[0], a.offset[0], a.interp[0], a.in[0], k, tk);
     axis_taps(a.scale[1], a.offset[1], a.interp[1], a.in[1], j, tj);
     axis_taps(a.scale[2], a.offset[2], a.interp[2], a.in[2], i, ti);
+    // The rows and weights every class reads, held in registers (loops of
+    // constant bounds) across the classes' loop.
+    ll row[2][2], col[2];
+    double w[2][2], wc[2];
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            row[p][r] = p < tk.n && r < tj.n ? (tk.idx[p] * a.in[1] + tj.idx[r]) * a.in[2] : 0;
+            w[p][r] = p < tk.n && r < tj.n ? DMUL(tk.w[p], tj.w[r]) : 0.0;
+        }
+        col[p] = p < ti.n ? ti.idx[p] : 0;
+        wc[p] = p < ti.n ? ti.w[p] : 0.0;
+    }
+    const int nk = tk.n, nj = tj.n, ni = ti.n;
     ll best = 0;
     double best_v = 0.0;
     for (ll c = 0; c < a.classes; c++) {
         const float *s = a.scores + c * a.in_voxels;
+        // The CPU's sum: over depth and height taps, each a row's sum over
+        // the width taps.
         double v = 0.0;
-        for (int p = 0; p < tk.n; p++)
-            for (int r = 0; r < tj.n; r++) {
-                const float *row = s + (tk.idx[p] * a.in[1] + tj.idx[r]) * a.in[2];
+#pragma unroll
+        for (int p = 0; p < 2; p++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                if (p >= nk || r >= nj)
+                    continue;
                 double acc = 0.0;
-                for (int u = 0; u < ti.n; u++)
-                    acc = DADD(acc, DMUL(ti.w[u], (double)row[ti.idx[u]]));
-                v = DADD(v, DMUL(DMUL(tk.w[p], tj.w[r]), acc));
+#pragma unroll
+                for (int u = 0; u < 2; u++)
+                    if (u < ni)
+                        acc = DADD(acc, DMUL(wc[u], (double)s[row[p][r] + col[u]]));
+                v = DADD(v, DMUL(w[p][r], acc));
             }
         // The first largest, as numpy's argmax.
         if (c == 0 || v > best_v) {
