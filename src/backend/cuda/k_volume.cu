@@ -162,7 +162,7 @@ __host__ __device__ inline void prefilter_line(float *p, ll s, ll n)
         prev = DADD((double)p[k * s], DMUL(z, prev));
         p[k * s] = (float)prev;
     }
-    double next = DMUL(-z, DADD(p_end / (1.0 - z), DSUB(prev, p_end) / (1.0 - z * z)));
+    double next = DMUL(-z, DADD(p_end / (1.0 - z), DSUB(prev, p_end) / DSUB(1.0, DMUL(z, z))));
     p[(n - 1) * s] = (float)DMUL(6.0, next);
     for (ll k = n - 2; k >= 0; k--) {
         next = DMUL(z, DSUB(next, (double)p[k * s]));
