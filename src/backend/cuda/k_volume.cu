@@ -326,12 +326,10 @@ __host__ __device__ __forceinline__ void argmax_at(const argmax_args &a, ll t)
     axis_taps(a.scale[1], a.offset[1], a.interp[1], a.in[1], j, tj);
     axis_taps(a.scale[2], a.offset[2], a.interp[2], a.in[2], i, ti);
     // The rows and weights every class reads, held in registers (loops of
-    // constant bounds) across the classes' loop.
+    // constant bounds, unrolled) across the classes' loop.
     ll row[2][2], col[2];
     double w[2][2], wc[2];
-#pragma unroll
     for (int p = 0; p < 2; p++) {
-#pragma unroll
         for (int r = 0; r < 2; r++) {
             row[p][r] = p < tk.n && r < tj.n ? (tk.idx[p] * a.in[1] + tj.idx[r]) * a.in[2] : 0;
             w[p][r] = p < tk.n && r < tj.n ? DMUL(tk.w[p], tj.w[r]) : 0.0;
@@ -347,14 +345,11 @@ __host__ __device__ __forceinline__ void argmax_at(const argmax_args &a, ll t)
         // The CPU's sum: over depth and height taps, each a row's sum over
         // the width taps.
         double v = 0.0;
-#pragma unroll
         for (int p = 0; p < 2; p++)
-#pragma unroll
             for (int r = 0; r < 2; r++) {
                 if (p >= nk || r >= nj)
                     continue;
                 double acc = 0.0;
-#pragma unroll
                 for (int u = 0; u < 2; u++)
                     if (u < ni)
                         acc = DADD(acc, DMUL(wc[u], (double)s[row[p][r] + col[u]]));
