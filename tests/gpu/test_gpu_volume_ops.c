@@ -122,7 +122,11 @@ static bool s_put(const side *sd, void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
         return true;
     }
-    return call_ok(sd->win->copy(dst, src, bytes, SG_WINDOW_HOST_TO_DEVICE), sd, "upload");
+    /* On the side's stream, which the operations then run on: a blocking
+     * copy from pageable memory may return before its data lands, and the
+     * legacy stream it runs on does not order a non-blocking one. */
+    return call_ok(sd->win->copy_async(dst, src, bytes, SG_WINDOW_HOST_TO_DEVICE, sd->stream), sd, "upload") &&
+           call_ok(sd->win->stream_synchronize(sd->stream), sd, "stream_synchronize");
 }
 
 /* After the side's queued work. */
