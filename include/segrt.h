@@ -75,6 +75,7 @@ typedef enum segrt_status {
     SEGRT_ERROR_OUT_OF_MEMORY = 6,    /* host or device memory ran out */
     SEGRT_ERROR_DEVICE = 7,           /* the GPU, driver or a GPU library failed */
     SEGRT_ERROR_INTERNAL = 8,         /* a bug in segrt: please report it */
+    SEGRT_ERROR_CASES_FAILED = 9,     /* a job over many cases ran, but some of them failed (segrt_cases_run) */
     SEGRT_STATUS_COUNT
 } segrt_status;
 
@@ -951,6 +952,21 @@ SEGRT_API segrt_status segrt_volume_open(const char *path, const char *series_ui
 SEGRT_API segrt_status segrt_volume_open_files(const char *const *paths, size_t n, const char *series_uid,
                                                segrt_volume **out);
 
+/* As segrt_volume_open; with allow_uneven 1, a DICOM series with missing
+ * slices or uneven spacing is resampled to even spacing along the slice
+ * normal instead of refused: the step is the median step, the grid runs
+ * from the first slice to the last, and each grid slice interpolates
+ * linearly (by position) between the two slices around it, as float32
+ * (float64 for 32-bit samples); segrt_volume_notice says what was done.
+ * Mixed orientations or sizes, two slices at one position and gantry
+ * tilt are still refused. Other formats ignore allow_uneven. */
+SEGRT_API segrt_status segrt_volume_open_with(const char *path, const char *series_uid, int32_t allow_uneven,
+                                              segrt_volume **out);
+
+/* A line saying what opening v did on its own (a series resampled to even
+ * spacing, from how many slices to how many), or NULL; owned by v. */
+SEGRT_API const char *segrt_volume_notice(const segrt_volume *v);
+
 /* What the volume holds: dims, channels, dtype, geometry (as
  * segrt_image_probe's). */
 SEGRT_API segrt_status segrt_volume_info(const segrt_volume *v, segrt_image_info *out);
@@ -997,6 +1013,24 @@ SEGRT_API void segrt_dicom_series_free(segrt_dicom_series *list);
  * that does not end in .nii or .nii.gz), UNSUPPORTED (a dtype NIfTI lacks;
  * built without NIfTI support), IO. */
 SEGRT_API segrt_status segrt_volume_save(const char *path, const segrt_tensor *t, const segrt_geometry *geometry);
+
+/* Writes a label map over the DICOM series `source` as a DICOM
+ * Segmentation to path (.dcm), whole or not at all: SegmentationType
+ * BINARY, one segment per label value > 0 that occurs (numbered 1, 2, ...
+ * in increasing value), labelled names[value] where value < n_names and
+ * the name is not empty (names[0] is the background's, unused), else
+ * "Segment VALUE"; a frame per segment and source slice it occurs in,
+ * referencing that slice's SOP instance, at its position; study, patient
+ * and frame of reference copied from the series; new series and instance
+ * UIDs. labels: host memory, an integer dtype, [depth, height, width] of
+ * source's voxels with any leading dims of 1. A series opened with
+ * allow_uneven keeps its slices: each takes the labels of the grid slice
+ * nearest to it. Errors: INVALID_ARGUMENT (NULL, source not a DICOM
+ * series, labels of another shape or dtype, a value outside 0 to 65535,
+ * no value above 0: a SEG holds at least one segment), UNSUPPORTED (built
+ * without DICOM support), IO. */
+SEGRT_API segrt_status segrt_dicom_seg_save(const char *path, const segrt_tensor *labels, const segrt_volume *source,
+                                            const char *const *names, size_t n_names);
 
 /* ---------------------------------------------------------------------
  * Comparing two arrays: what `segrt compare` prints
@@ -1250,6 +1284,9 @@ typedef struct segrt_window_job_options {
      * declares, segrt_preprocess_from_model; none where it declares none).
      * Other inputs refuse one that does anything. */
     const segrt_preprocess *preprocess;
+    /* A DICOM series with missing slices or uneven spacing: resampled to
+     * even spacing (as segrt_volume_open_with) with a notice, not refused. */
+    int32_t allow_uneven;
 } segrt_window_job_options;
 
 /* MONAI's defaults for spatial_dims dims: the window the whole axis,
@@ -1291,8 +1328,12 @@ typedef struct segrt_window_job_report {
  * report (may be NULL) is zeroed, then filled as far as the job got, on
  * failure too (write_failed tells a failed write from a refused job).
  * The result's kind follows the destination: .npy takes any output; .png
- * and .tif take a label map of one image (one channel). The overlay wants
- * a 2-D image file and labels.
+ * and .tif take a label map of one image (one channel); .nii and .nii.gz
+ * a volume's result in its grid; .dcm a label map over a DICOM series, as
+ * a DICOM SEG (segrt_dicom_seg_save's, segments named by the first
+ * model's segrt.classes metadata: "background,liver,..."), refused before
+ * anything runs for another input or output kind. The overlay wants a 2-D
+ * image file and labels.
  * Errors: INVALID_ARGUMENT (options, an image or models that do not fit
  * the window or each other, a result the destination cannot hold, host
  * memory past max_host_memory: the message names the need and its parts),
@@ -1303,6 +1344,109 @@ SEGRT_API segrt_status segrt_window_job_run(const segrt_window_job_options *o, s
                                             const char *const *model_paths, size_t n_models, const char *image_path,
                                             segrt_output *result, segrt_output *overlay,
                                             segrt_window_job_report *report);
+
+/* ---------------------------------------------------------------------
+ * A folder of cases: the window job over every case of IN_DIR, one
+ * result per case in OUT_DIR (`segrt run MODEL -i IN_DIR -o OUT_DIR`).
+ *
+ * Cases, in byte order of their names (the same on every machine):
+ *   - NIfTI files named as nnU-Net names them, CASE_XXXX.nii.gz or
+ *     CASE_XXXX.nii (XXXX: four digits, the channel): the channels of
+ *     case CASE, stacked in channel order. The numbers must run from 0000
+ *     without a gap, and the files share dims and geometry; otherwise the
+ *     case fails, naming the file.
+ *   - other .nii/.nii.gz files: a case of one channel named as the file
+ *     without its extension;
+ *   - subfolders that hold a DICOM series (found recursively in them):
+ *     a case named as the subfolder; a subfolder that holds several
+ *     series takes the options' series_uid, else fails listing them.
+ *     Subfolders without DICOM images and other files are passed over.
+ * A name claimed twice (CASE.nii.gz beside CASE_0000.nii.gz, or a folder
+ * CASE) fails both claims' case. Each case's result is
+ * OUT_DIR/CASE.nii.gz (or .nii), written whole or not at all as every
+ * output (segrt_output), in the case's own grid, the window job's result
+ * for that volume byte for byte.
+ *
+ * The engines are built once, for the first case, and again only when a
+ * case needs other window input dims (a window along a whole axis of
+ * another size, another channel count). With prefetch, a thread reads
+ * case i+1 into host memory while case i runs (one case ahead at most);
+ * the host-memory check of case i counts case i+1's volume, and where
+ * the two do not fit together case i+1 is read after case i. A case that
+ * fails (a file that cannot be read, a mismatched channel, a result that
+ * cannot be written) is reported with its one-line message and the
+ * others still run; options, models and engines that cannot be built
+ * stop the job.
+ * ------------------------------------------------------------------- */
+
+/* What a case callback is told. */
+typedef enum segrt_case_state {
+    SEGRT_CASE_STARTED = 0, /* read; its windows start (progress within it: the options' progress) */
+    SEGRT_CASE_DONE = 1,    /* its result written */
+    SEGRT_CASE_SKIPPED = 2, /* skip_existing, and its result existed */
+    SEGRT_CASE_FAILED = 3   /* error says why; nothing was written for it */
+} segrt_case_state;
+
+/* One case, as a callback sees it and summary.json records it. Pointers
+ * are valid during the callback only. */
+typedef struct segrt_case_info {
+    const char *name;
+    size_t index, count;       /* this case's place among all: 0 .. count - 1 */
+    const char *const *inputs; /* its files (channels in order) or its DICOM folder */
+    size_t n_inputs;
+    const char *output; /* OUT_DIR/CASE.nii.gz */
+    segrt_case_state state;
+    const char *error;    /* FAILED: the one-line message; else "" */
+    int32_t channels;     /* 0 until the case is read */
+    int64_t dims[3];      /* depth, height, width */
+    double spacing[3];    /* mm, depth, height, width */
+    double seconds_read;  /* reading the files (on the prefetch thread, in parallel with another case) */
+    double seconds_wait;  /* waiting for the read to finish (0 where it was read ahead in time) */
+    double seconds_run;   /* the engines (built where they had to be) and the windows */
+    double seconds_write; /* writing and committing the result */
+    double seconds_total; /* from the case's turn to its result, waiting for its read included */
+} segrt_case_info;
+
+typedef struct segrt_cases_options {
+    const char *in_dir;    /* the cases */
+    const char *out_dir;   /* their results; it must exist */
+    const char *extension; /* ".nii.gz" (NULL) or ".nii" */
+    int32_t skip_existing; /* a case whose result exists is skipped (resume a job) */
+    int32_t no_prefetch;   /* read each case when its turn comes */
+    /* summary.json: NULL writes OUT_DIR/summary.json, "" none; rewritten
+     * (whole, as every output) after each case and at the end. */
+    const char *summary_path;
+    /* Called on the calling thread as each case starts and ends (NULL: none). */
+    void (*on_case)(void *user, const segrt_case_info *info);
+    void *on_case_user;
+} segrt_cases_options;
+
+/* init: every field 0/NULL (.nii.gz, prefetch, OUT_DIR/summary.json). */
+SEGRT_API void segrt_cases_options_init(segrt_cases_options *c);
+
+typedef struct segrt_cases_report {
+    size_t cases, done, skipped, failed;
+    char **failed_names; /* `failed` names, in order; freed by segrt_cases_report_free */
+    double seconds;      /* the whole job */
+} segrt_cases_report;
+
+/* Frees what a report holds (NULL is a no-op) and zeroes it. */
+SEGRT_API void segrt_cases_report_free(segrt_cases_report *r);
+
+/* Runs the window job o (its options apply to each case; o->progress
+ * reports the windows of the case that runs) with the models over every
+ * case of c->in_dir. report (may be NULL; free it with
+ * segrt_cases_report_free) is filled on every return. Returns SEGRT_OK
+ * when every case was done or skipped; SEGRT_ERROR_CASES_FAILED when
+ * some failed (the others ran; the message names the failed ones);
+ * other errors stop the job: INVALID_ARGUMENT (options, a folder that
+ * cannot be listed or written, no cases), the builder's and the
+ * engines' errors, IO writing summary.json. o->series_uid applies to
+ * every DICOM case. One job per thread; models and options are only
+ * read. */
+SEGRT_API segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *const *models,
+                                       const char *const *model_paths, size_t n_models, const segrt_cases_options *c,
+                                       segrt_cases_report *report);
 
 #ifdef __cplusplus
 }

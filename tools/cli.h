@@ -32,6 +32,8 @@ bool cli_parse_size(const char *s, size_t *out);
  * whether its name's extension says it is one. */
 bool cli_is_image_file(const char *path);
 bool cli_is_image_name(const char *path);
+/* Whether path is a folder (links followed). */
+bool cli_is_folder(const char *path);
 
 /* Formats dims as "1x3x256x256" ("scalar" for rank 0) into buf. */
 const char *cli_dims(const int64_t *dims, int32_t rank, char *buf, size_t cap);

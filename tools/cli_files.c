@@ -38,7 +38,7 @@ static const struct {
     const char *ext;
     unsigned format;
 } extensions[] = {{".npy", CLI_NPY},   {".png", CLI_PNG},   {".tif", CLI_TIFF},
-                  {".tiff", CLI_TIFF}, {".plan", CLI_PLAN}, {".nii", CLI_NIFTI}};
+                  {".tiff", CLI_TIFF}, {".plan", CLI_PLAN}, {".nii", CLI_NIFTI}, {".dcm", CLI_DICOM}};
 
 unsigned cli_files_format(const char *path)
 {
@@ -56,10 +56,10 @@ unsigned cli_files_format(const char *path)
 /* "a .npy, .png or .tif file" for a set of formats. */
 static const char *formats_text(unsigned formats, char *buf, size_t cap)
 {
-    static const char *const names[] = {".npy", ".png", ".tif", ".plan", ".nii(.gz)"};
-    const char *pick[5];
+    static const char *const names[] = {".npy", ".png", ".tif", ".plan", ".nii(.gz)", ".dcm"};
+    const char *pick[6];
     int n = 0;
-    for (int b = 0; b < 5; b++)
+    for (int b = 0; b < 6; b++)
         if (formats & (1u << b))
             pick[n++] = names[b];
     /* "a .npy file", "a .npy or .png file", "a .npy, .png or .tif file" */

@@ -20,7 +20,7 @@
 #define CLI_MAX_FILES 80
 
 /* Formats an output may take, as a set. */
-enum { CLI_NPY = 1, CLI_PNG = 2, CLI_TIFF = 4, CLI_PLAN = 8, CLI_NIFTI = 16 };
+enum { CLI_NPY = 1, CLI_PNG = 2, CLI_TIFF = 4, CLI_PLAN = 8, CLI_NIFTI = 16, CLI_DICOM = 32 };
 
 typedef struct cli_files {
     int n_in, n_out;

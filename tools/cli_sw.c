@@ -6,10 +6,12 @@
 #include "cli_files.h"
 #include "cli_sw_io.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,6 +126,10 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v || !*v)
             return cli_usage_error("--series wants a DICOM SeriesInstanceUID"), -1;
         o->sw.series_uid = v;
+    } else if (strcmp(a, "--allow-uneven") == 0) {
+        o->sw.allow_uneven = 1;
+        o->any = true;
+        return 1;
     } else if (strcmp(a, "--raw-input") == 0) {
         o->raw_input = true;
         o->any = true;
@@ -337,9 +343,13 @@ static void show_notice(void *user, const char *line)
     fprintf(stderr, "segrt: %s\n", line);
 }
 
-/* A progress line on a terminal: windows done, rate, time left. */
+/* A progress line on a terminal: windows done, rate, time left; after
+ * `prefix` (a folder job's case) and ended where the windows are (not
+ * for a case: its own line follows). */
 typedef struct progress_line {
     double t0, last;
+    char prefix[160];
+    bool end_line;
 } progress_line;
 
 static double now_s(void)
@@ -361,9 +371,9 @@ static void show_progress(void *user, int64_t done, int64_t total)
         return;
     p->last = t;
     double rate = (double)done / (t - p->t0 > 1e-9 ? t - p->t0 : 1e-9);
-    fprintf(stderr, "\rwindows %lld/%lld  %.1f/s  ETA %.1f s   ", (long long)done, (long long)total, rate,
+    fprintf(stderr, "\r%swindows %lld/%lld  %.1f/s  ETA %.1f s   ", p->prefix, (long long)done, (long long)total, rate,
             (double)(total - done) / (rate > 0 ? rate : 1));
-    if (done == total)
+    if (done == total && p->end_line)
         fputc('\n', stderr);
     fflush(stderr);
 }
@@ -409,6 +419,16 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
             return cli_usage_error("%s: an image file takes a label map; write logits or probs to .npy", out);
     }
     bool image_file = cli_is_image_file(in);
+    if (cli_files_format(out) == CLI_DICOM) {
+        if (segrt_file_format_of_file(in) != SEGRT_FILE_DICOM)
+            return cli_usage_error("%s: a DICOM SEG (.dcm) is written over a DICOM series; %s is not one (write "
+                                   ".nii.gz)",
+                                   out, in);
+        if (!so->output_set)
+            so->sw.output = SEGRT_WINDOW_OUTPUT_LABELS;
+        if (so->sw.output != SEGRT_WINDOW_OUTPUT_LABELS)
+            return cli_usage_error("%s: a DICOM SEG takes a label map; write logits or probs to .npy or .nii", out);
+    }
     if ((rc = check_applicable(so, eo, image_file)) != CLI_OK)
         return rc;
     if (so->overlay && !image_file)
@@ -437,7 +457,7 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     jo.build_user = (void *)eo;
     if (!quiet)
         jo.notice = show_notice;
-    progress_line pl = {now_s(), 0.0};
+    progress_line pl = {now_s(), 0.0, "", true};
     if (!quiet && isatty(STDERR_FILENO)) {
         jo.progress = show_progress;
         jo.progress_user = &pl;
@@ -469,7 +489,7 @@ int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *
     for (int32_t m = 0; m < so->n_models; m++)
         cli_files_input(&files, so->models[m], "the --model");
     cli_files_input(&files, in, "the image");
-    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF | CLI_NIFTI);
+    cli_files_output(&files, out, "-o", CLI_NPY | CLI_PNG | CLI_TIFF | CLI_NIFTI | CLI_DICOM);
     if (so->overlay)
         cli_files_output(&files, so->overlay, "--overlay", CLI_PNG | CLI_TIFF);
     int rc = cli_files_check(&files, true);
@@ -480,5 +500,162 @@ int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *
     rc = sw_run(&st, model, in, out, so, eo, quiet, &files);
     sw_state_free(&st);
     cli_files_close(&files);
+    return rc;
+}
+
+/* --- a folder of cases (`segrt run MODEL -i IN_DIR -o OUT_DIR`) ---------- */
+
+/* What the folder's progress line shows: the case that runs, and its
+ * windows (show_progress's line, prefixed). */
+typedef struct cases_line {
+    bool tty, quiet;
+    progress_line windows; /* the case's, prefixed with its place and name */
+} cases_line;
+
+static void show_case(void *user, const segrt_case_info *c)
+{
+    cases_line *p = user;
+    if (c->state == SEGRT_CASE_STARTED) {
+        snprintf(p->windows.prefix, sizeof p->windows.prefix, "case %zu/%zu %s: ", c->index + 1, c->count, c->name);
+        if (p->tty && !p->quiet) {
+            fprintf(stderr, "\rcase %zu/%zu %s: read (%d x %lldx%lldx%lld)   ", c->index + 1, c->count, c->name,
+                    c->channels, (long long)c->dims[0], (long long)c->dims[1], (long long)c->dims[2]);
+            fflush(stderr);
+        }
+        return;
+    }
+    if (p->tty && !p->quiet)
+        fputs("\r\033[K", stderr); /* the progress line gives way to the case's own */
+    if (c->state == SEGRT_CASE_FAILED) {
+        fprintf(stderr, "segrt: case %zu/%zu %s failed: %s\n", c->index + 1, c->count, c->name, c->error);
+        return;
+    }
+    if (p->quiet)
+        return;
+    if (c->state == SEGRT_CASE_SKIPPED)
+        printf("segrt: case %zu/%zu %s: skipped, %s exists\n", c->index + 1, c->count, c->name, c->output);
+    else
+        printf("segrt: case %zu/%zu %s -> %s (%d x %lldx%lldx%lld): read %.3f s, run %.3f s, write %.3f s, "
+               "total %.3f s\n",
+               c->index + 1, c->count, c->name, c->output, c->channels, (long long)c->dims[0], (long long)c->dims[1],
+               (long long)c->dims[2], c->seconds_read, c->seconds_run, c->seconds_write, c->seconds_total);
+    fflush(stdout);
+}
+
+/* The model's input rank: a folder's volumes take it (1 x C x D x H x W). */
+static int model_rank(const sw_state *st, int32_t *rank)
+{
+    segrt_tensor_desc d;
+    segrt_status s = segrt_model_input(st->model[0], 0, &d);
+    if (s != SEGRT_OK)
+        return cli_fail(s);
+    *rank = d.rank;
+    return CLI_OK;
+}
+
+static int cases_run(sw_state *st, const char *model, const char *in_dir, const char *out_dir, cli_sw_opts *so,
+                     const cli_engine_opts *eo, bool quiet, const cli_cases_opts *co)
+{
+    segrt_status s;
+    int rc;
+    if (eo->n_shapes)
+        return cli_usage_error("--shape does not go with a folder of cases: the window and --sw-batch give the "
+                               "model's shape");
+    if (so->overlay)
+        return cli_usage_error("--overlay draws over a 2-D picture; a folder's cases are volumes");
+    if ((rc = check_applicable(so, eo, false)) != CLI_OK)
+        return rc;
+    if (!so->output_set)
+        so->sw.output = SEGRT_WINDOW_OUTPUT_LABELS; /* nnU-Net's results: a label map per case */
+    for (int32_t m = 0; m <= so->n_models; m++)
+        if ((rc = load_member(st, m, m == 0 ? model : so->models[m - 1])) != CLI_OK)
+            return rc;
+    if ((rc = cli_sw_model_defaults(st->model[0], model, so)) != CLI_OK)
+        return rc;
+    int32_t rank = 0;
+    if ((rc = model_rank(st, &rank)) != CLI_OK)
+        return rc;
+    segrt_tensor shape;
+    memset(&shape, 0, sizeof shape);
+    shape.rank = rank;
+    if ((rc = resolve(so, &shape, model)) != CLI_OK || (rc = check_ranks(st, rank)) != CLI_OK)
+        return rc;
+    segrt_window_job_options jo = so->sw;
+    jo.max_host_memory_name = "--max-host-memory";
+    jo.build = build_engine;
+    jo.build_user = (void *)eo;
+    if (!quiet)
+        jo.notice = show_notice;
+    cases_line line;
+    memset(&line, 0, sizeof line);
+    line.tty = isatty(STDERR_FILENO);
+    line.quiet = quiet;
+    if (!quiet && line.tty) {
+        jo.progress = show_progress;
+        jo.progress_user = &line.windows;
+    }
+    segrt_cases_options c;
+    segrt_cases_options_init(&c);
+    c.in_dir = in_dir;
+    c.out_dir = out_dir;
+    c.extension = co->extension;
+    c.skip_existing = co->skip_existing;
+    c.no_prefetch = co->no_prefetch;
+    c.on_case = show_case;
+    c.on_case_user = &line;
+    segrt_cases_report r;
+    s = segrt_cases_run(&jo, st->model, st->path, (size_t)st->n, &c, &r);
+    if (s == SEGRT_OK || s == SEGRT_ERROR_CASES_FAILED) {
+        if (!quiet)
+            printf("segrt: %zu cases: %zu done, %zu skipped, %zu failed, %.3f s; summary in %s/summary.json\n", r.cases,
+                   r.done, r.skipped, r.failed, r.seconds, out_dir);
+        if (s != SEGRT_OK)
+            fprintf(stderr, "segrt: %s\n", segrt_last_error());
+        rc = s == SEGRT_OK ? CLI_OK : CLI_RUNTIME;
+    } else {
+        rc = cli_fail(s);
+    }
+    segrt_cases_report_free(&r);
+    return rc;
+}
+
+int cli_cases_option(cli_cases_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "--continue") == 0) {
+        o->skip_existing = 1;
+    } else if (strcmp(a, "--no-prefetch") == 0) {
+        o->no_prefetch = 1;
+    } else if (strcmp(a, "--ext") == 0) {
+        const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+        if (!v || (strcmp(v, ".nii.gz") != 0 && strcmp(v, ".nii") != 0))
+            return cli_usage_error("--ext wants .nii.gz or .nii"), -1;
+        o->extension = v;
+        ++*i;
+    } else {
+        return 0;
+    }
+    o->on = true;
+    return 1;
+}
+
+int cli_cases_run(const char *model, const char *in_dir, const char *out_dir, cli_sw_opts *so,
+                  const cli_engine_opts *eo, bool quiet, const cli_cases_opts *co)
+{
+    struct stat st_out;
+    if (stat(out_dir, &st_out) != 0 && mkdir(out_dir, 0777) != 0)
+        return cli_usage_error("%s: cannot create the results' folder: %s", out_dir, strerror(errno));
+    cli_files files;
+    memset(&files, 0, sizeof files);
+    cli_files_input(&files, model, "the model");
+    for (int32_t m = 0; m < so->n_models; m++)
+        cli_files_input(&files, so->models[m], "the --model");
+    int rc = cli_files_check(&files, false);
+    if (rc != CLI_OK)
+        return rc;
+    sw_state st;
+    memset(&st, 0, sizeof st);
+    rc = cases_run(&st, model, in_dir, out_dir, so, eo, quiet, co);
+    sw_state_free(&st);
     return rc;
 }

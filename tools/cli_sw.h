@@ -36,9 +36,13 @@ typedef struct cli_sw_opts {
     "  is normalised as the model's metadata says (segrt.input.scale/mean/std), or a volume: NIfTI\n" \
     "  (.nii, .nii.gz) or DICOM (a file, or a folder holding a series), read as its values (HU for\n"\
     "  CT). OUT is .npy; .png/.tif for a label map; .nii/.nii.gz in a volume's own grid (its\n"     \
-    "  spacing, origin and orientation). The window and overlap default to the model's segrt.roi\n"\
-    "  and segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o LABELS.png` needs nothing else.\n"\
+    "  spacing, origin and orientation); .dcm for a DICOM series' labels as a DICOM SEG referencing\n"\
+    "  its slices (segments named by the model's segrt.classes). The window and overlap default to\n"\
+    "  the model's segrt.roi and segrt.overlap metadata, so `segrt run MODEL IMAGE.png -o\n"         \
+    "  LABELS.png` needs nothing else.\n"                                                            \
     "  --series UID              the DICOM series to read where a folder holds several\n"          \
+    "  --allow-uneven            a DICOM series with missing slices or uneven spacing: resample it to\n"\
+    "                            even spacing along the normal (with a warning) instead of refusing\n"\
     "  --overlay PATH.png        also write the image with the labels tinted and outlined\n"       \
     "  --raw-input               do not normalise image files\n"                                  \
     "  --roi D,H,W               the window (<= 0: the whole axis); turns sliding windows on\n"      \
@@ -76,5 +80,33 @@ bool cli_sw_output_kind(cli_sw_opts *o, const char *s);
  * an exit code. Without --roi the window comes from the model's metadata. */
 int cli_sw_run(const char *model, const char *in, const char *out, cli_sw_opts *so, const cli_engine_opts *eo,
                bool quiet);
+
+/* `segrt run MODEL -i IN_DIR -o OUT_DIR`: every case of a folder. */
+typedef struct cli_cases_opts {
+    bool on;               /* a folder job: -o names a folder, or one of these was given */
+    int32_t skip_existing; /* --continue */
+    int32_t no_prefetch;   /* --no-prefetch */
+    const char *extension; /* --ext: .nii.gz (NULL) or .nii */
+} cli_cases_opts;
+
+#define CLI_CASES_USAGE                                                                                                \
+    "a folder of cases (segrt run MODEL -i IN_DIR -o OUT_DIR; the sliding-window options apply to\n"                   \
+    "  each case; labels by default): NIfTI files named CASE_0000.nii.gz, CASE_0001.nii.gz... (one\n"                  \
+    "  per channel, nnU-Net's naming), other .nii/.nii.gz files (one channel), and subfolders holding\n"               \
+    "  a DICOM series are cases, in name order; each result is OUT_DIR/CASE.nii.gz, written whole.\n"                  \
+    "  The engines are built once; the next case is read while one runs. A case that fails is\n"                       \
+    "  reported and the others run; the exit code is then 1, naming them. OUT_DIR/summary.json\n"                      \
+    "  records each case: inputs, output, status, error, shape, seconds (read, run, write).\n"                         \
+    "  --continue                skip cases whose result exists (resume a job)\n"                                      \
+    "  --no-prefetch             read each case when its turn comes\n"                                                 \
+    "  --ext .nii.gz|.nii        the results' extension (default .nii.gz)\n"
+
+/* Whether argv[*i] is a folder-job option (consumed with its value): 1,
+ * 0 if not one, -1 after reporting a usage error. */
+int cli_cases_option(cli_cases_opts *o, int argc, char **argv, int *i);
+/* Runs MODEL over every case of in_dir into out_dir (created if absent);
+ * returns an exit code. */
+int cli_cases_run(const char *model, const char *in_dir, const char *out_dir, cli_sw_opts *so,
+                  const cli_engine_opts *eo, bool quiet, const cli_cases_opts *co);
 
 #endif

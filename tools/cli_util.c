@@ -2,10 +2,11 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cli_fail(segrt_status status)
 {
@@ -183,4 +184,10 @@ bool cli_is_image_file(const char *path)
 bool cli_is_image_name(const char *path)
 {
     return is_image_format(segrt_file_format_of_name(path));
+}
+
+bool cli_is_folder(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }

@@ -14,9 +14,11 @@ static const char run_usage[] =
     "       segrt run MODEL IMAGE.npy -o OUT.npy --roi 96,96,96 [sliding-window options]\n"
     "       segrt run MODEL IMAGE.png -o LABELS.png [--overlay OVERLAY.png] [sliding-window options]\n"
     "       segrt run MODEL CT.nii.gz|DICOM_DIR -o LABELS.nii.gz [--series UID] [sliding-window options]\n"
+    "       segrt run MODEL DICOM_DIR -o LABELS.dcm [--series UID] [--allow-uneven] [sliding-window options]\n"
+    "       segrt run MODEL -i IN_DIR -o OUT_DIR [--continue] [--no-prefetch] [sliding-window options]\n"
     "Inputs and outputs are matched by NAME, or by position when no name is given.\n"
     "MODEL is an .onnx file (on CUDA, built through the plan cache) or a plan from `segrt build`.\n"
-    CLI_ENGINE_USAGE CLI_SW_USAGE;
+    CLI_ENGINE_USAGE CLI_SW_USAGE CLI_CASES_USAGE;
 
 #define MAX_IO 64
 
@@ -199,6 +201,8 @@ int cmd_run(int argc, char **argv)
     cli_engine_opts_init(&eo);
     cli_sw_opts so;
     cli_sw_opts_init(&so);
+    cli_cases_opts co;
+    memset(&co, 0, sizeof co);
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -207,6 +211,11 @@ int cmd_run(int argc, char **argv)
         if (sw < 0)
             return CLI_BAD_INPUT;
         if (sw)
+            continue;
+        int cases = cli_cases_option(&co, argc, argv, &i);
+        if (cases < 0)
+            return CLI_BAD_INPUT;
+        if (cases)
             continue;
         int taken = cli_engine_option(&eo, argc, argv, &i);
         if (taken < 0)
@@ -240,6 +249,19 @@ int cmd_run(int argc, char **argv)
     }
     if (!path)
         return cli_usage_error("run: no model given\n%s", run_usage);
+    /* A folder of cases: a folder in, and out a folder, a name ending in
+     * '/' or a name without an extension (a DICOM folder in with a file's
+     * name out is one case, and a mistyped extension is refused as such);
+     * or a folder option was given. */
+    if (n_ins == 1 && n_outs == 1 && !ins[0].name && !outs[0].name && cli_is_folder(ins[0].path)) {
+        const char *o = outs[0].path, *slash = strrchr(o, '/');
+        co.on |= cli_is_folder(o) || (slash && !slash[1]) || !strchr(slash ? slash + 1 : o, '.');
+    }
+    if (co.on) {
+        if (n_ins != 1 || n_outs != 1 || !cli_is_folder(ins[0].path))
+            return cli_usage_error("run: a folder of cases takes -i IN_DIR (a folder) and -o OUT_DIR");
+        return cli_cases_run(path, ins[0].path, outs[0].path, &so, &eo, quiet, &co);
+    }
     /* An image file is always a sliding-window job: the window then comes
      * from --roi or the model's metadata. */
     bool image_in = n_ins == 1 && !ins[0].name && cli_is_image_file(ins[0].path);

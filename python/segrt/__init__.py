@@ -21,10 +21,10 @@ import numpy as np
 
 from . import _segrt
 from ._engine import Engine, TensorInfo
-from ._errors import (DeviceError, Error, FileError, InternalError, InvalidArgumentError, InvalidModelError,
-                      OutOfMemoryError, ShapeError, UnsupportedError, BY_STATUS)
+from ._errors import (CasesFailedError, DeviceError, Error, FileError, InternalError, InvalidArgumentError,
+                      InvalidModelError, OutOfMemoryError, ShapeError, UnsupportedError, BY_STATUS)
 from ._window import sliding_window
-from ._volume import Geometry, dicom_series, read_volume, run_volume, save_volume
+from ._volume import Geometry, dicom_series, read_volume, run_cases, run_volume, save_dicom_seg, save_volume
 
 _segrt.register_errors(BY_STATUS)
 
@@ -45,9 +45,10 @@ __version__: str = _segrt.version()
 DeviceArray = _segrt.DeviceArray
 
 __all__ = ["Engine", "TensorInfo", "DeviceArray", "sliding_window", "compare", "read_volume", "save_volume",
-           "run_volume", "dicom_series", "Geometry", "devices", "cuda_versions",
+           "save_dicom_seg", "run_volume", "run_cases", "dicom_series", "Geometry", "devices", "cuda_versions",
            "to_numpy", "empty_cache", "Error", "InvalidArgumentError", "FileError", "InvalidModelError", "UnsupportedError",
-           "ShapeError", "OutOfMemoryError", "DeviceError", "InternalError", "__version__"]
+           "ShapeError", "OutOfMemoryError", "DeviceError", "InternalError", "CasesFailedError",
+           "__version__"]
 
 
 def to_numpy(x: Any) -> np.ndarray:

@@ -64,6 +64,13 @@ class InternalError(Error):
     status, status_name = 8, "SEGRT_ERROR_INTERNAL"
 
 
+class CasesFailedError(Error):
+    """SEGRT_ERROR_CASES_FAILED: a job over a folder of cases ran, but some
+    cases failed (the message names them; the others ran)."""
+
+    status, status_name = 9, "SEGRT_ERROR_CASES_FAILED"
+
+
 # By status, as the extension raises them (index 0, SEGRT_OK, unused).
 BY_STATUS = (Error, InvalidArgumentError, FileError, InvalidModelError, UnsupportedError, ShapeError,
-             OutOfMemoryError, DeviceError, InternalError)
+             OutOfMemoryError, DeviceError, InternalError, CasesFailedError)

@@ -2057,43 +2057,49 @@ static int geometry_of_tuple(PyObject *t, segrt_geometry *g)
     return 0;
 }
 
-/* volume_info(path, series_uid) -> dict: dims (D, H, W), channels, dtype
- * (segrt's code), format, geometry. */
+/* volume_info(path, series_uid[, allow_uneven]) -> dict: dims (D, H, W),
+ * channels, dtype (segrt's code), format, geometry, notice (None or what
+ * the open did on its own). */
 static PyObject *mod_volume_info(PyObject *mod, PyObject *args)
 {
     (void)mod;
     const char *path, *series = NULL;
-    if (!PyArg_ParseTuple(args, "sz", &path, &series))
+    int uneven = 0;
+    if (!PyArg_ParseTuple(args, "sz|p", &path, &series, &uneven))
         return NULL;
     segrt_volume *v = NULL;
     segrt_image_info info;
     segrt_status s;
+    char notice[600] = "";
     PyThreadState *ts_ = PyEval_SaveThread();
-    s = segrt_volume_open(path, series, &v);
+    s = segrt_volume_open_with(path, series, uneven, &v);
     if (s == SEGRT_OK)
         s = segrt_volume_info(v, &info);
+    if (s == SEGRT_OK && segrt_volume_notice(v))
+        snprintf(notice, sizeof notice, "%s", segrt_volume_notice(v));
     segrt_volume_close(v);
     PyEval_RestoreThread(ts_);
     if (s != SEGRT_OK)
         return raise_status(s);
     PyObject *g = geometry_dict(&info.geometry);
-    PyObject *d = g ? Py_BuildValue("{s:(iii),s:i,s:i,s:i,s:O}", "dims", (int)info.depth, (int)info.height,
+    PyObject *d = g ? Py_BuildValue("{s:(iii),s:i,s:i,s:i,s:O,s:z}", "dims", (int)info.depth, (int)info.height,
                                     (int)info.width, "channels", (int)info.channels, "dtype", (int)info.dtype, "format",
-                                    (int)info.format, "geometry", g)
+                                    (int)info.format, "geometry", g, "notice", notice[0] ? notice : NULL)
                     : NULL;
     Py_XDECREF(g);
     return d;
 }
 
-/* volume_read(path, series_uid, out): the whole volume into out, a
- * writable C-contiguous buffer of channels x D x H x W samples of the
- * volume's dtype (volume_info's). */
+/* volume_read(path, series_uid, out[, allow_uneven]): the whole volume
+ * into out, a writable C-contiguous buffer of channels x D x H x W samples
+ * of the volume's dtype (volume_info's). */
 static PyObject *mod_volume_read(PyObject *mod, PyObject *args)
 {
     (void)mod;
     const char *path, *series = NULL;
     PyObject *out;
-    if (!PyArg_ParseTuple(args, "szO", &path, &series, &out))
+    int uneven = 0;
+    if (!PyArg_ParseTuple(args, "szO|p", &path, &series, &out, &uneven))
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
@@ -2102,7 +2108,7 @@ static PyObject *mod_volume_read(PyObject *mod, PyObject *args)
     segrt_image_info info;
     segrt_status s;
     PyThreadState *ts_ = PyEval_SaveThread();
-    s = segrt_volume_open(path, series, &v);
+    s = segrt_volume_open_with(path, series, uneven, &v);
     if (s == SEGRT_OK)
         s = segrt_volume_info(v, &info);
     if (s == SEGRT_OK) {
@@ -2137,6 +2143,44 @@ static PyObject *mod_volume_save(PyObject *mod, PyObject *args)
     segrt_status s;
     PyThreadState *ts_ = PyEval_SaveThread();
     s = segrt_volume_save(path, &t, geo == Py_None ? NULL : &g);
+    PyEval_RestoreThread(ts_);
+    held_release(&h);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    Py_RETURN_NONE;
+}
+
+/* dicom_seg_save(path, labels, series_path, series_uid, allow_uneven, names) */
+static PyObject *mod_dicom_seg_save(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path, *src_path, *series = NULL;
+    PyObject *arr, *names;
+    int uneven = 0;
+    if (!PyArg_ParseTuple(args, "sOszpO!", &path, &arr, &src_path, &series, &uneven, &PyList_Type, &names))
+        return NULL;
+    Py_ssize_t n = PyList_Size(names);
+    if (n > 4096)
+        return PyErr_Format(PyExc_ValueError, "names: %zd of them (at most 4096)", n);
+    const char *name[4096];
+    for (Py_ssize_t i = 0; i < n; i++) { /* borrowed: the list holds the strings */
+        Py_ssize_t len;
+        if (!(name[i] = PyUnicode_AsUTF8AndSize(PyList_GetItem(names, i), &len)))
+            return NULL;
+    }
+    place host = {0, 0, 0};
+    segrt_tensor t;
+    held h;
+    memset(&h, 0, sizeof h);
+    if (import_tensor(arr, "labels", "labels", 0, &host, &t, &h) < 0)
+        return NULL;
+    segrt_volume *v = NULL;
+    segrt_status s;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    s = segrt_volume_open_with(src_path, series, uneven, &v);
+    if (s == SEGRT_OK)
+        s = segrt_dicom_seg_save(path, &t, v, name, (size_t)n);
+    segrt_volume_close(v);
     PyEval_RestoreThread(ts_);
     held_release(&h);
     if (s != SEGRT_OK)
@@ -2249,12 +2293,162 @@ static PyObject *mod_register_torch_stream(PyObject *self, PyObject *fn)
     Py_RETURN_NONE;
 }
 
+/* --- a folder of cases ------------------------------------------------------------- */
+
+/* The engines of a folder job: the device, precision and threads asked,
+ * the model's input bound to the window batch (no plan cache). */
+typedef struct cases_build {
+    int kind, index, precision, threads;
+} cases_build;
+
+static segrt_status cases_build_engine(void *user, const segrt_model *model, const char *input, int32_t rank,
+                                       const int64_t *dims, segrt_engine **out)
+{
+    const cases_build *b = user;
+    segrt_build_options *opts = NULL;
+    segrt_status s = segrt_build_options_create(&opts);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_device(opts, (segrt_device_kind)b->kind, b->index);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_precision(opts, (segrt_precision)b->precision);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_threads(opts, b->threads);
+    if (s == SEGRT_OK)
+        s = segrt_build_options_set_shape(opts, input, rank, dims);
+    if (s == SEGRT_OK)
+        s = segrt_engine_build(model, opts, out);
+    segrt_build_options_destroy(opts);
+    return s;
+}
+
+#define CASES_MAX_MODELS 16
+
+/* cases_run(model_paths, in_dir, out_dir, cfg, kind, index, precision,
+ * threads, auto_batch, skip_existing, prefetch, extension, series) -> dict
+ * (cfg as window_run's). Case failures are in the dict; other errors
+ * raise. */
+static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *paths, *in = NULL, *out = NULL, *cfg;
+    int kind, index, precision, threads, auto_batch, skip, prefetch;
+    const char *ext, *series;
+    if (!PyArg_ParseTuple(args, "OO&O&Oiiiippizz", &paths, PyUnicode_FSConverter, &in, PyUnicode_FSConverter, &out,
+                          &cfg, &kind, &index, &precision, &threads, &auto_batch, &skip, &prefetch, &ext, &series))
+        return NULL;
+    segrt_window_job_options jo;
+    segrt_cases_options co;
+    segrt_cases_report r;
+    memset(&r, 0, sizeof r);
+    cases_build b = {kind, index, precision, threads};
+    PyObject *path_bytes[CASES_MAX_MODELS] = {NULL};
+    const char *model_paths[CASES_MAX_MODELS];
+    segrt_model *models[CASES_MAX_MODELS] = {NULL};
+    Py_ssize_t n = PySequence_Size(paths);
+    PyObject *result = NULL;
+    segrt_status s = SEGRT_OK;
+    /* The window options, as window_run's cfg gives them. */
+    PyObject *roi_seq, *ov_seq;
+    int batch, blend, pad, grid, output, activation;
+    double sigma, pad_value, threshold;
+    unsigned int mirror;
+    unsigned long long max_memory, max_host;
+    int64_t roi[SEGRT_MAX_RANK];
+    int nd = -1;
+    if (n < 1 || n > CASES_MAX_MODELS) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "models: 1 to %d paths", CASES_MAX_MODELS);
+        goto done;
+    }
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKK", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host) ||
+        (nd = parse_dims(roi_seq, "roi", roi)) < 0)
+        goto done;
+    if (nd < 1 || nd > 3 || PySequence_Size(ov_seq) != nd) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "roi: 1 to 3 spatial dims, and one overlap each");
+        goto done;
+    }
+    segrt_window_job_options_init(&jo, nd);
+    for (int d = 0; d < nd; d++) {
+        PyObject *v = PySequence_GetItem(ov_seq, d);
+        jo.overlap[d] = v ? PyFloat_AsDouble(v) : -1;
+        Py_XDECREF(v);
+        if (PyErr_Occurred())
+            goto done;
+        jo.roi[d] = roi[d];
+    }
+    jo.batch = batch;
+    jo.auto_batch = auto_batch;
+    jo.blend = (segrt_window_blend)blend;
+    jo.sigma_scale = sigma;
+    jo.pad = (segrt_window_pad)pad;
+    jo.pad_value = (float)pad_value;
+    jo.grid = (segrt_window_grid)grid;
+    jo.output = (segrt_window_output)output;
+    jo.activation = (segrt_window_activation)activation;
+    jo.threshold = (float)threshold;
+    jo.mirror_axes = mirror;
+    jo.max_memory = max_memory;
+    jo.max_host_memory = max_host;
+    jo.series_uid = series;
+    jo.build = cases_build_engine;
+    jo.build_user = &b;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_GetItem(paths, i);
+        int ok = item && PyUnicode_FSConverter(item, &path_bytes[i]);
+        Py_XDECREF(item);
+        if (!ok)
+            goto done;
+        model_paths[i] = PyBytes_AsString(path_bytes[i]);
+    }
+    segrt_cases_options_init(&co);
+    co.in_dir = PyBytes_AsString(in);
+    co.out_dir = PyBytes_AsString(out);
+    co.extension = ext;
+    co.skip_existing = skip;
+    co.no_prefetch = !prefetch;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    for (Py_ssize_t i = 0; i < n && s == SEGRT_OK; i++)
+        s = segrt_model_load(model_paths[i], &models[i]);
+    if (s == SEGRT_OK)
+        s = segrt_cases_run(&jo, models, model_paths, (size_t)n, &co, &r);
+    PyEval_RestoreThread(ts_);
+    if (s != SEGRT_OK && s != SEGRT_ERROR_CASES_FAILED) {
+        raise_status(s);
+        goto done;
+    }
+    PyObject *failed = PyList_New(0);
+    for (size_t i = 0; failed && i < r.failed; i++) {
+        PyObject *name = PyUnicode_DecodeFSDefault(r.failed_names[i]);
+        if (!name || PyList_Append(failed, name) < 0)
+            Py_CLEAR(failed);
+        Py_XDECREF(name);
+    }
+    if (failed)
+        result =
+            Py_BuildValue("{s:n,s:n,s:n,s:n,s:N,s:d,s:s}", "cases", (Py_ssize_t)r.cases, "done", (Py_ssize_t)r.done,
+                          "skipped", (Py_ssize_t)r.skipped, "failed", (Py_ssize_t)r.failed, "failed_names", failed,
+                          "seconds", r.seconds, "message", s == SEGRT_OK ? "" : segrt_last_error());
+done:
+    for (Py_ssize_t i = 0; i < CASES_MAX_MODELS; i++) {
+        segrt_model_destroy(models[i]);
+        Py_XDECREF(path_bytes[i]);
+    }
+    segrt_cases_report_free(&r);
+    Py_XDECREF(in);
+    Py_XDECREF(out);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"register_torch_stream", mod_register_torch_stream, METH_O,
      "register_torch_stream(fn): fn(device) -> torch's current CUDA stream there, as an int"},
     {"volume_info", mod_volume_info, METH_VARARGS, "volume_info(path, series_uid) -> dict"},
     {"volume_read", mod_volume_read, METH_VARARGS, "volume_read(path, series_uid, out)"},
     {"volume_save", mod_volume_save, METH_VARARGS, "volume_save(path, array, geometry or None)"},
+    {"dicom_seg_save", mod_dicom_seg_save, METH_VARARGS,
+     "dicom_seg_save(path, labels, series_path, series_uid, allow_uneven, names)"},
     {"dicom_series", mod_dicom_series, METH_VARARGS, "dicom_series(path) -> list of dicts"},
     {"empty_cache", mod_empty_cache, METH_NOARGS, "frees the device blocks kept for the next results"},
     {"register_errors", mod_register_errors, METH_O, "register_errors(classes): the exception class per status"},
@@ -2263,6 +2457,9 @@ static PyMethodDef module_methods[] = {
     {"window_input_dims", mod_window_input_dims, METH_VARARGS, "window_input_dims(cfg, image_dims) -> dims"},
     {"window_auto_batch", mod_window_auto_batch, METH_VARARGS, "window_auto_batch(engines, cfg, image_dims) -> int"},
     {"window_run", mod_window_run, METH_VARARGS, "window_run(engines, image, cfg, progress) -> (result, stats)"},
+    {"cases_run", mod_cases_run, METH_VARARGS,
+     "cases_run(model_paths, in_dir, out_dir, cfg, kind, index, precision, threads, auto_batch, skip_existing, "
+     "prefetch, extension, series) -> dict"},
     {"compare", mod_compare, METH_VARARGS, "compare(a, b, class_axis) -> dict"},
     {"devices", mod_devices, METH_NOARGS, "CUDA devices: a list of dicts"},
     {"cuda_versions", mod_cuda_versions, METH_NOARGS, "CUDA driver, runtime and cuDNN versions"},

@@ -4,6 +4,7 @@ with sliding windows (segrt_volume_* and segrt_volume_save in segrt.h)."""
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -58,7 +59,8 @@ def _geometry(d: Dict[str, Any]) -> Geometry:
                     bool(d["known"]), d["qform_code"], d["sform_code"])
 
 
-def read_volume(path: PathLike, series: Optional[str] = None) -> Tuple[np.ndarray, Geometry]:
+def read_volume(path: PathLike, series: Optional[str] = None, allow_uneven: bool = False
+                ) -> Tuple[np.ndarray, Geometry]:
     """Reads a NIfTI file (.nii, .nii.gz), a DICOM file or a folder holding
     a DICOM series (searched recursively; slices ordered by position along
     the slice normal), or any image segrt reads. Returns the voxels as
@@ -66,12 +68,18 @@ def read_volume(path: PathLike, series: Optional[str] = None) -> Tuple[np.ndarra
     channels) in the dtype the reader gives (NIfTI's scl_slope/inter and
     DICOM's rescale applied: int16 HU for a typical CT) and its
     :class:`Geometry`. `series`: the SeriesInstanceUID where a folder holds
-    several (otherwise an error lists them; :func:`dicom_series` too)."""
+    several (otherwise an error lists them; :func:`dicom_series` too).
+    `allow_uneven`: a DICOM series with missing slices or uneven spacing is
+    resampled to even spacing along the slice normal (the median step,
+    linear interpolation by position, float32) with a warning, instead of
+    refused."""
     p = os.fspath(path)
-    info = _segrt.volume_info(p, series)
+    info = _segrt.volume_info(p, series, allow_uneven)
+    if info.get("notice"):
+        warnings.warn(info["notice"], stacklevel=2)
     c, dims = info["channels"], tuple(info["dims"])
     out = np.empty((c,) + dims, _NP_OF_CODE[info["dtype"]])
-    _segrt.volume_read(p, series, out)
+    _segrt.volume_read(p, series, out, allow_uneven)
     return (out[0] if c == 1 else out), _geometry(info["geometry"])
 
 
@@ -86,6 +94,22 @@ def save_volume(path: PathLike, array: Any, geometry: Optional[Geometry] = None)
     _segrt.volume_save(os.fspath(path), a, None if geometry is None else geometry._tuple())
 
 
+def save_dicom_seg(path: PathLike, labels: Any, series_path: PathLike, names: Optional[List[str]] = None,
+                   series: Optional[str] = None, allow_uneven: bool = False) -> None:
+    """Writes a label map over the DICOM series at `series_path` as a DICOM
+    SEG (.dcm), whole or not at all (segrt_dicom_seg_save): one segment per
+    label value > 0 that occurs, named ``names[value]`` (``names[0]`` is the
+    background's) or "Segment VALUE", a frame per segment and source slice
+    referencing that slice. `labels`: integers, [depth, height, width] of
+    the series as :func:`read_volume` gives it (with the same `series` and
+    `allow_uneven`)."""
+    a = np.ascontiguousarray(labels)
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    _segrt.dicom_seg_save(os.fspath(path), a, os.fspath(series_path), series, bool(allow_uneven),
+                          [str(n) for n in (names or [])])
+
+
 def dicom_series(path: PathLike) -> List[Dict[str, Any]]:
     """The DICOM series in a folder (or file): uid, modality, description,
     slices, rows, columns, in order of first appearance."""
@@ -93,25 +117,77 @@ def dicom_series(path: PathLike) -> List[Dict[str, Any]]:
 
 
 def run_volume(engine_or_engines: Any, path: PathLike, roi: Any, output: str = "labels",
-               out: Optional[PathLike] = None, series: Optional[str] = None, **window: Any
-               ) -> Tuple[Any, Geometry]:
+               out: Optional[PathLike] = None, series: Optional[str] = None, allow_uneven: bool = False,
+               names: Optional[List[str]] = None, **window: Any) -> Tuple[Any, Geometry]:
     """A volume through a 3-D model with sliding windows, on its own voxel
     grid: reads `path` (as :func:`read_volume`), runs
     ``sliding_window(engine, volume as float32 1 x C x D x H x W, roi,
     output=output, **window)``, and with `out` writes the result as NIfTI
-    in the volume's geometry (labels, or one volume per class). The
+    in the volume's geometry (labels, or one volume per class), or for a
+    DICOM series and an `out` ending in .dcm, the labels as a DICOM SEG
+    (:func:`save_dicom_seg`, segments named by `names`). The
     intensities go in as the file gives them (HU for a CT): scale them in
     the model or before, as it was trained. Returns (result, geometry)."""
     from ._window import sliding_window
-    vol, geo = read_volume(path, series)
+    vol, geo = read_volume(path, series, allow_uneven)
     x = np.ascontiguousarray(vol, dtype=np.float32)
     x = x[None, None] if x.ndim == 3 else x[None]
     result = sliding_window(engine_or_engines, x, roi, output=output, **window)
     if out is not None:
         r = result if isinstance(result, np.ndarray) else np.asarray(result)
-        if r.shape[1] == 1:
+        if r.shape[1] == 1 and os.fspath(out).lower().endswith(".dcm"):
+            save_dicom_seg(out, r[0, 0], path, names, series, allow_uneven)
+        elif r.shape[1] == 1:
             save_volume(out, r[0, 0], geo)
         else:
             raise ValueError("out: a NIfTI of one volume takes labels; write probabilities with save_volume per "
                              "class or as .npy")
     return result, geo
+
+
+def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir: PathLike,
+              roi: Union[int, Tuple[int, ...]], overlap: Union[float, Tuple[float, ...]] = 0.25,
+              sw_batch: Union[int, str] = "auto", blend: str = "gaussian", output: str = "labels", tta: Any = None,
+              device: Union[str, int] = "cpu", precision: str = "fp32", threads: Optional[int] = None,
+              skip_existing: bool = False, prefetch: bool = True, extension: str = ".nii.gz",
+              series: Optional[str] = None, max_memory: Union[int, str, None] = None,
+              max_host_memory: Union[int, str, None] = None, *, sigma_scale: float = 0.125,
+              padding: str = "constant", pad_value: float = 0.0, grid: str = "monai",
+              activation: Optional[str] = None, threshold: float = 0.5) -> Dict[str, Any]:
+    """Every case of the folder `in_dir` through the model (an .onnx path,
+    or a list of them: an ensemble) with sliding windows, each result
+    written to ``out_dir/CASE.nii.gz`` in the case's own grid, as
+    ``segrt run MODEL -i IN_DIR -o OUT_DIR`` does (segrt_cases_run): NIfTI
+    files (nnU-Net's ``CASE_0000.nii.gz``, ``CASE_0001.nii.gz``... stacked
+    as channels) and subfolders holding a DICOM series are the cases; the
+    engines are built once; the next case is read while one runs (unless
+    not `prefetch`); `skip_existing` skips cases whose result exists;
+    ``out_dir/summary.json`` records each case. The window options are
+    :func:`sliding_window`'s. `out_dir` is created if absent.
+
+    Returns the report: ``cases``, ``done``, ``skipped``, ``failed``,
+    ``failed_names``, ``seconds`` and ``message`` (naming the failed cases;
+    "" when none failed). A failing case does not raise: the others run and
+    the report names it. Errors that stop the job (options, folders, a
+    model that does not load or build) raise."""
+    from ._engine import _PRECISIONS, parse_device
+    from ._window import _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
+    paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
+    n = len(roi) if isinstance(roi, (list, tuple)) else 3
+    rois = tuple(int(r) for r in roi) if isinstance(roi, (list, tuple)) else (int(roi),) * n
+    overlaps = tuple(float(o) for o in overlap) if isinstance(overlap, (list, tuple)) else (float(overlap),) * n
+    for name, value, table in (("blend", blend, _BLENDS), ("padding", padding, _PADS), ("grid", grid, _GRIDS),
+                               ("output", output, _OUTPUTS), ("activation", activation, _ACTIVATIONS),
+                               ("precision", precision, _PRECISIONS)):
+        if value not in table:
+            raise ValueError(f"{name}: want one of {', '.join(str(k) for k in table)}, not {value!r}")
+    auto = sw_batch == "auto"
+    if not auto and (isinstance(sw_batch, bool) or not isinstance(sw_batch, int) or sw_batch < 1):
+        raise ValueError(f"sw_batch: want a number of windows >= 1 or 'auto', not {sw_batch!r}")
+    kind, index = parse_device(device)
+    cfg = (rois, overlaps, 1 if auto else int(sw_batch), _BLENDS[blend], float(sigma_scale), _PADS[padding],
+           float(pad_value), _GRIDS[grid], _OUTPUTS[output], _ACTIVATIONS[activation], float(threshold),
+           _mirror_axes(tta, n), _bytes(max_memory, "max_memory"), _bytes(max_host_memory, "max_host_memory"))
+    os.makedirs(out_dir, exist_ok=True)
+    return _segrt.cases_run(paths, os.fspath(in_dir), os.fspath(out_dir), cfg, kind, index, _PRECISIONS[precision],
+                            int(threads or 0), auto, bool(skip_existing), bool(prefetch), extension, series)

@@ -37,8 +37,12 @@ typedef enum sg_vol_interp {
 } sg_vol_interp;
 
 /* One axis of a resampling: output position o reads the input at
- * x = scale * o + offset (input voxel units), as scipy's mode "nearest"
- * reads it (torch's border padding for LINEAR). NEAREST and LINEAR clamp
+ * x = scale * (o + shift) + offset (input voxel units), computed in that
+ * order in double: nnU-Net's and skimage's grid is scale * (o + 0.5) - 0.5,
+ * and where that lands exactly halfway between two samples (a ratio like
+ * 4/3) NEAREST must round as scipy does, which scale * o + (0.5 * scale -
+ * 0.5) would not. Positions are read as scipy's mode "nearest"
+ * reads them (torch's border padding for LINEAR). NEAREST and LINEAR clamp
  * x to [0, n - 1] first, so positions past the ends take the edge sample.
  * CUBIC does not clamp: it evaluates at x the spline of the input extended
  * by its edge samples forever (scipy pads 12 of them before its filter;
@@ -52,9 +56,11 @@ typedef struct sg_vol_axis {
     int64_t n_out;
     double scale, offset;
     sg_vol_interp interp;
+    double shift; /* last, so that an initializer without it means 0 */
 } sg_vol_axis;
 
-/* An affine intensity map per channel: y = (min(max(x, lo), hi) - sub) * mul. */
+/* An affine intensity map per channel: y = (min(max(x, lo), hi) - sub) * mul,
+ * a NaN staying NaN (as numpy's clip; fminf/fmaxf would drop it). */
 typedef struct sg_vol_affine {
     float lo, hi, sub, mul;
 } sg_vol_affine;

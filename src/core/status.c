@@ -52,6 +52,7 @@ const char *segrt_status_name(segrt_status status)
         [SEGRT_ERROR_OUT_OF_MEMORY] = "SEGRT_ERROR_OUT_OF_MEMORY",
         [SEGRT_ERROR_DEVICE] = "SEGRT_ERROR_DEVICE",
         [SEGRT_ERROR_INTERNAL] = "SEGRT_ERROR_INTERNAL",
+        [SEGRT_ERROR_CASES_FAILED] = "SEGRT_ERROR_CASES_FAILED",
     };
     _Static_assert(sizeof names / sizeof names[0] == SEGRT_STATUS_COUNT,
                    "every segrt_status needs a name");

@@ -5,6 +5,7 @@
 
 #include "core/file.h"
 #include "core/mem.h"
+#include "io/dicom_seg.h"
 #include "io/nifti_internal.h"
 #include "io/sink.h"
 #include "io/source.h"
@@ -114,12 +115,17 @@ static sg_status check_dims(const sg_source *s)
 
 segrt_status segrt_volume_open(const char *path, const char *series_uid, segrt_volume **out)
 {
+    return segrt_volume_open_with(path, series_uid, 0, out);
+}
+
+segrt_status segrt_volume_open_with(const char *path, const char *series_uid, int32_t allow_uneven, segrt_volume **out)
+{
     if (!path || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_volume_open: path and out must not be NULL");
     segrt_volume *v = sg_calloc(1, sizeof *v);
     if (!v)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
-    sg_source_options o = {0, series_uid};
+    sg_source_options o = {0, series_uid, allow_uneven != 0};
     sg_status st = sg_source_open_with(path, &o, &v->src);
     if (st == SEGRT_OK)
         st = check_dims(v->src);
@@ -138,7 +144,7 @@ segrt_status segrt_volume_open_files(const char *const *paths, size_t n, const c
     segrt_volume *v = sg_calloc(1, sizeof *v);
     if (!v)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "out of memory opening a DICOM series");
-    sg_source_options o = {0, series_uid};
+    sg_source_options o = {0, series_uid, false};
     sg_status st = sg_source_open_files(paths, n, &o, &v->src);
     if (st == SEGRT_OK)
         st = check_dims(v->src);
@@ -326,4 +332,37 @@ segrt_status segrt_volume_save(const char *path, const segrt_tensor *t, const se
         return st;
     }
     return sg_sink_commit(sink);
+}
+
+const char *segrt_volume_notice(const segrt_volume *v)
+{
+    return v ? sg_source_notice(v->src) : NULL;
+}
+
+segrt_status segrt_dicom_seg_save(const char *path, const segrt_tensor *labels, const segrt_volume *source,
+                                  const char *const *names, size_t n_names)
+{
+    if (!path || !labels || !source)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_dicom_seg_save: path, labels and source must not be NULL");
+    if (!sg_dicom_seg_name(path))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: segrt_dicom_seg_save writes a .dcm file", path);
+    if (labels->memory != SEGRT_MEMORY_HOST || !labels->data)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the labels must be in host memory, with data", path);
+    if (labels->rank < 3 || labels->rank > SEGRT_MAX_RANK)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: labels of rank %d; a SEG takes [depth, height, width]",
+                        path, (int)labels->rank);
+    sg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = labels->dtype;
+    t.rank = labels->rank;
+    memcpy(t.dims, labels->dims, sizeof(int64_t) * (size_t)labels->rank);
+    t.data = labels->data;
+    sg_output *o;
+    SG_TRY(sg_output_open(path, &o));
+    sg_status st = sg_dicom_seg_write(o, &t, source->src, names, n_names);
+    if (st != SEGRT_OK) {
+        sg_output_discard(o);
+        return st;
+    }
+    return sg_output_commit(o);
 }

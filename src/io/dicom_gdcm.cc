@@ -11,6 +11,7 @@
 #include <gdcmSequenceOfItems.h>
 #include <gdcmStringFilter.h>
 #include <gdcmTrace.h>
+#include <gdcmWriter.h>
 
 #include <cerrno>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include <exception>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -195,6 +197,7 @@ int read_header(const char *path, sg_dcm_header *h, char *err, size_t cap)
     put(h->modality, sizeof h->modality, text_of(ds, gdcm::Tag(0x0008, 0x0060)));
     put(h->description, sizeof h->description, text_of(ds, gdcm::Tag(0x0008, 0x103e)));
     put(h->sop_class, sizeof h->sop_class, text_of(ds, gdcm::Tag(0x0008, 0x0016)));
+    put(h->sop_instance, sizeof h->sop_instance, text_of(ds, gdcm::Tag(0x0008, 0x0018)));
     put(h->photometric, sizeof h->photometric, text_of(ds, gdcm::Tag(0x0028, 0x0004)));
     const char *ts = f.GetHeader().GetDataSetTransferSyntax().GetString();
     put(h->transfer_syntax, sizeof h->transfer_syntax, ts ? ts : "");
@@ -451,4 +454,362 @@ extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst
     }
     munmap(shared, total);
     return rc;
+}
+
+// --- the study a SEG copies, and the SEG's encoder ---------------------------
+
+namespace
+{
+
+// A text value as the file has it (any byte but NUL and control characters
+// other than ESC, which ISO 2022 character sets use), trailing spaces gone.
+void put_raw(char *dst, size_t cap, const std::string &s)
+{
+    size_t n = 0;
+    for (char c : s) {
+        if (n + 1 >= cap)
+            break;
+        unsigned char u = (unsigned char)c;
+        dst[n++] = (u >= 32 || u == 0x1b) ? c : ' ';
+    }
+    while (n > 0 && dst[n - 1] == ' ')
+        n--;
+    dst[n] = '\0';
+}
+
+int read_study(const char *path, sg_dcm_study *o, char *err, size_t cap)
+{
+    quiet();
+    gdcm::Reader r;
+    r.SetFileName(path);
+    std::set<gdcm::Tag> skip;
+    if (!r.ReadUpToTag(gdcm::Tag(0x7fe0, 0x0010), skip))
+        return fail(err, cap, "GDCM cannot read the header");
+    const gdcm::DataSet &ds = r.GetFile().GetDataSet();
+    put(o->study_uid, sizeof o->study_uid, text_of(ds, gdcm::Tag(0x0020, 0x000d)));
+    put(o->series_uid, sizeof o->series_uid, text_of(ds, gdcm::Tag(0x0020, 0x000e)));
+    put(o->frame_of_reference, sizeof o->frame_of_reference, text_of(ds, gdcm::Tag(0x0020, 0x0052)));
+    put(o->charset, sizeof o->charset, text_of(ds, gdcm::Tag(0x0008, 0x0005)));
+    put_raw(o->patient_name, sizeof o->patient_name, text_of(ds, gdcm::Tag(0x0010, 0x0010)));
+    put_raw(o->patient_id, sizeof o->patient_id, text_of(ds, gdcm::Tag(0x0010, 0x0020)));
+    put(o->birth_date, sizeof o->birth_date, text_of(ds, gdcm::Tag(0x0010, 0x0030)));
+    put(o->sex, sizeof o->sex, text_of(ds, gdcm::Tag(0x0010, 0x0040)));
+    put(o->study_date, sizeof o->study_date, text_of(ds, gdcm::Tag(0x0008, 0x0020)));
+    put(o->study_time, sizeof o->study_time, text_of(ds, gdcm::Tag(0x0008, 0x0030)));
+    put_raw(o->study_id, sizeof o->study_id, text_of(ds, gdcm::Tag(0x0020, 0x0010)));
+    put_raw(o->accession, sizeof o->accession, text_of(ds, gdcm::Tag(0x0008, 0x0050)));
+    put_raw(o->referring, sizeof o->referring, text_of(ds, gdcm::Tag(0x0008, 0x0090)));
+    return SG_DCM_OK;
+}
+
+// Element helpers: values padded to an even length as PS3.5 wants (UI
+// with NUL, text with a space, bytes with a zero).
+void el(gdcm::DataSet &ds, uint16_t g, uint16_t e, gdcm::VR vr, std::string v)
+{
+    if (v.size() % 2)
+        v.push_back(vr == gdcm::VR::UI || vr == gdcm::VR::OB ? '\0' : ' ');
+    gdcm::DataElement de(gdcm::Tag(g, e));
+    de.SetVR(vr);
+    de.SetByteValue(v.data(), (uint32_t)v.size());
+    ds.Replace(de);
+}
+
+void el_us(gdcm::DataSet &ds, uint16_t g, uint16_t e, unsigned v)
+{
+    char b[2] = {(char)(v & 0xff), (char)(v >> 8 & 0xff)};
+    el(ds, g, e, gdcm::VR::US, std::string(b, 2));
+}
+
+void el_at(gdcm::DataSet &ds, uint16_t g, uint16_t e, uint16_t tg, uint16_t te)
+{
+    char b[4] = {(char)(tg & 0xff), (char)(tg >> 8), (char)(te & 0xff), (char)(te >> 8)};
+    el(ds, g, e, gdcm::VR::AT, std::string(b, 4));
+}
+
+void el_ul2(gdcm::DataSet &ds, uint16_t g, uint16_t e, uint32_t a, uint32_t b)
+{
+    char v[8];
+    for (int i = 0; i < 4; i++) {
+        v[i] = (char)(a >> (8 * i) & 0xff);
+        v[4 + i] = (char)(b >> (8 * i) & 0xff);
+    }
+    el(ds, g, e, gdcm::VR::UL, std::string(v, 8));
+}
+
+// A decimal string of at most 16 characters (DS's limit).
+std::string ds_num(double v)
+{
+    char b[64];
+    for (int p = 15; p > 0; p--) {
+        std::snprintf(b, sizeof b, "%.*g", p, v);
+        if (std::strlen(b) <= 16)
+            break;
+    }
+    return b;
+}
+
+std::string ds_list(const double *v, int n)
+{
+    std::string s;
+    for (int i = 0; i < n; i++)
+        s += (i ? "\\" : "") + ds_num(v[i]);
+    return s;
+}
+
+// A sequence of undefined length in ds; items are added to the returned
+// pointer (the element shares it).
+gdcm::SmartPointer<gdcm::SequenceOfItems> seq(gdcm::DataSet &ds, uint16_t g, uint16_t e)
+{
+    gdcm::SmartPointer<gdcm::SequenceOfItems> sq = new gdcm::SequenceOfItems;
+    sq->SetLengthToUndefined();
+    gdcm::DataElement de(gdcm::Tag(g, e));
+    de.SetVR(gdcm::VR::SQ);
+    de.SetValue(*sq);
+    de.SetVLToUndefined();
+    ds.Replace(de);
+    return sq;
+}
+
+gdcm::Item item()
+{
+    gdcm::Item it;
+    it.SetVLToUndefined();
+    return it;
+}
+
+// One code sequence item (CodeValue, CodingSchemeDesignator, CodeMeaning).
+void code(gdcm::DataSet &ds, uint16_t g, uint16_t e, const char *value, const char *scheme, const char *meaning)
+{
+    gdcm::SmartPointer<gdcm::SequenceOfItems> sq = seq(ds, g, e);
+    gdcm::Item it = item();
+    gdcm::DataSet &c = it.GetNestedDataSet();
+    el(c, 0x0008, 0x0100, gdcm::VR::SH, value);
+    el(c, 0x0008, 0x0102, gdcm::VR::SH, scheme);
+    el(c, 0x0008, 0x0104, gdcm::VR::LO, meaning);
+    sq->AddItem(it);
+}
+
+int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size_t cap)
+{
+    quiet();
+    const sg_dcm_study *st = s->study;
+    gdcm::Writer w;
+    gdcm::File &f = w.GetFile();
+    f.GetHeader().SetDataSetTransferSyntax(gdcm::TransferSyntax::ExplicitVRLittleEndian);
+    gdcm::DataSet &ds = f.GetDataSet();
+    if (st->charset[0])
+        el(ds, 0x0008, 0x0005, gdcm::VR::CS, st->charset);
+    el(ds, 0x0008, 0x0008, gdcm::VR::CS, "DERIVED\\PRIMARY");
+    el(ds, 0x0008, 0x0012, gdcm::VR::DA, s->content_date);
+    el(ds, 0x0008, 0x0013, gdcm::VR::TM, s->content_time);
+    el(ds, 0x0008, 0x0016, gdcm::VR::UI, "1.2.840.10008.5.1.4.1.1.66.4");
+    el(ds, 0x0008, 0x0018, gdcm::VR::UI, s->sop_uid);
+    el(ds, 0x0008, 0x0020, gdcm::VR::DA, st->study_date);
+    el(ds, 0x0008, 0x0023, gdcm::VR::DA, s->content_date);
+    el(ds, 0x0008, 0x0030, gdcm::VR::TM, st->study_time);
+    el(ds, 0x0008, 0x0033, gdcm::VR::TM, s->content_time);
+    el(ds, 0x0008, 0x0050, gdcm::VR::SH, st->accession);
+    el(ds, 0x0008, 0x0060, gdcm::VR::CS, "SEG");
+    el(ds, 0x0008, 0x0070, gdcm::VR::LO, "segrt");
+    el(ds, 0x0008, 0x0090, gdcm::VR::PN, st->referring);
+    el(ds, 0x0008, 0x103e, gdcm::VR::LO, "segrt segmentation");
+    el(ds, 0x0008, 0x1090, gdcm::VR::LO, "segrt");
+    {
+        // The source series and each of its instances (a multi-frame file once).
+        gdcm::SmartPointer<gdcm::SequenceOfItems> rs = seq(ds, 0x0008, 0x1115);
+        gdcm::Item it = item();
+        gdcm::DataSet &r = it.GetNestedDataSet();
+        gdcm::SmartPointer<gdcm::SequenceOfItems> ri = seq(r, 0x0008, 0x114a);
+        std::set<std::string> seen;
+        for (int64_t k = 0; k < s->n_slices; k++) {
+            const sg_dcm_slice_ref &ref = s->slices[k];
+            if (!seen.insert(ref.sop_instance).second)
+                continue;
+            gdcm::Item ii = item();
+            el(ii.GetNestedDataSet(), 0x0008, 0x1150, gdcm::VR::UI, ref.sop_class);
+            el(ii.GetNestedDataSet(), 0x0008, 0x1155, gdcm::VR::UI, ref.sop_instance);
+            ri->AddItem(ii);
+        }
+        el(r, 0x0020, 0x000e, gdcm::VR::UI, st->series_uid);
+        rs->AddItem(it);
+    }
+    el(ds, 0x0010, 0x0010, gdcm::VR::PN, st->patient_name);
+    el(ds, 0x0010, 0x0020, gdcm::VR::LO, st->patient_id);
+    el(ds, 0x0010, 0x0030, gdcm::VR::DA, st->birth_date);
+    el(ds, 0x0010, 0x0040, gdcm::VR::CS, st->sex);
+    el(ds, 0x0018, 0x1000, gdcm::VR::LO, "1");
+    el(ds, 0x0018, 0x1020, gdcm::VR::LO, s->software);
+    el(ds, 0x0020, 0x000d, gdcm::VR::UI, st->study_uid);
+    el(ds, 0x0020, 0x000e, gdcm::VR::UI, s->series_uid);
+    el(ds, 0x0020, 0x0010, gdcm::VR::SH, st->study_id);
+    el(ds, 0x0020, 0x0011, gdcm::VR::IS, "9001");
+    el(ds, 0x0020, 0x0013, gdcm::VR::IS, "1");
+    if (st->frame_of_reference[0]) { // the module goes with the source's: a SEG has no frame of its own
+        el(ds, 0x0020, 0x0052, gdcm::VR::UI, st->frame_of_reference);
+        el(ds, 0x0020, 0x1040, gdcm::VR::LO, "");
+    }
+    {
+        gdcm::SmartPointer<gdcm::SequenceOfItems> dorg = seq(ds, 0x0020, 0x9221);
+        gdcm::Item it = item();
+        el(it.GetNestedDataSet(), 0x0020, 0x9164, gdcm::VR::UI, s->dimension_uid);
+        dorg->AddItem(it);
+        // Frames are indexed by segment, then by position along the normal.
+        gdcm::SmartPointer<gdcm::SequenceOfItems> dix = seq(ds, 0x0020, 0x9222);
+        const uint16_t ptr[2][4] = {{0x0062, 0x000b, 0x0062, 0x000a}, {0x0020, 0x0032, 0x0020, 0x9113}};
+        const char *label[2] = {"Referenced Segment Number", "Image Position Patient"};
+        for (int d = 0; d < 2; d++) {
+            gdcm::Item di = item();
+            gdcm::DataSet &x = di.GetNestedDataSet();
+            el(x, 0x0020, 0x9164, gdcm::VR::UI, s->dimension_uid);
+            el_at(x, 0x0020, 0x9165, ptr[d][0], ptr[d][1]);
+            el_at(x, 0x0020, 0x9167, ptr[d][2], ptr[d][3]);
+            el(x, 0x0020, 0x9421, gdcm::VR::LO, label[d]);
+            dix->AddItem(di);
+        }
+        el(ds, 0x0020, 0x9311, gdcm::VR::CS, "3D");
+    }
+    el_us(ds, 0x0028, 0x0002, 1);
+    el(ds, 0x0028, 0x0004, gdcm::VR::CS, "MONOCHROME2");
+    el(ds, 0x0028, 0x0008, gdcm::VR::IS, std::to_string(s->n_frames));
+    el_us(ds, 0x0028, 0x0010, (unsigned)s->rows);
+    el_us(ds, 0x0028, 0x0011, (unsigned)s->cols);
+    el_us(ds, 0x0028, 0x0100, 1);
+    el_us(ds, 0x0028, 0x0101, 1);
+    el_us(ds, 0x0028, 0x0102, 0);
+    el_us(ds, 0x0028, 0x0103, 0);
+    el(ds, 0x0028, 0x2110, gdcm::VR::CS, "00");
+    el(ds, 0x0062, 0x0001, gdcm::VR::CS, "BINARY");
+    el(ds, 0x0062, 0x0013, gdcm::VR::CS, "NO"); // one label map: segments never overlap
+    {
+        gdcm::SmartPointer<gdcm::SequenceOfItems> segs = seq(ds, 0x0062, 0x0002);
+        for (int32_t k = 0; k < s->n_segments; k++) {
+            gdcm::Item it = item();
+            gdcm::DataSet &x = it.GetNestedDataSet();
+            // A label without a vocabulary: category and type "Tissue".
+            code(x, 0x0062, 0x0003, "85756007", "SCT", "Tissue");
+            el_us(x, 0x0062, 0x0004, (unsigned)(k + 1));
+            el(x, 0x0062, 0x0005, gdcm::VR::LO, s->labels[k]);
+            el(x, 0x0062, 0x0006, gdcm::VR::ST, s->descriptions[k]);
+            {
+                gdcm::SmartPointer<gdcm::SequenceOfItems> alg = seq(x, 0x0062, 0x0007);
+                gdcm::Item ai = item();
+                gdcm::DataSet &a = ai.GetNestedDataSet();
+                code(a, 0x0066, 0x002f, "123109", "DCM", "Artificial Intelligence");
+                el(a, 0x0066, 0x0031, gdcm::VR::LO, s->software);
+                el(a, 0x0066, 0x0036, gdcm::VR::LO, "segrt");
+                alg->AddItem(ai);
+            }
+            el(x, 0x0062, 0x0008, gdcm::VR::CS, "AUTOMATIC");
+            el(x, 0x0062, 0x0009, gdcm::VR::LO, "segrt");
+            code(x, 0x0062, 0x000f, "85756007", "SCT", "Tissue");
+            segs->AddItem(it);
+        }
+    }
+    el(ds, 0x0070, 0x0080, gdcm::VR::CS, "SEGRT");
+    el(ds, 0x0070, 0x0081, gdcm::VR::LO, "segrt segmentation");
+    el(ds, 0x0070, 0x0084, gdcm::VR::PN, "segrt");
+    {
+        gdcm::SmartPointer<gdcm::SequenceOfItems> sh = seq(ds, 0x5200, 0x9229);
+        gdcm::Item it = item();
+        gdcm::DataSet &x = it.GetNestedDataSet();
+        gdcm::SmartPointer<gdcm::SequenceOfItems> po = seq(x, 0x0020, 0x9116);
+        gdcm::Item pi = item();
+        el(pi.GetNestedDataSet(), 0x0020, 0x0037, gdcm::VR::DS, ds_list(s->orientation, 6));
+        po->AddItem(pi);
+        gdcm::SmartPointer<gdcm::SequenceOfItems> pm = seq(x, 0x0028, 0x9110);
+        gdcm::Item mi = item();
+        double thick = s->thickness > 0 ? s->thickness : s->slice_step;
+        el(mi.GetNestedDataSet(), 0x0018, 0x0050, gdcm::VR::DS, ds_num(thick));
+        el(mi.GetNestedDataSet(), 0x0018, 0x0088, gdcm::VR::DS, ds_num(s->slice_step));
+        el(mi.GetNestedDataSet(), 0x0028, 0x0030, gdcm::VR::DS, ds_list(s->pixel_spacing, 2));
+        pm->AddItem(mi);
+        sh->AddItem(it);
+    }
+    {
+        gdcm::SmartPointer<gdcm::SequenceOfItems> pf = seq(ds, 0x5200, 0x9230);
+        for (int64_t fr = 0; fr < s->n_frames; fr++) {
+            int64_t k = s->frame_slice[fr];
+            if (k < 0 || k >= s->n_slices || s->frame_segment[fr] < 1 || s->frame_segment[fr] > s->n_segments)
+                return fail(err, cap, "a frame refers to no slice or segment");
+            const sg_dcm_slice_ref &ref = s->slices[k];
+            gdcm::Item it = item();
+            gdcm::DataSet &x = it.GetNestedDataSet();
+            {
+                gdcm::SmartPointer<gdcm::SequenceOfItems> der = seq(x, 0x0008, 0x9124);
+                gdcm::Item di = item();
+                gdcm::DataSet &d = di.GetNestedDataSet();
+                gdcm::SmartPointer<gdcm::SequenceOfItems> src = seq(d, 0x0008, 0x2112);
+                gdcm::Item si = item();
+                gdcm::DataSet &sd = si.GetNestedDataSet();
+                el(sd, 0x0008, 0x1150, gdcm::VR::UI, ref.sop_class);
+                el(sd, 0x0008, 0x1155, gdcm::VR::UI, ref.sop_instance);
+                if (ref.frame > 0)
+                    el(sd, 0x0008, 0x1160, gdcm::VR::IS, std::to_string(ref.frame));
+                // SpatialLocationsPreserved: readers (highdicom) index frames by source slice only where YES.
+                el(sd, 0x0028, 0x135a, gdcm::VR::CS, s->frame_moved && s->frame_moved[fr] ? "NO" : "YES");
+                code(sd, 0x0040, 0xa170, "121322", "DCM", "Source image for image processing operation");
+                src->AddItem(si);
+                code(d, 0x0008, 0x9215, "113076", "DCM", "Segmentation");
+                der->AddItem(di);
+            }
+            {
+                gdcm::SmartPointer<gdcm::SequenceOfItems> fc = seq(x, 0x0020, 0x9111);
+                gdcm::Item ci = item();
+                el_ul2(ci.GetNestedDataSet(), 0x0020, 0x9157, (uint32_t)s->frame_segment[fr], (uint32_t)(k + 1));
+                fc->AddItem(ci);
+                gdcm::SmartPointer<gdcm::SequenceOfItems> pp = seq(x, 0x0020, 0x9113);
+                gdcm::Item pi = item();
+                el(pi.GetNestedDataSet(), 0x0020, 0x0032, gdcm::VR::DS, ds_list(ref.position, 3));
+                pp->AddItem(pi);
+                gdcm::SmartPointer<gdcm::SequenceOfItems> si = seq(x, 0x0062, 0x000a);
+                gdcm::Item ii = item();
+                el_us(ii.GetNestedDataSet(), 0x0062, 0x000b, (unsigned)s->frame_segment[fr]);
+                si->AddItem(ii);
+            }
+            pf->AddItem(it);
+        }
+    }
+    el(ds, 0x7fe0, 0x0010, gdcm::VR::OB, std::string((const char *)s->pixels, s->pixel_bytes));
+    std::ostringstream os;
+    w.SetStream(os);
+    if (!w.Write())
+        return fail(err, cap, "GDCM could not write the Segmentation");
+    std::string bytes = os.str();
+    *out = (uint8_t *)std::malloc(bytes.size() ? bytes.size() : 1);
+    if (!*out)
+        return fail(err, cap, "out of memory");
+    std::memcpy(*out, bytes.data(), bytes.size());
+    *size = bytes.size();
+    return SG_DCM_OK;
+}
+
+} // namespace
+
+extern "C" int sg_dcm_read_study(const char *path, sg_dcm_study *out, char *err, size_t cap)
+{
+    std::memset(out, 0, sizeof *out);
+    try {
+        return read_study(path, out, err, cap);
+    } catch (const std::exception &e) {
+        return fail(err, cap, std::string("GDCM: ") + e.what());
+    } catch (...) {
+        return fail(err, cap, "GDCM failed reading the header");
+    }
+}
+
+extern "C" int sg_dcm_seg_encode(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size_t cap)
+{
+    *out = nullptr;
+    *size = 0;
+    try {
+        return encode_seg(s, out, size, err, cap);
+    } catch (const std::exception &e) {
+        std::free(*out);
+        *out = nullptr;
+        return fail(err, cap, std::string("GDCM: ") + e.what());
+    } catch (...) {
+        std::free(*out);
+        *out = nullptr;
+        return fail(err, cap, "GDCM failed writing the Segmentation");
+    }
 }

@@ -51,6 +51,7 @@ static sg_status open_by_head(sg_source *s)
             free(s->state);
         s->ops = NULL;
         s->state = NULL;
+        s->notice = NULL;
         memset(&s->info, 0, sizeof s->info);
         st = picture == SG_IMAGE_TIFF ? sg_source_open_tiff(s) : sg_source_open_image(s);
         return st == SEGRT_OK ? st : sg_error(SEGRT_ERROR_INVALID_MODEL, "%s", dicom_err);
@@ -76,7 +77,7 @@ sg_status sg_source_open(const char *path, sg_source **out)
 
 sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **out)
 {
-    sg_source_options o = {max_bytes, NULL};
+    sg_source_options o = {max_bytes, NULL, false};
     return sg_source_open_with(path, &o, out);
 }
 
@@ -94,6 +95,7 @@ static sg_status open_source(const char *path, const sg_source_options *o, const
     uint64_t max_bytes = o && o->max_bytes ? o->max_bytes : UINT64_MAX;
     s->max_bytes = max_bytes;
     s->series_uid = o ? o->series_uid : NULL;
+    s->allow_uneven = o && o->allow_uneven;
     sg_geometry_identity(&s->info.geometry);
     sg_status st = paths ? sg_source_open_dicom(s, paths, n) : open_by_head(s);
     s->series_uid = NULL; /* the caller's string: the opener has used it */
@@ -118,6 +120,11 @@ sg_status sg_source_open_files(const char *const *paths, size_t n, const sg_sour
     if (!paths || n == 0 || !paths[0])
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a DICOM series needs at least one file");
     return open_source(paths[0], o, paths, n, out);
+}
+
+const char *sg_source_notice(const sg_source *s)
+{
+    return s ? s->notice : NULL;
 }
 
 bool sg_dicom_head(const uint8_t *head, size_t n)

@@ -123,6 +123,8 @@ typedef struct sg_source_ops {
 typedef struct sg_source_options {
     uint64_t max_bytes;     /* as sg_source_open_max's; 0: no cap but the formats' */
     const char *series_uid; /* DICOM: the series to read where the files hold several (NULL: the only one) */
+    bool allow_uneven;      /* DICOM: missing slices or uneven spacing resampled to even spacing, not refused
+                               (source_dicom.c) */
 } sg_source_options;
 
 struct sg_source {
@@ -133,6 +135,8 @@ struct sg_source {
     uint64_t max_all_bytes; /* the most read_all allocates: the format's whole-read cap */
     uint64_t max_bytes;     /* the caller's cap (sg_source_open_max), for the openers */
     const char *series_uid; /* the caller's choice (sg_source_options), for the DICOM opener */
+    bool allow_uneven;      /* the caller's choice (sg_source_options), for the DICOM opener */
+    const char *notice;     /* the format's line for sg_source_notice (NULL: none) */
 };
 
 /* Opens path as a source (contract above). Errors name the file, as the
@@ -193,6 +197,15 @@ typedef struct sg_dicom_series_info {
     int32_t rows, cols;
 } sg_dicom_series_info;
 sg_status sg_dicom_list(const char *const *paths, size_t n, sg_dicom_series_info **out, size_t *count);
+
+/* What a DICOM source keeps of its series for a DICOM SEG that references
+ * it (io/dicom_seg.h); NULL for a source of another format. */
+struct sg_dicom_refs;
+const struct sg_dicom_refs *sg_source_dicom_refs(const sg_source *s);
+
+/* A line saying what the source did on its own, for the job to pass on
+ * (a DICOM series resampled to even spacing); NULL when nothing. */
+const char *sg_source_notice(const sg_source *s);
 
 /* Whether head (n bytes of a file's start, 348 are enough) is a NIfTI-1 or
  * -2 header in either byte order, or a gzip stream (a .nii.gz, checked

@@ -26,9 +26,24 @@
  * than 1e-4 in a direction cosine; two slices at one position (a 4-D or
  * multi-echo series); a gap over 1.5 times the median step (missing
  * slices); any other step off the median by more than 1 % (uneven
- * spacing; an allow_uneven option that resamples to even spacing may come
- * later); positions that do not advance along the normal (gantry tilt);
+ * spacing); positions that do not advance along the normal (gantry tilt);
  * more than one slice without position or orientation.
+ *
+ * allow_uneven (sg_source_options) takes missing slices and uneven
+ * spacing instead, resampled to even spacing along the normal: the step
+ * is the median of the steps, the grid runs from the first slice to the
+ * last (round(extent / step) + 1 slices; a last grid slice past the last
+ * slice, by under half a step, takes its values), and each grid slice is
+ * the linear interpolation by position of the two slices around it (a
+ * grid slice on a slice is that slice's values exactly). Its values are
+ * float32 (float64 for 32-bit samples; colour stays uint8, rounded), the
+ * geometry is exact for the grid, and sg_source_notice says what was
+ * done. The other refusals stand.
+ *
+ * References (io/dicom_seg.h, sg_source_dicom_refs): each sorted slice's
+ * SOP class and instance (and frame in a multi-frame file) and position,
+ * and the study, patient and frame of reference of the series' first
+ * slice's file, for a DICOM SEG.
  *
  * Geometry (source.h's model, LPS as DICOM is): origin the first sorted
  * slice's ImagePositionPatient; direction columns (i, j, k): the row
@@ -64,6 +79,12 @@ sg_status sg_source_open_dicom(sg_source *s, const char *const *paths, size_t n)
     return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: DICOM, and segrt was built without DICOM support", s->path);
 }
 
+const struct sg_dicom_refs *sg_source_dicom_refs(const sg_source *s)
+{
+    (void)s;
+    return NULL;
+}
+
 sg_status sg_dicom_list(const char *const *paths, size_t n, sg_dicom_series_info **out, size_t *count)
 {
     (void)n;
@@ -76,6 +97,7 @@ sg_status sg_dicom_list(const char *const *paths, size_t n, sg_dicom_series_info
 #else
 
 #include "io/dicom_gdcm.h"
+#include "io/dicom_seg.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -110,6 +132,12 @@ typedef struct dcm_cached {
     uint64_t stamp;
 } dcm_cached;
 
+/* A grid slice of a resampled series: (1 - w) x slice a + w x slice b. */
+typedef struct dcm_blend {
+    int64_t a, b;
+    double w;
+} dcm_blend;
+
 typedef struct dicom_state {
     dcm_file *files;
     size_t n_files;
@@ -122,6 +150,11 @@ typedef struct dicom_state {
     int n_cache;
     uint64_t clock;
     char series[96]; /* for messages: "series UID" */
+    dcm_blend *blend; /* allow_uneven: one per grid slice; NULL when the slices are the grid */
+    int64_t n_grid;
+    sg_dcm_slice_ref *refs;
+    sg_dicom_refs dicom_refs;
+    char notice[512];
 } dicom_state;
 
 /* --- files ---------------------------------------------------------------- */
@@ -522,6 +555,8 @@ static void dicom_close(sg_source *s)
     }
     free(st->files);
     free(st->slices);
+    free(st->blend);
+    free(st->refs);
     for (int i = 0; i < st->n_cache; i++)
         free(st->cache[i].data);
     free(st);
@@ -622,10 +657,73 @@ static int64_t stored_value(const dicom_state *st, const uint8_t *p)
     return (int64_t)u;
 }
 
+/* The box's rows and columns of slice sl (decoded in c) as values
+ * (rescaled, colour as stored) into out: channel, then row, column. */
+static void slice_values(const dicom_state *st, const dcm_cached *c, const dcm_slice *sl, const sg_box *box,
+                         double *out)
+{
+    const uint8_t *frame = c->data + st->frame_bytes * (size_t)sl->frame;
+    size_t pixels = (size_t)st->rows * (size_t)st->cols;
+    bool rescale = st->samples == 1 && (sl->slope != 1 || sl->intercept != 0);
+    for (int32_t ch = 0; ch < st->samples; ch++)
+        for (int64_t y = 0; y < box->size[1]; y++) {
+            size_t row = (size_t)(box->start[1] + y) * (size_t)st->cols;
+            for (int64_t x = 0; x < box->size[2]; x++) {
+                size_t px = row + (size_t)(box->start[2] + x);
+                size_t at = c->planar ? (size_t)ch * pixels + px : px * (size_t)st->samples + (size_t)ch;
+                double v = (double)stored_value(st, frame + at * st->sample_bytes);
+                *out++ = rescale ? v * sl->slope + sl->intercept : v;
+            }
+        }
+}
+
+/* A box of a resampled series: each grid slice blended from its two
+ * slices (the first decoded and taken before the second is, since the
+ * cache may hold one file). */
+static sg_status resampled_region(sg_source *s, const sg_box *box, void *dst)
+{
+    dicom_state *st = s->state;
+    sg_dtype t = s->info.dtype;
+    size_t oes = segrt_dtype_size(t);
+    size_t plane = (size_t)(box->size[0] * box->size[1] * box->size[2]);
+    size_t n = (size_t)st->samples * (size_t)(box->size[1] * box->size[2]);
+    double *va = sg_malloc(sizeof(double) * n * 2);
+    if (!va)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory reading a slice", s->path);
+    double *vb = va + n;
+    bool whole = t != SEGRT_DTYPE_FLOAT32 && t != SEGRT_DTYPE_FLOAT64;
+    size_t HW = (size_t)(box->size[1] * box->size[2]);
+    for (int64_t z = 0; z < box->size[0]; z++) {
+        const dcm_blend *bl = &st->blend[box->start[0] + z];
+        const dcm_cached *c;
+        sg_status r = decoded(s, st->slices[bl->a].file, &c);
+        if (r == SEGRT_OK)
+            slice_values(st, c, &st->slices[bl->a], box, va);
+        if (r == SEGRT_OK && bl->w > 0 && (r = decoded(s, st->slices[bl->b].file, &c)) == SEGRT_OK)
+            slice_values(st, c, &st->slices[bl->b], box, vb);
+        if (r != SEGRT_OK) {
+            free(va);
+            return r;
+        }
+        for (int32_t ch = 0; ch < st->samples; ch++) {
+            uint8_t *o = (uint8_t *)dst + ((size_t)ch * plane + (size_t)z * HW) * oes;
+            for (size_t i = 0; i < HW; i++) {
+                size_t k = (size_t)ch * HW + i;
+                double v = bl->w > 0 ? va[k] * (1 - bl->w) + vb[k] * bl->w : va[k];
+                sg_dtype_store_f64(t, o, (int64_t)i, whole ? floor(v + 0.5) : v);
+            }
+        }
+    }
+    free(va);
+    return SEGRT_OK;
+}
+
 static sg_status dicom_read_region(sg_source *s, int32_t level, const sg_box *box, void *dst)
 {
     (void)level;
     dicom_state *st = s->state;
+    if (st->blend)
+        return resampled_region(s, box, dst);
     sg_dtype t = s->info.dtype;
     size_t oes = segrt_dtype_size(t);
     int64_t W = box->size[2], H = box->size[1], D = box->size[0];
@@ -898,6 +996,45 @@ static sg_status check_files(sg_source *s, dicom_state *st)
     return SEGRT_OK;
 }
 
+/* The even grid of a series with missing slices or uneven steps (sorted
+ * slices with their projections): from the first slice to the last at
+ * the median step, each grid slice blended from the slices around it. */
+static sg_status plan_grid(sg_source *s, dicom_state *st, double step, double least, double most)
+{
+    int64_t n = st->n_slices;
+    double first = st->slices[0].proj, extent = st->slices[n - 1].proj - first;
+    double g = floor(extent / step + 0.5) + 1;
+    if (!(g >= 2) || g > 1e6)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %s: %.4g mm of slices at a step of %.4g mm", s->path,
+                        st->series, extent, step);
+    int64_t m = (int64_t)g;
+    if (!(st->blend = sg_calloc((size_t)m, sizeof *st->blend)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld slices", s->path, (long long)m);
+    st->n_grid = m;
+    int64_t b = 0;
+    for (int64_t z = 0; z < m; z++) {
+        double p = first + (double)z * step;
+        while (b < n && st->slices[b].proj < p - 1e-6)
+            b++;
+        dcm_blend *bl = &st->blend[z];
+        if (b == n) { /* past the last slice (under half a step): its values */
+            bl->a = bl->b = n - 1;
+        } else if (b == 0 || fabs(st->slices[b].proj - p) <= 1e-6) {
+            bl->a = bl->b = b;
+        } else {
+            bl->a = b - 1;
+            bl->b = b;
+            bl->w = (p - st->slices[b - 1].proj) / (st->slices[b].proj - st->slices[b - 1].proj);
+        }
+    }
+    snprintf(st->notice, sizeof st->notice,
+             "%s: %s: missing slices or uneven spacing (steps of %.4g to %.4g mm): resampled from %lld slices to %lld "
+             "at %.4g mm, linearly along the normal",
+             s->path, st->series, least, most, (long long)n, (long long)m, step);
+    s->notice = st->notice;
+    return SEGRT_OK;
+}
+
 /* The slices of the series, sorted, with the geometry and the dtype. */
 static sg_status build_slices(sg_source *s, dicom_state *st)
 {
@@ -988,8 +1125,9 @@ static sg_status build_slices(sg_source *s, dicom_state *st)
             for (int64_t z = 0; z + 1 < n; z++)
                 steps[z] = st->slices[z + 1].proj - st->slices[z].proj;
             qsort(steps, (size_t)(n - 1), sizeof *steps, cmp_double);
-            double median = steps[(n - 1) / 2];
+            double median = steps[(n - 1) / 2], least = steps[0], most = steps[n - 2];
             free(steps);
+            bool uneven = false;
             for (int64_t z = 0; z + 1 < n; z++) {
                 const dcm_slice *a = &st->slices[z], *b = &st->slices[z + 1];
                 double d = b->proj - a->proj;
@@ -999,16 +1137,19 @@ static sg_status build_slices(sg_source *s, dicom_state *st)
                                     "%s: %s: two slices at one position (%.4g mm along the normal): %s and %s (a 4-D "
                                     "or multi-echo series?)",
                                     s->path, st->series, a->proj, fa, fb);
-                if (d > 1.5 * median)
+                if (d > 1.5 * median && !s->allow_uneven)
                     return sg_error(SEGRT_ERROR_INVALID_MODEL,
                                     "%s: %s: missing slice(s): a gap of %.4g mm between %s and %s, the median step "
-                                    "is %.4g mm",
+                                    "is %.4g mm (allow_uneven, --allow-uneven, resamples to even spacing)",
                                     s->path, st->series, d, fa, fb, median);
-                if (fabs(d - median) > 0.01 * median + 1e-4)
-                    return sg_error(SEGRT_ERROR_INVALID_MODEL,
-                                    "%s: %s: uneven slice spacing: a step of %.4g mm between %s and %s, the median "
-                                    "is %.4g mm (resampling to even spacing is not supported yet)",
-                                    s->path, st->series, d, fa, fb, median);
+                if (fabs(d - median) > 0.01 * median + 1e-4) {
+                    if (!s->allow_uneven)
+                        return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                                        "%s: %s: uneven slice spacing: a step of %.4g mm between %s and %s, the "
+                                        "median is %.4g mm (allow_uneven, --allow-uneven, resamples to even spacing)",
+                                        s->path, st->series, d, fa, fb, median);
+                    uneven = true;
+                }
                 double off = 0;
                 for (int c = 0; c < 3; c++) {
                     double e = b->pos[c] - a->pos[c] - d * N[c];
@@ -1021,6 +1162,8 @@ static sg_status build_slices(sg_source *s, dicom_state *st)
                                     s->path, st->series, fa, fb);
             }
             step = median;
+            if (uneven)
+                SG_TRY(plan_grid(s, st, median, least, most));
         }
         g->known = true;
         for (int a = 0; a < 3; a++) {
@@ -1034,7 +1177,7 @@ static sg_status build_slices(sg_source *s, dicom_state *st)
     in->n_dims = 3;
     in->channels = st->samples;
     in->n_levels = 1;
-    in->dims[0][0] = n, in->dims[0][1] = st->rows, in->dims[0][2] = st->cols;
+    in->dims[0][0] = st->blend ? st->n_grid : n, in->dims[0][1] = st->rows, in->dims[0][2] = st->cols;
     in->spacing[0] = step, in->spacing[1] = sp0, in->spacing[2] = sp1;
     in->tile[0] = 1, in->tile[1] = st->rows, in->tile[2] = st->cols;
     /* The dtype rule of the header comment. */
@@ -1055,13 +1198,50 @@ static sg_status build_slices(sg_source *s, dicom_state *st)
         if (a < -32768 || a > 32767 || b < -32768 || b > 32767)
             fits16 = false;
     }
-    if (st->samples > 1 || identity)
+    if (st->samples > 1)
+        in->dtype = stored;
+    else if (st->blend)
+        in->dtype = st->sample_bytes == 4 ? SEGRT_DTYPE_FLOAT64 : SEGRT_DTYPE_FLOAT32;
+    else if (identity)
         in->dtype = stored;
     else if (whole && fits16)
         in->dtype = SEGRT_DTYPE_INT16;
     else
         in->dtype = st->sample_bytes == 4 ? SEGRT_DTYPE_FLOAT64 : SEGRT_DTYPE_FLOAT32;
     return SEGRT_OK;
+}
+
+/* What a SEG references: each sorted slice's instance, and the study of
+ * the first slice's file. */
+static sg_status keep_refs(sg_source *s, dicom_state *st)
+{
+    if (!(st->refs = sg_calloc((size_t)st->n_slices, sizeof *st->refs)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory", s->path);
+    for (int64_t k = 0; k < st->n_slices; k++) {
+        const dcm_slice *sl = &st->slices[k];
+        const sg_dcm_header *h = &st->files[sl->file].h;
+        sg_dcm_slice_ref *r = &st->refs[k];
+        memcpy(r->sop_class, h->sop_class, sizeof r->sop_class);
+        memcpy(r->sop_instance, h->sop_instance, sizeof r->sop_instance);
+        r->frame = h->frames > 1 ? sl->frame + 1 : 0;
+        memcpy(r->position, sl->pos, sizeof r->position);
+    }
+    sg_dicom_refs *d = &st->dicom_refs;
+    char err[512];
+    const char *first = st->files[st->slices[0].file].path;
+    if (sg_dcm_read_study(first, &d->study, err, sizeof err) != SG_DCM_OK)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %s", first, err);
+    d->slices = st->refs;
+    d->n_slices = st->n_slices;
+    d->resampled = st->blend != NULL;
+    memcpy(d->orientation, st->files[0].h.orientation, sizeof d->orientation);
+    d->thickness = st->files[0].h.thickness;
+    return SEGRT_OK;
+}
+
+const struct sg_dicom_refs *sg_source_dicom_refs(const sg_source *s)
+{
+    return s && s->ops == &dicom_ops ? &((const dicom_state *)s->state)->dicom_refs : NULL;
 }
 
 sg_status sg_source_open_dicom(sg_source *s, const char *const *paths, size_t n)
@@ -1125,7 +1305,7 @@ sg_status sg_source_open_dicom(sg_source *s, const char *const *paths, size_t n)
     snprintf(st->series, sizeof st->series, "series %s", keep[0] ? keep : "(no SeriesInstanceUID)");
     SG_TRY(check_files(s, st));
     SG_TRY(build_slices(s, st));
-    return SEGRT_OK;
+    return keep_refs(s, st);
 }
 
 #endif

@@ -18,10 +18,12 @@
 #include "core/api_file.h"
 #include "core/dtype.h"
 #include "core/mem.h"
+#include "io/dicom_seg.h"
 #include "io/image.h"
 #include "io/npy.h"
 #include "io/sink.h"
 #include "io/source.h"
+#include "pipeline/job_window.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
@@ -229,10 +231,12 @@ static void volume_shape(const sg_source_info *in, sg_tensor *image, uint64_t *e
     *extra_bytes = (uint64_t)sg_tensor_numel(image) * segrt_dtype_size(in->dtype);
 }
 
-/* Opens a volume's source, the DICOM series series_uid where it is given. */
-static sg_status open_volume(const char *path, const char *series_uid, sg_source **src)
+/* Opens a volume's source with the job's DICOM options (o may be NULL):
+ * the series o->series_uid where it is given, uneven series resampled
+ * where o->allow_uneven. */
+static sg_status open_volume(const char *path, const segrt_window_job_options *o, sg_source **src)
 {
-    sg_source_options so = {0, series_uid};
+    sg_source_options so = {0, o ? o->series_uid : NULL, o && o->allow_uneven};
     return sg_source_open_with(path, &so, src);
 }
 
@@ -240,10 +244,13 @@ static sg_status open_volume(const char *path, const char *series_uid, sg_source
  * scaling and DICOM's rescale applied), and where it lies. No
  * normalisation: a volume's intensities are the modality's (HU for CT),
  * and the model says how to scale them (later work: preprocessing). */
-static sg_status read_volume(const char *path, const char *series_uid, sg_tensor *image, sg_source_info *where)
+static sg_status read_volume(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
+                             sg_source_info *where)
 {
     sg_source *src;
-    SG_TRY(open_volume(path, series_uid, &src));
+    SG_TRY(open_volume(path, jo, &src));
+    if (jo->notice && sg_source_notice(src))
+        jo->notice(jo->notice_user, sg_source_notice(src));
     sg_tensor raw;
     sg_status s = sg_source_read_all(src, 0, &raw);
     if (s == SEGRT_OK) {
@@ -271,15 +278,22 @@ static sg_status read_volume(const char *path, const char *series_uid, sg_tensor
     return SEGRT_OK;
 }
 
+sg_status sg_window_job_read_volume(const segrt_window_job_options *o, const char *path, sg_tensor *image,
+                                    sg_source_info *where)
+{
+    return read_volume(path, o, image, where);
+}
+
 /* The image's tensor from its header (data NULL) and the bytes the read
  * holds besides it. */
-static sg_status probe_image(const char *path, const char *series_uid, sg_tensor *image, uint64_t *extra_bytes)
+static sg_status probe_image(const char *path, const segrt_window_job_options *jo, sg_tensor *image,
+                             uint64_t *extra_bytes)
 {
     memset(image, 0, sizeof *image);
     *extra_bytes = 0;
     if (is_volume(path)) {
         sg_source *src;
-        SG_TRY(open_volume(path, series_uid, &src));
+        SG_TRY(open_volume(path, jo, &src));
         volume_shape(&src->info, image, extra_bytes);
         sg_source_close(src);
         return SEGRT_OK;
@@ -310,7 +324,7 @@ segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, cons
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_probe: image_path and image must not be NULL");
     sg_tensor t;
     uint64_t extra;
-    SG_TRY(probe_image(image_path, o ? o->series_uid : NULL, &t, &extra));
+    SG_TRY(probe_image(image_path, o, &t, &extra));
     memset(image, 0, sizeof *image);
     image->dtype = t.dtype;
     image->rank = t.rank;
@@ -357,7 +371,7 @@ static bool is_image_output(const char *path)
 
 /* --- the job ------------------------------------------------------------- */
 
-typedef struct job {
+typedef struct sg_window_job {
     const segrt_window_job_options *jo;
     sg_sw_options sw;
     const char *in; /* the image's path */
@@ -381,6 +395,19 @@ typedef struct job {
     segrt_engine *engine[JOB_MAX_MODELS];
     segrt_context *ctx[JOB_MAX_MODELS];
     sg_sw_model members[JOB_MAX_MODELS];
+    /* The window input dims the engines were built for (built: they are). */
+    bool built;
+    int64_t built_dims[SEGRT_MAX_RANK];
+    /* A run over a volume the caller read (sg_window_job_run_volume): the
+     * volume, taken by the run; the host bytes the caller holds meanwhile;
+     * whether the host-memory check refused the run. */
+    sg_tensor given;
+    sg_source_info given_where;
+    uint64_t held_elsewhere;
+    bool memory_refused;
+    void (*checked)(void *user);
+    void *checked_user;
+    double seconds_write;
 } job;
 
 static void drop_engines(job *st)
@@ -395,6 +422,7 @@ static void drop_engines(job *st)
 
 static void job_free(job *st)
 {
+    free(st->given.data);
     sg_sw_image_free(&st->src_rows);
     sg_source_close(st->src);
     free(st->scratch);
@@ -424,6 +452,7 @@ static segrt_status default_build(void *user, const segrt_model *model, const ch
 static sg_status build_members(job *st)
 {
     drop_engines(st);
+    st->built = false; /* until every member is built again */
     int64_t dims[SEGRT_MAX_RANK];
     SG_TRY(sg_sw_input_dims(&st->sw, &st->image, dims));
     segrt_engine_builder build = st->jo->build ? st->jo->build : default_build;
@@ -434,7 +463,21 @@ static sg_status build_members(job *st)
         SG_TRY(segrt_context_create(st->engine[m], &st->ctx[m]));
         st->members[m] = (sg_sw_model){st->ctx[m], st->engine[m]};
     }
+    memcpy(st->built_dims, dims, sizeof dims);
+    st->built = true;
     return SEGRT_OK;
+}
+
+/* Whether the engines built for an earlier image take this one's window
+ * batch: the same input dims (a window of fixed size over any image). */
+static bool engines_fit(const job *st)
+{
+    int64_t dims[SEGRT_MAX_RANK];
+    if (!st->built || sg_sw_input_dims(&st->sw, &st->image, dims) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    return memcmp(dims, st->built_dims, sizeof(int64_t) * (size_t)st->image.rank) == 0;
 }
 
 /* The one place that chooses between the device path and the host path. */
@@ -594,6 +637,13 @@ static sg_status check_result_fits(const job *st, const char *out, int64_t *clas
     return SEGRT_OK;
 }
 
+/* The host bytes of a volume the caller read already, held before the
+ * check: the machine's available memory has them counted out. */
+static uint64_t given_bytes(const job *st)
+{
+    return st->given.data ? (uint64_t)sg_tensor_numel(&st->given) * sizeof(float) : 0;
+}
+
 static const char *limit_name(const job *st)
 {
     return st->jo->max_host_memory_name ? st->jo->max_host_memory_name : "max_host_memory";
@@ -605,7 +655,7 @@ static const char *limit_name(const job *st)
  * accumulators, windows, result, the CPU engines' arenas) against
  * max_host_memory (INVALID_ARGUMENT) and what the machine has
  * (OUT_OF_MEMORY). The paths check again before they allocate. */
-static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extra_bytes)
+static sg_status check_host_memory(job *st, int64_t classes, uint64_t extra_bytes)
 {
     uint64_t networks = 0;
     for (int32_t m = 0; m < st->n; m++) {
@@ -618,7 +668,8 @@ static sg_status check_host_memory(const job *st, int64_t classes, uint64_t extr
     if (s == SEGRT_OK && st->streamed)
         sg_sw_host_need_streamed(&need, st->src_held);
     if (s == SEGRT_OK)
-        s = sg_sw_host_need_check(&st->sw, &need, networks, limit_name(st));
+        s = sg_sw_host_need_check(&st->sw, &need, networks + given_bytes(st), limit_name(st));
+    st->memory_refused = s != SEGRT_OK;
     return s == SEGRT_OK ? s : sg_error_prefix(s, "%s: ", st->in);
 }
 
@@ -701,15 +752,59 @@ static sg_status write_nifti(sg_output *o, const sg_tensor *result, const job *s
     return e;
 }
 
-/* The result into o: NPY, NIfTI, or a label map as a PNG/TIFF image, as
- * its destination's extension says. *write_failed tells a failed write
- * from a refused result. */
+/* A .dcm result, before anything runs: labels over a DICOM series. */
+static sg_status check_seg_output(const job *st, const char *out)
+{
+    if (segrt_file_format_of_file(st->in) != SEGRT_FILE_DICOM)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a DICOM SEG (.dcm) is written over a DICOM series; %s is not one (write .nii.gz)", out,
+                        st->in);
+    if (st->sw.output != SG_SW_OUTPUT_LABELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a DICOM SEG takes a label map; write logits or probs to "
+                                                      ".npy or .nii",
+                        out);
+    return SEGRT_OK;
+}
+
+/* The labels as a DICOM SEG over the input series (opened again for its
+ * references), segments named by the first model's segrt.classes
+ * ("background,liver,...": the name of each label value). */
+static sg_status write_seg(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
+{
+    SG_TRY(check_seg_output(st, sg_output_path(o)));
+    sg_source *src;
+    SG_TRY(open_volume(st->in, st->jo, &src));
+    const char *classes = segrt_model_metadata_value(st->model[0], "segrt.classes");
+    char *copy = classes ? strdup(classes) : NULL;
+    const char *names[256];
+    size_t n_names = 0;
+    for (char *p = copy; p && n_names < 256;) { /* empty names kept in place: "background,,spleen" */
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        while (*p == ' ')
+            p++;
+        names[n_names++] = p;
+        p = comma ? comma + 1 : NULL;
+    }
+    sg_status s = sg_dicom_seg_write(o, result, src, names, n_names);
+    *write_failed = s == SEGRT_ERROR_IO;
+    free(copy);
+    sg_source_close(src);
+    return s;
+}
+
+/* The result into o: NPY, NIfTI, a DICOM SEG, or a label map as a
+ * PNG/TIFF image, as its destination's extension says. *write_failed
+ * tells a failed write from a refused result. */
 static sg_status write_result(sg_output *o, const sg_tensor *result, const job *st, bool *write_failed)
 {
     const char *path = sg_output_path(o);
     sg_status s;
     if (is_nifti_output(path))
         return write_nifti(o, result, st, write_failed);
+    if (sg_dicom_seg_name(path))
+        return write_seg(o, result, st, write_failed);
     if (!is_image_output(path)) {
         s = sg_npy_write_to(o, result);
         *write_failed = s != SEGRT_OK;
@@ -773,6 +868,16 @@ static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device,
     r->times.downloading = stats->seconds_downloading;
 }
 
+/* The volume the caller read (sg_window_job_run_volume), taken as the
+ * job's image, as read_volume would have read it. */
+static sg_status take_given(job *st)
+{
+    st->image = st->given;
+    st->where = st->given_where;
+    memset(&st->given, 0, sizeof st->given);
+    return SEGRT_OK;
+}
+
 static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
 {
     const segrt_window_job_options *jo = st->jo;
@@ -780,8 +885,15 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
      * engine is built. */
     sg_tensor shape;
     uint64_t extra_bytes;
-    st->volume = is_volume(st->in);
-    SG_TRY(probe_image(st->in, jo->series_uid, &shape, &extra_bytes));
+    if (st->given.data) { /* a volume the caller read: its header is the tensor's */
+        st->volume = true;
+        shape = st->given;
+        shape.data = NULL;
+        extra_bytes = 0;
+    } else {
+        st->volume = is_volume(st->in);
+        SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes));
+    }
     if (shape.dtype != SEGRT_DTYPE_FLOAT32)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the image is %s; sliding windows read float32", st->in,
                         segrt_dtype_name(shape.dtype));
@@ -805,6 +917,8 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (is_image_output(out) && st->sw.output != SG_SW_OUTPUT_LABELS)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: an image file takes a label map; write logits or probs to .npy", out);
+    if (sg_dicom_seg_name(out))
+        SG_TRY(check_seg_output(st, out));
     bool image_file = sg_image_is_image_file(st->in);
     if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -812,8 +926,13 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     /* The engines are built for the window from the image's header; the
      * image is read once they are, and the memory check passed. */
     st->image = shape;
-    SG_TRY(build_members(st));
-    if (jo->auto_batch) {
+    /* Built once while the window's input dims stay (a folder's cases). */
+    bool build = !engines_fit(st);
+    if (build && jo->auto_batch)
+        st->sw.sw_batch = 1; /* the estimate starts from engines for one window */
+    if (build)
+        SG_TRY(build_members(st));
+    if (build && jo->auto_batch) {
         segrt_engine_info info;
         if (segrt_engine_get_info(st->engine[0], &info) == SEGRT_OK && info.device == SEGRT_DEVICE_CUDA) {
             int32_t b = auto_batch(st, info.device_index);
@@ -826,9 +945,11 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     int64_t classes = 0;
     SG_TRY(check_result_fits(st, out, &classes));
     SG_TRY(open_stream(st, overlay != NULL));
-    SG_TRY(check_host_memory(st, classes, st->streamed ? 0 : extra_bytes));
+    SG_TRY(check_host_memory(st, classes, (st->streamed ? 0 : extra_bytes) + st->held_elsewhere));
+    if (st->checked)
+        st->checked(st->checked_user);
     if (st->volume) {
-        SG_TRY(read_volume(st->in, jo->series_uid, &st->image, &st->where));
+        SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (!st->streamed) {
@@ -861,10 +982,109 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     r->seconds = now_s() - t0;
     fill_report(st, &stats, on_device, r);
     bool write_failed = false;
+    double tw = now_s();
     s = write_result(result, &st->result, st, &write_failed);
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
+    st->seconds_write = now_s() - tw;
     r->write_failed = write_failed;
+    return s;
+}
+
+sg_status sg_window_job_create(const segrt_window_job_options *o, segrt_model *const *models,
+                               const char *const *model_paths, size_t n_models, sg_window_job **out)
+{
+    *out = NULL;
+    if (n_models < 1 || n_models > JOB_MAX_MODELS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
+                        JOB_MAX_MODELS);
+    job *st = sg_calloc(1, sizeof *st);
+    if (!st)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
+    st->jo = o;
+    st->model = models;
+    st->n = (int32_t)n_models;
+    sg_status s = SEGRT_OK;
+    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
+        if (!models[m])
+            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
+        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
+    }
+    if (s == SEGRT_OK)
+        s = job_sw_options(o, &st->sw);
+    if (s != SEGRT_OK) {
+        sg_window_job_free(st);
+        return s;
+    }
+    *out = st;
+    return SEGRT_OK;
+}
+
+void sg_window_job_free(sg_window_job *st)
+{
+    if (!st)
+        return;
+    job_free(st);
+    free(st);
+}
+
+/* What one run leaves that the next must not see; the engines stay. */
+static void job_reset_run(job *st)
+{
+    sg_sw_image_free(&st->src_rows);
+    sg_source_close(st->src);
+    st->src = NULL;
+    memset(&st->rows, 0, sizeof st->rows);
+    st->streamed = false;
+    st->src_held = 0;
+    sg_image_free(&st->pixels);
+    memset(&st->pixels, 0, sizeof st->pixels);
+    free(st->image.data);
+    free(st->result.data);
+    free(st->given.data);
+    memset(&st->image, 0, sizeof st->image);
+    memset(&st->result, 0, sizeof st->result);
+    memset(&st->given, 0, sizeof st->given);
+    memset(&st->where, 0, sizeof st->where);
+    memset(&st->nm, 0, sizeof st->nm);
+    st->held_elsewhere = 0;
+    st->memory_refused = false;
+    st->checked = NULL;
+    st->checked_user = NULL;
+    st->seconds_write = 0.0;
+}
+
+sg_status sg_window_job_run_volume(sg_window_job *st, const char *name, sg_tensor *image, const sg_source_info *where,
+                                   sg_output *result, segrt_window_job_report *report, sg_window_run_more *more)
+{
+    segrt_window_job_report scratch;
+    segrt_window_job_report *r = report ? report : &scratch;
+    memset(r, 0, sizeof *r);
+    job_reset_run(st);
+    st->given = *image;
+    memset(image, 0, sizeof *image);
+    st->given_where = *where;
+    st->given_where.format = NULL;
+    st->in = name;
+    if (more) {
+        st->held_elsewhere = more->held_elsewhere;
+        st->checked = more->checked;
+        st->checked_user = more->checked_user;
+    }
+    sg_status s = SEGRT_OK;
+    if (!st->given.data || st->given.dtype != SEGRT_DTYPE_FLOAT32)
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a volume run takes a float32 volume read whole", name);
+    if (s == SEGRT_OK)
+        s = job_run(st, result, NULL, r);
+    if (more) {
+        more->memory_refused = s != SEGRT_OK && st->memory_refused;
+        more->seconds_write = st->seconds_write;
+        if (more->memory_refused && st->given.data) { /* not taken: the caller's for another try */
+            *image = st->given;
+            memset(&st->given, 0, sizeof st->given);
+        }
+    }
+    job_reset_run(st); /* the volume and result go now, not with the next run */
     return s;
 }
 
@@ -878,27 +1098,10 @@ segrt_status segrt_window_job_run(const segrt_window_job_options *o, segrt_model
     if (!o || !models || !image_path || !result)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "segrt_window_job_run: options, models, image_path and result must not be NULL");
-    if (n_models < 1 || n_models > JOB_MAX_MODELS)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: %zu models (1 to %d)", n_models,
-                        JOB_MAX_MODELS);
-    job *st = sg_calloc(1, sizeof *st);
-    if (!st)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "segrt_window_job_run: no memory for the job");
-    st->jo = o;
+    job *st;
+    SG_TRY(sg_window_job_create(o, models, model_paths, n_models, &st));
     st->in = image_path;
-    st->model = models;
-    st->n = (int32_t)n_models;
-    sg_status s = SEGRT_OK;
-    for (int32_t m = 0; m < st->n && s == SEGRT_OK; m++) {
-        if (!models[m])
-            s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_window_job_run: model %d is NULL", m);
-        st->path[m] = model_paths && model_paths[m] ? model_paths[m] : "the model";
-    }
-    if (s == SEGRT_OK)
-        s = job_sw_options(o, &st->sw);
-    if (s == SEGRT_OK)
-        s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
-    job_free(st);
-    free(st);
+    sg_status s = job_run(st, sg_output_of(result), overlay ? sg_output_of(overlay) : NULL, r);
+    sg_window_job_free(st);
     return s;
 }

@@ -262,7 +262,7 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
     bool any = p->spacing[0] != 0.0 || p->spacing[1] != 0.0 || p->spacing[2] != 0.0;
     for (int32_t a = 0; a < 3; a++) {
         rs->dims[a] = dims[a];
-        sg_vol_axis id = {dims[a], 1.0, 0.0, SG_VOL_NEAREST};
+        sg_vol_axis id = {.n_out = dims[a], .scale = 1.0, .offset = 0.0, .interp = SG_VOL_NEAREST, .shift = 0.0};
         rs->fwd[a] = id;
         rs->back[a] = id;
     }
@@ -287,9 +287,9 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
             /* nnU-Net's compute_new_shape, skimage's resize */
             m = rint(sp[a] / s[a] * n);
             f->scale = n / m;
-            f->offset = 0.5 * f->scale - 0.5;
             b->scale = m / n;
-            b->offset = 0.5 * b->scale - 0.5;
+            f->shift = b->shift = 0.5; /* (o + 0.5) * scale - 0.5, as scipy computes it */
+            f->offset = b->offset = -0.5;
         }
         if (!(m >= 1.0) || m > (double)PREP_MAX_AXIS)
             return bad(p, "resampling %lld voxels of %g mm to %g mm gives %.0f along array axis %d", (long long)dims[a],
@@ -299,9 +299,9 @@ static sg_status plan_resample(const segrt_preprocess *p, const int64_t dims[3],
         b->n_out = dims[a];
         f->interp = vol_interp(a == zf ? p->image_interp_z : p->image_interp);
         b->interp = vol_interp(a == zb ? p->result_interp_z : p->result_interp);
-        rs->axis_on[a] = !(f->n_out == dims[a] && f->scale == 1.0 && f->offset == 0.0);
+        pos[a] = f->scale * f->shift + f->offset; /* where output voxel 0 lies */
+        rs->axis_on[a] = !(f->n_out == dims[a] && f->scale == 1.0 && pos[a] == 0.0);
         rs->on = rs->on || rs->axis_on[a];
-        pos[a] = f->offset;
         scale[a] = f->scale;
         if (!rs->axis_on[a]) {
             /* an unchanged axis reads its samples whatever the interpolation */

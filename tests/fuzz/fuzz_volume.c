@@ -42,10 +42,11 @@ static void read_box(sg_source *s, sg_box b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_as_file(data, size);
-    sg_source_options o = {FUZZ_MAX_BYTES, NULL};
+    sg_source_options o = {FUZZ_MAX_BYTES, NULL, false};
     sg_source *s;
     if (size < 132 || !(sg_dicom_head(data, size) || sg_nifti_head(data, size)))
         return 0; /* the other formats have their own targets */
+    o.allow_uneven = (data[size - 1] & 1) != 0; /* a DICOM series resampled, or refused, by the last byte */
     if (sg_source_open_with(path, &o, &s) != SEGRT_OK)
         return 0;
     const int64_t *d = s->info.dims[0];

@@ -9,7 +9,7 @@ from pydicom.uid import CTImageStorage, ExplicitVRLittleEndian, generate_uid
 
 
 def slice_ds(pixels, iop, ipp, spacing, uid, slope=1.0, inter=0.0, number=1, modality="CT", desc="synthetic",
-             sop_class=CTImageStorage, bits=16):
+             sop_class=CTImageStorage, bits=16, attrs=None):
     meta = FileMetaDataset()
     meta.MediaStorageSOPClassUID = sop_class
     meta.MediaStorageSOPInstanceUID = generate_uid()
@@ -38,12 +38,14 @@ def slice_ds(pixels, iop, ipp, spacing, uid, slope=1.0, inter=0.0, number=1, mod
         ds.RescaleSlope = f"{slope:g}"
         ds.RescaleIntercept = f"{inter:g}"
     ds.PixelData = pixels.tobytes()
+    for k, v in (attrs or {}).items():  # more attributes, e.g. a frame of reference and a patient
+        setattr(ds, k, v)
     return ds
 
 
 def write_series(folder, n=6, rows=9, cols=7, spacing=(0.7, 0.9), step=2.5, iop=None, origin=(-20.0, 30.0, 15.0),
                  slope=1.0, inter=0.0, dtype=np.int16, uid=None, order="shuffled", seed=0, skip=(), syntax=None,
-                 names="random", modality="CT", desc="synthetic", bits=16):
+                 names="random", modality="CT", desc="synthetic", bits=16, attrs=None):
     """A series of n slices; returns (uid, the volume D x H x W in position
     order as stored, the positions of the written slices)."""
     rng = np.random.default_rng(seed)
@@ -63,7 +65,7 @@ def write_series(folder, n=6, rows=9, cols=7, spacing=(0.7, 0.9), step=2.5, iop=
         ipp = np.array(origin) + k * step * normal
         # InstanceNumber and file names deliberately disagree with position
         ds = slice_ds(vol_[k], iop, ipp, spacing, uid, slope, inter, number=n - w, modality=modality, desc=desc,
-                      bits=bits)
+                      bits=bits, attrs=attrs)
         if syntax:
             ds.compress(syntax)
         name = f"{rng.integers(1 << 30):010d}.dcm" if names == "random" else f"IM{w:04d}"

@@ -13,6 +13,10 @@
  *                                                 segrt_volume_save with another volume's geometry
  *   segrt_vol regions PATH COUNT SEED             random boxes, forward and in any order, against
  *                                                 the whole read (exit 1 on a difference)
+ *   segrt_vol seg SERIES LABELS.npy OUT.dcm [NAME...] [--series UID] [--allow-uneven]
+ *                                                 segrt_dicom_seg_save (names of label 0, 1, ...)
+ * info and read take --allow-uneven too (segrt_volume_open_with), and
+ * print its notice on stderr.
  * Exit 0 on success, 2 with segrt's one-line message on stderr. */
 #include "segrt.h"
 
@@ -171,10 +175,16 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1], *series = opt(argc, argv, "--series");
+    int32_t uneven = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--allow-uneven") == 0)
+            uneven = 1;
     if (strcmp(cmd, "info") == 0 || strcmp(cmd, "read") == 0) {
         segrt_volume *v;
-        if (segrt_volume_open(argv[2], series, &v) != SEGRT_OK)
+        if (segrt_volume_open_with(argv[2], series, uneven, &v) != SEGRT_OK)
             return fail();
+        if (segrt_volume_notice(v))
+            fprintf(stderr, "segrt_vol: %s\n", segrt_volume_notice(v));
         segrt_image_info info;
         segrt_volume_info(v, &info);
         int rc = 0;
@@ -245,6 +255,30 @@ int main(int argc, char **argv)
         }
         int rc = segrt_volume_save(argv[3], &t, gp) == SEGRT_OK ? 0 : fail();
         segrt_tensor_free(&t);
+        return rc;
+    }
+    if (strcmp(cmd, "seg") == 0 && argc >= 5) {
+        const char *names[64];
+        size_t n = 0;
+        for (int i = 5; i < argc && n < 64; i++) {
+            if (strcmp(argv[i], "--series") == 0) {
+                i++;
+                continue;
+            }
+            if (strcmp(argv[i], "--allow-uneven") != 0)
+                names[n++] = argv[i];
+        }
+        segrt_volume *v;
+        if (segrt_volume_open_with(argv[2], series, uneven, &v) != SEGRT_OK)
+            return fail();
+        segrt_tensor t;
+        if (segrt_array_load(argv[3], &t) != SEGRT_OK) {
+            segrt_volume_close(v);
+            return fail();
+        }
+        int rc = segrt_dicom_seg_save(argv[4], &t, v, names, n) == SEGRT_OK ? 0 : fail();
+        segrt_tensor_free(&t);
+        segrt_volume_close(v);
         return rc;
     }
     if (strcmp(cmd, "regions") == 0 && argc >= 5)

@@ -154,6 +154,29 @@ def test_nnunet_resampling_separate_z(tmp_path, lowres):
     assert np.abs(nn_resample(x, shape, None, 3, 0) - ref).max() > 1e-2
 
 
+def test_nearest_at_halfway_positions_as_scipy(tmp_path):
+    """A ratio of 4/3 puts output voxels exactly halfway between two input
+    voxels; NEAREST picks the one scipy picks (whole slices of labels
+    otherwise land on the neighbour)."""
+    x = np.arange(32, dtype=np.float32)[None, :, None, None] * np.ones((1, 32, 3, 4), np.float32)
+    img, _, _ = run(tmp_path, x, *geometry_args((3, 1, 1)), "--spacing", 4, 1, 1, "--interp", "nearest")
+    ref = resize(x[0].astype(np.float64), (24, 3, 4), order=0, mode="edge", anti_aliasing=False)
+    np.testing.assert_array_equal(img[0], ref)
+    # and back: 24 slices from 32, the anisotropic axis by nearest neighbour
+    y = np.ones((1, 24, 20, 18), np.float32)
+    args = [*geometry_args((4.0, 0.9, 0.9)), "--spacing", 3.0, 0.7, 0.8, "--anisotropy", 3,
+            "--result-interp", "linear", "--result-interp-z", "nearest"]
+    _, grid, _ = run(tmp_path, y, *args)
+    assert grid["dims"][0] == 32
+    rng = np.random.default_rng(16)
+    scores = np.stack([ndi.gaussian_filter(rng.normal(size=grid["dims"]), 1.5) for _ in range(3)]).astype(np.float32)
+    _, _, labels = run(tmp_path, y, *args, scores=scores)
+    back = nn_resample(scores, (24, 20, 18), 0, 1, 0).astype(np.float64)
+    top = np.sort(back, 0)
+    clear = top[-1] - top[-2] > 1e-5
+    assert (labels[clear] == back.argmax(0)[clear]).all()
+
+
 def test_nnunet_back_resampling_of_scores(tmp_path):
     """Scores back to the volume's grid as nnU-Net's export does it (order 1,
     order_z 0, anisotropic rule on the model's spacing first), then argmax."""
@@ -481,3 +504,47 @@ def test_bad_scores(tmp_path):
     x = np.ones((1, 4, 5, 6), np.float32)
     err = run(tmp_path, x, scores=np.zeros((2, 4, 5, 7), np.float32), check=2)
     assert "class scores must be float32 1 x K x 4 x 5 x 6" in err
+
+
+# ---- nnunetv2's own functions, where it is installed (it needs torch) --------
+
+@pytest.mark.parametrize("transpose", [(0, 1, 2), (2, 0, 1)])
+def test_against_nnunetv2(tmp_path, transpose):
+    """nnU-Net's run_case_npy steps (transpose, crop_to_nonzero,
+    CTNormalization, resampling with the anisotropic rule) and its export
+    (logits back by resample_data_or_seg_to_shape, into the crop's box,
+    transposed back), by nnunetv2's own functions."""
+    crop = pytest.importorskip("nnunetv2.preprocessing.cropping.cropping")
+    norm = pytest.importorskip("nnunetv2.preprocessing.normalization.default_normalization_schemes")
+    res = pytest.importorskip("nnunetv2.preprocessing.resampling.default_resampling")
+    rng = np.random.default_rng(17)
+    spacing = (4.0, 0.75, 0.8) if transpose == (0, 1, 2) else (0.75, 0.8, 4.0)
+    target = (3.0, 0.7, 0.7)
+    props = dict(mean=30.0, std=180.0, percentile_00_5=-300.0, percentile_99_5=400.0)
+    dims = [30, 60, 50]
+    x = np.zeros((1, *dims), np.float32)
+    x[0, 3:27, 5:55, 4:46] = ndi.gaussian_filter(rng.normal(0, 1, size=(24, 50, 42)), 1.5) * 600 + 40
+    x = np.ascontiguousarray(x.transpose(0, *[int(i) + 1 for i in np.argsort(transpose)]))
+    data = x.transpose([0, *[i + 1 for i in transpose]]).astype(np.float32)
+    sp = [spacing[i] for i in transpose]
+    before = data.shape[1:]
+    data, seg, bbox = crop.crop_to_nonzero(data, None)
+    shape_crop = data.shape[1:]
+    data[0] = norm.CTNormalization(use_mask_for_norm=False, intensityproperties=props).run(data[0], seg[0])
+    new_shape = res.compute_new_shape(shape_crop, sp, target)
+    ref = res.resample_data_or_seg_to_shape(data, new_shape, sp, target, is_seg=False, order=3, order_z=0,
+                                            force_separate_z=None)
+    args = [*geometry_args(spacing), "--transpose", *transpose, "--crop", "nonzero", "--intensity",
+            "ct:-300:400:30:180", "--intensity-first", "--spacing", *target, "--interp", "cubic", "--interp-z",
+            "nearest", "--anisotropy", 3, "--result-interp", "linear", "--result-interp-z", "nearest"]
+    img, grid, _ = run(tmp_path, x, *args)
+    assert img.shape == ref.shape
+    np.testing.assert_allclose(img, ref, atol=1e-5)
+    logits = np.stack([ndi.gaussian_filter(rng.normal(size=ref.shape[1:]), 1.5) for _ in range(4)]).astype(np.float32)
+    back = res.resample_data_or_seg_to_shape(logits, shape_crop, target, sp, is_seg=False, order=1, order_z=0,
+                                             force_separate_z=None)
+    want = np.zeros(before, np.uint8)
+    want[tuple(slice(a, b) for a, b in bbox)] = back.argmax(0)
+    want = want.transpose([int(i) for i in np.argsort(transpose)])
+    _, _, labels = run(tmp_path, x, *args, scores=logits)
+    assert (labels == want).mean() > 0.9999

@@ -75,7 +75,7 @@ static void spline_taps(vol_taps *t, int64_t idx, int64_t n, double w)
 /* What output position o of an axis of n inputs reads. */
 static void axis_taps(const sg_vol_axis *ax, int64_t n, int64_t o, vol_taps *t)
 {
-    double x = ax->scale * (double)o + ax->offset;
+    double x = ax->scale * ((double)o + ax->shift) + ax->offset;
     t->n = 0;
     if (ax->interp == SG_VOL_CUBIC) {
         double f = floor(x), u = x - f, u2 = u * u, u3 = u2 * u, v = 1.0 - u;
@@ -124,9 +124,10 @@ static sg_status check_axis(const char *call, const sg_vol_axis *ax, int64_t n_i
 {
     if (!ax)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cpu volume %s: no axis parameters", call);
-    if (ax->n_out < 0 || !isfinite(ax->scale) || !isfinite(ax->offset))
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cpu volume %s: axis of %lld outputs, scale %g, offset %g", call,
-                        (long long)ax->n_out, ax->scale, ax->offset);
+    if (ax->n_out < 0 || !isfinite(ax->scale) || !isfinite(ax->offset) || !isfinite(ax->shift))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "cpu volume %s: axis of %lld outputs, scale %g, shift %g, offset %g", call,
+                        (long long)ax->n_out, ax->scale, ax->shift, ax->offset);
     if (ax->interp != SG_VOL_NEAREST && ax->interp != SG_VOL_LINEAR && (!cubic_ok || ax->interp != SG_VOL_CUBIC))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cpu volume %s: interpolation %d", call, (int)ax->interp);
     if (ax->n_out > 0 && n_in < 1)
