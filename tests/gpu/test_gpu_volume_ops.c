@@ -379,14 +379,19 @@ static void case_prefilter(const int64_t dims[4], int32_t axis)
 }
 
 /* An axis from n inputs to n_out outputs: align-corners (ends on ends),
- * half-pixel (MONAI's and torch's default), or a random map that runs
- * past both ends. */
+ * half-pixel as scipy's and nnU-Net's grid computes it (scale (o + 0.5) -
+ * 0.5, exact halves where n / n_out is 4/3), the same folded into the
+ * offset, or a random map that runs past both ends. */
 static sg_vol_axis make_axis(int64_t n, int64_t n_out, int style, sg_vol_interp interp)
 {
-    sg_vol_axis ax = {n_out, 1.0, 0.0, interp};
+    sg_vol_axis ax = {n_out, 1.0, 0.0, interp, 0.0};
     if (style == 0) {
         ax.scale = n_out > 1 ? (double)(n - 1) / (double)(n_out - 1) : 0.0;
     } else if (style == 1) {
+        ax.scale = (double)n / (double)n_out;
+        ax.shift = 0.5;
+        ax.offset = -0.5;
+    } else if (style == 2) {
         ax.scale = (double)n / (double)n_out;
         ax.offset = 0.5 * ax.scale - 0.5;
     } else {
@@ -416,8 +421,9 @@ static void case_resample(const int64_t dims[4], int32_t axis, sg_vol_interp int
     char desc[256];
     snprintf(desc, sizeof desc,
              "resample_axis %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " axis %d %s %" PRId64 " -> %" PRId64
-             " (x = %.4g o + %.4g)",
-             dims[0], dims[1], dims[2], dims[3], (int)axis, interp_name(interp), n, n_out, ax.scale, ax.offset);
+             " (x = %.4g (o + %g) + %.4g)",
+             dims[0], dims[1], dims[2], dims[3], (int)axis, interp_name(interp), n, n_out, ax.scale, ax.shift,
+             ax.offset);
     if (resample_on(&ref, x, dims, axis, &ax, a, m) && resample_on(&dev, x, dims, axis, &ax, b, m) &&
         resample_on(&dev, x, dims, axis, &ax, b2, m))
         judge_floats(desc, a, b, b2, m);
@@ -630,7 +636,7 @@ static double score_at(const float *scores, const int64_t in[3], const sg_vol_ax
     int64_t idx[3][2];
     double w[3][2];
     for (int d = 0; d < 3; d++) {
-        double x = ax[d].scale * (double)o[d] + ax[d].offset;
+        double x = ax[d].scale * ((double)o[d] + ax[d].shift) + ax[d].offset;
         x = x < 0.0 ? 0.0 : x > (double)(in[d] - 1) ? (double)(in[d] - 1) : x;
         if (ax[d].interp == SG_VOL_NEAREST) {
             int64_t i = (int64_t)floor(x + 0.5);
@@ -685,7 +691,7 @@ static void case_argmax(const int64_t in[3], int64_t classes, segrt_dtype dt, in
         const sg_vol_interp ip = interp_mix == 0   ? SG_VOL_NEAREST
                                  : interp_mix == 1 ? SG_VOL_LINEAR
                                                    : (urand() < 0.5 ? SG_VOL_NEAREST : SG_VOL_LINEAR);
-        ax[d] = make_axis(in[d], out[d], (int)irand(0, 2), ip);
+        ax[d] = make_axis(in[d], out[d], (int)irand(0, 3), ip);
     }
     const int64_t n_in = classes * in[0] * in[1] * in[2], n_out = out[0] * out[1] * out[2];
     float *scores = xmalloc(sizeof(float) * (size_t)n_in);
@@ -748,7 +754,7 @@ static void run_cases(bool small)
         {2, 5, 64, 1},   {1, 40, 48, 56}, {3, 24, 20, 2}, {2, 2, 19, 23},
     };
     const int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
-    static const double factors[] = {0.5, 0.77, 1.0, 1.7, 2.5};
+    static const double factors[] = {0.5, 0.75, 0.77, 1.0, 1.7, 2.5};
     for (int s = 0; s < n_shapes; s++) {
         const int64_t *dims = shapes[s];
         for (int es = 1; es <= 4; es *= 2) {
@@ -759,7 +765,7 @@ static void run_cases(bool small)
             case_prefilter(dims, axis);
             for (int ip = SG_VOL_NEAREST; ip <= SG_VOL_CUBIC; ip++)
                 for (int r = 0; r < 2; r++)
-                    case_resample(dims, axis, (sg_vol_interp)ip, factors[irand(0, 4)], (int)irand(0, 2));
+                    case_resample(dims, axis, (sg_vol_interp)ip, factors[irand(0, 5)], (int)irand(0, 3));
         }
         case_intensity(dims, false);
         case_intensity(dims, true);
@@ -770,6 +776,12 @@ static void run_cases(bool small)
         for (int kind = 0; kind < 4; kind++)
             case_box(dims + 1, kind);
     }
+    /* 32 slices to 24: scipy's grid lands on exact halves, where NEAREST
+     * must round as the reference does. */
+    const int64_t halves[4] = {1, 32, 48, 6};
+    for (int ip = SG_VOL_NEAREST; ip <= SG_VOL_CUBIC; ip++)
+        for (int style = 1; style <= 2; style++)
+            case_resample(halves, 1 + ip % 2, (sg_vol_interp)ip, 0.75, style);
     case_fill(1);
     case_fill(12345);
     if (!small) {

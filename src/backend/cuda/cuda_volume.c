@@ -60,9 +60,9 @@ static sg_status check_dims(const char *call, const int64_t *dims, int n)
 
 static sg_status check_axis(const char *call, int d, const sg_vol_axis *ax, bool cubic)
 {
-    if (ax->n_out < 0 || !isfinite(ax->scale) || !isfinite(ax->offset))
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: axis %d maps %lld outputs at %g o + %g", call,
-                        d, (long long)ax->n_out, ax->scale, ax->offset);
+    if (ax->n_out < 0 || !isfinite(ax->scale) || !isfinite(ax->offset) || !isfinite(ax->shift))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: axis %d maps %lld outputs at %g (o + %g) + %g",
+                        call, d, (long long)ax->n_out, ax->scale, ax->shift, ax->offset);
     if (ax->interp != SG_VOL_NEAREST && ax->interp != SG_VOL_LINEAR && !(cubic && ax->interp == SG_VOL_CUBIC))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: axis %d's interpolation %d (nearest, linear%s)",
                         call, d, (int)ax->interp, cubic ? " or cubic" : "");
@@ -71,7 +71,7 @@ static sg_status check_axis(const char *call, int d, const sg_vol_axis *ax, bool
 
 static sgk_vol_axis axis_of(const sg_vol_axis *ax)
 {
-    sgk_vol_axis k = {ax->n_out, ax->scale, ax->offset, (int32_t)ax->interp};
+    sgk_vol_axis k = {ax->n_out, ax->scale, ax->offset, (int32_t)ax->interp, ax->shift};
     return k;
 }
 

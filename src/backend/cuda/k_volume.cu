@@ -109,15 +109,18 @@ template <int N> __host__ __device__ __forceinline__ void spline_tap(taps<N> &t,
     taps_add(t, e1, DMUL(DMUL(w, DSUB(1.0, q)), 1.0 - z) / 6.0);
 }
 
-// Output position o of an axis of n inputs reads x = scale * o + offset:
+// Output position o of an axis of n inputs reads x = scale * (o + shift) +
+// offset (rounded in that order: scipy's grid, scale * (o + 0.5) - 0.5,
+// lands on exact halves that scale * o + (0.5 scale - 0.5) misses):
 // NEAREST the sample at floor(x + 0.5) and LINEAR the two around x, x
 // clamped to [0, n - 1]; CUBIC the four B-spline coefficients around x
 // unclamped (the spline of the edge-extended line, as scipy's zoom
 // evaluates it past the ends).
 template <int N>
-__host__ __device__ __forceinline__ void axis_taps(double scale, double offset, int interp, ll n, ll o, taps<N> &t)
+__host__ __device__ __forceinline__ void axis_taps(double scale, double shift, double offset, int interp, ll n, ll o,
+                                                   taps<N> &t)
 {
-    double x = DADD(DMUL(scale, (double)o), offset);
+    double x = DADD(DMUL(scale, DADD((double)o, shift)), offset);
     t.n = 0;
     if (interp == SGK_VOL_CUBIC) {
         const double f = floor(x), u = x - f, u2 = DMUL(u, u), u3 = DMUL(u2, u), v = 1.0 - u;
@@ -213,7 +216,7 @@ struct resample_args {
     const float *src;
     float *dst;
     ll inner, n_in, n_out, total; // inner: elements per step along the axis
-    double scale, offset;
+    double scale, shift, offset;
     int interp;
 };
 
@@ -222,7 +225,7 @@ __host__ __device__ __forceinline__ void resample_at(const resample_args &a, ll 
     const ll q = t / a.inner, r = t - q * a.inner;
     const ll outer = q / a.n_out, o = q - outer * a.n_out;
     taps<6> tp;
-    axis_taps(a.scale, a.offset, a.interp, a.n_in, o, tp);
+    axis_taps(a.scale, a.shift, a.offset, a.interp, a.n_in, o, tp);
     a.dst[t] = sample_taps(a.src + outer * a.n_in * a.inner + r, a.inner, tp);
 }
 
@@ -313,7 +316,7 @@ struct argmax_args {
     int dtype;
     ll classes, in_voxels;
     ll in[3], out[3], total;
-    double scale[3], offset[3];
+    double scale[3], shift[3], offset[3];
     int interp[3];
 };
 
@@ -322,9 +325,9 @@ __host__ __device__ __forceinline__ void argmax_at(const argmax_args &a, ll t)
     const ll q = t / a.out[2], i = t - q * a.out[2];
     const ll k = q / a.out[1], j = q - k * a.out[1];
     taps<2> tk, tj, ti;
-    axis_taps(a.scale[0], a.offset[0], a.interp[0], a.in[0], k, tk);
-    axis_taps(a.scale[1], a.offset[1], a.interp[1], a.in[1], j, tj);
-    axis_taps(a.scale[2], a.offset[2], a.interp[2], a.in[2], i, ti);
+    axis_taps(a.scale[0], a.shift[0], a.offset[0], a.interp[0], a.in[0], k, tk);
+    axis_taps(a.scale[1], a.shift[1], a.offset[1], a.interp[1], a.in[1], j, tj);
+    axis_taps(a.scale[2], a.shift[2], a.offset[2], a.interp[2], a.in[2], i, ti);
     // The rows and weights every class reads, held in registers (loops of
     // constant bounds, unrolled) across the classes' loop.
     ll row[2][2], col[2];
@@ -597,6 +600,7 @@ segrt_status resample_setup(const float *src, const int64_t dims[4], int32_t axi
                         (long long)a->n_out);
     a->total = total > 0 ? total : 0;
     a->scale = ax->scale;
+    a->shift = ax->shift;
     a->offset = ax->offset;
     a->interp = ax->interp;
     return SEGRT_OK;
@@ -668,6 +672,7 @@ segrt_status argmax_setup(const float *scores, int64_t classes, const int64_t in
         a->out[d] = ax[d].n_out;
         total *= ax[d].n_out;
         a->scale[d] = ax[d].scale;
+        a->shift[d] = ax[d].shift;
         a->offset[d] = ax[d].offset;
         a->interp[d] = ax[d].interp;
     }

@@ -25,12 +25,14 @@ extern "C" {
 
 enum { SGK_VOL_NEAREST = 0, SGK_VOL_LINEAR = 1, SGK_VOL_CUBIC = 2 };
 
-/* Output position o of an axis reads the input at x = scale * o + offset
- * (sgk_vol_resample_axis says how past the ends). */
+/* Output position o of an axis reads the input at x = scale * (o +
+ * shift) + offset, in that order (sgk_vol_resample_axis says how past the
+ * ends). */
 typedef struct sgk_vol_axis {
     int64_t n_out;
     double scale, offset;
     int32_t interp; /* SGK_VOL_* */
+    double shift;
 } sgk_vol_axis;
 
 /* y = (min(max(x, lo), hi) - sub) * mul */
@@ -51,7 +53,7 @@ segrt_status sgk_vol_strided_copy(cudaStream_t stream, size_t elem_size, const v
                                   const int64_t dims[4]);
 
 /* dst (dims with dims[axis] = ax->n_out) = src resampled along axis (1 to
- * 3). Output position o reads x = scale * o + offset: NEAREST the sample
+ * 3). Output position o reads x = scale * (o + shift) + offset: NEAREST the sample
  * at floor(x + 0.5) and LINEAR the two around x, x clamped to [0, n - 1];
  * CUBIC, x unclamped, the four B-spline coefficients around x (src holds
  * coefficients then), those past the ends those of the line extended by
