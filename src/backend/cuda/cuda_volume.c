@@ -51,6 +51,8 @@ _Static_assert(sizeof(sg_vol_stats) == sizeof(sgk_vol_stat) &&
 
 static sg_status check_dims(const char *call, const int64_t *dims, int n)
 {
+    if (!dims)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: NULL dims", call);
     for (int d = 0; d < n; d++)
         if (dims[d] < 0)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: dimension %d is %lld", call, d,
@@ -58,8 +60,25 @@ static sg_status check_dims(const char *call, const int64_t *dims, int n)
     return SEGRT_OK;
 }
 
+/* A NULL buffer where there are elements would fault in the kernel, and a
+ * fault spoils the context for every later call: refused here. */
+static sg_status check_buffers(const char *call, int64_t elements, const void *a, const void *b)
+{
+    if (elements > 0 && (!a || !b))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: NULL buffer for %lld elements", call,
+                        (long long)elements);
+    return SEGRT_OK;
+}
+
+static int64_t count4(const int64_t dims[4])
+{
+    return dims[0] * dims[1] * dims[2] * dims[3];
+}
+
 static sg_status check_axis(const char *call, int d, const sg_vol_axis *ax, bool cubic)
 {
+    if (!ax)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: no axis parameters", call);
     if (ax->n_out < 0 || !isfinite(ax->scale) || !isfinite(ax->offset) || !isfinite(ax->shift))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume %s: axis %d maps %lld outputs at %g (o + %g) + %g",
                         call, d, (long long)ax->n_out, ax->scale, ax->shift, ax->offset);
@@ -80,6 +99,10 @@ static sg_status vol_strided_copy(sg_backend_stream *stream, size_t elem_size, c
                                   const int64_t dims[4])
 {
     sg_status s = check_dims("strided_copy", dims, 4);
+    if (s == SEGRT_OK && (!src_stride || !dst_stride))
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume strided_copy: NULL strides");
+    if (s == SEGRT_OK)
+        s = check_buffers("strided_copy", count4(dims), src, dst);
     if (s != SEGRT_OK)
         return s;
     if (elem_size != 1 && elem_size != 2 && elem_size != 4)
@@ -90,6 +113,8 @@ static sg_status vol_strided_copy(sg_backend_stream *stream, size_t elem_size, c
 
 static sg_status vol_fill(sg_backend_stream *stream, void *dst, int value, size_t bytes)
 {
+    if (bytes && !dst)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume fill: NULL buffer for %zu bytes", bytes);
     if (bytes)
         CUDA_TRY(cudaMemsetAsync(dst, value, bytes, STREAM(stream)));
     return SEGRT_OK;
@@ -103,6 +128,8 @@ static sg_status vol_resample_axis(sg_backend_stream *stream, const float *src, 
         s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume resample_axis: axis %d (1 to 3)", (int)axis);
     if (s == SEGRT_OK)
         s = check_axis("resample_axis", axis, ax, true);
+    if (s == SEGRT_OK)
+        s = check_buffers("resample_axis", count4(dims) / (dims[axis] ? dims[axis] : 1) * ax->n_out, src, dst);
     if (s != SEGRT_OK)
         return s;
     sgk_vol_axis k = axis_of(ax);
@@ -114,6 +141,8 @@ static sg_status vol_spline_prefilter(sg_backend_stream *stream, float *data, co
     sg_status s = check_dims("spline_prefilter", dims, 4);
     if (s == SEGRT_OK && (axis < 1 || axis > 3))
         s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume spline_prefilter: axis %d (1 to 3)", (int)axis);
+    if (s == SEGRT_OK)
+        s = check_buffers("spline_prefilter", count4(dims), data, data);
     if (s != SEGRT_OK)
         return s;
     return sgk_vol_spline_prefilter(STREAM(stream), data, dims, axis);
@@ -123,6 +152,8 @@ static sg_status vol_intensity(sg_backend_stream *stream, float *data, const int
                                const sg_vol_affine *params, const uint8_t *mask)
 {
     sg_status s = check_dims("intensity", dims, 4);
+    if (s == SEGRT_OK)
+        s = check_buffers("intensity", count4(dims), data, params);
     if (s != SEGRT_OK)
         return s;
     if (dims[0] > SG_VOLUME_MAX_CHANNELS)
@@ -139,6 +170,10 @@ static sg_status vol_foreground_mask(sg_backend_stream *stream, const float *dat
                                      float threshold, uint8_t *mask)
 {
     sg_status s = check_dims("foreground_mask", dims, 4);
+    if (s == SEGRT_OK)
+        s = check_buffers("foreground_mask", dims[1] * dims[2] * dims[3], mask, mask);
+    if (s == SEGRT_OK)
+        s = check_buffers("foreground_mask", count4(dims), data, data);
     if (s != SEGRT_OK)
         return s;
     return sgk_vol_foreground_mask(STREAM(stream), data, dims, nonzero, threshold, mask);
@@ -148,6 +183,10 @@ static sg_status vol_mask_box(sg_backend_stream *stream, const uint8_t *mask, co
                               int64_t hi[3])
 {
     sg_status s = check_dims("mask_box", dims, 3);
+    if (s == SEGRT_OK && (!lo || !hi))
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume mask_box: NULL box");
+    if (s == SEGRT_OK)
+        s = check_buffers("mask_box", dims[0] * dims[1] * dims[2], mask, mask);
     if (s != SEGRT_OK)
         return s;
     cudaStream_t st = STREAM(stream);
@@ -173,6 +212,10 @@ static sg_status vol_stats(sg_backend_stream *stream, const float *data, const i
                            sg_vol_stats *out)
 {
     sg_status s = check_dims("stats", dims, 4);
+    if (s == SEGRT_OK && dims[0] > 0 && !out)
+        s = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "cuda volume stats: NULL output");
+    if (s == SEGRT_OK)
+        s = check_buffers("stats", count4(dims), data, data);
     if (s != SEGRT_OK || dims[0] == 0)
         return s;
     cudaStream_t st = STREAM(stream);
@@ -194,7 +237,9 @@ static sg_status vol_resample_argmax(sg_backend_stream *stream, const float *sco
 {
     sg_status s = check_dims("resample_argmax", in_dims, 3);
     for (int d = 0; d < 3 && s == SEGRT_OK; d++)
-        s = check_axis("resample_argmax", d, &ax[d], false);
+        s = check_axis("resample_argmax", d, ax ? &ax[d] : NULL, false);
+    if (s == SEGRT_OK)
+        s = check_buffers("resample_argmax", ax[0].n_out * ax[1].n_out * ax[2].n_out, scores, labels);
     if (s != SEGRT_OK)
         return s;
     const int64_t most = out_dtype == SEGRT_DTYPE_UINT8 ? 256 : out_dtype == SEGRT_DTYPE_UINT16 ? 65536 : 0;
