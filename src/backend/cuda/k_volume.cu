@@ -33,7 +33,7 @@ namespace {
 
 unsigned blocks_for(ll n, int threads, ll cap)
 {
-    ll b = (n + threads - 1) / threads;
+    const ll b = ceil_div(n, threads);
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
@@ -393,7 +393,7 @@ __host__ __device__ __forceinline__ void box_empty(box6 &b)
     }
 }
 
-__host__ __device__ __forceinline__ void box_merge(box6 &b, const box6 &o)
+__host__ __device__ __forceinline__ void merge(box6 &b, const box6 &o)
 {
     for (int d = 0; d < 3; d++) {
         b.v[d] = o.v[d] < b.v[d] ? o.v[d] : b.v[d];
@@ -401,22 +401,34 @@ __host__ __device__ __forceinline__ void box_merge(box6 &b, const box6 &o)
     }
 }
 
-// The block's boxes into thread 0's, by a fixed tree.
-__device__ void box_block_reduce(box6 &b)
+__host__ __device__ __forceinline__ void stats_empty(sgk_vol_stat &s)
 {
-    __shared__ ll sh[6][RED_THREADS];
+    s.count = 0;
+    s.sum = s.sum_sq = 0.0;
+    s.min = INFINITY;
+    s.max = -INFINITY;
+}
+
+__host__ __device__ __forceinline__ void merge(sgk_vol_stat &s, const sgk_vol_stat &o)
+{
+    s.count += o.count;
+    s.sum += o.sum;
+    s.sum_sq += o.sum_sq;
+    s.min = o.min < s.min ? o.min : s.min;
+    s.max = o.max > s.max ? o.max : s.max;
+}
+
+// The block's values (boxes, statistics) into thread 0's, by a fixed tree.
+template <typename T> __device__ void block_reduce(T &v)
+{
+    __shared__ T sh[RED_THREADS];
     const int tid = threadIdx.x;
-    for (int d = 0; d < 6; d++)
-        sh[d][tid] = b.v[d];
+    sh[tid] = v;
     __syncthreads();
     for (int w = RED_THREADS / 2; w > 0; w >>= 1) {
         if (tid < w) {
-            box6 o;
-            for (int d = 0; d < 6; d++)
-                o.v[d] = sh[d][tid + w];
-            box_merge(b, o);
-            for (int d = 0; d < 6; d++)
-                sh[d][tid] = b.v[d];
+            merge(v, sh[tid + w]);
+            sh[tid] = v;
         }
         __syncthreads();
     }
@@ -440,9 +452,9 @@ __global__ void box_partial_kernel(const box_args a)
             continue;
         const ll k = v / plane, rest = v - k * plane, j = rest / a.dims[2], i = rest - j * a.dims[2];
         const box6 o = {{k, j, i, k + 1, j + 1, i + 1}};
-        box_merge(b, o);
+        merge(b, o);
     }
-    box_block_reduce(b);
+    block_reduce(b);
     if (threadIdx.x == 0)
         a.partials[blockIdx.x] = b;
 }
@@ -452,54 +464,11 @@ __global__ void box_final_kernel(const box_args a, int n_partials)
     box6 b;
     box_empty(b);
     for (int p = threadIdx.x; p < n_partials; p += RED_THREADS)
-        box_merge(b, a.partials[p]);
-    box_block_reduce(b);
+        merge(b, a.partials[p]);
+    block_reduce(b);
     if (threadIdx.x == 0)
         for (int d = 0; d < 6; d++)
             a.box[d] = b.v[d];
-}
-
-__host__ __device__ __forceinline__ void stats_empty(sgk_vol_stat &s)
-{
-    s.count = 0;
-    s.sum = s.sum_sq = 0.0;
-    s.min = INFINITY;
-    s.max = -INFINITY;
-}
-
-__host__ __device__ __forceinline__ void stats_merge(sgk_vol_stat &s, const sgk_vol_stat &o)
-{
-    s.count += o.count;
-    s.sum += o.sum;
-    s.sum_sq += o.sum_sq;
-    s.min = o.min < s.min ? o.min : s.min;
-    s.max = o.max > s.max ? o.max : s.max;
-}
-
-__device__ void stats_block_reduce(sgk_vol_stat &s)
-{
-    __shared__ ll sh_n[RED_THREADS];
-    __shared__ double sh_v[4][RED_THREADS];
-    const int tid = threadIdx.x;
-    sh_n[tid] = s.count;
-    sh_v[0][tid] = s.sum;
-    sh_v[1][tid] = s.sum_sq;
-    sh_v[2][tid] = s.min;
-    sh_v[3][tid] = s.max;
-    __syncthreads();
-    for (int w = RED_THREADS / 2; w > 0; w >>= 1) {
-        if (tid < w) {
-            const sgk_vol_stat o = {sh_n[tid + w], sh_v[0][tid + w], sh_v[1][tid + w], sh_v[2][tid + w],
-                                     sh_v[3][tid + w]};
-            stats_merge(s, o);
-            sh_n[tid] = s.count;
-            sh_v[0][tid] = s.sum;
-            sh_v[1][tid] = s.sum_sq;
-            sh_v[2][tid] = s.min;
-            sh_v[3][tid] = s.max;
-        }
-        __syncthreads();
-    }
 }
 
 struct stats_args {
@@ -528,7 +497,7 @@ __global__ void stats_partial_kernel(const stats_args a)
             s.min = d < s.min ? d : s.min;
             s.max = d > s.max ? d : s.max;
         }
-        stats_block_reduce(s);
+        block_reduce(s);
         if (threadIdx.x == 0)
             a.partials[c * gridDim.x + blockIdx.x] = s;
         __syncthreads(); // the shared arrays are the next channel's
@@ -541,8 +510,8 @@ __global__ void stats_final_kernel(const stats_args a, int n_partials)
         sgk_vol_stat s;
         stats_empty(s);
         for (int p = threadIdx.x; p < n_partials; p += RED_THREADS)
-            stats_merge(s, a.partials[c * n_partials + p]);
-        stats_block_reduce(s);
+            merge(s, a.partials[c * n_partials + p]);
+        block_reduce(s);
         if (threadIdx.x == 0)
             a.out[c] = s;
         __syncthreads();
