@@ -35,7 +35,7 @@ typedef struct sgk_vol_axis {
     double shift;
 } sgk_vol_axis;
 
-/* y = (min(max(x, lo), hi) - sub) * mul */
+/* y = (min(max(x, lo), hi) - sub) * mul, a NaN staying NaN */
 typedef struct sgk_vol_affine {
     float lo, hi, sub, mul;
 } sgk_vol_affine;
@@ -53,12 +53,12 @@ segrt_status sgk_vol_strided_copy(cudaStream_t stream, size_t elem_size, const v
                                   const int64_t dims[4]);
 
 /* dst (dims with dims[axis] = ax->n_out) = src resampled along axis (1 to
- * 3). Output position o reads x = scale * (o + shift) + offset: NEAREST the sample
- * at floor(x + 0.5) and LINEAR the two around x, x clamped to [0, n - 1];
- * CUBIC, x unclamped, the four B-spline coefficients around x (src holds
- * coefficients then), those past the ends those of the line extended by
- * its edge samples. Weights and sums in double, rounded at each step as
- * the CPU backend's are, one rounding to float. */
+ * 3). Output position o reads x = scale * (o + shift) + offset: NEAREST
+ * the sample at floor(x + 0.5) and LINEAR the two around x, x clamped to
+ * [0, n - 1]; CUBIC, x unclamped, the four B-spline coefficients around x
+ * (src holds coefficients then), those past the ends those of the line
+ * extended by its edge samples. Weights and sums in double, rounded at
+ * each step as the CPU backend's are, one rounding to float. */
 segrt_status sgk_vol_resample_axis(cudaStream_t stream, const float *src, const int64_t dims[4], int32_t axis,
                                    const sgk_vol_axis *ax, float *dst);
 
