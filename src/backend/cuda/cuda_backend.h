@@ -130,4 +130,8 @@ sg_status sg_cuda_identity_get(int32_t device, sg_cuda_identity *out);
  * sg_cuda_backend's `window`: others reach them through the backend. */
 extern const sg_window_ops sg_cuda_window_ops;
 
+/* The volume operations of the CUDA backend (cuda_volume.c), the
+ * sg_cuda_backend's `volume`. */
+extern const struct sg_volume_ops sg_cuda_volume_ops;
+
 #endif

@@ -616,4 +616,5 @@ const sg_backend sg_cuda_backend = {
     .profile_print = cuda_profile_print,
     .eval = ref_lookup,
     .window = &sg_cuda_window_ops,
+    .volume = &sg_cuda_volume_ops,
 };
