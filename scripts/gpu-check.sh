@@ -25,6 +25,7 @@
 #          scripts/gpu-check.sh ab [ROUNDS]   (old build vs this one; GPU_CARRY_OLD for gpu-carry.sh)
 #          scripts/gpu-check.sh steps        (the old build's plans vs this one's, step by step)
 #          scripts/gpu-check.sh train [extra flags]
+#          scripts/gpu-check.sh volume [extra pytest args]   (GPU_CARRY_TESTS="test_gpu_volume_ops segrt_prep")
 #          scripts/gpu-check.sh fuzz [RUNS_PER_JOB [SECONDS]]   (after scripts/fuzz-carry.sh)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -154,6 +155,28 @@ if [ "$what" = python ]; then
         --out "$out/python_overhead.json"
     grep -E "passed|failed|error|skipped" "$out/gpu-python.log" | tail -n 5
     tail -n 8 "$out/python-overhead.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = volume ]; then
+    # Volume preprocessing on the device: the CUDA volume operations against
+    # the host's (test_gpu_volume_ops, carried with GPU_CARRY_TESTS), the
+    # plan against MONAI's transforms and the job's device path against the
+    # CPU's (segrt_prep carried the same way; monai, nibabel and pydicom as
+    # wheels in .whl, installed into /tmp/site), and nnU-Net's Gaussian on
+    # the device path of the window job.
+    if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            "$root"/.whl/*.whl >"$out/wheels.log" 2>&1
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    export SEGRT_PREP=$carry/segrt_prep SEGRT_GPU_VOLUME_OPS=$carry/test_gpu_volume_ops
+    step gpu-volume python3 -m pytest -q -s -rs -p no:cacheprovider --durations=5 \
+        "$root/tests/gpu/test_gpu_volume_ops.py" "$root/tests/gpu/test_gpu_prep_monai.py" \
+        "$root/tests/gpu/test_gpu_prep_job.py" "$@"
+    step gpu-sw-nnunet python3 -m pytest -q -s -rs -p no:cacheprovider "$root/tests/gpu/test_gpu_sliding_window.py" \
+        -k "nnunet"
+    grep -E "passed|failed|error" "$out/gpu-volume.log" "$out/gpu-sw-nnunet.log" | tail -n 6
     printf '%s\n' "${rows[@]}"
     exit 0
 fi

@@ -943,6 +943,10 @@ sg_status sg_prep_forward(sg_prep *pp, const float *volume, segrt_tensor *image)
     SG_TRY(device_enter(pp, &prev, &switched));
     float *out = NULL;
     sg_status s = forward_run(pp, volume, &out);
+    /* The volume operations run on the legacy default stream; the window
+     * job reads the image on streams that do not wait for it. */
+    if (s == SEGRT_OK && pp->exec_device)
+        s = pp->wo->stream_synchronize(NULL);
     bool dev_out = pp->device >= 0;
     if (s == SEGRT_OK && dev_out != pp->exec_device) {
         /* a device without volume operations: the host's result goes up */
