@@ -117,6 +117,11 @@ sg_status sg_dicom_list(const char *const *paths, size_t n, sg_dicom_series_info
 typedef struct dcm_file {
     char *path;
     sg_dcm_header h;
+    /* Native little-endian pixel data (the structural walk found it, of a
+     * defined length): its value's offset and length in the file, read
+     * directly instead of through GDCM's decoder and its forked child. */
+    bool native;
+    uint64_t pixel_off, pixel_len;
 } dcm_file;
 
 typedef struct dcm_slice {
@@ -265,6 +270,7 @@ typedef struct dcm_walk {
     bool implicit, big;
     bool jpeg;         /* a JPEG (IJG) transfer syntax: each frame's header is checked (jpeg_header_sound) */
     bool encapsulated; /* a transfer syntax whose pixel data are fragments (not native, not deflated) */
+    size_t *pixel_at, *pixel_len; /* where the top level's pixel data value lies, when of a defined length */
 } dcm_walk;
 
 /* Whether a JPEG frame's header (its markers up to the first SOS) is one
@@ -451,14 +457,19 @@ static bool walk_set(const dcm_walk *w, size_t *at, size_t end, int depth, bool 
              * made it allocate 3.7 GB): refused. */
             if (pixels && (w->encapsulated || (len >= 8 && rd16(w, *at) == 0xfffe && rd16(w, *at + 2) == 0xe000)))
                 return false;
+            if (pixels && w->pixel_at) {
+                *w->pixel_at = *at;
+                *w->pixel_len = len;
+            }
             *at = value_end;
         }
     }
     return !in_item;
 }
 
-/* Whether the file's structure is sound enough to hand to GDCM. */
-static bool dicom_sound(const char *path, bool preamble)
+/* Whether the file's structure is sound enough to hand to GDCM; and,
+ * into df, where its pixel data lie when they are native little endian. */
+static bool dicom_sound(const char *path, bool preamble, dcm_file *df)
 {
     sg_mapped_file m;
     char saved[1024];
@@ -467,7 +478,8 @@ static bool dicom_sound(const char *path, bool preamble)
     sg_error(SEGRT_OK, "%s", saved);
     if (st != SEGRT_OK)
         return false;
-    dcm_walk w = {m.data, m.size, false, false, false, false}, meta = w;
+    size_t pixel_at = 0, pixel_len = 0;
+    dcm_walk w = {m.data, m.size, false, false, false, false, NULL, NULL}, meta = w;
     size_t at = preamble ? 132 : 0;
     bool ok = true, deflated = false;
     /* The file meta group: explicit VR little endian, group 0002. */
@@ -517,8 +529,14 @@ static bool dicom_sound(const char *path, bool preamble)
         const uint8_t *vr = m.data + 4;
         w.implicit = m.size >= 8 && !(vr[0] >= 'A' && vr[0] <= 'Z' && vr[1] >= 'A' && vr[1] <= 'Z');
     }
-    if (ok && !deflated)
+    if (ok && !deflated) {
+        w.pixel_at = &pixel_at;
+        w.pixel_len = &pixel_len;
         ok = walk_set(&w, &at, m.size, 0, false);
+    }
+    df->native = ok && !deflated && !w.big && !w.encapsulated && pixel_at > 0;
+    df->pixel_off = pixel_at;
+    df->pixel_len = pixel_len;
     sg_unmap_file(&m);
     return ok;
 }
@@ -580,6 +598,46 @@ static void ybr_to_rgb(uint8_t *p, size_t pixels, bool planar)
     }
 }
 
+/* Whether file df's pixels can be read as they lie: native little endian
+ * on a little-endian host, whole bytes per sample, exactly the frames the
+ * header says (a byte of padding to an even length allowed). Anything
+ * else (big endian, 1-bit, subsampled YBR, a length that disagrees) goes
+ * through GDCM, which knows those cases. */
+static bool native_fits(const dcm_file *df, size_t bytes)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    int32_t b = df->h.bits_allocated;
+    return df->native && (b == 8 || b == 16 || b == 32) && (df->pixel_len == bytes || df->pixel_len == bytes + 1);
+#else
+    (void)df, (void)bytes;
+    return false;
+#endif
+}
+
+/* Native pixel data straight from the file, as GDCM's decoder gives them. */
+static sg_status read_native(const dcm_file *df, uint8_t *dst, size_t bytes)
+{
+    int fd;
+    SG_TRY(sg_open_input(df->path, &fd));
+    size_t done = 0;
+    while (done < bytes) {
+        ssize_t r = pread(fd, dst + done, bytes - done, (off_t)(df->pixel_off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            return e ? sg_error(SEGRT_ERROR_IO, "%s: %s", df->path, strerror(e))
+                     : sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: the file changed while segrt read it (its pixel "
+                                                           "data end early)",
+                                df->path);
+        }
+        done += (size_t)r;
+    }
+    close(fd);
+    return SEGRT_OK;
+}
+
 /* The decoded pixels of file f (from the cache, or decoded now). */
 static sg_status decoded(sg_source *s, int32_t f, const dcm_cached **out)
 {
@@ -610,7 +668,21 @@ static sg_status decoded(sg_source *s, int32_t f, const dcm_cached **out)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes of pixels", df->path, bytes);
     char err[512], pi[SG_DCM_TEXT];
     int32_t planar = 0;
-    if (sg_dcm_decode(df->path, &df->h, c->data, bytes, &planar, pi, err, sizeof err) != SG_DCM_OK)
+    if (native_fits(df, bytes)) {
+        /* GDCM's decoder refuses a photometric interpretation it does not
+         * know; the native path does the same, naming it. */
+        const char *ph = df->h.photometric;
+        bool known = df->h.samples == 1 ? strcmp(ph, "MONOCHROME1") == 0 || strcmp(ph, "MONOCHROME2") == 0
+                                        : strcmp(ph, "RGB") == 0 || strcmp(ph, "YBR_FULL") == 0;
+        if (!known)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                            "%s: photometric interpretation \"%s\" for %d samples a pixel: segrt reads "
+                            "MONOCHROME1, MONOCHROME2, RGB and YBR_FULL",
+                            df->path, ph, df->h.samples);
+        SG_TRY(read_native(df, c->data, bytes));
+        planar = df->h.samples > 1 ? df->h.planar : 0;
+        snprintf(pi, sizeof pi, "%s", df->h.photometric);
+    } else if (sg_dcm_decode(df->path, &df->h, c->data, bytes, &planar, pi, err, sizeof err) != SG_DCM_OK)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: %s", df->path, err);
     if (st->samples == 3) {
         if (strcmp(pi, "YBR_FULL") == 0)
@@ -835,7 +907,7 @@ static sg_status read_headers(sg_source *s, const path_list *paths, bool listed,
         }
         char err[512];
         dcm_file *d = &f[*n];
-        if (!dicom_sound(p, preamble)) {
+        if (!dicom_sound(p, preamble, d)) {
             if (listed || preamble)
                 return sg_error(SEGRT_ERROR_INVALID_MODEL,
                                 "%s: a malformed DICOM file (an element's length or the "
