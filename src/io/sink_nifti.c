@@ -250,7 +250,12 @@ sg_status sg_nifti_writer_open(sg_output *o, const sg_sink_desc *desc, bool gz, 
         w->data_at = 544;
     }
     if (gz) {
-        if (deflateInit2(&w->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        /* Level 1, as nibabel (and so MONAI's SaveImage) writes .nii.gz: on
+         * a smooth label map it deflated 5.6 times faster than zlib's
+         * default 6, into a file twice as large but still a tenth of the
+         * raw one (a 400 x 512 x 512 map took 1.7 s at 6 on the H200's
+         * host). */
+        if (deflateInit2(&w->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
             free(w);
             return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: cannot start the gzip encoder", path);
         }
