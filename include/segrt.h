@@ -539,9 +539,23 @@ SEGRT_API segrt_status segrt_window_options_set_mirroring(segrt_window_options *
 /* The most device memory a windowed run on CUDA may hold: its buffers,
  * accumulators and result staging plus the contexts' activations,
  * workspaces and weights (0, the default: no limit). A budget too small
- * for a window's rows of accumulators makes the run go over the image in
- * thinner slabs, running windows once per slab they touch. */
+ * for a window's rows of accumulators over the whole plane makes the run
+ * go over the image in strips of axis 1, each window once, the sums
+ * shared by neighbouring strips kept in pinned host memory between them
+ * (the sums then add in another order: equal to the unbounded run's to
+ * rounding, not bit for bit); one too small even for that, in thinner
+ * slabs of rows, running windows once per slab they touch. */
 SEGRT_API segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uint64_t bytes);
+
+/* The element type of the device path's accumulators (the blended sums
+ * of the windows' predictions and weights): SEGRT_DTYPE_FLOAT32 (the
+ * default), SEGRT_DTYPE_FLOAT16 or SEGRT_DTYPE_BFLOAT16. Each batch's sums
+ * are made in float32 and rounded once to the type when stored; half the
+ * bytes let many classes (over 100) fit a budget with fewer strips or
+ * passes, at float16's 11 bits (bfloat16's 8) of each sum. Labels may then
+ * differ from float32's where two classes nearly tie. The host path always
+ * accumulates in float32. Errors: INVALID_ARGUMENT (another type). */
+SEGRT_API segrt_status segrt_window_options_set_accumulator(segrt_window_options *opts, segrt_dtype dtype);
 
 /* The most host memory a windowed run may hold, the image, accumulators,
  * window buffers, result and CPU engines' activations together (0, the
@@ -1300,6 +1314,9 @@ typedef struct segrt_window_job_options {
     /* A DICOM series with missing slices or uneven spacing: resampled to
      * even spacing (as segrt_volume_open_with) with a notice, not refused. */
     int32_t allow_uneven;
+    /* The device path's accumulators, as segrt_window_options_set_accumulator
+     * (SEGRT_DTYPE_UNDEFINED, what init leaves: float32). */
+    segrt_dtype accumulator;
 } segrt_window_job_options;
 
 /* MONAI's defaults for spatial_dims dims: the window the whole axis,

@@ -123,6 +123,13 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
             return cli_usage_error("--accumulate wants slabs or whole"), -1;
         o->sw.whole_accumulators = k == 1;
         o->accumulate_set = true;
+    } else if (strcmp(a, "--accumulator") == 0) {
+        static const char *const types[] = {"fp32", "fp16", "bf16"};
+        static const segrt_dtype dtypes[] = {SEGRT_DTYPE_FLOAT32, SEGRT_DTYPE_FLOAT16, SEGRT_DTYPE_BFLOAT16};
+        if (!v || (k = pick(v, types, 3)) < 0)
+            return cli_usage_error("--accumulator wants fp32, fp16 or bf16"), -1;
+        o->sw.accumulator = dtypes[k];
+        o->accumulator_set = true;
     } else if (strcmp(a, "--overlay") == 0) {
         if (!v)
             return cli_usage_error("--overlay wants a .png or .tif file"), -1;
@@ -215,6 +222,7 @@ static int check_applicable(const cli_sw_opts *so, const cli_engine_opts *eo, bo
     if (eo->device == SEGRT_DEVICE_CPU) {
         const char *cuda_only = so->sw.max_memory ? "--max-memory"
                                 : so->accumulate_set ? "--accumulate"
+                                : so->accumulator_set ? "--accumulator"
                                 : so->sw.host_path ? "--host-blend"
                                                    : NULL;
         if (cuda_only)

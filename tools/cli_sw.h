@@ -28,7 +28,7 @@ typedef struct cli_sw_opts {
     const char *overlay;        /* --overlay PATH */
     bool raw_input;             /* --raw-input: no normalisation of image files */
     /* Given on the command line, for the check that each applies. */
-    bool accumulate_set, sigma_set, pad_value_set, threshold_set;
+    bool accumulate_set, accumulator_set, sigma_set, pad_value_set, threshold_set;
     /* ... and those an nnU-Net folder's window options must not override. */
     bool blend_set, grid_set, tta_set;
     cli_prep_opts prep; /* a volume's preprocessing */
@@ -54,11 +54,14 @@ typedef struct cli_sw_opts {
     "  --sw-batch N|auto         windows per run of the model (default 1; auto: the most that fit\n" \
     "                            the device's free memory or --max-memory, halved on running out)\n" \
     "  --max-memory SIZE         CUDA: device memory the run may hold, networks included (e.g. 2G);\n" \
-    "                            accumulators then stream in thinner slabs if they must\n"          \
+    "                            accumulators then go in strips (shared sums in host memory), or\n" \
+    "                            thinner slabs of rows if they must\n"                              \
     "  --max-host-memory SIZE    host memory the job may hold: image, accumulators, result (default:\n" \
     "                            what the machine has available); checked before the job starts\n" \
     "  --accumulate slabs|whole  CUDA: a ring of a window's rows of accumulators (default), or the\n" \
     "                            whole image's (the unbounded reference; same numbers)\n"         \
+    "  --accumulator fp32|fp16|bf16  CUDA: the accumulators' type (default fp32); fp16 halves their\n" \
+    "                            memory (many classes under --max-memory) at 11 bits a sum\n"     \
     "  --host-blend              CUDA: gather and blend on the host instead of the GPU (reference)\n" \
     "  --blend constant|gaussian|gaussian-nnunet  importance of a window's voxels (default\n"     \
     "                            constant; gaussian-nnunet: nnU-Net's map, centred on n/2)\n"      \

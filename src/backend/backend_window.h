@@ -55,10 +55,19 @@ typedef struct sg_window_geom {
  * data[c * channel_stride + ((r - row0) mod ring) * plane + rest], where
  * plane is the product of the other axes and ring 0 means no wrap. */
 typedef struct sg_window_rows {
-    void *data; /* float32, except a finalisation's labels */
+    void *data; /* float32, except a finalisation's labels and accumulators of `dtype` */
     int64_t channel_stride;
     int64_t row0;
     int64_t ring;
+    /* Accumulators (accumulate's and finalize's acc): SEGRT_DTYPE_FLOAT32,
+     * FLOAT16 or BFLOAT16 (0: float32); the sums of one launch are made in
+     * float32 and rounded once when stored. Elsewhere: ignored. */
+    segrt_dtype dtype;
+    /* Elements from one row to the next (0: the plane the geometry gives).
+     * finalize's dst only: a geometry narrowed to a strip of axis 1 writes
+     * into the whole image's rows, data pointing at the strip's first
+     * column. */
+    int64_t row_pitch;
 } sg_window_rows;
 
 typedef enum sg_window_final {

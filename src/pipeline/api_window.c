@@ -147,6 +147,16 @@ segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uin
     return SEGRT_OK;
 }
 
+segrt_status segrt_window_options_set_accumulator(segrt_window_options *opts, segrt_dtype dtype)
+{
+    CHECK_OPTS(opts);
+    if (dtype != SEGRT_DTYPE_FLOAT32 && dtype != SEGRT_DTYPE_FLOAT16 && dtype != SEGRT_DTYPE_BFLOAT16)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "accumulators are float32, float16 or bfloat16, not dtype %d", (int)dtype);
+    opts->o.acc_dtype = dtype;
+    return SEGRT_OK;
+}
+
 segrt_status segrt_window_options_set_result_memory(segrt_window_options *opts, segrt_memory_kind memory)
 {
     CHECK_OPTS(opts);

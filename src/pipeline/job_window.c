@@ -103,6 +103,11 @@ static sg_status job_sw_options(const segrt_window_job_options *j, sg_sw_options
     o->tta_axes = j->mirror_axes;
     o->max_memory = (size_t)j->max_memory;
     o->whole = j->whole_accumulators != 0;
+    if (j->accumulator != SEGRT_DTYPE_UNDEFINED && j->accumulator != SEGRT_DTYPE_FLOAT32 &&
+        j->accumulator != SEGRT_DTYPE_FLOAT16 && j->accumulator != SEGRT_DTYPE_BFLOAT16)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "accumulators are float32, float16 or bfloat16, not dtype %d",
+                        (int)j->accumulator);
+    o->acc_dtype = j->accumulator == SEGRT_DTYPE_UNDEFINED ? SEGRT_DTYPE_FLOAT32 : j->accumulator;
     o->host_path = j->host_path != 0;
     o->max_host_memory = (size_t)j->max_host_memory;
     o->progress = j->progress;

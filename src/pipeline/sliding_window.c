@@ -34,6 +34,7 @@ void sg_sw_options_default(sg_sw_options *o, int32_t n_dims)
     o->output = SG_SW_OUTPUT_LOGITS;
     o->activation = SG_SW_ACTIVATION_DEFAULT;
     o->threshold = 0.5f;
+    o->acc_dtype = SEGRT_DTYPE_FLOAT32;
 }
 
 sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dtype, const int64_t *dims)

@@ -64,6 +64,9 @@ typedef struct sg_sw_options {
      * slab of rows thinner than a window and windows run once per slab
      * they touch. */
     size_t max_memory;
+    /* The device path's accumulators: SEGRT_DTYPE_FLOAT32 (or 0),
+     * FLOAT16, BFLOAT16 (segrt_window_options_set_accumulator). */
+    segrt_dtype acc_dtype;
     /* The device path: accumulators for the whole image instead of a
      * stream of slabs (the unbounded reference; same numbers). */
     bool whole;

@@ -119,7 +119,9 @@ sg_status sw_plan_memory(sw_job *r)
     res->progressive = whole_result && res->out_memory == SEGRT_MEMORY_HOST;
     if (whole_result)
         fixed += result_bytes;
-    uint64_t row_bytes = (uint64_t)(q->K + 1) * (uint64_t)q->pad_plane * f;
+    a->acc_dtype = o->acc_dtype ? o->acc_dtype : SEGRT_DTYPE_FLOAT32;
+    a->acc_esize = a->acc_dtype == SEGRT_DTYPE_FLOAT32 ? 4 : 2;
+    uint64_t row_bytes = (uint64_t)(q->K + 1) * (uint64_t)q->pad_plane * a->acc_esize;
     uint64_t stage_row = (uint64_t)(res->out_ch * q->img_plane) * res->out_esize;
     a->ring_rows = o->whole ? rows0 : (roi0 < rows0 ? roi0 : rows0);
     a->pass_rows = rows0;

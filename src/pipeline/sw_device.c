@@ -168,17 +168,17 @@ static sg_status finish_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
     const sw_accum *ac = &r->acc;
     const sw_result *res = &r->out;
     int64_t pb = q->g.pad_begin[0];
-    sg_window_rows acc = {ac->d_acc, ac->ring_rows * q->pad_plane, 0, ac->ring_rows};
+    sg_window_rows acc = {ac->d_acc, ac->ring_rows * q->pad_plane, 0, ac->ring_rows, ac->acc_dtype, 0};
     if (res->d_result) {
         sg_window_rows dst = {(uint8_t *)res->d_result + (size_t)(n * res->out_ch * q->image_numel) * res->out_esize,
-                              q->image_numel, 0, 0};
+                              q->image_numel, 0, 0, SEGRT_DTYPE_UNDEFINED, 0};
         SG_TRY(ops->finalize(r->st.s, &q->geom, res->final, r->o->threshold, q->K, a, b, &acc, res->out_dtype, &dst));
     } else {
         /* Image rows [lo, hi) in chunks of the staging's rows. */
         int64_t lo = a - pb < 0 ? 0 : a - pb, hi = b - pb > q->g.size[0] ? q->g.size[0] : b - pb;
         for (int64_t x = lo; x < hi; x += res->stage_rows) {
             int64_t y = x + res->stage_rows < hi ? x + res->stage_rows : hi;
-            sg_window_rows dst = {res->d_stage, res->stage_rows * q->img_plane, x, 0};
+            sg_window_rows dst = {res->d_stage, res->stage_rows * q->img_plane, x, 0, SEGRT_DTYPE_UNDEFINED, 0};
             SG_TRY(ops->finalize(r->st.s, &q->geom, res->final, r->o->threshold, q->K, x + pb, y + pb, &acc,
                                  res->out_dtype, &dst));
             size_t width = (size_t)((y - x) * q->img_plane) * res->out_esize;
@@ -193,9 +193,9 @@ static sg_status finish_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
      * come next (at most two runs, where the ring wraps). */
     for (int64_t x = a; x < b;) {
         int64_t at = x % ac->ring_rows, len = b - x < ac->ring_rows - at ? b - x : ac->ring_rows - at;
-        SG_TRY(ops->memset_2d_async(ac->d_acc + at * q->pad_plane,
-                                    (size_t)(ac->ring_rows * q->pad_plane) * sizeof(float), 0,
-                                    (size_t)(len * q->pad_plane) * sizeof(float), (size_t)(q->K + 1), r->st.s));
+        SG_TRY(ops->memset_2d_async((uint8_t *)ac->d_acc + (size_t)(at * q->pad_plane) * ac->acc_esize,
+                                    (size_t)(ac->ring_rows * q->pad_plane) * ac->acc_esize, 0,
+                                    (size_t)(len * q->pad_plane) * ac->acc_esize, (size_t)(q->K + 1), r->st.s));
         x += len;
     }
     return SEGRT_OK;
@@ -212,7 +212,7 @@ static sg_status run_image_pass(sw_job *r, int64_t n, int64_t pa, int64_t pb)
     int64_t w_lo, w_hi, starts[(SG_WINDOW_BATCH + 1) * SG_SW_MAX_DIMS], done = pa, nw = q->g.n_windows;
     int64_t win[1024];
     pass_windows(r, pa, pb, &w_lo, &w_hi);
-    sg_window_rows acc = {r->acc.d_acc, r->acc.ring_rows * q->pad_plane, 0, r->acc.ring_rows};
+    sg_window_rows acc = {r->acc.d_acc, r->acc.ring_rows * q->pad_plane, 0, r->acc.ring_rows, r->acc.acc_dtype, 0};
     /* Where the short batch runs at its own size, it goes first: from a
      * host image, the network then starts on the rows its few windows read
      * while the rest are uploaded (a full first batch of the 2-D job's

@@ -62,7 +62,9 @@ typedef struct sw_accum {
     float *d_pred;  /* a network's predictions */
     float *d_model; /* a model's, its flips combined (d_pred without flips) */
     float *d_out;   /* the ensemble's (d_model with one model) */
-    float *d_acc;   /* K + 1 channels of ring_rows padded rows */
+    void *d_acc;    /* K + 1 channels of ring_rows padded rows, of acc_dtype */
+    segrt_dtype acc_dtype;
+    size_t acc_esize;
     sw_model_out *dm;
     int64_t ring_rows, pass_rows;
 } sw_accum;

@@ -153,7 +153,7 @@ sg_status sw_ensure_batch_rows(sw_job *r, const int64_t *win, int64_t got)
 /* The image rows of image n as the gather kernel addresses them. */
 sg_window_rows sw_image_rows(const sw_job *r, int64_t n)
 {
-    sg_window_rows v;
+    sg_window_rows v = {0};
     if (r->img.d_image) {
         v.data = (void *)(r->img.d_image + n * r->geo.C * r->geo.image_numel);
         v.channel_stride = r->geo.image_numel;

@@ -47,7 +47,7 @@ static sgk_win_geom geom_of(const sg_window_geom *g)
 
 static sgk_win_rows rows_of(const sg_window_rows *r)
 {
-    sgk_win_rows k = {r->data, r->channel_stride, r->row0, r->ring};
+    sgk_win_rows k = {r->data, r->channel_stride, r->row0, r->ring, r->dtype, r->row_pitch};
     return k;
 }
 

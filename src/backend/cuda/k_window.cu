@@ -363,6 +363,7 @@ struct final_args {
     unsigned lines;                    // n_rows x the plane's lines (1-D: the rows in groups of WIN_LANES)
     ll classes, img_lo, n_rows;  // image rows [img_lo, img_lo + n_rows)
     ll img_plane, pad_plane;
+    ll dst_plane; // dst's elements a row: img_plane, or the caller's pitch for a strip of axis 1
     const float *acc;
     ll acc_cstride, acc_ring;
     void *dst;
@@ -433,7 +434,7 @@ __global__ void finalize_kernel(const final_args a)
         const ll stride = (ll)gridDim.x * WIN_LINES * WIN_LANES;
         for (ll x = ((ll)blockIdx.x * WIN_LINES + threadIdx.y) * WIN_LANES + threadIdx.x; x < a.n_rows; x += stride) {
             ll r = a.img_lo + x;
-            finish_voxel(a, a.acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane, r - a.dst_row0);
+            finish_voxel(a, a.acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane, (r - a.dst_row0) * a.dst_plane);
         }
         return;
     }
@@ -452,7 +453,7 @@ __global__ void finalize_kernel(const final_args a)
         }
         const float *src = a.acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane + pin * a.padded[last] +
                            a.pad_begin[last];
-        const ll out = (r - a.dst_row0) * a.img_plane + oin * len;
+        const ll out = (r - a.dst_row0) * a.dst_plane + oin * len;
         for (ll x = threadIdx.x; x < len; x += WIN_LANES)
             finish_voxel(a, src + x, out + x);
     }
@@ -645,6 +646,7 @@ extern "C" segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom
     a.dst_dtype = (int)out_dtype;
     a.dst_cstride = dst->channel_stride;
     a.dst_row0 = dst->row0;
+    a.dst_plane = dst->row_pitch > 0 ? dst->row_pitch : a.img_plane;
     const int last = g->n_dims - 1;
     ll lines = last == 0 ? (a.n_rows + WIN_LANES - 1) / WIN_LANES : a.n_rows * (a.img_plane / a.size[last]);
     if (lines > 0xffffffffLL)

@@ -40,10 +40,12 @@ typedef struct sgk_win_geom {
  * data[c * channel_stride + ((r - row0) mod ring) * plane + rest] where
  * plane is the product of the other axes and ring 0 means no wrap. */
 typedef struct sgk_win_rows {
-    void *data; /* float32, except a finalisation's labels */
+    void *data; /* float32, except a finalisation's labels and accumulators of `dtype` */
     int64_t channel_stride;
     int64_t row0;
     int64_t ring;
+    segrt_dtype dtype; /* accumulators: FLOAT32 (or 0), FLOAT16, BFLOAT16 */
+    int64_t row_pitch; /* finalisation's dst: elements a row (0: the geometry's plane) */
 } sgk_win_rows;
 
 /* The batched launchers take 1 to this many windows, one kernel (their
