@@ -1367,6 +1367,9 @@ typedef struct segrt_window_job_report {
     segrt_window_times times; /* device path: where the time went */
     int32_t write_failed;     /* 1: the job failed writing into an output (a full disk, say), after the
                                * windows ran and every check passed */
+    int32_t strips;           /* device path: strips of axis 1 the windows went in under max_memory
+                               * (1: whole planes; see segrt_window_options_set_max_memory) */
+    uint64_t seam_host_bytes; /* pinned host memory that held the sums neighbouring strips share */
 } segrt_window_job_report;
 
 /* Runs the job: models (n_models >= 1, an ensemble averaged per window)

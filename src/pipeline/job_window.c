@@ -901,6 +901,8 @@ static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device,
     r->stats.passes = stats->passes;
     r->stats.on_device = on_device;
     r->stats.slab_rows = stats->slab_rows;
+    r->strips = stats->strips > 0 ? stats->strips : 1;
+    r->seam_host_bytes = stats->seam_host_bytes;
     r->stats.pipeline_bytes = stats->pipeline_bytes;
     r->stats.context_bytes = stats->context_bytes;
     r->times.setup = stats->seconds_setup;

@@ -85,6 +85,88 @@ static void *host_result_alloc(size_t bytes)
     return p;
 }
 
+/* Strip j of r->strips.per axis-1 window starts (sw_strip); with one
+ * strip, the whole plane and the job's geometry. */
+void sw_strip_get(const sw_job *r, int32_t j, sw_strip *st)
+{
+    const sw_geometry *q = &r->geo;
+    const sg_sw_grid *g = &q->g;
+    memset(st, 0, sizeof *st);
+    st->j = j;
+    st->acc_geom = st->fin_geom = q->geom;
+    if (g->n_dims < 2 || r->strips.n <= 1) {
+        st->i_hi = g->n_dims < 2 ? 1 : g->n_starts[1];
+        st->c_hi = st->fin_hi = g->n_dims < 2 ? 1 : g->padded[1];
+        st->plane = q->pad_plane;
+        st->last = true;
+        return;
+    }
+    int64_t per = r->strips.per, n1 = g->n_starts[1], roi1 = g->roi[1];
+    st->i_lo = j * per;
+    st->i_hi = st->i_lo + per < n1 ? st->i_lo + per : n1;
+    st->last = st->i_hi == n1;
+    st->c_lo = g->starts[1][st->i_lo];
+    for (int64_t i = 0; i < st->i_hi; i++) {
+        int64_t end = g->starts[1][i] + roi1;
+        if (i < st->i_lo && end - st->c_lo > st->in_cols)
+            st->in_cols = end - st->c_lo; /* the earlier strips' reach into this one */
+        if (i >= st->i_lo && end > st->c_hi)
+            st->c_hi = end;
+    }
+    st->fin_hi = st->last ? st->c_hi : g->starts[1][st->i_hi];
+    st->plane = (st->c_hi - st->c_lo) * r->strips.rest;
+    st->acc_geom.padded[1] = st->fin_geom.padded[1] = st->c_hi - st->c_lo;
+    /* The image columns it finishes: padded [c_lo, fin_hi) within the image. */
+    int64_t pb = g->pad_begin[1], a = st->c_lo > pb ? st->c_lo : pb;
+    int64_t b = st->fin_hi < pb + g->size[1] ? st->fin_hi : pb + g->size[1];
+    st->fin_col0 = b > a ? a - pb : -1;
+    st->fin_geom.pad_begin[1] = st->acc_geom.pad_begin[1] = a - st->c_lo;
+    st->fin_geom.size[1] = st->acc_geom.size[1] = b > a ? b - a : 0;
+}
+
+/* Strips of `per` axis-1 starts: how many, and the widest strip's and
+ * seam's padded columns. */
+static void strips_measure(sw_job *r, int64_t per, int32_t *n, int64_t *max_cols, int64_t *seam_cols)
+{
+    r->strips.per = per;
+    r->strips.n = (int32_t)((r->geo.g.n_starts[1] + per - 1) / per);
+    *n = r->strips.n;
+    *max_cols = *seam_cols = 0;
+    for (int32_t j = 0; j < *n; j++) {
+        sw_strip st;
+        sw_strip_get(r, j, &st);
+        *max_cols = st.c_hi - st.c_lo > *max_cols ? st.c_hi - st.c_lo : *max_cols;
+        *seam_cols = st.c_hi - st.fin_hi > *seam_cols ? st.c_hi - st.fin_hi : *seam_cols;
+    }
+}
+
+/* The fewest strips whose ring (ring_rows rows of K + 1 channels over the
+ * widest strip) fits beside `fixed` in the budget; their seam goes on the
+ * device where it fits too, else in pinned host memory. False: not even
+ * strips of one window column fit. */
+static bool choose_strips(sw_job *r, uint64_t fixed)
+{
+    const sw_geometry *q = &r->geo;
+    sw_strips *sp = &r->strips;
+    uint64_t budget = r->o->max_memory, es = r->acc.acc_esize;
+    for (int64_t per = q->g.n_starts[1] - 1; per >= 1; per--) {
+        int32_t n;
+        int64_t max_cols, seam_cols;
+        strips_measure(r, per, &n, &max_cols, &seam_cols);
+        uint64_t ring = (uint64_t)r->acc.ring_rows * (uint64_t)(q->K + 1) * (uint64_t)(max_cols * sp->rest) * es;
+        if (fixed + ring > budget)
+            continue;
+        sp->max_cols = max_cols;
+        sp->seam_cols = seam_cols;
+        sp->seam_bytes = (size_t)((uint64_t)(q->K + 1) * (uint64_t)q->g.padded[0] * (uint64_t)(seam_cols * sp->rest) * es);
+        sp->seam_on_device = fixed + ring + sp->seam_bytes <= budget;
+        return true;
+    }
+    sp->n = 1;
+    sp->per = q->g.n_starts[1];
+    return false;
+}
+
 /* Sizes the accumulators (ring and passes), the image ring and the result
  * staging against the memory budget, then allocates everything. */
 sg_status sw_plan_memory(sw_job *r)
@@ -125,11 +207,23 @@ sg_status sw_plan_memory(sw_job *r)
     uint64_t stage_row = (uint64_t)(res->out_ch * q->img_plane) * res->out_esize;
     a->ring_rows = o->whole ? rows0 : (roi0 < rows0 ? roi0 : rows0);
     a->pass_rows = rows0;
+    sw_strips *sp = &r->strips;
+    sp->n = 1;
+    sp->rest = 1;
+    for (int32_t d = 2; d < q->g.n_dims; d++)
+        sp->rest *= q->g.padded[d];
+    sp->per = q->g.n_dims > 1 ? q->g.n_starts[1] : 1;
+    sp->max_cols = q->g.n_dims > 1 ? q->g.padded[1] : 1;
     if (o->max_memory) {
         uint64_t need = fixed + (uint64_t)a->ring_rows * (row_bytes + (whole_result ? 0 : stage_row));
+        /* Over the budget: strips of axis 1 where the result is made
+         * whole on the device (a strip finishes a part of every row),
+         * else thinner slabs of rows, their windows run once per slab. */
+        bool strips = need > o->max_memory && !o->whole && whole_result && q->g.n_dims > 1 &&
+                      q->g.n_starts[1] > 1 && choose_strips(r, fixed);
         /* A budget the job cannot run in is a bad option, not a failure
          * of the run: INVALID_ARGUMENT, with the least that would do. */
-        if (need > o->max_memory) {
+        if (need > o->max_memory && !strips) {
             if (o->whole)
                 return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                                 "sliding windows: whole-image accumulators need %.1f MiB; the device-memory budget "
@@ -174,7 +268,17 @@ sg_status sw_plan_memory(sw_job *r)
             a->dm[m].t[j].memory = SEGRT_MEMORY_DEVICE;
             a->dm[m].t[j].device = r->device;
         }
-    size_t acc_bytes = (size_t)(a->ring_rows * (int64_t)row_bytes);
+    size_t acc_bytes = (size_t)(a->ring_rows * (q->K + 1) * sp->max_cols * sp->rest) * a->acc_esize;
+    if (sp->n > 1 && !(sp->list = malloc(sizeof(int64_t) * (size_t)q->g.n_windows)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    if (sp->n > 1 && sp->seam_on_device)
+        SG_TRY(sw_dev_alloc(r, sp->seam_bytes, "the sums strips share", &sp->seam));
+    else if (sp->n > 1) {
+        sg_status hs = r->ops->host_alloc(sp->seam_bytes, &sp->seam);
+        if (hs != SEGRT_OK)
+            return sg_error_prefix(hs, "sliding windows: %.1f MiB of pinned host memory for the sums strips share: ",
+                                   sp->seam_bytes / 1048576.0);
+    }
     SG_TRY(sw_dev_alloc(r, acc_bytes, "the accumulators", (void **)&a->d_acc));
     SG_TRY(r->ops->memset_async(a->d_acc, 0, acc_bytes, r->st.s));
     if (whole_result && res->out_memory == SEGRT_MEMORY_DEVICE) {

@@ -159,17 +159,63 @@ static sg_status predict_batch(sw_job *r, const int64_t *win, int64_t got)
     return SEGRT_OK;
 }
 
-/* Finishes padded rows [a, b) of image n: the kernel, then the copy down
- * when the result is staged by slabs. */
-static sg_status finish_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
+/* Rows [x, y) of the strip's seam columns between its ring and the seam
+ * buffer (out: ring to seam, from the columns [fin_hi, c_hi); in: seam to
+ * ring, into [c_lo, c_lo + in_cols)), a copy per channel and run of ring
+ * slots. */
+static sg_status seam_copy(sw_job *r, const sw_strip *st, int64_t x, int64_t y, bool out)
+{
+    const sg_window_ops *ops = r->ops;
+    const sw_accum *ac = &r->acc;
+    const sw_strips *sp = &r->strips;
+    int64_t cols = out ? st->c_hi - st->fin_hi : st->in_cols, col = out ? st->fin_hi - st->c_lo : 0;
+    if (cols <= 0 || y <= x)
+        return SEGRT_OK;
+    size_t es = ac->acc_esize, seam_row = (size_t)(sp->seam_cols * sp->rest) * es;
+    size_t ring_pitch = (size_t)st->plane * es, width = (size_t)(cols * sp->rest) * es;
+    sg_window_copy kind = sp->seam_on_device ? SG_WINDOW_DEVICE_TO_DEVICE
+                          : out              ? SG_WINDOW_DEVICE_TO_HOST
+                                             : SG_WINDOW_HOST_TO_DEVICE;
+    int64_t rows0 = r->geo.g.padded[0];
+    for (int64_t row = x; row < y;) {
+        int64_t at = row % ac->ring_rows, len = y - row < ac->ring_rows - at ? y - row : ac->ring_rows - at;
+        for (int64_t c = 0; c <= r->geo.K; c++) {
+            uint8_t *ring = (uint8_t *)ac->d_acc + (size_t)((c * ac->ring_rows + at) * st->plane + col * sp->rest) * es;
+            uint8_t *seam = (uint8_t *)sp->seam + ((size_t)(c * rows0 + row)) * seam_row;
+            if (out)
+                SG_TRY(ops->copy_2d_async(seam, seam_row, ring, ring_pitch, width, (size_t)len, kind, r->st.s));
+            else
+                SG_TRY(ops->copy_2d_async(ring, ring_pitch, seam, seam_row, width, (size_t)len, kind, r->st.s));
+        }
+        row += len;
+    }
+    return SEGRT_OK;
+}
+
+/* Finishes padded rows [a, b) of image n in strip st: the seam's columns
+ * out to the next strip, the kernel, the copy down when the result is
+ * staged by slabs; then the ring's slots are zeroed for the rows that come
+ * next, which start with the earlier strips' sums in their seam columns. */
+static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a, int64_t b)
 {
     const sg_window_ops *ops = r->ops;
     const sw_geometry *q = &r->geo;
     const sw_accum *ac = &r->acc;
     const sw_result *res = &r->out;
     int64_t pb = q->g.pad_begin[0];
-    sg_window_rows acc = {ac->d_acc, ac->ring_rows * q->pad_plane, 0, ac->ring_rows, ac->acc_dtype, 0};
-    if (res->d_result) {
+    sg_window_rows acc = {ac->d_acc, ac->ring_rows * st->plane, 0, ac->ring_rows, ac->acc_dtype, 0};
+    if (!st->last)
+        SG_TRY(seam_copy(r, st, a, b, true));
+    if (res->d_result && r->strips.n > 1) {
+        /* Strips finish their columns of the whole result's rows. */
+        int64_t col = q->g.n_dims > 2 ? q->img_plane / q->g.size[1] : 1;
+        sg_window_rows dst = {(uint8_t *)res->d_result +
+                                  (size_t)(n * res->out_ch * q->image_numel + st->fin_col0 * col) * res->out_esize,
+                              q->image_numel, 0, 0, SEGRT_DTYPE_UNDEFINED, q->img_plane};
+        if (st->fin_col0 >= 0)
+            SG_TRY(ops->finalize(r->st.s, &st->fin_geom, res->final, r->o->threshold, q->K, a, b, &acc,
+                                 res->out_dtype, &dst));
+    } else if (res->d_result) {
         sg_window_rows dst = {(uint8_t *)res->d_result + (size_t)(n * res->out_ch * q->image_numel) * res->out_esize,
                               q->image_numel, 0, 0, SEGRT_DTYPE_UNDEFINED, 0};
         SG_TRY(ops->finalize(r->st.s, &q->geom, res->final, r->o->threshold, q->K, a, b, &acc, res->out_dtype, &dst));
@@ -189,41 +235,70 @@ static sg_status finish_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
                                       (size_t)res->out_ch, SG_WINDOW_DEVICE_TO_HOST, r->st.s));
         }
     }
-    /* The ring's rows [a, b) are free again: zero them for the rows that
-     * come next (at most two runs, where the ring wraps). */
+    /* The ring's slots of rows [a, b) are free again: zero them for the
+     * rows `ring` later (at most two runs, where the ring wraps). */
+    size_t es = ac->acc_esize;
     for (int64_t x = a; x < b;) {
         int64_t at = x % ac->ring_rows, len = b - x < ac->ring_rows - at ? b - x : ac->ring_rows - at;
-        SG_TRY(ops->memset_2d_async((uint8_t *)ac->d_acc + (size_t)(at * q->pad_plane) * ac->acc_esize,
-                                    (size_t)(ac->ring_rows * q->pad_plane) * ac->acc_esize, 0,
-                                    (size_t)(len * q->pad_plane) * ac->acc_esize, (size_t)(q->K + 1), r->st.s));
+        SG_TRY(ops->memset_2d_async((uint8_t *)ac->d_acc + (size_t)(at * st->plane) * es,
+                                    (size_t)(ac->ring_rows * st->plane) * es, 0, (size_t)(len * st->plane) * es,
+                                    (size_t)(q->K + 1), r->st.s));
         x += len;
     }
-    return SEGRT_OK;
+    int64_t rows0 = q->g.padded[0], x = a + ac->ring_rows, y = b + ac->ring_rows;
+    return seam_copy(r, st, x, y < rows0 ? y : rows0, false);
 }
 
-/* Image n over padded rows [pa, pb): its windows in batches, each
- * accumulated in order, rows finished as soon as no later window touches
- * them. Batches never span two images. */
-static sg_status run_image_pass(sw_job *r, int64_t n, int64_t pa, int64_t pb)
+/* The windows of a run [w_lo, w_hi) of image n's that belong to strip st,
+ * in order, into the strip list (or the run itself with one strip). */
+static int64_t strip_windows(sw_job *r, const sw_strip *st, int64_t w_lo, int64_t w_hi, const int64_t **list)
+{
+    const sg_sw_grid *g = &r->geo.g;
+    if (r->strips.n <= 1) {
+        *list = NULL;
+        return w_hi - w_lo;
+    }
+    int64_t inner = 1, n = 0;
+    for (int32_t d = 2; d < g->n_dims; d++)
+        inner *= g->n_starts[d];
+    for (int64_t w = w_lo; w < w_hi; w++) {
+        int64_t i1 = (w / inner) % g->n_starts[1];
+        if (i1 >= st->i_lo && i1 < st->i_hi)
+            r->strips.list[n++] = w;
+    }
+    *list = r->strips.list;
+    return n;
+}
+
+/* Image n over padded rows [pa, pb) in strip st: its windows in batches,
+ * each accumulated in order, rows finished as soon as no later window of
+ * the strip touches them. Batches never span two images. */
+static sg_status run_image_pass(sw_job *r, const sw_strip *st, int64_t n, int64_t pa, int64_t pb)
 {
     const sg_window_ops *ops = r->ops;
     const sw_geometry *q = &r->geo;
     /* The starts of a run of windows, and of the window after it. */
     int64_t w_lo, w_hi, starts[(SG_WINDOW_BATCH + 1) * SG_SW_MAX_DIMS], done = pa, nw = q->g.n_windows;
     int64_t win[1024];
+    const int64_t *list;
     pass_windows(r, pa, pb, &w_lo, &w_hi);
-    sg_window_rows acc = {r->acc.d_acc, r->acc.ring_rows * q->pad_plane, 0, r->acc.ring_rows, r->acc.acc_dtype, 0};
+    int64_t count = strip_windows(r, st, w_lo, w_hi, &list);
+    sg_window_rows acc = {r->acc.d_acc, r->acc.ring_rows * st->plane, 0, r->acc.ring_rows, r->acc.acc_dtype, 0};
+    /* A strip after the first starts with the earlier strips' sums in the
+     * ring's first rows (the finishing of rows loads them for later ones). */
+    if (pa == 0)
+        SG_TRY(seam_copy(r, st, 0, r->acc.ring_rows < pb ? r->acc.ring_rows : pb, false));
     /* Where the short batch runs at its own size, it goes first: from a
      * host image, the network then starts on the rows its few windows read
      * while the rest are uploaded (a full first batch of the 2-D job's
      * 5 × 5 windows reads 81 % of the image's rows, 9 windows 44 %). The
      * windows keep their order, and so does the blending. */
-    int64_t lead = (w_hi - w_lo) % q->B, got;
+    int64_t lead = count % q->B, got;
     if (lead == 0 || !runs_at_own_size(r, lead))
         lead = q->B;
-    for (int64_t first = w_lo; first < w_hi; first += got) {
-        got = first == w_lo ? lead : q->B;
-        got = w_hi - first < got ? w_hi - first : got;
+    for (int64_t first = 0; first < count; first += got) {
+        got = first == 0 ? lead : q->B;
+        got = count - first < got ? count - first : got;
         /* At most SW_IN_FLIGHT batches ahead of the GPU. */
         sg_backend_event *slot = r->st.ev_batch[r->stat.batches % SW_IN_FLIGHT];
         int32_t si = (int32_t)(r->stat.batches % SW_IN_FLIGHT);
@@ -237,7 +312,7 @@ static sg_status run_image_pass(sw_job *r, int64_t n, int64_t pa, int64_t pb)
         }
         int64_t *batch = q->B <= 1024 ? win : r->batch;
         for (int64_t b = 0; b < got; b++)
-            batch[b] = n * nw + first + b;
+            batch[b] = n * nw + (list ? list[first + b] : w_lo + first + b);
         if (!r->img.d_image) {
             double t0 = sw_now();
             SG_TRY(sw_ensure_batch_rows(r, batch, got));
@@ -251,30 +326,33 @@ static sg_status run_image_pass(sw_job *r, int64_t n, int64_t pa, int64_t pb)
         }
         /* Windows accumulate in runs between the rows they finish: one
          * launch a run (of up to SG_WINDOW_BATCH), every window of a run
-         * starting at the same row. */
+         * starting at the same row. Starts are the strip's columns. */
         int64_t run0 = 0, nd = q->g.n_dims;
         for (int64_t b = 0; b <= got; b++) {
             int64_t ready = pb;
             if (b < got) {
-                int64_t *st = starts + (b - run0) * nd;
-                sg_sw_window_start(&q->g, first + b, st);
-                ready = st[0] > pa ? st[0] : pa; /* rows before it: no later window touches them */
+                int64_t *sb = starts + (b - run0) * nd;
+                sg_sw_window_start(&q->g, batch[b] % nw, sb);
+                if (nd > 1)
+                    sb[1] -= st->c_lo;
+                ready = sb[0] > pa ? sb[0] : pa; /* rows before it: no later window touches them */
                 ready = ready < pb ? ready : pb;
             }
             if (b > run0 && (b == got || ready > done || b - run0 == SG_WINDOW_BATCH)) {
-                SG_TRY(ops->accumulate(r->st.s, &q->geom, starts, b - run0, r->acc.d_out + run0 * q->K * q->roi_numel,
-                                       r->acc.d_w, q->K, pa, pb, &acc));
+                SG_TRY(ops->accumulate(r->st.s, &st->acc_geom, starts, b - run0,
+                                       r->acc.d_out + run0 * q->K * q->roi_numel, r->acc.d_w, q->K, pa, pb, &acc));
                 if (b < got)
                     memcpy(starts, starts + (b - run0) * nd, sizeof(int64_t) * (size_t)nd);
                 run0 = b;
             }
             if (b < got && ready > done) {
-                SG_TRY(finish_rows(r, n, done, ready));
+                SG_TRY(finish_rows(r, st, n, done, ready));
                 done = ready;
             }
         }
-        /* Padded rows before `done` are final once the slot's event is. */
-        int64_t fin = done - q->g.pad_begin[0];
+        /* Padded rows before `done` are final once the slot's event is:
+         * with strips, in the last strip only. */
+        int64_t fin = st->last ? done - q->g.pad_begin[0] : 0;
         r->out.fin_image[si] = n;
         r->out.fin_row[si] = fin < 0 ? 0 : fin > q->g.size[0] ? q->g.size[0] : fin;
         SG_TRY(ops->event_record(slot, r->st.s));
@@ -283,7 +361,7 @@ static sg_status run_image_pass(sw_job *r, int64_t n, int64_t pa, int64_t pb)
             r->o->progress(r->o->progress_user, r->stat.runs / (r->n_models * q->n_flips),
                            r->stat.total_runs / (r->n_models * q->n_flips));
     }
-    return finish_rows(r, n, done, pb);
+    return finish_rows(r, st, n, done, pb);
 }
 
 static sg_status prepare(sw_job *r, const segrt_tensor *image)
@@ -371,12 +449,17 @@ static sg_status run_all(sw_job *r)
         pass_windows(r, pa, pb, &w_lo, &w_hi);
         r->stat.total_runs += q->n_img * (w_hi - w_lo) * r->n_models * q->n_flips;
     }
-    /* Image by image, pass by pass: an image's rows are finished before
-     * the next image starts, so one ring of accumulators serves all. */
+    /* Image by image, pass by pass, strip by strip: an image's rows are
+     * finished before the next image starts, so one ring of accumulators
+     * serves all. */
     for (int64_t n = 0; n < q->n_img; n++)
         for (int64_t pa = 0; pa < rows0; pa += pass) {
             int64_t pb = pa + pass < rows0 ? pa + pass : rows0;
-            SG_TRY(run_image_pass(r, n, pa, pb));
+            for (int32_t j = 0; j < r->strips.n; j++) {
+                sw_strip st;
+                sw_strip_get(r, j, &st);
+                SG_TRY(run_image_pass(r, &st, n, pa, pb));
+            }
         }
     double t0 = sw_now();
     SG_TRY(r->ops->stream_synchronize(r->st.s));
@@ -399,6 +482,8 @@ static void fill_stats(const sw_job *r, sg_sw_stats *stats)
     stats->runs = r->stat.runs;
     stats->passes = (int32_t)((r->geo.g.padded[0] + r->acc.pass_rows - 1) / r->acc.pass_rows);
     stats->slab_rows = r->acc.ring_rows;
+    stats->strips = r->strips.n;
+    stats->seam_host_bytes = r->strips.n > 1 && !r->strips.seam_on_device ? r->strips.seam_bytes : 0;
     stats->sw_batch = (int32_t)r->geo.B;
     stats->pipeline_bytes = r->mem.pipeline_bytes;
     stats->context_bytes = sw_context_bytes(r);

@@ -39,6 +39,8 @@ typedef struct sg_sw_stats {
     int64_t runs;           /* windows run through the networks (each model, each flip counts once) */
     int32_t passes;         /* slabs the image was done in (1 unless the budget forced more) */
     int64_t slab_rows;      /* accumulator rows held at once */
+    int32_t strips;         /* strips of axis 1 the windows went in (1: whole planes) */
+    uint64_t seam_host_bytes; /* pinned host memory holding the sums strips share */
     int32_t sw_batch;       /* windows per network run */
     uint64_t pipeline_bytes;/* device memory of the pipeline's buffers */
     uint64_t context_bytes; /* device memory of the engines' weights and the contexts */

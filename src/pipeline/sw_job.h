@@ -69,6 +69,40 @@ typedef struct sw_accum {
     int64_t ring_rows, pass_rows;
 } sw_accum;
 
+/* Strips of axis 1. Under a budget too small for a window's rows of
+ * accumulators over whole planes, the windows go strip by strip of their
+ * axis-1 starts, each window once. A strip's ring covers its windows'
+ * columns only; the columns it shares with the next strip (the seam) are
+ * copied out as each row is finished and back into the next strip's ring
+ * as that row enters it: into pinned host memory, or device memory where
+ * the budget has room. Sums then add strip by strip, not in MONAI's window
+ * order: equal to rounding. n == 1: the whole plane, no seams. */
+typedef struct sw_strips {
+    int32_t n;
+    int64_t per;       /* axis-1 window starts a strip */
+    int64_t rest;      /* accumulator elements a padded column: product of padded[2..] (1 in 2-D) */
+    int64_t max_cols;  /* padded columns of the widest strip */
+    int64_t seam_cols; /* of the widest seam */
+    void *seam;        /* K + 1 channels x padded rows x seam_cols x rest, of acc_dtype */
+    bool seam_on_device;
+    size_t seam_bytes;
+    int64_t *list;     /* a pass's windows of one strip, in order (indices of one image) */
+} sw_strips;
+
+/* One strip: its windows, its accumulators' columns and geometry. */
+typedef struct sw_strip {
+    int32_t j;
+    int64_t i_lo, i_hi;       /* axis-1 start indices of its windows */
+    int64_t c_lo, c_hi;       /* padded columns of its accumulators */
+    int64_t fin_hi;           /* after it, columns [c_lo, fin_hi) are final; [fin_hi, c_hi) the seam out */
+    int64_t in_cols;          /* columns [c_lo, c_lo + in_cols) start with the earlier strips' sums */
+    int64_t plane;            /* accumulator elements a row: (c_hi - c_lo) x rest */
+    sg_window_geom acc_geom;  /* the job's geometry with axis 1 narrowed to [c_lo, c_hi) */
+    sg_window_geom fin_geom;  /* ... and cropped to the image columns it finishes */
+    int64_t fin_col0;         /* the first of those image columns (-1: none) */
+    bool last;
+} sw_strip;
+
 /* A host image's rows on the device. */
 typedef struct sw_img_rows {
     int64_t image;  /* the image whose rows are held, -1: none */
@@ -148,6 +182,7 @@ typedef struct sw_job {
     sw_geometry geo;
     sw_streams st;
     sw_accum acc;
+    sw_strips strips;
     sw_image img;
     sw_pinned pin;
     sw_result out;
@@ -191,6 +226,7 @@ void sw_job_free(sw_job *r, sg_sw_keep **keep);
 void sw_result_kind(sw_job *r);
 uint64_t sw_context_bytes(const sw_job *r);
 sg_status sw_plan_memory(sw_job *r);
+void sw_strip_get(const sw_job *r, int32_t j, sw_strip *out);
 
 /* sw_upload.c */
 sg_status sw_ensure_batch_rows(sw_job *r, const int64_t *win, int64_t got);

@@ -253,6 +253,9 @@ void sw_job_free(sw_job *r, sg_sw_keep **keep)
     pinned_destroy(ops, &r->pin);
     sg_copy_team_free(r->pin.team);
     free(r->batch);
+    free(r->strips.list);
+    if (!r->strips.seam_on_device)
+        ops->host_free(r->strips.seam); /* after the streams' synchronisation: no copy is left in flight */
     streams_destroy(ops, &r->st);
     sg_sw_grid_free(&r->geo.g);
 }
