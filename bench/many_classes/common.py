@@ -132,3 +132,27 @@ def segrt_command(config, segrt, paths, s, device, precision, sw_batch, cache_di
         else:
             out.append(a)
     return out
+
+
+def plain_unet_flops(s, in_channels=1):
+    """FLOPs (2 x multiply-adds) of one window of the full network, counted
+    from its architecture rather than from the ONNX graph (a cross-check;
+    bias additions, norms and activations left out, as in the graph count):
+    per stage n_conv 3x3x3 convolutions, the first strided; per decoder
+    stage a transposed convolution (kernel = stride) and n_conv
+    convolutions, the first over the skip's and the upsampled channels;
+    a 1x1x1 head. For volume_vs_monai's 14 classes this gives 956.07 GFLOP,
+    the figure torch's counter gave that network."""
+    macs, voxels, size, cin = 0, [], list(s.roi_zyx), in_channels
+    for f, st in zip(s.features, s.strides):
+        size = [n // st for n in size]
+        v = size[0] * size[1] * size[2]
+        voxels.append(v)
+        macs += v * f * 27 * (cin + (s.n_conv - 1) * f)
+        cin = f
+    for j in range(len(s.features) - 2, -1, -1):
+        f, up, st = s.features[j], s.features[j + 1], s.strides[j + 1]
+        macs += voxels[j + 1] * up * f * st ** 3
+        macs += voxels[j] * f * 27 * (2 * f + (s.n_conv - 1) * f)
+    macs += voxels[0] * s.features[0] * s.classes
+    return 2 * macs

@@ -409,7 +409,8 @@ def build_report(a, paths, s, configs):
            "flops": {"per_window": fpw if isinstance(fpw, (int, float)) else None,
                      "by_op": by_op if isinstance(by_op, dict) else None,
                      **({} if fpw is not None else {"error": by_op}),
-                     "windows_expected": expected},
+                     "windows_expected": expected,
+                     "per_window_from_architecture": None if s.name == "tiny" else common.plain_unet_flops(s)},
            "configs": {}}
     refpath = paths.labels(common.REFERENCE)
     res["reference_labels"] = label_census(refpath, s.classes)
