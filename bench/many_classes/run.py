@@ -221,25 +221,34 @@ def write_json(path, obj):
     tmp.replace(path)
 
 
-def run_config(config, a, paths, s, share, deadline):
+def run_config(config, a, paths, s, left, deadline):
     """--warmup then --runs runs of one configuration; its record (also
     written to WORK/out/CONFIG.json after each run, so that a call cut short
-    leaves what it measured). Timed runs stop where the next would pass
-    `share` seconds (after one at least), or the --budget's deadline."""
+    leaves what it measured). With a deadline (--budget), the timed runs get
+    an even share of the time left after the warm-ups among the `left`
+    configurations still to run (this one included), so that the first
+    warm-up's plan build is not charged to the reference alone: they stop
+    where the next would pass it (after one at least), and every run at the
+    deadline."""
     argv = common.segrt_command(config, a.segrt, paths, s, a.device, a.precision, a.sw_batch, a.cache_dir,
                                 a.max_memory) + a.extra
     rec = {"config": config, "argv": [str(x) for x in argv], "warmup": [], "runs": []}
     paths.labels(config).unlink(missing_ok=True)
-    t_start = time.perf_counter()
+    t_start = share = None
     for i in range(a.warmup + a.runs):
         warm = i < a.warmup
         now = time.perf_counter()
+        if not warm and t_start is None:
+            t_start = now
+            if deadline is not None:
+                share = max((deadline - now) / left, 1.0)
+                rec["share_s"] = share
         last = (rec["runs"] or rec["warmup"] or [{}])[-1].get("wall_s", 0.0)
         if not warm and rec["runs"] and share is not None and now - t_start + last > share:
             rec["stopped"] = f"after {len(rec['runs'])} timed runs: its share of --budget ({share:.0f} s)"
             break
         timeout = None if deadline is None else deadline - now
-        if timeout is not None and timeout < max(5.0, 0.5 * last):
+        if timeout is not None and timeout < max(1.0, last):  # it would be killed before its end
             rec["stopped"] = "the --budget's time ran out"
             break
         r = run_once(argv, timeout, a.smi_index)
@@ -569,12 +578,10 @@ def main(argv=None):
         deadline = None if a.budget is None else T0 + a.budget - REPORT_RESERVE_S
         for i, c in enumerate(configs):
             paths.record(c).unlink(missing_ok=True)
-            share = None
-            if deadline is not None:
-                share = max((deadline - time.perf_counter()) / (len(configs) - i), 1.0)
             log(f"== {c}: {' '.join(common.CONFIGS[c]).format(max_memory=a.max_memory) or '(no flags)'}"
-                + ("" if share is None else f" (about {share:.0f} s)"))
-            run_config(c, a, paths, s, share, deadline)
+                + ("" if deadline is None else f" ({deadline - time.perf_counter():.0f} s left for "
+                                                f"{len(configs) - i} configurations)"))
+            run_config(c, a, paths, s, len(configs) - i, deadline)
     res = build_report(a, paths, s, configs)
     if a.out is None:
         a.out = str(common.ROOT / "bench" / "results" / (f"many_classes-{slug(res['device']['name'])}-"

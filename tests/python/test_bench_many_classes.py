@@ -184,3 +184,44 @@ def test_agreement(tmp_path):
     assert ag is None and "shapes differ" in why
     ag, why = mc.agreement(tmp_path / "a.npy", tmp_path / "missing.npy")
     assert ag is None and why
+
+
+FAKE_SEGRT = """#!{python}
+# A stand-in for segrt run: sleeps, writes labels, prints a summary line
+# with the fields the budget's strips may add; fails for one configuration.
+import sys, time
+import numpy as np
+out = sys.argv[sys.argv.index("-o") + 1]
+if out.endswith("nobudget_fp16acc.npy"):
+    print("segrt: out of memory", file=sys.stderr)
+    sys.exit(3)
+time.sleep(0.2)
+np.save(out, np.zeros((1, 1, 40, 64, 64), np.uint8))
+print("segrt: in 1x1x40x64x64 -> " + out + " uint8 1x1x40x64x64: 18 windows (2 a run), cuda:0 fp16, 0.150 s, "
+      "blended on the GPU in 2 passes, 4 strips, held 100.5 MiB")
+"""
+
+
+def test_budget_shares_and_a_failing_configuration(tmp_path):
+    """--budget stops each configuration's timed runs at its share (one run
+    at least), a configuration that fails is reported and the others run,
+    and fields segrt may print later are read."""
+    fake = tmp_path / "segrt"
+    fake.write_text(FAKE_SEGRT.format(python=sys.executable))
+    fake.chmod(0o755)
+    out = tmp_path / "r.json"
+    # Budget: the report's 20 s reserve + 10 s for making the tiny case and
+    # model and runs of about half a second (a Python start, numpy, 0.2 s).
+    p = subprocess.run([sys.executable, str(BENCH / "run.py"), "--tiny", "--segrt", str(fake), "--work",
+                        str(tmp_path / "w"), "--out", str(out), "--configs", "1,2,4", "--runs", "100",
+                        "--budget", "30"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads(out.read_text())
+    for name in ("nobudget_fp32", "budget_fp32"):
+        e = res["configs"][name]
+        assert 1 <= e["timed_runs"] < 100 and "stopped" in e, e
+        assert (e["passes"], e["strips"], e["held_mib"], e["held_mib_from"]) == (2, 4, 100.5, "held")
+        assert e["median_job_s"] == 0.15 and e["agreement"] == 1.0
+    bad = res["configs"]["nobudget_fp16acc"]
+    assert "exit 3" in bad["error"] and "out of memory" in bad["error"] and bad["timed_runs"] == 0
+    assert "| 2 | nobudget_fp16acc | --accumulator fp16 (left out on a CPU) | failed: " in p.stdout, p.stdout
