@@ -156,7 +156,6 @@ class SmiPeak:
 
     def __exit__(self, *exc):
         if self.proc is not None:
-            time.sleep(0.15)  # one more sample after the process's exit is not needed, one before it is
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)
@@ -486,7 +485,8 @@ def table(res):
         lines.append(f"reference labels: {rl['classes_present']} classes present, the largest (class "
                      f"{rl['largest_class']}) {100 * rl['largest_class_share']:.1f} % of voxels")
     lines += ["", "| # | configuration | flags | median wall s | min wall s | median job s | ratio to 1 (wall, job) "
-                  "| held MiB | nvidia-smi MiB | passes / strips | agreement with 1 | TFLOP/s (job) | % FP16 ceiling (job) |",
+                  "| held MiB | nvidia-smi MiB | passes / strips | agreement with 1 | TFLOP/s (job) "
+                  "| % FP16 ceiling (job) |",
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     names = list(common.CONFIGS)
     for c, e in res["configs"].items():

@@ -153,9 +153,9 @@ def test_windows_and_flops_from_the_architecture():
         assert mc.monai_grid_windows(shape, (32, 32, 32), 0.5) == n, shape
     # bench/volume_vs_monai's network (14 classes): 956 GFLOP a window by
     # torch's counter (its README); 101 classes add the head's share.
-    assert round(common.plain_unet_flops(dataclasses.replace(common.FULL, classes=14)) / 1e6) == 956074
-    assert common.plain_unet_flops(common.FULL) - common.plain_unet_flops(dataclasses.replace(common.FULL, classes=14)) \
-        == 2 * 128 ** 3 * 32 * 87
+    fourteen = common.plain_unet_flops(dataclasses.replace(common.FULL, classes=14))
+    assert round(fourteen / 1e6) == 956074
+    assert common.plain_unet_flops(common.FULL) - fourteen == 2 * 128 ** 3 * 32 * 87
 
 
 def test_case_is_deterministic_and_structured():
