@@ -4,7 +4,7 @@ TotalSegmentator-class 3-D network, segrt without a device budget and under
 --max-memory 4G, with float32 and float16 accumulators (issue 39, item 5:
 the budgeted job at most 1.5x the time of the same job without a budget).
 
-    python3 run.py --segrt BUILD_DIR|BINARY [--configs 1,2,3,4] [--runs K] [--warmup N]
+    python3 run.py --segrt BUILD_DIR|BINARY [--configs 1,2,3,4] [--runs K] [--warmup N] [--warmup-each]
         [--tiny] [--device cuda|cpu] [--sw-batch B] [--max-memory 4G] [--extra "ARGS"]
         [--work DIR] [--cache-dir DIR] [--remake] [--budget SECONDS] [--no-smi]
         [--out FILE.json] [--report-only [FILE.json]]
@@ -12,8 +12,9 @@ the budgeted job at most 1.5x the time of the same job without a budget).
 Steps: make_case.py and make_model.py (skipped where WORK already holds
 them for this setup and seed, unless --remake; not timed), then each
 configuration in turn, a new `segrt run` process a run: --warmup untimed runs
-(default 1; the first builds the plan into --cache-dir, the others load it),
-then --runs timed ones (default 5), wall clock from the process's start to
+of the first configuration (default 1: it builds the plan into --cache-dir,
+which every later run loads; --warmup-each: of every configuration), then
+--runs timed ones of each (default 5), wall clock from the process's start to
 its exit, and the summary segrt prints (its job time, windows, passes,
 device memory; a field segrt does not print is null). The labels of each
 configuration's last run are compared voxel by voxel with the reference's
@@ -220,8 +221,8 @@ def write_json(path, obj):
     tmp.replace(path)
 
 
-def run_config(config, a, paths, s, left, deadline):
-    """--warmup then --runs runs of one configuration; its record (also
+def run_config(config, a, paths, s, left, deadline, warmup, prev_wall=0.0):
+    """`warmup` then --runs runs of one configuration; its record (also
     written to WORK/out/CONFIG.json after each run, so that a call cut short
     leaves what it measured). With a deadline (--budget), the timed runs get
     an even share of the time left after the warm-ups among the `left`
@@ -234,15 +235,15 @@ def run_config(config, a, paths, s, left, deadline):
     rec = {"config": config, "argv": [str(x) for x in argv], "warmup": [], "runs": []}
     paths.labels(config).unlink(missing_ok=True)
     t_start = share = None
-    for i in range(a.warmup + a.runs):
-        warm = i < a.warmup
+    for i in range(warmup + a.runs):
+        warm = i < warmup
         now = time.perf_counter()
         if not warm and t_start is None:
             t_start = now
             if deadline is not None:
                 share = max((deadline - now) / left, 1.0)
                 rec["share_s"] = share
-        last = (rec["runs"] or rec["warmup"] or [{}])[-1].get("wall_s", 0.0)
+        last = (rec["runs"] or rec["warmup"] or [{"wall_s": prev_wall}])[-1].get("wall_s", 0.0)
         if not warm and rec["runs"] and share is not None and now - t_start + last > share:
             rec["stopped"] = f"after {len(rec['runs'])} timed runs: its share of --budget ({share:.0f} s)"
             break
@@ -407,7 +408,8 @@ def build_report(a, paths, s, configs):
            "settings": {"setup": s.name, "device": a.device, "precision": a.precision if cuda else "fp32 (cpu)",
                         "roi_zyx": list(s.roi_zyx), "overlap": common.OVERLAP, "blend": "gaussian",
                         "output": "labels", "sw_batch": a.sw_batch, "max_memory": a.max_memory, "extra": a.extra,
-                        "runs": a.runs, "warmup": a.warmup, "budget_s": a.budget, "cache_dir": str(a.cache_dir),
+                        "runs": a.runs, "warmup": a.warmup, "warmup_each": bool(getattr(a, "warmup_each", False)),
+                        "budget_s": a.budget, "cache_dir": str(a.cache_dir),
                         "timing": "wall clock of a new `segrt run` process a run (start-up, plan load from the "
                                   "cache, reading the .npy, the windows, writing the labels); job_s is the time "
                                   "segrt's summary line reports for the job",
@@ -532,7 +534,9 @@ def main(argv=None):
     ap.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default cuda; --tiny: cpu)")
     ap.add_argument("--precision", default="fp16", help="segrt's --precision on CUDA (default fp16)")
     ap.add_argument("--runs", type=int, default=None, help="timed runs per configuration (default 5; --tiny 1)")
-    ap.add_argument("--warmup", type=int, default=1, help="untimed runs first, per configuration (default 1)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed runs of the first configuration, which build the plan (default 1)")
+    ap.add_argument("--warmup-each", action="store_true", help="--warmup untimed runs of every configuration")
     ap.add_argument("--sw-batch", type=int, default=None, help="windows per network call (default 2)")
     ap.add_argument("--max-memory", default=common.MAX_MEMORY, help="the budget of configurations 3 and 4 (4G)")
     ap.add_argument("--extra", default="", help="more segrt flags for every configuration, one string")
@@ -576,12 +580,15 @@ def main(argv=None):
             a.cache_dir.mkdir(parents=True, exist_ok=True)
         paths.labels(configs[0]).parent.mkdir(parents=True, exist_ok=True)
         deadline = None if a.budget is None else T0 + a.budget - REPORT_RESERVE_S
+        prev_wall = 0.0
         for i, c in enumerate(configs):
             paths.record(c).unlink(missing_ok=True)
             log(f"== {c}: {' '.join(common.CONFIGS[c]).format(max_memory=a.max_memory) or '(no flags)'}"
                 + ("" if deadline is None else f" ({deadline - time.perf_counter():.0f} s left for "
                                                 f"{len(configs) - i} configurations)"))
-            run_config(c, a, paths, s, len(configs) - i, deadline)
+            rec = run_config(c, a, paths, s, len(configs) - i, deadline,
+                             a.warmup if i == 0 or a.warmup_each else 0, prev_wall)
+            prev_wall = max([r.get("wall_s", 0.0) for r in rec["runs"]] or [prev_wall])
     res = build_report(a, paths, s, configs)
     if a.out is None:
         a.out = str(common.ROOT / "bench" / "results" / (f"many_classes-{slug(res['device']['name'])}-"

@@ -222,6 +222,8 @@ def test_budget_shares_and_a_failing_configuration(tmp_path):
         assert 1 <= e["timed_runs"] < 100 and "stopped" in e, e
         assert (e["passes"], e["strips"], e["held_mib"], e["held_mib_from"]) == (2, 4, 100.5, "held")
         assert e["median_job_s"] == 0.15 and e["agreement"] == 1.0
+    # One warm-up (the plan's build), for the first configuration only.
+    assert "first_run_s" in res["configs"]["nobudget_fp32"] and "first_run_s" not in res["configs"]["budget_fp32"]
     bad = res["configs"]["nobudget_fp16acc"]
     assert "exit 3" in bad["error"] and "out of memory" in bad["error"] and bad["timed_runs"] == 0
     assert "| 2 | nobudget_fp16acc | --accumulator fp16 (left out on a CPU) | failed: " in p.stdout, p.stdout
