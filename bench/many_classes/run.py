@@ -78,10 +78,10 @@ SUMMARY_FIELDS = {
     "job_s": [r" a run\), [^,\n]*, " + _N + r" s\b"],
     "passes": [r"\bin (\d+) pass(?:es)?\b", r"\bpasses:? (\d+)\b"],
     "strips": [r"\b(\d+) strips?\b", r"\bstrips:? (\d+)\b"],
-    "held_mib": [r"\bheld:? " + _N + r" ?MiB\b"],
-    "device_mib": [r"\bdevice memory:? " + _N + r" ?MiB\b"],
+    "held_mib": [r"\bheld:? " + _N + r" ?(MiB|GiB)\b"],
+    "device_mib": [r"\bdevice memory:? " + _N + r" ?(MiB|GiB)\b"],
     "networks_mib": [r"\(networks " + _N],
-    "accumulators_mib": [r"\baccumulators:? " + _N + r" ?MiB\b", r"\baccumulators " + _N + r"\b"],
+    "accumulators_mib": [r"\baccumulators:? " + _N + r" ?(MiB|GiB)\b", r"\baccumulators " + _N + r"\b"],
     "host_setup_s": [r"\bsetup " + _N + r" s\b"],
     "host_windows_s": [r"\bsetup [0-9.]+ s, windows " + _N + r" s\b"],
     "host_upload_s": [r"\bcopying image rows " + _N],
@@ -94,7 +94,7 @@ INT_FIELDS = {"windows", "batch", "passes", "strips"}
 def parse_summary(text):
     """The fields of segrt's summary lines (those starting "segrt:") in
     `text`; None for each one not found; the lines themselves as
-    summary_lines."""
+    summary_lines. Sizes in GiB are given in MiB."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip().startswith("segrt:")]
     joined = "\n".join(lines)
     out = {}
@@ -109,6 +109,8 @@ def parse_summary(text):
                     continue
                 if key in INT_FIELDS:
                     value = int(value)
+                elif m.lastindex and m.lastindex > 1 and m.group(2) == "GiB":
+                    value *= 1024.0
                 break
         out[key] = value
     out["summary_lines"] = lines

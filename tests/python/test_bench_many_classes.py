@@ -120,6 +120,7 @@ def test_parse_summary_today_and_tomorrow():
     # Fields the budget's strips may add, in the words the brief gives.
     f = mc.parse_summary(GPU_SUMMARY.replace("in 3 passes", "in 1 pass, 6 strips, held 3950.5 MiB"))
     assert f["passes"] == 1 and f["strips"] == 6 and f["held_mib"] == 3950.5
+    assert mc.parse_summary(GPU_SUMMARY.replace("in 3 passes", "held 3.5 GiB"))["held_mib"] == 3584.0
     f = mc.parse_summary("segrt: x.npy 1x1x4x4 -> y.npy uint8 1x1x4x4: 4 windows (1 a run), cpu fp32, 0.010 s\n")
     assert f["windows"] == 4 and f["job_s"] == 0.01 and f["passes"] is None and f["device_mib"] is None
     for text in ("", None, "segrt: error: out of memory", "segrt: 12 windows (x a run), ?, abc s"):
