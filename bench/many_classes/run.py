@@ -513,6 +513,8 @@ def table(res):
             f"{ag} | "
             f"{fmt(e.get('tflops_job'), '.3g')} | {'' if share is None else f'{100 * share:.1f}'} |")
     for c, e in res["configs"].items():
+        if e.get("error") and e.get("median_wall_s"):
+            lines.append(f"{c}: a later run failed: {str(e['error']).splitlines()[-1][:200]}")
         if e.get("agreement_error"):
             lines.append(f"{c}: labels not compared: {e['agreement_error']}")
         if e.get("stopped"):
