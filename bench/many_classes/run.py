@@ -66,10 +66,12 @@ def log(msg):
 # ---------------------------------------------------------------------------
 # segrt's summary lines, e.g. (tools/cli_sw.c's print_summary)
 #   segrt: IN 1x1x400x512x512 -> OUT uint8 1x1x400x512x512: 294 windows (2 a run), cuda:0 fp16, 4.321 s,
-#          blended on the GPU in 1 pass, device memory 3900.00 MiB (networks 1200.00 + windows 2700.00)
+#          blended on the GPU in 1 pass, device memory 3900.00 MiB (networks 1200.00 + windows 2700.00),
+#          4 strips (shared sums: 812.00 MiB of host memory)
 #   segrt: host time: setup 0.100 s, windows 3.900 s (copying image rows 0.2, waiting for the GPU 3.1, result out 0.4)
-# Each field is looked for on its own, among alternatives, so that a field
-# segrt drops or has not printed yet (strips, "held") is null, not an error.
+# (strips only where there are more than one, since main's 040f701). Each
+# field is looked for on its own, among alternatives, so that a field segrt
+# does not print (strips, "held") is null, not an error.
 
 _N = r"([0-9]+(?:\.[0-9]*)?)"
 SUMMARY_FIELDS = {
@@ -81,6 +83,7 @@ SUMMARY_FIELDS = {
     "held_mib": [r"\bheld:? " + _N + r" ?(MiB|GiB)\b"],
     "device_mib": [r"\bdevice memory:? " + _N + r" ?(MiB|GiB)\b"],
     "networks_mib": [r"\(networks " + _N],
+    "shared_host_mib": [r"\bshared sums:? " + _N + r" ?(MiB|GiB)\b"],
     "accumulators_mib": [r"\baccumulators:? " + _N + r" ?(MiB|GiB)\b", r"\baccumulators " + _N + r"\b"],
     "host_setup_s": [r"\bsetup " + _N + r" s\b"],
     "host_windows_s": [r"\bsetup [0-9.]+ s, windows " + _N + r" s\b"],
@@ -387,7 +390,7 @@ def summarise(rec):
     out["held_mib"] = held if held is not None else max_of(runs, "device_mib")
     out["held_mib_from"] = "held" if held is not None else ("device memory" if out["held_mib"] is not None
                                                              else None)
-    for k in ("device_mib", "networks_mib", "accumulators_mib", "smi_peak_mib"):
+    for k in ("device_mib", "networks_mib", "accumulators_mib", "shared_host_mib", "smi_peak_mib"):
         out[k] = max_of(runs, k)
     for k in ("windows", "batch", "passes", "strips"):
         out[k] = last_of(runs, k)

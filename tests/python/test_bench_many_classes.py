@@ -117,10 +117,14 @@ def test_parse_summary_today_and_tomorrow():
     assert (f["host_setup_s"], f["host_windows_s"], f["host_upload_s"], f["host_wait_s"], f["host_download_s"]) == \
         (0.125, 5.75, 0.25, 4.5, 0.375)
     assert len(f["summary_lines"]) == 2
-    # Fields the budget's strips may add, in the words the brief gives.
+    # Fields segrt may add, in other words.
     f = mc.parse_summary(GPU_SUMMARY.replace("in 3 passes", "in 1 pass, 6 strips, held 3950.5 MiB"))
     assert f["passes"] == 1 and f["strips"] == 6 and f["held_mib"] == 3950.5
     assert mc.parse_summary(GPU_SUMMARY.replace("in 3 passes", "held 3.5 GiB"))["held_mib"] == 3584.0
+    # main's strips (040f701): printed where there are more than one.
+    f = mc.parse_summary(GPU_SUMMARY.replace("2689.75)", "2689.75), 4 strips (shared sums: 812.50 MiB of host "
+                                                          "memory)"))
+    assert f["strips"] == 4 and f["shared_host_mib"] == 812.5 and f["device_mib"] == 3890.25 and f["passes"] == 3
     f = mc.parse_summary("segrt: x.npy 1x1x4x4 -> y.npy uint8 1x1x4x4: 4 windows (1 a run), cpu fp32, 0.010 s\n")
     assert f["windows"] == 4 and f["job_s"] == 0.01 and f["passes"] is None and f["device_mib"] is None
     for text in ("", None, "segrt: error: out of memory", "segrt: 12 windows (x a run), ?, abc s"):
