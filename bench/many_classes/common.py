@@ -30,7 +30,7 @@ class Setup:
 # stages, 32..320 features, patch 128^3) with 101 outputs, over a volume of
 # issue 39's size (512 x 512 in plane, 400 slices).
 FULL = Setup(name="full", shape_zyx=(400, 512, 512), roi_zyx=(128, 128, 128), classes=101,
-             features=(32, 64, 128, 256, 320, 320), strides=(1, 2, 2, 2, 2, 2), n_conv=2, sw_batch=2, runs=5)
+             features=(32, 64, 128, 256, 320, 320), strides=(1, 2, 2, 2, 2, 2), n_conv=2, sw_batch=1, runs=5)
 
 # The dry run on a CPU: the same 101 classes, an image of 40 x 64 x 64, a
 # window of 32^3 and a network of four convolutions built with onnx.helper

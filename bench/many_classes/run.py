@@ -544,7 +544,7 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=1,
                     help="untimed runs of the first configuration, which build the plan (default 1)")
     ap.add_argument("--warmup-each", action="store_true", help="--warmup untimed runs of every configuration")
-    ap.add_argument("--sw-batch", type=int, default=None, help="windows per network call (default 2)")
+    ap.add_argument("--sw-batch", type=int, default=None, help="windows per network call (default 1)")
     ap.add_argument("--max-memory", default=common.MAX_MEMORY, help="the budget of configurations 3 and 4 (4G)")
     ap.add_argument("--extra", default="", help="more segrt flags for every configuration, one string")
     ap.add_argument("--work", default=None, help="work folder (default $MCBENCH_WORK or /tmp/many_classes[-tiny])")
