@@ -418,8 +418,10 @@ static void print_summary(const char *in, const char *out, const cli_engine_opts
         printf(", blended on the GPU in %d pass%s, device memory %.2f MiB (networks %.2f + windows %.2f)", st->passes,
                st->passes == 1 ? "" : "es", (double)(st->context_bytes + st->pipeline_bytes) / 1048576.0,
                (double)st->context_bytes / 1048576.0, (double)st->pipeline_bytes / 1048576.0);
-    if (st->on_device && r->strips > 1)
+    if (st->on_device && r->strips > 1 && r->seam_host_bytes)
         printf(", %d strips (shared sums: %.2f MiB of host memory)", r->strips, (double)r->seam_host_bytes / 1048576.0);
+    else if (st->on_device && r->strips > 1)
+        printf(", %d strips (shared sums on the device)", r->strips);
     printf("\n");
     if (st->on_device)
         printf("segrt: host time: setup %.3f s, windows %.3f s (copying image rows %.3f, waiting for the GPU "
