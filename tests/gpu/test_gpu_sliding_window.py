@@ -548,7 +548,7 @@ ACC_CASES = {
     # Starts on multiples of 4 along the last axis: the kernels' 4-wide path.
     "2d-k3-const-labels": SW((150, 208), (32, 32), k=3, overlap=0.5, sw_batch=2, blend="constant", kind="labels",
                              seed=70),
-    # A last start off the multiples of 4: the launch holding it goes voxel by voxel.
+    # Rows of 130 voxels, not whole groups of 4: voxel by voxel.
     "2d-k3-gauss-mirror-probs": SW((97, 130), (32, 48), k=3, overlap=0.5, sw_batch=2, blend="gaussian",
                                    kind="probs", tta="all", seed=71),
     "3d-k3-gauss-labels": SW((40, 45, 48), (16, 16, 16), k=3, overlap=0.5, sw_batch=2, blend="gaussian",
