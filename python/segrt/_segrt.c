@@ -1689,7 +1689,7 @@ static PyObject *mod_load(PyObject *mod, PyObject *args)
 
 /* The options of a window job from the config tuple (roi, overlap, batch,
  * blend, sigma_scale, pad, pad_value, grid, output, activation,
- * threshold, mirror_axes, max_memory, max_host_memory). */
+ * threshold, mirror_axes, max_memory, max_host_memory, accumulator: a dtype). */
 static segrt_window_options *window_options(PyObject *cfg)
 {
     PyObject *roi_seq, *ov_seq;
@@ -1697,8 +1697,9 @@ static segrt_window_options *window_options(PyObject *cfg)
     double sigma, pad_value, threshold;
     unsigned int mirror;
     unsigned long long max_memory, max_host;
-    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKK", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
-                          &output, &activation, &threshold, &mirror, &max_memory, &max_host))
+    int accumulator;
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKKi", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host, &accumulator))
         return NULL;
     int64_t roi[SEGRT_MAX_RANK];
     int n = parse_dims(roi_seq, "roi", roi);
@@ -1737,6 +1738,8 @@ static segrt_window_options *window_options(PyObject *cfg)
         s = segrt_window_options_set_max_memory(o, max_memory);
     if (s == SEGRT_OK)
         s = segrt_window_options_set_max_host_memory(o, max_host);
+    if (s == SEGRT_OK)
+        s = segrt_window_options_set_accumulator(o, (segrt_dtype)accumulator);
     if (s != SEGRT_OK) {
         segrt_window_options_destroy(o);
         raise_status(s);
@@ -2301,8 +2304,9 @@ static PyObject *mod_volume_job(PyObject *mod, PyObject *args)
     double sigma, pad_value, threshold;
     unsigned int mirror;
     unsigned long long max_memory, max_host;
-    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKK", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
-                          &output, &activation, &threshold, &mirror, &max_memory, &max_host))
+    int accumulator;
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKKi", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host, &accumulator))
         return NULL;
     segrt_window_job_options o;
     segrt_window_job_options_init(&o, 3);
@@ -2329,6 +2333,7 @@ static PyObject *mod_volume_job(PyObject *mod, PyObject *args)
     o.mirror_axes = mirror;
     o.max_memory = max_memory;
     o.max_host_memory = max_host;
+    o.accumulator = (segrt_dtype)accumulator;
     o.series_uid = series;
     o.build = volume_builder;
     o.build_user = &b;
@@ -2528,6 +2533,7 @@ static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
     double sigma, pad_value, threshold;
     unsigned int mirror;
     unsigned long long max_memory, max_host;
+    int accumulator;
     int64_t roi[SEGRT_MAX_RANK];
     int nd = -1;
     if (n < 1 || n > CASES_MAX_MODELS) {
@@ -2535,8 +2541,8 @@ static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
             PyErr_Format(PyExc_ValueError, "models: 1 to %d paths", CASES_MAX_MODELS);
         goto done;
     }
-    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKK", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
-                          &output, &activation, &threshold, &mirror, &max_memory, &max_host) ||
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKKi", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host, &accumulator) ||
         (nd = parse_dims(roi_seq, "roi", roi)) < 0)
         goto done;
     if (nd < 1 || nd > 3 || PySequence_Size(ov_seq) != nd) {
@@ -2566,6 +2572,7 @@ static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
     jo.mirror_axes = mirror;
     jo.max_memory = max_memory;
     jo.max_host_memory = max_host;
+    jo.accumulator = (segrt_dtype)accumulator;
     jo.series_uid = series;
     jo.build = cases_build_engine;
     jo.build_user = &b;

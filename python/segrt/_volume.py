@@ -187,7 +187,7 @@ def _run_preprocessed(engines: List[Any], path: str, roi: Any, output: str, out:
     NIfTI in the volume's grid and read back."""
     import tempfile
     from ._engine import _PRECISIONS, parse_device
-    from ._window import _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
+    from ._window import _ACCUMULATORS, _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
     if isinstance(preprocess, str) and preprocess in ("model", "none"):
         base, settings = preprocess, {}
     elif isinstance(preprocess, dict):
@@ -201,7 +201,8 @@ def _run_preprocessed(engines: List[Any], path: str, roi: Any, output: str, out:
     src, device, precision, cache_dir, threads = engines[0]._source
     kind, index = parse_device("cpu" if device is None else device)
     unknown = set(window) - {"overlap", "sw_batch", "blend", "tta", "max_memory", "sigma_scale", "padding",
-                             "pad_value", "grid", "activation", "threshold", "max_host_memory", "progress"}
+                             "pad_value", "grid", "activation", "threshold", "max_host_memory", "progress",
+                             "accumulator"}
     if unknown:
         raise TypeError(f"run_volume: unexpected arguments {', '.join(sorted(unknown))}")
     rois = (roi,) * 3 if isinstance(roi, (int, np.integer)) else tuple(roi)
@@ -212,12 +213,16 @@ def _run_preprocessed(engines: List[Any], path: str, roi: Any, output: str, out:
         raise ValueError(f"roi and overlap: a volume has 3 spatial dims, not {roi!r} and {ov!r}")
     if batch == "auto":
         batch = 1
+    accumulator = window.get("accumulator", "fp32")
+    if accumulator not in _ACCUMULATORS:
+        raise ValueError(f"accumulator: want one of {', '.join(_ACCUMULATORS)}, not {accumulator!r}")
     cfg = (tuple(int(r) for r in rois), tuple(float(o) for o in overlaps), int(batch),
            _BLENDS[window.get("blend", "gaussian")], float(window.get("sigma_scale", 0.125)),
            _PADS[window.get("padding", "constant")], float(window.get("pad_value", 0.0)),
            _GRIDS[window.get("grid", "monai")], _OUTPUTS[output], _ACTIVATIONS[window.get("activation")],
            float(window.get("threshold", 0.5)), _mirror_axes(window.get("tta"), 3),
-           _bytes(window.get("max_memory"), "max_memory"), _bytes(window.get("max_host_memory"), "max_host_memory"))
+           _bytes(window.get("max_memory"), "max_memory"), _bytes(window.get("max_host_memory"), "max_host_memory"),
+           _ACCUMULATORS[accumulator])
     paths = tuple(e._source[0] for e in engines)
     build = (kind, index, _PRECISIONS[precision], int(threads or 0))
     with tempfile.TemporaryDirectory(prefix="segrt-") as tmp:
@@ -289,7 +294,7 @@ def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir:
               series: Optional[str] = None, max_memory: Union[int, str, None] = None,
               max_host_memory: Union[int, str, None] = None, *, sigma_scale: float = 0.125,
               padding: str = "constant", pad_value: float = 0.0, grid: str = "monai",
-              activation: Optional[str] = None, threshold: float = 0.5) -> Dict[str, Any]:
+              activation: Optional[str] = None, threshold: float = 0.5, accumulator: str = "fp32") -> Dict[str, Any]:
     """Every case of the folder `in_dir` through the model (an .onnx path,
     or a list of them: an ensemble) with sliding windows, each result
     written to ``out_dir/CASE.nii.gz`` in the case's own grid, as
@@ -307,14 +312,14 @@ def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir:
     the report names it. Errors that stop the job (options, folders, a
     model that does not load or build) raise."""
     from ._engine import _PRECISIONS, parse_device
-    from ._window import _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
+    from ._window import _ACCUMULATORS, _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
     paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
     n = len(roi) if isinstance(roi, (list, tuple)) else 3
     rois = tuple(int(r) for r in roi) if isinstance(roi, (list, tuple)) else (int(roi),) * n
     overlaps = tuple(float(o) for o in overlap) if isinstance(overlap, (list, tuple)) else (float(overlap),) * n
     for name, value, table in (("blend", blend, _BLENDS), ("padding", padding, _PADS), ("grid", grid, _GRIDS),
                                ("output", output, _OUTPUTS), ("activation", activation, _ACTIVATIONS),
-                               ("precision", precision, _PRECISIONS)):
+                               ("precision", precision, _PRECISIONS), ("accumulator", accumulator, _ACCUMULATORS)):
         if value not in table:
             raise ValueError(f"{name}: want one of {', '.join(str(k) for k in table)}, not {value!r}")
     auto = sw_batch == "auto"
@@ -323,7 +328,8 @@ def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir:
     kind, index = parse_device(device)
     cfg = (rois, overlaps, 1 if auto else int(sw_batch), _BLENDS[blend], float(sigma_scale), _PADS[padding],
            float(pad_value), _GRIDS[grid], _OUTPUTS[output], _ACTIVATIONS[activation], float(threshold),
-           _mirror_axes(tta, n), _bytes(max_memory, "max_memory"), _bytes(max_host_memory, "max_host_memory"))
+           _mirror_axes(tta, n), _bytes(max_memory, "max_memory"), _bytes(max_host_memory, "max_host_memory"),
+           _ACCUMULATORS[accumulator])
     os.makedirs(out_dir, exist_ok=True)
     return _segrt.cases_run(paths, os.fspath(in_dir), os.fspath(out_dir), cfg, kind, index, _PRECISIONS[precision],
                             int(threads or 0), auto, bool(skip_existing), bool(prefetch), extension, series)

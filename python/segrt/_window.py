@@ -18,6 +18,7 @@ _PADS = {"constant": 0, "reflect": 1, "replicate": 2}
 _GRIDS = {"monai": 0, "nnunet": 1}
 _OUTPUTS = {"logits": 0, "probs": 1, "labels": 2}
 _ACTIVATIONS = {None: 0, "none": 1, "softmax": 2, "sigmoid": 3}
+_ACCUMULATORS = {"fp32": 1, "fp16": 10, "bf16": 16}  # SEGRT_DTYPE_FLOAT32, FLOAT16, BFLOAT16
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 Progress = Union[bool, None, Callable[[int, int], Any]]
@@ -104,7 +105,8 @@ def sliding_window(engine_or_engines: Union[Engine, Iterable[Engine]], image: An
                    max_memory: Union[int, str, None] = None, progress: Progress = True, *,
                    sigma_scale: float = 0.125, padding: str = "constant", pad_value: float = 0.0,
                    grid: str = "monai", activation: Optional[str] = None, threshold: float = 0.5,
-                   max_host_memory: Union[int, str, None] = None, return_stats: bool = False) -> Any:
+                   max_host_memory: Union[int, str, None] = None, accumulator: str = "fp32",
+                   return_stats: bool = False) -> Any:
     """Runs `image` (float32 N x C x spatial, 2-D or 3-D) through the
     engine (or an ensemble, averaged per window) window by window, as
     MONAI's sliding_window_inference does, and returns the blended result:
@@ -126,7 +128,11 @@ def sliding_window(engine_or_engines: Union[Engine, Iterable[Engine]], image: An
     `sw_batch`: windows per run of the network, or ``"auto"``: on CUDA the
     largest batch that fits the device's free memory or `max_memory`
     (bytes, or ``"2G"``), halved and retried while a run runs out of
-    memory; 1 on the CPU. The engine is rebuilt for the window's input
+    memory; 1 on the CPU. `accumulator`: the element type of the CUDA
+    path's blended sums, ``"fp32"``, ``"fp16"`` or ``"bf16"``: half the
+    accumulators' memory (many classes under `max_memory`) at 11 (8) bits
+    a sum, so labels may change where two classes nearly tie; the CPU
+    always sums in float32. The engine is rebuilt for the window's input
     shape where it was not built for it (kept with the engine until it
     closes; plan files must have been built for it).
 
@@ -156,7 +162,8 @@ def sliding_window(engine_or_engines: Union[Engine, Iterable[Engine]], image: An
     if len(overlaps) != n:
         raise ValueError(f"overlap: want one value or {n}, not {overlap!r}")
     for name, value, table in (("blend", blend, _BLENDS), ("padding", padding, _PADS), ("grid", grid, _GRIDS),
-                               ("output", output, _OUTPUTS), ("activation", activation, _ACTIVATIONS)):
+                               ("output", output, _OUTPUTS), ("activation", activation, _ACTIVATIONS),
+                               ("accumulator", accumulator, _ACCUMULATORS)):
         if value not in table:
             raise ValueError(f"{name}: want one of {', '.join(str(k) for k in table)}, not {value!r}")
     auto = sw_batch == "auto"
@@ -171,7 +178,7 @@ def sliding_window(engine_or_engines: Union[Engine, Iterable[Engine]], image: An
     def cfg(b: int) -> tuple:
         return (tuple(int(r) for r in rois), tuple(float(o) for o in overlaps), b, _BLENDS[blend],
                 float(sigma_scale), _PADS[padding], float(pad_value), _GRIDS[grid], _OUTPUTS[output],
-                _ACTIVATIONS[activation], float(threshold), mirror, mem, host_mem)
+                _ACTIVATIONS[activation], float(threshold), mirror, mem, host_mem, _ACCUMULATORS[accumulator])
 
     batch = 1 if auto else int(sw_batch)
     if auto and any(e.device != "cpu" for e in engines):

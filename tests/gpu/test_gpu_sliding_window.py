@@ -26,7 +26,11 @@ blended and finished on the device (the CUDA backend's window ops).
 - The issue's bounded-memory job: a random 100-class network over a
   384x384x256 volume with a 128^3 window at overlap 0.5, labels, under a
   2 GiB budget, against the whole-image run.
+- float16 and bfloat16 accumulators (--accumulator): within a bound
+  derived from their rounding of float32's numbers, labels changed only
+  at near-ties, and the ring's memory halved.
 """
+import dataclasses
 import os
 import re
 
@@ -547,3 +551,122 @@ def test_100_classes_in_2_gib(tmp_path, gpu, acc):
     else:
         assert sb["passes"] == 1 and strips_of(pb)[0] > 1, line_b
         assert agree >= 0.999, f"{int((budget != whole).sum())} labels differ"
+
+
+# ---------------------------------------------------------------------------
+# Half-size accumulators (--accumulator fp16|bf16, issue 39 item 5) against
+# float32 ones, within a bound derived from the rounding, and half the
+# ring's memory.
+
+ACC_U = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}  # unit roundoff of round to nearest: 11 and 8 significant bits
+ACC_AGREE = {"fp16": 0.999, "bf16": 0.99}  # labels equal to float32's, at least (K = 3)
+ACC_CASES = {
+    # Starts on multiples of 4 along the last axis: the kernels' 4-wide path.
+    "2d-k3-const-labels": SW((150, 208), (32, 32), k=3, overlap=0.5, sw_batch=2, blend="constant", kind="labels",
+                             seed=70),
+    # Rows of 130 voxels, not whole groups of 4: voxel by voxel.
+    "2d-k3-gauss-mirror-probs": SW((97, 130), (32, 48), k=3, overlap=0.5, sw_batch=2, blend="gaussian",
+                                   kind="probs", tta="all", seed=71),
+    "3d-k3-gauss-labels": SW((40, 45, 48), (16, 16, 16), k=3, overlap=0.5, sw_batch=2, blend="gaussian",
+                             kind="labels", seed=72),
+    # 40 classes: the kernels' generic class loop. Their top two logits are
+    # close so often that the labels' share of agreement is not checked
+    # (bf16 changes about 1 % of them, every change at a tie).
+    "3d-k40-const-probs": SW((36, 40, 44), (16, 16, 16), k=40, overlap=0.5, sw_batch=2, blend="constant",
+                             kind="probs", seed=73),
+    "2d-k40-gauss-logits": SW((120, 150), (32, 32), k=40, overlap=0.5, sw_batch=2, blend="gaussian",
+                              kind="logits", seed=74),
+}
+
+
+def accumulator_bound(case: SW, models, image, logits, dtype):
+    """Per element of the blended logits (N x K x spatial), the most an
+    accumulator type `dtype` may move them from float32's `logits`.
+
+    A launch adds its windows to a voxel's sums in float32 and rounds each
+    sum once when it stores it, so the class sum S = sum p_i w_i and the
+    weight sum W = sum w_i each take at most m roundings, m the windows
+    covering the voxel (a bound on the launches that touch it). A rounding
+    moves a partial sum by at most u of itself; a partial class sum is at
+    most sum |p_i| w_i, a partial weight sum at most W. So S moves by at
+    most u m sum |p_i| w_i and W by u m W, and v = S / W by at most
+    u m (A + |v|), A = sum |p_i| w_i / W: the blend of |p| (the reference
+    with |predictions|; with mirroring or an ensemble, the mean of |p|
+    bounds |mean p|). float16 holds values below 2^-14 as multiples of
+    2^-24: each such store may also be off by 2^-25, over W. A margin of
+    1.25 covers the terms of second order (u m reaches 0.05 for bfloat16
+    under 12 windows) and the float32 sums' own rounding."""
+    spatial = image.shape[2:]
+    nd = len(spatial)
+    roi = ref.resolve_roi(case.roi, spatial)
+    overlap = tuple(case.overlap) if isinstance(case.overlap, (tuple, list)) else (case.overlap,) * nd
+    padded = tuple(max(s, r) for s, r in zip(spatial, roi))
+    begin = [max(r - s, 0) // 2 for s, r in zip(spatial, roi)]
+    w = ref.importance_map(roi, case.blend, 0.125 if case.sigma_scale is None else case.sigma_scale)
+    cover, weight = np.zeros(padded), np.zeros(padded)
+    for s in ref.window_starts(padded, roi, overlap, case.grid):
+        sl = tuple(slice(a, a + r) for a, r in zip(s, roi))
+        cover[sl] += 1
+        weight[sl] += w
+    crop = tuple(slice(b, b + n) for b, n in zip(begin, spatial))
+    cover, weight = cover[crop][None, None], weight[crop][None, None]
+    absolute = [lambda x, f=ref.ort_predictor(m): np.abs(f(x)) for m in models]
+    a = ref.sliding_window(image, case.roi, absolute, overlap=case.overlap, sw_batch=case.sw_batch, blend=case.blend,
+                           sigma_scale=0.125 if case.sigma_scale is None else case.sigma_scale, pad=case.pad,
+                           pad_value=case.pad_value, grid=case.grid, tta_axes=case.tta_axes())
+    u = ACC_U[dtype]
+    bound = u * cover * (a.astype(np.float64) + np.abs(logits.astype(np.float64)))
+    if dtype == "fp16":
+        bound = bound + cover * 2.0 ** -25 / weight
+    return 1.25 * bound
+
+
+def labels_differ_only_at_ties(got, want, logits, bound):
+    """Labels (N x 1 x spatial) may differ where float32's top two logits
+    are within twice the bound: each may move by the bound."""
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    tie = (top2[:, 1] - top2[:, 0] <= 2 * bound.max(axis=1))[:, None]
+    bad = (got != want) & ~tie
+    assert not bad.any(), f"{int(bad.sum())} labels differ away from ties ({int(tie.sum())} ties)"
+
+
+@pytest.mark.parametrize("name", list(ACC_CASES))
+def test_half_accumulators_within_their_rounding(tmp_path, gpu, name):
+    case = ACC_CASES[name]
+    models = models_for(tmp_path, case)
+    image = image_for(case)
+    want, p32 = run_gpu(tmp_path, case, models, image, "--accumulator", "fp32", tag="fp32")
+    s32 = summary(p32)
+    logits = want
+    if case.kind != "logits":
+        logits, _ = run_gpu(tmp_path, dataclasses.replace(case, kind="logits"), models, image, tag="fp32-logits")
+    # The ring: min(roi0, padded0) rows of K + 1 channels over the padded plane.
+    pad_plane = int(np.prod([max(s, r) for s, r in zip(case.spatial[1:], case.roi[1:])]))
+    ring_mib = (case.k + 1) * min(case.roi[0], max(case.spatial[0], case.roi[0])) * pad_plane * 4 / 2 ** 20
+    for dtype in ("fp16", "bf16"):
+        got, p = run_gpu(tmp_path, case, models, image, "--accumulator", dtype, tag=dtype)
+        s = summary(p)
+        bound = accumulator_bound(case, models, image, logits, dtype)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        err = np.abs(got.astype(np.float64) - want)
+        if case.kind == "logits":
+            assert np.isfinite(got).all()
+            worst = float((err / bound).max())
+            labels_differ_only_at_ties(got.argmax(1)[:, None], want.argmax(1)[:, None], logits, bound)
+        elif case.kind == "probs":
+            # softmax: a logit change of at most b moves a probability by at
+            # most b / 2 (the Jacobian's rows sum to 2 p (1 - p) in absolute value).
+            assert np.isfinite(got).all()
+            worst = float((err / (0.5 * bound.max(axis=1, keepdims=True))).max())
+            labels_differ_only_at_ties(got.argmax(1)[:, None], want.argmax(1)[:, None], logits, bound)
+        else:
+            agree = float((got == want).mean())
+            assert agree >= ACC_AGREE[dtype], f"{dtype}: {agree:.5f} of the labels agree with float32's"
+            labels_differ_only_at_ties(got, want, logits, bound)
+            worst = 0.0
+        assert worst <= 1.0, f"{dtype}: {worst:.3g} times the rounding's bound away from float32"
+        saved = s32["mib"] - s["mib"]
+        assert abs(saved - ring_mib / 2) <= 0.1 * ring_mib / 2 + 0.02, \
+            f"{dtype}: {saved:.2f} MiB less than float32's {s32['mib']:.2f}, want half the ring's {ring_mib:.2f}"
+        report({"test": "sw_accumulator", "case": name, "dtype": dtype, "worst_of_bound": worst,
+                "max_abs": float(err.max()), "held_mib": s["mib"], "held_mib_fp32": s32["mib"]})

@@ -769,6 +769,7 @@ _SIGNATURES.update({
     "segrt_window_options_set_output": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_float]),
     "segrt_window_options_set_mirroring": (_S, [_P, ctypes.c_uint32]),
     "segrt_window_options_set_max_memory": (_S, [_P, ctypes.c_uint64]),
+    "segrt_window_options_set_accumulator": (_S, [_P, ctypes.c_int]),
     "segrt_window_options_set_result_memory": (_S, [_P, ctypes.c_int]),
     "segrt_window_input_dims": (_S, [_P, _TP, _I64P]),
     "segrt_window_run": (_S, [_PP, _SZ, _P, _TP, _TP]),
@@ -817,6 +818,7 @@ WINDOW_PADS = {"constant": 0, "reflect": 1, "replicate": 2}
 WINDOW_GRIDS = {"monai": 0, "nnunet": 1}
 WINDOW_OUTPUTS = {"logits": 0, "probs": 1, "labels": 2}
 WINDOW_ACTIVATIONS = {"default": 0, "none": 1, "softmax": 2, "sigmoid": 3}
+WINDOW_ACCUMULATORS = {"fp32": 1, "fp16": 10, "bf16": 16}  # segrt_dtype: FLOAT32, FLOAT16, BFLOAT16
 
 
 def _lookup(table, value, what):
@@ -882,12 +884,13 @@ class WindowOptions(_Handle):
     "gaussian") with sigma_scale, pad ("constant", "reflect", "replicate")
     with pad_value, grid ("monai", "nnunet"), output ("logits", "probs",
     "labels") with activation ("default", "none", "softmax", "sigmoid") and
-    threshold, mirroring (a bit mask of spatial axes)."""
+    threshold, mirroring (a bit mask of spatial axes), max_memory,
+    accumulator ("fp32", "fp16", "bf16", or a segrt_dtype number)."""
     _destroy = "segrt_window_options_destroy"
 
     def __init__(self, roi, overlap=None, batch=None, blend=None, sigma_scale=0.125, pad=None, pad_value=0.0,
                  grid=None, output=None, activation="default", threshold=0.5, mirroring=None, max_memory=None,
-                 result_memory=None):
+                 result_memory=None, accumulator=None):
         self._ptr = None
         roi = [int(r) for r in roi]
         self.n_dims = len(roi)
@@ -914,6 +917,9 @@ class WindowOptions(_Handle):
             call("segrt_window_options_set_mirroring", self.ptr, int(mirroring))
         if max_memory is not None:
             call("segrt_window_options_set_max_memory", self.ptr, int(max_memory))
+        if accumulator is not None:
+            call("segrt_window_options_set_accumulator", self.ptr,
+                 _lookup(WINDOW_ACCUMULATORS, accumulator, "accumulator"))
         if result_memory is not None:
             call("segrt_window_options_set_result_memory", self.ptr,
                  {"host": MEMORY_HOST, "device": MEMORY_DEVICE}[result_memory])

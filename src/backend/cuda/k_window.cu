@@ -80,6 +80,91 @@ __device__ __forceinline__ ll ring_row(ll r, ll row0, ll ring)
     return ring > 0 ? i % ring : i;
 }
 
+// Accumulator elements: float, __half or __nv_bfloat16, converted to and
+// from float (round to nearest) so that all arithmetic is in float32.
+__device__ __forceinline__ float acc_f(float v)
+{
+    return v;
+}
+__device__ __forceinline__ float acc_f(__half v)
+{
+    return __half2float(v);
+}
+__device__ __forceinline__ float acc_f(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+template <typename T> __device__ __forceinline__ T acc_t(float v);
+template <> __device__ __forceinline__ float acc_t<float>(float v)
+{
+    return v;
+}
+template <> __device__ __forceinline__ __half acc_t<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 acc_t<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+// The 16 bits of a half-size accumulator element, and back.
+__device__ __forceinline__ unsigned short acc_bits(__half v)
+{
+    return __half_as_ushort(v);
+}
+__device__ __forceinline__ unsigned short acc_bits(__nv_bfloat16 v)
+{
+    return __bfloat16_as_ushort(v);
+}
+template <typename T> __device__ __forceinline__ T acc_of_bits(unsigned short b);
+template <> __device__ __forceinline__ __half acc_of_bits<__half>(unsigned short b)
+{
+    return __ushort_as_half(b);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 acc_of_bits<__nv_bfloat16>(unsigned short b)
+{
+    return __ushort_as_bfloat16(b);
+}
+
+// V accumulators at p as floats: V = 4 in one access (a float4, or four
+// halves in a uint2), p aligned to it.
+template <typename T, int V> __device__ __forceinline__ void ld_acc(const T *p, float *v)
+{
+    if constexpr (V == 4 && sizeof(T) == 4) {
+        ld_floats<4>(reinterpret_cast<const float *>(p), v);
+    } else if constexpr (V == 4) {
+        const uint2 t = *reinterpret_cast<const uint2 *>(p);
+        v[0] = acc_f(acc_of_bits<T>((unsigned short)(t.x & 0xffffu)));
+        v[1] = acc_f(acc_of_bits<T>((unsigned short)(t.x >> 16)));
+        v[2] = acc_f(acc_of_bits<T>((unsigned short)(t.y & 0xffffu)));
+        v[3] = acc_f(acc_of_bits<T>((unsigned short)(t.y >> 16)));
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            v[j] = acc_f(p[j]);
+    }
+}
+
+// The store of ld_acc: each value rounded once to T.
+template <typename T, int V> __device__ __forceinline__ void st_acc(T *p, const float *v)
+{
+    if constexpr (V == 4 && sizeof(T) == 4) {
+        st_floats<4>(reinterpret_cast<float *>(p), v);
+    } else if constexpr (V == 4) {
+        unsigned b[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            b[j] = acc_bits(acc_t<T>(v[j]));
+        *reinterpret_cast<uint2 *>(p) = make_uint2(b[0] | b[1] << 16, b[2] | b[3] << 16);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            p[j] = acc_t<T>(v[j]);
+    }
+}
+
 struct gather_args {
     win_dims d;
     ll size[SGK_WIN_MAX_DIMS], pad_begin[SGK_WIN_MAX_DIMS];
@@ -214,7 +299,7 @@ struct acc_args {
     ll padded[SGK_WIN_MAX_DIMS];
     const float *pred, *weight; // window i of the launch: pred + i * classes * numel
     ll classes;
-    float *acc;
+    void *acc; // of the kernel's accumulator type
     ll cstride, ring, plane;
     int count;
     ll start[SGK_WIN_BATCH][SGK_WIN_MAX_DIMS];
@@ -235,9 +320,10 @@ struct acc_args {
 // starts on a multiple of 4 along the last axis and the rows, the window
 // and the buffers hold whole float4s, so a window covers all four voxels
 // or none. One float at a time, the kernel fell well short of the
-// memory's bandwidth.
-template <int KC, int V>
-__device__ __forceinline__ void accumulate_voxels(const acc_args &a, float *p, ll x, int n, const ll *jline,
+// memory's bandwidth. T: the accumulators' type, read into floats once
+// and rounded back once, the sums made in float as with float32 ones.
+template <typename T, int KC, int V>
+__device__ __forceinline__ void accumulate_voxels(const acc_args &a, T *p, ll x, int n, const ll *jline,
                                                   const ll *pline, const ll *xlo)
 {
     const ll rl = a.d.roi[a.d.nd - 1];
@@ -245,7 +331,7 @@ __device__ __forceinline__ void accumulate_voxels(const acc_args &a, float *p, l
         float v[KC + 1][V];
 #pragma unroll
         for (int k = 0; k <= KC; k++)
-            ld_floats<V>(p + k * a.cstride, v[k]);
+            ld_acc<T, V>(p + k * a.cstride, v[k]);
         for (int i = 0; i < n; i++) {
             if (x < xlo[i] || x >= xlo[i] + rl)
                 continue;
@@ -266,18 +352,18 @@ __device__ __forceinline__ void accumulate_voxels(const acc_args &a, float *p, l
         }
 #pragma unroll
         for (int k = 0; k <= KC; k++)
-            st_floats<V>(p + k * a.cstride, v[k]);
+            st_acc<T, V>(p + k * a.cstride, v[k]);
     } else {
         static_assert(V == 1, "any number of classes: one voxel at a time");
         for (ll k = 0; k <= a.classes; k++) {
-            float v = p[k * a.cstride];
+            float v = acc_f(p[k * a.cstride]);
             for (int i = 0; i < n; i++) {
                 if (x < xlo[i] || x >= xlo[i] + rl)
                     continue;
                 const float wt = a.weight[jline[i] + x];
                 v = k < a.classes ? fmaf(a.pred[pline[i] + k * a.d.numel + x], wt, v) : v + wt;
             }
-            p[k * a.cstride] = v;
+            p[k * a.cstride] = acc_t<T>(v);
         }
     }
 }
@@ -289,7 +375,7 @@ __device__ __forceinline__ void accumulate_voxels(const acc_args &a, float *p, l
 // every voxel once per covering window: most of a batch's traffic where
 // windows overlap by half. A line's covering windows and their offsets
 // are found once, by the warp's lanes, into shared memory.
-template <int KC>
+template <typename T, int KC>
 __global__ void accumulate_kernel(const acc_args a)
 {
     __shared__ ll s_jline[WIN_LINES][SGK_WIN_BATCH], s_pline[WIN_LINES][SGK_WIN_BATCH], s_xlo[WIN_LINES][SGK_WIN_BATCH];
@@ -343,14 +429,14 @@ __global__ void accumulate_kernel(const acc_args a)
                 any = x >= xlo[i] && x < xlo[i] + rl;
             if (!any)
                 continue;
-            float *p = a.acc + (nd > 1 ? base + x : ring_row(x, 0, a.ring));
+            T *p = static_cast<T *>(a.acc) + (nd > 1 ? base + x : ring_row(x, 0, a.ring));
             if constexpr (KC > 0) {
                 if (a.vec4)
-                    accumulate_voxels<KC, 4>(a, p, x, n, jline, pline, xlo);
+                    accumulate_voxels<T, KC, 4>(a, p, x, n, jline, pline, xlo);
                 else
-                    accumulate_voxels<KC, 1>(a, p, x, n, jline, pline, xlo);
+                    accumulate_voxels<T, KC, 1>(a, p, x, n, jline, pline, xlo);
             } else
-                accumulate_voxels<0, 1>(a, p, x, n, jline, pline, xlo);
+                accumulate_voxels<T, 0, 1>(a, p, x, n, jline, pline, xlo);
         }
     }
 }
@@ -364,7 +450,7 @@ struct final_args {
     ll classes, img_lo, n_rows;  // image rows [img_lo, img_lo + n_rows)
     ll img_plane, pad_plane;
     ll dst_plane; // dst's elements a row: img_plane, or the caller's pitch for a strip of axis 1
-    const float *acc;
+    const void *acc; // of the kernel's accumulator type
     ll acc_cstride, acc_ring;
     void *dst;
     int dst_dtype;
@@ -380,41 +466,43 @@ __device__ __forceinline__ void store_label(const final_args &a, ll at, ll v)
 }
 
 // One voxel: its classes' sums at src (acc_cstride apart) over the count,
-// finished as a.kind into output element `out`.
-__device__ __forceinline__ void finish_voxel(const final_args &a, const float *src, ll out)
+// finished as a.kind into output element `out`. The sums are read as
+// floats whatever their type T.
+template <typename T> __device__ __forceinline__ void finish_voxel(const final_args &a, const T *src, ll out)
 {
-    float count = src[a.classes * a.acc_cstride];
+    const auto sum = [&](ll k) { return acc_f(src[k * a.acc_cstride]); };
+    float count = sum(a.classes);
     float *fd = (float *)a.dst;
     switch (a.kind) {
     case SGK_WIN_FINAL_VALUES:
         for (ll k = 0; k < a.classes; k++)
-            fd[k * a.dst_cstride + out] = src[k * a.acc_cstride] / count;
+            fd[k * a.dst_cstride + out] = sum(k) / count;
         break;
     case SGK_WIN_FINAL_SIGMOID:
         for (ll k = 0; k < a.classes; k++)
-            fd[k * a.dst_cstride + out] = 1.0f / (1.0f + expf(-(src[k * a.acc_cstride] / count)));
+            fd[k * a.dst_cstride + out] = 1.0f / (1.0f + expf(-(sum(k) / count)));
         break;
     case SGK_WIN_FINAL_THRESHOLD:
         for (ll k = 0; k < a.classes; k++) {
-            float s = 1.0f / (1.0f + expf(-(src[k * a.acc_cstride] / count)));
+            float s = 1.0f / (1.0f + expf(-(sum(k) / count)));
             ((uint8_t *)a.dst)[k * a.dst_cstride + out] = s > a.threshold;
         }
         break;
     case SGK_WIN_FINAL_SOFTMAX: {
-        float m = -INFINITY, sum = 0.0f;
+        float m = -INFINITY, total = 0.0f;
         for (ll k = 0; k < a.classes; k++)
-            m = fmaxf(m, src[k * a.acc_cstride] / count);
+            m = fmaxf(m, sum(k) / count);
         for (ll k = 0; k < a.classes; k++)
-            sum += expf(src[k * a.acc_cstride] / count - m);
+            total += expf(sum(k) / count - m);
         for (ll k = 0; k < a.classes; k++)
-            fd[k * a.dst_cstride + out] = expf(src[k * a.acc_cstride] / count - m) / sum;
+            fd[k * a.dst_cstride + out] = expf(sum(k) / count - m) / total;
         break;
     }
     default: { // argmax: the first largest
         ll best = 0;
-        float bv = src[0] / count;
+        float bv = sum(0) / count;
         for (ll k = 1; k < a.classes; k++) {
-            float v = src[k * a.acc_cstride] / count;
+            float v = sum(k) / count;
             if (v > bv) {
                 bv = v;
                 best = k;
@@ -427,14 +515,15 @@ __device__ __forceinline__ void finish_voxel(const final_args &a, const float *s
 
 // Lines of the image rows [img_lo, img_lo + n_rows): a line's place in the
 // padded accumulators and in the output once, then voxel by voxel.
-__global__ void finalize_kernel(const final_args a)
+template <typename T> __global__ void finalize_kernel(const final_args a)
 {
     const int nd = a.nd, last = nd - 1;
+    const T *acc = static_cast<const T *>(a.acc);
     if (nd == 1) { // the rows are the voxels: every thread a voxel
         const ll stride = (ll)gridDim.x * WIN_LINES * WIN_LANES;
         for (ll x = ((ll)blockIdx.x * WIN_LINES + threadIdx.y) * WIN_LANES + threadIdx.x; x < a.n_rows; x += stride) {
             ll r = a.img_lo + x;
-            finish_voxel(a, a.acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane, (r - a.dst_row0) * a.dst_plane);
+            finish_voxel(a, acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane, (r - a.dst_row0) * a.dst_plane);
         }
         return;
     }
@@ -451,15 +540,35 @@ __global__ void finalize_kernel(const final_args a)
             pin = pin * a.padded[ax] + a.pad_begin[ax] + pos[ax];
             oin = oin * a.size[ax] + pos[ax];
         }
-        const float *src = a.acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane + pin * a.padded[last] +
-                           a.pad_begin[last];
+        const T *src = acc + ring_row(r + a.pad_begin[0], 0, a.acc_ring) * a.pad_plane + pin * a.padded[last] +
+                       a.pad_begin[last];
         const ll out = (r - a.dst_row0) * a.dst_plane + oin * len;
         for (ll x = threadIdx.x; x < len; x += WIN_LANES)
             finish_voxel(a, src + x, out + x);
     }
 }
 
+// The class-count specialisations of accumulate_kernel for accumulators of T.
+template <typename T> void launch_accumulate(cudaStream_t stream, dim3 grid, dim3 block, ll classes, const acc_args &a)
+{
+    switch (classes) {
+    case 1: accumulate_kernel<T, 1><<<grid, block, 0, stream>>>(a); break;
+    case 2: accumulate_kernel<T, 2><<<grid, block, 0, stream>>>(a); break;
+    case 3: accumulate_kernel<T, 3><<<grid, block, 0, stream>>>(a); break;
+    case 4: accumulate_kernel<T, 4><<<grid, block, 0, stream>>>(a); break;
+    default: accumulate_kernel<T, 0><<<grid, block, 0, stream>>>(a); break;
+    }
+}
+
 } // namespace
+
+// Bytes of an accumulator of type dt, 0 for a type accumulators are not.
+static int acc_bytes(segrt_dtype dt)
+{
+    if (dt == SEGRT_DTYPE_UNDEFINED || dt == SEGRT_DTYPE_FLOAT32)
+        return 4;
+    return dt == SEGRT_DTYPE_FLOAT16 || dt == SEGRT_DTYPE_BFLOAT16 ? 2 : 0;
+}
 
 // Whether window `start` lies inside the image unflipped with 16-byte
 // aligned lines in src: gather_whole copies it.
@@ -554,9 +663,14 @@ extern "C" segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_ge
     }
     if (a.d.numel > 0x7fffffffLL)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "window accumulation: a %lld-voxel window", (long long)a.d.numel);
+    const int esize = acc_bytes(acc->dtype);
+    if (!esize)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "window accumulation: accumulators of dtype %d (float32, float16 or bfloat16)",
+                        (int)acc->dtype);
     a.weight = weight;
     a.classes = classes;
-    a.acc = (float *)acc->data;
+    a.acc = acc->data;
     a.cstride = acc->channel_stride;
     a.ring = acc->ring;
     if (count < 1 || count > SGK_WIN_BATCH)
@@ -595,20 +709,20 @@ extern "C" segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_ge
     a.lines = (unsigned)lines;
     a.count = (int)count;
     a.pred = pred;
-    // Whole float4s: rows (the plane, the last axis), the window, the
-    // channels' stride, the buffers and every start along the last axis.
+    // Whole groups of four: rows (the plane, the last axis), the window,
+    // the channels' stride, the buffers (four accumulators: 16 or 8 bytes)
+    // and every start along the last axis.
     a.vec4 = nd > 1 && classes <= 4 && g->roi[last] % 4 == 0 && g->padded[last] % 4 == 0 && a.cstride % 4 == 0 &&
-             (uintptr_t)a.acc % 16 == 0 && (uintptr_t)pred % 16 == 0 && (uintptr_t)weight % 16 == 0;
+             (uintptr_t)a.acc % (4 * esize) == 0 && (uintptr_t)pred % 16 == 0 && (uintptr_t)weight % 16 == 0;
     for (int i = 0; i < count && a.vec4; i++)
         a.vec4 = a.start[i][last] % 4 == 0;
     const dim3 grid(line_blocks(lines)), block(WIN_LANES, WIN_LINES);
-    switch (classes) {
-    case 1: accumulate_kernel<1><<<grid, block, 0, stream>>>(a); break;
-    case 2: accumulate_kernel<2><<<grid, block, 0, stream>>>(a); break;
-    case 3: accumulate_kernel<3><<<grid, block, 0, stream>>>(a); break;
-    case 4: accumulate_kernel<4><<<grid, block, 0, stream>>>(a); break;
-    default: accumulate_kernel<0><<<grid, block, 0, stream>>>(a); break;
-    }
+    if (esize == 4)
+        launch_accumulate<float>(stream, grid, block, classes, a);
+    else if (acc->dtype == SEGRT_DTYPE_FLOAT16)
+        launch_accumulate<__half>(stream, grid, block, classes, a);
+    else
+        launch_accumulate<__nv_bfloat16>(stream, grid, block, classes, a);
     return launched("sgk_win_accumulate");
 }
 
@@ -630,6 +744,10 @@ extern "C" segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom
             a.pad_plane *= g->padded[i];
         }
     }
+    if (!acc_bytes(acc->dtype))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "window finalisation: accumulators of dtype %d (float32, float16 or bfloat16)",
+                        (int)acc->dtype);
     // Padded rows [row_lo, row_hi) as image rows, cropped to the image.
     ll lo = row_lo - g->pad_begin[0], hi = row_hi - g->pad_begin[0];
     lo = lo < 0 ? 0 : lo;
@@ -639,7 +757,7 @@ extern "C" segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom
     a.classes = classes;
     a.img_lo = lo;
     a.n_rows = hi - lo;
-    a.acc = (const float *)acc->data;
+    a.acc = acc->data;
     a.acc_cstride = acc->channel_stride;
     a.acc_ring = acc->ring;
     a.dst = dst->data;
@@ -655,6 +773,12 @@ extern "C" segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom
     for (int i = 0; i < SGK_WIN_MAX_DIMS; i++)
         a.size32[i] = (unsigned)a.size[i];
     a.lines = (unsigned)lines;
-    finalize_kernel<<<line_blocks(lines), dim3(WIN_LANES, WIN_LINES), 0, stream>>>(a);
+    const dim3 grid(line_blocks(lines)), block(WIN_LANES, WIN_LINES);
+    if (acc_bytes(acc->dtype) == 4)
+        finalize_kernel<float><<<grid, block, 0, stream>>>(a);
+    else if (acc->dtype == SEGRT_DTYPE_FLOAT16)
+        finalize_kernel<__half><<<grid, block, 0, stream>>>(a);
+    else
+        finalize_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(a);
     return launched("sgk_win_finalize");
 }

@@ -1,8 +1,9 @@
 /* Kernels of sliding-window inference on the device (src/pipeline/
  * sw_device.h): a window gathered from the image, predictions combined
  * for test-time augmentation and ensembles, weighted accumulation into
- * float32 accumulators, and the finalisation of accumulator rows into
- * logits, probabilities or labels.
+ * float32, float16 or bfloat16 accumulators (sums made in float32, each
+ * element rounded once a launch when stored), and the finalisation of
+ * accumulator rows into logits, probabilities or labels.
  *
  * Geometry follows MONAI (../shared/notes/sliding_window.md): windows
  * live in the padded image, whose axis d is size[d] voxels with
@@ -76,7 +77,8 @@ segrt_status sgk_win_combine(cudaStream_t stream, const sgk_win_geom *g, uint32_
  * windows in their order, as one call per window would. acc holds
  * classes + 1 channels of padded rows (acc->row0 is ignored: rows are
  * absolute, stored mod acc->ring); the windows' rows in [row_lo, row_hi)
- * must fit the ring together. */
+ * must fit the ring together. acc->dtype: FLOAT32 (or 0), FLOAT16 or
+ * BFLOAT16, the weights' channel too; another is INVALID_ARGUMENT. */
 segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_geom *g, const int64_t *starts, int64_t count,
                                 const float *pred, const float *weight, int64_t classes, int64_t row_lo,
                                 int64_t row_hi, const sgk_win_rows *acc);
@@ -92,7 +94,8 @@ typedef enum sgk_win_final {
 /* The padded rows [row_lo, row_hi) of acc (as sgk_win_accumulate leaves
  * it), cropped to the image, divided by the summed weights and finished as
  * `kind`, written into dst: dst->data is float32, uint8 or uint16 (out_dtype),
- * image rows from dst->row0 with channel_stride per output channel (no ring). */
+ * image rows from dst->row0 with channel_stride per output channel (no ring).
+ * acc->dtype as for sgk_win_accumulate; the sums are read as float32. */
 segrt_status sgk_win_finalize(cudaStream_t stream, const sgk_win_geom *g, sgk_win_final kind, float threshold,
                               int64_t classes, int64_t row_lo, int64_t row_hi, const sgk_win_rows *acc,
                               segrt_dtype out_dtype, const sgk_win_rows *dst);
