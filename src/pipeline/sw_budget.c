@@ -140,28 +140,32 @@ static void strips_measure(sw_job *r, int64_t per, int32_t *n, int64_t *max_cols
     }
 }
 
-/* The fewest strips whose ring (ring_rows rows of K + 1 channels over the
- * widest strip) fits beside `fixed` in the budget; their seam goes on the
- * device where it fits too, else in pinned host memory. False: not even
- * strips of one window column fit. */
+/* Strips for the budget: the fewest whose ring (ring_rows rows of K + 1
+ * channels over the widest strip) and seam both fit beside `fixed`, the
+ * seam on the device; else the fewest whose ring fits, the seam in pinned
+ * host memory (pinning costs about as much as the PCIe copies save: more
+ * strips with the seam on the device are cheaper than fewer without).
+ * False: not even strips of one window column fit. */
 static bool choose_strips(sw_job *r, uint64_t fixed)
 {
     const sw_geometry *q = &r->geo;
     sw_strips *sp = &r->strips;
     uint64_t budget = r->o->max_memory, es = r->acc.acc_esize;
-    for (int64_t per = q->g.n_starts[1] - 1; per >= 1; per--) {
-        int32_t n;
-        int64_t max_cols, seam_cols;
-        strips_measure(r, per, &n, &max_cols, &seam_cols);
-        uint64_t ring = (uint64_t)r->acc.ring_rows * (uint64_t)(q->K + 1) * (uint64_t)(max_cols * sp->rest) * es;
-        if (fixed + ring > budget)
-            continue;
-        sp->max_cols = max_cols;
-        sp->seam_cols = seam_cols;
-        sp->seam_bytes = (size_t)((uint64_t)(q->K + 1) * (uint64_t)q->g.padded[0] * (uint64_t)(seam_cols * sp->rest) * es);
-        sp->seam_on_device = fixed + ring + sp->seam_bytes <= budget;
-        return true;
-    }
+    for (int on_device = 1; on_device >= 0; on_device--)
+        for (int64_t per = q->g.n_starts[1] - 1; per >= 1; per--) {
+            int32_t n;
+            int64_t max_cols, seam_cols;
+            strips_measure(r, per, &n, &max_cols, &seam_cols);
+            uint64_t ring = (uint64_t)r->acc.ring_rows * (uint64_t)(q->K + 1) * (uint64_t)(max_cols * sp->rest) * es;
+            uint64_t seam = (uint64_t)(q->K + 1) * (uint64_t)q->g.padded[0] * (uint64_t)(seam_cols * sp->rest) * es;
+            if (fixed + ring + (on_device ? seam : 0) > budget)
+                continue;
+            sp->max_cols = max_cols;
+            sp->seam_cols = seam_cols;
+            sp->seam_bytes = (size_t)seam;
+            sp->seam_on_device = on_device;
+            return true;
+        }
     sp->n = 1;
     sp->per = q->g.n_starts[1];
     return false;
