@@ -54,6 +54,13 @@ typedef struct sg_sink_desc {
      * zeroed one is known false). */
     double spacing[3];
     sg_geometry geometry;
+    /* A pyramidal tiled TIFF (.tif, .tiff; 2-D only) instead of strips:
+     * tiles of tile[0] rows by tile[1] columns (0: 512; multiples of 16,
+     * 16 to 4096), mpp the microns per pixel along height and width at
+     * level 0 (both 0: unknown, no resolution tags). */
+    bool pyramid;
+    int64_t tile[2];
+    double mpp[2];
 } sg_sink_desc;
 
 typedef struct sg_sink sg_sink;
