@@ -184,8 +184,10 @@ static void refusals(void)
     /* Formats and descriptions. */
     CHECK(sg_sink_open(in_dir("r.jpg"), &rgb, &s) == SEGRT_ERROR_UNSUPPORTED && s == NULL);
     CHECK(sg_sink_open(in_dir("r.bmp"), &rgb, &s) == SEGRT_ERROR_INVALID_ARGUMENT);
-    sg_sink_desc vol = {SEGRT_DTYPE_UINT8, 3, 1, {3, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}}, flt = {SEGRT_DTYPE_FLOAT32, 2, 1, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
-                 five = {SEGRT_DTYPE_UINT8, 2, 5, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}}, empty = {SEGRT_DTYPE_UINT8, 2, 1, {1, 0, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
+    sg_sink_desc vol = {SEGRT_DTYPE_UINT8, 3, 1, {3, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
+                 flt = {SEGRT_DTYPE_FLOAT32, 2, 1, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
+                 five = {SEGRT_DTYPE_UINT8, 2, 5, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
+                 empty = {SEGRT_DTYPE_UINT8, 2, 1, {1, 0, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
                  flat3 = {SEGRT_DTYPE_UINT8, 2, 1, {2, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}};
     CHECK(sg_sink_open(path, &vol, &s) == SEGRT_ERROR_UNSUPPORTED && strstr(segrt_last_error(), "r.png"));
     CHECK(sg_sink_open(in_dir("r.tif"), &flt, &s) == SEGRT_ERROR_UNSUPPORTED);
