@@ -8,6 +8,7 @@
 #include "io/image.h"
 #include "io/nifti_internal.h"
 #include "io/npy.h"
+#include "io/sink_slide.h"
 #include "io/tiff_internal.h"
 
 #include <errno.h>
@@ -20,12 +21,13 @@ struct sg_sink {
     sg_output *out;
     bool borrowed; /* out is the caller's (sg_sink_open_output): finished here, committed there */
     sg_sink_desc d;
-    int kind;         /* 0 npy, 1 png, 2 tiff, 3 nifti */
+    int kind;         /* 0 npy, 1 png, 2 tiff (strips or, with slide, a pyramid), 3 nifti */
     size_t es;        /* bytes of a sample */
     uint64_t data_at; /* NPY: where the data starts */
     sg_png_writer *png;
     sg_tiff_writer *tiff;
     sg_nifti_writer *nifti;
+    sg_slide_writer *slide;
     uint8_t *row; /* PNG and TIFF: one interleaved row */
     int64_t z, y; /* the next row */
 };
@@ -72,6 +74,8 @@ static sg_status sink_open(const char *path, sg_output *given, const sg_sink_des
         kind = sg_image_format_of_name(path) == SG_IMAGE_PNG ? 1 : 2;
     }
     SG_TRY(check_desc(path, desc, kind));
+    if (desc->pyramid && kind != 2)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a pyramid is written as a TIFF (.tif, .tiff) only", path);
     sg_sink *s = sg_calloc(1, sizeof *s);
     if (!s)
         return sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
@@ -105,6 +109,8 @@ static sg_status sink_open(const char *path, sg_output *given, const sg_sink_des
             st = sg_error_prefix(SEGRT_ERROR_OUT_OF_MEMORY, "%s: ", path);
         else if (kind == 1)
             st = sg_png_writer_open(s->out, &shape, &s->png);
+        else if (desc->pyramid)
+            st = sg_slide_writer_open(s->out, desc, &s->slide);
         else
             st = sg_tiff_writer_open(s->out, &shape, &s->tiff);
     }
@@ -158,6 +164,8 @@ static sg_status put_row(sg_sink *s, const uint8_t *src, size_t plane)
             for (size_t x = 0; x < W; x++)
                 memcpy(s->row + (x * C + c) * es, in + x * es, es);
     }
+    if (s->slide)
+        return sg_slide_writer_row(s->slide, s->row);
     return s->kind == 1 ? sg_png_writer_row(s->png, s->row) : sg_tiff_writer_rows(s->tiff, s->row, 1);
 }
 
@@ -206,6 +214,10 @@ sg_status sg_sink_commit(sg_sink *s)
         st = sg_tiff_writer_finish(s->tiff);
         s->tiff = NULL;
     }
+    if (st == SEGRT_OK && s->slide) {
+        st = sg_slide_writer_finish(s->slide);
+        s->slide = NULL;
+    }
     if (st == SEGRT_OK && s->nifti) {
         st = sg_nifti_writer_finish(s->nifti);
         s->nifti = NULL;
@@ -227,6 +239,7 @@ void sg_sink_discard(sg_sink *s)
     sg_png_writer_free(s->png);
     sg_tiff_writer_free(s->tiff);
     sg_nifti_writer_free(s->nifti);
+    sg_slide_writer_free(s->slide);
     if (!s->borrowed)
         sg_output_discard(s->out);
     free(s->row);

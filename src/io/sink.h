@@ -27,6 +27,17 @@
  * - TIFF: 2-D or 3-D (pages), the same channels and dtypes, strip by strip
  *   (deflate, horizontal prediction, BigTIFF past 2 GiB of pixels): the
  *   bytes sg_image_write writes.
+ * - Pyramidal TIFF (desc.pyramid, .tif/.tiff only; sink_slide.c): 2-D,
+ *   1 to 4 channels of uint8 or uint16, tiled BigTIFF, deflate with
+ *   horizontal prediction; level 0, then levels of half the width and
+ *   height (rounding up) as the following directories (SubFileType
+ *   reduced image) down to the first that fits in one tile, each with
+ *   X/YResolution (centimetre) from mpp times 2^level where mpp is known.
+ *   A level reduces each 2x2 block of the one before (fewer pixels on an
+ *   odd edge): the mode for one channel (labels; ties to the smallest
+ *   label), the mean rounded half up per channel for several. Reduced
+ *   levels are built as rows arrive, in scratch outputs beside the
+ *   destination (removed at commit or discard), and appended at commit.
  * - NIfTI (.nii, .nii.gz; sink_nifti.c): 2-D or 3-D, channels as the 4th
  *   dim, any dtype but bool, float16 and bfloat16 (uint8 for bool), with
  *   the description's spacing and geometry as both qform and sform (the
@@ -34,7 +45,8 @@
  *   32767. A .nii.gz is deflated as it goes and takes one channel; a .nii
  *   places channels after the first by seeking.
  * Memory: one strip (TIFF) or row (PNG, NPY) beside the caller's
- * regions. */
+ * regions; a pyramid holds one row of tiles per level (about twice one row
+ * of level 0's tiles). */
 #ifndef SG_IO_SINK_H
 #define SG_IO_SINK_H
 
@@ -54,6 +66,13 @@ typedef struct sg_sink_desc {
      * zeroed one is known false). */
     double spacing[3];
     sg_geometry geometry;
+    /* A pyramidal tiled TIFF (.tif, .tiff; 2-D only) instead of strips:
+     * tiles of tile[0] rows by tile[1] columns (0: 512; multiples of 16,
+     * 16 to 4096), mpp the microns per pixel along height and width at
+     * level 0 (both 0: unknown, no resolution tags). */
+    bool pyramid;
+    int64_t tile[2];
+    double mpp[2];
 } sg_sink_desc;
 
 typedef struct sg_sink sg_sink;
