@@ -99,6 +99,12 @@ typedef struct sg_window_ops {
     /* Pinned (page-locked) host memory, for copies that overlap compute. */
     sg_status (*host_alloc)(size_t bytes, void **out);
     void (*host_free)(void *ptr);
+    /* Host memory of the caller's (bytes > 0) pinned in place for copies
+     * that overlap compute, and unpinned (NULL: nothing) before the caller
+     * frees it. On memory in 2 MiB pages this is several times quicker than
+     * host_alloc for the gigabytes a job's shared sums can take. */
+    sg_status (*host_register)(void *ptr, size_t bytes);
+    void (*host_unregister)(void *ptr);
 
     /* Streams that do not wait for the device's default stream. */
     sg_status (*stream_create)(sg_backend_stream **out);

@@ -85,6 +85,7 @@ typedef struct sw_strips {
     int64_t seam_cols; /* of the widest seam */
     void *seam;        /* K + 1 channels x padded rows x seam_cols x rest, of acc_dtype */
     bool seam_on_device;
+    bool seam_registered; /* host memory of ours pinned in place (else host_alloc's) */
     size_t seam_bytes;
     int64_t *list;     /* a pass's windows of one strip, in order (indices of one image) */
 } sw_strips;

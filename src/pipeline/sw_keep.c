@@ -254,8 +254,12 @@ void sw_job_free(sw_job *r, sg_sw_keep **keep)
     sg_copy_team_free(r->pin.team);
     free(r->batch);
     free(r->strips.list);
-    if (!r->strips.seam_on_device)
-        ops->host_free(r->strips.seam); /* after the streams' synchronisation: no copy is left in flight */
+    /* After the streams' synchronisation: no copy is left in flight. */
+    if (r->strips.seam_registered) {
+        ops->host_unregister(r->strips.seam);
+        free(r->strips.seam);
+    } else if (!r->strips.seam_on_device)
+        ops->host_free(r->strips.seam);
     streams_destroy(ops, &r->st);
     sg_sw_grid_free(&r->geo.g);
 }

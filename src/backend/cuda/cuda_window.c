@@ -87,6 +87,18 @@ static void win_host_free(void *ptr)
         cudaFreeHost(ptr);
 }
 
+static sg_status win_host_register(void *ptr, size_t bytes)
+{
+    CUDA_TRY(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault));
+    return SEGRT_OK;
+}
+
+static void win_host_unregister(void *ptr)
+{
+    if (ptr)
+        cudaHostUnregister(ptr);
+}
+
 static sg_status win_stream_create(sg_backend_stream **out)
 {
     cudaStream_t s = NULL;
@@ -226,6 +238,8 @@ const sg_window_ops sg_cuda_window_ops = {
     .device_free = win_device_free,
     .host_alloc = win_host_alloc,
     .host_free = win_host_free,
+    .host_register = win_host_register,
+    .host_unregister = win_host_unregister,
     .stream_create = win_stream_create,
     .stream_destroy = win_stream_destroy,
     .stream_synchronize = win_stream_synchronize,
