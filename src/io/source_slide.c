@@ -35,6 +35,8 @@
 
 #ifdef SEGRT_HAVE_OPENSLIDE
 #include <openslide.h>
+#include <pthread.h>
+#include <tiffio.h>
 
 /* One piece of a box: 4 Mi pixels, 16 MiB of ARGB. */
 #define SLIDE_PIECE_PIXELS ((int64_t)1 << 22)
@@ -49,6 +51,23 @@ typedef struct slide_source {
 } slide_source;
 
 static const sg_source_ops slide_ops;
+
+/* OpenSlide opens TIFFs without handlers of its own, so libtiff's global
+ * ones would print each corrupt tile's complaint on stderr; its errors
+ * reach segrt through openslide_get_error instead. segrt's own TIFF
+ * handles have per-handle handlers (image_tiff.c) that keep the global
+ * ones from being called, so silencing them changes nothing there. */
+static void quiet_libtiff(void)
+{
+    TIFFSetErrorHandler(NULL);
+    TIFFSetWarningHandler(NULL);
+}
+
+static void slide_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, quiet_libtiff);
+}
 
 /* OpenSlide's error text, on one line, naming the file. */
 static sg_status slide_failed(const sg_source *s, const char *what, const char *err)
@@ -128,6 +147,7 @@ static const sg_source_ops slide_ops = {.read_region = slide_read_region, .close
 
 bool sg_slide_detect(const char *path)
 {
+    slide_init();
     const char *v = openslide_detect_vendor(path);
     return v && strcmp(v, "generic-tiff") != 0;
 }
@@ -150,6 +170,7 @@ sg_status sg_source_open_slide_in(sg_source *s)
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory opening the file", s->path);
     s->ops = &slide_ops;
     s->state = ss;
+    slide_init();
     const char *vendor = openslide_detect_vendor(s->path);
     if (!(ss->osr = openslide_open(s->path)))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: not a slide OpenSlide reads", s->path);
