@@ -37,7 +37,7 @@ def reduce(img, f):
 
 
 def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=False, mpp=0.25, mag=40,
-              seed=0, label=True, macro=True, quality=90):
+              seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240)):
     """An Aperio-style SVS at path; returns the level-0 RGB array."""
     base = picture(height, width, seed)
     head = f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) JPEG/RGB Q={quality}"
@@ -54,11 +54,11 @@ def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=
                      description=f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) -> "
                      f"{lvl.shape[1]}x{lvl.shape[0]} JPEG/RGB Q={quality}" + props, **opts)
         if label:
-            lab = picture(120, 100, seed + 1)
+            lab = picture(*label_size, seed + 1)
             tw.write(lab, description=f"{APERIO}\nlabel {lab.shape[1]}x{lab.shape[0]}", subfiletype=1,
                      photometric="rgb", metadata=None, compression="lzw", rowsperstrip=32)
         if macro:
-            mac = picture(90, 240, seed + 2)
+            mac = picture(*macro_size, seed + 2)
             tw.write(mac, description=f"{APERIO}\nmacro {mac.shape[1]}x{mac.shape[0]}", subfiletype=9,
                      rowsperstrip=16, **opts)
     return base
