@@ -301,3 +301,22 @@ def test_without_openslide(slides, tmp_path):
     p = run("--slide", path, "info", check=1)
     assert "UNSUPPORTED" in p.stderr and "without OpenSlide" in p.stderr and str(path) in p.stderr
     assert info(path)["format"] == "tiff"
+
+
+def test_other_formats_downsample(tmp_path):
+    """Formats without a downsample of their own get the exact ratio of
+    level 0's width to the level's (source.c)."""
+    import tifffile
+
+    path = tmp_path / "pyramid.tif"
+    img = slide_synth.picture(200, 600, 4)
+    with tifffile.TiffWriter(path) as tw:
+        tw.write(img, tile=(64, 64), photometric="rgb", metadata=None)
+        for f in (4, 16):
+            tw.write(slide_synth.reduce(img, f), tile=(16, 16), photometric="rgb", metadata=None, subfiletype=1)
+    got = info(path)
+    assert got["format"] == "tiff" and got["vendor"] is None
+    assert [lv["downsample"] for lv in got["levels"]] == [1, 600 / 150, 600 / 37]
+    npy = tmp_path / "a.npy"
+    np.save(npy, np.zeros((1, 3, 4, 5), np.float32))
+    assert [lv["downsample"] for lv in info(npy)["levels"]] == [1]
