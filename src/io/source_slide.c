@@ -26,23 +26,39 @@
  * INVALID_MODEL (a corrupt or truncated slide, at open or at a read). */
 #include "io/slide.h"
 
+#include "core/file.h"
 #include "core/mem.h"
 #include "io/image.h"
+#include "io/tiff_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef SEGRT_HAVE_OPENSLIDE
 #include <openslide.h>
 #include <pthread.h>
 #include <tiffio.h>
 
+/* The most one tile may decode to, as ARGB: OpenSlide allocates a tile's
+ * buffer with g_malloc, which aborts the process when refused, so a
+ * corrupt header's tile size is refused before OpenSlide sees it (real
+ * slides' tiles are 256 to 4096 pixels a side: 64 MiB at most). */
+#define SLIDE_MAX_TILE_BYTES ((uint64_t)256 << 20)
+/* The most one associated image may decode to, as ARGB (read whole). */
+#define SLIDE_MAX_ASSOCIATED_BYTES ((uint64_t)1 << 30)
+/* The most TIFF directories a slide may have. */
+#define SLIDE_MAX_DIRS 4096
+
 /* One piece of a box: 4 Mi pixels, 16 MiB of ARGB. */
 #define SLIDE_PIECE_PIXELS ((int64_t)1 << 22)
 
 typedef struct slide_source {
     openslide_t *osr;
+    uint64_t assoc_cap; /* the most an associated image's ARGB may take */
     uint32_t *buf; /* one piece's ARGB */
     int64_t buf_pixels;
     size_t n_assoc;
@@ -163,6 +179,67 @@ static double property_number(openslide_t *osr, const char *name)
     return end != v && *end == '\0' && isfinite(d) && d > 0 ? d : 0;
 }
 
+/* Where path is a TIFF (any TIFF-based slide: Aperio, Hamamatsu NDPI,
+ * Leica, Philips, Ventana, generic), its directories are checked with
+ * segrt's own libtiff handle, allocations capped by the file's size,
+ * before OpenSlide opens it: OpenSlide trusts a header's tile size and
+ * aborts (g_malloc) on what a corrupt one asks for. Each directory: a
+ * size, a tile of at most tile_cap bytes of ARGB, no more tiles than the
+ * file could hold offsets for. Other files (MIRAX, Hamamatsu VMS) are left
+ * to OpenSlide. */
+static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
+{
+    int fd;
+    SG_TRY(sg_open_input(s->path, &fd));
+    uint8_t head[8];
+    ssize_t n = read(fd, head, sizeof head);
+    struct stat sb;
+    int st_ok = fstat(fd, &sb);
+    close(fd);
+    if (n < 0 || st_ok != 0)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(errno));
+    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF)
+        return SEGRT_OK;
+    tiff_job job = {.n = (uint64_t)sb.st_size};
+    uint64_t dir_cap = 4 * job.n < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : 4 * job.n;
+    TIFF *tif = sg_tiff_open_pass(&job, s->path, s->path, dir_cap);
+    if (!tif)
+        return sg_tiff_bad(s->path, &job, "cannot open");
+    sg_status st = SEGRT_OK;
+    int dirs = 0;
+    do {
+        char where[512];
+        sg_tiff_page_name(s->path, (uint32_t)dirs, where, sizeof where);
+        uint32_t w = 0, h = 0, tw = 0, th = 0;
+        if (++dirs > SLIDE_MAX_DIRS) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: more than %d pages", s->path, SLIDE_MAX_DIRS);
+            break;
+        }
+        if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) || !w || !h) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no image size", where);
+            break;
+        }
+        if (!TIFFIsTiled(tif))
+            continue;
+        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || !tw || !th) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no tile size", where);
+            break;
+        }
+        uint64_t tiles = ((uint64_t)w + tw - 1) / tw * (((uint64_t)h + th - 1) / th);
+        if ((uint64_t)tw * th * 4 > tile_cap || tiles > job.n / 4) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL,
+                          "%s: bad TIFF: %u x %u pixels in tiles of %u x %u, more than the file holds or segrt "
+                          "decodes at once",
+                          where, w, h, tw, th);
+            break;
+        }
+    } while (TIFFReadDirectory(tif));
+    if (st == SEGRT_OK && job.failed && dirs == 0)
+        st = sg_tiff_bad(s->path, &job, "cannot read");
+    TIFFClose(tif);
+    return st;
+}
+
 sg_status sg_source_open_slide_in(sg_source *s)
 {
     slide_source *ss = sg_calloc(1, sizeof *ss);
@@ -171,6 +248,9 @@ sg_status sg_source_open_slide_in(sg_source *s)
     s->ops = &slide_ops;
     s->state = ss;
     slide_init();
+    uint64_t cap = s->max_bytes < SG_IMAGE_MAX_BYTES ? s->max_bytes : SG_IMAGE_MAX_BYTES;
+    SG_TRY(check_tiff(s, cap < SLIDE_MAX_TILE_BYTES ? cap : SLIDE_MAX_TILE_BYTES));
+    ss->assoc_cap = cap < SLIDE_MAX_ASSOCIATED_BYTES ? cap : SLIDE_MAX_ASSOCIATED_BYTES;
     const char *vendor = openslide_detect_vendor(s->path);
     if (!(ss->osr = openslide_open(s->path)))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: not a slide OpenSlide reads", s->path);
@@ -229,7 +309,6 @@ sg_status sg_source_open_slide_in(sg_source *s)
     }
 
     s->max_all_bytes = SG_IMAGE_MAX_BYTES;
-    uint64_t cap = s->max_bytes < SG_IMAGE_MAX_BYTES ? s->max_bytes : SG_IMAGE_MAX_BYTES;
     ss->buf_pixels = SLIDE_PIECE_PIXELS;
     if ((uint64_t)ss->buf_pixels * 4 > cap)
         ss->buf_pixels = cap / 4 > 0 ? (int64_t)(cap / 4) : 1;
@@ -270,9 +349,9 @@ sg_status sg_slide_read_associated(sg_source *s, const char *name, uint8_t *dst)
     if (!ss || i == ss->n_assoc)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: no associated image \"%s\"", s ? s->path : "(none)", name);
     int64_t h = ss->assoc_dims[i][0], w = ss->assoc_dims[i][1];
-    if (h < 1 || w < 1 || (uint64_t)h * (uint64_t)w * 4 > SG_IMAGE_MAX_BYTES)
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: associated image \"%s\" is %lld x %lld", s->path, name,
-                        (long long)w, (long long)h);
+    if (h < 1 || w < 1 || h > INT32_MAX || w > INT32_MAX || (uint64_t)h * (uint64_t)w * 4 > ss->assoc_cap)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: associated image \"%s\" is %lld x %lld, more than segrt reads",
+                        s->path, name, (long long)w, (long long)h);
     /* OpenSlide reads an associated image whole, into w x h x 4 bytes. */
     uint32_t *argb = sg_malloc((size_t)(h * w) * 4);
     if (!argb)
@@ -297,6 +376,67 @@ bool sg_slide_detect(const char *path)
 {
     (void)path;
     return false;
+}
+
+/* Where path is a TIFF (any TIFF-based slide: Aperio, Hamamatsu NDPI,
+ * Leica, Philips, Ventana, generic), its directories are checked with
+ * segrt's own libtiff handle, allocations capped by the file's size,
+ * before OpenSlide opens it: OpenSlide trusts a header's tile size and
+ * aborts (g_malloc) on what a corrupt one asks for. Each directory: a
+ * size, a tile of at most tile_cap bytes of ARGB, no more tiles than the
+ * file could hold offsets for. Other files (MIRAX, Hamamatsu VMS) are left
+ * to OpenSlide. */
+static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
+{
+    int fd;
+    SG_TRY(sg_open_input(s->path, &fd));
+    uint8_t head[8];
+    ssize_t n = read(fd, head, sizeof head);
+    struct stat sb;
+    int st_ok = fstat(fd, &sb);
+    close(fd);
+    if (n < 0 || st_ok != 0)
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(errno));
+    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF)
+        return SEGRT_OK;
+    tiff_job job = {.n = (uint64_t)sb.st_size};
+    uint64_t dir_cap = 4 * job.n < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : 4 * job.n;
+    TIFF *tif = sg_tiff_open_pass(&job, s->path, s->path, dir_cap);
+    if (!tif)
+        return sg_tiff_bad(s->path, &job, "cannot open");
+    sg_status st = SEGRT_OK;
+    int dirs = 0;
+    do {
+        char where[512];
+        sg_tiff_page_name(s->path, (uint32_t)dirs, where, sizeof where);
+        uint32_t w = 0, h = 0, tw = 0, th = 0;
+        if (++dirs > SLIDE_MAX_DIRS) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: more than %d pages", s->path, SLIDE_MAX_DIRS);
+            break;
+        }
+        if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) || !w || !h) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no image size", where);
+            break;
+        }
+        if (!TIFFIsTiled(tif))
+            continue;
+        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || !tw || !th) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no tile size", where);
+            break;
+        }
+        uint64_t tiles = ((uint64_t)w + tw - 1) / tw * (((uint64_t)h + th - 1) / th);
+        if ((uint64_t)tw * th * 4 > tile_cap || tiles > job.n / 4) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL,
+                          "%s: bad TIFF: %u x %u pixels in tiles of %u x %u, more than the file holds or segrt "
+                          "decodes at once",
+                          where, w, h, tw, th);
+            break;
+        }
+    } while (TIFFReadDirectory(tif));
+    if (st == SEGRT_OK && job.failed && dirs == 0)
+        st = sg_tiff_bad(s->path, &job, "cannot read");
+    TIFFClose(tif);
+    return st;
 }
 
 sg_status sg_source_open_slide_in(sg_source *s)

@@ -320,3 +320,24 @@ def test_other_formats_downsample(tmp_path):
     npy = tmp_path / "a.npy"
     np.save(npy, np.zeros((1, 3, 4, 5), np.float32))
     assert [lv["downsample"] for lv in info(npy)["levels"]] == [1]
+
+
+@needs_openslide
+def test_huge_tile_refused_before_openslide(slides, tmp_path):
+    """A header whose tile would decode to gigabytes is refused by segrt's
+    own check: OpenSlide would ask g_malloc for it, which aborts."""
+    import tifffile
+
+    data = bytearray(slides["svs"].read_bytes())
+    with tifffile.TiffFile(slides["svs"]) as tf:
+        tags = tf.pages[0].tags
+        at = [(tags[t].valueoffset, tags[t].dtype) for t in (322, 323)]
+    for off, dtype in at:
+        size = 2 if int(dtype) == 3 else 4
+        data[off : off + size] = (32768).to_bytes(size, "little")
+    path = tmp_path / "hugetile.svs"
+    path.write_bytes(bytes(data))
+    for args in ([path, "info"], ["--slide", path, "info"]):
+        p = run(*args, check=1)
+        line = one_line_naming(p, path)
+        assert line.startswith("SEGRT_ERROR_INVALID_MODEL") and "32768 x 32768" in line, line
