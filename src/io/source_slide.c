@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -179,6 +180,74 @@ static double property_number(openslide_t *osr, const char *name)
     return end != v && *end == '\0' && isfinite(d) && d > 0 ? d : 0;
 }
 
+static uint64_t read_uint(const uint8_t *p, int n, bool le)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[le ? i : n - 1 - i] << (8 * i);
+    return v;
+}
+
+/* A TIFF's raw directory chain, as OpenSlide's own TIFF parser walks it
+ * (its "tifflike" reader, beside libtiff): that parser allocates each
+ * entry's count x type size before it reads the data, so an entry whose
+ * data would not fit in the file (a corrupt count of billions) is refused
+ * here. f is the open file of size bytes. */
+static sg_status check_tiff_entries(const sg_source *s, FILE *f, uint64_t size)
+{
+    uint8_t head[16];
+    if (fread(head, 1, 8, f) != 8)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: truncated header", s->path);
+    bool le = head[0] == 'I';
+    uint16_t magic = le ? (uint16_t)(head[2] | head[3] << 8) : (uint16_t)(head[2] << 8 | head[3]);
+    bool big = magic == 43;
+#define RD(p, n) read_uint(p, n, le)
+    uint64_t next;
+    if (big) {
+        if (fread(head + 8, 1, 8, f) != 8)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: truncated header", s->path);
+        next = RD(head + 8, 8);
+    } else {
+        next = RD(head + 4, 4);
+    }
+    static const uint8_t type_size[19] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8, 8, 8};
+    const size_t entry = big ? 20 : 12, inline_max = big ? 8 : 4;
+    for (int dirs = 0; next != 0; dirs++) {
+        if (dirs >= SLIDE_MAX_DIRS || next >= size || fseeko(f, (off_t)next, SEEK_SET) != 0)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d at %llu is outside the file",
+                            s->path, dirs, (unsigned long long)next);
+        uint8_t b[20];
+        if (fread(b, 1, big ? 8 : 2, f) != (big ? 8u : 2u))
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", s->path, dirs);
+        uint64_t n = RD(b, big ? 8 : 2);
+        if (n > size / entry)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d has %llu entries", s->path, dirs,
+                            (unsigned long long)n);
+        for (uint64_t i = 0; i < n; i++) {
+            if (fread(b, 1, entry, f) != entry)
+                return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", s->path, dirs);
+            uint16_t type = (uint16_t)RD(b + 2, 2);
+            uint64_t count = RD(b + 4, big ? 8 : 4);
+            uint64_t bytes = type < sizeof type_size && type_size[type] ? type_size[type] : 1;
+            if (count > size / bytes)
+                return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                                "%s: bad TIFF: directory %d: tag %u has %llu values, more than the file holds",
+                                s->path, dirs, (unsigned)RD(b, 2), (unsigned long long)count);
+            bytes *= count;
+            uint64_t at = RD(b + (big ? 12 : 8), big ? 8 : 4);
+            if (bytes > inline_max && (at > size || bytes > size - at))
+                return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                                "%s: bad TIFF: directory %d: tag %u's %llu bytes lie past the end of the file",
+                                s->path, dirs, (unsigned)RD(b, 2), (unsigned long long)bytes);
+        }
+        if (fread(b, 1, big ? 8 : 4, f) != (big ? 8u : 4u))
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", s->path, dirs);
+        next = RD(b, big ? 8 : 4);
+    }
+#undef RD
+    return SEGRT_OK;
+}
+
 /* Where path is a TIFF (any TIFF-based slide: Aperio, Hamamatsu NDPI,
  * Leica, Philips, Ventana, generic), its directories are checked with
  * segrt's own libtiff handle, allocations capped by the file's size,
@@ -195,11 +264,24 @@ static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
     ssize_t n = read(fd, head, sizeof head);
     struct stat sb;
     int st_ok = fstat(fd, &sb);
-    close(fd);
-    if (n < 0 || st_ok != 0)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(errno));
-    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF)
+    if (n < 0 || st_ok != 0) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+    }
+    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF) {
+        close(fd);
         return SEGRT_OK;
+    }
+    FILE *f = lseek(fd, 0, SEEK_SET) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+    }
+    sg_status entries = check_tiff_entries(s, f, (uint64_t)sb.st_size);
+    fclose(f);
+    SG_TRY(entries);
     tiff_job job = {.n = (uint64_t)sb.st_size};
     uint64_t dir_cap = 4 * job.n < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : 4 * job.n;
     TIFF *tif = sg_tiff_open_pass(&job, s->path, s->path, dir_cap);
@@ -234,8 +316,10 @@ static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
             break;
         }
     } while (TIFFReadDirectory(tif));
-    if (st == SEGRT_OK && job.failed && dirs == 0)
-        st = sg_tiff_bad(s->path, &job, "cannot read");
+    /* Tag data past the end of the file: OpenSlide's own TIFF parser
+     * allocates a tag's count before it finds the data missing. */
+    if (st == SEGRT_OK && job.truncated)
+        st = sg_tiff_bad(s->path, &job, "truncated");
     TIFFClose(tif);
     return st;
 }
@@ -394,11 +478,24 @@ static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
     ssize_t n = read(fd, head, sizeof head);
     struct stat sb;
     int st_ok = fstat(fd, &sb);
-    close(fd);
-    if (n < 0 || st_ok != 0)
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(errno));
-    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF)
+    if (n < 0 || st_ok != 0) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+    }
+    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF) {
+        close(fd);
         return SEGRT_OK;
+    }
+    FILE *f = lseek(fd, 0, SEEK_SET) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        close(fd);
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+    }
+    sg_status entries = check_tiff_entries(s, f, (uint64_t)sb.st_size);
+    fclose(f);
+    SG_TRY(entries);
     tiff_job job = {.n = (uint64_t)sb.st_size};
     uint64_t dir_cap = 4 * job.n < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : 4 * job.n;
     TIFF *tif = sg_tiff_open_pass(&job, s->path, s->path, dir_cap);
@@ -433,8 +530,10 @@ static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
             break;
         }
     } while (TIFFReadDirectory(tif));
-    if (st == SEGRT_OK && job.failed && dirs == 0)
-        st = sg_tiff_bad(s->path, &job, "cannot read");
+    /* Tag data past the end of the file: OpenSlide's own TIFF parser
+     * allocates a tag's count before it finds the data missing. */
+    if (st == SEGRT_OK && job.truncated)
+        st = sg_tiff_bad(s->path, &job, "truncated");
     TIFFClose(tif);
     return st;
 }

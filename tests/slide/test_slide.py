@@ -341,3 +341,22 @@ def test_huge_tile_refused_before_openslide(slides, tmp_path):
         p = run(*args, check=1)
         line = one_line_naming(p, path)
         assert line.startswith("SEGRT_ERROR_INVALID_MODEL") and "32768 x 32768" in line, line
+
+
+@needs_openslide
+def test_huge_tag_count_refused_before_openslide(slides, tmp_path):
+    """A tag whose count would take more than the file (found by
+    fuzz_slide) is refused: OpenSlide's own TIFF parser allocates the count
+    before it reads, gigabytes here."""
+    import tifffile
+
+    data = bytearray(slides["svs"].read_bytes())
+    with tifffile.TiffFile(slides["svs"]) as tf:
+        tag = tf.pages[0].tags[282]  # XResolution, RATIONAL: 8 bytes a value
+        # the entry's count follows its 2-byte code and 2-byte type
+        at = tag.offset + 4
+    data[at : at + 4] = (3_000_000_000).to_bytes(4, "little")
+    path = tmp_path / "hugecount.svs"
+    path.write_bytes(bytes(data))
+    line = one_line_naming(run("--slide", path, "info", check=1), path)
+    assert "tag 282 has 3000000000 values, more than the file holds" in line, line
