@@ -256,7 +256,7 @@ static sg_status check_tiff_entries(const sg_source *s, FILE *f, uint64_t size)
  * size, a tile of at most tile_cap bytes of ARGB, no more tiles than the
  * file could hold offsets for. Other files (MIRAX, Hamamatsu VMS) are left
  * to OpenSlide. */
-static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
+static sg_status check_tiff(const sg_source *s, const char *vendor, uint64_t tile_cap)
 {
     int fd;
     SG_TRY(sg_open_input(s->path, &fd));
@@ -289,6 +289,11 @@ static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
         return sg_tiff_bad(s->path, &job, "cannot open");
     sg_status st = SEGRT_OK;
     int dirs = 0;
+    uint32_t w0 = 0, h0 = 0;
+    /* An Aperio slide's levels are its tiled pages in file order, page 0
+     * the largest: OpenSlide 3.4 divides by the rounded ratio of page 0 to
+     * a level, zero for a level more than twice as large (SIGFPE). */
+    bool aperio = vendor && strcmp(vendor, "aperio") == 0;
     do {
         char where[512];
         sg_tiff_page_name(s->path, (uint32_t)dirs, where, sizeof where);
@@ -305,6 +310,14 @@ static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
             continue;
         if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || !tw || !th) {
             st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no tile size", where);
+            break;
+        }
+        if (dirs == 1) {
+            w0 = w;
+            h0 = h;
+        } else if (aperio && (w > w0 || h > h0)) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad Aperio slide: a level of %u x %u after one of %u x %u",
+                          where, w, h, w0, h0);
             break;
         }
         uint64_t tiles = ((uint64_t)w + tw - 1) / tw * (((uint64_t)h + th - 1) / th);
@@ -333,9 +346,9 @@ sg_status sg_source_open_slide_in(sg_source *s)
     s->state = ss;
     slide_init();
     uint64_t cap = s->max_bytes < SG_IMAGE_MAX_BYTES ? s->max_bytes : SG_IMAGE_MAX_BYTES;
-    SG_TRY(check_tiff(s, cap < SLIDE_MAX_TILE_BYTES ? cap : SLIDE_MAX_TILE_BYTES));
-    ss->assoc_cap = cap < SLIDE_MAX_ASSOCIATED_BYTES ? cap : SLIDE_MAX_ASSOCIATED_BYTES;
     const char *vendor = openslide_detect_vendor(s->path);
+    SG_TRY(check_tiff(s, vendor, cap < SLIDE_MAX_TILE_BYTES ? cap : SLIDE_MAX_TILE_BYTES));
+    ss->assoc_cap = cap < SLIDE_MAX_ASSOCIATED_BYTES ? cap : SLIDE_MAX_ASSOCIATED_BYTES;
     if (!(ss->osr = openslide_open(s->path)))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: not a slide OpenSlide reads", s->path);
     const char *err = openslide_get_error(ss->osr);
@@ -460,82 +473,6 @@ bool sg_slide_detect(const char *path)
 {
     (void)path;
     return false;
-}
-
-/* Where path is a TIFF (any TIFF-based slide: Aperio, Hamamatsu NDPI,
- * Leica, Philips, Ventana, generic), its directories are checked with
- * segrt's own libtiff handle, allocations capped by the file's size,
- * before OpenSlide opens it: OpenSlide trusts a header's tile size and
- * aborts (g_malloc) on what a corrupt one asks for. Each directory: a
- * size, a tile of at most tile_cap bytes of ARGB, no more tiles than the
- * file could hold offsets for. Other files (MIRAX, Hamamatsu VMS) are left
- * to OpenSlide. */
-static sg_status check_tiff(const sg_source *s, uint64_t tile_cap)
-{
-    int fd;
-    SG_TRY(sg_open_input(s->path, &fd));
-    uint8_t head[8];
-    ssize_t n = read(fd, head, sizeof head);
-    struct stat sb;
-    int st_ok = fstat(fd, &sb);
-    if (n < 0 || st_ok != 0) {
-        int err = errno;
-        close(fd);
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
-    }
-    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF) {
-        close(fd);
-        return SEGRT_OK;
-    }
-    FILE *f = lseek(fd, 0, SEEK_SET) == 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) {
-        int err = errno;
-        close(fd);
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
-    }
-    sg_status entries = check_tiff_entries(s, f, (uint64_t)sb.st_size);
-    fclose(f);
-    SG_TRY(entries);
-    tiff_job job = {.n = (uint64_t)sb.st_size};
-    uint64_t dir_cap = 4 * job.n < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : 4 * job.n;
-    TIFF *tif = sg_tiff_open_pass(&job, s->path, s->path, dir_cap);
-    if (!tif)
-        return sg_tiff_bad(s->path, &job, "cannot open");
-    sg_status st = SEGRT_OK;
-    int dirs = 0;
-    do {
-        char where[512];
-        sg_tiff_page_name(s->path, (uint32_t)dirs, where, sizeof where);
-        uint32_t w = 0, h = 0, tw = 0, th = 0;
-        if (++dirs > SLIDE_MAX_DIRS) {
-            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: more than %d pages", s->path, SLIDE_MAX_DIRS);
-            break;
-        }
-        if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) || !w || !h) {
-            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no image size", where);
-            break;
-        }
-        if (!TIFFIsTiled(tif))
-            continue;
-        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) || !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || !tw || !th) {
-            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no tile size", where);
-            break;
-        }
-        uint64_t tiles = ((uint64_t)w + tw - 1) / tw * (((uint64_t)h + th - 1) / th);
-        if ((uint64_t)tw * th * 4 > tile_cap || tiles > job.n / 4) {
-            st = sg_error(SEGRT_ERROR_INVALID_MODEL,
-                          "%s: bad TIFF: %u x %u pixels in tiles of %u x %u, more than the file holds or segrt "
-                          "decodes at once",
-                          where, w, h, tw, th);
-            break;
-        }
-    } while (TIFFReadDirectory(tif));
-    /* Tag data past the end of the file: OpenSlide's own TIFF parser
-     * allocates a tag's count before it finds the data missing. */
-    if (st == SEGRT_OK && job.truncated)
-        st = sg_tiff_bad(s->path, &job, "truncated");
-    TIFFClose(tif);
-    return st;
 }
 
 sg_status sg_source_open_slide_in(sg_source *s)

@@ -360,3 +360,21 @@ def test_huge_tag_count_refused_before_openslide(slides, tmp_path):
     path.write_bytes(bytes(data))
     line = one_line_naming(run("--slide", path, "info", check=1), path)
     assert "tag 282 has 3000000000 values, more than the file holds" in line, line
+
+
+@needs_openslide
+def test_aperio_level_larger_than_level0_refused(slides, tmp_path):
+    """An Aperio level more than twice as wide as page 0 makes OpenSlide
+    3.4 divide by zero (SIGFPE, found by fuzz_slide): refused first."""
+    import tifffile
+
+    data = bytearray(slides["svs"].read_bytes())
+    with tifffile.TiffFile(slides["svs"]) as tf:
+        tag = tf.pages[2].tags[256]  # ImageWidth of the first reduced level
+        off, size = tag.valueoffset, 2 if int(tag.dtype) == 3 else 4
+    data[off : off + size] = (3 * 1200).to_bytes(size, "little")
+    path = tmp_path / "wide.svs"
+    path.write_bytes(bytes(data))
+    for args in ([path, "info"], ["--slide", path, "info"]):
+        line = one_line_naming(run(*args, check=1), path)
+        assert "bad Aperio slide: a level of 3600 x 250 after one of 1200 x 1000" in line, line
