@@ -23,7 +23,17 @@
  *
  * Errors: OpenSlide's handle goes into an error state it keeps (its text
  * from openslide_get_error); the source reports it naming the file, as
- * INVALID_MODEL (a corrupt or truncated slide, at open or at a read). */
+ * INVALID_MODEL (a corrupt or truncated slide, at open or at a read).
+ *
+ * Hostile files: OpenSlide (Debian's 3.4) trusts a TIFF header more than
+ * segrt's readers do: it allocates a tag's count before reading it, a
+ * tile's size with g_malloc (which aborts when refused), and divides by a
+ * level's rounded downsample (zero for an Aperio level larger than page
+ * 0). So a TIFF-based slide is checked before OpenSlide opens it
+ * (check_tiff: raw entries within the file, libtiff's directories with
+ * segrt's caps, tile sizes, Aperio's level order), the checks fuzz_slide
+ * showed were needed; other vendors' non-TIFF files (MIRAX, Hamamatsu VMS)
+ * are OpenSlide's alone. */
 #include "io/slide.h"
 
 #include "core/file.h"
