@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev libdnnl-dev
-            libpng-dev libjpeg-dev libtiff-dev libnifti2-dev zlib1g-dev libgdcm-dev libcjson-dev)
+            libpng-dev libjpeg-dev libtiff-dev libnifti2-dev zlib1g-dev libgdcm-dev libcjson-dev
+            libopenslide-dev)
 # The Python package (python/, SEGRT_PYTHON): Python's headers and DLPack's.
 build_pkgs+=(python3-dev libdlpack-dev)
 test_pkgs=(python3 python3-venv clang libclang-rt-14-dev)

@@ -5,6 +5,7 @@
 #include "core/file.h"
 #include "core/mem.h"
 #include "io/image.h"
+#include "io/slide.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -58,6 +59,11 @@ static sg_status open_by_head(sg_source *s)
     }
     if (sg_nifti_head(head, (size_t)n))
         return sg_source_open_nifti(s);
+    /* Slides OpenSlide knows by vendor (an Aperio SVS is a TIFF, a MIRAX
+     * .mrxs or Hamamatsu .vms is not a picture at all) go to it; a generic
+     * tiled TIFF stays with the TIFF source, which reads its levels. */
+    if (sg_slide_detect(s->path))
+        return sg_source_open_slide_in(s);
     switch (picture) {
     case SG_IMAGE_TIFF:
         return sg_source_open_tiff(s);
@@ -81,10 +87,10 @@ sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **o
     return sg_source_open_with(path, &o, out);
 }
 
-/* A source for path with o's settings, opened by open (paths: the DICOM
- * opener's list, else NULL). */
+/* A source for path with o's settings: a DICOM series of paths where
+ * given, else the slide opener where slide, else by the file's head. */
 static sg_status open_source(const char *path, const sg_source_options *o, const char *const *paths, size_t n,
-                             sg_source **out)
+                             bool slide, sg_source **out)
 {
     *out = NULL;
     sg_source *s = sg_calloc(1, sizeof *s);
@@ -97,7 +103,7 @@ static sg_status open_source(const char *path, const sg_source_options *o, const
     s->series_uid = o ? o->series_uid : NULL;
     s->allow_uneven = o && o->allow_uneven;
     sg_geometry_identity(&s->info.geometry);
-    sg_status st = paths ? sg_source_open_dicom(s, paths, n) : open_by_head(s);
+    sg_status st = paths ? sg_source_open_dicom(s, paths, n) : slide ? sg_source_open_slide_in(s) : open_by_head(s);
     s->series_uid = NULL; /* the caller's string: the opener has used it */
     if (st == SEGRT_OK && s->max_all_bytes > max_bytes)
         s->max_all_bytes = max_bytes;
@@ -105,13 +111,22 @@ static sg_status open_source(const char *path, const sg_source_options *o, const
         sg_source_close(s);
         return st;
     }
+    /* Formats without their own downsample: the exact ratio of widths. */
+    for (int32_t l = 0; l < s->info.n_levels; l++)
+        if (s->info.downsample[l] == 0)
+            s->info.downsample[l] = l == 0 ? 1 : (double)s->info.dims[0][2] / (double)s->info.dims[l][2];
     *out = s;
     return SEGRT_OK;
 }
 
 sg_status sg_source_open_with(const char *path, const sg_source_options *o, sg_source **out)
 {
-    return open_source(path, o, NULL, 0, out);
+    return open_source(path, o, NULL, 0, false, out);
+}
+
+sg_status sg_source_open_slide(const char *path, const sg_source_options *o, sg_source **out)
+{
+    return open_source(path, o, NULL, 0, true, out);
 }
 
 sg_status sg_source_open_files(const char *const *paths, size_t n, const sg_source_options *o, sg_source **out)
@@ -119,7 +134,7 @@ sg_status sg_source_open_files(const char *const *paths, size_t n, const sg_sour
     *out = NULL;
     if (!paths || n == 0 || !paths[0])
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a DICOM series needs at least one file");
-    return open_source(paths[0], o, paths, n, out);
+    return open_source(paths[0], o, paths, n, false, out);
 }
 
 const char *sg_source_notice(const sg_source *s)

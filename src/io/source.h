@@ -46,7 +46,11 @@
  *   multi-frame file) is decoded whole by GDCM when a region first touches
  *   it; the last decoded files are kept, up to 64 MiB (at least one), so
  *   slabs that overlap along depth decode each slice about once. Only the
- *   slices a box touches are decoded. */
+ *   slices a box touches are decoded.
+ * - Whole-slide images (source_slide.c, through OpenSlide): OpenSlide
+ *   decodes the tiles a box touches and keeps recent ones in its cache;
+ *   any order is cheap. A large box is read in pieces of at most 16 MiB
+ *   of OpenSlide's ARGB. */
 #ifndef SG_IO_SOURCE_H
 #define SG_IO_SOURCE_H
 
@@ -92,12 +96,19 @@ typedef struct sg_geometry {
 void sg_geometry_identity(sg_geometry *g);
 
 typedef struct sg_source_info {
-    const char *format;                    /* "npy", "png", "jpeg", "tiff", "nifti", "dicom" */
+    const char *format;                    /* "npy", "png", "jpeg", "tiff", "nifti", "dicom", "slide" */
+    const char *vendor;                    /* a slide's vendor as OpenSlide names it ("aperio", "hamamatsu",
+                                              ...); NULL for other formats */
     sg_dtype dtype;                        /* samples as stored */
     int32_t n_dims;                        /* spatial dims: 2 or 3 */
     int32_t channels;                      /* alpha included, where the file has it */
     int32_t n_levels;                      /* 1 unless the file is a pyramid */
     int64_t dims[SG_SOURCE_MAX_LEVELS][3]; /* per level: depth (1 in 2-D), height, width */
+    double downsample[SG_SOURCE_MAX_LEVELS]; /* per level: how many level-0 pixels one of its pixels spans: 1
+                                                at level 0; a slide's as OpenSlide gives it (the mean of the
+                                                height and width ratios), every other format's the exact
+                                                ratio of level 0's width to the level's (set at open by
+                                                source.c where the format leaves it 0) */
     double spacing[3];                     /* a pixel's size along depth, height, width in mm; 0 where
                                               unknown */
     int64_t tile[3];                       /* the box the file stores together: reads aligned to it cost
@@ -154,13 +165,21 @@ sg_status sg_source_open_max(const char *path, uint64_t max_bytes, sg_source **o
 /* As sg_source_open_max, with options. A folder is a DICOM series (its
  * files found recursively); a file is told by its first bytes: DICOM
  * ("DICM" at byte 128), NIfTI-1 or -2 (its header size and magic, or
- * gzip's signature: a .nii.gz), PNG, JPEG, TIFF, else NPY. */
+ * gzip's signature: a .nii.gz), PNG, JPEG, TIFF, else NPY; before the
+ * picture formats, a file OpenSlide names a vendor other than
+ * "generic-tiff" for is a slide (source_slide.c). */
 sg_status sg_source_open_with(const char *path, const sg_source_options *o, sg_source **out);
 
 /* A DICOM series from a list of files (n >= 1), each of which must be a
  * DICOM image; the series rules are source_dicom.c's. The source's path
  * (for messages) is the first file's. */
 sg_status sg_source_open_files(const char *const *paths, size_t n, const sg_source_options *o, sg_source **out);
+
+/* As sg_source_open_with, through OpenSlide for any file it reads (a
+ * generic tiled TIFF too, which sg_source_open gives the TIFF source):
+ * format "slide", RGB uint8 (source_slide.c). UNSUPPORTED for a file
+ * OpenSlide does not take and in a build without OpenSlide. */
+sg_status sg_source_open_slide(const char *path, const sg_source_options *o, sg_source **out);
 
 /* Reads box of level into dst (contract above). */
 sg_status sg_source_read_region(sg_source *s, int32_t level, const sg_box *box, void *dst);

@@ -12,7 +12,8 @@ build=$(cd "$1" && pwd) seconds=$2 models=$3
 [ "$seconds" -ge 1 ] || { echo "run.sh: SECONDS must be at least 1" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$work/prep" "$build/fuzz-artifacts"
+mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$work/prep" "$work/slide" \
+    "$build/fuzz-artifacts"
 cp "$models"/*.onnx "$work/onnx/"
 cp "$models"/*.in.npy "$work/npy/"
 # Tiny PNG, JPEG and TIFF files of each kind the readers take (written by
@@ -20,6 +21,9 @@ cp "$models"/*.in.npy "$work/npy/"
 cp tests/fuzz/seeds/image/* "$work/image/"
 # Tiny NIfTI and DICOM files (tests/fuzz/make_volume_seeds.py).
 cp tests/fuzz/seeds/volume/* "$work/volume/"
+# Tiny Aperio-style SVS files and a generic tiled TIFF
+# (tests/fuzz/make_slide_seeds.py).
+cp tests/fuzz/seeds/slide/* "$work/slide/"
 # nnU-Net plans (and a dataset.json after a 0x1e byte) and KEY=VALUE
 # preprocessing settings (tests/fuzz/fuzz_prep.c).
 cp tests/fuzz/seeds/prep/* "$work/prep/"
@@ -32,6 +36,7 @@ cp tests/fuzz/regressions/onnx/* "$work/onnx/" 2>/dev/null || true
 cp tests/fuzz/regressions/engine/* "$work/engine/" 2>/dev/null || true
 cp tests/fuzz/regressions/volume/* "$work/volume/" 2>/dev/null || true
 cp tests/fuzz/regressions/image/* "$work/image/" 2>/dev/null || true
+cp tests/fuzz/regressions/slide/* "$work/slide/" 2>/dev/null || true
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 # GDCM's own leaks on corrupt JPEG-LS (tests/fuzz/lsan.supp says which).
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/fuzz/lsan.supp"
@@ -40,15 +45,16 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 jobs=${FUZZ_JOBS:-1} runs=${FUZZ_RUNS:--1} parallel=()
 [ "$jobs" -le 1 ] || parallel=(-jobs="$jobs" -workers="$jobs")
 
-fuzz() { # name seconds max_len corpus
+fuzz() { # name seconds max_len corpus [libFuzzer flags...]
     local name=$1 secs=$2 max_len=$3 corpus=$4 logs="$work/logs-$1"
+    shift 4
     echo "fuzz: $name for ${secs}s"
     mkdir -p "$logs"
     # Large seeds are cut to max_len when mutated; 1 MiB keeps each run
     # fast while the tiny model still fits whole. With -jobs, libFuzzer
     # writes each job's log as fuzz-N.log in the folder it runs in.
     if ! (cd "$logs" && "$build/tests/fuzz/$name" -max_total_time="$secs" -max_len="$max_len" -rss_limit_mb=4096 \
-        -timeout=30 -runs="$runs" "${parallel[@]}" -print_final_stats=1 \
+        -timeout=30 -runs="$runs" "${parallel[@]}" -print_final_stats=1 "$@" \
         -artifact_prefix="$build/fuzz-artifacts/" "$corpus" >"$logs/main.log" 2>&1) ||
         grep -qsE '==ERROR|SUMMARY: |deadly signal' "$logs"/fuzz-*.log; then
         tail -n 60 "$logs"/*.log
@@ -70,6 +76,7 @@ targets=(
     "fuzz_engine $seconds 1048576 $work/engine"
     "fuzz_volume $(((seconds + 1) / 2)) 16384 $work/volume"
     "fuzz_prep $(((seconds + 2) / 3)) 16384 $work/prep"
+    "fuzz_slide $(((seconds + 1) / 2)) 65536 $work/slide"
 )
 failed=0
 if [ "${FUZZ_PARALLEL:-0}" = 1 ]; then

@@ -1,0 +1,161 @@
+/* The slide tests' driver (test_slide.py): opens a file as a region source
+ * (sg_source_open, or sg_source_open_slide with --slide) and
+ *   segrt_slide [--slide] PATH info [PROPERTY...]  prints the source's info,
+ *       its associated images and the named properties as JSON;
+ *   segrt_slide [--slide] PATH region OUT.npy LEVEL Y X H W [...]  writes
+ *       each box (3 x H x W planar, uint8) to OUT.npy, OUT.1.npy, ...;
+ *   segrt_slide [--slide] PATH assoc OUT.npy NAME  writes an associated
+ *       image (3 x H x W).
+ * A failure prints "STATUS: message" on stderr and exits 1. */
+#include "io/npy.h"
+#include "io/slide.h"
+#include "io/source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(sg_status st)
+{
+    fprintf(stderr, "%s: %s\n", segrt_status_name(st), sg_last_error());
+    return 1;
+}
+
+/* s as a JSON string (the test's properties are plain text). */
+static void json_string(const char *s)
+{
+    if (!s) {
+        printf("null");
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 32)
+            printf("\\u%04x", (unsigned char)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static int info(sg_source *s, int argc, char **argv)
+{
+    const sg_source_info *in = &s->info;
+    printf("{\"format\": ");
+    json_string(in->format);
+    printf(", \"vendor\": ");
+    json_string(in->vendor);
+    printf(", \"dtype\": \"%s\", \"n_dims\": %d, \"channels\": %d, \"levels\": [", segrt_dtype_name(in->dtype),
+           (int)in->n_dims, (int)in->channels);
+    for (int32_t l = 0; l < in->n_levels; l++)
+        printf("%s{\"dims\": [%lld, %lld, %lld], \"downsample\": %.17g}", l ? ", " : "", (long long)in->dims[l][0],
+               (long long)in->dims[l][1], (long long)in->dims[l][2], in->downsample[l]);
+    printf("], \"spacing\": [%.17g, %.17g, %.17g], \"tile\": [%lld, %lld, %lld], \"associated\": {", in->spacing[0],
+           in->spacing[1], in->spacing[2], (long long)in->tile[0], (long long)in->tile[1], (long long)in->tile[2]);
+    for (size_t i = 0; i < sg_slide_associated_count(s); i++) {
+        const char *name;
+        int64_t h, w;
+        sg_status st = sg_slide_associated_info(s, i, &name, &h, &w);
+        if (st != SEGRT_OK)
+            return fail(st);
+        printf("%s", i ? ", " : "");
+        json_string(name);
+        printf(": [%lld, %lld]", (long long)h, (long long)w);
+    }
+    printf("}, \"properties\": {");
+    for (int i = 0; i < argc; i++) {
+        printf("%s", i ? ", " : "");
+        json_string(argv[i]);
+        printf(": ");
+        json_string(sg_slide_property(s, argv[i]));
+    }
+    printf("}}\n");
+    return 0;
+}
+
+static int write_planes(const char *path, int64_t h, int64_t w, void *data)
+{
+    sg_tensor t = {.dtype = SEGRT_DTYPE_UINT8, .rank = 3, .dims = {3, h, w}, .data = data};
+    sg_status st = sg_npy_write(path, &t);
+    return st == SEGRT_OK ? 0 : fail(st);
+}
+
+static int regions(sg_source *s, const char *out, int argc, char **argv)
+{
+    for (int i = 0; i + 5 <= argc; i += 5) {
+        int32_t level = atoi(argv[i]);
+        sg_box b = {{0, atoll(argv[i + 1]), atoll(argv[i + 2])}, {1, atoll(argv[i + 3]), atoll(argv[i + 4])}};
+        size_t n = b.size[1] > 0 && b.size[2] > 0 ? (size_t)(3 * b.size[1] * b.size[2]) : 1;
+        uint8_t *buf = malloc(n);
+        if (!buf)
+            return 1;
+        sg_status st = sg_source_read_region(s, level, &b, buf);
+        if (st != SEGRT_OK) {
+            free(buf);
+            return fail(st);
+        }
+        char path[4096];
+        if (i == 0)
+            snprintf(path, sizeof path, "%s", out);
+        else
+            snprintf(path, sizeof path, "%.*s.%d.npy", (int)(strlen(out) - 4), out, i / 5);
+        int rc = write_planes(path, b.size[1], b.size[2], buf);
+        free(buf);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int assoc(sg_source *s, const char *out, const char *name)
+{
+    for (size_t i = 0; i < sg_slide_associated_count(s); i++) {
+        const char *n;
+        int64_t h, w;
+        sg_status st = sg_slide_associated_info(s, i, &n, &h, &w);
+        if (st != SEGRT_OK)
+            return fail(st);
+        if (strcmp(n, name) != 0)
+            continue;
+        uint8_t *buf = malloc((size_t)(3 * h * w));
+        if (!buf)
+            return 1;
+        if ((st = sg_slide_read_associated(s, name, buf)) != SEGRT_OK) {
+            free(buf);
+            return fail(st);
+        }
+        int rc = write_planes(out, h, w, buf);
+        free(buf);
+        return rc;
+    }
+    uint8_t none;
+    return fail(sg_slide_read_associated(s, name, &none));
+}
+
+int main(int argc, char **argv)
+{
+    int a = 1;
+    bool slide = argc > 1 && strcmp(argv[1], "--slide") == 0;
+    a += slide;
+    if (argc - a < 2) {
+        fprintf(stderr, "usage: segrt_slide [--slide] PATH info|region|assoc ...\n");
+        return 2;
+    }
+    sg_source *s;
+    sg_source_options o = {0, NULL, false};
+    sg_status st = slide ? sg_source_open_slide(argv[a], &o, &s) : sg_source_open_with(argv[a], &o, &s);
+    if (st != SEGRT_OK)
+        return fail(st);
+    const char *cmd = argv[a + 1];
+    int rc = 2;
+    if (strcmp(cmd, "info") == 0)
+        rc = info(s, argc - a - 2, argv + a + 2);
+    else if (strcmp(cmd, "region") == 0 && argc - a >= 8)
+        rc = regions(s, argv[a + 2], argc - a - 3, argv + a + 3);
+    else if (strcmp(cmd, "assoc") == 0 && argc - a == 4)
+        rc = assoc(s, argv[a + 2], argv[a + 3]);
+    sg_source_close(s);
+    return rc;
+}

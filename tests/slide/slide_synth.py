@@ -1,0 +1,77 @@
+"""Synthetic whole-slide images for the slide tests and the fuzz seeds,
+written with tifffile (JPEG tiles through imagecodecs) as Aperio's
+scanners lay out an SVS, which OpenSlide reads by its ImageDescription:
+
+    page 0      level 0, tiled JPEG, "Aperio Image Library ...|AppMag = 40|MPP = 0.25"
+    page 1      the thumbnail, stripped (OpenSlide: the second page, untiled)
+    pages 2...  the reduced levels, tiled JPEG
+    then        the label (LZW) and the macro (JPEG), stripped, named by the
+                first word of their description's second line
+
+The pixels are smooth gradients with some texture, so that JPEG keeps them
+close and a misplaced tile or channel shows.
+"""
+import numpy as np
+import tifffile
+
+APERIO = "Aperio Image Library v12.0.15"
+
+
+def picture(h, w, seed):
+    """An RGB image (h, w, 3) uint8: gradients, a grid and noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    r = (x * 255 // max(w - 1, 1))
+    g = (y * 255 // max(h - 1, 1))
+    b = ((x // 16 + y // 16) % 2) * 160 + 40
+    img = np.stack([r, g, b], axis=-1).astype(np.int32)
+    img += rng.integers(-12, 13, size=img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def reduce(img, f):
+    """img shrunk f times by means of f x f blocks (the edge's partial block
+    dropped), as a scanner's reduced level."""
+    h, w = img.shape[0] // f, img.shape[1] // f
+    return img[: h * f, : w * f].reshape(h, f, w, f, 3).mean(axis=(1, 3)).round().astype(np.uint8)
+
+
+def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=False, mpp=0.25, mag=40,
+              seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240)):
+    """An Aperio-style SVS at path; returns the level-0 RGB array."""
+    base = picture(height, width, seed)
+    head = f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) JPEG/RGB Q={quality}"
+    props = f"|AppMag = {mag}|MPP = {mpp}|Filename = synth" if mpp else f"|AppMag = {mag}|Filename = synth"
+    opts = dict(photometric="rgb", metadata=None, compression="jpeg", compressionargs={"level": quality})
+    with tifffile.TiffWriter(path, bigtiff=bigtiff) as tw:
+        tw.write(base, tile=(tile, tile), description=head + props, **opts)
+        thumb = reduce(base, 8)
+        tw.write(thumb, description=f"{APERIO}\r\n{width}x{height} -> {thumb.shape[1]}x{thumb.shape[0]} - "
+                 + props, rowsperstrip=16, **opts)
+        for f in factors:
+            lvl = reduce(base, f)
+            tw.write(lvl, tile=(tile, tile), subfiletype=0,
+                     description=f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) -> "
+                     f"{lvl.shape[1]}x{lvl.shape[0]} JPEG/RGB Q={quality}" + props, **opts)
+        if label:
+            lab = picture(*label_size, seed + 1)
+            tw.write(lab, description=f"{APERIO}\nlabel {lab.shape[1]}x{lab.shape[0]}", subfiletype=1,
+                     photometric="rgb", metadata=None, compression="lzw", rowsperstrip=32)
+        if macro:
+            mac = picture(*macro_size, seed + 2)
+            tw.write(mac, description=f"{APERIO}\nmacro {mac.shape[1]}x{mac.shape[0]}", subfiletype=9,
+                     rowsperstrip=16, **opts)
+    return base
+
+
+def write_generic_tiff(path, height=500, width=600, tile=128):
+    """A plain tiled TIFF (OpenSlide's generic-tiff): one level."""
+    img = picture(height, width, 7)
+    tifffile.imwrite(path, img, tile=(tile, tile), photometric="rgb", metadata=None, compression="jpeg", compressionargs={"level": 90})
+    return img
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_svs(sys.argv[1])
