@@ -72,7 +72,7 @@ static int64_t batch_span(const sw_job *r)
  * pages: the copy out of the pinned buffers takes its first-touch faults,
  * and on the GPU machine 4 KiB pages made that fault-bound; pinning the
  * shared sums in place is also quicker on them. */
-static void *host_result_alloc(size_t bytes)
+static void *host_huge_alloc(size_t bytes)
 {
     const size_t huge = (size_t)2 << 20;
     if (bytes < 2 * huge)
@@ -291,7 +291,7 @@ sg_status sw_plan_memory(sw_job *r)
         /* Pinned in place on huge pages: cudaMallocHost took 0.95 s for
          * 2.5 GiB on the GPU machine, most of a strip job's overhead. */
         sg_status hs = SEGRT_ERROR_OUT_OF_MEMORY;
-        if ((sp->seam = host_result_alloc(sp->seam_bytes)) &&
+        if ((sp->seam = host_huge_alloc(sp->seam_bytes)) &&
             (hs = r->ops->host_register(sp->seam, sp->seam_bytes)) == SEGRT_OK)
             sp->seam_registered = true;
         if (hs != SEGRT_OK) {
@@ -313,7 +313,7 @@ sg_status sw_plan_memory(sw_job *r)
     } else
         SG_TRY(sw_dev_alloc(r, (size_t)(res->stage_rows * (int64_t)stage_row), "the result's staging", &res->d_stage));
     res->h_bytes = result_bytes;
-    if (res->out_memory == SEGRT_MEMORY_HOST && !(res->h_result = host_result_alloc(result_bytes)))
+    if (res->out_memory == SEGRT_MEMORY_HOST && !(res->h_result = host_huge_alloc(result_bytes)))
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB result",
                         result_bytes / 1048576.0);
     if (!r->img.d_image) {

@@ -206,8 +206,9 @@ static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a
     sg_window_rows acc = {ac->d_acc, ac->ring_rows * st->plane, 0, ac->ring_rows, ac->acc_dtype, 0};
     if (!st->last)
         SG_TRY(seam_copy(r, st, a, b, true));
-    if (res->d_result && r->strips.n > 1) {
-        /* Strips finish their columns of the whole result's rows. */
+    if (res->d_result) {
+        /* A strip finishes its columns of the whole result's rows (one
+         * strip: all of them, fin_geom the job's geometry). */
         int64_t col = q->g.n_dims > 2 ? q->img_plane / q->g.size[1] : 1;
         sg_window_rows dst = {(uint8_t *)res->d_result +
                                   (size_t)(n * res->out_ch * q->image_numel + st->fin_col0 * col) * res->out_esize,
@@ -215,10 +216,6 @@ static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a
         if (st->fin_col0 >= 0)
             SG_TRY(ops->finalize(r->st.s, &st->fin_geom, res->final, r->o->threshold, q->K, a, b, &acc,
                                  res->out_dtype, &dst));
-    } else if (res->d_result) {
-        sg_window_rows dst = {(uint8_t *)res->d_result + (size_t)(n * res->out_ch * q->image_numel) * res->out_esize,
-                              q->image_numel, 0, 0, SEGRT_DTYPE_UNDEFINED, 0};
-        SG_TRY(ops->finalize(r->st.s, &q->geom, res->final, r->o->threshold, q->K, a, b, &acc, res->out_dtype, &dst));
     } else {
         /* Image rows [lo, hi) in chunks of the staging's rows. */
         int64_t lo = a - pb < 0 ? 0 : a - pb, hi = b - pb > q->g.size[0] ? q->g.size[0] : b - pb;

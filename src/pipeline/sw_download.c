@@ -18,7 +18,7 @@ void sw_populate_while_busy(sw_job *r, sg_backend_event *ev)
 #ifdef MADV_POPULATE_WRITE
     const size_t step = (size_t)2 << 20;
     sw_result *res = &r->out;
-    if (!res->h_result || (uintptr_t)res->h_result % step) /* host_result_alloc aligns large results only */
+    if (!res->h_result || (uintptr_t)res->h_result % step) /* host_huge_alloc aligns large results only */
         return;
     while (res->h_populated < res->h_bytes && r->ops->event_query(ev) == 0) {
         size_t len = res->h_bytes - res->h_populated < step ? res->h_bytes - res->h_populated : step;
