@@ -186,6 +186,48 @@ def test_random_boxes_equal_the_whole_read(tmp_path):
     assert "match the whole read" in vol("regions", folder, 80, 9).stdout
 
 
+# Series of over a million voxels are read by several threads, a range of
+# slices each (two on CI's two cores): the same values as one thread gives.
+@pytest.mark.parametrize("kind", ["hu12", "uint16-float", "frac", "rle"])
+def test_series_read_by_threads_equals_pydicom(tmp_path, kind):
+    folder = tmp_path / kind
+    kw = {"hu12": dict(dtype=np.int16, slope=1, inter=-1024, bits=12),
+          "uint16-float": dict(dtype=np.uint16, slope=1, inter=-1024),
+          "frac": dict(dtype=np.int16, slope=0.5, inter=3.25),
+          "rle": dict(dtype=np.uint16, bits=12, syntax=RLELossless)}[kind]
+    uid, v, _ = write_series(folder, n=20, rows=256, cols=232, iop=oblique_iop(), **kw)
+    want = {"hu12": "int16", "uint16-float": "float32", "frac": "float32", "rle": "uint16"}[kind]
+    got, arr = check_series(folder, tmp_path, want, with_sitk=False)
+    assert arr.shape == (1, 20, 256, 232)
+    if kind == "rle":
+        np.testing.assert_array_equal(arr[0], v)
+    # Boxes, large (threaded) and small, read what the whole read gives.
+    assert "match the whole read" in vol("regions", folder, 12, 3).stdout
+    whole = read(folder, tmp_path)
+    np.testing.assert_array_equal(read(folder, tmp_path, box=[2, 5, 7, 16, 200, 201])[0],
+                                  whole[0][2:18, 5:205, 7:208])
+
+
+def test_a_threaded_read_names_the_file_it_fails_on(tmp_path):
+    folder = tmp_path / "bad"
+    write_series(folder, n=16, rows=260, cols=256, dtype=np.uint16, bits=12, syntax=RLELossless, names="plain")
+    # One file's RLE segment offsets past its fragment: GDCM's decoder
+    # refuses it in its child, in whichever thread reads that slice.
+    victim = sorted(folder.iterdir())[9]
+    ds = pydicom.dcmread(victim)
+    frag = bytearray(ds.PixelData)
+    # The Basic Offset Table item is empty (8 bytes), then the fragment's
+    # item header (8 bytes), then the RLE header: a count and 15 offsets.
+    frag[16:20] = (200).to_bytes(4, "little")
+    frag[24:28] = (0x7FFFFFF0).to_bytes(4, "little")
+    ds.PixelData = bytes(frag)
+    ds.save_as(victim, enforce_file_format=True)
+    p = vol("read", folder, tmp_path / "x.npy", check=2)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and victim.name in lines[0], p.stderr
+    assert not (tmp_path / "x.npy").exists()
+
+
 def enhanced_ct(path, n=5, rows=8, cols=6, shuffle=True, seed=0):
     """An enhanced CT (multi-frame, functional groups) with frames stored
     out of position order and a per-frame rescale; returns the expected
