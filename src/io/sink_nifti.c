@@ -23,6 +23,7 @@
  * image that stated nothing. */
 #include "io/nifti_internal.h"
 
+#include "core/gzip_par.h"
 #include "core/mem.h"
 
 #include <errno.h>
@@ -69,19 +70,16 @@ void sg_nifti_writer_free(sg_nifti_writer *w)
 
 #include <math.h>
 #include <nifti2_io.h>
-#include <zlib.h>
 
 struct sg_nifti_writer {
     sg_output *out;
     sg_sink_desc d;
     bool gz;
-    z_stream z;
-    bool z_live;
+    sg_gzip_par *z; /* .nii.gz */
     uint64_t data_at;
     size_t row;      /* bytes of a row */
     int64_t next;    /* .nii.gz: rows written, in order */
     int64_t written; /* rows written */
-    uint8_t buf[65536];
 };
 
 static int nifti_type(sg_dtype t)
@@ -110,26 +108,13 @@ static int nifti_type(sg_dtype t)
 }
 
 /* Writes n bytes to the file, deflated for a .nii.gz. */
-static sg_status put(sg_nifti_writer *w, const void *p, size_t n, int flush)
+static sg_status put(sg_nifti_writer *w, const void *p, size_t n)
 {
+    if (w->gz)
+        return sg_gzip_par_write(w->z, p, n);
     FILE *f = sg_output_stream(w->out);
-    if (!w->gz) {
-        if (n && fwrite(p, 1, n, f) != n)
-            return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", sg_output_path(w->out), strerror(errno));
-        return SEGRT_OK;
-    }
-    w->z.next_in = (Bytef *)p;
-    w->z.avail_in = (uInt)n;
-    do {
-        w->z.next_out = w->buf;
-        w->z.avail_out = sizeof w->buf;
-        int r = deflate(&w->z, flush);
-        if (r == Z_STREAM_ERROR)
-            return sg_error(SEGRT_ERROR_INTERNAL, "%s: deflate failed", sg_output_path(w->out));
-        size_t got = sizeof w->buf - w->z.avail_out;
-        if (got && fwrite(w->buf, 1, got, f) != got)
-            return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", sg_output_path(w->out), strerror(errno));
-    } while (w->z.avail_out == 0 || w->z.avail_in > 0);
+    if (n && fwrite(p, 1, n, f) != n)
+        return sg_error(SEGRT_ERROR_IO, "%s: write failed: %s", sg_output_path(w->out), strerror(errno));
     return SEGRT_OK;
 }
 
@@ -254,14 +239,19 @@ sg_status sg_nifti_writer_open(sg_output *o, const sg_sink_desc *desc, bool gz, 
          * a smooth label map it deflated 5.6 times faster than zlib's
          * default 6, into a file twice as large but still a tenth of the
          * raw one (a 400 x 512 x 512 map took 1.7 s at 6 on the H200's
-         * host). */
-        if (deflateInit2(&w->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+         * host). On one thread level 1 still took 1.7 s of segrt's 5 s on
+         * that map (docs/perf.md), so blocks of it are deflated by a
+         * thread per core (gzip_par.h), into one gzip member as before. */
+        uint64_t bytes = w->data_at + (uint64_t)desc->dims[0] * desc->dims[1] * w->row;
+        FILE *f = sg_output_stream(o);
+        sg_status st = f ? sg_gzip_par_new(f, path, 1, sg_gzip_par_workers(bytes, 0), 0, &w->z)
+                         : sg_error(SEGRT_ERROR_IO, "%s: cannot write: %s", path, strerror(errno));
+        if (st != SEGRT_OK) {
             free(w);
-            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: cannot start the gzip encoder", path);
+            return st;
         }
-        w->z_live = true;
     }
-    sg_status st = put(w, head, (size_t)w->data_at, Z_NO_FLUSH);
+    sg_status st = put(w, head, (size_t)w->data_at);
     if (st != SEGRT_OK) {
         sg_nifti_writer_free(w);
         return st;
@@ -286,14 +276,14 @@ sg_status sg_nifti_writer_row(sg_nifti_writer *w, int64_t c, int64_t z, int64_t 
     sg_status st;
     if (w->gz) {
         SG_ASSERT(r == w->next);
-        st = put(w, src, w->row, Z_NO_FLUSH);
+        st = put(w, src, w->row);
         w->next++;
     } else {
         FILE *f = sg_output_stream(w->out);
         uint64_t at = w->data_at + (uint64_t)r * w->row;
         st = d->channels > 1 && fseeko(f, (off_t)at, SEEK_SET) != 0
                  ? sg_error(SEGRT_ERROR_IO, "%s: seek failed: %s", sg_output_path(w->out), strerror(errno))
-                 : put(w, src, w->row, Z_NO_FLUSH);
+                 : put(w, src, w->row);
     }
     free(bools);
     if (st == SEGRT_OK)
@@ -309,7 +299,7 @@ sg_status sg_nifti_writer_finish(sg_nifti_writer *w)
         st = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %lld rows of %lld written", sg_output_path(w->out),
                       (long long)w->written, (long long)(d->channels * d->dims[0] * d->dims[1]));
     if (st == SEGRT_OK && w->gz)
-        st = put(w, NULL, 0, Z_FINISH);
+        st = sg_gzip_par_finish(w->z);
     sg_nifti_writer_free(w);
     return st;
 }
@@ -318,8 +308,7 @@ void sg_nifti_writer_free(sg_nifti_writer *w)
 {
     if (!w)
         return;
-    if (w->z_live)
-        deflateEnd(&w->z);
+    sg_gzip_par_free(w->z);
     free(w);
 }
 

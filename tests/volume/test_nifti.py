@@ -235,6 +235,37 @@ def test_writer_dtypes(tmp_path, dtype):
     assert int(back.header["qform_code"]) == 0 and int(back.header["sform_code"]) == 0
 
 
+def test_writer_large_gz_is_one_member(tmp_path):
+    """A label map of several deflate blocks (1 MiB each) and so several
+    threads: nibabel and Python's zlib read back the data, and the file is
+    one gzip member ending at its last byte (some readers stop after the
+    first member)."""
+    import gzip
+    import zlib
+
+    rng = np.random.default_rng(7)
+    d, h, w = 96, 256, 256  # 6 MiB: the writer's threshold for threads is 4 blocks
+    zz, yy, xx = np.meshgrid(np.arange(d), np.arange(h), np.arange(w), indexing="ij")
+    labels = ((zz // 9 + yy // 40 + xx // 50) % 5).astype(np.uint8)  # smooth regions
+    noise = rng.random(labels.shape) < 0.01
+    labels[noise] = rng.integers(0, 5, int(noise.sum()))
+    lab = tmp_path / "big.npy"
+    np.save(lab, labels)
+    out = tmp_path / "big.nii.gz"
+    vol("save", lab, out)
+    raw = out.read_bytes()
+    z = zlib.decompressobj(16 + 15)
+    body = z.decompress(raw) + z.flush()
+    assert z.eof and z.unused_data == b"" and not z.unconsumed_tail
+    assert body == gzip.decompress(raw)
+    assert len(body) == 352 + labels.size
+    assert body[352:] == labels.tobytes()  # D, H, W in C order is NIfTI's x fastest
+    back = nib.load(str(out))
+    assert back.shape == (w, h, d) and back.get_data_dtype() == np.uint8
+    np.testing.assert_array_equal(np.asanyarray(back.dataobj), labels.transpose(2, 1, 0))
+    assert len(raw) < labels.size / 5
+
+
 def test_bad_files_fail_in_one_line(tmp_path):
     good = save(tmp_path, "g.nii.gz", volume((6, 5, 4), "i2"), RAS)
     raw = open(good, "rb").read()
