@@ -79,6 +79,7 @@ OVERLAP = 0.5
 SIGMA_SCALE = 0.125  # MONAI's and nnU-Net's Gaussian: sigma = window / 8
 INSTANCE_NORM_EPS = 1e-5
 TRAIN_LR = float(os.environ.get("VBENCH_TRAIN_LR", "5e-3"))  # make_model.py's Adam, cosine to 0
+TRAIN_AUGMENT = os.environ.get("VBENCH_TRAIN_AUGMENT", "1") != "0"  # random flips and axis orders
 LEAKY_SLOPE = 0.01  # nnU-Net's LeakyReLU(inplace=True): torch's default slope
 
 

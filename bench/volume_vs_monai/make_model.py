@@ -218,8 +218,8 @@ def monai_inputs(paths, s, window, with_labels=True):
     d = tr({"image": str(paths.nifti_case), "label": str(paths.structures)} if with_labels else
            {"image": str(paths.nifti_case)})
     import torch
-    img = torch.as_tensor(d["image"]).float().contiguous()
-    lab = torch.as_tensor(d["label"]).long()[0].contiguous() if with_labels else None
+    img = d["image"].as_tensor().float().contiguous()  # plain tensors, not MetaTensors
+    lab = d["label"].as_tensor().long()[0].contiguous() if with_labels else None
     return img, lab
 
 
@@ -247,6 +247,11 @@ def train(net, paths, s, window, seed, steps, device, log=print):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.5 * (1 + math.cos(math.pi * i / steps)))
     pz = [min(p, n) for p, n in zip(s.patch_zyx[::-1], img.shape[1:])]  # RAS (x, y, z), cube
     img_d, tgt_d = img.to(dev), target.to(dev)
+    # Rare classes (the aorta, the discs: a few voxels in a thousand) weigh
+    # more, or cross entropy leaves them to their neighbours.
+    count = torch.bincount(target.ravel(), minlength=s.classes).float()
+    weight = torch.where(count > 0, (count.sum() / count.clamp(min=1)) ** 0.25, torch.zeros(()))
+    weight = (weight / weight[count > 0].mean()).to(dev)
     amp = dev.type == "cuda"
     t0 = time.perf_counter()
     losses = []
@@ -255,11 +260,21 @@ def train(net, paths, s, window, seed, steps, device, log=print):
         for _ in range(2):
             o = [int(torch.randint(0, n - p + 1, (1,), generator=g)) for n, p in zip(img.shape[1:], pz)]
             sl = tuple(slice(a, a + p) for a, p in zip(o, pz))
-            xs.append(img_d[(slice(None),) + sl])
-            ys.append(tgt_d[sl])
+            xc, yc = img_d[(slice(None),) + sl], tgt_d[sl]
+            # Random flips and axis orders: nnU-Net feeds the array as stored, (z, y, x) with two axes
+            # flipped against MONAI's RAS (x, y, z); labels that follow the anatomy must not depend on them.
+            perm = torch.randperm(3, generator=g).tolist() if len(set(pz)) == 1 else [0, 1, 2]
+            flip = [i for i in range(3) if int(torch.randint(0, 2, (1,), generator=g))]
+            if not config.TRAIN_AUGMENT:
+                perm, flip = [0, 1, 2], []
+            xc, yc = xc.permute([0] + [p + 1 for p in perm]), yc.permute(perm)
+            if flip:
+                xc, yc = xc.flip([i + 1 for i in flip]), yc.flip(flip)
+            xs.append(xc)
+            ys.append(yc)
         x, y = torch.stack(xs), torch.stack(ys)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(net(x).float(), y)
+            loss = torch.nn.functional.cross_entropy(net(x).float(), y, weight=weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -293,28 +308,34 @@ def decisiveness(net, paths, s, window, device, sw_batch=None, log=print):
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     roi = tuple(s.patch_zyx[::-1])
-    out = {}
+
+    def infer():
+        return sliding_window_inference(x, roi, sw_batch or s.sw_batch, net, overlap=config.OVERLAP, mode="gaussian",
+                                        sigma_scale=config.SIGMA_SCALE)[0].float()
+
+    out = {"agreement_autocast_vs_fp32": {}}
     with torch.no_grad():
-        ref = sliding_window_inference(x, roi, sw_batch or s.sw_batch, net, overlap=config.OVERLAP, mode="gaussian",
-                                       sigma_scale=config.SIGMA_SCALE)[0].float()
-        dt = torch.float16 if dev.type == "cuda" else torch.bfloat16
-        with torch.autocast(dev.type, dtype=dt):
-            low = sliding_window_inference(x, roi, sw_batch or s.sw_batch, net, overlap=config.OVERLAP,
-                                           mode="gaussian", sigma_scale=config.SIGMA_SCALE)[0].float()
+        ref = infer()
+        lab_ref = ref.argmax(0)
+        for dt in (torch.float16, torch.bfloat16):
+            with torch.autocast(dev.type, dtype=dt):
+                low = infer()
+            out["agreement_autocast_vs_fp32"][str(dt).replace("torch.", "")] = \
+                float((low.argmax(0) == lab_ref).float().mean())
+            del low
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
     net.to("cpu")
     top2 = ref.topk(2, dim=0).values
     gap = (top2[0] - top2[1]).cpu()
-    lab_ref, lab_low = ref.argmax(0).cpu(), low.argmax(0).cpu()
-    out["autocast_dtype"] = str(dt).replace("torch.", "")
-    out["agreement_autocast_vs_fp32"] = float((lab_ref == lab_low).float().mean())
+    lab_ref = lab_ref.cpu()
     out["gap_below"] = {str(t): float((gap < t).float().mean()) for t in (0.01, 0.05, 0.1, 0.5, 1.0)}
     out["gap_median"] = float(gap.median())
     out["logit_abs_max"] = float(ref.abs().max())
     out["accuracy_vs_structures"] = float((lab_ref == cmap[lab]).float().mean())
     out["voxels_per_class"] = torch.bincount(lab_ref.ravel(), minlength=s.classes).tolist()
-    log(f"decisiveness: {out['autocast_dtype']} autocast vs float32 labels agree on "
-        f"{100 * out['agreement_autocast_vs_fp32']:.4f} % of {gap.numel()} voxels; top-2 gap < 0.05 on "
+    ag = out["agreement_autocast_vs_fp32"]
+    log(f"decisiveness: autocast vs float32 labels agree on {100 * ag['float16']:.4f} % (float16), "
+        f"{100 * ag['bfloat16']:.4f} % (bfloat16) of {gap.numel()} voxels; top-2 gap < 0.05 on "
         f"{100 * out['gap_below']['0.05']:.4f} %, < 0.5 on {100 * out['gap_below']['0.5']:.4f} %; "
         f"labels match the structures on {100 * out['accuracy_vs_structures']:.2f} %")
     return out
