@@ -52,7 +52,7 @@ FULL = Setup(
     classes=14,
     sw_batch=2,  # nnU-Net predicts one window at a time; MONAI's tutorials use 4 for 96^3
     runs=5,
-    train_steps=300,
+    train_steps=600,
 )
 
 SMALL = Setup(
@@ -67,7 +67,7 @@ SMALL = Setup(
     classes=4,
     sw_batch=2,
     runs=1,  # and no warm-up (run.py): a minute or two on a CPU
-    train_steps=300,
+    train_steps=600,
 )
 
 DATASET_ID = 999

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""An nnU-Net-sized 3d_fullres network with seeded random weights, in the
-three forms the contenders load:
+"""An nnU-Net-sized 3d_fullres network, seeded and trained briefly on the
+case, in the three forms the contenders load:
 
   * an nnU-Net results folder, $nnUNet_results/Dataset999_Bench/
     nnUNetTrainer__nnUNetPlans__3d_fullres/ with plans.json, dataset.json
@@ -12,7 +12,7 @@ three forms the contenders load:
   * net.onnx: the same weights, opset 17, batch dynamic ("input" N x 1 x
     patch -> "logits" N x classes x patch), for segrt.
 
-    python3 make_model.py [--small] [--work DIR] [--seed N]
+    python3 make_model.py [--small] [--work DIR] [--seed N] [--steps N] [--no-check]
 
 The network is PlainConvUNet as nnU-Net's default planner writes it for a
 CT: 6 stages of 32, 64, 128, 256, 320, 320 features, 3x3x3 kernels, strides
@@ -20,7 +20,11 @@ CT: 6 stages of 32, 64, 128, 256, 320, 320 features, 3x3x3 kernels, strides
 (affine, eps 1e-5), LeakyReLU (0.01), deep supervision off; patch
 128x128x128 (chosen, see config.py), 14 classes. Weights: seeded random
 channel mixes over fixed smooth kernels (randomise() says why), random norm
-scales and shifts and conv biases.
+scales and shifts and conv biases, then train(): a few hundred steps on the
+case's noise-free structures grouped into tissue classes (TISSUE_CLASSES),
+so that the labels are a clear function of the anatomy and float16 against
+float32 flips almost none of them (a random network's logits are near ties
+on many voxels). decisiveness() measures that and model.json keeps it.
 
 plans.json's CT normalisation (foreground_intensity_properties_per_channel)
 holds the statistics make_case.py measured on the body's voxels, so
@@ -129,7 +133,8 @@ def dataset_json(s):
     names = ["background"] + [n for n, _ in tissue_classes(s.classes)[1:]]
     names += [f"unused_{i}" for i in range(len(names), s.classes)]
     return {"channel_names": {"0": "CT"}, "labels": {n: i for i, n in enumerate(names)}, "numTraining": 1,
-            "file_ending": ".nii.gz", "name": "Bench", "description": "segrt bench/volume_vs_monai, a network fit to one synthetic case"}
+            "file_ending": ".nii.gz", "name": "Bench",
+            "description": "segrt bench/volume_vs_monai, a network fit to one synthetic case"}
 
 
 def randomise(net, seed):
@@ -279,7 +284,7 @@ def train(net, paths, s, window, seed, steps, device, log=print):
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if step % max(1, steps // 10) == 0 or step == steps - 1:
             log(f"train: step {step + 1}/{steps} loss {losses[-1]:.4f} ({time.perf_counter() - t0:.0f} s)")
     net.eval().to("cpu")

@@ -19,7 +19,10 @@ agreement and per-class Dice of each segrt variant against its reference
 (config.SEGRT_REFERENCE: segrt_monai -> monai, segrt_nnunet -> nnunet) and
 of MONAI against nnU-Net are computed. The JSON goes to
 bench/results/volume_vs_monai-<device>-<date>[-small].json and a table is
-printed. --report-only redoes the comparison and JSON from the workers'
+printed. --floor runs only monai (autocast: float16 on CUDA, bfloat16 on a
+CPU) and monai_fp32: the precision floor the agreement target needs. make_model
+trains the network (a minute or two on a GPU; model.json's "decisiveness"
+has its own float32 vs autocast floor). --report-only redoes the comparison and JSON from the workers'
 files in WORK (a run split over several calls).
 
 Timing: Python contenders (monai, nnunet) run N times in one warm process
