@@ -32,6 +32,7 @@ class Setup:
     classes: int
     sw_batch: int           # windows per network call (MONAI, segrt)
     runs: int               # timed runs per contender (default)
+    train_steps: int        # make_model.py's training steps on the case (0: random weights)
 
 
 FULL = Setup(
@@ -51,6 +52,7 @@ FULL = Setup(
     classes=14,
     sw_batch=2,  # nnU-Net predicts one window at a time; MONAI's tutorials use 4 for 96^3
     runs=5,
+    train_steps=600,
 )
 
 SMALL = Setup(
@@ -65,6 +67,7 @@ SMALL = Setup(
     classes=4,
     sw_batch=2,
     runs=1,  # and no warm-up (run.py): a minute or two on a CPU
+    train_steps=600,
 )
 
 DATASET_ID = 999
@@ -75,6 +78,8 @@ SEED = 0
 OVERLAP = 0.5
 SIGMA_SCALE = 0.125  # MONAI's and nnU-Net's Gaussian: sigma = window / 8
 INSTANCE_NORM_EPS = 1e-5
+TRAIN_LR = float(os.environ.get("VBENCH_TRAIN_LR", "5e-3"))  # make_model.py's Adam, cosine to 0
+TRAIN_AUGMENT = os.environ.get("VBENCH_TRAIN_AUGMENT", "1") != "0"  # random flips and axis orders
 LEAKY_SLOPE = 0.01  # nnU-Net's LeakyReLU(inplace=True): torch's default slope
 
 
@@ -97,6 +102,10 @@ class Paths:
     @property
     def nifti_case(self):
         return self.nifti_in_dir / f"{CASE}_0000.nii.gz"
+
+    @property
+    def structures(self):  # the noise-free structure of each voxel (make_case.STRUCTURES)
+        return self.work / "case" / "structures.nii.gz"
 
     @property
     def case_json(self):  # geometry and intensity statistics of the case

@@ -16,7 +16,8 @@ made once before the first run, not counted):
           spacing, bilinear) -> ScaleIntensityRanged(the plans' CT window,
           clip) on the device (preprocess); sliding_window_inference(roi =
           patch, overlap 0.5, gaussian, sw_batch_size, under
-          torch.autocast(float16)) (infer); Invertd(nearest_interp=False) ->
+          torch.autocast(float16); bfloat16 on a CPU with --cpu-amp, else
+          none) (infer); Invertd(nearest_interp=False) ->
           AsDiscreted(argmax) (post); SaveImaged(uint8 .nii.gz) (write).
   monai_fp32  the same in float32 (no autocast, TF32 off): not a
           contender but the precision floor, the agreement two correct
@@ -90,7 +91,10 @@ class Monai:
         self.np, self.torch = np, torch
         self.a, self.paths, self.s = a, paths, s
         self.device = torch.device(a.device)
-        self.amp = amp and self.device.type == "cuda"
+        # Autocast: float16 on CUDA; on a CPU only where asked (--cpu-amp, run.py --floor), in bfloat16,
+        # the CPU's fast low precision (and a coarser one than float16: a harder floor).
+        self.amp = amp and (self.device.type == "cuda" or a.cpu_amp)
+        self.amp_dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         self.model_info = json.loads(paths.model_json.read_text())
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # as MONAI's tutorials set it
@@ -130,7 +134,7 @@ class Monai:
         t3 = time.perf_counter()
         t["preprocess"] = t3 - t2
         roi = tuple(s.patch_zyx[::-1])  # RAS (x, y, z); the patch is a cube in both setups
-        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.float16, enabled=self.amp):
+        with torch.no_grad(), torch.autocast(dev.type, dtype=self.amp_dtype, enabled=self.amp):
             pred = sliding_window_inference(data["image"][None], roi, self.a.sw_batch, net, overlap=config.OVERLAP,
                                             mode="gaussian", sigma_scale=config.SIGMA_SCALE)
         data["pred"] = pred[0]
@@ -303,6 +307,7 @@ def main(argv=None):
     ap.add_argument("--segrt", default=str(config.ROOT / "build"), help="segrt's build folder or binary")
     ap.add_argument("--segrt-cache", default=None, help="XDG_CACHE_HOME for segrt's plan cache")
     ap.add_argument("--precision", default="fp16")
+    ap.add_argument("--cpu-amp", action="store_true", help="monai on a CPU: under bfloat16 autocast")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no timed run after the first that would end past this many seconds from the "
                          "process's start (judged by the last run), so that a call fits the device tool's limit")
@@ -328,6 +333,8 @@ def main(argv=None):
         init_s += time.perf_counter() - t0
     res = {"contender": a.contender, "device": a.device, "setup": s.name, "runs": [], "warmup": a.warmup,
            "sw_batch": a.sw_batch, "process_init_s": init_s, "versions": c.versions()}
+    if isinstance(c, Monai):
+        res["autocast"] = str(c.amp_dtype).replace("torch.", "") if c.amp else None
     out_json = paths.worker_json(a.contender)
     out_dir = paths.out_dir(a.contender)
     log(f"{a.contender}: imports and start {init_s:.1f} s; {a.warmup} warm-up + {a.runs} timed runs")

@@ -25,6 +25,10 @@ affine diag(0.8, -0.8, -1.5) with the first slice's position. Its
 conversion is not part of any contender's timed run: nnU-Net's users
 convert their DICOM once, before nnUNetv2_predict.
 
+case/structures.nii.gz (uint8, the NIfTI's grid) names the structure
+that painted each voxel, before noise (STRUCTURES): make_model.py fits
+the network's head to it.
+
 case.json keeps the geometry and the intensity statistics of the body's
 voxels (what nnU-Net's fingerprint would hold for CTNormalization).
 """
@@ -85,8 +89,18 @@ def ras_affine(s):
     return np.diag([-1.0, -1.0, 1.0, 1.0]) @ lps
 
 
-def make_volume(s, seed):
-    """int16 HU, (slices in position order, rows, columns)."""
+# The structure that paints each voxel (make_volume's `labels`, saved as
+# case/structures.nii.gz): 0 air, 1 body (soft tissue), then ORGANS in
+# turn (2 liver .. 11 left femoral head), 12 vertebra, 13 disc. Later
+# structures paint over earlier ones, as their HU do.
+STRUCTURES = ["air", "body", "liver", "spleen", "kidney_right", "kidney_left", "bladder", "lung_right", "lung_left",
+              "aorta", "femur_right", "femur_left", "vertebra", "disc"]
+
+
+def make_volume(s, seed, labels=None):
+    """int16 HU, (slices in position order, rows, columns); where `labels`
+    is a uint8 array of that shape, the noise-free structure of each voxel
+    (STRUCTURES) is written into it."""
     rng = np.random.default_rng(seed)
     nz, ny, nx = s.shape_zyx
     dz, dy, dx = s.spacing_zyx
@@ -107,18 +121,25 @@ def make_volume(s, seed):
     for k in range(nz):
         z = uz[k]
         hu = np.full((ny, nx), -1000.0)
+        lab = np.zeros((ny, nx), np.uint8)
         body = ((X - bcx) / bax) ** 2 + ((Y - bcy) / bay) ** 2 + ((z - bcz) / baz) ** 2 <= 1.0
         hu[body] = (tissue_xy + 10.0 * np.sin(3.0 * z))[body]
-        for kind, (cx, cy, cz), (ax, ay, az), value in ORGANS:
+        lab[body] = 1
+        for i, (kind, (cx, cy, cz), (ax, ay, az), value) in enumerate(ORGANS):
             if kind == "ellipsoid":
                 m = ((X - cx) / ax) ** 2 + ((Y - cy) / ay) ** 2 + ((z - cz) / az) ** 2 <= 1.0
             else:
                 m = ((X - cx) / ax) ** 2 + ((Y - cy) / ay) ** 2 <= 1.0
             hu[m & body] = value
+            lab[m & body] = 2 + i
         spine = ((X - scx) / sr) ** 2 + ((Y - scy) / (sr * half[0] / half[1])) ** 2 <= 1.0
-        hu[spine & body] = disc_hu if k % disc_period < max(1, disc_period // 6) else vert_hu
+        disc = k % disc_period < max(1, disc_period // 6)
+        hu[spine & body] = disc_hu if disc else vert_hu
+        lab[spine & body] = 13 if disc else 12
         noise = rng.standard_normal((ny, nx)) * np.where(body, 15.0, 5.0)
         vol[k] = np.clip(np.rint(hu + noise), -1024, 3071).astype(np.int16)
+        if labels is not None:
+            labels[k] = lab
     return vol
 
 
@@ -224,18 +245,23 @@ def check(paths, log=print):
 
 def make(paths, s, seed=config.SEED, log=print):
     t0 = time.perf_counter()
-    vol = make_volume(s, seed)
+    structures = np.zeros(s.shape_zyx, np.uint8)
+    vol = make_volume(s, seed, structures)
     t1 = time.perf_counter()
     write_dicom(vol, s, str(paths.dicom_dir))
     t2 = time.perf_counter()
     write_nifti(vol, s, str(paths.nifti_case))
     t3 = time.perf_counter()
+    # Not an input of any contender: what make_model.py fits the network's
+    # head to (outside the nnU-Net input folder, which must hold images only).
+    write_nifti(structures, s, str(paths.structures))
     info = {"setup": s.name, "seed": seed, "shape_zyx": list(s.shape_zyx), "spacing_zyx": list(s.spacing_zyx),
             "iop": list(IOP), "ras_affine": ras_affine(s).tolist(), "files": s.shape_zyx[0],
             "dicom_bytes": sum(os.path.getsize(os.path.join(paths.dicom_dir, f))
                                for f in os.listdir(paths.dicom_dir)),
             "nifti_bytes": os.path.getsize(paths.nifti_case),
-            "hu_min": int(vol.min()), "hu_max": int(vol.max()),
+            "hu_min": int(vol.min()), "hu_max": int(vol.max()), "structures": STRUCTURES,
+            "structure_voxels": np.bincount(structures.ravel(), minlength=len(STRUCTURES)).tolist(),
             "foreground_intensity_properties": body_stats(vol, s),
             "seconds": {"volume": t1 - t0, "dicom": t2 - t1, "nifti": t3 - t2}}
     info["check"] = check(paths, log)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""An nnU-Net-sized 3d_fullres network with seeded random weights, in the
-three forms the contenders load:
+"""An nnU-Net-sized 3d_fullres network, seeded and trained briefly on the
+case, in the three forms the contenders load:
 
   * an nnU-Net results folder, $nnUNet_results/Dataset999_Bench/
     nnUNetTrainer__nnUNetPlans__3d_fullres/ with plans.json, dataset.json
@@ -12,7 +12,7 @@ three forms the contenders load:
   * net.onnx: the same weights, opset 17, batch dynamic ("input" N x 1 x
     patch -> "logits" N x classes x patch), for segrt.
 
-    python3 make_model.py [--small] [--work DIR] [--seed N]
+    python3 make_model.py [--small] [--work DIR] [--seed N] [--steps N] [--no-check]
 
 The network is PlainConvUNet as nnU-Net's default planner writes it for a
 CT: 6 stages of 32, 64, 128, 256, 320, 320 features, 3x3x3 kernels, strides
@@ -20,7 +20,11 @@ CT: 6 stages of 32, 64, 128, 256, 320, 320 features, 3x3x3 kernels, strides
 (affine, eps 1e-5), LeakyReLU (0.01), deep supervision off; patch
 128x128x128 (chosen, see config.py), 14 classes. Weights: seeded random
 channel mixes over fixed smooth kernels (randomise() says why), random norm
-scales and shifts and conv biases.
+scales and shifts and conv biases, then train(): a few hundred steps on the
+case's noise-free structures grouped into tissue classes (TISSUE_CLASSES),
+so that the labels are a clear function of the anatomy and float16 against
+float32 flips almost none of them (a random network's logits are near ties
+on many voxels). decisiveness() measures that and model.json keeps it.
 
 plans.json's CT normalisation (foreground_intensity_properties_per_channel)
 holds the statistics make_case.py measured on the body's voxels, so
@@ -39,8 +43,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import config  # noqa: E402
 
-CLASS_NAMES = ["background", "liver", "spleen", "kidney_right", "kidney_left", "bladder", "lung_right", "lung_left",
-               "aorta", "femur_right", "femur_left", "vertebrae", "intervertebral_disc", "soft_tissue"]
 
 
 def arch_kwargs(s):
@@ -127,10 +129,12 @@ def plans_json(s, case, arch):
 
 
 def dataset_json(s):
-    names = CLASS_NAMES[:s.classes] if s.classes <= len(CLASS_NAMES) else \
-        CLASS_NAMES + [f"class_{i}" for i in range(len(CLASS_NAMES), s.classes)]
+    # nnU-Net wants label 0 named background: here the air (and the lungs).
+    names = ["background"] + [n for n, _ in tissue_classes(s.classes)[1:]]
+    names += [f"unused_{i}" for i in range(len(names), s.classes)]
     return {"channel_names": {"0": "CT"}, "labels": {n: i for i, n in enumerate(names)}, "numTraining": 1,
-            "file_ending": ".nii.gz", "name": "Bench", "description": "segrt bench/volume_vs_monai, random weights"}
+            "file_ending": ".nii.gz", "name": "Bench",
+            "description": "segrt bench/volume_vs_monai, a network fit to one synthetic case"}
 
 
 def randomise(net, seed):
@@ -172,6 +176,176 @@ def randomise(net, seed):
                     m.bias.copy_(torch.empty_like(m.bias).normal_(0.0, 0.05, generator=g))
 
 
+# The classes the network is trained to: make_case's structures grouped by
+# what the CT window lets a network tell apart at a glance. The lungs (-850
+# HU) clip to the window's floor as air does, the organs (10-60 HU) differ
+# from the body's soft tissue (5-65 HU) by less than its noise: either
+# would be a class decided by faint context, its labels flipping under any
+# change of arithmetic. Where there are fewer classes than groups (--small),
+# the disc and the aorta share one. Classes past the groups are trained to
+# lose everywhere (the head keeps its size and FLOPs).
+TISSUE_CLASSES = [("air", ["air", "lung_right", "lung_left"]),
+                  ("soft_tissue", ["body", "liver", "spleen", "kidney_right", "kidney_left", "bladder"]),
+                  ("bone", ["vertebra", "femur_right", "femur_left"]),
+                  ("aorta", ["aorta"]),
+                  ("disc", ["disc"])]
+
+
+def tissue_classes(classes):
+    """[(name, [structure, ...]), ...], at most `classes` of them."""
+    if classes >= len(TISSUE_CLASSES):
+        return TISSUE_CLASSES
+    if classes < 3:
+        raise ValueError(f"make_model: {classes} classes; the network needs at least 3 (air, soft tissue, bone)")
+    out = TISSUE_CLASSES[:classes - 1]
+    return out + [("_".join(n for n, _ in TISSUE_CLASSES[classes - 1:]),
+                   [m for _, ms in TISSUE_CLASSES[classes - 1:] for m in ms])]
+
+
+def class_of_structure(structures, classes):
+    """The class each make_case structure (in make_case.STRUCTURES order)
+    is trained to."""
+    of = {m: c for c, (_, ms) in enumerate(tissue_classes(classes)) for m in ms}
+    return [of[n] for n in structures]
+
+
+def monai_inputs(paths, s, window, with_labels=True):
+    """The case as the monai contender feeds it to the network (the NIfTI,
+    which holds the DICOM series' voxels and geometry: RAS, the plans'
+    spacing, the CT window), and the structures on the same grid (nearest)."""
+    from monai.transforms import Compose, EnsureChannelFirstd, LoadImaged, Orientationd, ScaleIntensityRanged, Spacingd
+    keys = ["image", "label"] if with_labels else ["image"]
+    tr = Compose([LoadImaged(keys=keys), EnsureChannelFirstd(keys=keys), Orientationd(keys=keys, axcodes="RAS"),
+                  Spacingd(keys=keys, pixdim=tuple(s.target_spacing_zyx[::-1]),
+                           mode=("bilinear", "nearest")[:len(keys)]),
+                  ScaleIntensityRanged(keys="image", a_min=window[0], a_max=window[1], b_min=window[2],
+                                       b_max=window[3], clip=True)])
+    d = tr({"image": str(paths.nifti_case), "label": str(paths.structures)} if with_labels else
+           {"image": str(paths.nifti_case)})
+    import torch
+    img = d["image"].as_tensor().float().contiguous()  # plain tensors, not MetaTensors
+    lab = d["label"].as_tensor().long()[0].contiguous() if with_labels else None
+    return img, lab
+
+
+def train(net, paths, s, window, seed, steps, device, log=print):
+    """Fits the randomised network to the case's structures (make_case's
+    STRUCTURES, grouped by class_of_structure): `steps` Adam steps on random
+    patch-sized crops (batch 2, cross entropy, bfloat16 autocast on CUDA),
+    seeded crops and deterministic algorithms. A network whose labels are a
+    clear function of the anatomy leads by a wide logit margin almost
+    everywhere, so that FP16 against FP32 flips few voxels; a random one
+    (randomise alone) has near-ties everywhere."""
+    import math
+
+    import torch
+    case = json.loads(paths.case_json.read_text())
+    cmap = torch.tensor(class_of_structure(case["structures"], s.classes))
+    img, lab = monai_inputs(paths, s, window)
+    target = cmap[lab]
+    dev = torch.device(device)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    g = torch.Generator().manual_seed(seed + 2)
+    net.to(dev).train()
+    opt = torch.optim.Adam(net.parameters(), lr=config.TRAIN_LR)
+    # Cosine to zero: the last steps settle the margins instead of jumping about.
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.5 * (1 + math.cos(math.pi * i / steps)))
+    pz = [min(p, n) for p, n in zip(s.patch_zyx[::-1], img.shape[1:])]  # RAS (x, y, z), cube
+    img_d, tgt_d = img.to(dev), target.to(dev)
+    # Rare classes (the aorta, the discs: a few voxels in a thousand) weigh
+    # more, or cross entropy leaves them to their neighbours.
+    count = torch.bincount(target.ravel(), minlength=s.classes).float()
+    weight = torch.where(count > 0, (count.sum() / count.clamp(min=1)) ** 0.25, torch.zeros(()))
+    weight = (weight / weight[count > 0].mean()).to(dev)
+    amp = dev.type == "cuda"
+    t0 = time.perf_counter()
+    losses = []
+    for step in range(steps):
+        xs, ys = [], []
+        for _ in range(2):
+            o = [int(torch.randint(0, n - p + 1, (1,), generator=g)) for n, p in zip(img.shape[1:], pz)]
+            sl = tuple(slice(a, a + p) for a, p in zip(o, pz))
+            xc, yc = img_d[(slice(None),) + sl], tgt_d[sl]
+            # Random flips and axis orders: nnU-Net feeds the array as stored, (z, y, x) with two axes
+            # flipped against MONAI's RAS (x, y, z); labels that follow the anatomy must not depend on them.
+            perm = torch.randperm(3, generator=g).tolist() if len(set(pz)) == 1 else [0, 1, 2]
+            flip = [i for i in range(3) if int(torch.randint(0, 2, (1,), generator=g))]
+            if not config.TRAIN_AUGMENT:
+                perm, flip = [0, 1, 2], []
+            xc, yc = xc.permute([0] + [p + 1 for p in perm]), yc.permute(perm)
+            if flip:
+                xc, yc = xc.flip([i + 1 for i in flip]), yc.flip(flip)
+            xs.append(xc)
+            ys.append(yc)
+        x, y = torch.stack(xs), torch.stack(ys)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(net(x).float(), y, weight=weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if step % max(1, steps // 10) == 0 or step == steps - 1:
+            log(f"train: step {step + 1}/{steps} loss {losses[-1]:.4f} ({time.perf_counter() - t0:.0f} s)")
+    net.eval().to("cpu")
+    torch.use_deterministic_algorithms(False)
+    return {"steps": steps, "device": str(dev), "seconds": time.perf_counter() - t0, "loss_first": losses[0],
+            "loss_last": losses[-1], "loss_last10": sum(losses[-10:]) / len(losses[-10:]),
+            "class_of_structure": dict(zip(case["structures"], cmap.tolist()))}
+
+
+def decisiveness(net, paths, s, window, device, sw_batch=None, log=print):
+    """MONAI's sliding window (the contender's settings) over the case in
+    float32 and under autocast (float16 on CUDA, bfloat16 on a CPU), on the
+    resampled grid: the share of voxels whose labels agree, the share whose
+    top-2 float32 logit gap is below a few thresholds, and the accuracy
+    against the structures. The precision floor the benchmark's agreement
+    target needs (run.py --floor measures it end to end)."""
+    import torch
+    from monai.inferers import sliding_window_inference
+    case = json.loads(paths.case_json.read_text())
+    cmap = torch.tensor(class_of_structure(case["structures"], s.classes))
+    img, lab = monai_inputs(paths, s, window)
+    dev = torch.device(device)
+    net = net.to(dev).eval()
+    x = img[None].to(dev)
+    # The float32 reference without TF32, as contenders.py's monai_fp32.
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    roi = tuple(s.patch_zyx[::-1])
+
+    def infer():
+        return sliding_window_inference(x, roi, sw_batch or s.sw_batch, net, overlap=config.OVERLAP, mode="gaussian",
+                                        sigma_scale=config.SIGMA_SCALE)[0].float()
+
+    out = {"agreement_autocast_vs_fp32": {}}
+    with torch.no_grad():
+        ref = infer()
+        lab_ref = ref.argmax(0)
+        for dt in (torch.float16, torch.bfloat16):
+            with torch.autocast(dev.type, dtype=dt):
+                low = infer()
+            out["agreement_autocast_vs_fp32"][str(dt).replace("torch.", "")] = \
+                float((low.argmax(0) == lab_ref).float().mean())
+            del low
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+    net.to("cpu")
+    top2 = ref.topk(2, dim=0).values
+    gap = (top2[0] - top2[1]).cpu()
+    lab_ref = lab_ref.cpu()
+    out["gap_below"] = {str(t): float((gap < t).float().mean()) for t in (0.01, 0.05, 0.1, 0.5, 1.0)}
+    out["gap_median"] = float(gap.median())
+    out["logit_abs_max"] = float(ref.abs().max())
+    out["accuracy_vs_structures"] = float((lab_ref == cmap[lab]).float().mean())
+    out["voxels_per_class"] = torch.bincount(lab_ref.ravel(), minlength=s.classes).tolist()
+    ag = out["agreement_autocast_vs_fp32"]
+    log(f"decisiveness: autocast vs float32 labels agree on {100 * ag['float16']:.4f} % (float16), "
+        f"{100 * ag['bfloat16']:.4f} % (bfloat16) of {gap.numel()} voxels; top-2 gap < 0.05 on "
+        f"{100 * out['gap_below']['0.05']:.4f} %, < 0.5 on {100 * out['gap_below']['0.5']:.4f} %; "
+        f"labels match the structures on {100 * out['accuracy_vs_structures']:.2f} %")
+    return out
+
+
 def export_onnx(net, s, path):
     import torch
     # The exporter traces one forward pass: on the GPU where there is one
@@ -190,13 +364,18 @@ def export_onnx(net, s, path):
     os.replace(tmp, path)
 
 
-def make(paths, s, seed=config.SEED, log=print):
+def make(paths, s, seed=config.SEED, log=print, steps=None, check=True):
     import torch
     t0 = time.perf_counter()
     case = json.loads(paths.case_json.read_text())
+    window = ct_window(case["foreground_intensity_properties"])
     arch = arch_kwargs(s)
     net = build_network(arch, 1, s.classes).eval()
     randomise(net, seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    steps = s.train_steps if steps is None else steps
+    training = train(net, paths, s, window, seed, steps, device, log) if steps > 0 else {"steps": 0}
+    t_train = time.perf_counter()
     params = sum(p.numel() for p in net.parameters())
     folder = paths.model_folder
     (folder / "fold_0").mkdir(parents=True, exist_ok=True)
@@ -220,9 +399,12 @@ def make(paths, s, seed=config.SEED, log=print):
     t2 = time.perf_counter()
     fg = case["foreground_intensity_properties"]
     info = {"setup": s.name, "seed": seed, "parameters": params, "patch_zyx": list(s.patch_zyx),
-            "classes": s.classes, "arch": arch, "ct_window": ct_window(fg), "foreground_intensity_properties": fg,
-            "onnx_bytes": os.path.getsize(paths.onnx), "torch_version": torch.__version__,
-            "seconds": {"build_and_save": t1 - t0, "onnx_export": t2 - t1}}
+            "classes": s.classes, "arch": arch, "ct_window": window, "foreground_intensity_properties": fg,
+            "onnx_bytes": os.path.getsize(paths.onnx), "torch_version": torch.__version__, "training": training,
+            "seconds": {"train": t_train - t0, "build_and_save": t1 - t_train, "onnx_export": t2 - t1}}
+    if check:
+        info["decisiveness"] = decisiveness(net, paths, s, window, device, log=log)
+        info["seconds"]["decisiveness"] = time.perf_counter() - t2
     paths.model_json.write_text(json.dumps(info, indent=1) + "\n")
     log(f"model: PlainConvUNet {len(s.features)} stages {list(s.features)}, {params / 1e6:.1f} M parameters, "
         f"patch {'x'.join(map(str, s.patch_zyx))}, {s.classes} classes; CT window "
@@ -236,9 +418,12 @@ def main(argv=None):
     ap.add_argument("--small", action="store_true", help="a tiny network for development on a CPU")
     ap.add_argument("--work", default=None, help="work folder (default $VBENCH_WORK or /tmp/volume_vs_monai[-small])")
     ap.add_argument("--seed", type=int, default=config.SEED)
+    ap.add_argument("--steps", type=int, default=None,
+                    help="training steps on the case (default: the setup's train_steps; 0: random weights only)")
+    ap.add_argument("--no-check", action="store_true", help="do not measure the float32 vs autocast label floor")
     a = ap.parse_args(argv)
     paths = config.Paths(config.default_work_dir(a.small) if a.work is None else pathlib.Path(a.work))
-    make(paths, config.setup(a.small), a.seed)
+    make(paths, config.setup(a.small), a.seed, steps=a.steps, check=not a.no_check)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ and nnU-Net's predictor, side by side in one run (issue 39, Speed).
     python3 run.py --segrt BUILD_DIR [--contenders monai,nnunet,segrt_monai,segrt_nnunet]
         [--runs N] [--warmup N] [--small] [--device cuda|cpu] [--work DIR] [--remake]
         [--python PY] [--sw-batch N] [--precision fp16] [--no-ceiling] [--report-only] [--out FILE.json]
+    python3 run.py --floor [--small] [--device cuda|cpu] [--work DIR] [--remake]
 
 Steps: make_case.py and make_model.py (skipped where WORK already holds a
 case and model of this setup, unless --remake; neither is timed), then each
@@ -18,7 +19,10 @@ agreement and per-class Dice of each segrt variant against its reference
 (config.SEGRT_REFERENCE: segrt_monai -> monai, segrt_nnunet -> nnunet) and
 of MONAI against nnU-Net are computed. The JSON goes to
 bench/results/volume_vs_monai-<device>-<date>[-small].json and a table is
-printed. --report-only redoes the comparison and JSON from the workers'
+printed. --floor runs only monai (autocast: float16 on CUDA, bfloat16 on a
+CPU) and monai_fp32: the precision floor the agreement target needs. make_model
+trains the network (a minute or two on a GPU; model.json's "decisiveness"
+has its own float32 vs autocast floor). --report-only redoes the comparison and JSON from the workers'
 files in WORK (a run split over several calls).
 
 Timing: Python contenders (monai, nnunet) run N times in one warm process
@@ -191,7 +195,7 @@ def build_report(a, paths, s, contenders, ceiling):
     res = {"benchmark": "volume_vs_monai", "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "host": platform.node(), "device": {"name": name, "driver": driver, "ceiling": ceiling},
            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-           "settings": {"setup": s.name, "device": a.device, "runs": a.runs, "warmup": a.warmup,
+           "settings": {"setup": s.name, "device": a.device, "runs": a.runs, "warmup": a.warmup, "floor": a.floor,
                         "sw_batch": a.sw_batch or s.sw_batch,
                         "precision": a.precision if a.device.startswith("cuda") else "fp32 (cpu)",
                         "overlap": config.OVERLAP,
@@ -204,7 +208,8 @@ def build_report(a, paths, s, contenders, ceiling):
                         "target_speedup": TARGET_SPEEDUP, "target_agreement": TARGET_AGREEMENT},
            "case": {k: case[k] for k in ("shape_zyx", "spacing_zyx", "iop", "ras_affine", "files", "dicom_bytes",
                                          "nifti_bytes", "foreground_intensity_properties")},
-           "model": {"parameters": model["parameters"], "patch_zyx": model["patch_zyx"], "classes": model["classes"],
+           "model": {"training": model.get("training"), "decisiveness": model.get("decisiveness"),
+                     "parameters": model["parameters"], "patch_zyx": model["patch_zyx"], "classes": model["classes"],
                      "features": list(s.features), "ct_window": model["ct_window"], "onnx_bytes": model["onnx_bytes"],
                      "target_spacing_zyx": list(s.target_spacing_zyx), "resampled_shape_zyx": shape,
                      "flops_per_window": fpw, "windows": windows,
@@ -307,7 +312,9 @@ def case_matches(paths, s):
         model = json.loads(paths.model_json.read_text())
     except (OSError, ValueError):
         return False
+    # A model of older make_model.py (random weights, no "training") is made again.
     return (case.get("shape_zyx") == list(s.shape_zyx) and model.get("patch_zyx") == list(s.patch_zyx)
+            and model.get("training", {}).get("steps") == s.train_steps and paths.structures.exists()
             and paths.onnx.exists() and paths.torch_weights.exists() and paths.nifti_case.exists()
             and (paths.model_folder / "fold_0" / "checkpoint_final.pth").exists())
 
@@ -334,10 +341,15 @@ def main(argv=None):
                          "(at least one timed run each), e.g. 540 under the device tool's 600")
     ap.add_argument("--no-ceiling", action="store_true", help="do not measure the FP16 matrix ceiling")
     ap.add_argument("--report-only", action="store_true", help="only compare and report the workers' files")
+    ap.add_argument("--floor", action="store_true",
+                    help="the precision floor only: monai (autocast: float16 on CUDA, bfloat16 on a CPU) against "
+                         "monai_fp32, one run each, no ceiling; the JSON's name ends in -floor")
     ap.add_argument("--out", default=None, help="JSON file (default bench/results/volume_vs_monai-<device>-<date>"
                                                 "[-small].json)")
     a = ap.parse_args(argv)
     s = config.setup(a.small)
+    if a.floor:
+        a.contenders, a.runs, a.warmup, a.no_ceiling = "monai,monai_fp32", 1, 0, True
     a.runs = a.runs or s.runs
     if a.warmup is None:
         a.warmup = 0 if a.small else 1
@@ -369,7 +381,8 @@ def main(argv=None):
                       "--precision", a.precision] + (["--small"] if a.small else []) \
                 + (["--sw-batch", str(a.sw_batch)] if a.sw_batch else []) \
                 + (["--segrt-cache", a.segrt_cache] if a.segrt_cache else []) \
-                + (["--max-seconds", f"{share:.0f}"] if share is not None else [])
+                + (["--max-seconds", f"{share:.0f}"] if share is not None else []) \
+                + (["--cpu-amp"] if a.floor else [])
             log(f"== {c}" + ("" if share is None else f" (at most {share:.0f} s)"))
             subprocess.run(argv_c, env=env)
         if a.device.startswith("cuda") and not a.no_ceiling:
@@ -381,7 +394,8 @@ def main(argv=None):
     if a.out is None:
         a.out = str(config.ROOT / "bench" / "results" / (f"volume_vs_monai-{slug(res['device']['name'])}-"
                                                          f"{datetime.date.today().isoformat()}"
-                                                         + ("-small" if a.small else "") + ".json"))
+                                                         + ("-small" if a.small else "")
+                                                         + ("-floor" if a.floor else "") + ".json"))
     out = pathlib.Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
