@@ -1356,6 +1356,18 @@ SEGRT_API segrt_status segrt_window_job_probe(const char *image_path, segrt_tens
 SEGRT_API segrt_status segrt_window_job_probe_with(const segrt_window_job_options *o, const char *image_path,
                                                    segrt_tensor *image, uint64_t *extra_bytes);
 
+/* Where a job's time went, seconds on the calling thread, in the order
+ * the job spends them. */
+typedef struct segrt_window_job_seconds {
+    double read;    /* reading the image: a volume's files, decoded (on a thread of its own while the engines
+                     * are built, overlapping build; a folder's case read by its reader: 0) */
+    double build;   /* building or loading the engines (0 where a folder's earlier case left them fitting) */
+    double prep;    /* a volume preprocessed into the networks' grid (segrt_preprocess) */
+    double windows; /* the windows: the report's seconds */
+    double back;    /* the networks' scores back into the volume's grid as labels */
+    double write;   /* writing the result and the overlay */
+} segrt_window_job_seconds;
+
 /* What a job did. */
 typedef struct segrt_window_job_report {
     segrt_tensor image;       /* the image's dtype, rank and dims (data NULL) */
@@ -1370,6 +1382,7 @@ typedef struct segrt_window_job_report {
     int32_t strips;           /* device path: strips of axis 1 the windows went in under max_memory
                                * (1: whole planes; see segrt_window_options_set_max_memory) */
     uint64_t seam_host_bytes; /* pinned host memory that held the sums neighbouring strips share */
+    segrt_window_job_seconds parts; /* where the time went */
 } segrt_window_job_report;
 
 /* Runs the job: models (n_models >= 1, an ensemble averaged per window)

@@ -272,10 +272,18 @@ static int resolve(cli_sw_opts *so, const segrt_tensor *image, const char *in)
     return CLI_OK;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 typedef struct sw_state {
     int32_t n;
     const char *path[1 + CLI_SW_MAX_MODELS];
     segrt_model *model[1 + CLI_SW_MAX_MODELS];
+    double load_seconds; /* reading and checking the models */
 } sw_state;
 
 static void sw_state_free(sw_state *st)
@@ -291,8 +299,10 @@ static int load_member(sw_state *st, int32_t m, const char *path)
     if (cli_is_plan_file(path))
         return cli_usage_error("%s: sliding windows build the engine for their window; give the .onnx model",
                                path);
+    double t0 = now_s();
     if ((s = segrt_model_load(path, &st->model[m])) != SEGRT_OK)
         return cli_fail(s);
+    st->load_seconds += now_s() - t0;
     st->n = m + 1;
     st->path[m] = path;
     if (segrt_model_input_count(st->model[m]) != 1)
@@ -373,13 +383,6 @@ typedef struct progress_line {
     bool end_line;
 } progress_line;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void show_progress(void *user, int64_t done, int64_t total)
 {
     progress_line *p = user;
@@ -400,7 +403,8 @@ static void show_progress(void *user, int64_t done, int64_t total)
 }
 
 /* The summary lines of a finished job. */
-static void print_summary(const char *in, const char *out, const cli_engine_opts *eo, const segrt_window_job_report *r)
+static void print_summary(const char *in, const char *out, const cli_engine_opts *eo, const segrt_window_job_report *r,
+                          double load_seconds)
 {
     char img[128], res[128], where[64];
     cli_dims(r->image.dims, r->image.rank, img, sizeof img);
@@ -427,6 +431,10 @@ static void print_summary(const char *in, const char *out, const cli_engine_opts
         printf("segrt: host time: setup %.3f s, windows %.3f s (copying image rows %.3f, waiting for the GPU "
                "%.3f, result out %.3f)\n",
                r->times.setup, r->times.run, r->times.uploading, r->times.waiting, r->times.downloading);
+    const segrt_window_job_seconds *p = &r->parts;
+    printf("segrt: time: loading the model %.3f s, reading the image %.3f s, engines %.3f s, preprocessing %.3f s, "
+           "windows %.3f s, labels back %.3f s, writing %.3f s\n",
+           load_seconds, p->read, p->build, p->prep, p->windows, p->back, p->write);
 }
 
 /* A volume's preprocessing (cli_prep.c; in NULL: a folder's cases) and
@@ -539,7 +547,7 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     if ((rc = cli_files_commit(files, 0)) != CLI_OK || (so->overlay && (rc = cli_files_commit(files, 1)) != CLI_OK))
         return rc;
     if (!quiet)
-        print_summary(in, out, eo, &report);
+        print_summary(in, out, eo, &report, st->load_seconds);
     return CLI_OK;
 }
 

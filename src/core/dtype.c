@@ -194,3 +194,29 @@ void sg_dtype_store_i64(sg_dtype t, void *data, int64_t i, int64_t v)
     default: sg_dtype_store_f64(t, data, i, (double)v); return;
     }
 }
+
+void sg_dtype_to_f32(sg_dtype t, const void *src, float *dst, int64_t n)
+{
+    /* Each of these converts exactly to double, so one rounding to float
+     * is what load_f64's double then float gives. */
+#define SG_TO_F32(T)                                                                                                   \
+    do {                                                                                                               \
+        const T *s_ = src;                                                                                             \
+        for (int64_t i = 0; i < n; i++)                                                                                \
+            dst[i] = (float)s_[i];                                                                                     \
+    } while (0)
+    switch (t) {
+    case SEGRT_DTYPE_FLOAT32: memcpy(dst, src, sizeof(float) * (size_t)n); return;
+    case SEGRT_DTYPE_FLOAT64: SG_TO_F32(double); return;
+    case SEGRT_DTYPE_INT32: SG_TO_F32(int32_t); return;
+    case SEGRT_DTYPE_INT16: SG_TO_F32(int16_t); return;
+    case SEGRT_DTYPE_UINT16: SG_TO_F32(uint16_t); return;
+    case SEGRT_DTYPE_INT8: SG_TO_F32(int8_t); return;
+    case SEGRT_DTYPE_UINT8: SG_TO_F32(uint8_t); return;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)sg_dtype_load_f64(t, src, i);
+        return;
+    }
+#undef SG_TO_F32
+}

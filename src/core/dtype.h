@@ -26,5 +26,8 @@ int64_t sg_dtype_load_i64(sg_dtype t, const void *data, int64_t i);
  * truncate toward zero; to bool: v != 0). */
 void sg_dtype_store_f64(sg_dtype t, void *data, int64_t i, double v);
 void sg_dtype_store_i64(sg_dtype t, void *data, int64_t i, int64_t v);
+/* n elements of type t as float32, each as (float)sg_dtype_load_f64 gives
+ * it, by loops typed outside the element loop (a volume's voxels). */
+void sg_dtype_to_f32(sg_dtype t, const void *src, float *dst, int64_t n);
 
 #endif

@@ -33,6 +33,7 @@
 #include "pipeline/vol_prep.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,8 +281,7 @@ static sg_status read_volume(const char *path, const segrt_window_job_options *j
         free(raw.data);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for the volume", path);
     }
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)sg_dtype_load_f64(raw.dtype, raw.data, i);
+    sg_dtype_to_f32(raw.dtype, raw.data, f, n);
     free(raw.data);
     image->data = f;
     return SEGRT_OK;
@@ -385,6 +385,21 @@ static bool is_image_output(const char *path)
 
 /* --- the job ------------------------------------------------------------- */
 
+/* A volume read on a thread of its own while the engines are built:
+ * building is the host's work of loading plans and choosing kernels on
+ * one core, reading the disk's and the decoders' on others. */
+typedef struct read_ahead {
+    pthread_t th;
+    bool started;
+    const char *path;
+    const segrt_window_job_options *jo;
+    sg_tensor vol;
+    sg_source_info where;
+    sg_status status;
+    char error[1024]; /* the reading thread's message */
+    double seconds;
+} read_ahead;
+
 typedef struct sg_window_job {
     const segrt_window_job_options *jo;
     sg_sw_options sw;
@@ -433,6 +448,8 @@ typedef struct sg_window_job {
     void (*checked)(void *user);
     void *checked_user;
     double seconds_write;
+    segrt_window_job_seconds parts; /* this run's, into its report */
+    read_ahead ahead;
 } job;
 
 static void drop_engines(job *st)
@@ -452,8 +469,62 @@ static void prep_free_device(segrt_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *read_ahead_main(void *arg)
+{
+    read_ahead *ra = arg;
+    double t0 = now_s();
+    ra->status = read_volume(ra->path, ra->jo, &ra->vol, &ra->where);
+    if (ra->status != SEGRT_OK)
+        snprintf(ra->error, sizeof ra->error, "%s", sg_last_error());
+    ra->seconds = now_s() - t0;
+    return NULL;
+}
+
+/* Starts reading path on a thread of its own; false where the thread did
+ * not start (the job then reads in line, as without). */
+static bool read_ahead_start(read_ahead *ra, const char *path, const segrt_window_job_options *jo)
+{
+    memset(ra, 0, sizeof *ra);
+    ra->path = path;
+    ra->jo = jo;
+    ra->started = pthread_create(&ra->th, NULL, read_ahead_main, ra) == 0;
+    return ra->started;
+}
+
+/* The read's volume once it is done, or its error raised on this thread. */
+static sg_status read_ahead_take(read_ahead *ra, sg_tensor *vol, sg_source_info *where, double *seconds)
+{
+    pthread_join(ra->th, NULL);
+    ra->started = false;
+    *seconds += ra->seconds;
+    if (ra->status != SEGRT_OK)
+        return sg_error(ra->status, "%s", ra->error);
+    *vol = ra->vol;
+    *where = ra->where;
+    memset(&ra->vol, 0, sizeof ra->vol);
+    return SEGRT_OK;
+}
+
+/* A read the run did not take (it failed before): waited for, dropped. */
+static void read_ahead_drop(read_ahead *ra)
+{
+    if (ra->started)
+        pthread_join(ra->th, NULL);
+    ra->started = false;
+    free(ra->vol.data);
+    memset(&ra->vol, 0, sizeof ra->vol);
+}
+
 static void job_free(job *st)
 {
+    read_ahead_drop(&st->ahead);
     prep_free_device(&st->prep_image);
     prep_free_device(&st->prep_scores);
     sg_prep_free(st->prep);
@@ -484,7 +555,7 @@ static segrt_status default_build(void *user, const segrt_model *model, const ch
 }
 
 /* Every member's engine and context for the options' window batch. */
-static sg_status build_members(job *st)
+static sg_status build_members_now(job *st)
 {
     drop_engines(st);
     st->built = false; /* until every member is built again */
@@ -503,6 +574,13 @@ static sg_status build_members(job *st)
     return SEGRT_OK;
 }
 
+static sg_status build_members(job *st)
+{
+    double t0 = now_s();
+    sg_status s = build_members_now(st);
+    st->parts.build += now_s() - t0;
+    return s;
+}
 /* Whether the engines built for an earlier image take this one's window
  * batch: the same input dims (a window of fixed size over any image). */
 static bool engines_fit(const job *st)
@@ -875,13 +953,6 @@ static sg_status write_overlay(sg_output *o, const sg_image *pixels, const sg_te
     return s;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device, segrt_window_job_report *r)
 {
     r->image.dtype = st->image.dtype;
@@ -1033,8 +1104,12 @@ static sg_status prep_forward(job *st)
         vol = st->given;
         st->where = st->given_where;
         memset(&st->given, 0, sizeof st->given);
+    } else if (st->ahead.started) {
+        SG_TRY(read_ahead_take(&st->ahead, &vol, &st->where, &st->parts.read));
     } else {
+        double t0 = now_s();
         SG_TRY(read_volume(st->in, st->jo, &vol, &st->where));
+        st->parts.read += now_s() - t0;
     }
     if (vol.rank != 5 || vol.dims[1] != in->channels || vol.dims[2] != dims[0] || vol.dims[3] != dims[1] ||
         vol.dims[4] != dims[2]) {
@@ -1042,8 +1117,10 @@ static sg_status prep_forward(job *st)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     }
     segrt_tensor img;
+    double t0 = now_s();
     s = sg_prep_forward(st->prep, vol.data, &img);
     free(vol.data);
+    st->parts.prep += now_s() - t0;
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s: ", st->in);
     int64_t before[SEGRT_MAX_RANK], after[SEGRT_MAX_RANK];
@@ -1102,7 +1179,7 @@ static sg_status take_given(job *st)
     return SEGRT_OK;
 }
 
-static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
+static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
 {
     const segrt_window_job_options *jo = st->jo;
     /* Everything the header of the image and the models say, before any
@@ -1154,7 +1231,19 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: preprocessing (from %s) applies to volumes (NIfTI, DICOM)",
                         st->in, jo->preprocess->source ? jo->preprocess->source : "the job's options");
     /* The engines are built for the window from the image's header; the
-     * image is read once they are, and the memory check passed. */
+     * image is read once they are, and the memory check passed; but a
+     * volume whose read alone (its samples as stored and as float32)
+     * fits the host budget is read meanwhile, on a thread of its own: the
+     * whole need is still checked before the windows, and a refusal
+     * drops it. */
+    if (st->volume && !st->given.data) {
+        const sg_source_info *in = &st->prep_in;
+        uint64_t n = (uint64_t)in->channels * (uint64_t)(in->n_dims == 3 ? in->dims[0][0] : 1) *
+                     (uint64_t)in->dims[0][1] * (uint64_t)in->dims[0][2];
+        uint64_t read_bytes = n * (sizeof(float) + segrt_dtype_size(in->dtype));
+        if (!st->sw.max_host_memory || read_bytes + st->held_elsewhere <= st->sw.max_host_memory)
+            read_ahead_start(&st->ahead, st->in, jo);
+    }
     st->image = shape;
     /* Built once while the window's input dims stay (a folder's cases). */
     bool build = !engines_fit(st);
@@ -1182,11 +1271,19 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (st->prep) {
         SG_TRY(prep_forward(st));
     } else if (st->volume) {
-        SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
+        if (st->ahead.started) {
+            SG_TRY(read_ahead_take(&st->ahead, &st->image, &st->where, &st->parts.read));
+        } else {
+            double tr = now_s();
+            SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
+            st->parts.read += now_s() - tr;
+        }
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (!st->streamed) {
+        double tr = now_s();
         SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
+        st->parts.read += now_s() - tr;
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     }
@@ -1210,11 +1307,15 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
         SG_TRY(build_members(st));
         t0 = now_s();
     }
-    if (s == SEGRT_OK && st->prep)
+    double tb = now_s();
+    st->parts.windows = tb - t0;
+    if (s == SEGRT_OK && st->prep) {
         s = prep_back(st);
+        st->parts.back = now_s() - tb;
+    }
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s over %s: ", st->path[0], st->in);
-    r->seconds = now_s() - t0;
+    r->seconds = st->parts.windows;
     fill_report(st, &stats, on_device, r);
     bool write_failed = false;
     double tw = now_s();
@@ -1222,7 +1323,18 @@ static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_w
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
     st->seconds_write = now_s() - tw;
+    st->parts.write = st->seconds_write;
+    r->parts = st->parts;
     r->write_failed = write_failed;
+    return s;
+}
+
+/* A run, and whatever read it started and did not take dropped on any
+ * way out. */
+static sg_status job_run(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
+{
+    sg_status s = job_run_body(st, result, overlay, r);
+    read_ahead_drop(&st->ahead);
     return s;
 }
 
@@ -1266,6 +1378,7 @@ void sg_window_job_free(sg_window_job *st)
 /* What one run leaves that the next must not see; the engines stay. */
 static void job_reset_run(job *st)
 {
+    read_ahead_drop(&st->ahead);
     prep_free_device(&st->prep_image);
     prep_free_device(&st->prep_scores);
     sg_prep_free(st->prep);
@@ -1295,6 +1408,7 @@ static void job_reset_run(job *st)
     st->checked = NULL;
     st->checked_user = NULL;
     st->seconds_write = 0.0;
+    memset(&st->parts, 0, sizeof st->parts);
 }
 
 sg_status sg_window_job_run_volume(sg_window_job *st, const char *name, sg_tensor *image, const sg_source_info *where,

@@ -326,6 +326,10 @@ static void test_window_job_npy(void)
     o.progress = NULL;
     CHECK(r.windows == 2 && r.batch == 1 && !r.stats.on_device && !r.write_failed);
     CHECK(r.result.dtype == SEGRT_DTYPE_FLOAT32 && r.result.rank == 4 && r.result.dims[1] == 2);
+    /* Where the time went: the windows' are the report's seconds, engines
+     * were built, the result written; nothing was preprocessed. */
+    CHECK(r.parts.windows == r.seconds && r.parts.build > 0 && r.parts.write > 0 && r.parts.read >= 0);
+    CHECK(r.parts.prep == 0 && r.parts.back == 0);
     segrt_tensor got, want;
     segrt_compare_stats st;
     CHECK(segrt_array_load(out_path, &got) == SEGRT_OK);

@@ -76,7 +76,12 @@ def test_dicom_series_in_nifti_labels_out_in_its_grid(tmp_path):
     iop = [0.96, 0.28, 0.0, -0.28, 0.96, 0.0]
     folder = tmp_path / "series"
     write_series(folder, n=18, rows=22, cols=20, spacing=(0.7, 0.9), step=2.0, iop=iop, order="shuffled")
-    window_job(folder, tmp_path / "labels.nii.gz")
+    p = window_job(folder, tmp_path / "labels.nii.gz")
+    # Where the time went, each part named (the series read while the
+    # engines were built).
+    line = next(x for x in p.stdout.splitlines() if x.startswith("segrt: time:"))
+    for part in ("loading the model", "reading the image", "engines", "windows", "writing"):
+        assert part in line, line
     got = nib.load(tmp_path / "labels.nii.gz")
 
     reader = sitk.ImageSeriesReader()
@@ -106,3 +111,26 @@ def test_two_series_are_refused_naming_them_and_chosen_by_uid(tmp_path):
     assert nib.load(tmp_path / "second.nii.gz").shape[2] == 3
     p = window_job(folder, tmp_path / "none.nii.gz", "labels", "--series", "1.2.3", check=None)
     assert p.returncode == 2 and "1.2.3" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(not HAVE_DICOM, reason="a build without DICOM")
+def test_a_series_failing_while_the_engines_are_built_names_its_file(tmp_path):
+    """The series is read on a thread of its own while the engines are
+    built: a slice that fails to decode there is still the job's one-line
+    error naming the file, and nothing is written."""
+    import pydicom
+    from dicom_synth import write_series
+    from pydicom.uid import RLELossless
+    folder = tmp_path / "series"
+    write_series(folder, n=12, rows=20, cols=18, dtype=np.uint16, bits=12, syntax=RLELossless, names="plain")
+    victim = sorted(folder.iterdir())[5]
+    ds = pydicom.dcmread(victim)
+    frag = bytearray(ds.PixelData)
+    frag[16:20] = (200).to_bytes(4, "little")  # the RLE header's segment count, then an offset past the end
+    frag[24:28] = (0x7FFFFFF0).to_bytes(4, "little")
+    ds.PixelData = bytes(frag)
+    ds.save_as(victim, enforce_file_format=True)
+    p = window_job(folder, tmp_path / "labels.nii.gz", check=2)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and victim.name in lines[0], p.stderr
+    assert not (tmp_path / "labels.nii.gz").exists()
