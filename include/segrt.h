@@ -1145,8 +1145,14 @@ SEGRT_API segrt_status segrt_context_profile_text(const segrt_context *ctx, char
  *   4. intensities (per channel) where intensity_first (nnU-Net);
  *   5. resampling to `spacing` (the grid's extent kept, the shape
  *      rounded as nnU-Net and MONAI round it);
- *   6. intensities otherwise (MONAI: ScaleIntensityRange after Spacing).
- * Back: the networks' class scores (logits, or probabilities where
+ *   6. intensities otherwise (MONAI: ScaleIntensityRange after Spacing);
+ *   7. the networks' axes: depth, height, width as segrt, SimpleITK and
+ *      nnU-Net lay a volume out, or width, height, depth (`axes` WHD) as
+ *      nibabel and MONAI index it (a MONAI network is trained on arrays
+ *      indexed i, j, k, and is not the same network on their transpose).
+ *      The window's roi and the scores follow the networks' axes.
+ * Back: the networks' class scores (in the networks' axes, step 7 undone
+ * first) (logits, or probabilities where
  * result_probs) resampled to the grid before step 5 (result_interp
  * LINEAR), then argmax; or the labels by nearest neighbour (NEAREST);
  * then put back into the uncropped volume (background 0), and steps 2
@@ -1202,6 +1208,12 @@ typedef enum segrt_crop_kind {
     SEGRT_CROP_THRESHOLD /* MONAI's CropForeground: > crop_threshold in any channel */
 } segrt_crop_kind;
 
+/* The order of the networks' spatial axes (step 7 above). */
+typedef enum segrt_network_axes {
+    SEGRT_AXES_DHW = 0, /* depth, height, width: segrt's, SimpleITK's and nnU-Net's arrays */
+    SEGRT_AXES_WHD      /* width, height, depth: index order i, j, k, as nibabel and MONAI index a volume */
+} segrt_network_axes;
+
 typedef struct segrt_preprocess {
     int32_t transpose[3]; /* {0, 1, 2}: none */
     char orientation[4];  /* "RAS", "LPS", "PLI", ...; "" keeps the stored orientation */
@@ -1224,10 +1236,12 @@ typedef struct segrt_preprocess {
     double anisotropy;
     segrt_interp image_interp_z, result_interp_z;
     const char *source; /* what set these, for messages ("the model's metadata", a plans file); may be NULL */
+    segrt_network_axes axes;
 } segrt_preprocess;
 
 /* Nothing done: no transpose, orientation, crop, intensity or resampling;
- * LINEAR interpolation (NEAREST along a separate axis, anisotropy 0). */
+ * LINEAR interpolation (NEAREST along a separate axis, anisotropy 0); the
+ * networks' axes DHW. */
 SEGRT_API void segrt_preprocess_init(segrt_preprocess *p);
 
 /* The preprocessing the model's metadata declares (keys segrt.preprocess.*,
@@ -1240,7 +1254,7 @@ SEGRT_API segrt_status segrt_preprocess_from_model(const segrt_model *model, seg
  * segrt.preprocess.KEY and `segrt run`'s options write it
  * (docs/preprocess.md): KEY is orientation, spacing, transpose, crop,
  * crop_margin, intensity, intensity_first, image_interp, result_interp,
- * image_interp_z, result_interp_z, result_probs, grid or anisotropy.
+ * image_interp_z, result_interp_z, result_probs, grid, anisotropy or axes.
  * Errors: INVALID_ARGUMENT naming the key and the value (an unknown key,
  * a malformed or out-of-range value; p is then unchanged). */
 SEGRT_API segrt_status segrt_preprocess_set(segrt_preprocess *p, const char *key, const char *value);

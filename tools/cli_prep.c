@@ -27,7 +27,8 @@ int cli_prep_option(cli_prep_opts *o, int argc, char **argv, int *i)
         const char *opt, *key;
     } valued[] = {{"--orientation", "orientation"},     {"--spacing", "spacing"},
                   {"--crop-margin", "crop_margin"},     {"--interp", "image_interp"},
-                  {"--result-interp", "result_interp"}, {"--resample-grid", "grid"}};
+                  {"--result-interp", "result_interp"}, {"--resample-grid", "grid"},
+                  {"--axes", "axes"}};
     const char *a = argv[*i];
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {

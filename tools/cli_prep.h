@@ -36,6 +36,8 @@ typedef struct cli_prep_opts {
     "  --result-interp linear|nearest  class scores resampled then argmax, or labels by nearest\n"   \
     "  --result-probs             resample probabilities (MONAI's Invertd), not logits\n"           \
     "  --resample-grid nnunet|monai  where resampled voxels lie (default nnunet)\n"                  \
+    "  --axes dhw|whd             the network's axes: depth, height, width (default; nnU-Net's) or\n" \
+    "                             width, height, depth (MONAI's and nibabel's; --roi in that order)\n" \
     "  --nnunet-plans DIR CONFIG  an nnU-Net v2 model folder's plans.json and dataset.json: its\n"  \
     "                             preprocessing and window (patch size, overlap 0.5, Gaussian blend,\n" \
     "                             nnU-Net's grid, mirroring; --tta none, --roi ... override them)\n" \

@@ -312,10 +312,23 @@ static const char *set_anisotropy(segrt_preprocess *p, const char *v)
     return NULL;
 }
 
+static const char *set_axes(segrt_preprocess *p, const char *v)
+{
+    if (is_word(v, "dhw"))
+        p->axes = SEGRT_AXES_DHW;
+    else if (is_word(v, "whd"))
+        p->axes = SEGRT_AXES_WHD;
+    else
+        return "the networks' axes are dhw (depth, height, width: SimpleITK's and nnU-Net's arrays) or whd "
+               "(width, height, depth: nibabel's and MONAI's)";
+    return NULL;
+}
+
 /* The keys, in the order docs/preprocess.md lists them. */
 static const char *const prep_keys[] = {
     "transpose", "orientation",  "crop",           "crop_margin",   "intensity",       "intensity_first", "spacing",
-    "grid",      "image_interp", "image_interp_z", "result_interp", "result_interp_z", "result_probs",    "anisotropy"};
+    "grid",      "image_interp", "image_interp_z", "result_interp", "result_interp_z", "result_probs",    "anisotropy",
+    "axes"};
 #define N_PREP_KEYS (sizeof prep_keys / sizeof prep_keys[0])
 
 /* Sets key of p from v: NULL, or why v is refused (p then partly set:
@@ -350,8 +363,10 @@ static const char *apply(segrt_preprocess *p, const char *key, const char *v)
         return set_grid(p, v);
     if (strcmp(key, "anisotropy") == 0)
         return set_anisotropy(p, v);
+    if (strcmp(key, "axes") == 0)
+        return set_axes(p, v);
     return "no such setting (orientation, spacing, transpose, crop, crop_margin, intensity, intensity_first, "
-           "image_interp, image_interp_z, result_interp, result_interp_z, result_probs, grid, anisotropy)";
+           "image_interp, image_interp_z, result_interp, result_interp_z, result_probs, grid, anisotropy, axes)";
 }
 
 segrt_status segrt_preprocess_set(segrt_preprocess *p, const char *key, const char *value)

@@ -511,13 +511,14 @@ bool sg_prep_is_identity(const sg_prep *pp)
     for (int32_t a = 0; a < 3; a++)
         if (pp->from[a] != a || pp->flip[a])
             return false;
-    return pp->p.crop == SEGRT_CROP_NONE && !pp->has_intensity && !pp->rs.on;
+    return pp->p.crop == SEGRT_CROP_NONE && !pp->has_intensity && !pp->rs.on && pp->p.axes == SEGRT_AXES_DHW;
 }
 
 void sg_prep_model_grid(const sg_prep *pp, int64_t dims[3], segrt_geometry *g)
 {
+    bool whd = pp->p.axes == SEGRT_AXES_WHD;
     for (int32_t a = 0; a < 3; a++)
-        dims[a] = pp->rs.dims[a];
+        dims[a] = pp->rs.dims[whd ? 2 - a : a];
     if (g) {
         *g = pp->rs.g;
         g->known = pp->known;
@@ -579,6 +580,31 @@ static void dense_strides(const int64_t dims[3], int64_t stride[4])
     stride[2] = dims[2];
     stride[1] = dims[1] * dims[2];
     stride[0] = prod3(dims);
+}
+
+/* Step 7 and its inverse: *out (new, the ops' memory) is src (C x the
+ * grid dhw, depth, height, width) with its spatial axes reversed
+ * (to_whd), or src (C x width, height, depth of dhw) back in depth,
+ * height, width. */
+static sg_status swap_axes(const sg_prep *pp, bool dev, const void *src, size_t es, int64_t C, const int64_t dhw[3],
+                           bool to_whd, void **out)
+{
+    int64_t D = dhw[0], H = dhw[1], W = dhw[2], plane = prod3(dhw);
+    SG_TRY(mem_alloc(pp, dev, es * (size_t)(C * plane), out));
+    int64_t d4[4], src_st[4], dst_st[4];
+    if (to_whd) { /* written in (c, i, j, k) order, read from (c, k, j, i) */
+        int64_t d[4] = {C, W, H, D}, ss[4] = {plane, 1, W, H * W}, ds[4] = {plane, H * D, D, 1};
+        memcpy(d4, d, sizeof d), memcpy(src_st, ss, sizeof ss), memcpy(dst_st, ds, sizeof ds);
+    } else {
+        int64_t d[4] = {C, D, H, W}, ss[4] = {plane, 1, D, H * D}, ds[4] = {plane, H * W, W, 1};
+        memcpy(d4, d, sizeof d), memcpy(src_st, ss, sizeof ss), memcpy(dst_st, ds, sizeof ds);
+    }
+    sg_status s = pp->vo->strided_copy(NULL, es, src, 0, src_st, *out, dst_st, d4);
+    if (s != SEGRT_OK) {
+        mem_free(pp, dev, *out);
+        *out = NULL;
+    }
+    return s;
 }
 
 /* ---- forward ----------------------------------------------------------- */
@@ -903,6 +929,12 @@ static sg_status forward_run(sg_prep *pp, const float *volume, float **result)
             s = apply_intensity(pp, cur, pp->rs.dims, mask);
         mem_free(pp, dev, mask);
     }
+    if (s == SEGRT_OK && pp->p.axes == SEGRT_AXES_WHD) {
+        void *t = NULL;
+        s = swap_axes(pp, dev, cur, sizeof(float), pp->C, pp->rs.dims, true, &t);
+        mem_free(pp, dev, cur);
+        cur = t;
+    }
     if (s != SEGRT_OK) {
         mem_free(pp, dev, cur);
         return s;
@@ -970,8 +1002,7 @@ sg_status sg_prep_forward(sg_prep *pp, const float *volume, segrt_tensor *image)
     image->rank = 5;
     image->dims[0] = 1;
     image->dims[1] = pp->C;
-    for (int32_t a = 0; a < 3; a++)
-        image->dims[2 + a] = pp->rs.dims[a];
+    sg_prep_model_grid(pp, image->dims + 2, NULL);
     image->data = out;
     image->memory = dev_out ? SEGRT_MEMORY_DEVICE : SEGRT_MEMORY_HOST;
     image->device = dev_out ? pp->device : 0;
@@ -986,10 +1017,17 @@ static sg_status back_run(sg_prep *pp, const float *scores, int64_t K, segrt_dty
     bool dev = pp->exec_device;
     size_t es = dt == SEGRT_DTYPE_UINT8 ? 1 : 2;
     int64_t cplane = prod3(pp->cdims), plane = prod3(pp->dims);
-    void *lc = NULL, *lf = NULL;
-    sg_status s = mem_alloc(pp, dev, es * (size_t)cplane, &lc);
+    void *lc = NULL, *lf = NULL, *dhw = NULL;
+    sg_status s = SEGRT_OK;
+    if (pp->p.axes == SEGRT_AXES_WHD) { /* step 7 undone: the scores in depth, height, width */
+        s = swap_axes(pp, dev, scores, sizeof(float), K, pp->rs.dims, false, &dhw);
+        scores = dhw;
+    }
+    if (s == SEGRT_OK)
+        s = mem_alloc(pp, dev, es * (size_t)cplane, &lc);
     if (s == SEGRT_OK)
         s = vo->resample_argmax(NULL, scores, K, pp->rs.dims, pp->rs.back, dt, lc);
+    mem_free(pp, dev, dhw);
     if (s == SEGRT_OK)
         s = mem_alloc(pp, dev, es * (size_t)plane, &lf);
     if (s == SEGRT_OK && cplane != plane)
@@ -1031,7 +1069,8 @@ sg_status sg_prep_back(sg_prep *pp, const segrt_tensor *scores, segrt_tensor *la
     if (!pp->forwarded)
         return bad(&pp->p, "back before forward");
     bool dev_in = pp->device >= 0;
-    const int64_t *m = pp->rs.dims;
+    int64_t m[3];
+    sg_prep_model_grid(pp, m, NULL);
     if (scores->dtype != SEGRT_DTYPE_FLOAT32 || scores->rank != 5 || scores->dims[0] != 1 || scores->dims[1] < 1 ||
         scores->dims[2] != m[0] || scores->dims[3] != m[1] || scores->dims[4] != m[2] || !scores->data)
         return bad(&pp->p, "class scores must be float32 1 x K x %lld x %lld x %lld", (long long)m[0], (long long)m[1],
@@ -1088,8 +1127,12 @@ uint64_t sg_prep_scratch_bytes(const sg_prep *pp, int64_t classes)
         fwd += 4 * C * in; /* the volume uploaded */
     else if (pp->device >= 0)
         fwd += 4 * C * mdl; /* the image before it goes up */
+    if (pp->p.axes == SEGRT_AXES_WHD)
+        fwd += 4 * C * mdl; /* step 7's copy */
     uint64_t es = classes <= 256 ? 1 : 2;
     uint64_t back = es * (o + in);
+    if (pp->p.axes == SEGRT_AXES_WHD)
+        back += 4 * (uint64_t)(classes > 0 ? classes : 1) * mdl; /* the scores in depth, height, width */
     if (pp->device >= 0 && !pp->exec_device)
         back += 4 * (uint64_t)(classes > 0 ? classes : 1) * mdl; /* the scores come down */
     return fwd > back ? fwd : back;

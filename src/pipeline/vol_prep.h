@@ -42,11 +42,15 @@ bool sg_prep_is_identity(const sg_prep *pp);
  * freed with free()). Finds the crop box. One call per plan. */
 sg_status sg_prep_forward(sg_prep *pp, const float *volume, segrt_tensor *image);
 
-/* The networks' grid after sg_prep_forward: its dims and geometry (LPS,
- * as segrt_geometry), for reports and messages. */
+/* The networks' grid after sg_prep_forward: its dims as the networks'
+ * image has them (in the networks' axes, width first where the
+ * preprocessing's axes are WHD) and where it lies (LPS, as
+ * segrt_geometry, for the grid in depth, height, width), for reports and
+ * messages. */
 void sg_prep_model_grid(const sg_prep *pp, int64_t dims[3], segrt_geometry *g);
 
-/* Back: scores (float32 1 x K x D' x H' x W', in the plan's memory: the
+/* Back: scores (float32 1 x K x the networks' grid (sg_prep_model_grid's
+ * dims), in the plan's memory: the
  * networks' logits, or probabilities where the preprocessing says
  * result_probs) to labels in the volume's grid: *labels gets a host
  * tensor 1 x 1 x depth x height x width (uint8 when K <= 256, else

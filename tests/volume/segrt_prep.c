@@ -19,7 +19,7 @@
  *       range:AMIN:AMAX:BMIN:BMAX[:clip] | rescale01
  *   --intensity-first  --spacing SD SH SW  --grid nnunet|monai
  *   --interp, --interp-z, --result-interp, --result-interp-z  nearest|linear|cubic
- *   --anisotropy X  --source TEXT
+ *   --anisotropy X  --axes dhw|whd  --source TEXT
  *   --device N: the plan on CUDA device N (default -1, the host); the image
  *               comes down and the scores go up through segrt_device_copy
  * Exit 0 on success, 2 with segrt's one-line message on stderr. */
@@ -189,6 +189,10 @@ int main(int argc, char **argv)
         } else if (strcmp(o, "--anisotropy") == 0) {
             NEED(1);
             p.anisotropy = atof(argv[++i]);
+        } else if (strcmp(o, "--axes") == 0) {
+            NEED(1);
+            if (segrt_preprocess_set(&p, "axes", argv[++i]) != SEGRT_OK)
+                return fail();
         } else if (strcmp(o, "--source") == 0) {
             NEED(1);
             p.source = argv[++i];

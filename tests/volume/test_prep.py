@@ -548,3 +548,39 @@ def test_against_nnunetv2(tmp_path, transpose):
     want = want.transpose([int(i) for i in np.argsort(transpose)])
     _, _, labels = run(tmp_path, x, *args, scores=logits)
     assert (labels == want).mean() > 0.9999
+
+
+# ---- the networks' axes (step 7) ----------------------------------------------
+
+def test_axes_whd_are_the_transpose_of_dhw_both_ways(tmp_path):
+    """MONAI's networks take (x, y, z): the image of `axes whd` is the
+    default image with its spatial axes reversed, and scores given in that
+    order come back to the same labels as their transpose does by default."""
+    rng = np.random.default_rng(21)
+    dims = (9, 12, 7)
+    x = rng.normal(size=(2, *dims)).astype(np.float32)
+    geo = geometry_args((2.5, 0.9, 1.1), (3.0, -4.0, 5.0), rotation((0.1, 0.2, -0.05)))
+    steps = [*geo, "--orientation", "RAS", "--spacing", 1.5, 1.2, 0.8, "--grid", "monai", "--intensity",
+             "range:-1:1:0:1:clip"]
+    img, grid, _ = run(tmp_path, x, *steps)
+    img_w, grid_w, _ = run(tmp_path, x, *steps, "--axes", "whd")
+    np.testing.assert_array_equal(img_w, img.transpose(0, 3, 2, 1))
+    assert grid_w["dims"] == grid["dims"][::-1] and grid_w["identity"] is False
+    K = 3
+    scores = rng.normal(size=(K, *img.shape[1:])).astype(np.float32)
+    _, _, lab = run(tmp_path, x, *steps, scores=scores)
+    _, _, lab_w = run(tmp_path, x, *steps, "--axes", "whd", scores=np.ascontiguousarray(scores.transpose(0, 3, 2, 1)))
+    assert lab.shape == dims and lab.dtype == np.uint8
+    np.testing.assert_array_equal(lab_w, lab)
+    # Scores in the other order are refused, naming the order wanted.
+    err = run(tmp_path, x, *steps, "--axes", "whd", scores=scores, check=2)
+    assert "class scores" in err and " x ".join(map(str, grid_w["dims"])) in err, err
+
+
+def test_axes_alone_is_not_identity_and_bad_values_are_refused(tmp_path):
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(1, 2, 3, 4)
+    img, grid, _ = run(tmp_path, x, "--axes", "whd")
+    assert grid["identity"] is False
+    np.testing.assert_array_equal(img, x.transpose(0, 3, 2, 1))
+    err = run(tmp_path, x, "--axes", "xyz", check=2)
+    assert "axes" in err and "whd" in err, err
