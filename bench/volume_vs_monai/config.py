@@ -166,7 +166,9 @@ SEGRT_VARIANTS = {
         "--intensity", "range:{a_min},{a_max},{b_min},{b_max},clip",
         # Invertd of the logits (bilinear), then argmax: not probabilities.
         "--result-interp", "linear",
-        "--roi", "{roi}", "--overlap", "{overlap}", "--blend", "gaussian", "--grid", "monai",
+        # MONAI's network takes the volume as (x, y, z): the roi in that order too.
+        "--axes", "whd",
+        "--roi", "{roi_whd}", "--overlap", "{overlap}", "--blend", "gaussian", "--grid", "monai",
         "--sw-batch", "{sw_batch}",
     ],
     # nnU-Net's own configuration read from its results folder: spacing,
@@ -201,6 +203,7 @@ def segrt_command(variant, segrt, paths, s, window, device, precision, sw_batch)
         "segrt": str(segrt), "onnx": str(paths.onnx), "input": str(SEGRT_INPUT.get(variant, "dicom")),
         "out": str(paths.label_file(variant)), "device": device, "model_folder": str(paths.model_folder),
         "spacing": ",".join(f"{v:g}" for v in spacing), "roi": ",".join(map(str, s.patch_zyx)),
+        "roi_whd": ",".join(map(str, s.patch_zyx[::-1])),
         "overlap": f"{OVERLAP:g}", "sw_batch": str(sw_batch),
         "a_min": f"{window[0]:.6g}", "a_max": f"{window[1]:.6g}", "b_min": f"{window[2]:.9g}",
         "b_max": f"{window[3]:.9g}",
