@@ -10,7 +10,9 @@ segrt_prep, tests/volume/segrt_prep.c):
   with --device 0 and --device -1 (nnU-Net's cubic separate-z resampling,
   crops, every intensity scheme, scores back).
 
-segrt's arrays are (depth, height, width) = (k, j, i); MONAI's (i, j, k).
+segrt's arrays are (depth, height, width) = (k, j, i); MONAI's (i, j, k),
+which `--axes whd` gives the networks: then the image is MONAI's and the
+scores go back as MONAI's network gives them, no transposes.
 
 Environment: SEGRT_PREP (the driver; default tests/segrt_prep beside the
 segrt binary of SEGRT)."""
@@ -97,8 +99,9 @@ def monai_case(rng):
     return x, direction
 
 
+@pytest.mark.parametrize("axes", ["dhw", "whd"])
 @pytest.mark.parametrize("device", [-1, 0])
-def test_monai_orientation_spacing_range(tmp_path, gpu, device):
+def test_monai_orientation_spacing_range(tmp_path, gpu, device, axes):
     import torch
     from monai.data import MetaTensor
     from monai.transforms import Compose, Orientationd, ScaleIntensityRanged, Spacingd
@@ -115,15 +118,21 @@ def test_monai_orientation_spacing_range(tmp_path, gpu, device):
     # the spacing in segrt's array order after the orientation: (k, j, i)
     img, grid, _ = run(tmp_path, x[None], *geometry_args(c["spacing"], c["origin"], direction),
                        "--orientation", "RAS", "--grid", "monai", "--interp", "linear",
-                       "--spacing", *c["pixdim_ijk"][::-1], "--intensity", "range:-57:164:0:1:clip", device=device)
-    assert img[0].T.shape == ref.shape
-    np.testing.assert_allclose(grid_affine(grid), np.asarray(out["image"].affine, float), atol=1e-5)
-    np.testing.assert_allclose(img[0].T, ref, atol=1e-5)
+                       "--spacing", *c["pixdim_ijk"][::-1], "--intensity", "range:-57:164:0:1:clip",
+                       "--axes", axes, device=device)
+    got = img[0] if axes == "whd" else img[0].T  # whd: the image as MONAI's network sees it
+    assert got.shape == ref.shape
+    if axes == "dhw":
+        np.testing.assert_allclose(grid_affine(grid), np.asarray(out["image"].affine, float), atol=1e-5)
+    else:
+        assert tuple(grid["dims"]) == ref.shape
+    np.testing.assert_allclose(got, ref, atol=1e-5)
 
 
+@pytest.mark.parametrize("axes", ["dhw", "whd"])
 @pytest.mark.parametrize("device", [-1, 0])
 @pytest.mark.parametrize("nearest", [False, True])
-def test_monai_invertd_scores_back(tmp_path, gpu, device, nearest):
+def test_monai_invertd_scores_back(tmp_path, gpu, device, nearest, axes):
     import torch
     from monai.data import MetaTensor
     from monai.transforms import AsDiscreted, Compose, Invertd, Orientationd, Spacingd
@@ -147,11 +156,13 @@ def test_monai_invertd_scores_back(tmp_path, gpu, device, nearest):
         post = Compose([Invertd(keys="pred", transform=pre, orig_keys="image", nearest_interp=False),
                         AsDiscreted(keys="pred", argmax=True)])
     ref = np.asarray(post(data)["pred"].cpu().numpy()[0]).round().astype(int)
-    seg_scores = np.ascontiguousarray(scores.transpose(0, 3, 2, 1))
+    # whd: the scores as MONAI's network gives them, (i, j, k)
+    seg_scores = scores if axes == "whd" else np.ascontiguousarray(scores.transpose(0, 3, 2, 1))
     _, grid, labels = run(tmp_path, x[None], *geometry_args(c["spacing"], c["origin"], direction),
                           "--orientation", "RAS", "--grid", "monai", "--spacing", *c["pixdim_ijk"][::-1],
-                          "--result-interp", "nearest" if nearest else "linear", scores=seg_scores, device=device)
-    assert tuple(grid["dims"][::-1]) == model_ijk
+                          "--result-interp", "nearest" if nearest else "linear", "--axes", axes, scores=seg_scores,
+                          device=device)
+    assert tuple(grid["dims"] if axes == "whd" else grid["dims"][::-1]) == model_ijk
     assert labels.T.shape == ref.shape
     agree = (labels.T == ref).mean()
     assert agree >= 0.999, f"agreement {agree:.5f}"
@@ -171,6 +182,8 @@ PLANS = {
     "rescale_nearest_back": ["--orientation", "PLI", "--spacing", 2.0, 1.0, 0.5, "--intensity", "rescale01",
                              "--interp", "nearest", "--result-interp", "nearest"],
     "zscore_no_resampling": ["--transpose", 2, 1, 0, "--intensity", "zscore"],
+    "monai_ras_linear_whd": ["--orientation", "RAS", "--grid", "monai", "--spacing", 1.5, 1.0, 1.25, "--intensity",
+                             "range:-57:164:0:1:clip", "--axes", "whd"],
 }
 
 
