@@ -71,6 +71,28 @@ static int64_t product3(int64_t a, int64_t b, int64_t c)
     return sg_mul_i64(a, b, &p) && sg_mul_i64(p, c, &p) && p <= SW_MAX_ELEMENTS ? p : -1;
 }
 
+sg_status sg_sw_window_mask(const sg_sw_options *o, const sg_sw_grid *g, uint8_t **out)
+{
+    uint8_t *m = malloc((size_t)(g->n_windows ? g->n_windows : 1));
+    if (!m)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no memory for %lld windows' marks",
+                        (long long)g->n_windows);
+    for (int64_t w = 0; w < g->n_windows; w++) {
+        int64_t start[SG_SW_MAX_DIMS], size[SG_SW_MAX_DIMS];
+        sg_sw_window_start(g, w, start);
+        for (int32_t d = 0; d < g->n_dims; d++) { /* the window's part of the image, padding off */
+            int64_t a = start[d] - g->pad_begin[d], b = a + g->roi[d];
+            a = a < 0 ? 0 : a;
+            b = b > g->size[d] ? g->size[d] : b;
+            start[d] = a;
+            size[d] = b - a;
+        }
+        m[w] = !o->keep_window || o->keep_window(o->keep_window_user, start, size);
+    }
+    *out = m;
+    return SEGRT_OK;
+}
+
 sg_status sg_sw_check_buffers(const sg_sw_options *o, const sg_sw_grid *g, int64_t n_img, int64_t channels,
                               int64_t classes)
 {
@@ -630,7 +652,7 @@ sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_
         uint64_t staging = plane;
         ok &= mul_u64(&staging, C * 4);
         need->windows = 2 * (staging > SW_DEVICE_PINNED_BYTES ? staging : SW_DEVICE_PINNED_BYTES);
-        need->result = result;
+        need->result = o->row_sink ? 0 : result; /* rows handed on as they finish: the pinned staging holds them */
     } else {
         /* Two window buffers in, four out (sliding_window.c's prepare) and
          * the importance map; logits and probabilities are cropped into the

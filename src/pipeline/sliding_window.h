@@ -79,6 +79,23 @@ typedef struct sg_sw_options {
      * total (NULL: nothing). */
     void (*progress)(void *user, int64_t done, int64_t total);
     void *progress_user;
+    /* Windows whose box (in the image, clipped to it: start and size per
+     * spatial axis) it returns false for are not run: their voxels get no
+     * sums. A voxel no window that ran covers is background: label 0,
+     * probabilities 0 (every class). NULL: every window runs. */
+    bool (*keep_window)(void *user, const int64_t *start, const int64_t *size);
+    void *keep_window_user;
+    /* The device path only: the result's rows handed to row_sink as they
+     * are final, image by image and rows in order, instead of a result
+     * tensor (which comes back with its dims and dtype and no data): rows
+     * [r0, r1) of image n, channel c's at rows + c * channel_stride
+     * elements of the result's dtype. The device then holds a ring of the
+     * result's rows, not the whole result, so that an image of any height
+     * (a whole slide) runs in bounded memory. Called on the job's thread
+     * while later windows run; an error it returns ends the job. NULL: a
+     * result tensor. */
+    sg_status (*row_sink)(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows, int64_t channel_stride);
+    void *row_sink_user;
 } sg_sw_options;
 
 /* One network of an ensemble: an engine and a context of it. */
@@ -97,6 +114,11 @@ sg_status sg_sw_model_outputs(const sg_sw_model *models, int32_t m, const sg_sw_
  * float32 N x C x spatial with o->n_dims spatial dims, none empty, and a
  * window batch of at least 1. INVALID_ARGUMENT naming what does not. */
 sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dtype, const int64_t *dims);
+
+/* The windows of grid g that run under o's keep_window: *out gets a
+ * malloc'd byte per window (1: it runs), each asked with its box clipped
+ * to the image (padding excluded). OUT_OF_MEMORY. */
+sg_status sg_sw_window_mask(const sg_sw_options *o, const sg_sw_grid *g, uint8_t **out);
 
 /* Whether the buffers of a run over grid g fit 64-bit element and byte
  * counts: the batch of windows (sw_batch x channels x window), of results

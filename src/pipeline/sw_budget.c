@@ -211,14 +211,25 @@ sg_status sw_plan_memory(sw_job *r)
         fixed += (uint64_t)(q->C * r->img.img_ring * q->img_plane) * f;
     }
     size_t result_bytes = (size_t)(q->n_img * res->out_ch * q->image_numel) * res->out_esize;
-    bool whole_result = res->out_memory == SEGRT_MEMORY_DEVICE || result_bytes <= SW_STAGE_WHOLE_BYTES;
-    res->progressive = whole_result && res->out_memory == SEGRT_MEMORY_HOST;
+    uint64_t stage_row = (uint64_t)(res->out_ch * q->img_plane) * res->out_esize;
+    /* Rows for a row sink: a ring of two windows' rows, so that a band of
+     * rows finishing while the band before is still going down seldom
+     * waits (finish_rows waits for the copies where it would overwrite
+     * rows not down yet). */
+    res->sink = o->row_sink != NULL;
+    if (res->sink) {
+        res->sink_ring = 2 * roi0 < q->g.size[0] ? 2 * roi0 : q->g.size[0];
+        fixed += (uint64_t)res->sink_ring * stage_row;
+    }
+    bool whole_result = !res->sink && (res->out_memory == SEGRT_MEMORY_DEVICE || result_bytes <= SW_STAGE_WHOLE_BYTES);
+    res->progressive = res->sink || (whole_result && res->out_memory == SEGRT_MEMORY_HOST);
     if (whole_result)
         fixed += result_bytes;
     a->acc_dtype = o->acc_dtype ? o->acc_dtype : SEGRT_DTYPE_FLOAT32;
     a->acc_esize = a->acc_dtype == SEGRT_DTYPE_FLOAT32 ? 4 : 2;
     uint64_t row_bytes = (uint64_t)(q->K + 1) * (uint64_t)q->pad_plane * a->acc_esize;
-    uint64_t stage_row = (uint64_t)(res->out_ch * q->img_plane) * res->out_esize;
+    /* Rows staged a slab at a time for a host result too large to make whole. */
+    uint64_t staged_row = whole_result || res->sink ? 0 : stage_row;
     a->ring_rows = o->whole ? rows0 : (roi0 < rows0 ? roi0 : rows0);
     a->pass_rows = rows0;
     sw_strips *sp = &r->strips;
@@ -229,7 +240,7 @@ sg_status sw_plan_memory(sw_job *r)
     sp->per = q->g.n_dims > 1 ? q->g.n_starts[1] : 1;
     sp->max_cols = q->g.n_dims > 1 ? q->g.padded[1] : 1;
     if (o->max_memory) {
-        uint64_t need = fixed + (uint64_t)a->ring_rows * (row_bytes + (whole_result ? 0 : stage_row));
+        uint64_t need = fixed + (uint64_t)a->ring_rows * (row_bytes + staged_row);
         /* Over the budget: strips of axis 1 where the result is made
          * whole on the device (a strip finishes a part of every row),
          * else thinner slabs of rows, their windows run once per slab. */
@@ -243,7 +254,7 @@ sg_status sw_plan_memory(sw_job *r)
                                 "sliding windows: whole-image accumulators need %.1f MiB; the device-memory budget "
                                 "is %.1f MiB",
                                 need / 1048576.0, o->max_memory / 1048576.0);
-            uint64_t per_row = row_bytes + (whole_result ? 0 : stage_row);
+            uint64_t per_row = row_bytes + staged_row;
             uint64_t room = fixed < o->max_memory ? o->max_memory - fixed : 0;
             int64_t rows = (int64_t)(room / per_row);
             if (rows < 1)
@@ -252,11 +263,12 @@ sg_status sw_plan_memory(sw_job *r)
                                 "needs: %.1f MiB (the networks, the window buffers%s %.1f MiB, one row of "
                                 "accumulators %.1f MiB)",
                                 o->max_memory / 1048576.0, (fixed + per_row) / 1048576.0,
-                                whole_result ? " and the result" : "", fixed / 1048576.0, per_row / 1048576.0);
+                                whole_result ? " and the result" : res->sink ? " and the result's rows" : "",
+                                fixed / 1048576.0, per_row / 1048576.0);
             a->ring_rows = a->pass_rows = rows;
         }
     }
-    res->stage_rows = whole_result ? 0 : (a->pass_rows < a->ring_rows ? a->pass_rows : a->ring_rows);
+    res->stage_rows = whole_result || res->sink ? 0 : (a->pass_rows < a->ring_rows ? a->pass_rows : a->ring_rows);
     if (res->stage_rows > q->g.size[0])
         res->stage_rows = q->g.size[0];
 
@@ -283,7 +295,7 @@ sg_status sw_plan_memory(sw_job *r)
             a->dm[m].t[j].device = r->device;
         }
     size_t acc_bytes = (size_t)(a->ring_rows * (q->K + 1) * sp->max_cols * sp->rest) * a->acc_esize;
-    if (sp->n > 1 && !(sp->list = malloc(sizeof(int64_t) * (size_t)q->g.n_windows)))
+    if ((sp->n > 1 || r->keep) && !(sp->list = malloc(sizeof(int64_t) * (size_t)q->g.n_windows)))
         return SEGRT_ERROR_OUT_OF_MEMORY;
     if (sp->n > 1 && sp->seam_on_device)
         SG_TRY(sw_dev_alloc(r, sp->seam_bytes, "the sums strips share", &sp->seam));
@@ -310,10 +322,13 @@ sg_status sw_plan_memory(sw_job *r)
     } else if (whole_result) {
         SG_TRY(sw_dev_alloc(r, result_bytes, "the result", &res->d_result));
         res->result_listed = true;
+    } else if (res->sink) {
+        SG_TRY(sw_dev_alloc(r, (size_t)(res->sink_ring * (int64_t)stage_row), "the result's rows", &res->d_result));
+        res->result_listed = true;
     } else
         SG_TRY(sw_dev_alloc(r, (size_t)(res->stage_rows * (int64_t)stage_row), "the result's staging", &res->d_stage));
-    res->h_bytes = result_bytes;
-    if (res->out_memory == SEGRT_MEMORY_HOST && !(res->h_result = host_huge_alloc(result_bytes)))
+    res->h_bytes = res->sink ? 0 : result_bytes;
+    if (res->out_memory == SEGRT_MEMORY_HOST && !res->sink && !(res->h_result = host_huge_alloc(result_bytes)))
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no host memory for the %.1f MiB result",
                         result_bytes / 1048576.0);
     if (!r->img.d_image) {
@@ -323,7 +338,7 @@ sg_status sw_plan_memory(sw_job *r)
     }
     /* A kept buffer this run has not taken is not held through it. */
     sw_keep_drop_blocks(r->mem.keep);
-    if (!r->img.d_image || res->out_memory == SEGRT_MEMORY_HOST)
+    if (!r->img.d_image || res->out_memory == SEGRT_MEMORY_HOST || res->sink)
         SG_TRY(sw_take_pinned(r));
     return SEGRT_OK;
 }

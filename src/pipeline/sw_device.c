@@ -206,7 +206,26 @@ static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a
     sg_window_rows acc = {ac->d_acc, ac->ring_rows * st->plane, 0, ac->ring_rows, ac->acc_dtype, 0};
     if (!st->last)
         SG_TRY(seam_copy(r, st, a, b, true));
-    if (res->d_result) {
+    if (res->sink) {
+        /* Image rows [lo, hi) into their ring's slots, a launch per run
+         * of slots; slots whose rows are not down yet are waited for
+         * (every row finished before is final once the stream is). */
+        int64_t lo = a - pb < 0 ? 0 : a - pb, hi = b - pb > q->g.size[0] ? q->g.size[0] : b - pb, ring = res->sink_ring;
+        for (int64_t x = lo; x < hi;) {
+            int64_t at = x % ring, len = hi - x < ring - at ? hi - x : ring - at;
+            if (res->dl_image < n || x + len - res->dl_row > ring) {
+                double t0 = sw_now();
+                SG_TRY(ops->stream_synchronize(r->st.s));
+                r->stat.t_wait += sw_now() - t0;
+                SG_TRY(sw_download_through(r, n, x));
+            }
+            sg_window_rows dst = {(uint8_t *)res->d_result + (size_t)(at * q->img_plane) * res->out_esize,
+                                  ring * q->img_plane, x, 0, SEGRT_DTYPE_UNDEFINED, 0};
+            SG_TRY(ops->finalize(r->st.s, &q->geom, res->final, r->o->threshold, q->K, x + pb, x + len + pb, &acc,
+                                 res->out_dtype, &dst));
+            x += len;
+        }
+    } else if (res->d_result) {
         /* A strip finishes its columns of the whole result's rows (one
          * strip: all of them, fin_geom the job's geometry). */
         int64_t col = q->g.n_dims > 2 ? q->img_plane / q->g.size[1] : 1;
@@ -246,12 +265,13 @@ static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a
     return seam_copy(r, st, x, y < rows0 ? y : rows0, false);
 }
 
-/* The windows of a run [w_lo, w_hi) of image n's that belong to strip st,
- * in order, into the strip list (or the run itself with one strip). */
+/* The windows of a run [w_lo, w_hi) of image n's that belong to strip st
+ * and are kept, in order, into the strip list (or the run itself with one
+ * strip and every window kept). */
 static int64_t strip_windows(sw_job *r, const sw_strip *st, int64_t w_lo, int64_t w_hi, const int64_t **list)
 {
     const sg_sw_grid *g = &r->geo.g;
-    if (r->strips.n <= 1) {
+    if (r->strips.n <= 1 && !r->keep) {
         *list = NULL;
         return w_hi - w_lo;
     }
@@ -259,8 +279,8 @@ static int64_t strip_windows(sw_job *r, const sw_strip *st, int64_t w_lo, int64_
     for (int32_t d = 2; d < g->n_dims; d++)
         inner *= g->n_starts[d];
     for (int64_t w = w_lo; w < w_hi; w++) {
-        int64_t i1 = (w / inner) % g->n_starts[1];
-        if (i1 >= st->i_lo && i1 < st->i_hi)
+        int64_t i1 = g->n_dims > 1 ? (w / inner) % g->n_starts[1] : 0;
+        if ((r->strips.n <= 1 || (i1 >= st->i_lo && i1 < st->i_hi)) && (!r->keep || r->keep[w]))
             r->strips.list[n++] = w;
     }
     *list = r->strips.list;
@@ -403,6 +423,8 @@ static sg_status prepare(sw_job *r, const segrt_tensor *image)
     for (int32_t m = 0; m < r->n_models; m++)
         SG_TRY(sg_sw_model_outputs(r->models, m, o, q->g.roi, &in, &r->acc.dm[m].n, r->acc.dm[m].t, &q->K));
     SG_TRY(sg_sw_check_buffers(o, &q->g, q->n_img, q->C, q->K));
+    if (o->keep_window)
+        SG_TRY(sg_sw_window_mask(o, &q->g, &r->keep));
     sw_result_kind(r);
     SG_TRY(r->ops->device_set(r->device));
     SG_TRY(sw_take_streams(r));
@@ -442,9 +464,11 @@ static sg_status run_all(sw_job *r)
     int64_t rows0 = q->g.padded[0], pass = r->acc.pass_rows;
     r->stat.total_runs = 0;
     for (int64_t pa = 0; pa < rows0; pa += pass) {
-        int64_t pb = pa + pass < rows0 ? pa + pass : rows0, w_lo, w_hi;
+        int64_t pb = pa + pass < rows0 ? pa + pass : rows0, w_lo, w_hi, kept = 0;
         pass_windows(r, pa, pb, &w_lo, &w_hi);
-        r->stat.total_runs += q->n_img * (w_hi - w_lo) * r->n_models * q->n_flips;
+        for (int64_t w = w_lo; w < w_hi; w++)
+            kept += !r->keep || r->keep[w];
+        r->stat.total_runs += q->n_img * kept * r->n_models * q->n_flips;
     }
     /* Image by image, pass by pass, strip by strip: an image's rows are
      * finished before the next image starts, so one ring of accumulators
@@ -539,7 +563,9 @@ static sg_status device_run(const sg_sw_model *models, int32_t n_models, const s
         memcpy(out->dims + 2, image->dims + 2, sizeof(int64_t) * (size_t)o->n_dims);
         out->memory = out_memory;
         out->device = out_memory == SEGRT_MEMORY_DEVICE ? r.device : 0;
-        if (out_memory == SEGRT_MEMORY_DEVICE) {
+        if (r.out.sink) {
+            out->data = NULL; /* the rows went to the sink */
+        } else if (out_memory == SEGRT_MEMORY_DEVICE) {
             out->data = r.out.d_result;
             r.out.d_result = NULL;
         } else {

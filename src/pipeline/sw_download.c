@@ -1,7 +1,8 @@
 /* A host result made whole on the device goes down as its rows are
  * finished (sw_job.h), on the download stream through the pinned
  * buffers, while later windows run: the host would only wait for the GPU
- * otherwise. */
+ * otherwise. A row sink's rows go the same way, out of their ring and on
+ * to the sink. */
 #include "pipeline/sw_job.h"
 
 #include <stdint.h>
@@ -64,11 +65,56 @@ static sg_status download_bytes(sw_job *r, size_t at, size_t len)
     return SEGRT_OK;
 }
 
+/* Rows [a, b) of image n from the ring of a row sink's rows to the sink,
+ * in pieces of the pinned buffers (rows of every channel, never across
+ * the ring's end): a piece's DMA on the download stream overlaps the
+ * sink's work on the one before. The rows must be final. */
+static sg_status sink_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
+{
+    const sg_window_ops *ops = r->ops;
+    const sw_result *res = &r->out;
+    sw_pinned *p = &r->pin;
+    int64_t ring = res->sink_ring;
+    size_t row = (size_t)r->geo.img_plane * res->out_esize;
+    int64_t per = (int64_t)(p->bytes / (row * (size_t)res->out_ch)); /* >= 1: sw_take_pinned */
+    int64_t prev = 0, prev_len = 0;
+    int32_t k = p->next;
+    for (int64_t x = a;;) {
+        int64_t len = 0;
+        if (x < b) {
+            int64_t at = x % ring;
+            len = b - x < per ? b - x : per;
+            len = len < ring - at ? len : ring - at;
+            SG_TRY(ops->event_synchronize(p->ev[k])); /* its last piece has left for the sink (or an upload) */
+            for (int64_t c = 0; c < res->out_ch; c++)
+                SG_TRY(ops->copy_async((uint8_t *)p->buf[k] + (size_t)(c * len) * row,
+                                       (const uint8_t *)res->d_result + (size_t)(c * ring + at) * row,
+                                       (size_t)len * row, SG_WINDOW_DEVICE_TO_HOST, r->st.down));
+            SG_TRY(ops->event_record(p->ev[k], r->st.down));
+        }
+        if (prev_len > 0) {
+            SG_TRY(ops->event_synchronize(p->ev[k ^ 1]));
+            SG_TRY(r->o->row_sink(r->o->row_sink_user, n, prev, prev + prev_len, p->buf[k ^ 1],
+                                  prev_len * r->geo.img_plane));
+        }
+        if (len == 0)
+            break;
+        prev = x;
+        prev_len = len;
+        x += len;
+        k ^= 1;
+    }
+    p->next = k;
+    return SEGRT_OK;
+}
+
 /* Rows [a, b) of image n (every channel of the result) down. */
 static sg_status download_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
 {
     if (b <= a)
         return SEGRT_OK;
+    if (r->out.sink)
+        return sink_rows(r, n, a, b);
     const sw_geometry *q = &r->geo;
     const sw_result *res = &r->out;
     size_t len = (size_t)((b - a) * q->img_plane) * res->out_esize;

@@ -151,6 +151,11 @@ typedef struct sw_result {
     int64_t fin_image[SW_IN_FLIGHT], fin_row[SW_IN_FLIGHT];
     int64_t dl_image, dl_row;
     bool result_listed; /* d_result is one of the run's buffers (a host result's staging) */
+    /* Rows handed to the options' row_sink (sink): d_result is then a ring
+     * of sink_ring rows (row r at r mod sink_ring, channel c sink_ring rows
+     * apart), its rows going down as they are final (progressive). */
+    bool sink;
+    int64_t sink_ring;
 } sw_result;
 
 /* Device buffers in allocation order (what the next run gets back), and
@@ -180,6 +185,7 @@ typedef struct sw_job {
     int32_t n_models, device;
     bool enqueued;  /* network runs enqueued and not yet finished */
     int64_t *batch; /* window indices of a batch larger than run_image_pass's own array */
+    uint8_t *keep;  /* per window of the grid: 1 runs (the options' keep_window); NULL: all run */
     sw_geometry geo;
     sw_streams st;
     sw_accum acc;

@@ -157,6 +157,10 @@ sg_status sw_take_pinned(sw_job *r)
     size_t row_all = (size_t)(r->geo.C * r->geo.img_plane) * sizeof(float);
     if (r->img.h_image && !r->img.h_image->data && row_all > r->pin.bytes)
         r->pin.bytes = row_all;
+    /* A row sink takes a row of every channel at once. */
+    size_t row_out = (size_t)(r->out.out_ch * r->geo.img_plane) * r->out.out_esize;
+    if (r->out.sink && row_out > r->pin.bytes)
+        r->pin.bytes = row_out;
     sg_sw_keep *k = r->mem.keep;
     if (k && k->pin.team) {
         r->pin.team = k->pin.team;
@@ -254,6 +258,7 @@ void sw_job_free(sw_job *r, sg_sw_keep **keep)
     sg_copy_team_free(r->pin.team);
     free(r->batch);
     free(r->strips.list);
+    free(r->keep);
     /* After the streams' synchronisation: no copy is left in flight. */
     if (r->strips.seam_registered) {
         ops->host_unregister(r->strips.seam);

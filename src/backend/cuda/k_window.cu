@@ -473,6 +473,17 @@ template <typename T> __device__ __forceinline__ void finish_voxel(const final_a
     const auto sum = [&](ll k) { return acc_f(src[k * a.acc_cstride]); };
     float count = sum(a.classes);
     float *fd = (float *)a.dst;
+    if (count == 0.0f) { // no window that ran covers it (windows skipped): background, every value 0
+        if (a.kind == SGK_WIN_FINAL_THRESHOLD)
+            for (ll k = 0; k < a.classes; k++)
+                ((uint8_t *)a.dst)[k * a.dst_cstride + out] = 0;
+        else if (a.kind == SGK_WIN_FINAL_VALUES || a.kind == SGK_WIN_FINAL_SIGMOID || a.kind == SGK_WIN_FINAL_SOFTMAX)
+            for (ll k = 0; k < a.classes; k++)
+                fd[k * a.dst_cstride + out] = 0.0f;
+        else
+            store_label(a, out, 0);
+        return;
+    }
     switch (a.kind) {
     case SGK_WIN_FINAL_VALUES:
         for (ll k = 0; k < a.classes; k++)
