@@ -1331,7 +1331,32 @@ typedef struct segrt_window_job_options {
     /* The device path's accumulators, as segrt_window_options_set_accumulator
      * (SEGRT_DTYPE_UNDEFINED, what init leaves: float32). */
     segrt_dtype accumulator;
+    /* A whole-slide image (a file OpenSlide reads as a vendor's slide, or
+     * a tiled TIFF with reduced levels): the microns per pixel the windows
+     * run at (0: the first model's metadata segrt.mpp, else the slide's
+     * level 0). The coarsest level no coarser than that is read, shrunk by
+     * area where no level matches within 1 %; the labels are written at
+     * that resolution as a pyramidal tiled TIFF (the output must be .tif),
+     * streamed row by row on the device path, so that host memory stays
+     * bounded whatever the slide's size. */
+    double mpp;
+    /* Reader threads decoding the slide (0: one per core, at most 16). */
+    int32_t slide_threads;
+    /* Only windows that touch tissue run (SEGRT_TISSUE_OTSU, what init
+     * leaves), or all of them (SEGRT_TISSUE_NONE); pixels no window
+     * covers are label 0. */
+    int32_t tissue;
+    /* Written beside a slide's labels where given (NULL: not): the tissue
+     * mask (PNG), the slide's thumbnail with the labels tinted over it
+     * (PNG), the label regions as polygons QuPath imports (GeoJSON, in
+     * level-0 pixels). Each written whole, atomically. */
+    const char *tissue_mask_path;
+    const char *thumbnail_path;
+    const char *geojson_path;
 } segrt_window_job_options;
+
+/* segrt_window_job_options.tissue. */
+enum { SEGRT_TISSUE_OTSU = 0, SEGRT_TISSUE_NONE = 1 };
 
 /* MONAI's defaults for spatial_dims dims: the window the whole axis,
  * overlap 0.25, one window a run, constant blend (sigma scale 0.125),

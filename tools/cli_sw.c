@@ -134,6 +134,23 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         if (!v)
             return cli_usage_error("--overlay wants a .png or .tif file"), -1;
         o->overlay = v;
+    } else if (strcmp(a, "--mpp") == 0) {
+        if (!v || !parse_float(v, &f) || !(f > 0) || f > 1e6)
+            return cli_usage_error("--mpp wants microns per pixel, a number > 0 such as 0.5"), -1;
+        o->sw.mpp = f;
+    } else if (strcmp(a, "--tissue") == 0) {
+        static const char *const kinds[] = {"otsu", "none"};
+        if (!v || (k = pick(v, kinds, 2)) < 0)
+            return cli_usage_error("--tissue wants otsu or none"), -1;
+        o->sw.tissue = k == 0 ? SEGRT_TISSUE_OTSU : SEGRT_TISSUE_NONE;
+    } else if (strcmp(a, "--tissue-mask") == 0 || strcmp(a, "--thumbnail") == 0) {
+        if (!v || !*v)
+            return cli_usage_error("%s wants a .png file", a), -1;
+        *(strcmp(a, "--thumbnail") == 0 ? &o->sw.thumbnail_path : &o->sw.tissue_mask_path) = v;
+    } else if (strcmp(a, "--geojson") == 0) {
+        if (!v || !*v)
+            return cli_usage_error("--geojson wants a .geojson file"), -1;
+        o->sw.geojson_path = v;
     } else if (strcmp(a, "--series") == 0) {
         if (!v || !*v)
             return cli_usage_error("--series wants a DICOM SeriesInstanceUID"), -1;
@@ -526,6 +543,7 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     jo.max_host_memory_name = "--max-host-memory";
     jo.build = build_engine;
     jo.build_user = (void *)eo;
+    jo.slide_threads = (int32_t)eo->threads; /* a slide's readers: the host's threads */
     if (!quiet)
         jo.notice = show_notice;
     progress_line pl = {now_s(), 0.0, "", true};

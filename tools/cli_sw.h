@@ -48,6 +48,15 @@ typedef struct cli_sw_opts {
     "  --allow-uneven            a DICOM series with missing slices or uneven spacing: resample it to\n"\
     "                            even spacing along the normal (with a warning) instead of refusing\n"\
     "  --overlay PATH.png        also write the image with the labels tinted and outlined\n"       \
+    "  whole slides (any file OpenSlide reads, or a pyramidal tiled TIFF; OUT must be .tif: a tiled\n" \
+    "  pyramidal BigTIFF of labels, streamed, host memory bounded):\n"                           \
+    "  --mpp UM                  microns per pixel the windows run at (default: the model's segrt.mpp,\n"\
+    "                            else the slide's full resolution); the nearest finer level is read,\n"\
+    "                            shrunk by area where none matches; --threads N sets its readers\n"\
+    "  --tissue otsu|none        run only windows touching tissue (default otsu) or all of them\n"  \
+    "  --tissue-mask PATH.png    also write the tissue mask\n"                                      \
+    "  --thumbnail PATH.png      also write the slide's thumbnail with the labels tinted over it\n" \
+    "  --geojson PATH.geojson    also write the label regions as polygons QuPath imports\n"       \
     "  --raw-input               do not normalise image files\n"                                  \
     "  --roi D,H,W               the window (<= 0: the whole axis); turns sliding windows on\n"      \
     "  --overlap F[,F,F]         overlap of neighbouring windows, in [0, 1) (default 0.25)\n"         \

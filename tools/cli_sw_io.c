@@ -55,6 +55,16 @@ int cli_sw_model_defaults(const segrt_model *model, const char *path, cli_sw_opt
             so->overlap[i] = v[i];
         so->n_overlap = n;
     }
+    /* A slide's resolution: the model's where --mpp is not given (the job
+     * reads the same key; taken here so that the image's shape the command
+     * line checks is the one the job runs). */
+    const char *mpp = segrt_model_metadata_value(model, "segrt.mpp");
+    if (so->sw.mpp <= 0 && mpp) {
+        if (parse_list(mpp, v) != 1 || !(v[0] > 0))
+            return cli_usage_error("%s: metadata segrt.mpp is `%s`; it wants one number > 0 (microns per pixel)",
+                                   path, mpp);
+        so->sw.mpp = v[0];
+    }
     return CLI_OK;
 }
 

@@ -25,6 +25,7 @@
 #include "io/npy.h"
 #include "io/sink.h"
 #include "io/source.h"
+#include "pipeline/job_slide.h"
 #include "pipeline/job_window.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
@@ -312,6 +313,14 @@ static sg_status probe_image(const char *path, const segrt_window_job_options *j
         sg_source_close(src);
         return SEGRT_OK;
     }
+    if (sg_slide_job_takes(path)) {
+        sg_slide_job *sj;
+        sg_slide_job_options so = {jo ? jo->mpp : 0, 1};
+        SG_TRY(sg_slide_job_open(path, &so, &sj));
+        sg_slide_job_shape(sj, image);
+        sg_slide_job_close(sj);
+        return SEGRT_OK;
+    }
     if (!sg_image_is_image_file(path))
         return sg_npy_probe(path, image);
     sg_image_info info;
@@ -413,6 +422,7 @@ typedef struct sg_window_job {
     sg_sw_image src_rows, rows;
     bool streamed;
     bool volume;          /* a NIfTI or DICOM input, read whole (read_volume) */
+    sg_slide_job *slide;  /* a whole-slide input (job_slide.h) */
     sg_source_info where; /* ... its dims, spacing and geometry, for a NIfTI result */
     /* A volume's preprocessing where it changes something (prep_begin):
      * the settings, the plan, the volume's header, the networks' image and
@@ -525,6 +535,7 @@ static void read_ahead_drop(read_ahead *ra)
 static void job_free(job *st)
 {
     read_ahead_drop(&st->ahead);
+    sg_slide_job_close(st->slide);
     prep_free_device(&st->prep_image);
     prep_free_device(&st->prep_scores);
     sg_prep_free(st->prep);
@@ -645,6 +656,21 @@ static sg_status open_stream(job *st, bool overlay)
      * DICOM folder's headers once more for nothing.) */
     if (overlay || st->volume || !device_path(st))
         return SEGRT_OK;
+    if (st->slide) { /* rows from the slide's readers, labels on to its pyramid as they finish */
+        st->src_rows = *sg_slide_job_rows(st->slide);
+        st->rows = st->src_rows;
+        st->rows.read = stream_read;
+        st->rows.state = st;
+        if (!st->jo->raw_input)
+            SG_TRY(norm_of(st->model[0], st->path[0], 3, &st->nm));
+        int64_t fill = (int64_t)(SW_PINNED_BYTES / (sizeof(float) * 3 * (size_t)st->image.dims[3]));
+        st->src_held = sg_slide_job_held_bytes(st->slide, fill > 1 ? fill : 1) +
+                       (uint64_t)(fill > 1 ? fill : 1) * 3 * (uint64_t)st->image.dims[3] * sizeof(float);
+        st->sw.row_sink = sg_slide_job_put_rows;
+        st->sw.row_sink_user = st->slide;
+        st->streamed = true;
+        return SEGRT_OK;
+    }
     bool image_file = sg_image_is_image_file(st->in);
     if (sg_source_open(st->in, &st->src) != SEGRT_OK) {
         sg_error_clear();
@@ -1179,6 +1205,75 @@ static sg_status take_given(job *st)
     return SEGRT_OK;
 }
 
+/* --- a whole slide -------------------------------------------------------- */
+
+/* The labels' small grid for a thumbnail and polygons: pixels a side. */
+#define SLIDE_SMALL_SIDE 4096
+
+/* The slide opened at the resolution the job asks (its option, else the
+ * first model's segrt.mpp), and the image the windows see. */
+static sg_status open_slide(job *st, sg_tensor *shape)
+{
+    const segrt_window_job_options *jo = st->jo;
+    sg_slide_job_options so = {jo->mpp, jo->slide_threads};
+    const char *meta = segrt_model_metadata_value(st->model[0], "segrt.mpp");
+    if (!(so.mpp > 0) && meta) {
+        double v[META_MAX_VALUES];
+        if (parse_list(meta, v) != 1 || !(v[0] > 0))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: metadata segrt.mpp is `%s`; it wants one positive number (microns per pixel)",
+                            st->path[0], meta);
+        so.mpp = v[0];
+    }
+    SG_TRY(sg_slide_job_open(st->in, &so, &st->slide));
+    sg_slide_job_shape(st->slide, shape);
+    return SEGRT_OK;
+}
+
+/* A slide read whole for the host path (its rows through the same reader
+ * and normalisation as the device path's). */
+static sg_status read_slide_whole(job *st)
+{
+    sg_sw_image *rows = sg_slide_job_rows(st->slide);
+    int64_t H = rows->dims[2], W = rows->dims[3], plane = H * W;
+    float *p = sg_malloc(sizeof(float) * (size_t)(3 * plane));
+    if (!p)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for the slide's %lld x %lld pixels", st->in,
+                        (long long)W, (long long)H);
+    sg_status s = sg_sw_image_read(rows, 0, 0, H, p, plane);
+    if (s == SEGRT_OK && !st->jo->raw_input)
+        s = norm_of(st->model[0], st->path[0], 3, &st->nm);
+    if (s != SEGRT_OK) {
+        free(p);
+        return s;
+    }
+    for (int64_t c = 0; c < 3; c++)
+        norm_apply(&st->nm, c, p + c * plane, plane);
+    st->image.data = p;
+    return SEGRT_OK;
+}
+
+/* A slide's labels: rows of a result made on the host into the pyramid
+ * (the device path's went as they finished), the pyramid ended, then the
+ * thumbnail. */
+static sg_status write_slide(job *st, bool *write_failed)
+{
+    const segrt_window_job_options *jo = st->jo;
+    if (st->result.data) {
+        int64_t H = st->result.dims[2], W = st->result.dims[3];
+        sg_status s = sg_slide_job_put_rows(st->slide, 0, 0, H, st->result.data, H * W);
+        if (s != SEGRT_OK) {
+            *write_failed = true;
+            return s;
+        }
+    }
+    sg_status s = sg_slide_job_end_output(st->slide);
+    if (s == SEGRT_OK && jo->thumbnail_path)
+        s = sg_slide_job_write_thumbnail(st->slide, jo->thumbnail_path);
+    *write_failed = s != SEGRT_OK;
+    return s;
+}
+
 static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, segrt_window_job_report *r)
 {
     const segrt_window_job_options *jo = st->jo;
@@ -1192,6 +1287,9 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         shape.data = NULL;
         extra_bytes = 0;
         st->prep_in = st->given_where;
+    } else if (!is_volume(st->in) && sg_slide_job_takes(st->in)) {
+        SG_TRY(open_slide(st, &shape));
+        extra_bytes = 0;
     } else {
         st->volume = is_volume(st->in);
         SG_TRY(probe_image(st->in, jo, &shape, &extra_bytes, &st->prep_in));
@@ -1221,6 +1319,17 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
                         "%s: an image file takes a label map; write logits or probs to .npy", out);
     if (sg_dicom_seg_name(out))
         SG_TRY(check_seg_output(st, out));
+    if (st->slide && (!is_image_output(out) || sg_image_format_of_name(out) != SG_IMAGE_TIFF))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a slide's labels are written as a pyramidal tiled TIFF: name it .tif or .tiff", out);
+    if (st->slide && overlay)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a slide is too large to draw whole: ask for a thumbnail with the labels over it instead",
+                        st->in);
+    if (!st->slide && (jo->thumbnail_path || jo->geojson_path || jo->tissue_mask_path))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a thumbnail, polygons and a tissue mask are written for whole-slide images; this is not one",
+                        st->in);
     bool image_file = sg_image_is_image_file(st->in);
     if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
@@ -1244,6 +1353,8 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         if (!st->sw.max_host_memory || read_bytes + st->held_elsewhere <= st->sw.max_host_memory)
             read_ahead_start(&st->ahead, st->in, jo);
     }
+    if (st->slide && jo->notice) /* what was chosen, once the job is known to suit it */
+        jo->notice(jo->notice_user, sg_slide_job_describe(st->slide));
     st->image = shape;
     /* Built once while the window's input dims stay (a folder's cases). */
     bool build = !engines_fit(st);
@@ -1280,6 +1391,10 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         }
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
+    } else if (st->slide && !st->streamed) {
+        double tr = now_s();
+        SG_TRY(read_slide_whole(st));
+        st->parts.read += now_s() - tr;
     } else if (!st->streamed) {
         double tr = now_s();
         SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
@@ -1294,9 +1409,14 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         fill_report(st, &(sg_sw_stats){0}, false, r);
         jo->progress(jo->progress_user, 0, r->windows);
     }
+    if (st->slide)
+        SG_TRY(sg_slide_job_begin_output(st->slide, result, classes > 256 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8,
+                                         jo->thumbnail_path || jo->geojson_path ? SLIDE_SMALL_SIDE : 0));
     double t0 = now_s();
+    /* (A slide's rows go to its pyramid as they finish: a retry would
+     * write them twice.) */
     while ((s = run_windows(st, &stats, &on_device)) == SEGRT_ERROR_OUT_OF_MEMORY && jo->auto_batch &&
-           st->sw.sw_batch > 1) {
+           st->sw.sw_batch > 1 && !st->slide) {
         if (jo->notice) {
             char line[160];
             snprintf(line, sizeof line, "out of device memory with %d windows a run; retrying with %d", st->sw.sw_batch,
@@ -1319,7 +1439,7 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
     fill_report(st, &stats, on_device, r);
     bool write_failed = false;
     double tw = now_s();
-    s = write_result(result, &st->result, st, &write_failed);
+    s = st->slide ? write_slide(st, &write_failed) : write_result(result, &st->result, st, &write_failed);
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
     st->seconds_write = now_s() - tw;
@@ -1379,6 +1499,12 @@ void sg_window_job_free(sg_window_job *st)
 static void job_reset_run(job *st)
 {
     read_ahead_drop(&st->ahead);
+    sg_slide_job_close(st->slide);
+    st->slide = NULL;
+    st->sw.row_sink = NULL;
+    st->sw.row_sink_user = NULL;
+    st->sw.keep_window = NULL;
+    st->sw.keep_window_user = NULL;
     prep_free_device(&st->prep_image);
     prep_free_device(&st->prep_scores);
     sg_prep_free(st->prep);

@@ -37,12 +37,16 @@ def reduce(img, f):
 
 
 def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=False, mpp=0.25, mag=40,
-              seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240)):
-    """An Aperio-style SVS at path; returns the level-0 RGB array."""
+              seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240),
+              compression="jpeg"):
+    """An Aperio-style SVS at path; returns the level-0 RGB array.
+    compression "zlib" (deflate, lossless) needs no imagecodecs: the GPU
+    machine's tifffile writes it alone."""
     base = picture(height, width, seed)
     head = f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) JPEG/RGB Q={quality}"
     props = f"|AppMag = {mag}|MPP = {mpp}|Filename = synth" if mpp else f"|AppMag = {mag}|Filename = synth"
-    opts = dict(photometric="rgb", metadata=None, compression="jpeg", compressionargs={"level": quality})
+    opts = dict(photometric="rgb", metadata=None, compression=compression,
+                compressionargs={"level": quality} if compression == "jpeg" else None)
     with tifffile.TiffWriter(path, bigtiff=bigtiff) as tw:
         tw.write(base, tile=(tile, tile), description=head + props, **opts)
         thumb = reduce(base, 8)
@@ -69,6 +73,33 @@ def write_generic_tiff(path, height=500, width=600, tile=128):
     img = picture(height, width, 7)
     tifffile.imwrite(path, img, tile=(tile, tile), photometric="rgb", metadata=None, compression="jpeg", compressionargs={"level": 90})
     return img
+
+
+def threshold_model(path, roi=128, overlap=0.0, mpp=None):
+    """A model whose label is known per pixel: class 0 = 0.5, class 1 = red
+    / 255 (segrt.input.scale 1/255: segrt computes (x * scale - mean) /
+    std), so the label is red > 127.5."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = np.zeros((2, 3, 1, 1), np.float32)
+    w[1, 0, 0, 0] = 1.0
+    b = np.array([0.5, 0.0], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1])], "threshold",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, roi, roi])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2, roi, roi])],
+        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel()),
+         helper.make_tensor("b", TensorProto.FLOAT, b.shape, b)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    meta = {"segrt.roi": f"{roi},{roi}", "segrt.overlap": str(overlap), "segrt.input.scale": repr(1 / 255)}
+    if mpp:
+        meta["segrt.mpp"] = str(mpp)
+    for k, v in meta.items():
+        e = m.metadata_props.add()
+        e.key, e.value = k, v
+    onnx.save(m, path)
+    return path
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""The whole-slide job on the device path (src/pipeline/job_slide.c,
+sw_device.c's row sink): the slide's rows streamed in by its reader
+threads, the labels streamed out of a ring on the device into the
+pyramidal TIFF as they finish, never whole in host memory. Its masks must
+equal the host path's (--device cpu, which tests/slide/test_slide_job.py
+checks against openslide-python pixel for pixel) on slides tall enough for
+the ring of result rows to wrap many times:
+
+- the threshold model (label = red > 127.5, a 1x1 convolution) at a level
+  read as it is and at a level shrunk by area: equal everywhere;
+- a small trained-free convnet with overlapping Gaussian-blended windows
+  (the device path's sums are the host path's within rounding): labels
+  equal on at least 99.99 % of pixels.
+
+The slides are deflate-compressed SVS (slide_synth.py, compression="zlib"):
+the GPU machine's tifffile writes them without imagecodecs."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tifffile
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "slide"))
+import slide_synth  # noqa: E402
+threshold_model = slide_synth.threshold_model
+from test_sliding_window import make_convnet  # noqa: E402
+
+from conftest import SEGRT  # noqa: E402
+
+GPU = ["--device", "cuda", "--precision", "fp32", "--autotune", "0", "--no-cache"]
+
+
+def run(*args, check=0):
+    p = subprocess.run([SEGRT, "run", *map(str, args)], capture_output=True, text=True, timeout=900)
+    assert p.returncode >= 0, f"killed by signal {-p.returncode}: {p.stderr}"
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}: {p.stderr}{p.stdout}"
+    return p
+
+
+def mask(path):
+    with tifffile.TiffFile(path) as t:
+        return [lv.asarray() for lv in t.series[0].levels]
+
+
+@pytest.fixture(scope="module")
+def tall(tmp_path_factory):
+    p = tmp_path_factory.mktemp("slide") / "tall.svs"
+    slide_synth.write_svs(str(p), height=6000, width=1700, tile=256, factors=(4,), mpp=0.25, label=False,
+                          macro=False, compression="zlib")
+    return p
+
+
+@pytest.mark.parametrize("mpp", ["0.25", "0.5", "1.0"])
+def test_threshold_device_equals_host(tall, tmp_path, mpp):
+    model = threshold_model(tmp_path / "m.onnx", roi=256, overlap=0.0)
+    a, b = tmp_path / "gpu.tif", tmp_path / "cpu.tif"
+    p = run(model, tall, "-o", a, "--mpp", mpp, "--tissue", "none", "--sw-batch", "8", *GPU)
+    assert "on the GPU" in p.stdout, p.stdout
+    run(model, tall, "-o", b, "--mpp", mpp, "--tissue", "none", "--device", "cpu")
+    ma, mb = mask(a), mask(b)
+    assert len(ma) == len(mb)
+    for la, lb in zip(ma, mb):
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_convnet_blended_device_equals_host(tall, tmp_path):
+    model = tmp_path / "c.onnx"
+    make_convnet(model, 2, 3, 4, hidden=4, seed=3)
+    a, b = tmp_path / "gpu.tif", tmp_path / "cpu.tif"
+    common = ["--mpp", "0.5", "--tissue", "none", "--roi", "192,192", "--overlap", "0.25", "--blend", "gaussian",
+              "--raw-input"]
+    run(model, tall, "-o", a, *common, "--sw-batch", "4", *GPU)
+    run(model, tall, "-o", b, *common, "--device", "cpu")
+    la, lb = mask(a)[0], mask(b)[0]
+    assert la.shape == lb.shape == (3000, 850)
+    assert (la == lb).mean() >= 0.9999, (la == lb).mean()
+    assert len(np.unique(la)) > 1

@@ -1,0 +1,186 @@
+"""The whole-slide job (`segrt run MODEL SLIDE -o MASK.tif`, src/pipeline/
+job_slide.c) end to end on slides the tests write (slide_synth.py), with a
+model whose answer is known per pixel: a 1x1 convolution whose class 1 is
+the red channel over 255 and class 0 the constant 0.5, so that the label is
+red > 127.5 wherever windows ran. The reference pixels are openslide-
+python's (the same decoder: test_slide.py shows them equal); where the
+job shrinks a level by area, the reference is the same area mean in numpy.
+The mask is read back with tifffile (its pyramid and resolution tags) and
+OpenSlide.
+
+SEGRT_DEVICE picks where the windows run: cpu (CI: the host path, the
+slide read whole) or cuda (the GPU machine: the device path, rows streamed
+in and labels streamed out to the pyramid)."""
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+import tifffile
+
+import slide_synth
+
+openslide = pytest.importorskip("openslide")
+threshold_model = slide_synth.threshold_model
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SEGRT = os.environ.get("SEGRT", str(ROOT / "build" / "segrt"))
+DEVICE = os.environ.get("SEGRT_DEVICE", "cpu")
+HAVE_OPENSLIDE = os.environ.get("SEGRT_HAVE_OPENSLIDE", "1") == "1"
+
+pytestmark = pytest.mark.skipif(not HAVE_OPENSLIDE, reason="segrt built without OpenSlide")
+
+
+def run(*args, check=0):
+    p = subprocess.run([SEGRT, "run", *map(str, args), "--device", DEVICE], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode >= 0, f"killed by signal {-p.returncode}: {p.stderr}"
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}: {p.stderr}{p.stdout}"
+    return p
+
+
+def level_rgb(path, level):
+    osl = openslide.OpenSlide(str(path))
+    w, h = osl.level_dimensions[level]
+    a = np.asarray(osl.read_region((0, 0), level, (w, h)))
+    rgb = a[..., :3].astype(np.float64)
+    rgb[a[..., 3] == 0] = 255
+    osl.close()
+    return rgb
+
+
+def area_shrink(img, f, h, w):
+    """img (H x W x C) shrunk by area to h x w, f level pixels a grid pixel,
+    the last pixels clipped to the image (job_slide.c's area weights)."""
+    def weights(n, length):
+        m = np.zeros((n, length))
+        for i in range(n):
+            lo, hi = i * f, min((i + 1) * f, length)
+            if lo > hi - 1e-9:
+                lo = hi - 1.0
+            for k in range(int(np.floor(lo)), int(np.ceil(hi))):
+                m[i, k] = max(0.0, min(hi, k + 1) - max(lo, k))
+            m[i] /= m[i].sum()
+        return m
+    wy, wx = weights(h, img.shape[0]), weights(w, img.shape[1])
+    return np.stack([wy @ img[..., c] @ wx.T for c in range(img.shape[2])], axis=-1)
+
+
+def read_mask(path):
+    with tifffile.TiffFile(path) as t:
+        levels = [lv.asarray() for lv in t.series[0].levels]
+        page = t.pages[0]
+        res = page.tags.get("XResolution"), page.tags.get("ResolutionUnit")
+        return levels, res
+
+
+@pytest.fixture(scope="module")
+def svs(tmp_path_factory):
+    p = tmp_path_factory.mktemp("slide") / "s.svs"
+    slide_synth.write_svs(str(p), height=1000, width=1200, tile=240, factors=(4, 16), mpp=0.25)
+    return p
+
+
+def test_labels_at_a_level_that_matches(svs, tmp_path):
+    """--mpp 1.0 on a 0.25 um/px slide: level 1 (4x) read as it is."""
+    model = threshold_model(tmp_path / "m.onnx")
+    out = tmp_path / "mask.tif"
+    p = run(model, svs, "-o", out, "--mpp", "1.0", "--tissue", "none")
+    assert "level 1" in p.stderr, p.stderr
+    levels, (xres, unit) = read_mask(out)
+    want = level_rgb(svs, 1)[..., 0] > 127.5
+    assert levels[0].dtype == np.uint8 and levels[0].shape == want.shape
+    np.testing.assert_array_equal(levels[0], want.astype(np.uint8))
+    # The grid's resolution: 1 um/px = 10000 px/cm.
+    num, den = xres.value
+    assert unit.value == 3 and abs(num / den - 1e4) < 1e-3 * 1e4
+
+
+def test_labels_of_a_level_shrunk_by_area(svs, tmp_path):
+    """--mpp 0.5: no level at 0.5, so level 0 is shrunk by 2 (2 x 2 means)."""
+    model = threshold_model(tmp_path / "m.onnx", roi=96, overlap=0.25)
+    out = tmp_path / "mask.tif"
+    run(model, svs, "-o", out, "--mpp", "0.5", "--tissue", "none")
+    levels, _ = read_mask(out)
+    red = area_shrink(level_rgb(svs, 0)[..., :1], 2.0, 500, 600)[..., 0]
+    assert levels[0].shape == red.shape
+    decided = np.abs(red - 127.5) > 1e-3  # a mean of exactly 127.5 is a tie
+    assert decided.mean() > 0.95
+    np.testing.assert_array_equal(levels[0][decided], (red[decided] > 127.5).astype(np.uint8))
+
+
+def test_model_mpp_and_an_uneven_factor(svs, tmp_path):
+    """The model's segrt.mpp (0.7 um/px) when --mpp is absent: level 0
+    shrunk by 2.8, fractional weights at every pixel's edges."""
+    model = threshold_model(tmp_path / "m.onnx", mpp=0.7)
+    out = tmp_path / "mask.tif"
+    run(model, svs, "-o", out, "--tissue", "none")
+    levels, _ = read_mask(out)
+    h, w = round(1000 / 2.8), round(1200 / 2.8)
+    red = area_shrink(level_rgb(svs, 0)[..., :1], 2.8, h, w)[..., 0]
+    assert levels[0].shape == (h, w)
+    decided = np.abs(red - 127.5) > 1e-2
+    np.testing.assert_array_equal(levels[0][decided], (red[decided] > 127.5).astype(np.uint8))
+
+
+def test_mask_opens_in_openslide_beside_the_slide(svs, tmp_path):
+    model = threshold_model(tmp_path / "m.onnx")
+    out = tmp_path / "mask.tif"
+    run(model, svs, "-o", out, "--mpp", "1.0", "--tissue", "none")
+    osl = openslide.OpenSlide(str(out))
+    assert osl.dimensions == (300, 250)
+    assert float(osl.properties["openslide.mpp-x"]) == pytest.approx(1.0, rel=1e-3)
+    osl.close()
+
+
+def test_thumbnail(svs, tmp_path):
+    model = threshold_model(tmp_path / "m.onnx")
+    out, thumb = tmp_path / "mask.tif", tmp_path / "thumb.png"
+    run(model, svs, "-o", out, "--mpp", "1.0", "--tissue", "none", "--thumbnail", thumb)
+    from PIL import Image
+    t = np.asarray(Image.open(thumb).convert("RGB")).astype(int)
+    levels, _ = read_mask(out)
+    assert t.shape[:2] == levels[0].shape  # the grid is under 4096 px: one thumbnail pixel a grid pixel
+    base = level_rgb(svs, 1)
+    bg = levels[0] == 0
+    # Background pixels are the slide's; labelled ones are tinted away from it.
+    assert np.abs(t[bg] - base[bg]).max() <= 1
+    assert np.abs(t[~bg] - base[~bg]).max(axis=-1).min() > 0
+
+
+def test_generic_pyramidal_tiff(tmp_path):
+    """A tiled TIFF with a reduced level is a slide too (OpenSlide's generic
+    TIFF); it says no um/px, so it runs at level 0."""
+    img = slide_synth.picture(700, 900, 3)
+    path = tmp_path / "g.tif"
+    with tifffile.TiffWriter(path) as tw:
+        tw.write(img, tile=(128, 128), photometric="rgb", metadata=None, compression="jpeg",
+                 compressionargs={"level": 90}, subifds=0)
+        tw.write(slide_synth.reduce(img, 2), tile=(128, 128), photometric="rgb", metadata=None,
+                 compression="jpeg", compressionargs={"level": 90}, subfiletype=1)
+    model = threshold_model(tmp_path / "m.onnx")
+    out = tmp_path / "mask.tif"
+    run(model, path, "-o", out, "--tissue", "none")
+    levels, _ = read_mask(out)
+    np.testing.assert_array_equal(levels[0], (level_rgb(path, 0)[..., 0] > 127.5).astype(np.uint8))
+    # An mpp asked of a slide that says none: one line naming the file.
+    p = run(model, path, "-o", tmp_path / "m2.tif", "--mpp", "0.5", "--tissue", "none", check=2)
+    assert str(path) in p.stderr and "microns per pixel" in p.stderr and p.stderr.count("\n") == 1
+    assert not (tmp_path / "m2.tif").exists()
+
+
+def test_refusals(svs, tmp_path):
+    model = threshold_model(tmp_path / "m.onnx")
+    p = run(model, svs, "-o", tmp_path / "mask.png", "--mpp", "1.0", check=2)
+    assert "pyramidal" in p.stderr and p.stderr.count("\n") == 1
+    p = run(model, svs, "-o", tmp_path / "mask.tif", "--mpp", "1000", check=2)
+    assert str(svs) in p.stderr and p.stderr.count("\n") == 1
+    # Slide outputs asked of an image that is not a slide.
+    png = tmp_path / "p.png"
+    from PIL import Image
+    Image.fromarray(slide_synth.picture(200, 200, 1)).save(png)
+    p = run(model, png, "-o", tmp_path / "l.png", "--thumbnail", tmp_path / "t.png", check=2)
+    assert "whole-slide" in p.stderr
+    assert not list(tmp_path.glob("*.tif")) and not (tmp_path / "t.png").exists()
