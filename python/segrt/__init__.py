@@ -24,8 +24,8 @@ from ._engine import Engine, TensorInfo
 from ._errors import (CasesFailedError, DeviceError, Error, FileError, InternalError, InvalidArgumentError,
                       InvalidModelError, OutOfMemoryError, ShapeError, UnsupportedError, BY_STATUS)
 from ._window import sliding_window
-from ._volume import (Geometry, dicom_series, preprocess_from_nnunet, read_volume, run_cases, run_volume,
-                      save_dicom_seg, save_volume)
+from ._volume import (Geometry, dicom_series, preprocess_from_nnunet, read_volume, run_cases, run_slide,
+                      run_volume, save_dicom_seg, save_volume)
 
 _segrt.register_errors(BY_STATUS)
 
@@ -46,7 +46,7 @@ __version__: str = _segrt.version()
 DeviceArray = _segrt.DeviceArray
 
 __all__ = ["Engine", "TensorInfo", "DeviceArray", "sliding_window", "compare", "read_volume", "save_volume",
-           "save_dicom_seg", "run_volume", "run_cases", "preprocess_from_nnunet", "dicom_series", "Geometry",
+           "save_dicom_seg", "run_volume", "run_cases", "run_slide", "preprocess_from_nnunet", "dicom_series", "Geometry",
            "devices", "cuda_versions",
            "to_numpy", "empty_cache", "Error", "InvalidArgumentError", "FileError", "InvalidModelError", "UnsupportedError",
            "ShapeError", "OutOfMemoryError", "DeviceError", "InternalError", "CasesFailedError",

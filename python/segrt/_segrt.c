@@ -2257,6 +2257,55 @@ static PyObject *mod_preprocess_from_nnunet(PyObject *mod, PyObject *args)
         (int)o.grid, "mirror_axes", o.mirror_axes, "output", (int)o.output, "activation", (int)o.activation);
 }
 
+/* cfg (window_options' tuple) as a file job's options, initialised for
+ * its spatial dims: nd_want of them (0: any of 1 to 3). The dims, or -1
+ * with a Python error set. */
+static int job_options_of(PyObject *cfg, int nd_want, segrt_window_job_options *o)
+{
+    PyObject *roi_seq, *ov_seq;
+    int batch, blend, pad, grid, output, activation, accumulator;
+    double sigma, pad_value, threshold;
+    unsigned int mirror;
+    unsigned long long max_memory, max_host;
+    int64_t roi[SEGRT_MAX_RANK];
+    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKKi", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
+                          &output, &activation, &threshold, &mirror, &max_memory, &max_host, &accumulator))
+        return -1;
+    int nd = parse_dims(roi_seq, "roi", roi);
+    if (nd < 0)
+        return -1;
+    if (nd < 1 || nd > 3 || (nd_want && nd != nd_want) || PySequence_Size(ov_seq) != nd) {
+        if (!PyErr_Occurred() && nd_want)
+            PyErr_Format(PyExc_ValueError, "roi: this job has %d spatial dims, and one overlap each", nd_want);
+        else if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "roi: 1 to 3 spatial dims, and one overlap each");
+        return -1;
+    }
+    segrt_window_job_options_init(o, nd);
+    for (int d = 0; d < nd; d++) {
+        PyObject *v = PySequence_GetItem(ov_seq, d);
+        o->overlap[d] = v ? PyFloat_AsDouble(v) : -1;
+        Py_XDECREF(v);
+        if (PyErr_Occurred())
+            return -1;
+        o->roi[d] = roi[d];
+    }
+    o->batch = batch;
+    o->blend = (segrt_window_blend)blend;
+    o->sigma_scale = sigma;
+    o->pad = (segrt_window_pad)pad;
+    o->pad_value = (float)pad_value;
+    o->grid = (segrt_window_grid)grid;
+    o->output = (segrt_window_output)output;
+    o->activation = (segrt_window_activation)activation;
+    o->threshold = (float)threshold;
+    o->mirror_axes = mirror;
+    o->max_memory = max_memory;
+    o->max_host_memory = max_host;
+    o->accumulator = (segrt_dtype)accumulator;
+    return nd;
+}
+
 typedef struct volume_build {
     int kind, index, precision, threads;
 } volume_build;
@@ -2281,6 +2330,114 @@ static segrt_status volume_builder(void *user, const segrt_model *model, const c
     return s;
 }
 
+/* A file job's models, loaded from their paths (1 to JOB_MAX_MODELS). */
+#define JOB_MAX_MODELS 16
+typedef struct job_models {
+    Py_ssize_t n;
+    segrt_model *models[JOB_MAX_MODELS];
+    const char *names[JOB_MAX_MODELS];
+    PyObject *held[JOB_MAX_MODELS];
+} job_models;
+
+static void job_models_free(job_models *jm)
+{
+    for (Py_ssize_t m = 0; m < JOB_MAX_MODELS; m++) {
+        segrt_model_destroy(jm->models[m]);
+        Py_XDECREF(jm->held[m]);
+    }
+    memset(jm, 0, sizeof *jm);
+}
+
+/* A Python error (checked with PyErr_Occurred), or the first failing
+ * load's status; jm is the caller's to free either way. */
+static segrt_status job_models_load(PyObject *paths_seq, job_models *jm)
+{
+    memset(jm, 0, sizeof *jm);
+    Py_ssize_t n = PySequence_Size(paths_seq);
+    if (n < 1 || n > JOB_MAX_MODELS) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "a file job takes 1 to %d models", JOB_MAX_MODELS);
+        return SEGRT_OK;
+    }
+    segrt_status s = SEGRT_OK;
+    for (Py_ssize_t m = 0; m < n && s == SEGRT_OK; m++) {
+        jm->held[m] = PySequence_GetItem(paths_seq, m);
+        jm->names[m] = jm->held[m] ? PyUnicode_AsUTF8AndSize(jm->held[m], NULL) : NULL;
+        if (!jm->names[m])
+            break;
+        s = segrt_model_load(jm->names[m], &jm->models[m]);
+        jm->n = m + 1;
+    }
+    return s;
+}
+
+/* segrt_window_job_run over image into a new output at out_path,
+ * committed when the job succeeds, with the GIL released. */
+static segrt_status job_run_into(const segrt_window_job_options *o, job_models *jm, const char *image,
+                                 const char *out_path, segrt_window_job_report *r)
+{
+    memset(r, 0, sizeof *r);
+    segrt_output *res = NULL;
+    PyThreadState *ts_ = PyEval_SaveThread();
+    segrt_status s = segrt_output_open(out_path, &res);
+    if (s == SEGRT_OK) {
+        s = segrt_window_job_run(o, jm->models, jm->names, (size_t)jm->n, image, res, NULL, r);
+        if (s == SEGRT_OK)
+            s = segrt_output_commit(res);
+        else
+            segrt_output_discard(res);
+    }
+    PyEval_RestoreThread(ts_);
+    return s;
+}
+
+/* slide_job(model_paths, (kind, index, precision, threads), slide, out, cfg,
+ * (mpp, tissue, auto_batch), (tissue_mask, thumbnail, geojson)) -> dict:
+ * segrt_window_job_run over a whole slide into out (a pyramidal .tif,
+ * committed), the other files written where given. cfg as
+ * window_options'. */
+static PyObject *mod_slide_job(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *paths_seq, *cfg;
+    const char *slide, *out_path, *mask, *thumb, *geo;
+    double mpp;
+    int tissue, auto_batch;
+    volume_build b;
+    if (!PyArg_ParseTuple(args, "O(iiii)ssO(dip)(zzz)", &paths_seq, &b.kind, &b.index, &b.precision, &b.threads,
+                          &slide, &out_path, &cfg, &mpp, &tissue, &auto_batch, &mask, &thumb, &geo))
+        return NULL;
+    segrt_window_options *wo = window_options(cfg); /* checks cfg; the job takes its own struct */
+    if (!wo)
+        return NULL;
+    segrt_window_options_destroy(wo);
+    segrt_window_job_options o;
+    if (job_options_of(cfg, 2, &o) < 0)
+        return NULL;
+    o.auto_batch = auto_batch;
+    o.mpp = mpp;
+    o.tissue = tissue;
+    o.slide_threads = b.threads;
+    o.tissue_mask_path = mask;
+    o.thumbnail_path = thumb;
+    o.geojson_path = geo;
+    o.build = volume_builder;
+    o.build_user = &b;
+    job_models jm;
+    segrt_window_job_report r;
+    segrt_status s = job_models_load(paths_seq, &jm);
+    if (!PyErr_Occurred() && s == SEGRT_OK)
+        s = job_run_into(&o, &jm, slide, out_path, &r);
+    job_models_free(&jm);
+    if (PyErr_Occurred())
+        return NULL;
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    return Py_BuildValue("{s:(LL),s:L,s:L,s:d,s:d,s:d}", "shape", (long long)r.image.dims[2],
+                         (long long)r.image.dims[3], "windows", (long long)r.windows, "runs", (long long)r.stats.runs,
+                         "seconds", r.seconds, "read_seconds", r.parts.read, "write_seconds", r.parts.write);
+}
+
 /* volume_job(model_paths, (kind, index, precision, threads), image, series, out, cfg, base, settings)
  * -> networks' image dims: segrt_window_job_run over a volume file into out
  * (committed), preprocessed from base ("model": the first model's
@@ -2299,61 +2456,16 @@ static PyObject *mod_volume_job(PyObject *mod, PyObject *args)
     if (!wo)
         return NULL;
     segrt_window_options_destroy(wo);
-    PyObject *roi_seq, *ov_seq;
-    int batch, blend, pad, grid, output, activation;
-    double sigma, pad_value, threshold;
-    unsigned int mirror;
-    unsigned long long max_memory, max_host;
-    int accumulator;
-    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKKi", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
-                          &output, &activation, &threshold, &mirror, &max_memory, &max_host, &accumulator))
-        return NULL;
     segrt_window_job_options o;
-    segrt_window_job_options_init(&o, 3);
-    if (parse_dims(roi_seq, "roi", o.roi) != 3) {
-        PyErr_SetString(PyExc_ValueError, "roi: a volume job has 3 spatial dims");
+    if (job_options_of(cfg, 3, &o) < 0)
         return NULL;
-    }
-    for (int d = 0; d < 3; d++) {
-        PyObject *v = PySequence_GetItem(ov_seq, d);
-        o.overlap[d] = v ? PyFloat_AsDouble(v) : -1;
-        Py_XDECREF(v);
-        if (PyErr_Occurred())
-            return NULL;
-    }
-    o.batch = batch;
-    o.blend = (segrt_window_blend)blend;
-    o.sigma_scale = sigma;
-    o.pad = (segrt_window_pad)pad;
-    o.pad_value = (float)pad_value;
-    o.grid = (segrt_window_grid)grid;
-    o.output = (segrt_window_output)output;
-    o.activation = (segrt_window_activation)activation;
-    o.threshold = (float)threshold;
-    o.mirror_axes = mirror;
-    o.max_memory = max_memory;
-    o.max_host_memory = max_host;
-    o.accumulator = (segrt_dtype)accumulator;
     o.series_uid = series;
     o.build = volume_builder;
     o.build_user = &b;
     segrt_preprocess p;
-    segrt_status s = SEGRT_OK;
-    segrt_model *models[16] = {NULL};
-    const char *names[16];
-    Py_ssize_t n = PySequence_Size(paths_seq);
-    if (n < 1 || n > 16) {
-        PyErr_SetString(PyExc_ValueError, "a volume job takes 1 to 16 models");
-        return NULL;
-    }
-    PyObject *held_names[16] = {NULL};
-    for (Py_ssize_t m = 0; m < n && s == SEGRT_OK; m++) {
-        held_names[m] = PySequence_GetItem(paths_seq, m);
-        names[m] = held_names[m] ? PyUnicode_AsUTF8AndSize(held_names[m], NULL) : NULL;
-        if (!names[m])
-            break;
-        s = segrt_model_load(names[m], &models[m]);
-    }
+    job_models jm;
+    segrt_status s = job_models_load(paths_seq, &jm);
+    segrt_model **models = jm.models;
     if (!PyErr_Occurred() && s == SEGRT_OK) {
         if (strcmp(base, "none") == 0)
             segrt_preprocess_init(&p);
@@ -2369,24 +2481,10 @@ static PyObject *mod_volume_job(PyObject *mod, PyObject *args)
         Py_XDECREF(item);
     }
     o.preprocess = &p;
-    segrt_output *res = NULL;
     segrt_window_job_report r;
-    memset(&r, 0, sizeof r);
     if (!PyErr_Occurred() && s == SEGRT_OK)
-        s = segrt_output_open(out_path, &res);
-    if (!PyErr_Occurred() && s == SEGRT_OK) {
-        PyThreadState *ts_ = PyEval_SaveThread();
-        s = segrt_window_job_run(&o, models, names, (size_t)n, image, res, NULL, &r);
-        if (s == SEGRT_OK)
-            s = segrt_output_commit(res);
-        else
-            segrt_output_discard(res);
-        PyEval_RestoreThread(ts_);
-    }
-    for (Py_ssize_t m = 0; m < n; m++) {
-        segrt_model_destroy(models[m]);
-        Py_XDECREF(held_names[m]);
-    }
+        s = job_run_into(&o, &jm, image, out_path, &r);
+    job_models_free(&jm);
     if (PyErr_Occurred())
         return NULL;
     if (s != SEGRT_OK)
@@ -2527,52 +2625,14 @@ static PyObject *mod_cases_run(PyObject *mod, PyObject *args)
     Py_ssize_t n = PySequence_Size(paths);
     PyObject *result = NULL;
     segrt_status s = SEGRT_OK;
-    /* The window options, as window_run's cfg gives them. */
-    PyObject *roi_seq, *ov_seq;
-    int batch, blend, pad, grid, output, activation;
-    double sigma, pad_value, threshold;
-    unsigned int mirror;
-    unsigned long long max_memory, max_host;
-    int accumulator;
-    int64_t roi[SEGRT_MAX_RANK];
-    int nd = -1;
     if (n < 1 || n > CASES_MAX_MODELS) {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_ValueError, "models: 1 to %d paths", CASES_MAX_MODELS);
         goto done;
     }
-    if (!PyArg_ParseTuple(cfg, "OOiididiiidIKKi", &roi_seq, &ov_seq, &batch, &blend, &sigma, &pad, &pad_value, &grid,
-                          &output, &activation, &threshold, &mirror, &max_memory, &max_host, &accumulator) ||
-        (nd = parse_dims(roi_seq, "roi", roi)) < 0)
+    if (job_options_of(cfg, 0, &jo) < 0) /* the window options, as window_run's cfg gives them */
         goto done;
-    if (nd < 1 || nd > 3 || PySequence_Size(ov_seq) != nd) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "roi: 1 to 3 spatial dims, and one overlap each");
-        goto done;
-    }
-    segrt_window_job_options_init(&jo, nd);
-    for (int d = 0; d < nd; d++) {
-        PyObject *v = PySequence_GetItem(ov_seq, d);
-        jo.overlap[d] = v ? PyFloat_AsDouble(v) : -1;
-        Py_XDECREF(v);
-        if (PyErr_Occurred())
-            goto done;
-        jo.roi[d] = roi[d];
-    }
-    jo.batch = batch;
     jo.auto_batch = auto_batch;
-    jo.blend = (segrt_window_blend)blend;
-    jo.sigma_scale = sigma;
-    jo.pad = (segrt_window_pad)pad;
-    jo.pad_value = (float)pad_value;
-    jo.grid = (segrt_window_grid)grid;
-    jo.output = (segrt_window_output)output;
-    jo.activation = (segrt_window_activation)activation;
-    jo.threshold = (float)threshold;
-    jo.mirror_axes = mirror;
-    jo.max_memory = max_memory;
-    jo.max_host_memory = max_host;
-    jo.accumulator = (segrt_dtype)accumulator;
     jo.series_uid = series;
     jo.build = cases_build_engine;
     jo.build_user = &b;
@@ -2636,6 +2696,8 @@ static PyMethodDef module_methods[] = {
      "preprocess_from_nnunet(dir, config) -> (settings, window)"},
     {"volume_job", mod_volume_job, METH_VARARGS,
      "volume_job(paths, build, image, series, out, cfg, base, settings) -> image dims"},
+    {"slide_job", mod_slide_job, METH_VARARGS,
+     "slide_job(paths, build, slide, out, cfg, (mpp, tissue, auto_batch), (mask, thumbnail, geojson)) -> dict"},
     {"empty_cache", mod_empty_cache, METH_NOARGS, "frees the device blocks kept for the next results"},
     {"register_errors", mod_register_errors, METH_O, "register_errors(classes): the exception class per status"},
     {"build", mod_build, METH_VARARGS, "build(path, kind, index, precision, shapes, cache_dir, use_cache, threads)"},

@@ -311,10 +311,24 @@ def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir:
     "" when none failed). A failing case does not raise: the others run and
     the report names it. Errors that stop the job (options, folders, a
     model that does not load or build) raise."""
+    paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
+    cfg, auto, (kind, index, prec) = _file_job_cfg(3, roi, overlap, sw_batch, blend, sigma_scale, padding, pad_value,
+                                                   grid, output, activation, threshold, tta, max_memory,
+                                                   max_host_memory, accumulator, device, precision)
+    os.makedirs(out_dir, exist_ok=True)
+    return _segrt.cases_run(paths, os.fspath(in_dir), os.fspath(out_dir), cfg, kind, index, prec,
+                            int(threads or 0), auto, bool(skip_existing), bool(prefetch), extension, series)
+
+
+def _file_job_cfg(n_default: int, roi: Any, overlap: Any, sw_batch: Any, blend: str, sigma_scale: float,
+                  padding: str, pad_value: float, grid: str, output: str, activation: Optional[str],
+                  threshold: float, tta: Any, max_memory: Any, max_host_memory: Any, accumulator: str,
+                  device: Union[str, int], precision: str) -> Tuple[Tuple[Any, ...], bool, Tuple[int, int, int]]:
+    """A file job's window options as the extension's cfg tuple, whether
+    sw_batch is "auto", and (device kind, index, precision), checked."""
     from ._engine import _PRECISIONS, parse_device
     from ._window import _ACCUMULATORS, _ACTIVATIONS, _BLENDS, _GRIDS, _OUTPUTS, _PADS, _bytes, _mirror_axes
-    paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
-    n = len(roi) if isinstance(roi, (list, tuple)) else 3
+    n = len(roi) if isinstance(roi, (list, tuple)) else n_default
     rois = tuple(int(r) for r in roi) if isinstance(roi, (list, tuple)) else (int(roi),) * n
     overlaps = tuple(float(o) for o in overlap) if isinstance(overlap, (list, tuple)) else (float(overlap),) * n
     for name, value, table in (("blend", blend, _BLENDS), ("padding", padding, _PADS), ("grid", grid, _GRIDS),
@@ -330,6 +344,41 @@ def run_cases(model: Union[PathLike, List[PathLike]], in_dir: PathLike, out_dir:
            float(pad_value), _GRIDS[grid], _OUTPUTS[output], _ACTIVATIONS[activation], float(threshold),
            _mirror_axes(tta, n), _bytes(max_memory, "max_memory"), _bytes(max_host_memory, "max_host_memory"),
            _ACCUMULATORS[accumulator])
-    os.makedirs(out_dir, exist_ok=True)
-    return _segrt.cases_run(paths, os.fspath(in_dir), os.fspath(out_dir), cfg, kind, index, _PRECISIONS[precision],
-                            int(threads or 0), auto, bool(skip_existing), bool(prefetch), extension, series)
+    return cfg, auto, (kind, index, _PRECISIONS[precision])
+
+
+def run_slide(model: Union[PathLike, List[PathLike]], slide: PathLike, out: PathLike,
+              roi: Union[int, Tuple[int, int]], overlap: Union[float, Tuple[float, float]] = 0.0,
+              mpp: Optional[float] = None, tissue: str = "otsu", sw_batch: Union[int, str] = "auto",
+              device: Union[str, int] = "cpu", precision: str = "fp32", threads: Optional[int] = None,
+              tissue_mask: Optional[PathLike] = None, thumbnail: Optional[PathLike] = None,
+              geojson: Optional[PathLike] = None, max_memory: Union[int, str, None] = None,
+              max_host_memory: Union[int, str, None] = None, *, blend: str = "constant",
+              sigma_scale: float = 0.125, activation: Optional[str] = None,
+              accumulator: str = "fp32") -> Dict[str, Any]:
+    """A whole-slide image through a 2-D model (an .onnx path, or a list
+    of them: an ensemble), as `segrt run MODEL SLIDE -o OUT.tif` does it:
+    the slide read at `mpp` microns per pixel (None: the model's segrt.mpp
+    metadata, else the slide's full resolution; the nearest finer level,
+    shrunk by area where none matches), normalised as the model's
+    segrt.input.* metadata says, windows run only where there is tissue
+    (`tissue` "otsu") or everywhere ("none"), the labels written to `out`
+    as a pyramidal tiled TIFF at that resolution, streamed row by row on a
+    GPU so that host memory stays bounded whatever the slide's size.
+    `tissue_mask`, `thumbnail` (PNGs) and `geojson` (polygons QuPath
+    imports, in level-0 pixels) are written where given. `threads`: the
+    slide's reader threads (and a CPU engine's).
+
+    Returns ``shape`` (the grid the windows ran over, height and width),
+    ``windows`` (of the grid), ``runs`` (windows the networks ran: fewer
+    where tissue detection skipped some), ``seconds`` (the windows),
+    ``read_seconds`` and ``write_seconds``."""
+    if tissue not in ("otsu", "none"):
+        raise ValueError(f"tissue: want 'otsu' or 'none', not {tissue!r}")
+    paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
+    cfg, auto, (kind, index, prec) = _file_job_cfg(2, roi, overlap, sw_batch, blend, sigma_scale, "constant", 0.0,
+                                                   "monai", "labels", activation, 0.5, None, max_memory,
+                                                   max_host_memory, accumulator, device, precision)
+    extra = tuple(None if p is None else os.fspath(p) for p in (tissue_mask, thumbnail, geojson))
+    return _segrt.slide_job(paths, (kind, index, prec, int(threads or 0)), os.fspath(slide), os.fspath(out), cfg,
+                            (float(mpp or 0.0), 0 if tissue == "otsu" else 1, auto), extra)
