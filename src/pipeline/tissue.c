@@ -221,8 +221,8 @@ sg_status sg_tissue_detect(sg_source *s, const sg_tissue_options *opt, sg_tissue
     out->sat = calloc((size_t)((H + 1) * (W + 1)), sizeof *out->sat);
     sg_status st = SEGRT_OK;
     if (!q || !out->mask || !out->sat)
-        st = sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for a %lld x %lld tissue mask", s->path,
-                      (long long)H, (long long)W);
+        st = sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for a %lld x %lld tissue mask", s->path, (long long)H,
+                      (long long)W);
     if (st == SEGRT_OK)
         st = read_saturation(s, level, f, max_read, out, q, out->mask);
     if (st == SEGRT_OK) {
@@ -293,8 +293,8 @@ bool sg_tissue_box(const sg_tissue_mask *m, double y0, double x0, double h, doub
         !overlapping(x0, w, m->scale[1], m->width, &j0, &j1))
         return false;
     int64_t W1 = m->width + 1;
-    uint32_t s = m->sat[(i1 + 1) * W1 + j1 + 1] - m->sat[i0 * W1 + j1 + 1] - m->sat[(i1 + 1) * W1 + j0] +
-                 m->sat[i0 * W1 + j0];
+    uint32_t s =
+        m->sat[(i1 + 1) * W1 + j1 + 1] - m->sat[i0 * W1 + j1 + 1] - m->sat[(i1 + 1) * W1 + j0] + m->sat[i0 * W1 + j0];
     return s > 0;
 }
 

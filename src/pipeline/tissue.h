@@ -89,7 +89,7 @@ typedef struct sg_tissue_mask {
     int32_t reduce;        /* f: level pixels per mask pixel along each axis (1 but for the case above) */
     double min_object_px;  /* the sizes applied, in mask pixels (pieces and holes with fewer pixels went) */
     double min_hole_px;
-    uint32_t *sat;         /* (height+1) x (width+1): tissue pixels above and left of each corner */
+    uint32_t *sat; /* (height+1) x (width+1): tissue pixels above and left of each corner */
 } sg_tissue_mask;
 
 /* The tissue mask of slide (a source of RGB uint8 images, 2-D: a slide
