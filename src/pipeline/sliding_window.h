@@ -75,8 +75,16 @@ typedef struct sg_sw_options {
     /* The most host memory the job may hold, the image included (0: no
      * limit but what the machine has available). */
     size_t max_host_memory;
+    /* Windows whose box (in the image, clipped to it: start and size per
+     * spatial axis) it returns false for are not run: their voxels get no
+     * sums. A voxel no window that ran covers is background: label 0,
+     * probabilities 0 (every class), logits 0. NULL: every window runs.
+     * Asked once per window of the grid, in MONAI's order, before any runs
+     * (sg_sw_kept_windows); the answer holds for every image of the batch. */
+    bool (*keep_window)(void *user, const int64_t *start, const int64_t *size);
+    void *keep_window_user;
     /* Called after each batch of windows with the windows done and the
-     * total (NULL: nothing). */
+     * total (NULL: nothing). The total counts the windows kept. */
     void (*progress)(void *user, int64_t done, int64_t total);
     void *progress_user;
 } sg_sw_options;
@@ -105,6 +113,18 @@ sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dt
  * computing any size. INVALID_ARGUMENT saying which does not. */
 sg_status sg_sw_check_buffers(const sg_sw_options *o, const sg_sw_grid *g, int64_t n_img, int64_t channels,
                               int64_t classes);
+
+/* The windows of grid g that o's keep_window keeps (all of them when it
+ * is NULL), as window numbers (sg_sw_window_start's) in increasing order,
+ * MONAI's: *list (*n entries; malloc'd, the caller frees it; NULL when
+ * *n is 0). A window's box given to the filter is its part of the image:
+ * per axis start max(s - pad_begin, 0), size up to min(s - pad_begin +
+ * roi, size) from there, s its start in the padded image (never empty:
+ * padding is only added where one window spans the axis). The host path
+ * runs only these windows, sums weights only over them and finishes
+ * voxels with no weight as background; the device path is to do the
+ * same. OUT_OF_MEMORY. */
+sg_status sg_sw_kept_windows(const sg_sw_options *o, const sg_sw_grid *g, int64_t **list, int64_t *n);
 
 /* The flips of test-time augmentation in nnU-Net's order: the identity,
  * then the combinations of the chosen axes, fewer axes first. */
