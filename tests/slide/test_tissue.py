@@ -311,3 +311,12 @@ def test_not_rgb(tmp_path):
     Image.fromarray(np.zeros((20, 30), np.uint8)).save(path)
     p = run(path, "tissue", tmp_path / "m.npy", 0, 0, 0, check=2)
     assert "INVALID_ARGUMENT" in one_line_naming(p, path)
+
+
+def test_bad_options(slides, tmp_path):
+    """max_mask_pixels below 0 or past 2^31 - 1, or a size that is not a
+    number: refused by name before anything is read."""
+    for opts in ((-5, 0, 0), (1e12, 0, 0), (0, "nan", 0), (0, 0, "nan")):
+        p = run(slides["tissue"], "tissue", tmp_path / "m.npy", *opts, check=2)
+        assert "INVALID_ARGUMENT" in one_line_naming(p, slides["tissue"])
+        assert not (tmp_path / "m.npy").exists()
