@@ -71,28 +71,6 @@ static int64_t product3(int64_t a, int64_t b, int64_t c)
     return sg_mul_i64(a, b, &p) && sg_mul_i64(p, c, &p) && p <= SW_MAX_ELEMENTS ? p : -1;
 }
 
-sg_status sg_sw_window_mask(const sg_sw_options *o, const sg_sw_grid *g, uint8_t **out)
-{
-    uint8_t *m = malloc((size_t)(g->n_windows ? g->n_windows : 1));
-    if (!m)
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "sliding windows: no memory for %lld windows' marks",
-                        (long long)g->n_windows);
-    for (int64_t w = 0; w < g->n_windows; w++) {
-        int64_t start[SG_SW_MAX_DIMS], size[SG_SW_MAX_DIMS];
-        sg_sw_window_start(g, w, start);
-        for (int32_t d = 0; d < g->n_dims; d++) { /* the window's part of the image, padding off */
-            int64_t a = start[d] - g->pad_begin[d], b = a + g->roi[d];
-            a = a < 0 ? 0 : a;
-            b = b > g->size[d] ? g->size[d] : b;
-            start[d] = a;
-            size[d] = b - a;
-        }
-        m[w] = !o->keep_window || o->keep_window(o->keep_window_user, start, size);
-    }
-    *out = m;
-    return SEGRT_OK;
-}
-
 sg_status sg_sw_check_buffers(const sg_sw_options *o, const sg_sw_grid *g, int64_t n_img, int64_t channels,
                               int64_t classes)
 {
@@ -236,6 +214,9 @@ typedef struct sw_run {
     float *win_out;   /* the ensemble's */
     sw_outputs *outs; /* per model */
     int64_t *idx[SG_SW_MAX_DIMS]; /* per window axis: source index of each position (-1: constant) */
+    int64_t *kept;                /* the windows that run (sg_sw_kept_windows) */
+    int64_t n_kept;
+    uint8_t *bare; /* per image voxel: 1 where no window that ran covers it (NULL: none such) */
 } sw_run;
 
 static void sw_run_free(sw_run *r)
@@ -256,6 +237,40 @@ static void sw_run_free(sw_run *r)
     free(r->outs);
     for (int32_t d = 0; d < SG_SW_MAX_DIMS; d++)
         free(r->idx[d]);
+    free(r->kept);
+    free(r->bare);
+}
+
+sg_status sg_sw_kept_windows(const sg_sw_options *o, const sg_sw_grid *g, int64_t **list, int64_t *n)
+{
+    *list = NULL;
+    *n = 0;
+    if (g->n_windows < 1)
+        return SEGRT_OK;
+    int64_t *out = malloc(sizeof *out * (size_t)g->n_windows);
+    if (!out)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for the list of %lld windows", (long long)g->n_windows);
+    int64_t k = 0;
+    for (int64_t w = 0; w < g->n_windows; w++) {
+        int64_t start[SG_SW_MAX_DIMS], box_start[SG_SW_MAX_DIMS], box_size[SG_SW_MAX_DIMS];
+        sg_sw_window_start(g, w, start);
+        for (int32_t d = 0; d < g->n_dims; d++) {
+            int64_t a = start[d] - g->pad_begin[d], b = a + g->roi[d];
+            a = a < 0 ? 0 : a;
+            b = b > g->size[d] ? g->size[d] : b;
+            box_start[d] = a;
+            box_size[d] = b - a;
+        }
+        if (!o->keep_window || o->keep_window(o->keep_window_user, box_start, box_size))
+            out[k++] = w;
+    }
+    if (k == 0) {
+        free(out);
+        out = NULL;
+    }
+    *list = out;
+    *n = k;
+    return SEGRT_OK;
 }
 
 /* Among as many axes, flips go in lexicographic order (for at most 3
@@ -351,12 +366,13 @@ static void accumulate(sw_run *r, int64_t n, int64_t w, int64_t b)
     }
 }
 
-/* The summed weights: the same for every image of the batch. */
+/* The summed weights of the windows that run: the same for every image
+ * of the batch. */
 static void count_weights(sw_run *r)
 {
     int64_t start[SG_SW_MAX_DIMS];
-    for (int64_t w = 0; w < r->g.n_windows; w++) {
-        sg_sw_window_start(&r->g, w, start);
+    for (int64_t k = 0; k < r->n_kept; k++) {
+        sg_sw_window_start(&r->g, r->kept[k], start);
         for (int64_t j = 0; j < r->roi_numel; j++)
             r->count[padded_offset(r, start, j)] += r->weight[j];
     }
@@ -423,6 +439,7 @@ static sg_status prepare(sw_run *r, const sg_tensor *image, segrt_tensor *in)
     if (o->tta_axes >> nd)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "mirroring asks for a spatial axis beyond the image's %d", nd);
     sg_sw_flips(o->tta_axes, nd, r->flips, &r->n_flips);
+    SG_TRY(sg_sw_kept_windows(o, &r->g, &r->kept, &r->n_kept));
     r->channels = image->dims[1];
     r->roi_numel = r->padded_numel = r->image_numel = 1;
     for (int32_t d = 0; d < nd; d++) {
@@ -490,17 +507,18 @@ static sg_status run_model(sw_run *r, int32_t m, segrt_tensor *in)
     return SEGRT_OK;
 }
 
-/* Every window through every model, sw_batch at a time; a short last
- * batch repeats its last window, whose extra results are not used. */
+/* Every kept window of every image through every model, sw_batch at a
+ * time, in MONAI's order; a short last batch repeats its last window,
+ * whose extra results are not used. */
 static sg_status run_windows(sw_run *r, const sg_tensor *image, segrt_tensor *in)
 {
-    int64_t total = image->dims[0] * r->g.n_windows, B = r->o->sw_batch;
+    int64_t total = image->dims[0] * r->n_kept, B = r->o->sw_batch;
     int64_t n = B * r->classes * r->roi_numel;
     for (int64_t first = 0; first < total; first += B) {
         int64_t got = total - first < B ? total - first : B;
         for (int64_t b = 0; b < B; b++) {
             int64_t g = first + (b < got ? b : got - 1);
-            gather(r, image, g / r->g.n_windows, g % r->g.n_windows, b);
+            gather(r, image, g / r->n_kept, r->kept[g % r->n_kept], b);
         }
         for (int32_t m = 0; m < r->n_models; m++) {
             SG_TRY(run_model(r, m, in));
@@ -515,7 +533,7 @@ static sg_status run_windows(sw_run *r, const sg_tensor *image, segrt_tensor *in
                 r->win_out[i] /= (float)r->n_models;
         for (int64_t b = 0; b < got; b++) {
             int64_t g = first + b;
-            accumulate(r, g / r->g.n_windows, g % r->g.n_windows, b);
+            accumulate(r, g / r->n_kept, r->kept[g % r->n_kept], b);
         }
         if (r->o->progress)
             r->o->progress(r->o->progress_user, first + got, total);
@@ -523,11 +541,18 @@ static sg_status run_windows(sw_run *r, const sg_tensor *image, segrt_tensor *in
     return SEGRT_OK;
 }
 
-/* acc / count, cropped: the blended logits, N x K x image, into acc's front. */
-static void normalise_and_crop(sw_run *r, int64_t n_img)
+/* acc / count, cropped: the blended logits, N x K x image, into acc's
+ * front; 0 where no window that ran covers a voxel (count 0), each such
+ * voxel marked in r->bare for the finishing steps. */
+static sg_status normalise_and_crop(sw_run *r, int64_t n_img)
 {
     int32_t nd = r->o->n_dims;
     float *dst = r->acc;
+    if (r->n_kept < r->g.n_windows) {
+        if (!(r->bare = calloc((size_t)r->image_numel, 1)))
+            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory to mark the %lld voxels no window covers",
+                            (long long)r->image_numel);
+    }
     for (int64_t nk = 0; nk < n_img * r->classes; nk++) {
         const float *src = r->acc + nk * r->padded_numel;
         for (int64_t i = 0; i < r->image_numel; i++) {
@@ -539,9 +564,15 @@ static void normalise_and_crop(sw_run *r, int64_t n_img)
             for (int32_t d = 0; d < nd; d++)
                 off = off * r->g.padded[d] + pos[d] + r->g.pad_begin[d];
             /* dst never passes src: the image is no larger than the padded one. */
-            dst[nk * r->image_numel + i] = src[off] / r->count[off];
+            if (r->count[off] > 0.0f) {
+                dst[nk * r->image_numel + i] = src[off] / r->count[off];
+            } else {
+                dst[nk * r->image_numel + i] = 0.0f;
+                r->bare[i] = 1; /* count is positive everywhere when every window runs */
+            }
         }
     }
+    return SEGRT_OK;
 }
 
 sg_sw_activation sg_sw_effective_activation(const sg_sw_options *o)
@@ -557,6 +588,8 @@ static void activate(sw_run *r, int64_t n_img, sg_sw_activation act)
     for (int64_t n = 0; n < n_img; n++) {
         float *x = r->acc + n * K * V;
         for (int64_t i = 0; i < V; i++) {
+            if (r->bare && r->bare[i])
+                continue; /* background: 0 for every class */
             if (act == SG_SW_ACTIVATION_SIGMOID) {
                 for (int64_t k = 0; k < K; k++)
                     x[k * V + i] = 1.0f / (1.0f + expf(-x[k * V + i]));
@@ -591,9 +624,10 @@ static sg_status make_labels(sw_run *r, int64_t n_img, sg_sw_activation act, sg_
     for (int64_t b = 0; b < n_img; b++) {
         const float *x = r->acc + b * K * V;
         for (int64_t i = 0; i < V; i++) {
+            bool bare = r->bare && r->bare[i]; /* background: label 0 (no class, for sigmoid) */
             if (multi) {
                 for (int64_t k = 0; k < K; k++)
-                    ((uint8_t *)out->data)[(b * K + k) * V + i] = x[k * V + i] > r->o->threshold;
+                    ((uint8_t *)out->data)[(b * K + k) * V + i] = !bare && x[k * V + i] > r->o->threshold;
                 continue;
             }
             int64_t best = 0;
@@ -811,7 +845,10 @@ sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const s
     if (s == SEGRT_OK) {
         int64_t n_img = image->dims[0];
         count_weights(&r);
-        normalise_and_crop(&r, n_img);
+        s = normalise_and_crop(&r, n_img);
+    }
+    if (s == SEGRT_OK) {
+        int64_t n_img = image->dims[0];
         sg_sw_activation act = sg_sw_effective_activation(o);
         if (o->output != SG_SW_OUTPUT_LOGITS && act != SG_SW_ACTIVATION_NONE &&
             !(o->output == SG_SW_OUTPUT_LABELS && act == SG_SW_ACTIVATION_SOFTMAX))

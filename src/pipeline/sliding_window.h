@@ -75,16 +75,18 @@ typedef struct sg_sw_options {
     /* The most host memory the job may hold, the image included (0: no
      * limit but what the machine has available). */
     size_t max_host_memory;
-    /* Called after each batch of windows with the windows done and the
-     * total (NULL: nothing). */
-    void (*progress)(void *user, int64_t done, int64_t total);
-    void *progress_user;
     /* Windows whose box (in the image, clipped to it: start and size per
      * spatial axis) it returns false for are not run: their voxels get no
      * sums. A voxel no window that ran covers is background: label 0,
-     * probabilities 0 (every class). NULL: every window runs. */
+     * probabilities 0 (every class), logits 0. NULL: every window runs.
+     * Asked once per window of the grid, in MONAI's order, before any runs
+     * (sg_sw_kept_windows); the answer holds for every image of the batch. */
     bool (*keep_window)(void *user, const int64_t *start, const int64_t *size);
     void *keep_window_user;
+    /* Called after each batch of windows with the windows done and the
+     * total (NULL: nothing). The total counts the windows kept. */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
     /* The device path only: the result's rows handed to row_sink as they
      * are final, image by image and rows in order, instead of a result
      * tensor (which comes back with its dims and dtype and no data): rows
@@ -115,11 +117,6 @@ sg_status sg_sw_model_outputs(const sg_sw_model *models, int32_t m, const sg_sw_
  * window batch of at least 1. INVALID_ARGUMENT naming what does not. */
 sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dtype, const int64_t *dims);
 
-/* The windows of grid g that run under o's keep_window: *out gets a
- * malloc'd byte per window (1: it runs), each asked with its box clipped
- * to the image (padding excluded). OUT_OF_MEMORY. */
-sg_status sg_sw_window_mask(const sg_sw_options *o, const sg_sw_grid *g, uint8_t **out);
-
 /* Whether the buffers of a run over grid g fit 64-bit element and byte
  * counts: the batch of windows (sw_batch x channels x window), of results
  * (sw_batch x classes x window) and the accumulators (n_img x classes x
@@ -127,6 +124,18 @@ sg_status sg_sw_window_mask(const sg_sw_options *o, const sg_sw_grid *g, uint8_t
  * computing any size. INVALID_ARGUMENT saying which does not. */
 sg_status sg_sw_check_buffers(const sg_sw_options *o, const sg_sw_grid *g, int64_t n_img, int64_t channels,
                               int64_t classes);
+
+/* The windows of grid g that o's keep_window keeps (all of them when it
+ * is NULL), as window numbers (sg_sw_window_start's) in increasing order,
+ * MONAI's: *list (*n entries; malloc'd, the caller frees it; NULL when
+ * *n is 0). A window's box given to the filter is its part of the image:
+ * per axis start max(s - pad_begin, 0), size up to min(s - pad_begin +
+ * roi, size) from there, s its start in the padded image (never empty:
+ * padding is only added where one window spans the axis). The host path
+ * runs only these windows, sums weights only over them and finishes
+ * voxels with no weight as background; so does the device path
+ * (sw_device.c). OUT_OF_MEMORY. */
+sg_status sg_sw_kept_windows(const sg_sw_options *o, const sg_sw_grid *g, int64_t **list, int64_t *n);
 
 /* The flips of test-time augmentation in nnU-Net's order: the identity,
  * then the combinations of the chosen axes, fewer axes first. */

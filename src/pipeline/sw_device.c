@@ -423,8 +423,16 @@ static sg_status prepare(sw_job *r, const segrt_tensor *image)
     for (int32_t m = 0; m < r->n_models; m++)
         SG_TRY(sg_sw_model_outputs(r->models, m, o, q->g.roi, &in, &r->acc.dm[m].n, r->acc.dm[m].t, &q->K));
     SG_TRY(sg_sw_check_buffers(o, &q->g, q->n_img, q->C, q->K));
-    if (o->keep_window)
-        SG_TRY(sg_sw_window_mask(o, &q->g, &r->keep));
+    if (o->keep_window) { /* the kept windows as a mark per window, for the passes' runs of windows */
+        int64_t *kept = NULL, n_kept = 0;
+        SG_TRY(sg_sw_kept_windows(o, &q->g, &kept, &n_kept));
+        r->keep = calloc((size_t)(q->g.n_windows ? q->g.n_windows : 1), 1);
+        for (int64_t i = 0; r->keep && i < n_kept; i++)
+            r->keep[kept[i]] = 1;
+        free(kept);
+        if (!r->keep)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+    }
     sw_result_kind(r);
     SG_TRY(r->ops->device_set(r->device));
     SG_TRY(sw_take_streams(r));

@@ -142,12 +142,25 @@ def ensemble(predictors, windows, tta_axes):
     return p
 
 
+def window_box(start, pads, roi, spatial):
+    """A window's part of the image (start and size per axis) from its
+    start in the padded image: what a window filter is asked about."""
+    lo = [max(s - b, 0) for s, (b, _) in zip(start, pads)]
+    hi = [min(s - b + r, n) for s, (b, _), r, n in zip(start, pads, roi, spatial)]
+    return tuple(lo), tuple(h - a for a, h in zip(lo, hi))
+
+
 def sliding_window(image, roi, predictor, overlap=0.25, sw_batch=1, blend="constant", sigma_scale=0.125,
-                   pad="constant", pad_value=0.0, grid="monai", tta_axes=None):
+                   pad="constant", pad_value=0.0, grid="monai", tta_axes=None, keep=None, covered=None):
     """The blended float32 logits, N x K x spatial, for image N x C x spatial.
     predictor (or a list of them, an ensemble) maps a float32 [b, C, roi...]
     batch (b <= sw_batch) to [b, K, roi...]. tta_axes: spatial axes
-    (0-based) to mirror along; None or empty: no mirroring."""
+    (0-based) to mirror along; None or empty: no mirroring. keep(start,
+    size) -> bool, asked with each window's part of the image
+    (window_box), leaves out the windows it refuses: only the others run,
+    in the same order, and voxels none of them covers are 0. covered: a
+    list that receives, per image, a bool array of the voxels some window
+    that ran covers."""
     predictors = list(predictor) if isinstance(predictor, (list, tuple)) else [predictor]
     image = np.asarray(image, np.float32)
     n_img, nd = image.shape[0], image.ndim - 2
@@ -155,6 +168,8 @@ def sliding_window(image, roi, predictor, overlap=0.25, sw_batch=1, blend="const
     overlap = tuple(overlap) if isinstance(overlap, (tuple, list)) else (overlap,) * nd
     padded, pads = pad_image(image, roi, pad, pad_value)
     starts = window_starts(padded.shape[2:], roi, overlap, grid)
+    if keep is not None:
+        starts = [s for s in starts if keep(*window_box(s, pads, roi, image.shape[2:]))]
     w = importance_map(roi, blend, sigma_scale)
     jobs = [(b, s) for b in range(n_img) for s in starts]
     out = count = None
@@ -171,8 +186,15 @@ def sliding_window(image, roi, predictor, overlap=0.25, sw_batch=1, blend="const
             sl = tuple(slice(a, a + r) for a, r in zip(s, roi))
             out[(b, slice(None)) + sl] += p * w
             count[(b, slice(None)) + sl] += w
-    res = (out / count).astype(np.float32)
+    if out is None:  # no window ran: the classes are the predictor's on one
+        k = ensemble(predictors, np.zeros((1, image.shape[1]) + roi, np.float32), None).shape[1]
+        out = np.zeros((n_img, k) + padded.shape[2:], np.float32)
+        count = np.zeros((n_img, 1) + padded.shape[2:], np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        res = np.where(count > 0, out / count, np.float32(0)).astype(np.float32)
     crop = tuple(slice(lo, lo + n) for (lo, _), n in zip(pads, image.shape[2:]))
+    if covered is not None:
+        covered.extend(count[(b, 0) + crop] > 0 for b in range(n_img))
     return np.ascontiguousarray(res[(slice(None), slice(None)) + crop])
 
 

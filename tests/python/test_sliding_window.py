@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import pathlib
 import subprocess
 
 import numpy as np
@@ -410,3 +411,97 @@ def test_bad_ensemble_class_count(bad_setup, needs_tta):
 def test_bad_ensemble_rank(bad_setup, needs_tta):
     m2, m3, img2, _, out = bad_setup
     expect_bad([m2, "--input", img2, "--output", out, "--roi", "8,8", "--model", m3], "rank", "dims", "3-d", "2-d")
+
+
+# ---------------------------------------------------------------------------
+# window filters (sg_sw_options.keep_window, the host path)
+
+SWFILTER = os.environ.get("SEGRT_SWFILTER", str(pathlib.Path(SEGRT).parent / "tests" / "segrt_swfilter"))
+
+# A case and its mask: "sparse" (a few voxels: most windows left out, some
+# voxels covered by no window), "none" (nothing runs), "all" (everything).
+FILTER_CASES = {
+    "2d-sparse-n2c2-sw3-logits": (SW((70, 53), (16, 16), n=2, c=2, k=3, sw_batch=3, seed=60), "sparse"),
+    "2d-sparse-gauss-o50-sw4-probs": (SW((61, 47), (16, 12), k=3, overlap=0.5, blend="gaussian", kind="probs",
+                                         sw_batch=4, seed=61), "sparse"),
+    "2d-sparse-o0-labels": (SW((64, 50), (16, 16), k=4, overlap=0.0, kind="labels", sw_batch=2, seed=62), "sparse"),
+    "2d-sparse-sigmoid-labels-t0.3": (SW((45, 52), (12, 16), n=2, k=3, overlap=0.5, kind="labels",
+                                         activation="sigmoid", threshold=0.3, sw_batch=3, seed=63), "sparse"),
+    "2d-sparse-nnunet-sigmoid-probs": (SW((50, 41), (16, 16), k=2, overlap=0.5, grid="nnunet", kind="probs",
+                                          activation="sigmoid", seed=64), "sparse"),
+    "2d-none-probs": (SW((40, 33), (16, 16), n=2, k=3, kind="probs", sw_batch=3, seed=65), "none"),
+    "2d-small-padded-none-labels": (SW((9, 7), (16, 12), k=3, kind="labels", seed=66), "none"),
+    "2d-all-gauss-probs": (SW((37, 53), (16, 16), k=3, blend="gaussian", kind="probs", sw_batch=3, seed=67), "all"),
+    "3d-sparse-n2-sw4-probs": (SW((19, 20, 13), (8, 8, 8), n=2, k=3, overlap=0.5, kind="probs", sw_batch=4,
+                                  seed=68), "sparse"),
+}
+
+
+def filter_mask(kind, spatial, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "none":
+        return np.zeros(spatial, np.uint8)
+    if kind == "all":
+        return np.ones(spatial, np.uint8)
+    m = np.zeros(spatial, np.uint8)
+    m[tuple(rng.integers(0, n, 3) for n in spatial)] = 1  # three voxels
+    return m
+
+
+@pytest.mark.parametrize("name", list(FILTER_CASES))
+def test_window_filter_matches_reference(tmp_path, name):
+    """The windows the filter keeps, and only they, blended as MONAI
+    blends (the reference skips the others the same way); voxels no kept
+    window covers are 0 (every class, every output kind); the filter is
+    asked once per window, in MONAI's order, with the window's part of
+    the image."""
+    case, kind = FILTER_CASES[name]
+    model = make_convnet(tmp_path / "model.onnx", len(case.spatial), case.c, case.k, seed=case.seed)
+    rng = np.random.default_rng(1000 + case.seed)
+    image = rng.standard_normal((case.n, case.c) + tuple(case.spatial)).astype(np.float32)
+    mask = filter_mask(kind, case.spatial, case.seed)
+    np.save(tmp_path / "image.npy", image)
+    np.save(tmp_path / "mask.npy", mask)
+    ov = case.overlap if isinstance(case.overlap, (tuple, list)) else (case.overlap,)
+    args = [f"roi={','.join(map(str, case.roi))}", f"overlap={','.join(map(str, ov))}", f"batch={case.sw_batch}",
+            f"blend={case.blend}", f"grid={case.grid}", f"output={case.kind}"]
+    if case.activation:
+        args.append(f"activation={case.activation}")
+    if case.threshold is not None:
+        args.append(f"threshold={case.threshold}")
+    p = subprocess.run([SWFILTER, model, tmp_path / "image.npy", tmp_path / "mask.npy", tmp_path / "out.npy",
+                        tmp_path / "calls.npy", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+    got, calls = np.load(tmp_path / "out.npy"), np.load(tmp_path / "calls.npy")
+
+    asked = []
+
+    def keep(start, size):
+        asked.append(start + size)
+        return bool(mask[tuple(slice(a, a + n) for a, n in zip(start, size))].any())
+
+    covered = []
+    logits = ref.sliding_window(image, case.roi, ref.ort_predictor(model), overlap=case.overlap,
+                                sw_batch=case.sw_batch, blend=case.blend, grid=case.grid, keep=keep,
+                                covered=covered)
+    assert calls.tolist() == [list(a) for a in asked]
+    thr = 0.5 if case.threshold is None else case.threshold
+    want = ref.postprocess(logits, case.kind, case.activation, thr)
+    bare = ~np.stack(covered)[:, None]  # N x 1 x spatial
+    want = np.where(bare, np.zeros((), want.dtype), want)
+    kept = sum(bool(mask[tuple(slice(a, a + n) for a, n in zip(r[:len(r) // 2], r[len(r) // 2:]))].any())
+               for r in asked)
+    if kind == "sparse":  # windows of both kinds, and voxels no window covers
+        assert 0 < kept < len(asked) and bare.any() and not bare.all()
+    assert bare.all() == (kind == "none") and bare.any() == (kind != "all")
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape, got.dtype, want.dtype)
+    bare_all = np.broadcast_to(bare, got.shape)
+    assert not got[bare_all].any(), "voxels no window covers are not background"
+    if case.kind in ("logits", "probs"):
+        scale = max(1.0, float(np.abs(want).max()))
+        err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
+        assert err <= TOL * scale, f"max abs diff {err:.3g} (scale {scale:.3g})"
+    else:
+        ties = ref.ambiguous_labels(logits, case.activation, thr, TOL) & ~bare
+        bad = (got != want) & ~ties
+        assert not bad.any(), f"{int(bad.sum())} labels differ away from ties"

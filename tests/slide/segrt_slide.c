@@ -5,11 +5,20 @@
  *   segrt_slide [--slide] PATH region OUT.npy LEVEL Y X H W [...]  writes
  *       each box (3 x H x W planar, uint8) to OUT.npy, OUT.1.npy, ...;
  *   segrt_slide [--slide] PATH assoc OUT.npy NAME  writes an associated
- *       image (3 x H x W).
- * A failure prints "STATUS: message" on stderr and exits 1. */
+ *       image (3 x H x W);
+ *   segrt_slide [--slide] PATH tissue OUT.npy MAX_PX MIN_OBJECT MIN_HOLE
+ *       [PNG] [BOXES.npy HITS.npy]  computes the tissue mask
+ *       (pipeline/tissue.h; the numbers as sg_tissue_options'), prints its
+ *       level, threshold, grid, scale and sizes as JSON, writes it (H x W
+ *       uint8) to OUT.npy and as a PNG to PNG ("-": none), and answers
+ *       sg_tissue_box for each row (y0, x0, h, w) of BOXES.npy (float64
+ *       n x 4) into HITS.npy (uint8 n).
+ * A failure prints "STATUS: message" on stderr and exits 1; a slide the
+ * tissue mask cannot be made of, one line and exit 2. */
 #include "io/npy.h"
 #include "io/slide.h"
 #include "io/source.h"
+#include "pipeline/tissue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +143,45 @@ static int assoc(sg_source *s, const char *out, const char *name)
     return fail(sg_slide_read_associated(s, name, &none));
 }
 
+static int tissue(sg_source *s, int argc, char **argv)
+{
+    sg_tissue_options o = {atof(argv[1]), atof(argv[2]), atof(argv[3])};
+    sg_tissue_mask m;
+    sg_status st = sg_tissue_detect(s, &o, &m);
+    if (st != SEGRT_OK) {
+        fprintf(stderr, "%s: %s\n", segrt_status_name(st), sg_last_error());
+        return 2;
+    }
+    printf("{\"level\": %d, \"reduce\": %d, \"threshold\": %.17g, \"height\": %lld, \"width\": %lld, "
+           "\"scale\": [%.17g, %.17g], \"min_object_px\": %.17g, \"min_hole_px\": %.17g}\n",
+           (int)m.level, (int)m.reduce, m.threshold, (long long)m.height, (long long)m.width, m.scale[0], m.scale[1],
+           m.min_object_px, m.min_hole_px);
+    sg_tensor t = {.dtype = SEGRT_DTYPE_UINT8, .rank = 2, .dims = {m.height, m.width}, .data = m.mask};
+    st = sg_npy_write(argv[0], &t);
+    if (st == SEGRT_OK && argc > 4 && strcmp(argv[4], "-") != 0)
+        st = sg_tissue_write_png(&m, argv[4]);
+    if (st == SEGRT_OK && argc > 6) {
+        sg_tensor boxes = {0}, hits = {.dtype = SEGRT_DTYPE_UINT8, .rank = 1};
+        st = sg_npy_read(argv[5], &boxes);
+        if (st == SEGRT_OK && (boxes.dtype != SEGRT_DTYPE_FLOAT64 || boxes.rank != 2 || boxes.dims[1] != 4))
+            st = sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: boxes are float64 n x 4", argv[5]);
+        if (st == SEGRT_OK) {
+            hits.dims[0] = boxes.dims[0];
+            if (!(hits.data = malloc((size_t)(boxes.dims[0] ? boxes.dims[0] : 1))))
+                st = SEGRT_ERROR_OUT_OF_MEMORY;
+            const double *b = boxes.data;
+            for (int64_t i = 0; st == SEGRT_OK && i < boxes.dims[0]; i++)
+                ((uint8_t *)hits.data)[i] = sg_tissue_box(&m, b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]);
+            if (st == SEGRT_OK)
+                st = sg_npy_write(argv[6], &hits);
+        }
+        free(boxes.data);
+        free(hits.data);
+    }
+    sg_tissue_mask_free(&m);
+    return st == SEGRT_OK ? 0 : fail(st);
+}
+
 int main(int argc, char **argv)
 {
     int a = 1;
@@ -145,10 +193,10 @@ int main(int argc, char **argv)
     }
     sg_source *s;
     sg_source_options o = {0, NULL, false};
-    sg_status st = slide ? sg_source_open_slide(argv[a], &o, &s) : sg_source_open_with(argv[a], &o, &s);
-    if (st != SEGRT_OK)
-        return fail(st);
     const char *cmd = argv[a + 1];
+    sg_status st = slide ? sg_source_open_slide(argv[a], &o, &s) : sg_source_open_with(argv[a], &o, &s);
+    if (st != SEGRT_OK) /* the tissue mask's callers take a slide it cannot be made of as bad input */
+        return fail(st) + (strcmp(cmd, "tissue") == 0);
     int rc = 2;
     if (strcmp(cmd, "info") == 0)
         rc = info(s, argc - a - 2, argv + a + 2);
@@ -156,6 +204,8 @@ int main(int argc, char **argv)
         rc = regions(s, argv[a + 2], argc - a - 3, argv + a + 3);
     else if (strcmp(cmd, "assoc") == 0 && argc - a == 4)
         rc = assoc(s, argv[a + 2], argv[a + 3]);
+    else if (strcmp(cmd, "tissue") == 0 && argc - a >= 6)
+        rc = tissue(s, argc - a - 2, argv + a + 2);
     sg_source_close(s);
     return rc;
 }

@@ -37,12 +37,13 @@ def reduce(img, f):
 
 
 def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=False, mpp=0.25, mag=40,
-              seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240),
+              seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240), base=None,
               compression="jpeg"):
-    """An Aperio-style SVS at path; returns the level-0 RGB array.
-    compression "zlib" (deflate, lossless) needs no imagecodecs: the GPU
-    machine's tifffile writes it alone."""
-    base = picture(height, width, seed)
+    """An Aperio-style SVS at path; returns the level-0 RGB array (base,
+    when given: height x width x 3 uint8, else picture's). compression
+    "zlib" (deflate, lossless) needs no imagecodecs: the GPU machine's
+    tifffile writes it alone."""
+    base = picture(height, width, seed) if base is None else base
     head = f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) JPEG/RGB Q={quality}"
     props = f"|AppMag = {mag}|MPP = {mpp}|Filename = synth" if mpp else f"|AppMag = {mag}|Filename = synth"
     opts = dict(photometric="rgb", metadata=None, compression=compression,
@@ -66,6 +67,54 @@ def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=
             tw.write(mac, description=f"{APERIO}\nmacro {mac.shape[1]}x{mac.shape[0]}", subfiletype=9,
                      rowsperstrip=16, **opts)
     return base
+
+
+# Stains as RGB: eosin's pink and haematoxylin's purple (the colours of an
+# H&E section at low magnification).
+EOSIN = (226, 150, 196)
+HAEMATOXYLIN = (150, 96, 176)
+
+
+def tissue_picture(h, w, seed, blobs=(), holes=(), specks=(), dark_border=0, white=False, glass=242, noise=4,
+                   checkers=()):
+    """An RGB image (h, w, 3) uint8 of stained tissue on glass, of known
+    geometry: glass near white (242 +- 4); each blob (cy, cx, ry, rx, stain)
+    an ellipse of that stain with texture; each hole (cy, cx, r) a disk of
+    glass cut back out; each speck (cy, cx, r) a small disk of stain (dust,
+    debris); dark_border columns at the left near black (a scanner's edge,
+    with noise); each checker (y0, x0, size, cell, stain) a size x size
+    square of cell x cell squares of stain and glass alternating, whose
+    stain is one piece only through corners and whose glass squares are
+    holes only without them. white: glass only (glass +- noise; noise 0:
+    flat)."""
+    rng = np.random.default_rng(seed)
+    img = np.full((h, w, 3), glass, np.int32) + rng.integers(-noise, noise + 1, size=(h, w, 3))
+    if not white:
+        y, x = np.mgrid[0:h, 0:w]
+        tex = rng.integers(-18, 19, size=(h, w, 1))
+        for cy, cx, ry, rx, stain in blobs:
+            inside = ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 <= 1
+            img[inside] = np.asarray(stain, np.int32) + tex[inside]
+        for cy, cx, r, *stain in specks:
+            inside = (y - cy) ** 2 + (x - cx) ** 2 <= r * r
+            img[inside] = np.asarray(stain[0] if stain else HAEMATOXYLIN, np.int32)
+        for cy, cx, r in holes:
+            inside = (y - cy) ** 2 + (x - cx) ** 2 <= r * r
+            img[inside] = glass + rng.integers(-noise, noise + 1, size=(int(inside.sum()), 3))
+        for y0, x0, size, cell, stain in checkers:
+            cy, cx = np.mgrid[0:size, 0:size] // cell
+            patch = img[y0:y0 + size, x0:x0 + size]
+            patch[(cy + cx) % 2 == 0] = stain
+        if dark_border:
+            img[:, :dark_border] = rng.integers(0, 14, size=(h, dark_border, 3))
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def write_tissue_svs(path, height=3000, width=4000, tile=256, factors=(4, 16), mpp=0.25, seed=0, **picture):
+    """An Aperio-style SVS (as write_svs) whose level 0 is tissue_picture(
+    height, width, seed, **picture); returns it."""
+    return write_svs(path, height, width, tile, factors, mpp=mpp, seed=seed, label=False, macro=False,
+                     base=tissue_picture(height, width, seed, **picture))
 
 
 def write_generic_tiff(path, height=500, width=600, tile=128):
