@@ -253,8 +253,7 @@ static sg_status make_properties(const char *const *names, int32_t n_names, cons
         bool ok = o && c && col;
         for (int k = 0; ok && k < 3; k++)
             ok = cJSON_AddItemToArray(col, cJSON_CreateNumber(rgb[k]));
-        ok = ok && cJSON_AddStringToObject(c, "name", name ? name : fallback) &&
-             cJSON_AddItemToObject(c, "color", col);
+        ok = ok && cJSON_AddStringToObject(c, "name", name ? name : fallback) && cJSON_AddItemToObject(c, "color", col);
         if (ok)
             col = NULL;
         ok = ok && cJSON_AddStringToObject(o, "objectType", "annotation") &&
@@ -276,26 +275,28 @@ static sg_status check_args(const uint8_t *labels, int64_t height, int64_t width
                             const uint8_t (*colors)[3], int32_t n_colors, const char *path)
 {
     if (height < 0 || width < 0)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a label map of %lld x %lld pixels", path,
-                        (long long)height, (long long)width);
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a label map of %lld x %lld pixels", path, (long long)height,
+                        (long long)width);
     /* Pixels and regions are numbered in 32 bits, regions from 1. */
     if (height > 0 && width > 0 && (uint64_t)width > (UINT32_MAX - 1u) / (uint64_t)height)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a label map of %lld x %lld pixels, 2^32 - 1 or more",
-                        path, (long long)height, (long long)width);
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: a label map of %lld x %lld pixels, 2^32 - 1 or more", path,
+                        (long long)height, (long long)width);
     if (!labels && height > 0 && width > 0)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: no labels (NULL)", path);
     if (n_names < 0 || n_colors < 0 || (!names && n_names > 0) || (!colors && n_colors > 0))
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %d class names (%s) and %d colours (%s)", path,
-                        (int)n_names, names ? "given" : "NULL", (int)n_colors, colors ? "given" : "NULL");
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %d class names (%s) and %d colours (%s)", path, (int)n_names,
+                        names ? "given" : "NULL", (int)n_colors, colors ? "given" : "NULL");
     for (int a = 0; a < 2; a++) {
         double s = scale ? scale[a] : 1.0, o = offset ? offset[a] : 0.0;
         int64_t n = a == 0 ? height : width;
         if (!(isfinite(s) && s > 0.0) || !isfinite(o))
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %s scale %g and offset %g (a finite scale > 0 and a "
-                            "finite offset needed)", path, a == 0 ? "y" : "x", s, o);
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: %s scale %g and offset %g (a finite scale > 0 and a finite offset needed)", path,
+                            a == 0 ? "y" : "x", s, o);
         if (!isfinite((double)n * s + o))
-            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: %s scale %g and offset %g put the map's far edge "
-                            "out of range", path, a == 0 ? "y" : "x", s, o);
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: %s scale %g and offset %g put the map's far edge out of range", path,
+                            a == 0 ? "y" : "x", s, o);
     }
     return SEGRT_OK;
 }

@@ -47,8 +47,9 @@ static long peak_rss_kib(void)
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s LABELS.npy OUT SCALE_Y SCALE_X OFFSET_Y OFFSET_X [--name L TEXT] "
-                    "[--color L R G B] [--dims H W] [--null-labels]\n",
+    fprintf(stderr,
+            "usage: %s LABELS.npy OUT SCALE_Y SCALE_X OFFSET_Y OFFSET_X [--name L TEXT] "
+            "[--color L R G B] [--dims H W] [--null-labels]\n",
             argv0);
     return 2;
 }
