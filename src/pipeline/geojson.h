@@ -38,8 +38,9 @@
  *      as RFC 7946 asks, for any positive scale.
  * Memory: the map of region numbers (4 bytes a pixel), a bit a pixel for
  * the top edges taken, the flood fill's stack (at most 4 bytes a pixel of
- * the largest region) and 4 bytes a ring; the polygons themselves are
- * streamed to the file, never held. */
+ * the largest region), 4 bytes a region and 8 a ring (its start, found
+ * and then sorted by region); the polygons themselves are streamed to the
+ * file, never held. */
 #ifndef SG_PIPELINE_GEOJSON_H
 #define SG_PIPELINE_GEOJSON_H
 

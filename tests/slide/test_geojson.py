@@ -16,6 +16,8 @@ import json
 import math
 import os
 import pathlib
+import resource
+import signal
 import subprocess
 
 import numpy as np
@@ -29,7 +31,7 @@ SANITIZED = os.environ.get("SEGRT_SANITIZED", "0") == "1"
 FOUR = ndi.generate_binary_structure(2, 1)  # the writer's connectivity
 
 
-def run(tmp_path, labels, scale=(1.0, 1.0), offset=(0.0, 0.0), extra=(), name="out.geojson"):
+def run(tmp_path, labels, scale=(1.0, 1.0), offset=(0.0, 0.0), extra=(), name="out.geojson", preexec=None):
     """Writes labels through the driver; returns (process, output path)."""
     src = tmp_path / "labels.npy"
     np.save(src, np.ascontiguousarray(labels, np.uint8))
@@ -37,7 +39,7 @@ def run(tmp_path, labels, scale=(1.0, 1.0), offset=(0.0, 0.0), extra=(), name="o
     args = [DRIVER, str(src), str(out)] + [repr(float(v)) if not isinstance(v, str) else v
                                            for v in (*scale, *offset)]
     p = subprocess.run(args + [a if isinstance(a, bytes) else str(a) for a in extra], capture_output=True,
-                       timeout=600)
+                       timeout=600, preexec_fn=preexec)
     p.stdout, p.stderr = p.stdout.decode(), p.stderr.decode(errors="replace")
     return p, out
 
@@ -348,9 +350,10 @@ def test_empty_maps(tmp_path):
 
 def test_large_map_bounded_memory(tmp_path):
     """6000 x 6000 with thousands of regions: peak RSS within the map
-    (1 byte a pixel), the region numbers (4), the taken bits and 8 bytes a
-    ring, plus 48 MiB for the process; regions, areas and validity of all
-    features, pixel centres sampled."""
+    (1 byte a pixel), the region numbers (4), the taken bits, 4 bytes a
+    region and 8 a ring, plus 48 MiB for the process and the flood fill's
+    stack; regions, areas and validity of all features, pixel centres
+    sampled."""
     rng = np.random.default_rng(11)
     n = 6000
     labels = blobs(rng, (n // 4, n // 4), 5, 3.0, salt=0.0)
@@ -365,7 +368,7 @@ def test_large_map_bounded_memory(tmp_path):
     n_rings = sum(len(f["geometry"]["coordinates"]) for f in geo["features"])
     assert len(geo["features"]) > 2000
     if not SANITIZED:
-        bound = labels.size * (1 + 4 + 1 / 8) + 8 * n_rings + (48 << 20)
+        bound = labels.size * (1 + 4 + 1 / 8) + 4 * len(geo["features"]) + 8 * n_rings + (48 << 20)
         assert rss < bound, f"peak RSS {rss >> 20} MiB, bound {int(bound) >> 20} MiB"
     check(labels, geo, (16.0, 16.0), (0.0, 0.0), sample=200_000)
 
@@ -418,6 +421,21 @@ def test_bad_paths(tmp_path):
     (tmp_path / "adir").mkdir()
     p, out = run(tmp_path, nested(), name="adir")
     refused(tmp_path, p, out, "INVALID_ARGUMENT")
+
+
+def test_write_failure(tmp_path):
+    """Files capped at 64 KiB (RLIMIT_FSIZE; EFBIG instead of SIGXFSZ): the
+    write fails midway, with one line naming the file, and nothing is left
+    but the input."""
+
+    def cap():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    labels = np.random.default_rng(5).integers(0, 3, (300, 300)).astype(np.uint8)
+    p, out = run(tmp_path, labels, preexec=cap)
+    refused(tmp_path, p, out, "IO", "write")
+    assert sorted(os.listdir(tmp_path)) == ["labels.npy"]
 
 
 def test_replaces_existing_file(tmp_path):
