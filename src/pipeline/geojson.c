@@ -143,8 +143,9 @@ static void follow_ring(const regions *m, uint32_t r, size_t p, uint8_t *taken, 
         put_corner(out, x0, y0);
 }
 
-/* Pass 2: the rings of every region, as their first pixels: ring_at[first[r]
- * .. first[r + 1]) for region r (1..n), the exterior first. */
+/* Pass 2: the rings of every region, each as the pixel whose top edge
+ * starts it: ring_at[first[r] .. first[r + 1]) for region r (1..n), the
+ * exterior first. */
 typedef struct rings {
     uint32_t *first; /* n + 2 offsets */
     uint32_t *ring_at;
