@@ -12,7 +12,7 @@ build=$(cd "$1" && pwd) seconds=$2 models=$3
 [ "$seconds" -ge 1 ] || { echo "run.sh: SECONDS must be at least 1" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$work/prep" "$work/slide" \
+mkdir -p "$work/onnx" "$work/npy" "$work/image" "$work/engine" "$work/volume" "$work/prep" "$work/slide" "$work/geojson" \
     "$build/fuzz-artifacts"
 cp "$models"/*.onnx "$work/onnx/"
 cp "$models"/*.in.npy "$work/npy/"
@@ -24,6 +24,9 @@ cp tests/fuzz/seeds/volume/* "$work/volume/"
 # Tiny Aperio-style SVS files and a generic tiled TIFF
 # (tests/fuzz/make_slide_seeds.py).
 cp tests/fuzz/seeds/slide/* "$work/slide/"
+# Label maps with their options (tests/fuzz/fuzz_geojson.c says how the
+# bytes are read): a pocket, nested squares, a checkerboard.
+cp tests/fuzz/seeds/geojson/* "$work/geojson/"
 # nnU-Net plans (and a dataset.json after a 0x1e byte) and KEY=VALUE
 # preprocessing settings (tests/fuzz/fuzz_prep.c).
 cp tests/fuzz/seeds/prep/* "$work/prep/"
@@ -37,6 +40,7 @@ cp tests/fuzz/regressions/engine/* "$work/engine/" 2>/dev/null || true
 cp tests/fuzz/regressions/volume/* "$work/volume/" 2>/dev/null || true
 cp tests/fuzz/regressions/image/* "$work/image/" 2>/dev/null || true
 cp tests/fuzz/regressions/slide/* "$work/slide/" 2>/dev/null || true
+cp tests/fuzz/regressions/geojson/* "$work/geojson/" 2>/dev/null || true
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 # GDCM's own leaks on corrupt JPEG-LS (tests/fuzz/lsan.supp says which).
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/fuzz/lsan.supp"
@@ -77,6 +81,7 @@ targets=(
     "fuzz_volume $(((seconds + 1) / 2)) 16384 $work/volume"
     "fuzz_prep $(((seconds + 2) / 3)) 16384 $work/prep"
     "fuzz_slide $(((seconds + 1) / 2)) 65536 $work/slide"
+    "fuzz_geojson $(((seconds + 2) / 3)) 8192 $work/geojson"
 )
 failed=0
 if [ "${FUZZ_PARALLEL:-0}" = 1 ]; then
