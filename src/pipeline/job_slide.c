@@ -6,7 +6,9 @@
 #include "io/sink.h"
 #include "io/slide.h"
 #include "io/source.h"
+#include "pipeline/geojson.h"
 #include "pipeline/overlay.h"
+#include "pipeline/tissue.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -106,6 +108,8 @@ struct sg_slide_job {
     size_t tmp_cap[SLIDE_MAX_THREADS];
     sg_sw_image rows;
     char describe[256];
+    sg_tissue_mask tissue;
+    bool have_tissue;
     /* The output. */
     sg_sink *sink;
     segrt_dtype out_dtype;
@@ -545,10 +549,44 @@ sg_status sg_slide_job_write_thumbnail(sg_slide_job *j, const char *path)
     return s;
 }
 
+sg_status sg_slide_job_detect_tissue(sg_slide_job *j)
+{
+    sg_tissue_mask_free(&j->tissue);
+    j->have_tissue = false;
+    SG_TRY(sg_tissue_detect(j->src, NULL, &j->tissue));
+    j->have_tissue = true;
+    return SEGRT_OK;
+}
+
+bool sg_slide_job_keep_window(void *user, const int64_t *start, const int64_t *size)
+{
+    const struct sg_slide_job *j = user;
+    if (!j->have_tissue)
+        return true;
+    return sg_tissue_box(&j->tissue, (double)start[0] * j->ds, (double)start[1] * j->ds, (double)size[0] * j->ds,
+                         (double)size[1] * j->ds);
+}
+
+sg_status sg_slide_job_write_tissue_mask(sg_slide_job *j, const char *path)
+{
+    if (!j->have_tissue)
+        return sg_error(SEGRT_ERROR_INTERNAL, "%s: no tissue mask to write", j->path);
+    return sg_tissue_write_png(&j->tissue, path);
+}
+
+sg_status sg_slide_job_write_geojson(sg_slide_job *j, const char *path, const char *const *names, int32_t n_names)
+{
+    if (!j->small)
+        return sg_error(SEGRT_ERROR_INTERNAL, "%s: no labels kept for polygons", j->path);
+    double scale[2] = {j->s_step * j->ds, j->s_step * j->ds};
+    return sg_labels_write_geojson(j->small, j->sh, j->sw, scale, NULL, names, n_names, NULL, 0, path);
+}
+
 void sg_slide_job_close(sg_slide_job *j)
 {
     if (!j)
         return;
+    sg_tissue_mask_free(&j->tissue);
     sg_sink_discard(j->sink);
     for (int32_t t = 0; t < SLIDE_MAX_THREADS; t++) {
         if (t > 0)

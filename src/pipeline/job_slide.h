@@ -87,6 +87,22 @@ const uint8_t *sg_slide_job_small_labels(const sg_slide_job *j, int64_t *height,
  * as a PNG at path (written whole, atomically). */
 sg_status sg_slide_job_write_thumbnail(sg_slide_job *j, const char *path);
 
+/* The slide's tissue mask (tissue.h, with its defaults), kept for
+ * keep_window and write_tissue_mask. */
+sg_status sg_slide_job_detect_tissue(sg_slide_job *j);
+
+/* sliding_window.h's keep_window over the grid the windows see (user is
+ * the job): whether the window's box touches tissue. Every window before
+ * detect_tissue. */
+bool sg_slide_job_keep_window(void *user, const int64_t *start, const int64_t *size);
+
+/* The tissue mask as a PNG at path (atomically). */
+sg_status sg_slide_job_write_tissue_mask(sg_slide_job *j, const char *path);
+
+/* The labels' regions on the small grid as GeoJSON polygons in level-0
+ * pixels at path (geojson.h), label k named names[k] where given. */
+sg_status sg_slide_job_write_geojson(sg_slide_job *j, const char *path, const char *const *names, int32_t n_names);
+
 /* Closes j, discarding an output not ended. NULL is fine. */
 void sg_slide_job_close(sg_slide_job *j);
 

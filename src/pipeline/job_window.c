@@ -912,6 +912,26 @@ static sg_status check_seg_output(const job *st, const char *out)
     return SEGRT_OK;
 }
 
+/* The first model's segrt.classes ("background,liver,...": the name of
+ * each label value) split into names (up to 256; *n of them): the copy
+ * they point into, the caller's to free (NULL where there are none). */
+static char *class_names(const job *st, const char **names, size_t *n)
+{
+    const char *classes = segrt_model_metadata_value(st->model[0], "segrt.classes");
+    char *copy = classes ? strdup(classes) : NULL;
+    *n = 0;
+    for (char *p = copy; p && *n < 256;) { /* empty names kept in place: "background,,spleen" */
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        while (*p == ' ')
+            p++;
+        names[(*n)++] = p;
+        p = comma ? comma + 1 : NULL;
+    }
+    return copy;
+}
+
 /* The labels as a DICOM SEG over the input series (opened again for its
  * references), segments named by the first model's segrt.classes
  * ("background,liver,...": the name of each label value). */
@@ -920,19 +940,9 @@ static sg_status write_seg(sg_output *o, const sg_tensor *result, const job *st,
     SG_TRY(check_seg_output(st, sg_output_path(o)));
     sg_source *src;
     SG_TRY(open_volume(st->in, st->jo, &src));
-    const char *classes = segrt_model_metadata_value(st->model[0], "segrt.classes");
-    char *copy = classes ? strdup(classes) : NULL;
     const char *names[256];
-    size_t n_names = 0;
-    for (char *p = copy; p && n_names < 256;) { /* empty names kept in place: "background,,spleen" */
-        char *comma = strchr(p, ',');
-        if (comma)
-            *comma = '\0';
-        while (*p == ' ')
-            p++;
-        names[n_names++] = p;
-        p = comma ? comma + 1 : NULL;
-    }
+    size_t n_names;
+    char *copy = class_names(st, names, &n_names);
     sg_status s = sg_dicom_seg_write(o, result, src, names, n_names);
     *write_failed = s == SEGRT_ERROR_IO;
     free(copy);
@@ -995,6 +1005,20 @@ static void fill_report(const job *st, const sg_sw_stats *stats, bool on_device,
     }
     r->stats.windows = stats->windows;
     r->stats.runs = stats->runs;
+    if (!on_device && st->image.rank >= 3) { /* the host path counts none: the windows it kept, each model and flip */
+        int64_t *kept = NULL, n_kept = 0;
+        uint32_t flips[SG_SW_MAX_FLIPS];
+        int32_t n_flips;
+        sg_sw_flips(st->sw.tta_axes, st->sw.n_dims, flips, &n_flips);
+        if (sg_sw_grid_make(st->sw.n_dims, st->image.dims + 2, st->sw.roi, st->sw.overlap, st->sw.grid, &g) ==
+            SEGRT_OK) {
+            if (sg_sw_kept_windows(&st->sw, &g, &kept, &n_kept) == SEGRT_OK)
+                r->stats.runs = n_kept * st->image.dims[0] * st->n * n_flips;
+            free(kept);
+            sg_sw_grid_free(&g);
+        }
+        sg_error_clear();
+    }
     r->stats.passes = stats->passes;
     r->stats.on_device = on_device;
     r->stats.slab_rows = stats->slab_rows;
@@ -1227,6 +1251,15 @@ static sg_status open_slide(job *st, sg_tensor *shape)
     }
     SG_TRY(sg_slide_job_open(st->in, &so, &st->slide));
     sg_slide_job_shape(st->slide, shape);
+    if (jo->tissue == SEGRT_TISSUE_OTSU || jo->tissue_mask_path)
+        SG_TRY(sg_slide_job_detect_tissue(st->slide));
+    if (jo->tissue == SEGRT_TISSUE_OTSU) {
+        st->sw.keep_window = sg_slide_job_keep_window;
+        st->sw.keep_window_user = st->slide;
+    } else if (jo->tissue != SEGRT_TISSUE_NONE) {
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "tissue is %d: SEGRT_TISSUE_OTSU or SEGRT_TISSUE_NONE",
+                        (int)jo->tissue);
+    }
     return SEGRT_OK;
 }
 
@@ -1270,6 +1303,15 @@ static sg_status write_slide(job *st, bool *write_failed)
     sg_status s = sg_slide_job_end_output(st->slide);
     if (s == SEGRT_OK && jo->thumbnail_path)
         s = sg_slide_job_write_thumbnail(st->slide, jo->thumbnail_path);
+    if (s == SEGRT_OK && jo->tissue_mask_path)
+        s = sg_slide_job_write_tissue_mask(st->slide, jo->tissue_mask_path);
+    if (s == SEGRT_OK && jo->geojson_path) {
+        const char *names[256];
+        size_t n_names;
+        char *copy = class_names(st, names, &n_names);
+        s = sg_slide_job_write_geojson(st->slide, jo->geojson_path, names, (int32_t)n_names);
+        free(copy);
+    }
     *write_failed = s != SEGRT_OK;
     return s;
 }

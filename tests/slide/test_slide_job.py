@@ -184,3 +184,53 @@ def test_refusals(svs, tmp_path):
     p = run(model, png, "-o", tmp_path / "l.png", "--thumbnail", tmp_path / "t.png", check=2)
     assert "whole-slide" in p.stderr
     assert not list(tmp_path.glob("*.tif")) and not (tmp_path / "t.png").exists()
+
+
+def monai_starts(size, roi, overlap):
+    """MONAI's window starts along an axis (sw_grid.c's default grid)."""
+    if size <= roi:
+        return [0]
+    step = max(int(roi * (1 - overlap)), 1)
+    n = -(-(size - roi) // step) + 1
+    return [min(i * step, size - roi) for i in range(n)]
+
+
+def test_windows_only_over_tissue(tmp_path):
+    """--tissue otsu (the default): windows whose level-0 box touches no
+    tissue pixel of the mask (--tissue-mask, one pixel per level-0 pixel on
+    this small slide) do not run and their pixels are 0; the others give
+    the threshold. Then the GeoJSON's polygons cover exactly the labels."""
+    E, H = slide_synth.EOSIN, slide_synth.HAEMATOXYLIN
+    path = tmp_path / "t.svs"
+    slide_synth.write_tissue_svs(str(path), height=1600, width=2000, factors=(4,), seed=5,
+                                 blobs=[(400, 500, 250, 300, E), (1200, 1500, 300, 350, H)])
+    model = threshold_model(tmp_path / "m.onnx", roi=64)
+    out, tmask, geo = tmp_path / "mask.tif", tmp_path / "tissue.png", tmp_path / "l.geojson"
+    run(model, path, "-o", out, "--mpp", "1.0", "--tissue-mask", tmask, "--geojson", geo)
+    from PIL import Image
+    tissue = np.asarray(Image.open(tmask)) > 0
+    assert tissue.shape == (1600, 2000) and 0.1 < tissue.mean() < 0.9
+    labels = read_mask(out)[0][0]
+    h, w = labels.shape
+    covered = np.zeros((h, w), bool)
+    kept = total = 0
+    for y in monai_starts(h, 64, 0.0):
+        for x in monai_starts(w, 64, 0.0):
+            total += 1
+            if tissue[4 * y:4 * (y + 64), 4 * x:4 * (x + 64)].any():
+                covered[y:y + 64, x:x + 64] = True
+                kept += 1
+    assert 0 < kept < total
+    want = np.where(covered, level_rgb(path, 1)[..., 0] > 127.5, False).astype(np.uint8)
+    np.testing.assert_array_equal(labels, want)
+    # The polygons (on the small grid: here the whole grid, 4 level-0 pixels a pixel) cover the labels exactly.
+    shapely = pytest.importorskip("shapely")
+    import json
+    feats = json.loads(geo.read_text())["features"]
+    assert feats and all(f["properties"]["classification"]["name"] for f in feats)
+    ys, xs = np.mgrid[0:h, 0:w]
+    inside = np.zeros(h * w, bool)
+    for f in feats:
+        inside |= shapely.contains_xy(shapely.geometry.shape(f["geometry"]), (xs.ravel() + 0.5) * 4,
+                                      (ys.ravel() + 0.5) * 4)
+    np.testing.assert_array_equal(inside.reshape(h, w), labels > 0)
