@@ -307,6 +307,11 @@ def main(argv=None):
     out_json = paths.worker_json(a.contender)
     out_dir = paths.out_dir(a.contender)
     try:
+        if a.contender == "torch_cucim":
+            # Before torch: cuCIM 26.10 spins forever when imported, or its first slide opened, after torch
+            # is imported (seen on a CPU); once a slide is open, later opens (forked workers too) work.
+            from cucim import CuImage
+            CuImage(str(paths.slide))
         c = Segrt(a, paths) if a.contender == "segrt" else Torch(a.contender, a, paths)
     except (ImportError, OSError) as e:
         res["error"] = f"skipped: {type(e).__name__}: {e}"
