@@ -23,7 +23,10 @@ ROI = 512
 OVERLAP = 0.0
 BATCH = 16
 CLASSES = 3  # background, stroma, nucleus
-SCALE = 255.0
+# segrt normalises an image as (x * segrt.input.scale - mean) / std per
+# channel (src/pipeline/job_window.c; tests/slide/slide_synth.py): the
+# scale is 1/255, not 255. The PyTorch loops compute the same in float32.
+SCALE = 1.0 / 255.0
 MEAN = (0.485, 0.456, 0.406)  # ImageNet's
 STD = (0.229, 0.224, 0.225)
 TRAIN_STEPS = int(os.environ.get("SBENCH_TRAIN_STEPS", "300"))
@@ -40,9 +43,9 @@ MASK_TILE = 256
 
 def onnx_metadata():
     """segrt's metadata_props: the window, its overlap, the resolution and
-    the input's normalisation, (x / scale - mean) / std per channel."""
+    the input's normalisation, (x * scale - mean) / std per channel."""
     return {"segrt.roi": f"{ROI},{ROI}", "segrt.overlap": f"{OVERLAP:g}", "segrt.mpp": f"{MPP:g}",
-            "segrt.input.scale": f"{SCALE:g}", "segrt.input.mean": ",".join(f"{v:g}" for v in MEAN),
+            "segrt.input.scale": repr(SCALE), "segrt.input.mean": ",".join(f"{v:g}" for v in MEAN),
             "segrt.input.std": ",".join(f"{v:g}" for v in STD)}
 
 

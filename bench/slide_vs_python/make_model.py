@@ -13,7 +13,7 @@ the common "UNet with a ResNet-34 encoder":
     encoder's feature map of that resolution (stage 3, 2, 1, the stem; none
     for the last), two 3x3 conv + BatchNorm + ReLU, 256-128-64-32-16
     channels; a 3x3 head to the classes.
-Input: 3 x 512 x 512 RGB normalised as ImageNet's ((x / 255 - mean) / std);
+Input: 3 x 512 x 512 RGB normalised as ImageNet's ((x * (1/255) - mean) / std);
 output: logits, classes x 512 x 512. Classes: 0 background, 1 stroma,
 2 nucleus (make_slide.render()'s classes); --classes 2 merges 1 and 2.
 
@@ -29,7 +29,8 @@ keeps it.
 
 ONNX: opset 17, batch dynamic ("input" N x 3 x 512 x 512 -> "logits"),
 BatchNorm folded by the exporter, metadata_props for segrt: segrt.roi,
-segrt.overlap, segrt.mpp, segrt.input.scale/mean/std (config.py).
+segrt.overlap, segrt.mpp, segrt.input.scale (1/255: segrt multiplies)/mean/std
+(config.py).
 """
 import argparse
 import json
@@ -108,12 +109,14 @@ def parameters(net):
 
 def normalise(torch, x_uint8_nhwc, device, dtype=None):
     """uint8 N x H x W x 3 (numpy or tensor) -> the network's input, N x 3 x
-    H x W channels_last, (x / 255 - mean) / std."""
+    H x W channels_last, (x * scale - mean) / std in float32, step by step
+    as segrt computes it from the ONNX metadata."""
     x = torch.as_tensor(x_uint8_nhwc).to(device, non_blocking=True)
     x = x.permute(0, 3, 1, 2).float()
-    mean = torch.tensor(config.MEAN, device=device).view(1, 3, 1, 1) * config.SCALE
-    std = torch.tensor(config.STD, device=device).view(1, 3, 1, 1) * config.SCALE
-    x = ((x - mean) / std).contiguous(memory_format=torch.channels_last)
+    mean = torch.tensor(config.MEAN, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(config.STD, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+    x = ((x * torch.tensor(config.SCALE, dtype=torch.float32, device=device) - mean) / std)
+    x = x.contiguous(memory_format=torch.channels_last)
     return x if dtype is None else x.to(dtype)
 
 

@@ -226,5 +226,5 @@ def test_segrt_command(tmp_path):
     assert "--mpp 0.5 --sw-batch 16 --tissue otsu" in s and s.endswith("--precision fp16")
     assert "--precision" not in config.segrt_command("/x/segrt", paths, "cpu", "fp16", 16)
     md = config.onnx_metadata()
-    assert md == {"segrt.roi": "512,512", "segrt.overlap": "0", "segrt.mpp": "0.5", "segrt.input.scale": "255",
+    assert md == {"segrt.roi": "512,512", "segrt.overlap": "0", "segrt.mpp": "0.5", "segrt.input.scale": "0.00392156862745098",
                   "segrt.input.mean": "0.485,0.456,0.406", "segrt.input.std": "0.229,0.224,0.225"}
