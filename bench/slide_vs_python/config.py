@@ -90,11 +90,12 @@ def default_work_dir(small=False):
     return pathlib.Path(os.environ.get("SBENCH_WORK", f"/tmp/slide_vs_python{'-small' if small else ''}"))
 
 
-# segrt's command line ({placeholders} filled by segrt_command()). The slide
-# CLI is being written: until it lands, segrt fails with its own message and
-# run.py reports that beside the other contenders.
+# segrt's command line ({placeholders} filled by segrt_command()). Where the
+# CLI lacks a flag segrt fails with its own message and run.py reports that
+# beside the other contenders. Not --quiet: its summary lines say how many
+# windows ran and where the time went (contenders.parse_segrt_summary).
 SEGRT_ARGV = ["{segrt}", "run", "{onnx}", "{slide}", "-o", "{out}", "--mpp", "{mpp}", "--sw-batch", "{batch}",
-              "--tissue", "otsu", "--device", "{device}", "--quiet"]
+              "--tissue", "otsu", "--device", "{device}"]
 
 
 def segrt_command(segrt, paths, device, precision, batch):

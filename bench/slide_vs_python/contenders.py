@@ -263,6 +263,22 @@ def find_segrt(arg):
     return p.resolve()
 
 
+def parse_segrt_summary(text):
+    """(windows, {part: seconds}) from segrt run's summary lines:
+    "...: 16 windows (16 a run), cuda fp16, 0.5 s" and "segrt: time: loading
+    the model 0.229 s, reading the image 0.534 s, ..."; None and {} where
+    they are missing."""
+    import re
+    m = re.search(r"(\d+) windows? \(", text)
+    windows = int(m.group(1)) if m else None
+    parts = {}
+    t = re.search(r"^segrt: time: (.*)$", text, re.M)
+    if t:
+        for name, sec in re.findall(r"([a-z][a-z ]*?) ([0-9.]+) s(?:,|$)", t.group(1)):
+            parts[name.strip().replace(" ", "_")] = float(sec)
+    return windows, parts
+
+
 class Segrt:
     def __init__(self, a, paths):
         self.a, self.paths = a, paths
@@ -278,7 +294,11 @@ class Segrt:
         wall = time.perf_counter() - t0
         if r.returncode != 0:
             raise RuntimeError(f"exit {r.returncode}: {' '.join(argv)}\n{(r.stdout + r.stderr)[-3000:]}")
-        return wall, {"process": wall}, {"stdout_tail": (r.stdout + r.stderr)[-600:], "argv": argv}
+        windows, parts = parse_segrt_summary(r.stdout + r.stderr)
+        extra = {"stdout_tail": (r.stdout + r.stderr)[-1200:], "argv": argv}
+        if windows is not None:
+            extra["patches"] = windows
+        return wall, {"process": wall, **{f"segrt_{k}": v for k, v in parts.items()}}, extra
 
     def versions(self):
         r = subprocess.run([str(self.segrt), "--version"], capture_output=True, text=True, env=self.env)

@@ -224,7 +224,22 @@ def test_segrt_command(tmp_path):
     assert argv[:6] == ["/x/segrt", "run", str(paths.onnx), str(paths.slide), "-o", str(paths.mask_file("segrt"))]
     s = " ".join(argv)
     assert "--mpp 0.5 --sw-batch 16 --tissue otsu" in s and s.endswith("--precision fp16")
+    assert "--quiet" not in argv  # its summary lines are parsed
     assert "--precision" not in config.segrt_command("/x/segrt", paths, "cpu", "fp16", 16)
     md = config.onnx_metadata()
     assert md == {"segrt.roi": "512,512", "segrt.overlap": "0", "segrt.mpp": "0.5", "segrt.input.scale": "0.00392156862745098",
                   "segrt.input.mean": "0.485,0.456,0.406", "segrt.input.std": "0.229,0.224,0.225"}
+
+
+def test_segrt_summary_parsed():
+    # The lines segrt run prints without --quiet (as main's CLI printed them for the 4,096^2 slide).
+    text = ("segrt: slide.svs: level 0 (4096 x 4096), shrunk by area, windows over 2048 x 2048 px at 0.5 um/px\n"
+            "segrt: slide.svs 1x3x2048x2048 -> mask.tif uint8 1x1x2048x2048: 16 windows (16 a run), cpu fp32, "
+            "6.598 s\n"
+            "segrt: time: loading the model 0.229 s, reading the image 0.534 s, engines 0.085 s, preprocessing "
+            "0.000 s, windows 6.598 s, labels back 0.000 s, writing 0.148 s\n")
+    windows, parts = contenders.parse_segrt_summary(text)
+    assert windows == 16
+    assert parts == {"loading_the_model": 0.229, "reading_the_image": 0.534, "engines": 0.085, "preprocessing": 0.0,
+                     "windows": 6.598, "labels_back": 0.0, "writing": 0.148}
+    assert contenders.parse_segrt_summary("segrt: error: unknown option --tissue") == (None, {})
