@@ -64,8 +64,8 @@ class Fields:
         self.size, self.seed = size, seed
         rng = np.random.default_rng(seed)
         n = size // TISSUE_DS + 3
-        # Blobs a few millimetres across: white noise smoothed at ~1.5 mm (at least a few grid cells on a
-        # small slide), threshold at the quantile that leaves TISSUE_SHARE of the slide as tissue.
+        # Blobs about a millimetre across: white noise smoothed with sigma 375 um (23 grid cells; a small
+        # slide is one or two blobs), thresholded at the quantile that leaves TISSUE_SHARE as tissue.
         sigma = max(1500.0 / (MPP * TISSUE_DS) / 4, 2.5)
         t = ndimage.gaussian_filter(rng.standard_normal((n, n)).astype(np.float32), sigma, mode="wrap")
         t /= t.std()
