@@ -120,15 +120,17 @@ class Watch:
             pss = rss = 0
             for p in procs:
                 try:
-                    m = p.memory_full_info()
+                    m = p.memory_full_info()  # reads smaps: may be refused or missing (gVisor)
                     rss += m.rss
-                    pss += getattr(m, "pss", m.rss)
-                except psutil.Error:
+                    pss += m.pss
+                except Exception:  # noqa: BLE001 - any failure falls back to RSS, counted as such
                     try:
-                        rss += p.memory_info().rss
-                        pss += p.memory_info().rss
+                        r = p.memory_info().rss
                     except psutil.Error:
-                        pass
+                        continue
+                    rss += r
+                    pss += r
+                    self.peak["pss_fell_back_to_rss"] = True
             pk = self.peak
             pk["host_pss_bytes"] = max(pk["host_pss_bytes"], pss)
             pk["host_rss_bytes"] = max(pk["host_rss_bytes"], rss)

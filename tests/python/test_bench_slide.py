@@ -243,3 +243,17 @@ def test_segrt_summary_parsed():
     assert parts == {"loading_the_model": 0.229, "reading_the_image": 0.534, "engines": 0.085, "preprocessing": 0.0,
                      "windows": 6.598, "labels_back": 0.0, "writing": 0.148}
     assert contenders.parse_segrt_summary("segrt: error: unknown option --tissue") == (None, {})
+
+
+def test_memory_watch_sees_a_child_process():
+    # run.py's Watch over a process tree: a parent that starts a child which fills 300 MB and holds it.
+    import subprocess
+    code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
+            "\"import time, numpy as np; a = np.ones(300 * 2**20, np.uint8); time.sleep(1.5)\"])")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    w = sb.Watch(p.pid, "cpu")
+    p.wait()
+    peak = w.finish()
+    assert peak["processes"] >= 2
+    assert 300 * 2**20 <= peak["host_pss_bytes"] <= peak["host_rss_bytes"] < 600 * 2**20, peak
+    assert peak["device_bytes"] is None
