@@ -265,6 +265,18 @@ static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a
     return seam_copy(r, st, x, y < rows0 ? y : rows0, false);
 }
 
+/* Padded rows [a, b) of image n finished, in pieces of at most the
+ * ring's rows: the ring holds rows [a, a + ring) only, and rows past them
+ * no window touched (windows were skipped between: a jump of the finished
+ * rows longer than the ring), so they finish from zeroed slots as
+ * background. */
+static sg_status finish_through(sw_job *r, const sw_strip *st, int64_t n, int64_t a, int64_t b)
+{
+    for (int64_t x = a; x < b; x += r->acc.ring_rows)
+        SG_TRY(finish_rows(r, st, n, x, x + r->acc.ring_rows < b ? x + r->acc.ring_rows : b));
+    return SEGRT_OK;
+}
+
 /* The windows of a run [w_lo, w_hi) of image n's that belong to strip st
  * and are kept, in order, into the strip list (or the run itself with one
  * strip and every window kept). */
@@ -363,7 +375,7 @@ static sg_status run_image_pass(sw_job *r, const sw_strip *st, int64_t n, int64_
                 run0 = b;
             }
             if (b < got && ready > done) {
-                SG_TRY(finish_rows(r, st, n, done, ready));
+                SG_TRY(finish_through(r, st, n, done, ready));
                 done = ready;
             }
         }
@@ -378,7 +390,7 @@ static sg_status run_image_pass(sw_job *r, const sw_strip *st, int64_t n, int64_
             r->o->progress(r->o->progress_user, r->stat.runs / (r->n_models * q->n_flips),
                            r->stat.total_runs / (r->n_models * q->n_flips));
     }
-    return finish_rows(r, st, n, done, pb);
+    return finish_through(r, st, n, done, pb);
 }
 
 static sg_status prepare(sw_job *r, const segrt_tensor *image)
