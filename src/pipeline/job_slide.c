@@ -23,6 +23,11 @@
 #define SLIDE_MIN_STRIPE 512
 /* Level pixels per grid pixel within 1 % of 1: the level is read as it is. */
 #define SLIDE_EXACT 0.01
+/* Bands of labels waiting for the writer thread. */
+#define SLIDE_WRITE_QUEUE 4
+/* A band larger than this is written in line (the host path's whole
+ * result), not copied for the writer. */
+#define SLIDE_WRITE_COPY_MAX ((int64_t)64 << 20)
 
 /* Area weights along one axis: grid pixel i covers level pixels
  * [first[i], first[i] + count[i]) with weights w[i * span ...] summing
@@ -110,6 +115,33 @@ struct sg_slide_job {
     char describe[256];
     sg_tissue_mask tissue;
     bool have_tissue;
+    /* Rows read ahead: the next rows after a read, as long as the last,
+     * on a thread of their own while the job goes on (its reads come in
+     * order, a pinned buffer's worth at a time). */
+    struct {
+        pthread_t th;
+        bool running;
+        int64_t r0, r1;
+        float *buf;
+        size_t cap;
+        sg_status status;
+        char error[512];
+    } ahead;
+    /* The labels' writer thread: bands queued by put_rows, written into
+     * the pyramid (which deflates tiles and builds the reduced levels) while
+     * the windows go on. */
+    pthread_t writer;
+    bool writer_on, closing;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct {
+        uint8_t *data;
+        size_t cap;
+        int64_t r0, r1;
+    } q[SLIDE_WRITE_QUEUE];
+    int32_t q_head, q_count;
+    sg_status write_status;
+    char write_error[512];
     /* The output. */
     sg_sink *sink;
     segrt_dtype out_dtype;
@@ -223,17 +255,10 @@ static void *stripe_main(void *arg)
     return NULL;
 }
 
-/* The row reader's read: stripes of columns on the reader threads (the
- * first on this one). */
-static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst,
-                                 int64_t channel_stride)
+/* Rows [r0, r1) in stripes of columns on the reader threads (the first
+ * on this one). */
+static sg_status read_stripes(struct sg_slide_job *j, int64_t r0, int64_t r1, float *dst, int64_t channel_stride)
 {
-    struct sg_slide_job *j = im->state;
-    if (n != 0 || r0 < 0 || r1 > j->H || r1 < r0)
-        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: rows [%lld, %lld) of a slide of %lld rows", j->path,
-                        (long long)r0, (long long)r1, (long long)j->H);
-    if (r1 == r0)
-        return SEGRT_OK;
     int32_t T = j->n_threads;
     stripe s[SLIDE_MAX_THREADS];
     pthread_t th[SLIDE_MAX_THREADS];
@@ -255,6 +280,54 @@ static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t
     for (int32_t t = 0; t < T; t++)
         if (s[t].status != SEGRT_OK)
             return sg_error(s[t].status, "%s", s[t].error);
+    return SEGRT_OK;
+}
+
+static void *ahead_main(void *arg)
+{
+    struct sg_slide_job *j = arg;
+    j->ahead.status = read_stripes(j, j->ahead.r0, j->ahead.r1, j->ahead.buf, (j->ahead.r1 - j->ahead.r0) * j->W);
+    if (j->ahead.status != SEGRT_OK)
+        snprintf(j->ahead.error, sizeof j->ahead.error, "%s", sg_last_error());
+    return NULL;
+}
+
+/* The read ahead finished (its result stays for the next read). */
+static void ahead_join(struct sg_slide_job *j)
+{
+    if (j->ahead.running)
+        pthread_join(j->ahead.th, NULL);
+    j->ahead.running = false;
+}
+
+/* The row reader's read: the rows read ahead where they are these, else
+ * read now; then the next as many rows started ahead. */
+static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst,
+                                 int64_t channel_stride)
+{
+    struct sg_slide_job *j = im->state;
+    if (n != 0 || r0 < 0 || r1 > j->H || r1 < r0)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: rows [%lld, %lld) of a slide of %lld rows", j->path,
+                        (long long)r0, (long long)r1, (long long)j->H);
+    if (r1 == r0)
+        return SEGRT_OK;
+    bool had = j->ahead.running;
+    ahead_join(j);
+    if (had && j->ahead.r0 == r0 && j->ahead.r1 == r1) {
+        if (j->ahead.status != SEGRT_OK)
+            return sg_error(j->ahead.status, "%s", j->ahead.error);
+        int64_t plane = (r1 - r0) * j->W;
+        for (int64_t c = 0; c < 3; c++)
+            memcpy(dst + c * channel_stride, j->ahead.buf + c * plane, sizeof(float) * (size_t)plane);
+    } else {
+        SG_TRY(read_stripes(j, r0, r1, dst, channel_stride));
+    }
+    int64_t a = r1, b = r1 + (r1 - r0) < j->H ? r1 + (r1 - r0) : j->H;
+    if (a < b && reserve((void **)&j->ahead.buf, &j->ahead.cap, sizeof(float) * (size_t)(3 * (b - a) * j->W))) {
+        j->ahead.r0 = a;
+        j->ahead.r1 = b;
+        j->ahead.running = pthread_create(&j->ahead.th, NULL, ahead_main, j) == 0;
+    }
     return SEGRT_OK;
 }
 
@@ -315,6 +388,8 @@ sg_status sg_slide_job_open(const char *path, const sg_slide_job_options *o, sg_
         free(j);
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: out of memory opening the slide", path);
     }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
     sg_status s = sg_source_open_slide(path, NULL, &j->src);
     if (s == SEGRT_OK)
         s = choose_grid(j, o ? o->mpp : 0);
@@ -389,6 +464,8 @@ struct sg_source *sg_slide_job_source(sg_slide_job *j)
     return j->src;
 }
 
+static void *writer_main(void *arg);
+
 sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype labels, int64_t small_side)
 {
     sg_sink_desc d;
@@ -404,6 +481,9 @@ sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype l
     SG_TRY(sg_sink_open_output(o, &d, &j->sink));
     j->out_dtype = labels;
     j->next_row = 0;
+    j->write_status = SEGRT_OK;
+    j->q_head = j->q_count = 0;
+    j->writer_on = pthread_create(&j->writer, NULL, writer_main, j) == 0; /* else: written in line */
     free(j->small);
     j->small = NULL;
     if (small_side > 0) {
@@ -424,17 +504,12 @@ static int64_t small_at(double step, int64_t i, int64_t n)
     return p < n ? p : n - 1;
 }
 
-sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows,
-                                int64_t channel_stride)
+/* Rows [r0, r1) of the labels into the pyramid and the small grid (the
+ * writer thread's work, or the caller's in line). */
+static sg_status write_band(struct sg_slide_job *j, int64_t r0, int64_t r1, const void *rows)
 {
-    (void)channel_stride; /* one channel */
-    struct sg_slide_job *j = user;
-    if (!j->sink || n != 0 || r0 != j->next_row || r1 < r0 || r1 > j->H)
-        return sg_error(SEGRT_ERROR_INTERNAL, "%s: labels rows [%lld, %lld) out of order", j->path, (long long)r0,
-                        (long long)r1);
     sg_box box = {{0, r0, 0}, {1, r1 - r0, j->W}};
     SG_TRY(sg_sink_write(j->sink, &box, rows));
-    j->next_row = r1;
     if (j->small) {
         /* The small rows whose sample row is among these. */
         int64_t i0 = (int64_t)floor((double)r0 / j->s_step - 0.5);
@@ -454,10 +529,105 @@ sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, c
     return SEGRT_OK;
 }
 
+static void *writer_main(void *arg)
+{
+    struct sg_slide_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        while (j->q_count == 0 && !j->closing)
+            pthread_cond_wait(&j->cv, &j->mu);
+        if (j->q_count == 0)
+            break;
+        int32_t k = j->q_head;
+        bool ok = j->write_status == SEGRT_OK; /* after an error the bands are only dropped */
+        pthread_mutex_unlock(&j->mu);
+        sg_status s = ok ? write_band(j, j->q[k].r0, j->q[k].r1, j->q[k].data) : SEGRT_OK;
+        pthread_mutex_lock(&j->mu);
+        if (s != SEGRT_OK) {
+            j->write_status = s;
+            snprintf(j->write_error, sizeof j->write_error, "%s", sg_last_error());
+        }
+        j->q_head = (j->q_head + 1) % SLIDE_WRITE_QUEUE;
+        j->q_count--;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* Every band queued written, the writer stopped; its status (the message
+ * is in write_error, not raised: see writer_end). */
+static sg_status writer_stop(struct sg_slide_job *j)
+{
+    if (!j->writer_on)
+        return j->write_status;
+    pthread_mutex_lock(&j->mu);
+    j->closing = true;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->writer, NULL);
+    j->writer_on = false;
+    j->closing = false;
+    return j->write_status;
+}
+
+/* writer_stop with its error raised. */
+static sg_status writer_end(struct sg_slide_job *j)
+{
+    sg_status s = writer_stop(j);
+    return s == SEGRT_OK ? s : sg_error(s, "%s", j->write_error);
+}
+
+/* Waits until the writer has at most `most` bands queued; its error, if
+ * any. */
+static sg_status writer_wait(struct sg_slide_job *j, int32_t most)
+{
+    pthread_mutex_lock(&j->mu);
+    while (j->q_count > most && j->write_status == SEGRT_OK)
+        pthread_cond_wait(&j->cv, &j->mu);
+    sg_status s = j->write_status;
+    pthread_mutex_unlock(&j->mu);
+    return s == SEGRT_OK ? s : sg_error(s, "%s", j->write_error);
+}
+
+sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows,
+                                int64_t channel_stride)
+{
+    (void)channel_stride; /* one channel */
+    struct sg_slide_job *j = user;
+    if (!j->sink || n != 0 || r0 != j->next_row || r1 < r0 || r1 > j->H)
+        return sg_error(SEGRT_ERROR_INTERNAL, "%s: labels rows [%lld, %lld) out of order", j->path, (long long)r0,
+                        (long long)r1);
+    j->next_row = r1;
+    size_t bytes = (size_t)((r1 - r0) * j->W) * segrt_dtype_size(j->out_dtype);
+    if (!j->writer_on || (int64_t)bytes > SLIDE_WRITE_COPY_MAX) {
+        SG_TRY(writer_wait(j, 0)); /* in order: what is queued first */
+        return write_band(j, r0, r1, rows);
+    }
+    SG_TRY(writer_wait(j, SLIDE_WRITE_QUEUE - 1));
+    pthread_mutex_lock(&j->mu);
+    int32_t k = (j->q_head + j->q_count) % SLIDE_WRITE_QUEUE;
+    pthread_mutex_unlock(&j->mu);
+    /* Slot k is the caller's until counted in: the writer reads only the
+     * counted ones. */
+    if (!reserve((void **)&j->q[k].data, &j->q[k].cap, bytes))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of labels", j->path,
+                        (long long)(r1 - r0));
+    memcpy(j->q[k].data, rows, bytes);
+    j->q[k].r0 = r0;
+    j->q[k].r1 = r1;
+    pthread_mutex_lock(&j->mu);
+    j->q_count++;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return SEGRT_OK;
+}
+
 sg_status sg_slide_job_end_output(sg_slide_job *j)
 {
     if (!j->sink)
         return sg_error(SEGRT_ERROR_INTERNAL, "%s: no labels output to end", j->path);
+    SG_TRY(writer_end(j));
     sg_sink *s = j->sink;
     j->sink = NULL;
     return sg_sink_commit(s); /* ends the format; the output is its owner's */
@@ -586,6 +756,13 @@ void sg_slide_job_close(sg_slide_job *j)
 {
     if (!j)
         return;
+    ahead_join(j);
+    writer_stop(j); /* a write that failed: reported by the job's end, or the job is being given up */
+    for (int32_t k = 0; k < SLIDE_WRITE_QUEUE; k++)
+        free(j->q[k].data);
+    free(j->ahead.buf);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
     sg_tissue_mask_free(&j->tissue);
     sg_sink_discard(j->sink);
     for (int32_t t = 0; t < SLIDE_MAX_THREADS; t++) {
