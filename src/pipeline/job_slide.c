@@ -25,6 +25,10 @@
 #define SLIDE_EXACT 0.01
 /* Bands of labels waiting for the writer thread. */
 #define SLIDE_WRITE_QUEUE 4
+/* Rows read ahead: a band of this many bytes as float32 (at least 16
+ * rows): a few windows' rows of a wide slide, each reader's stripe a tile
+ * row or two of the level. */
+#define SLIDE_AHEAD_BYTES ((int64_t)64 << 20)
 /* A band larger than this is written in line (the host path's whole
  * result), not copied for the writer. */
 #define SLIDE_WRITE_COPY_MAX ((int64_t)64 << 20)
@@ -115,12 +119,13 @@ struct sg_slide_job {
     char describe[256];
     sg_tissue_mask tissue;
     bool have_tissue;
-    /* Rows read ahead: the next rows after a read, as long as the last,
-     * on a thread of their own while the job goes on (its reads come in
-     * order, a pinned buffer's worth at a time). */
+    /* Rows read ahead: the band of rows after the last read, on a thread
+     * of its own while the job goes on (its reads come in order, in pieces
+     * of a pinned buffer cut where its ring of rows wraps); valid: rows
+     * [r0, r1) are in buf, channel c at c * (r1 - r0) rows. */
     struct {
         pthread_t th;
-        bool running;
+        bool running, valid;
         int64_t r0, r1;
         float *buf;
         size_t cap;
@@ -300,8 +305,9 @@ static void ahead_join(struct sg_slide_job *j)
     j->ahead.running = false;
 }
 
-/* The row reader's read: the rows read ahead where they are these, else
- * read now; then the next as many rows started ahead. */
+/* The row reader's read: what the band read ahead holds of the rows,
+ * the rest read now; then, once the band is used up, the next band
+ * started ahead from the last row asked. */
 static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst,
                                  int64_t channel_stride)
 {
@@ -311,22 +317,30 @@ static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t
                         (long long)r0, (long long)r1, (long long)j->H);
     if (r1 == r0)
         return SEGRT_OK;
-    bool had = j->ahead.running;
     ahead_join(j);
-    if (had && j->ahead.r0 == r0 && j->ahead.r1 == r1) {
+    int64_t x = r0;
+    if (j->ahead.valid && j->ahead.r0 <= r0 && r0 < j->ahead.r1) {
         if (j->ahead.status != SEGRT_OK)
             return sg_error(j->ahead.status, "%s", j->ahead.error);
-        int64_t plane = (r1 - r0) * j->W;
+        int64_t e = r1 < j->ahead.r1 ? r1 : j->ahead.r1, band = (j->ahead.r1 - j->ahead.r0) * j->W;
         for (int64_t c = 0; c < 3; c++)
-            memcpy(dst + c * channel_stride, j->ahead.buf + c * plane, sizeof(float) * (size_t)plane);
-    } else {
-        SG_TRY(read_stripes(j, r0, r1, dst, channel_stride));
+            memcpy(dst + c * channel_stride, j->ahead.buf + c * band + (r0 - j->ahead.r0) * j->W,
+                   sizeof(float) * (size_t)((e - r0) * j->W));
+        x = e;
     }
-    int64_t a = r1, b = r1 + (r1 - r0) < j->H ? r1 + (r1 - r0) : j->H;
+    if (x < r1)
+        SG_TRY(read_stripes(j, x, r1, dst + (x - r0) * j->W, channel_stride));
+    if (j->ahead.valid && r1 < j->ahead.r1)
+        return SEGRT_OK; /* the band still holds the next rows */
+    int64_t rows = SLIDE_AHEAD_BYTES / (int64_t)(3 * sizeof(float)) / j->W;
+    rows = rows < 16 ? 16 : rows;
+    rows = rows < r1 - r0 ? r1 - r0 : rows;
+    int64_t a = r1, b = r1 + rows < j->H ? r1 + rows : j->H;
+    j->ahead.valid = false;
     if (a < b && reserve((void **)&j->ahead.buf, &j->ahead.cap, sizeof(float) * (size_t)(3 * (b - a) * j->W))) {
         j->ahead.r0 = a;
         j->ahead.r1 = b;
-        j->ahead.running = pthread_create(&j->ahead.th, NULL, ahead_main, j) == 0;
+        j->ahead.running = j->ahead.valid = pthread_create(&j->ahead.th, NULL, ahead_main, j) == 0;
     }
     return SEGRT_OK;
 }
@@ -451,7 +465,11 @@ uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows)
     double f = j->f < 1 ? 1 : j->f;
     uint64_t box = (uint64_t)(3.0 * ((double)rows * f + 2) * ((double)j->W * f + 2 * j->n_threads));
     uint64_t mid = j->f == 1.0 ? 0 : (uint64_t)(3.0 * 4.0 * (double)rows * ((double)j->W * f + 2 * j->n_threads));
-    return box + mid + (uint64_t)j->n_threads * ((uint64_t)32 << 20);
+    /* ... and the band read ahead, and the labels' bands queued for the
+     * writer (at most a pinned buffer's worth each, 8 MiB). */
+    uint64_t band = (uint64_t)SLIDE_AHEAD_BYTES > 3 * 4 * 16 * (uint64_t)j->W ? (uint64_t)SLIDE_AHEAD_BYTES
+                                                                             : 3 * 4 * 16 * (uint64_t)j->W;
+    return box + mid + (uint64_t)j->n_threads * ((uint64_t)32 << 20) + band + SLIDE_WRITE_QUEUE * ((uint64_t)8 << 20);
 }
 
 double sg_slide_job_scale(const sg_slide_job *j)
