@@ -102,7 +102,7 @@ typedef struct stripe {
 
 struct sg_slide_job {
     char *path;
-    sg_source *src;                      /* the first reader's handle; the tissue and the thumbnail read it */
+    sg_source *src;                       /* the first reader's handle; the tissue and the thumbnail read it */
     sg_source *reader[SLIDE_MAX_THREADS]; /* a handle each: [0] is src */
     int32_t n_threads;
     int32_t level;
@@ -217,8 +217,7 @@ static sg_status stripe_read(stripe *s)
     }
     /* Rows first (the level's columns of the box), then columns. */
     if (!reserve((void **)&j->tmp[t], &j->tmp_cap[t], sizeof(float) * (size_t)(3 * nr * bw)))
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of the slide", j->path,
-                        (long long)nr);
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of the slide", j->path, (long long)nr);
     float *mid = j->tmp[t];
     const area_axis *ar = &j->ax_rows, *ac = &j->ax_cols;
     for (int64_t c = 0; c < 3; c++)
@@ -269,8 +268,14 @@ static sg_status read_stripes(struct sg_slide_job *j, int64_t r0, int64_t r1, fl
     pthread_t th[SLIDE_MAX_THREADS];
     bool started[SLIDE_MAX_THREADS] = {false};
     for (int32_t t = 0; t < T; t++) {
-        s[t] = (stripe){.j = j, .t = t, .r0 = r0, .r1 = r1, .c0 = j->W * t / T, .c1 = j->W * (t + 1) / T,
-                        .cstride = channel_stride, .pitch = j->W};
+        s[t] = (stripe){.j = j,
+                        .t = t,
+                        .r0 = r0,
+                        .r1 = r1,
+                        .c0 = j->W * t / T,
+                        .c1 = j->W * (t + 1) / T,
+                        .cstride = channel_stride,
+                        .pitch = j->W};
         s[t].dst = dst + s[t].c0;
     }
     for (int32_t t = 1; t < T; t++)
@@ -308,8 +313,7 @@ static void ahead_join(struct sg_slide_job *j)
 /* The row reader's read: what the band read ahead holds of the rows,
  * the rest read now; then, once the band is used up, the next band
  * started ahead from the last row asked. */
-static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst,
-                                 int64_t channel_stride)
+static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst, int64_t channel_stride)
 {
     struct sg_slide_job *j = im->state;
     if (n != 0 || r0 < 0 || r1 > j->H || r1 < r0)
@@ -368,8 +372,8 @@ static sg_status choose_grid(struct sg_slide_job *j, double mpp)
             j->f = 1.0;
         if (j->f < 0.25 || j->f > 64)
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                            "%s: %g um/px is %.3gx the slide's %s level (%g um/px); segrt resamples by 1/4 to 64", j->path,
-                            mpp, j->f, j->f < 1 ? "finest" : "coarsest", mpp0 * in->downsample[j->level]);
+                            "%s: %g um/px is %.3gx the slide's %s level (%g um/px); segrt resamples by 1/4 to 64",
+                            j->path, mpp, j->f, j->f < 1 ? "finest" : "coarsest", mpp0 * in->downsample[j->level]);
     }
     j->LH = in->dims[j->level][1];
     j->LW = in->dims[j->level][2];
@@ -384,9 +388,9 @@ static sg_status choose_grid(struct sg_slide_job *j, double mpp)
             area_make(j->W, j->LW, j->f, &j->ax_cols) != SEGRT_OK)
             return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for the resampling weights", j->path);
     }
-    snprintf(j->describe, sizeof j->describe, "%s: level %d (%lld x %lld)%s, windows over %lld x %lld px at %s", j->path,
-             j->level, (long long)j->LW, (long long)j->LH, j->f == 1.0 ? "" : ", shrunk by area", (long long)j->W,
-             (long long)j->H, j->mpp > 0 ? "" : "the level's resolution (the slide says no um/px)");
+    snprintf(j->describe, sizeof j->describe, "%s: level %d (%lld x %lld)%s, windows over %lld x %lld px at %s",
+             j->path, j->level, (long long)j->LW, (long long)j->LH, j->f == 1.0 ? "" : ", shrunk by area",
+             (long long)j->W, (long long)j->H, j->mpp > 0 ? "" : "the level's resolution (the slide says no um/px)");
     if (j->mpp > 0) {
         size_t n = strlen(j->describe);
         snprintf(j->describe + n, sizeof j->describe - n, "%.4g um/px", j->mpp);
@@ -468,7 +472,7 @@ uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows)
     /* ... and the band read ahead, and the labels' bands queued for the
      * writer (at most a pinned buffer's worth each, 8 MiB). */
     uint64_t band = (uint64_t)SLIDE_AHEAD_BYTES > 3 * 4 * 16 * (uint64_t)j->W ? (uint64_t)SLIDE_AHEAD_BYTES
-                                                                             : 3 * 4 * 16 * (uint64_t)j->W;
+                                                                              : 3 * 4 * 16 * (uint64_t)j->W;
     return box + mid + (uint64_t)j->n_threads * ((uint64_t)32 << 20) + band + SLIDE_WRITE_QUEUE * ((uint64_t)8 << 20);
 }
 
@@ -539,7 +543,8 @@ static sg_status write_band(struct sg_slide_job *j, int64_t r0, int64_t r1, cons
                 continue;
             for (int64_t x = 0; x < j->sw; x++) {
                 int64_t at = (y - r0) * j->W + small_at(j->s_step, x, j->W);
-                int64_t v = j->out_dtype == SEGRT_DTYPE_UINT16 ? ((const uint16_t *)rows)[at] : ((const uint8_t *)rows)[at];
+                int64_t v =
+                    j->out_dtype == SEGRT_DTYPE_UINT16 ? ((const uint16_t *)rows)[at] : ((const uint8_t *)rows)[at];
                 j->small[i * j->sw + x] = (uint8_t)(v > 255 ? 255 : v);
             }
         }
@@ -608,8 +613,7 @@ static sg_status writer_wait(struct sg_slide_job *j, int32_t most)
     return s == SEGRT_OK ? s : sg_error(s, "%s", j->write_error);
 }
 
-sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows,
-                                int64_t channel_stride)
+sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows, int64_t channel_stride)
 {
     (void)channel_stride; /* one channel */
     struct sg_slide_job *j = user;

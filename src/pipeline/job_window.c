@@ -1370,7 +1370,8 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
                         st->in);
     if (!st->slide && (jo->thumbnail_path || jo->geojson_path || jo->tissue_mask_path))
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "%s: a thumbnail, polygons and a tissue mask are written for whole-slide images; this is not one",
+                        "%s: a thumbnail, polygons and a tissue mask are written for whole-slide images; this is "
+                        "not one",
                         st->in);
     bool image_file = sg_image_is_image_file(st->in);
     if (overlay && (!image_file || st->sw.output != SG_SW_OUTPUT_LABELS || st->sw.n_dims != 2))
