@@ -169,7 +169,16 @@ bool sg_slide_job_takes(const char *path)
     }
     bool pyramid = strcmp(s->info.format, "tiff") == 0 && s->info.n_levels > 1 && s->info.n_dims == 2;
     sg_source_close(s);
-    return pyramid;
+    if (!pyramid)
+        return false;
+    /* A pyramid OpenSlide does not read (stripped pages, say) stays the
+     * image reader's, which refuses it with its own reasons. */
+    if (sg_source_open_slide(path, NULL, &s) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    sg_source_close(s);
+    return true;
 }
 
 /* Grows *p to at least n bytes. */
