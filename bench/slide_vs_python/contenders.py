@@ -18,13 +18,10 @@ uint8 mask, written as a pyramidal tiled TIFF (SubIFDs, deflate) by
 tifffile. segrt: its CLI, a new process a run.
 """
 import argparse
-import importlib.metadata
 import json
 import math
 import os
 import pathlib
-import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -32,30 +29,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
 import config  # noqa: E402
+from harness import log, versions, fresh_dir, find_segrt, write_json  # noqa: E402
 
 PYTHON_CONTENDERS = ("torch_openslide", "torch_cucim")
 ALL = PYTHON_CONTENDERS + ("segrt",)
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def versions(mods):
-    out = {"python": platform.python_version()}
-    for m in mods:
-        try:
-            out[m] = importlib.metadata.version(m)
-        except importlib.metadata.PackageNotFoundError:
-            out[m] = None
-    return out
-
-
-def fresh_dir(d):
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
 
 
 # ---------------------------------------------------------------------------
@@ -254,15 +233,6 @@ class Torch:
 # ---------------------------------------------------------------------------
 
 
-def find_segrt(arg):
-    p = pathlib.Path(arg)
-    if p.is_dir():
-        p = p / "segrt"
-    if not p.is_file():
-        raise SystemExit(f"contenders: no segrt binary at {p}")
-    return p.resolve()
-
-
 def parse_segrt_summary(text):
     """(windows, {part: seconds}) from segrt run's summary lines:
     "...: 16 windows (16 a run), cuda fp16, 0.5 s" and "segrt: time: loading
@@ -369,10 +339,7 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - the harness reports it beside the others
         res["error"] = f"{type(e).__name__}: {e}"
         log(f"{a.contender}: FAILED {res['error']}")
-    tmp = out_json.with_suffix(".json.tmp")
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(out_json)
+    write_json(out_json, res)
     return 1 if "error" in res else 0
 
 

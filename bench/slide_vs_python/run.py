@@ -28,7 +28,6 @@ import json
 import os
 import pathlib
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
 import config  # noqa: E402
+from harness import log, device_name, slug, dice, write_json  # noqa: E402
 
 T0 = time.perf_counter()
 TARGET_PATCHES_PER_S = 2000.0
@@ -45,27 +46,6 @@ TARGET_HOST_BYTES = 4 * 2**30
 REFERENCE = "torch_openslide"
 DEFAULT_CONTENDERS = ["torch_openslide", "torch_cucim", "segrt"]
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def device_name(device):
-    if not device.startswith("cuda"):
-        return f"cpu-{platform.machine()}", None
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"],
-                           capture_output=True, text=True, timeout=30)
-        name, driver = [x.strip() for x in r.stdout.strip().split(",")[:2]]
-        return name, driver
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return "cuda", None
-
-
-def slug(name):
-    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 # ---------------------------------------------------------------------------
@@ -177,13 +157,7 @@ def compare(a_path, b_path, classes, patches=None):
         a, b = a[sel], b[sel]
     out["pixels_compared"] = int(a.size)
     out["agreement"] = float(np.count_nonzero(a == b)) / max(a.size, 1)
-    dice = {}
-    for c in range(classes):
-        ma, mb = a == c, b == c
-        na, nb = int(np.count_nonzero(ma)), int(np.count_nonzero(mb))
-        if na + nb:
-            dice[str(c)] = 2.0 * int(np.count_nonzero(ma & mb)) / (na + nb)
-    out["dice"] = dice
+    out["dice"] = dice(a, b, classes)
     return out
 
 
@@ -423,10 +397,7 @@ def main(argv=None):
                                                          f"{datetime.date.today().isoformat()}"
                                                          + ("" if size == config.SIZE else f"-{size}") + ".json"))
     out = pathlib.Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(out)
+    write_json(out, res)
     print(table(res), flush=True)
     log(f"written to {out}")
     return 0

@@ -36,42 +36,21 @@ Each run, CLI contenders (a new process a run, everything counted):
                segrt's plan cache (the engine build), later runs load it.
 """
 import argparse
-import importlib.metadata
 import json
 import os
 import pathlib
-import platform
-import shutil
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
 import config  # noqa: E402
+from harness import log, versions, fresh_dir, find_segrt, write_json  # noqa: E402
 
 PYTHON_CONTENDERS = ("monai", "monai_fp32", "nnunet")
 CLI_CONTENDERS = ("nnunet_cli",) + tuple(config.SEGRT_VARIANTS)
 ALL = PYTHON_CONTENDERS + CLI_CONTENDERS
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def versions(mods):
-    out = {"python": platform.python_version()}
-    for m in mods:
-        try:
-            out[m] = importlib.metadata.version(m)
-        except importlib.metadata.PackageNotFoundError:
-            out[m] = None
-    return out
-
-
-def fresh_dir(d):
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
 
 
 def sync(torch, device):
@@ -230,15 +209,6 @@ class NnUNet:
 # Command lines: nnUNetv2_predict and segrt
 
 
-def find_segrt(arg):
-    p = pathlib.Path(arg)
-    if p.is_dir():
-        p = p / "segrt"
-    if not p.is_file():
-        raise SystemExit(f"contenders: no segrt binary at {p}")
-    return p.resolve()
-
-
 class Cli:
     def __init__(self, name, a, paths, s):
         self.name, self.a, self.paths, self.s = name, a, paths, s
@@ -365,10 +335,7 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - the harness reports it beside the others
         res["error"] = f"{type(e).__name__}: {e}"
         log(f"{a.contender}: FAILED {res['error']}")
-    tmp = out_json.with_suffix(".json.tmp")
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(out_json)
+    write_json(out_json, res)
     return 1 if "error" in res else 0
 
 

@@ -38,14 +38,15 @@ import math
 import os
 import pathlib
 import platform
-import re
 import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
 import config  # noqa: E402
+from harness import log, device_name, slug, dice, write_json  # noqa: E402
 
 T0 = time.perf_counter()
 TARGET_SPEEDUP = 5.0
@@ -54,27 +55,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_CONTENDERS = ["monai", "nnunet", "segrt_monai", "segrt_nnunet", "monai_fp32"]
 # References for the labels only: one run, no warm-up, no speed-up.
 LABELS_ONLY = ("monai_fp32",)
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def device_name(device):
-    if not device.startswith("cuda"):
-        return f"cpu-{platform.machine()}", None
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"],
-                           capture_output=True, text=True, timeout=30)
-        name, driver = [x.strip() for x in r.stdout.strip().split(",")[:2]]
-        return name, driver
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return "cuda", None
-
-
-def slug(name):
-    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 # ---------------------------------------------------------------------------
@@ -153,13 +133,7 @@ def compare(a_path, b_path, classes):
         out["error"] = f"affines differ by {out['affine_max_abs_diff']:.3g}:\n{aff_a}\nvs\n{aff_b}"
         return out
     out["agreement"] = float(np.count_nonzero(a == b)) / a.size
-    dice = {}
-    for c in range(classes):
-        ma, mb = a == c, b == c
-        na, nb = int(np.count_nonzero(ma)), int(np.count_nonzero(mb))
-        if na + nb:
-            dice[str(c)] = 2.0 * int(np.count_nonzero(ma & mb)) / (na + nb)
-    out["dice"] = dice
+    out["dice"] = dice(a, b, classes)
     out["voxels_per_class_a"] = np.bincount(a.ravel(), minlength=classes).tolist()
     out["voxels_per_class_b"] = np.bincount(b.ravel(), minlength=classes).tolist()
     return out
@@ -397,10 +371,7 @@ def main(argv=None):
                                                          + ("-small" if a.small else "")
                                                          + ("-floor" if a.floor else "") + ".json"))
     out = pathlib.Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(out)
+    write_json(out, res)
     print(table(res), flush=True)
     log(f"written to {out}")
     return 0
