@@ -29,42 +29,18 @@ WHEELS_B=(monai==1.6.1 nibabel==5.4.2 dynamic_network_architectures==0.4.4 nnune
 # acvl-utils has no wheel on PyPI (an sdist of pure Python): built here.
 SDIST_B=(acvl-utils==0.2.6)
 
-download() {
-    local set=$1; shift
-    local dir=$here/.carry/$set
-    rm -rf "$dir" && mkdir -p "$dir"
-    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
-        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
-        -d "$dir" "$@"
-}
+# shellcheck source=../carry_sets.sh
+. "$here/../carry_sets.sh"
 
 case "$what" in
 download)
-    download a "${WHEELS_A[@]}"
-    download b "${WHEELS_B[@]}"
+    carry_download a "${WHEELS_A[@]}"
+    carry_download b "${WHEELS_B[@]}"
     python3 -m pip wheel -q --no-deps -w "$here/.carry/b" "${SDIST_B[@]}"
-    ls -l "$here/.carry/a" "$here/.carry/b"
-    # What each call carries against the device tool's 64 MiB: the tracked
-    # tree, the set, and for set b segrt's archive (scripts/gpu-carry.sh).
-    root=$(cd "$here/../.." && pwd)
-    tree=$(cd "$root" && git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s}')
-    seg=$(stat -c %s "$root/.carry/segrt-carry.tar.xz" 2>/dev/null || echo 0)
-    for set in a b; do
-        w=$(cat "$here/.carry/$set"/*.whl | wc -c)
-        extra=0
-        [ "$set" = b ] && extra=$seg
-        total=$((tree + w + extra))
-        echo "call $set: tree $tree + wheels $w$([ $set = b ] && echo " + segrt $seg") = $total bytes" \
-             "($((total * 100 / 67108864)) % of 64 MiB)"
-    done
-    [ "$seg" -gt 0 ] || echo "(no .carry/segrt-carry.tar.xz yet: add its size to call b)"
+    carry_sizes
     ;;
 install)
-    set=${2:?install a or b}
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$here/.env/site" "$here/.carry/$set"/*.whl
-    echo "carry: set $set installed into $here/.env/site"
+    carry_install "${2:-}"
     ;;
 *)
     echo "usage: $0 download | install a|b" >&2
