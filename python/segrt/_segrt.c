@@ -2257,11 +2257,15 @@ static PyObject *mod_preprocess_from_nnunet(PyObject *mod, PyObject *args)
         (int)o.grid, "mirror_axes", o.mirror_axes, "output", (int)o.output, "activation", (int)o.activation);
 }
 
-/* cfg (window_options' tuple) as a file job's options, initialised for
- * its spatial dims: nd_want of them (0: any of 1 to 3). The dims, or -1
- * with a Python error set. */
+/* cfg (window_options' tuple), checked as window_options checks it, as a
+ * file job's options initialised for its spatial dims: nd_want of them (0:
+ * any of 1 to 3). The dims, or -1 with a Python error set. */
 static int job_options_of(PyObject *cfg, int nd_want, segrt_window_job_options *o)
 {
+    segrt_window_options *wo = window_options(cfg); /* checks cfg as window_run does; the job takes its own struct */
+    if (!wo)
+        return -1;
+    segrt_window_options_destroy(wo);
     PyObject *roi_seq, *ov_seq;
     int batch, blend, pad, grid, output, activation, accumulator;
     double sigma, pad_value, threshold;
@@ -2407,10 +2411,6 @@ static PyObject *mod_slide_job(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "O(iiii)ssO(dip)(zzz)", &paths_seq, &b.kind, &b.index, &b.precision, &b.threads,
                           &slide, &out_path, &cfg, &mpp, &tissue, &auto_batch, &mask, &thumb, &geo))
         return NULL;
-    segrt_window_options *wo = window_options(cfg); /* checks cfg; the job takes its own struct */
-    if (!wo)
-        return NULL;
-    segrt_window_options_destroy(wo);
     segrt_window_job_options o;
     if (job_options_of(cfg, 2, &o) < 0)
         return NULL;
@@ -2452,10 +2452,6 @@ static PyObject *mod_volume_job(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "O(iiii)szsOsO", &paths_seq, &b.kind, &b.index, &b.precision, &b.threads, &image,
                           &series, &out_path, &cfg, &base, &settings))
         return NULL;
-    segrt_window_options *wo = window_options(cfg); /* checks cfg; the job takes its own struct */
-    if (!wo)
-        return NULL;
-    segrt_window_options_destroy(wo);
     segrt_window_job_options o;
     if (job_options_of(cfg, 3, &o) < 0)
         return NULL;
