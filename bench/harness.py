@@ -9,6 +9,7 @@ import pathlib
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import time
 
@@ -72,6 +73,24 @@ def dice(a, b, classes):
         na, nb = int(np.count_nonzero(ma)), int(np.count_nonzero(mb))
         if na + nb:
             out[str(c)] = 2.0 * int(np.count_nonzero(ma & mb)) / (na + nb)
+    return out
+
+
+def summary(worker):
+    """A contender's timed runs: median, min, max of the walls, the median of
+    each part, the first run's wall; None without a timed run."""
+    walls = [r["wall_s"] for r in worker.get("runs", [])]
+    if not walls:
+        return None
+    out = {"median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls), "n": len(walls),
+           "walls_s": walls}
+    parts = {}
+    for r in worker["runs"]:
+        for k, v in r.get("parts_s", {}).items():
+            parts.setdefault(k, []).append(v)
+    out["parts_median_s"] = {k: statistics.median(v) for k, v in parts.items()}
+    if "first_run" in worker:
+        out["first_run_s"] = worker["first_run"]["wall_s"]
     return out
 
 

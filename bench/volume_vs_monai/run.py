@@ -38,7 +38,6 @@ import math
 import os
 import pathlib
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -46,7 +45,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: harness
 import config  # noqa: E402
-from harness import log, device_name, slug, dice, write_json  # noqa: E402
+from harness import log, device_name, slug, dice, summary, write_json  # noqa: E402
 
 T0 = time.perf_counter()
 TARGET_SPEEDUP = 5.0
@@ -141,21 +140,6 @@ def compare(a_path, b_path, classes):
 
 # ---------------------------------------------------------------------------
 
-
-def summary(worker):
-    walls = [r["wall_s"] for r in worker.get("runs", [])]
-    if not walls:
-        return None
-    out = {"median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls), "n": len(walls),
-           "walls_s": walls}
-    parts = {}
-    for r in worker["runs"]:
-        for k, v in r.get("parts_s", {}).items():
-            parts.setdefault(k, []).append(v)
-    out["parts_median_s"] = {k: statistics.median(v) for k, v in parts.items()}
-    if "first_run" in worker:
-        out["first_run_s"] = worker["first_run"]["wall_s"]
-    return out
 
 
 def build_report(a, paths, s, contenders, ceiling):
