@@ -338,6 +338,21 @@ static sg_status check_tiff(const sg_source *s, const char *vendor, uint64_t til
                           where, w, h, tw, th);
             break;
         }
+        /* OpenSlide allocates a tile's byte count before reading it: each
+         * tile's data must lie inside the file. */
+        uint64_t *off = NULL, *cnt = NULL;
+        uint32_t n_tiles = TIFFNumberOfTiles(tif);
+        if (!TIFFGetField(tif, TIFFTAG_TILEOFFSETS, &off) || !TIFFGetField(tif, TIFFTAG_TILEBYTECOUNTS, &cnt) ||
+            !off || !cnt) {
+            st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: no tile offsets", where);
+            break;
+        }
+        for (uint32_t i = 0; i < n_tiles && st == SEGRT_OK; i++)
+            if (off[i] > job.n || cnt[i] > job.n - off[i])
+                st = sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: tile %u's data past the end of the file", where,
+                              i);
+        if (st != SEGRT_OK)
+            break;
     } while (TIFFReadDirectory(tif));
     /* Tag data past the end of the file: OpenSlide's own TIFF parser
      * allocates a tag's count before it finds the data missing. */
