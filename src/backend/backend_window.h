@@ -84,6 +84,25 @@ typedef enum sg_window_copy {
     SG_WINDOW_DEVICE_TO_DEVICE
 } sg_window_copy;
 
+/* A JPEG decoder of the device's (jpeg_create). */
+typedef struct sg_backend_jpeg sg_backend_jpeg;
+
+/* Area weights along one axis, in device memory: output i covers input
+ * [first[i], first[i] + count[i]) with weights w[i * span ...]. */
+typedef struct sg_window_axis {
+    const int64_t *first;
+    const int32_t *count;
+    const float *w;
+    int64_t span;
+} sg_window_axis;
+
+/* An input normalisation: x -> (x * scale - mean[c]) / std[c], step by
+ * step in float32 (as the host path and numpy do it); off: x as it is. */
+typedef struct sg_window_norm {
+    bool on;
+    float scale, mean[3], std[3];
+} sg_window_norm;
+
 typedef struct sg_window_ops {
     const char *name;
 
@@ -166,6 +185,33 @@ typedef struct sg_window_ops {
     sg_status (*finalize)(sg_backend_stream *stream, const sg_window_geom *g, sg_window_final kind, float threshold,
                           int64_t classes, int64_t row_lo, int64_t row_hi, const sg_window_rows *acc,
                           segrt_dtype out_dtype, const sg_window_rows *dst);
+
+    /* Whole slides. Optional: NULL where the backend has none.
+     *
+     * A JPEG decoder on the calling thread's current device, used by one
+     * thread at a time; UNSUPPORTED where the device or its library cannot
+     * decode (the caller decodes on the host). */
+    sg_status (*jpeg_create)(sg_backend_jpeg **out);
+    void (*jpeg_destroy)(sg_backend_jpeg *d);
+    /* count complete JPEG streams in host memory (unchanged until the
+     * stream's work is done), each 3 components of one size, decoded on
+     * stream into 8-bit planes: stream i's channel c at planes[3 * i + c],
+     * rows pitch bytes apart. ycbcr: YCbCr converted to RGB; else the
+     * components as coded (none may be subsampled). INVALID_MODEL for a
+     * batch that does not decode. */
+    sg_status (*jpeg_decode)(sg_backend_jpeg *d, sg_backend_stream *stream, int32_t count, const uint8_t *const *data,
+                             const size_t *bytes, bool ycbcr, uint8_t *const *planes, size_t pitch);
+    /* 8-bit planes to float32 rows, resampled by area:
+     * dst[c * dst_cstride + (i - row0) * dst_pitch + x] = sum over k, l of
+     * rows.w[i][k] * cols.w[x][l] * src[c * src_plane + ((rows.first[i] + k)
+     * mod src_ring) * src_pitch + cols.first[x] + l], normalised by norm
+     * (channels 1 to 3), for the rows i of [row0, row0 + n_rows) (at most
+     * 65535), x below n_cols, c below channels. The weights' arrays are
+     * device memory. */
+    sg_status (*area_u8)(sg_backend_stream *stream, const uint8_t *src, int64_t src_pitch, int64_t src_plane,
+                         int64_t src_ring, int32_t channels, const sg_window_axis *rows, int64_t row0, int64_t n_rows,
+                         const sg_window_axis *cols, int64_t n_cols, const sg_window_norm *norm, float *dst,
+                         int64_t dst_pitch, int64_t dst_cstride);
 } sg_window_ops;
 
 #endif

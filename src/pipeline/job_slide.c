@@ -8,6 +8,7 @@
 #include "io/source.h"
 #include "pipeline/geojson.h"
 #include "pipeline/overlay.h"
+#include "pipeline/slide_gpu.h"
 #include "pipeline/tissue.h"
 
 #include <math.h>
@@ -116,7 +117,16 @@ struct sg_slide_job {
     float *tmp[SLIDE_MAX_THREADS]; /* its rows after the vertical pass */
     size_t tmp_cap[SLIDE_MAX_THREADS];
     sg_sw_image rows;
-    char describe[256];
+    char describe[512];
+    /* The level's JPEG tiles for the device's decoder (NULL: the level is
+     * read through OpenSlide, tiles_why says why), and that decoder once
+     * the device path asks for rows (gpu_why: why it did not start). */
+    sg_slide_tiles *tiles;
+    char tiles_why[256];
+    sg_slide_gpu *gpu;
+    sg_window_norm norm; /* what the device's rows are normalised by */
+    bool gpu_failed;
+    char gpu_why[256];
     sg_tissue_mask tissue;
     bool have_tissue;
     /* Rows read ahead: the band of rows after the last read, on a thread
@@ -358,6 +368,67 @@ static sg_status slide_rows_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t
     return SEGRT_OK;
 }
 
+/* The device path's read: the level's tiles decoded on the device
+ * (slide_gpu.h), started on the first call; UNSUPPORTED (the rows then
+ * come through slide_rows_read) where that cannot start. */
+static sg_status slide_rows_read_device(sg_sw_image *im, const sg_window_ops *ops, int64_t n, int64_t r0, int64_t r1,
+                                        float *dst, int64_t channel_stride, sg_backend_stream *stream)
+{
+    struct sg_slide_job *j = im->state;
+    if (n != 0)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: image %lld of a slide", j->path, (long long)n);
+    if (!j->gpu) {
+        if (j->gpu_failed)
+            return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s", j->gpu_why);
+        sg_slide_axis rows = {j->ax_rows.n, j->ax_rows.span, j->ax_rows.first, j->ax_rows.count, j->ax_rows.w};
+        sg_slide_axis cols = {j->ax_cols.n, j->ax_cols.span, j->ax_cols.first, j->ax_cols.count, j->ax_cols.w};
+        if (sg_slide_gpu_open(ops, j->tiles, &rows, &cols, &j->norm, &j->gpu) != SEGRT_OK) {
+            /* Whatever stops it (no nvJPEG, no device memory for the
+             * ring), OpenSlide still reads the level. */
+            j->gpu_failed = true;
+            snprintf(j->gpu_why, sizeof j->gpu_why, "%s", sg_last_error());
+            return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s", j->gpu_why);
+        }
+    }
+    return sg_slide_gpu_rows(j->gpu, r0, r1, dst, channel_stride, stream);
+}
+
+/* The level's JPEG tiles, where the device may decode them: the rows'
+ * reader then offers read_device. Area weights are made for both axes
+ * (identity ones where the level is read as it is), as the device
+ * resamples through them whatever the factor. */
+static void offer_tiles(struct sg_slide_job *j)
+{
+    if (sg_slide_tiles_open(j->src, j->level, &j->tiles) != SEGRT_OK) {
+        snprintf(j->tiles_why, sizeof j->tiles_why, "%s", sg_last_error());
+        sg_error_clear();
+        return;
+    }
+    if (j->f == 1.0 &&
+        (area_make(j->H, j->LH, 1.0, &j->ax_rows) != SEGRT_OK || area_make(j->W, j->LW, 1.0, &j->ax_cols) != SEGRT_OK)) {
+        snprintf(j->tiles_why, sizeof j->tiles_why, "%s: no memory for the rows' weights", j->path);
+        sg_slide_tiles_close(j->tiles);
+        j->tiles = NULL;
+        return;
+    }
+    j->rows.read_device = slide_rows_read_device;
+}
+
+void sg_slide_job_set_norm(sg_slide_job *j, const sg_window_norm *norm)
+{
+    j->norm = *norm;
+}
+
+const char *sg_slide_job_decoder(const sg_slide_job *j, char *buf, size_t cap)
+{
+    if (j->gpu)
+        snprintf(buf, cap, "%lld JPEG tiles decoded on the device", (long long)sg_slide_gpu_tiles_decoded(j->gpu));
+    else
+        snprintf(buf, cap, "read through OpenSlide on %d threads (%s)", (int)j->n_threads,
+                 j->gpu_failed ? j->gpu_why : j->tiles ? "the device path did not ask for rows" : j->tiles_why);
+    return buf;
+}
+
 /* The level and factor for `mpp` (see job_slide.h). */
 static sg_status choose_grid(struct sg_slide_job *j, double mpp)
 {
@@ -445,6 +516,7 @@ sg_status sg_slide_job_open(const char *path, const sg_slide_job_options *o, sg_
     j->rows.dims[3] = j->W;
     j->rows.read = slide_rows_read;
     j->rows.state = j;
+    offer_tiles(j);
     *out = j;
     return SEGRT_OK;
 }
@@ -789,6 +861,8 @@ void sg_slide_job_close(sg_slide_job *j)
         return;
     ahead_join(j);
     writer_stop(j); /* a write that failed: reported by the job's end, or the job is being given up */
+    sg_slide_gpu_close(j->gpu);
+    sg_slide_tiles_close(j->tiles);
     for (int32_t k = 0; k < SLIDE_WRITE_QUEUE; k++)
         free(j->q[k].data);
     free(j->ahead.buf);

@@ -50,6 +50,15 @@ void sg_slide_job_shape(const sg_slide_job *j, sg_tensor *shape);
  * the job's notice. */
 const char *sg_slide_job_describe(const sg_slide_job *j);
 
+/* The normalisation the rows read_device makes are given (the host's
+ * `read` gives raw 0..255 samples, the caller normalising them). */
+void sg_slide_job_set_norm(sg_slide_job *j, const sg_window_norm *norm);
+
+/* How the level's pixels were read, after the run: the tiles the device
+ * decoded, or OpenSlide's threads and why the device did not decode
+ * them. Into buf; returns buf. */
+const char *sg_slide_job_decoder(const sg_slide_job *j, char *buf, size_t cap);
+
 /* The rows of that image, RGB as 0..255 floats (the job normalises). */
 sg_sw_image *sg_slide_job_rows(sg_slide_job *j);
 

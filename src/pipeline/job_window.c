@@ -640,6 +640,15 @@ static sg_status stream_read(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1,
     return SEGRT_OK;
 }
 
+/* A slide's rows made on the device (its tiles decoded there): the slide
+ * job normalises them as stream_read does (open_stream gave it st->nm). */
+static sg_status stream_read_device(sg_sw_image *im, const sg_window_ops *ops, int64_t n, int64_t r0, int64_t r1,
+                                    float *dst, int64_t channel_stride, sg_backend_stream *stream)
+{
+    job *st = im->state;
+    return st->src_rows.read_device(&st->src_rows, ops, n, r0, r1, dst, channel_stride, stream);
+}
+
 /* Whether the image streams, and if so its source and row reader: on the
  * device path, without an overlay, a float32 NPY the source takes
  * (1 x C x spatial) or a TIFF of one level with 8- or 16-bit unsigned
@@ -660,9 +669,16 @@ static sg_status open_stream(job *st, bool overlay)
         st->src_rows = *sg_slide_job_rows(st->slide);
         st->rows = st->src_rows;
         st->rows.read = stream_read;
+        st->rows.read_device = st->src_rows.read_device ? stream_read_device : NULL;
         st->rows.state = st;
         if (!st->jo->raw_input)
             SG_TRY(norm_of(st->model[0], st->path[0], 3, &st->nm));
+        sg_window_norm dn = {.on = st->nm.on, .scale = st->nm.scale};
+        for (int c = 0; c < 3 && dn.on; c++) {
+            dn.mean[c] = st->nm.mean[c];
+            dn.std[c] = st->nm.std[c];
+        }
+        sg_slide_job_set_norm(st->slide, &dn);
         int64_t fill = (int64_t)(SW_PINNED_BYTES / (sizeof(float) * 3 * (size_t)st->image.dims[3]));
         st->src_held = sg_slide_job_held_bytes(st->slide, fill > 1 ? fill : 1) +
                        (uint64_t)(fill > 1 ? fill : 1) * 3 * (uint64_t)st->image.dims[3] * sizeof(float);
@@ -1480,6 +1496,10 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         return sg_error_prefix(s, "%s over %s: ", st->path[0], st->in);
     r->seconds = st->parts.windows;
     fill_report(st, &stats, on_device, r);
+    if (st->slide && jo->notice) {
+        char line[400];
+        jo->notice(jo->notice_user, sg_slide_job_decoder(st->slide, line, sizeof line));
+    }
     bool write_failed = false;
     double tw = now_s();
     s = st->slide ? write_slide(st, &write_failed) : write_result(result, &st->result, st, &write_failed);

@@ -16,6 +16,7 @@
 #ifndef SG_PIPELINE_SW_IMAGE_H
 #define SG_PIPELINE_SW_IMAGE_H
 
+#include "backend/backend_window.h"
 #include "core/tensor.h"
 #include "io/source.h"
 
@@ -29,6 +30,14 @@ struct sg_sw_image {
      * dst + c * channel_stride, each row the product of the other spatial
      * axes, contiguous. */
     sg_status (*read)(sg_sw_image *im, int64_t n, int64_t r0, int64_t r1, float *dst, int64_t channel_stride);
+    /* Optional (NULL: rows come through read): rows [r0, r1) of image n
+     * made on the device of ops (the calling thread's current one), as
+     * read would make them, enqueued on stream into device memory at dst
+     * (channel c's rows at dst + c * channel_stride). UNSUPPORTED where
+     * this image cannot (its files or the device): the caller reads
+     * through read from then on. */
+    sg_status (*read_device)(sg_sw_image *im, const sg_window_ops *ops, int64_t n, int64_t r0, int64_t r1, float *dst,
+                             int64_t channel_stride, sg_backend_stream *stream);
     void *state;
 };
 

@@ -120,6 +120,7 @@ typedef struct sw_image {
     int64_t img_ring;
     int64_t release_row; /* a host image's rows below it: no later batch of the pass reads them */
     bool have_upload;    /* an upload the next gather must wait for */
+    bool host_reads;     /* the reader's read_device said UNSUPPORTED: rows come through read */
 } sw_image;
 
 /* Two pinned buffers (one fills on the host while the other is on its

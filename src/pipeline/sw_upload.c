@@ -35,6 +35,31 @@ static sg_status upload_rows_read(sw_job *r, sw_img_rows *sl, int64_t n, int64_t
     return SEGRT_OK;
 }
 
+/* Rows [a, b) of image n made on the device by the reader (a slide's
+ * tiles decoded there), straight into the ring on the copy stream: *done
+ * the rows it made, short of b where the reader said UNSUPPORTED. */
+static sg_status upload_rows_device(sw_job *r, sw_img_rows *sl, int64_t n, int64_t a, int64_t b, int64_t *done)
+{
+    const sw_geometry *q = &r->geo;
+    int64_t ring = r->img.img_ring;
+    *done = a;
+    for (int64_t row = a; row < b;) {
+        int64_t at = row % ring;
+        int64_t len = b - row < ring - at ? b - row : ring - at; /* no wrap within one read */
+        sg_status s = r->img.h_image->read_device(r->img.h_image, r->ops, n, row, row + len,
+                                                  sl->ring + at * q->img_plane, ring * q->img_plane, r->st.up);
+        if (s == SEGRT_ERROR_UNSUPPORTED) {
+            sg_error_clear();
+            r->img.host_reads = true;
+            return SEGRT_OK;
+        }
+        SG_TRY(s);
+        row += len;
+        *done = row;
+    }
+    return SEGRT_OK;
+}
+
 /* Host rows [a, b) of image n, every channel, into the ring through the
  * pinned buffers, on the copy stream, the host's side by the copy team
  * (an OpenMP team was slower than one thread here: its idle threads spin
@@ -42,6 +67,10 @@ static sg_status upload_rows_read(sw_job *r, sw_img_rows *sl, int64_t n, int64_t
  * memory is copied from in place; any other goes through its reader. */
 static sg_status upload_rows(sw_job *r, sw_img_rows *sl, int64_t n, int64_t a, int64_t b)
 {
+    if (r->img.h_image->read_device && !r->img.host_reads)
+        SG_TRY(upload_rows_device(r, sl, n, a, b, &a));
+    if (a >= b)
+        return SEGRT_OK;
     if (!r->img.h_image->data)
         return upload_rows_read(r, sl, n, a, b);
     const sg_window_ops *ops = r->ops;
@@ -126,7 +155,11 @@ sg_status sw_upload_ahead(sw_job *r)
     int64_t size0 = r->geo.g.size[0];
     if (r->img.d_image || sl->image < 0 || sl->hi >= size0)
         return SEGRT_OK;
-    int64_t chunk = (int64_t)(r->pin.bytes / sizeof(float)) / r->geo.img_plane;
+    /* Rows made on the device need no pinned buffer: as many as the ring
+     * frees, in one go (a slide's tiles decode in larger batches). */
+    int64_t chunk = r->img.h_image->read_device && !r->img.host_reads
+                        ? r->img.img_ring
+                        : (int64_t)(r->pin.bytes / sizeof(float)) / r->geo.img_plane;
     int64_t to = sl->hi + (chunk > 0 ? chunk : 1);
     if (to > r->img.release_row + r->img.img_ring)
         to = r->img.release_row + r->img.img_ring;

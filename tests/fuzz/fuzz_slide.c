@@ -11,6 +11,7 @@
 #include "io/slide.h"
 #include "io/source.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,25 @@
  * header's huge level (OpenSlide paints what it cannot read) costs little. */
 #define FUZZ_BOX_BYTES ((uint64_t)1 << 20)
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* GLib ends the process on a failed g_malloc with a breakpoint trap
+ * (SIGTRAP), which libFuzzer does not catch: as an abort, the input that
+ * caused it is kept. */
+static void trap_as_abort(int sig)
+{
+    (void)sig;
+    abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    signal(SIGTRAP, trap_as_abort);
+    return 0;
+}
 
 static void must_say_why(sg_status st)
 {
@@ -64,6 +83,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         read_box(s, l, (sg_box){{0, d[1] / 3, d[2] / 4}, {1, d[1] / 2 + 1, d[2] / 2 + 1}});
         read_box(s, l, (sg_box){{0, d[1] - 2, d[2] - 7}, {1, 2, 7}});
         read_box(s, l, (sg_box){{0, 0, 0}, {1, d[1], d[2]}});
+    }
+    /* The level's JPEG tiles as the device's decoder takes them: where the
+     * level is such, a few tiles' streams made and their frames checked. */
+    for (int32_t l = 0; l < s->info.n_levels; l++) {
+        sg_slide_tiles *t;
+        if (sg_slide_tiles_open(s, l, &t) != SEGRT_OK) {
+            must_say_why(SEGRT_ERROR_UNSUPPORTED);
+            continue;
+        }
+        const sg_slide_tiles_info *ti = sg_slide_tiles_get_info(t);
+        uint8_t *buf = ti->max_bytes <= FUZZ_BOX_BYTES ? malloc(ti->max_bytes) : NULL;
+        int64_t at[3][2] = {{0, 0}, {ti->down - 1, ti->across - 1}, {ti->down / 2, ti->across / 2}};
+        for (int k = 0; k < 3 && buf; k++) {
+            size_t len;
+            sg_status st = sg_slide_tiles_read(t, at[k][0], at[k][1], buf, &len);
+            must_say_why(st);
+            if (st == SEGRT_OK && (len > ti->max_bytes || len < 4 || buf[0] != 0xFF || buf[1] != 0xD8))
+                abort();
+        }
+        free(buf);
+        sg_slide_tiles_close(t);
     }
     for (size_t i = 0; i < sg_slide_associated_count(s); i++) {
         const char *name;

@@ -182,6 +182,45 @@ static int tissue(sg_source *s, int argc, char **argv)
     return st == SEGRT_OK ? 0 : fail(st);
 }
 
+static int tiles(sg_source *s, int32_t level, const char *dir, int argc, char **argv)
+{
+    sg_slide_tiles *t;
+    sg_status st = sg_slide_tiles_open(s, level, &t);
+    if (st == SEGRT_ERROR_UNSUPPORTED) {
+        printf("{\"unsupported\": ");
+        json_string(sg_last_error());
+        printf("}\n");
+        return 0;
+    }
+    if (st != SEGRT_OK)
+        return fail(st);
+    const sg_slide_tiles_info *ti = sg_slide_tiles_get_info(t);
+    printf("{\"tile_w\": %lld, \"tile_h\": %lld, \"across\": %lld, \"down\": %lld, \"ycbcr\": %s, "
+           "\"max_bytes\": %zu}\n",
+           (long long)ti->tile_w, (long long)ti->tile_h, (long long)ti->across, (long long)ti->down,
+           ti->ycbcr ? "true" : "false", ti->max_bytes);
+    uint8_t *buf = malloc(ti->max_bytes);
+    int rc = buf ? 0 : 1;
+    for (int i = 0; i + 1 < argc && rc == 0; i += 2) {
+        size_t len;
+        long long row = atoll(argv[i]), col = atoll(argv[i + 1]);
+        if ((st = sg_slide_tiles_read(t, row, col, buf, &len)) != SEGRT_OK) {
+            rc = fail(st);
+            break;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%lld_%lld.jpg", dir, row, col);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(buf, 1, len, f) != len)
+            rc = 1;
+        if (f && fclose(f) != 0)
+            rc = 1;
+    }
+    free(buf);
+    sg_slide_tiles_close(t);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int a = 1;
@@ -206,6 +245,8 @@ int main(int argc, char **argv)
         rc = assoc(s, argv[a + 2], argv[a + 3]);
     else if (strcmp(cmd, "tissue") == 0 && argc - a >= 6)
         rc = tissue(s, argc - a - 2, argv + a + 2);
+    else if (strcmp(cmd, "tiles") == 0 && argc - a >= 4)
+        rc = tiles(s, atoi(argv[a + 2]), argv[a + 3], argc - a - 4, argv + a + 4);
     sg_source_close(s);
     return rc;
 }

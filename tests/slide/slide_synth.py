@@ -36,28 +36,107 @@ def reduce(img, f):
     return img[: h * f, : w * f].reshape(h, f, w, f, 3).mean(axis=(1, 3)).round().astype(np.uint8)
 
 
+def split_tables(jpeg):
+    """A complete JPEG stream as (tables, tile): the quantisation and
+    Huffman tables as a tables-only stream (SOI, DQT/DHT, EOI) and the rest
+    as an abbreviated stream, as Aperio's scanners store them (the tables
+    once in JPEGTables, each tile without them)."""
+    tables, rest, i = [b"\xff\xd8"], [b"\xff\xd8"], 2
+    while i < len(jpeg):
+        assert jpeg[i] == 0xFF, "a marker"
+        m = jpeg[i + 1]
+        if m == 0xDA:  # the scan and its data to the end
+            rest.append(jpeg[i:])
+            break
+        n = int.from_bytes(jpeg[i + 2:i + 4], "big")
+        (tables if m in (0xDB, 0xC4) else rest).append(jpeg[i:i + 2 + n])
+        i += 2 + n
+    return b"".join(tables) + b"\xff\xd9", b"".join(rest)
+
+
+def pil_tiles(img, tile, quality, rgb):
+    """img's tiles (row by row, edge tiles padded with black) as JPEG
+    streams encoded by Pillow: YCbCr 4:2:0 as most scanners write, or
+    (rgb) the components kept as R, G, B, none subsampled."""
+    import io
+
+    from PIL import Image
+
+    for y in range(0, img.shape[0], tile):
+        for x in range(0, img.shape[1], tile):
+            t = np.zeros((tile, tile, 3), np.uint8)
+            p = img[y:y + tile, x:x + tile]
+            t[:p.shape[0], :p.shape[1]] = p
+            b = io.BytesIO()
+            Image.fromarray(t).save(b, format="JPEG", quality=quality,
+                                    **(dict(keep_rgb=True, subsampling=0) if rgb else dict(subsampling=2)))
+            yield b.getvalue()
+
+
+def _write_tiled(tw, img, tile, quality, compression, opts, **kw):
+    """One tiled page: through tifffile's codecs, or (compression "pil",
+    "pil-rgb", "pil-tables") Pillow's JPEG streams written as they are,
+    "pil-tables" with their tables in JPEGTables. tifffile looks its JPEG
+    encoder up even for streams it need not encode (and has none without
+    imagecodecs), so those pages are written as deflated and their
+    Compression and PhotometricInterpretation set by _mark_jpeg after."""
+    if not compression.startswith("pil"):
+        tw.write(img, tile=(tile, tile), **opts, **kw)
+        return
+    streams = list(pil_tiles(img, tile, quality, compression == "pil-rgb"))
+    extratags = [] if compression == "pil-rgb" else [(530, "H", 2, (2, 2), True)]  # YCbCrSubSampling 4:2:0
+    if compression == "pil-tables":
+        split = [split_tables(s) for s in streams]
+        assert len({t for t, _ in split}) == 1, "one set of tables"
+        streams = [r for _, r in split]
+        extratags.append((347, 7, len(split[0][0]), split[0][0], True))
+    tw.write(iter(streams), shape=img.shape, dtype=np.uint8, tile=(tile, tile), compression="zlib",
+             photometric="rgb", metadata=None, extratags=extratags, **kw)
+
+
+def _mark_jpeg(path, rgb):
+    """The tiled pages _write_tiled wrote: Compression JPEG (7),
+    PhotometricInterpretation YCbCr (6) or, for RGB-coded tiles, RGB (2)."""
+    import struct
+
+    with tifffile.TiffFile(path) as t:
+        fmt = t.byteorder + "H"
+        spots = [(p.tags["Compression"].valueoffset, p.tags["PhotometricInterpretation"].valueoffset)
+                 for p in t.pages if p.is_tiled]
+    with open(path, "r+b") as f:
+        for comp, phot in spots:
+            f.seek(comp)
+            f.write(struct.pack(fmt, 7))
+            f.seek(phot)
+            f.write(struct.pack(fmt, 2 if rgb else 6))
+
+
 def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=False, mpp=0.25, mag=40,
               seed=0, label=True, macro=True, quality=90, label_size=(120, 100), macro_size=(90, 240), base=None,
               compression="jpeg"):
     """An Aperio-style SVS at path; returns the level-0 RGB array (base,
     when given: height x width x 3 uint8, else picture's). compression
     "zlib" (deflate, lossless) needs no imagecodecs: the GPU machine's
-    tifffile writes it alone."""
+    tifffile writes it alone; so do "pil" (Pillow's YCbCr JPEG tiles),
+    "pil-tables" (the same, their tables in JPEGTables) and "pil-rgb"
+    (RGB-coded JPEG tiles, PhotometricInterpretation RGB), whose other
+    pages are deflated."""
     base = picture(height, width, seed) if base is None else base
     head = f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) JPEG/RGB Q={quality}"
     props = f"|AppMag = {mag}|MPP = {mpp}|Filename = synth" if mpp else f"|AppMag = {mag}|Filename = synth"
-    opts = dict(photometric="rgb", metadata=None, compression=compression,
-                compressionargs={"level": quality} if compression == "jpeg" else None)
+    strip = "zlib" if compression.startswith("pil") else compression
+    opts = dict(photometric="rgb", metadata=None, compression=strip,
+                compressionargs={"level": quality} if strip == "jpeg" else None)
     with tifffile.TiffWriter(path, bigtiff=bigtiff) as tw:
-        tw.write(base, tile=(tile, tile), description=head + props, **opts)
+        _write_tiled(tw, base, tile, quality, compression, opts, description=head + props)
         thumb = reduce(base, 8)
         tw.write(thumb, description=f"{APERIO}\r\n{width}x{height} -> {thumb.shape[1]}x{thumb.shape[0]} - "
                  + props, rowsperstrip=16, **opts)
         for f in factors:
             lvl = reduce(base, f)
-            tw.write(lvl, tile=(tile, tile), subfiletype=0,
-                     description=f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) -> "
-                     f"{lvl.shape[1]}x{lvl.shape[0]} JPEG/RGB Q={quality}" + props, **opts)
+            _write_tiled(tw, lvl, tile, quality, compression, opts, subfiletype=0,
+                         description=f"{APERIO}\r\n{width}x{height} [0,0 {width}x{height}] ({tile}x{tile}) -> "
+                         f"{lvl.shape[1]}x{lvl.shape[0]} JPEG/RGB Q={quality}" + props)
         if label:
             lab = picture(*label_size, seed + 1)
             tw.write(lab, description=f"{APERIO}\nlabel {lab.shape[1]}x{lab.shape[0]}", subfiletype=1,
@@ -66,6 +145,8 @@ def write_svs(path, height=1000, width=1200, tile=240, factors=(4, 16), bigtiff=
             mac = picture(*macro_size, seed + 2)
             tw.write(mac, description=f"{APERIO}\nmacro {mac.shape[1]}x{mac.shape[0]}", subfiletype=9,
                      rowsperstrip=16, **opts)
+    if compression.startswith("pil"):
+        _mark_jpeg(path, compression == "pil-rgb")
     return base
 
 
@@ -147,6 +228,32 @@ def threshold_model(path, roi=128, overlap=0.0, mpp=None):
     for k, v in meta.items():
         e = m.metadata_props.add()
         e.key, e.value = k, v
+    onnx.save(m, path)
+    return path
+
+
+def value_model(path, channel=0, roi=128, overlap=0.0):
+    """A model whose label is the value of one input channel, rounded: 256
+    classes, logit k = 2 k x - k^2 (= x^2 - (x - k)^2, largest at the k
+    nearest x), on the raw 0..255 samples (run it with --raw-input). It
+    shows the pixels segrt read, as uint8 labels."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    k = np.arange(256, dtype=np.float32)
+    w = np.zeros((256, 3, 1, 1), np.float32)
+    w[:, channel, 0, 0] = 2 * k
+    b = -k * k
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1])], "value",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, roi, roi])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 256, roi, roi])],
+        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel()),
+         helper.make_tensor("b", TensorProto.FLOAT, b.shape, b)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for key, v in {"segrt.roi": f"{roi},{roi}", "segrt.overlap": str(overlap)}.items():
+        e = m.metadata_props.add()
+        e.key, e.value = key, v
     onnx.save(m, path)
     return path
 

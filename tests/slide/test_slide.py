@@ -378,3 +378,61 @@ def test_aperio_level_larger_than_level0_refused(slides, tmp_path):
     for args in ([path, "info"], ["--slide", path, "info"]):
         line = one_line_naming(run(*args, check=1), path)
         assert "bad Aperio slide: a level of 3600 x 250 after one of 1200 x 1000" in line, line
+
+
+# --- a level's JPEG tiles for the device's decoder (io/slide_tiles.c) --------
+
+
+@needs_openslide
+@pytest.mark.parametrize("compression", ["jpeg", "pil", "pil-tables", "pil-rgb"])
+def test_jpeg_tiles_as_complete_streams(tmp_path, compression):
+    """Each tile's stream as segrt hands it to the GPU's decoder (the
+    level's JPEGTables spliced in where the file keeps the tables there)
+    decodes, through Pillow's libjpeg, to the tile tifffile decodes from the
+    file: the splice loses and adds nothing."""
+    import tifffile
+    from PIL import Image
+
+    path = tmp_path / "s.svs"
+    slide_synth.write_svs(str(path), height=600, width=520, tile=128, factors=(4,), label=False, macro=False,
+                          compression=compression)
+    out = tmp_path / "tiles"
+    out.mkdir()
+    picks = [(0, 0), (1, 2), (4, 4), (4, 0)]
+    p = run("--slide", path, "tiles", 0, out, *[v for rc in picks for v in rc])
+    ti = json.loads(p.stdout)
+    assert (ti["tile_w"], ti["tile_h"], ti["across"], ti["down"]) == (128, 128, 5, 5)
+    assert ti["ycbcr"] == (compression != "pil-rgb")
+    with tifffile.TiffFile(path) as t:
+        assert ("JPEGTables" in t.pages[0].tags) == (compression == "pil-tables")
+        level = t.pages[0].asarray()
+    for r, c in picks:
+        got = np.asarray(Image.open(out / f"{r}_{c}.jpg").convert("RGB")).astype(int)
+        want = level[r * 128:(r + 1) * 128, c * 128:(c + 1) * 128].astype(int)
+        d = np.abs(got[:want.shape[0], :want.shape[1]] - want)
+        assert got.shape == (128, 128, 3) and d.max() <= 1, (r, c, d.max())
+
+
+def test_jpeg_tiles_of_other_levels_are_refused(tmp_path):
+    """A level of deflated tiles is not the JPEG decoder's: UNSUPPORTED with
+    the reason (the job then reads it through OpenSlide); a tile whose frame
+    header is not the tile's size is refused by name."""
+    path = tmp_path / "z.svs"
+    slide_synth.write_svs(str(path), height=300, width=260, tile=128, factors=(4,), label=False, macro=False,
+                          compression="zlib")
+    p = run("--slide", path, "tiles", 0, tmp_path, 0, 0)
+    assert "tiles not JPEG" in json.loads(p.stdout)["unsupported"]
+    bad = tmp_path / "bad.svs"
+    slide_synth.write_svs(str(bad), height=300, width=260, tile=128, factors=(4,), label=False, macro=False,
+                          compression="pil")
+    import tifffile
+
+    with tifffile.TiffFile(bad) as t:
+        off, n = t.pages[0].dataoffsets[1], t.pages[0].databytecounts[1]
+    data = bytearray(bad.read_bytes())
+    sof = data.find(b"\xff\xc0", off, off + n)
+    data[sof + 7:sof + 9] = (4096).to_bytes(2, "big")  # the frame's width
+    bad.write_bytes(bytes(data))
+    run("--slide", bad, "tiles", 0, tmp_path, 0, 0)  # tile (0, 0) is whole
+    p = run("--slide", bad, "tiles", 0, tmp_path, 0, 1, check=1)
+    assert "INVALID_MODEL" in p.stderr and "tile (0, 1)" in p.stderr and str(bad) in p.stderr

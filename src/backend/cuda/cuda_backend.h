@@ -130,6 +130,12 @@ sg_status sg_cuda_identity_get(int32_t device, sg_cuda_identity *out);
  * sg_cuda_backend's `window`: others reach them through the backend. */
 extern const sg_window_ops sg_cuda_window_ops;
 
+/* Its JPEG decoder (cuda_jpeg.c: nvJPEG, loaded when first asked for). */
+sg_status sg_cuda_jpeg_create(sg_backend_jpeg **out);
+void sg_cuda_jpeg_destroy(sg_backend_jpeg *d);
+sg_status sg_cuda_jpeg_decode(sg_backend_jpeg *d, sg_backend_stream *stream, int32_t count, const uint8_t *const *data,
+                              const size_t *bytes, bool ycbcr, uint8_t *const *planes, size_t pitch);
+
 /* The volume operations of the CUDA backend (cuda_volume.c), the
  * sg_cuda_backend's `volume`. */
 extern const struct sg_volume_ops sg_cuda_volume_ops;

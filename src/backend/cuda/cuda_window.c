@@ -5,6 +5,7 @@
 #include "backend/backend_window.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/k_slide.h"
 #include "backend/cuda/k_window.h"
 
 #include <string.h>
@@ -230,6 +231,23 @@ static sg_status win_finalize(sg_backend_stream *stream, const sg_window_geom *g
                             &d);
 }
 
+static sg_status win_area_u8(sg_backend_stream *stream, const uint8_t *src, int64_t src_pitch, int64_t src_plane,
+                             int64_t src_ring, int32_t channels, const sg_window_axis *rows, int64_t row0,
+                             int64_t n_rows, const sg_window_axis *cols, int64_t n_cols, const sg_window_norm *norm,
+                             float *dst, int64_t dst_pitch, int64_t dst_cstride)
+{
+    sgk_area_axis r = {rows->first, rows->count, rows->w, rows->span};
+    sgk_area_axis c = {cols->first, cols->count, cols->w, cols->span};
+    sgk_norm3 nm = {norm && norm->on, 1.0f, {0, 0, 0}, {1, 1, 1}};
+    if (nm.on) {
+        nm.scale = norm->scale;
+        memcpy(nm.mean, norm->mean, sizeof nm.mean);
+        memcpy(nm.std, norm->std, sizeof nm.std);
+    }
+    return sgk_area_u8(STREAM(stream), src, src_pitch, src_plane, src_ring, channels, &r, row0, n_rows, &c, n_cols, &nm,
+                       dst, dst_pitch, dst_cstride);
+}
+
 const sg_window_ops sg_cuda_window_ops = {
     .name = "cuda",
     .device_get = win_device_get,
@@ -258,4 +276,8 @@ const sg_window_ops sg_cuda_window_ops = {
     .combine = win_combine,
     .accumulate = win_accumulate,
     .finalize = win_finalize,
+    .jpeg_create = sg_cuda_jpeg_create,
+    .jpeg_destroy = sg_cuda_jpeg_destroy,
+    .jpeg_decode = sg_cuda_jpeg_decode,
+    .area_u8 = win_area_u8,
 };
