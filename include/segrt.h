@@ -1547,7 +1547,8 @@ SEGRT_API void segrt_cases_report_free(segrt_cases_report *r);
  * other errors stop the job: INVALID_ARGUMENT (options, a folder that
  * cannot be listed or written, no cases), the builder's and the
  * engines' errors, IO writing summary.json. o->series_uid applies to
- * every DICOM case. One job per thread; models and options are only
+ * every DICOM case. Whole slides in the folder are cases (their results
+ * NAME.tif; o's thumbnail, tissue mask and GeoJSON paths must be NULL). One job per thread; models and options are only
  * read. */
 SEGRT_API segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *const *models,
                                        const char *const *model_paths, size_t n_models, const segrt_cases_options *c,

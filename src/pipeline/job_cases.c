@@ -9,13 +9,20 @@
  * several files would only add a second path to the same float32 tensor;
  * the job also owns the rule that makes them one case (names, gaps,
  * agreement of dims and geometry), which is nnU-Net's convention, not a
- * file format's. */
+ * file format's.
+ *
+ * A whole slide (any file the slide job takes: an OpenSlide vendor's, or a
+ * tiled pyramidal TIFF) is a case of its own, named by its file without
+ * the extension, its result NAME.tif: the window job reads it itself, row
+ * by row (nothing read ahead: a slide is never held whole), and the
+ * engines stay from slide to slide as the window does not change. */
 #include "core/api_file.h"
 #include "core/file.h"
 #include "core/mem.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "io/source.h"
+#include "pipeline/job_slide.h"
 #include "pipeline/job_window.h"
 
 #include <dirent.h>
@@ -66,7 +73,7 @@ static char *join(const char *dir, const char *name)
 
 /* --- the cases of a folder ------------------------------------------------ */
 
-typedef enum claim_kind { CLAIM_PLAIN, CLAIM_CHANNEL, CLAIM_DICOM } claim_kind;
+typedef enum claim_kind { CLAIM_PLAIN, CLAIM_CHANNEL, CLAIM_DICOM, CLAIM_SLIDE } claim_kind;
 
 /* A file or folder that names a case. */
 typedef struct claim {
@@ -82,6 +89,7 @@ typedef struct one_case {
     char **inputs; /* channel files in order, or the DICOM folder */
     size_t n_inputs;
     bool dicom;
+    bool slide; /* a whole slide: read by the window job itself */
     char *output;
     char error[CASE_ERROR_CAP]; /* found when the folder was listed (a gap, a clash) */
     segrt_case_state state;
@@ -100,6 +108,20 @@ static bool ends_with(const char *name, const char *suffix, size_t *stem_len)
         return false;
     *stem_len = n - k;
     return true;
+}
+
+/* Whether name has a slide vendor's extension: such a file is a case even
+ * where OpenSlide does not take it (a truncated .svs fails as a case
+ * rather than being passed over). Plain .tif files are cases only where
+ * the slide job takes them: a folder may hold other images. */
+static bool slide_extension(const char *name)
+{
+    static const char *ext[] = {".svs", ".ndpi", ".mrxs", ".vms", ".vmu", ".scn", ".bif", ".svslide"};
+    size_t stem;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (ends_with(name, ext[i], &stem))
+            return true;
+    return false;
 }
 
 /* Whether a folder holds a DICOM file (its preamble), looking depth
@@ -188,7 +210,10 @@ static sg_status claim_of(const char *dir, const char *name, claim *out, bool *k
     struct stat st;
     size_t stem = 0;
     bool nifti = ends_with(name, ".nii.gz", &stem) || ends_with(name, ".nii", &stem);
-    if (stat(path, &st) != 0 || !(S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && nifti)) ||
+    bool slide = false;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && !nifti)
+        slide = slide_extension(name) || sg_slide_job_takes(path);
+    if (stat(path, &st) != 0 || !(S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && (nifti || slide))) ||
         (S_ISDIR(st.st_mode) && !holds_dicom(path, DICOM_SCAN_DEPTH))) {
         free(path);
         return SEGRT_OK;
@@ -196,7 +221,15 @@ static sg_status claim_of(const char *dir, const char *name, claim *out, bool *k
     out->path = path;
     out->file = dup_str(name);
     out->channel = -1;
-    if (S_ISDIR(st.st_mode)) {
+    if (slide) {
+        const char *dot = strrchr(name, '.');
+        size_t len = dot && dot != name ? (size_t)(dot - name) : strlen(name);
+        out->kind = CLAIM_SLIDE;
+        if ((out->name = malloc(len + 1))) {
+            memcpy(out->name, name, len);
+            out->name[len] = '\0';
+        }
+    } else if (S_ISDIR(st.st_mode)) {
         out->kind = CLAIM_DICOM;
         out->name = dup_str(name);
     } else {
@@ -229,6 +262,8 @@ static sg_status case_of(claim *cl, size_t a, size_t b, const char *out_dir, con
 {
     memset(c, 0, sizeof *c);
     c->name = dup_str(cl[a].name);
+    c->slide = cl[a].kind == CLAIM_SLIDE;
+    ext = c->slide ? ".tif" : ext; /* a slide's labels: a pyramidal TIFF */
     size_t nlen = strlen(cl[a].name), elen = strlen(ext);
     char *file = malloc(nlen + elen + 1);
     if (file) {
@@ -655,7 +690,7 @@ static void write_summary_to(FILE *f, const cases_job *cj, const segrt_cases_rep
             json_str(f, c->inputs[k]);
         }
         fputs("], \"kind\": ", f);
-        json_str(f, c->dicom ? "dicom" : "nifti");
+        json_str(f, c->slide ? "slide" : c->dicom ? "dicom" : "nifti");
         fputs(", \"output\": ", f);
         json_str(f, c->output);
         fputs(", \"status\": ", f);
@@ -851,6 +886,40 @@ static sg_status run_case(cases_job *cj, sg_window_job *wj, size_t i, case_read 
     return s;
 }
 
+/* Runs slide case i: the window job reads the slide itself. */
+static sg_status run_slide_case(cases_job *cj, sg_window_job *wj, size_t i)
+{
+    one_case *c = &cj->cases.c[i];
+    sg_output *out = NULL;
+    sg_status s = sg_output_open(c->output, &out);
+    double t0 = now_s(), write = 0;
+    segrt_window_job_report wr;
+    memset(&wr, 0, sizeof wr);
+    if (s == SEGRT_OK)
+        s = sg_window_job_run_file(wj, c->inputs[0], out, &wr, &write);
+    if (wr.image.rank == 4) { /* 1 x 3 x H x W: the grid the windows ran over */
+        c->channels = (int32_t)wr.image.dims[1];
+        c->dims[0] = 1;
+        c->dims[1] = wr.image.dims[2];
+        c->dims[2] = wr.image.dims[3];
+    }
+    double t1 = now_s();
+    c->seconds_windows = wr.seconds;
+    c->seconds_write = write;
+    c->seconds_run = t1 - t0 - write;
+    if (s == SEGRT_OK) {
+        s = sg_output_commit(out);
+        out = NULL;
+    }
+    sg_output_discard(out);
+    c->seconds_write += now_s() - t1;
+    if (s == SEGRT_OK)
+        c->state = SEGRT_CASE_DONE;
+    else
+        case_failed(c, sg_last_error());
+    return s;
+}
+
 /* Options checked, outputs' folder too; the cases listed. */
 static sg_status cases_setup(cases_job *cj, const segrt_cases_options *co)
 {
@@ -885,8 +954,16 @@ static sg_status cases_setup(cases_job *cj, const segrt_cases_options *co)
     SG_TRY(list_cases(cj->in_dir, cj->out_dir, cj->ext, &cj->cases));
     if (cj->cases.n == 0)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
-                        "%s: no cases (NIfTI files, CASE_0000.nii.gz channel files, or subfolders of DICOM files)",
+                        "%s: no cases (NIfTI files, CASE_0000.nii.gz channel files, subfolders of DICOM files, or "
+                        "whole slides)",
                         cj->in_dir);
+    const segrt_window_job_options *jo = cj->jo;
+    for (size_t i = 0; i < cj->cases.n; i++)
+        if (cj->cases.c[i].slide && (jo->thumbnail_path || jo->tissue_mask_path || jo->geojson_path))
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: a folder of slides writes each slide's labels only: a thumbnail, tissue mask or "
+                            "GeoJSON path would be one file for every slide (run the slides one by one for them)",
+                            cj->cases.c[i].inputs[0]);
     for (size_t i = 0; i < cj->cases.n; i++) {
         one_case *c = &cj->cases.c[i];
         if (c->state == SEGRT_CASE_STARTED && co->skip_existing && lstat(c->output, &st) == 0 && S_ISREG(st.st_mode))
@@ -895,12 +972,13 @@ static sg_status cases_setup(cases_job *cj, const segrt_cases_options *co)
     return SEGRT_OK;
 }
 
-/* The next case after i that will be read, or n. */
+/* The next case after i that will be read, or n (a slide is not read:
+ * the window job reads it as it runs). */
 static size_t next_to_read(const case_list *l, size_t i)
 {
     for (size_t j = i + 1; j < l->n; j++)
         if (l->c[j].state == SEGRT_CASE_STARTED)
-            return j;
+            return l->c[j].slide ? l->n : j;
     return l->n;
 }
 
@@ -917,6 +995,18 @@ static sg_status cases_loop(cases_job *cj, sg_window_job *wj, reader *rd, bool p
             continue;
         }
         double t0 = now_s();
+        if (c->slide) {
+            c->listed = true;
+            tell(cj, i); /* STARTED */
+            sg_status s = run_slide_case(cj, wj, i);
+            if (stops_job(s)) {
+                stop = s;
+                stopped = i;
+            }
+            c->seconds_total = now_s() - t0;
+            SG_TRY(count_case(cj, i, r));
+            continue;
+        }
         case_read cr;
         memset(&cr, 0, sizeof cr);
         if (asked == i) {

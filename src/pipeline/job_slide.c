@@ -424,8 +424,10 @@ const char *sg_slide_job_decoder(const sg_slide_job *j, char *buf, size_t cap)
     if (j->gpu)
         snprintf(buf, cap, "%lld JPEG tiles decoded on the device", (long long)sg_slide_gpu_tiles_decoded(j->gpu));
     else
-        snprintf(buf, cap, "read through OpenSlide on %d threads (%s)", (int)j->n_threads,
-                 j->gpu_failed ? j->gpu_why : j->tiles ? "the device path did not ask for rows" : j->tiles_why);
+        snprintf(buf, cap, "read through OpenSlide on %d thread%s (%s)", (int)j->n_threads, j->n_threads == 1 ? "" : "s",
+                 j->gpu_failed ? j->gpu_why
+                 : j->tiles    ? "its JPEG tiles are decoded on the GPU on the device path only"
+                               : j->tiles_why);
     return buf;
 }
 

@@ -1634,6 +1634,21 @@ sg_status sg_window_job_run_volume(sg_window_job *st, const char *name, sg_tenso
     return s;
 }
 
+sg_status sg_window_job_run_file(sg_window_job *st, const char *path, sg_output *result,
+                                 segrt_window_job_report *report, double *seconds_write)
+{
+    segrt_window_job_report scratch;
+    segrt_window_job_report *r = report ? report : &scratch;
+    memset(r, 0, sizeof *r);
+    job_reset_run(st);
+    st->in = path;
+    sg_status s = job_run(st, result, NULL, r);
+    if (seconds_write)
+        *seconds_write = st->seconds_write;
+    job_reset_run(st);
+    return s;
+}
+
 segrt_status segrt_window_job_run(const segrt_window_job_options *o, segrt_model *const *models,
                                   const char *const *model_paths, size_t n_models, const char *image_path,
                                   segrt_output *result, segrt_output *overlay, segrt_window_job_report *report)

@@ -55,6 +55,14 @@ typedef struct sg_window_run_more {
 sg_status sg_window_job_run_volume(sg_window_job *j, const char *name, sg_tensor *image, const sg_source_info *where,
                                    sg_output *result, segrt_window_job_report *report, sg_window_run_more *more);
 
+/* One run of the job over a file it reads itself (a whole slide, or any
+ * image segrt_window_job_run takes), its result written into `result`
+ * (the caller's to commit or discard); the engines kept as run_volume
+ * keeps them. report as segrt_window_job_run's; *seconds_write (may be
+ * NULL): writing the result. */
+sg_status sg_window_job_run_file(sg_window_job *j, const char *path, sg_output *result,
+                                 segrt_window_job_report *report, double *seconds_write);
+
 /* Engines, contexts and anything a run left; NULL is a no-op. */
 void sg_window_job_free(sg_window_job *j);
 
