@@ -1499,6 +1499,15 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
     if (st->slide && jo->notice) {
         char line[400];
         jo->notice(jo->notice_user, sg_slide_job_decoder(st->slide, line, sizeof line));
+        uint32_t flips[SG_SW_MAX_FLIPS];
+        int32_t n_flips;
+        sg_sw_flips(st->sw.tta_axes, st->sw.n_dims, flips, &n_flips);
+        int64_t per = (int64_t)st->n * (n_flips > 0 ? n_flips : 1), ran = per > 0 ? r->stats.runs / per : 0;
+        if (st->sw.keep_window && ran < r->windows) {
+            snprintf(line, sizeof line, "%lld of the %lld windows ran (the others are over glass: label 0)",
+                     (long long)ran, (long long)r->windows);
+            jo->notice(jo->notice_user, line);
+        }
     }
     bool write_failed = false;
     double tw = now_s();

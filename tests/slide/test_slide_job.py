@@ -206,7 +206,7 @@ def test_windows_only_over_tissue(tmp_path):
                                  blobs=[(400, 500, 250, 300, E), (1200, 1500, 300, 350, H)])
     model = threshold_model(tmp_path / "m.onnx", roi=64)
     out, tmask, geo = tmp_path / "mask.tif", tmp_path / "tissue.png", tmp_path / "l.geojson"
-    run(model, path, "-o", out, "--mpp", "1.0", "--tissue-mask", tmask, "--geojson", geo)
+    p = run(model, path, "-o", out, "--mpp", "1.0", "--tissue-mask", tmask, "--geojson", geo)
     from PIL import Image
     tissue = np.asarray(Image.open(tmask)) > 0
     assert tissue.shape == (1600, 2000) and 0.1 < tissue.mean() < 0.9
@@ -221,6 +221,7 @@ def test_windows_only_over_tissue(tmp_path):
                 covered[y:y + 64, x:x + 64] = True
                 kept += 1
     assert 0 < kept < total
+    assert f"{kept} of the {total} windows ran" in p.stdout + p.stderr, p.stdout + p.stderr
     want = np.where(covered, level_rgb(path, 1)[..., 0] > 127.5, False).astype(np.uint8)
     np.testing.assert_array_equal(labels, want)
     # The polygons (on the small grid: here the whole grid, 4 level-0 pixels a pixel) cover the labels exactly.
