@@ -34,6 +34,11 @@ SG_UNARY(ABS)
 SG_UNARY(RECIPROCAL)
 SG_UNARY(FLOOR)
 SG_UNARY(CEIL)
+SG_UNARY(SIN)
+SG_UNARY(COS)
+SG_UNARY(SIGN)
+SG_UNARY(ROUND)
+SG_UNARY(MISH)
 
 #undef SG_UNARY
 
@@ -45,6 +50,21 @@ sg_status sg_infer_GELU(sg_graph *g, sg_node *n)
                              "approximate is `%s`; must be `none` or `tanh`", approx);
     return infer_unary(g, n);
 }
+
+/* IsNaN, IsInf: a float input, a bool of its shape. */
+static sg_status infer_float_test(sg_graph *g, sg_node *n)
+{
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    if (t != SEGRT_DTYPE_UNDEFINED && !sg_dtype_is_float(t))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input `%s` is %s; it must be a float tensor",
+                             sg_iu_name(g, n, 0), segrt_dtype_name(t));
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    return sg_infer_set_output(g, n, 0, SEGRT_DTYPE_BOOL, &x);
+}
+
+sg_status sg_infer_IS_NAN(sg_graph *g, sg_node *n) { return infer_float_test(g, n); }
+sg_status sg_infer_IS_INF(sg_graph *g, sg_node *n) { return infer_float_test(g, n); }
 
 sg_status sg_infer_NOT(sg_graph *g, sg_node *n)
 {
@@ -169,6 +189,20 @@ static sg_status infer_compare(sg_graph *g, sg_node *n)
 sg_status sg_infer_EQUAL(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
 sg_status sg_infer_LESS(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
 sg_status sg_infer_GREATER(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
+sg_status sg_infer_LESS_OR_EQUAL(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
+sg_status sg_infer_GREATER_OR_EQUAL(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
+
+sg_status sg_infer_MOD(sg_graph *g, sg_node *n)
+{
+    int64_t fmod_attr = sg_attr_int(n, "fmod", 0);
+    if (fmod_attr != 0 && fmod_attr != 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "fmod is %lld; must be 0 or 1", (long long)fmod_attr);
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    if (fmod_attr == 0 && t != SEGRT_DTYPE_UNDEFINED && sg_dtype_is_float(t))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "fmod=0 on %s inputs; floats need fmod=1",
+                             segrt_dtype_name(t));
+    return infer_arith(g, n);
+}
 
 static sg_status infer_logic(sg_graph *g, sg_node *n)
 {
@@ -181,6 +215,7 @@ static sg_status infer_logic(sg_graph *g, sg_node *n)
 
 sg_status sg_infer_AND(sg_graph *g, sg_node *n) { return infer_logic(g, n); }
 sg_status sg_infer_OR(sg_graph *g, sg_node *n) { return infer_logic(g, n); }
+sg_status sg_infer_XOR(sg_graph *g, sg_node *n) { return infer_logic(g, n); }
 
 sg_status sg_infer_WHERE(sg_graph *g, sg_node *n)
 {

@@ -1,5 +1,6 @@
 /* Shape inference for indexing and replicating operators: Expand, Tile,
- * Gather, ScatterND, DepthToSpace and SpaceToDepth. */
+ * Gather, ScatterND, DepthToSpace, SpaceToDepth, GatherElements,
+ * ScatterElements, GatherND, CumSum, Trilu, OneHot and TopK. */
 #include "graph/infer_util.h"
 
 #include <string.h>
@@ -227,4 +228,157 @@ sg_status sg_infer_SPACE_TO_DEPTH(sg_graph *g, sg_node *n)
         }
     }
     return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &out);
+}
+
+/* Indices of the same rank as the data (GatherElements, ScatterElements). */
+static sg_status same_rank_indices(const sg_graph *g, const sg_node *n, const sg_shape *x, const sg_shape *idx)
+{
+    SG_TRY(sg_iu_want_index(g, n, 1));
+    if (x->rank >= 0 && idx->rank >= 0 && x->rank != idx->rank)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices `%s` have rank %d, data `%s` rank %d", sg_iu_name(g, n, 1),
+                             idx->rank, sg_iu_name(g, n, 0), x->rank);
+    if (x->rank == 0)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "data `%s` must have rank 1 or more", sg_iu_name(g, n, 0));
+    if (x->rank > 0) {
+        int32_t axis;
+        SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), x->rank, &axis));
+    }
+    return SEGRT_OK;
+}
+
+static sg_status want_reduction(const sg_node *n)
+{
+    const char *red = sg_attr_string(n, "reduction", "none");
+    if (strcmp(red, "none") != 0 && strcmp(red, "add") != 0 && strcmp(red, "mul") != 0 && strcmp(red, "max") != 0 &&
+        strcmp(red, "min") != 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "reduction `%s` is not none, add, mul, max or min", red);
+    return SEGRT_OK;
+}
+
+sg_status sg_infer_GATHER_ELEMENTS(sg_graph *g, sg_node *n)
+{
+    sg_shape x, idx;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_shape(g, n, 1, &idx));
+    SG_TRY(same_rank_indices(g, n, &x, &idx));
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &idx);
+}
+
+sg_status sg_infer_SCATTER_ELEMENTS(sg_graph *g, sg_node *n)
+{
+    sg_shape x, idx, upd;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_shape(g, n, 1, &idx));
+    SG_TRY(sg_iu_shape(g, n, 2, &upd));
+    SG_TRY(same_rank_indices(g, n, &x, &idx));
+    SG_TRY(sg_iu_same_dtype(g, n, 0, 2));
+    SG_TRY(want_reduction(n));
+    bool ok = idx.rank < 0 || upd.rank < 0 || idx.rank == upd.rank;
+    for (int32_t i = 0; ok && idx.rank >= 0 && i < idx.rank && upd.rank == idx.rank; i++)
+        ok = idx.d[i].size < 0 || upd.d[i].size < 0 || idx.d[i].size == upd.d[i].size;
+    if (!ok) {
+        char a[SG_IU_SHAPE_BUF], b[SG_IU_SHAPE_BUF];
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "updates `%s` (%s) must have the shape of indices `%s` (%s)",
+                             sg_iu_name(g, n, 2), sg_shape_format(g, &upd, a, sizeof a), sg_iu_name(g, n, 1),
+                             sg_shape_format(g, &idx, b, sizeof b));
+    }
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &x);
+}
+
+sg_status sg_infer_GATHER_ND(sg_graph *g, sg_node *n)
+{
+    sg_shape x, idx;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_shape(g, n, 1, &idx));
+    SG_TRY(sg_iu_want_dtype(g, n, 1, SEGRT_DTYPE_INT64));
+    int64_t b = sg_attr_int(n, "batch_dims", 0);
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    sg_shape out = sg_shape_unknown();
+    if (x.rank < 0 || idx.rank < 0 || idx.d[idx.rank - 1].size < 0)
+        return sg_infer_set_output(g, n, 0, t, &out);
+    int64_t k = idx.d[idx.rank - 1].size;
+    if (idx.rank < 1 || b < 0 || b >= idx.rank || b >= x.rank || k < 1 || b + k > x.rank)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE,
+                             "indices of rank %d whose last dim is %lld, batch_dims %lld, over data of rank %d",
+                             idx.rank, (long long)k, (long long)b, x.rank);
+    SG_TRY(sg_iu_rank_fits(n, (int64_t)idx.rank - 1 + x.rank - b - k));
+    out = sg_iu_unknown_dims(0);
+    for (int32_t i = 0; i < idx.rank - 1; i++)
+        out.d[out.rank++] = idx.d[i];
+    for (int64_t i = b + k; i < x.rank; i++)
+        out.d[out.rank++] = x.d[i];
+    return sg_infer_set_output(g, n, 0, t, &out);
+}
+
+sg_status sg_infer_CUM_SUM(sg_graph *g, sg_node *n)
+{
+    SG_TRY(sg_iu_want_numeric(g, n, 0));
+    SG_TRY(sg_iu_want_index(g, n, 1));
+    return sg_iu_passthrough(g, n);
+}
+
+sg_status sg_infer_TRILU(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    if (x.rank >= 0 && x.rank < 2)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "input `%s` must have rank 2 or more", sg_iu_name(g, n, 0));
+    if (sg_iu_has_input(n, 1))
+        SG_TRY(sg_iu_want_dtype(g, n, 1, SEGRT_DTYPE_INT64));
+    return sg_iu_passthrough(g, n);
+}
+
+sg_status sg_infer_ONE_HOT(sg_graph *g, sg_node *n)
+{
+    sg_shape idx;
+    SG_TRY(sg_iu_shape(g, n, 0, &idx));
+    SG_TRY(sg_iu_want_numeric(g, n, 0));
+    SG_TRY(sg_iu_want_numeric(g, n, 1));
+    sg_dtype t = sg_iu_dtype(g, n, 2);
+    sg_shape out = sg_shape_unknown();
+    if (idx.rank < 0)
+        return sg_infer_set_output(g, n, 0, t, &out);
+    SG_TRY(sg_iu_rank_fits(n, (int64_t)idx.rank + 1));
+    int32_t axis;
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), idx.rank + 1, &axis));
+    int64_t depth = -1;
+    int32_t count;
+    if (sg_dtype_is_float(sg_iu_dtype(g, n, 1))) { /* the spec takes any numeric depth */
+        float f = 0;
+        SG_TRY(sg_infer_const_floats(g, n, 1, &f, 1, &count));
+        depth = (int64_t)f;
+    } else {
+        SG_TRY(sg_infer_const_ints(g, n, 1, &depth, 1, &count));
+    }
+    if (count == 1 && depth < 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "depth is %lld; it must be 1 or more", (long long)depth);
+    out = sg_iu_unknown_dims(0);
+    for (int32_t i = 0, k = 0; i < idx.rank + 1; i++)
+        out.d[out.rank++] = i == axis ? (count == 1 ? sg_dim_of(depth) : sg_dim_unknown()) : idx.d[k++];
+    return sg_infer_set_output(g, n, 0, t, &out);
+}
+
+sg_status sg_infer_TOP_K(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_want_numeric(g, n, 0));
+    SG_TRY(sg_iu_want_dtype(g, n, 1, SEGRT_DTYPE_INT64));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    sg_shape out = x;
+    if (x.rank >= 0) {
+        if (x.rank == 0)
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "input `%s` must have rank 1 or more", sg_iu_name(g, n, 0));
+        int32_t axis;
+        SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), x.rank, &axis));
+        int64_t k = -1;
+        int32_t count;
+        SG_TRY(sg_infer_const_ints(g, n, 1, &k, 1, &count));
+        if (count == 1 && (k < 0 || (x.d[axis].size >= 0 && k > x.d[axis].size)))
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "k is %lld for an axis of %lld", (long long)k,
+                                 (long long)x.d[axis].size);
+        out.d[axis] = count == 1 ? sg_dim_of(k) : sg_dim_unknown();
+    }
+    SG_TRY(sg_infer_set_output(g, n, 0, t, &out));
+    return sg_infer_set_output(g, n, 1, SEGRT_DTYPE_INT64, &out);
 }

@@ -90,8 +90,19 @@ sg_status sg_infer_REDUCE_MEAN(sg_graph *g, sg_node *n) { return infer_reduce(g,
 sg_status sg_infer_REDUCE_SUM(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
 sg_status sg_infer_REDUCE_MAX(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
 sg_status sg_infer_REDUCE_MIN(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
+sg_status sg_infer_REDUCE_PROD(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
+sg_status sg_infer_REDUCE_L1(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
+sg_status sg_infer_REDUCE_L2(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
+sg_status sg_infer_REDUCE_SUM_SQUARE(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
+sg_status sg_infer_REDUCE_LOG_SUM(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
+sg_status sg_infer_REDUCE_LOG_SUM_EXP(sg_graph *g, sg_node *n) { return infer_reduce(g, n); }
 
-sg_status sg_infer_ARG_MAX(sg_graph *g, sg_node *n)
+static sg_status infer_arg(sg_graph *g, sg_node *n);
+
+sg_status sg_infer_ARG_MAX(sg_graph *g, sg_node *n) { return infer_arg(g, n); }
+sg_status sg_infer_ARG_MIN(sg_graph *g, sg_node *n) { return infer_arg(g, n); }
+
+static sg_status infer_arg(sg_graph *g, sg_node *n)
 {
     sg_shape x;
     SG_TRY(sg_iu_shape(g, n, 0, &x));

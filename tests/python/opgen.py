@@ -625,6 +625,11 @@ UNARY = {
     "Gelu": ("normal", F2),
     "Clip": ("normal", F3 + (np.int64, np.int32, np.int8, np.uint8)),
     "Not": ("bool", (np.bool_,)),
+    "Sin": ("wide", (np.float32, np.float32, np.float64)),
+    "Cos": ("wide", (np.float32, np.float32, np.float64)),
+    "Sign": ("normal", (np.float32, np.float32, np.float64, np.int64, np.int32, np.int8)),
+    "Round": ("halves", (np.float32, np.float32, np.float64, np.float16)),
+    "Mish": ("wide", (np.float32, np.float32, np.float64)),
 }
 
 
@@ -633,6 +638,9 @@ def unary_data(rng, shape, dtype, domain):
     away from 0, reciprocals of values away from 0."""
     if np.dtype(dtype).kind != "f":
         return values(rng, shape, dtype)
+    if domain == "halves":  # Round: exact halves (to even) among the others
+        v = values(rng, shape, np.float64, scale=4.0)
+        return np.where(rng.random(shape) < 0.4, np.round(v * 2) / 2, v).astype(dtype)
     if domain == "positive":
         return values(rng, shape, dtype, 0.05, 8.0)
     if domain == "nonzero":
@@ -666,8 +674,8 @@ def gen_unary(rng):
     domain, dtypes = UNARY[op]
     dtype = pick(rng, dtypes)
     opset = int(pick(rng, [13, 17, 17, 18, 21]))
-    # First opsets: Gelu 20, HardSwish 14, integer Relu 14.
-    opset = max(opset, {"Gelu": 20, "HardSwish": 14}.get(op, 13))
+    # First opsets: Gelu 20, HardSwish 14, integer Relu 14, Mish 18.
+    opset = max(opset, {"Gelu": 20, "HardSwish": 14, "Mish": 18}.get(op, 13))
     if op == "Relu" and np.dtype(dtype).kind == "i":
         opset = max(opset, 14)
     g = Graph(rng, opset)
@@ -705,6 +713,10 @@ BINARY = {
     "Greater": (np.float32, np.int64, np.int32, np.int16, np.uint8, np.float64, np.float16),
     "And": (np.bool_,),
     "Or": (np.bool_,),
+    "Xor": (np.bool_,),
+    "LessOrEqual": (np.float32, np.int64, np.int32, np.float64),
+    "GreaterOrEqual": (np.float32, np.int64, np.int32, np.float64),
+    "Mod": (np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8),
 }
 
 
@@ -716,7 +728,17 @@ def binary_operands(rng, op, dtype, sa, sb):
     """Operand data for which every dtype stays in range and the result
     is well conditioned."""
     kind = np.dtype(dtype).kind
-    if op in ("Equal", "Less", "Greater") and kind == "f":
+    if op == "Mod":  # divisors away from 0, both signs
+        if kind in "iu":
+            lo = 0 if kind == "u" else -20
+            a = small_ints(rng, sa, dtype, lo, 20)
+            b = small_ints(rng, sb, dtype, 1, 7)
+            if kind == "i":
+                b = (b * np.where(rng.random(sb) < 0.5, -1, 1)).astype(dtype)
+            return a, b
+        b = rng.uniform(0.3, 3.0, sb) * np.where(rng.random(sb) < 0.5, -1, 1)
+        return values(rng, sa, dtype, scale=5.0), b.astype(dtype)
+    if op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual") and kind == "f":
         # Few distinct values, so that equal pairs occur.
         return (small_ints(rng, sa, np.int8, -3, 3).astype(dtype) / 2,
                 small_ints(rng, sb, np.int8, -3, 3).astype(dtype) / 2)
@@ -761,7 +783,10 @@ def gen_binary(rng):
     r = rng.random()
     ia = g.const(a, "a") if r < 0.15 else g.input(a, "a")
     ib = g.const(b, "b") if 0.15 <= r < 0.4 else g.input(b, "b")
-    g.output(g.op(op, [ia, ib]))
+    attrs = {}
+    if op == "Mod":  # floats take fmod=1 only; integers either rule
+        attrs["fmod"] = 1 if np.dtype(dtype).kind == "f" else pick(rng, [None, 0, 1])
+    g.output(g.op(op, [ia, ib], **attrs))
     return g.case()
 
 
@@ -1511,6 +1536,11 @@ REDUCE_DTYPES = {
     "ReduceMean": (np.float32, np.float32, np.float64, np.int64, np.int32, np.float16),
     "ReduceMax": (np.float32, np.float32, np.float64, np.int64, np.int32, np.int8, np.uint8, np.float16),
     "ReduceMin": (np.float32, np.float32, np.float64, np.int64, np.int32, np.int8, np.uint8, np.float16),
+    "ReduceProd": (np.float32, np.float64, np.int64, np.int32),
+    "ReduceL1": (np.float32, np.float64, np.int64, np.int32),
+    "ReduceL2": (np.float32, np.float64),
+    "ReduceSumSquare": (np.float32, np.float64, np.int64, np.int32),
+    "ReduceLogSumExp": (np.float32, np.float64),
 }
 
 
@@ -1523,6 +1553,11 @@ def gen_reduce(rng):
     rank = int(rng.integers(1, 6))
     xs = dims(rng, rank, 1, 6, empty=0.1)
     data = values(rng, xs, dtype, scale=2.0)
+    if op not in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin") and data.size == 0:
+        return gen_reduce(rng)  # the empty-set rules are checked for Sum, Max and Min below
+    if op == "ReduceProd":  # products of few factors near 1 stay in range
+        data = (values(rng, xs, np.float64, 0.5, 1.5) if np.dtype(dtype).kind == "f"
+                else small_ints(rng, xs, dtype, -2, 2)).astype(dtype)
     x = g.input(data)
     axes = [int(a) for a in rng.permutation(rank)[:int(rng.integers(0, rank + 1))]]
     axes = [axis_form(rng, a, rank) for a in axes]
@@ -1590,7 +1625,7 @@ def gen_reduce_empty(rng):
                   expected=[np_reduce(op, data, tuple(axes), keep)])
 
 
-@family("argmax", 20)
+@family("argmax", 30)
 def gen_argmax(rng):
     dtype = pick(rng, (np.float32, np.float32, np.float64, np.float16, np.int64, np.int32,
                        np.int8, np.uint8))
@@ -1600,7 +1635,8 @@ def gen_argmax(rng):
     # Few distinct values, so that ties (select_last_index) occur.
     x = rng.integers(0, 4, xs).astype(dtype)
     axis = int(rng.integers(0, rank))
-    g.output(g.op("ArgMax", [g.input(x)], axis=axis_form(rng, axis, rank) if axis or rng.random() < 0.5 else None,
+    g.output(g.op(pick(rng, ["ArgMax", "ArgMin"]), [g.input(x)],
+                  axis=axis_form(rng, axis, rank) if axis or rng.random() < 0.5 else None,
                   keepdims=int(rng.integers(0, 2)) if rng.random() < 0.7 else None,
                   select_last_index=int(rng.integers(0, 2)) if rng.random() < 0.7 else None))
     return g.case()
@@ -1974,11 +2010,139 @@ def gen_scatter_nd(rng):
 
 
 # ---------------------------------------------------------------------------
+# element-wise gathers and scatters, tuple gathers, running sums, triangles,
+# one-hot and top-k
+
+
+@family("gather_elements", 20)
+def gen_gather_elements(rng):
+    dtype = pick(rng, MOVE_DTYPES)
+    g = Graph(rng, int(pick(rng, [13, 17, 21])))
+    rank = int(rng.integers(1, 5))
+    xs = dims(rng, rank, 1, 5)
+    axis = int(rng.integers(0, rank))
+    ishape = [int(rng.integers(1, xs[d] + 1)) if d != axis else int(rng.integers(1, 5)) for d in range(rank)]
+    idx = rng.integers(-xs[axis], xs[axis], ishape).astype(pick(rng, [np.int64, np.int32]))
+    ind = g.const(idx, "indices") if rng.random() < 0.5 else g.input(idx, "indices")
+    g.output(g.op("GatherElements", [g.input(values(rng, xs, dtype)), ind],
+                  axis=axis_form(rng, axis, rank) if axis or rng.random() < 0.5 else None))
+    return g.case()
+
+
+@family("scatter_elements", 20)
+def gen_scatter_elements(rng):
+    reduction = pick(rng, [None, "none", "add", "mul", "max", "min"])
+    opset = 18 if reduction in ("max", "min") else int(pick(rng, [16, 18, 21]))
+    dtype = pick(rng, (np.float32, np.float32, np.float64, np.int64, np.int32))
+    g = Graph(rng, opset)
+    rank = int(rng.integers(1, 4))
+    xs = dims(rng, rank, 1, 5)
+    axis = int(rng.integers(0, rank))
+    # Distinct targets along the axis for each position: with duplicates
+    # the order of updates is open (reductions too, for floats).
+    n = int(rng.integers(1, xs[axis] + 1))
+    ishape = [n if d == axis else int(rng.integers(1, xs[d] + 1)) for d in range(rank)]
+    idx = np.empty(ishape, np.int64)
+    moved = np.moveaxis(idx, axis, -1)
+    for pos in np.ndindex(*moved.shape[:-1]):
+        moved[pos] = rng.permutation(xs[axis])[:n]
+    idx = np.where(rng.random(idx.shape) < 0.3, idx - xs[axis], idx)
+    ins = [g.input(values(rng, xs, dtype, scale=2.0)), g.const(idx, "indices"),
+           g.input(values(rng, ishape, dtype, scale=2.0), "updates")]
+    g.output(g.op("ScatterElements", ins, axis=axis_form(rng, axis, rank), reduction=reduction))
+    return g.case()
+
+
+@family("gather_nd", 20)
+def gen_gather_nd(rng):
+    dtype = pick(rng, MOVE_DTYPES)
+    g = Graph(rng, int(pick(rng, [13, 17, 21])))
+    rank = int(rng.integers(1, 5))
+    xs = dims(rng, rank, 1, 4)
+    b = int(rng.integers(0, rank)) if rng.random() < 0.4 else 0
+    k = int(rng.integers(1, rank - b + 1))
+    mid = dims(rng, int(rng.integers(0, 3)), 1, 3)
+    ishape = xs[:b] + mid + [k]
+    idx = np.stack([rng.integers(-xs[b + j], xs[b + j], ishape[:-1]) for j in range(k)], axis=-1).astype(np.int64)
+    ind = g.const(idx, "indices") if rng.random() < 0.5 else g.input(idx, "indices")
+    y = g.op("GatherND", [g.input(values(rng, xs, dtype)), ind], batch_dims=b if b or rng.random() < 0.5 else None)
+    g.known_types[y] = (dtype, ishape[:-1] + xs[b + k:])  # onnx infers no shape with batch dims
+    g.output(y)
+    return g.case()
+
+
+@family("cumsum", 15)
+def gen_cumsum(rng):
+    dtype = pick(rng, (np.float32, np.float32, np.float64, np.int64, np.int32))
+    g = Graph(rng, int(pick(rng, [14, 17, 21])))
+    rank = int(rng.integers(1, 5))
+    xs = dims(rng, rank, 1, 6)
+    axis = int(rng.integers(-rank, rank))
+    ax = np.array(axis, pick(rng, [np.int64, np.int32]))
+    g.output(g.op("CumSum", [g.input(values(rng, xs, dtype, scale=2.0)), g.const(ax, "axis")],
+                  exclusive=pick(rng, [None, 0, 1]), reverse=pick(rng, [None, 0, 1])))
+    return g.case()
+
+
+@family("trilu", 15)
+def gen_trilu(rng):
+    dtype = pick(rng, MOVE_DTYPES)
+    g = Graph(rng, int(pick(rng, [14, 17, 21])))
+    xs = dims(rng, int(rng.integers(2, 5)), 1, 6)
+    ins = [g.input(values(rng, xs, dtype))]
+    if rng.random() < 0.7:
+        ins.append(g.const(np.array(int(rng.integers(-4, 5)), np.int64), "k"))
+    g.output(g.op("Trilu", ins, upper=pick(rng, [None, 0, 1])))
+    return g.case()
+
+
+@family("onehot", 15)
+def gen_onehot(rng):
+    """Against numpy: onnxruntime has OneHot kernels for a few type
+    combinations only, and onnx's reference none for a rank-1 depth."""
+    g = Graph(rng, int(pick(rng, [13, 17, 21])))
+    depth = int(rng.integers(1, 7))
+    ishape = dims(rng, int(rng.integers(1, 4)), 1, 4)
+    # Indices in [-depth, depth), some outside (all off values).
+    idx = rng.integers(-depth - 1, depth + 1, ishape).astype(pick(rng, [np.int64, np.int32, np.float32]))
+    vdtype = pick(rng, (np.float32, np.int64, np.int32))
+    vals = values(rng, [2], vdtype)
+    rank = len(ishape) + 1
+    axis = int(rng.integers(-rank, rank))
+    dform = np.array(depth if rng.random() < 0.5 else [depth], pick(rng, [np.int64, np.float32]))
+    ins = [g.input(idx, "indices"), g.const(dform, "depth"), g.const(vals, "values")]
+    g.output(g.op("OneHot", ins, axis=axis if axis != -1 or rng.random() < 0.5 else None))
+    i = np.trunc(idx).astype(np.int64)
+    i = np.where(i < 0, i + depth, i)
+    hot = np.arange(depth) == i[..., None]
+    want = np.moveaxis(np.where(hot, vals[1], vals[0]).astype(vdtype), -1, axis % rank)
+    return g.case(oracle="numpy", why="onnxruntime lacks most OneHot type combinations", expected=[want])
+
+
+@family("topk", 20)
+def gen_topk(rng):
+    dtype = pick(rng, (np.float32, np.float32, np.float64, np.int64, np.int32))
+    g = Graph(rng, int(pick(rng, [13, 17, 21])))
+    rank = int(rng.integers(1, 4))
+    xs = dims(rng, rank, 1, 7)
+    axis = int(rng.integers(-rank, rank))
+    # Distinct values along the axis: ties leave the order of equal values
+    # to the implementation in onnxruntime's kernel.
+    n = int(np.prod(xs))
+    x = (rng.permutation(n * 3)[:n].reshape(xs) - n).astype(dtype)
+    k = int(rng.integers(0, xs[axis] + 1))
+    outs = g.op("TopK", [g.input(x), g.const(np.array([k], np.int64), "k")], n_out=2, axis=axis,
+                largest=pick(rng, [None, 0, 1]), sorted=pick(rng, [None, 1]))
+    g.output(*outs)
+    return g.case()
+
+
+# ---------------------------------------------------------------------------
 # NaN and infinity: IEEE flow-through, compared by position
 
 NAN_OPS = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "LeakyRelu", "Sqrt", "Exp", "Abs",
            "Neg", "Sigmoid", "Tanh", "Log", "Reciprocal", "Floor", "Ceil", "MaxPool", "Softmax",
-           "Conv", "Clip"]
+           "Conv", "Clip", "IsNaN", "IsInf", "Sign", "Round"]
 
 
 def with_specials(rng, shape, dtype=np.float32, p=0.2):

@@ -194,7 +194,9 @@ static bool rows_independent(const sg_cpu_plan *p, const sg_node *n, int32_t ran
     case SG_OP_SPACE_TO_DEPTH: case SG_OP_RELU: case SG_OP_LEAKY_RELU: case SG_OP_ELU: case SG_OP_SELU:
     case SG_OP_SIGMOID: case SG_OP_HARD_SIGMOID: case SG_OP_HARD_SWISH: case SG_OP_TANH: case SG_OP_SOFTPLUS:
     case SG_OP_GELU: case SG_OP_ERF: case SG_OP_SQRT: case SG_OP_EXP: case SG_OP_LOG: case SG_OP_NEG:
-    case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR: case SG_OP_CEIL:
+    case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR: case SG_OP_CEIL: case SG_OP_SIN: case SG_OP_COS:
+    case SG_OP_SIGN: case SG_OP_ROUND: case SG_OP_MISH: case SG_OP_IS_NAN: case SG_OP_IS_INF:
+    case SG_OP_LESS_OR_EQUAL: case SG_OP_GREATER_OR_EQUAL: case SG_OP_XOR: case SG_OP_MOD:
         /* Elementwise, per-channel or along other axes: the shape rule
          * (same rank, same axis 0 in and out) is the whole condition. A
          * reduction over axis 0 changes it, or the rank. */

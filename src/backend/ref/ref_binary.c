@@ -13,7 +13,13 @@
 
 static bool is_compare(sg_op op)
 {
-    return op == SG_OP_EQUAL || op == SG_OP_LESS || op == SG_OP_GREATER;
+    return op == SG_OP_EQUAL || op == SG_OP_LESS || op == SG_OP_GREATER || op == SG_OP_LESS_OR_EQUAL ||
+           op == SG_OP_GREATER_OR_EQUAL;
+}
+
+static bool is_logic(sg_op op)
+{
+    return op == SG_OP_AND || op == SG_OP_OR || op == SG_OP_XOR;
 }
 
 static double bin_f64(sg_op op, double a, double b)
@@ -28,8 +34,12 @@ static double bin_f64(sg_op op, double a, double b)
     case SG_OP_EQUAL: return a == b;
     case SG_OP_LESS: return a < b;
     case SG_OP_GREATER: return a > b;
+    case SG_OP_LESS_OR_EQUAL: return a <= b;
+    case SG_OP_GREATER_OR_EQUAL: return a >= b;
     case SG_OP_AND: return (a != 0) && (b != 0);
     case SG_OP_OR: return (a != 0) || (b != 0);
+    case SG_OP_XOR: return (a != 0) != (b != 0);
+    case SG_OP_MOD: return fmod(a, b); /* floats take fmod=1 only: C's fmod, the dividend's sign */
     case SG_OP_MIN: return ref_min_nan(a, b);
     case SG_OP_MAX: return ref_max_nan(a, b);
     case SG_OP_SUM:
@@ -82,8 +92,24 @@ static bool bin_i64(sg_op op, int64_t a, int64_t b, int64_t *r)
     case SG_OP_EQUAL: *r = a == b; return true;
     case SG_OP_LESS: *r = a < b; return true;
     case SG_OP_GREATER: *r = a > b; return true;
+    case SG_OP_LESS_OR_EQUAL: *r = a <= b; return true;
+    case SG_OP_GREATER_OR_EQUAL: *r = a >= b; return true;
     case SG_OP_AND: *r = (a != 0) && (b != 0); return true;
     case SG_OP_OR: *r = (a != 0) || (b != 0); return true;
+    case SG_OP_XOR: *r = (a != 0) != (b != 0); return true;
+    case SG_OP_MOD:
+        if (b == 0)
+            return false;
+        /* fmod=1 (imod false): C's remainder, the dividend's sign; fmod=0:
+         * Python's, the divisor's (the caller passes which in *r). */
+        {
+            bool python = *r != 0;
+            int64_t m = b == -1 ? 0 : a % b;
+            if (python && m != 0 && ((m < 0) != (b < 0)))
+                m += b;
+            *r = m;
+        }
+        return true;
     case SG_OP_MIN: *r = a < b ? a : b; return true;
     case SG_OP_MAX: *r = a > b ? a : b; return true;
     default: *r = 0; return true;
@@ -138,11 +164,12 @@ REF_KERNEL(sg_ref_binary)
     if (op != SG_OP_POW && a->dtype != b->dtype)
         return sg_node_error(n, SEGRT_ERROR_SHAPE, "inputs have different dtypes (%s and %s)",
                              segrt_dtype_name(a->dtype), segrt_dtype_name(b->dtype));
-    if (op == SG_OP_AND || op == SG_OP_OR)
+    if (is_logic(op))
         SG_TRY(sg_ref_check_dtype(n, a, SEGRT_DTYPE_BOOL, "input"));
-    SG_TRY(sg_ref_check_dtype(
-        n, y, is_compare(op) || op == SG_OP_AND || op == SG_OP_OR ? SEGRT_DTYPE_BOOL : a->dtype,
-        "output"));
+    SG_TRY(sg_ref_check_dtype(n, y, is_compare(op) || is_logic(op) ? SEGRT_DTYPE_BOOL : a->dtype, "output"));
+    bool python_mod = op == SG_OP_MOD && sg_attr_int(n, "fmod", 0) == 0;
+    if (op == SG_OP_MOD && python_mod && sg_dtype_is_float(a->dtype))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "fmod=0 on float inputs; floats need fmod=1");
     const sg_tensor *ops[2] = {a, b};
     ref_bcast bc;
     SG_TRY(sg_ref_bcast_init(n, &bc, y->dims, y->rank, ops, 2));
@@ -174,7 +201,7 @@ REF_KERNEL(sg_ref_binary)
             for (int64_t j = 0; j < bc.inner; j++) {
                 int64_t va = sg_dtype_load_i64(a->dtype, a->data, off[0] + j * sa);
                 int64_t vb = sg_dtype_load_i64(b->dtype, b->data, off[1] + j * sb);
-                int64_t v;
+                int64_t v = python_mod; /* Mod's rule in, the result out */
                 if (!bin_i64(op, va, vb, &v))
                     return div_zero(n);
                 sg_dtype_store_i64(y->dtype, y->data, yo + j, v);

@@ -1,6 +1,10 @@
-/* ReduceMean, ReduceSum, ReduceMax, ReduceMin and ArgMax.
+/* ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+ * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax and
+ * ArgMin.
  *
- * Floats accumulate in double, integers in int64 with wrap-around. The
+ * Floats accumulate in double, integers in int64 with wrap-around (L2,
+ * LogSum and LogSumExp of integers in double, truncated on the store, as
+ * the spec's numpy reference casts them). The
  * input is walked once in order; each input row adds into the output
  * elements it maps to, found through broadcasting the keepdims-shaped
  * output against the input. */
@@ -65,6 +69,46 @@ static int64_t int_highest(sg_dtype t)
     }
 }
 
+/* Whether op accumulates something of each element other than itself. */
+static bool reduce_maps(sg_op op)
+{
+    return op == SG_OP_REDUCE_L1 || op == SG_OP_REDUCE_L2 || op == SG_OP_REDUCE_SUM_SQUARE ||
+           op == SG_OP_REDUCE_LOG_SUM || op == SG_OP_REDUCE_LOG_SUM_EXP;
+}
+
+/* The accumulator's start: the identity of op's combination. */
+static double start_f64(sg_op op)
+{
+    return op == SG_OP_REDUCE_MAX ? -INFINITY : op == SG_OP_REDUCE_MIN ? INFINITY : op == SG_OP_REDUCE_PROD ? 1 : 0;
+}
+
+/* acc combined with element v. */
+static double step_f64(sg_op op, double acc, double v)
+{
+    switch (op) {
+    case SG_OP_REDUCE_MAX: return ref_max_nan(acc, v);
+    case SG_OP_REDUCE_MIN: return ref_min_nan(acc, v);
+    case SG_OP_REDUCE_PROD: return acc * v;
+    case SG_OP_REDUCE_L1: return acc + fabs(v);
+    case SG_OP_REDUCE_L2:
+    case SG_OP_REDUCE_SUM_SQUARE: return acc + v * v;
+    case SG_OP_REDUCE_LOG_SUM_EXP: return acc + exp(v);
+    default: return acc + v; /* Sum, Mean, LogSum */
+    }
+}
+
+/* The result from the accumulator of `count` elements. */
+static double end_f64(sg_op op, double acc, int64_t count)
+{
+    switch (op) {
+    case SG_OP_REDUCE_MEAN: return acc / (double)count; /* an empty reduction gives NaN */
+    case SG_OP_REDUCE_L2: return sqrt(acc);
+    case SG_OP_REDUCE_LOG_SUM:
+    case SG_OP_REDUCE_LOG_SUM_EXP: return log(acc); /* empty: log(0) = -inf */
+    default: return acc;
+    }
+}
+
 REF_KERNEL(sg_ref_reduce)
 {
     const sg_tensor *x, *taxes;
@@ -73,15 +117,21 @@ REF_KERNEL(sg_ref_reduce)
     SG_TRY(sg_ref_opt_in(n, in, n_in, 1, &taxes));
     SG_TRY(sg_ref_need_out(n, out, n_out, 0, &y));
     SG_TRY(sg_ref_check_dtype(n, y, x->dtype, "output"));
-    bool fl = sg_dtype_is_float(x->dtype);
+    sg_op op = n->op;
+    bool fl = sg_dtype_is_float(x->dtype) || op == SG_OP_REDUCE_L2 || op == SG_OP_REDUCE_LOG_SUM ||
+              op == SG_OP_REDUCE_LOG_SUM_EXP;
     /* ReduceMax/Min take bool from opset 20: any and all. */
     bool is_bool = x->dtype == SEGRT_DTYPE_BOOL && (n->op == SG_OP_REDUCE_MAX || n->op == SG_OP_REDUCE_MIN);
-    if (!fl && !sg_dtype_is_integer(x->dtype) && !is_bool)
+    if (!sg_dtype_is_float(x->dtype) && !sg_dtype_is_integer(x->dtype) && !is_bool)
         return sg_ref_unsupported_dtype(n, x->dtype);
     bool flags[SEGRT_MAX_RANK], noop = false;
     SG_TRY(reduce_axes(n, x, taxes, flags, &noop));
-    if (noop)
+    /* No axes and noop_with_empty_axes: each element alone (the input as
+     * it is, or its image: |x|, x^2, log x...). */
+    if (noop && !reduce_maps(op))
         return sg_ref_copy(n, in, 1, out, n_out);
+    for (int32_t d = 0; noop && d < x->rank; d++)
+        flags[d] = false;
     bool keep = sg_attr_int(n, "keepdims", 1) != 0;
     /* kept: the output with reduced dims as 1; want: what the output must be. */
     sg_tensor kept = *y;
@@ -103,12 +153,14 @@ REF_KERNEL(sg_ref_reduce)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     double *af = acc;
     int64_t *ai = acc;
-    sg_op op = n->op;
     for (int64_t i = 0; i < numel; i++) {
         if (fl)
-            af[i] = op == SG_OP_REDUCE_MAX ? -INFINITY : op == SG_OP_REDUCE_MIN ? INFINITY : 0;
+            af[i] = start_f64(op);
         else
-            ai[i] = op == SG_OP_REDUCE_MAX ? int_lowest(x->dtype) : op == SG_OP_REDUCE_MIN ? int_highest(x->dtype) : 0;
+            ai[i] = op == SG_OP_REDUCE_MAX   ? int_lowest(x->dtype)
+                    : op == SG_OP_REDUCE_MIN ? int_highest(x->dtype)
+                    : op == SG_OP_REDUCE_PROD ? 1
+                                              : 0;
     }
     const sg_tensor *kp = &kept;
     ref_bcast bc;
@@ -125,24 +177,28 @@ REF_KERNEL(sg_ref_reduce)
             int64_t o = off[0] + j * st;
             if (fl) {
                 double v = sg_dtype_load_f64(x->dtype, x->data, xo + j);
-                af[o] = op == SG_OP_REDUCE_MAX   ? ref_max_nan(af[o], v)
-                        : op == SG_OP_REDUCE_MIN ? ref_min_nan(af[o], v)
-                                                 : af[o] + v;
+                af[o] = step_f64(op, af[o], v);
             } else {
                 int64_t v = sg_dtype_load_i64(x->dtype, x->data, xo + j);
-                ai[o] = op == SG_OP_REDUCE_MAX   ? (v > ai[o] ? v : ai[o])
-                        : op == SG_OP_REDUCE_MIN ? (v < ai[o] ? v : ai[o])
-                                                 : ref_add_wrap(ai[o], v);
+                switch (op) {
+                case SG_OP_REDUCE_MAX: ai[o] = v > ai[o] ? v : ai[o]; break;
+                case SG_OP_REDUCE_MIN: ai[o] = v < ai[o] ? v : ai[o]; break;
+                case SG_OP_REDUCE_PROD: ai[o] = ref_mul_wrap(ai[o], v); break;
+                case SG_OP_REDUCE_L1: ai[o] = ref_add_wrap(ai[o], v < 0 ? ref_sub_wrap(0, v) : v); break;
+                case SG_OP_REDUCE_SUM_SQUARE: ai[o] = ref_add_wrap(ai[o], ref_mul_wrap(v, v)); break;
+                default: ai[o] = ref_add_wrap(ai[o], v); break;
+                }
             }
         }
         sg_ref_bcast_next(&bc, idx, off);
     }
     for (int64_t i = 0; i < numel; i++) {
         if (fl) {
-            double v = af[i];
-            if (op == SG_OP_REDUCE_MEAN)
-                v /= (double)count; /* an empty reduction gives NaN */
-            sg_dtype_store_f64(y->dtype, y->data, i, v);
+            double v = end_f64(op, af[i], count);
+            if (sg_dtype_is_integer(y->dtype)) /* L2, LogSum, LogSumExp of integers: truncated */
+                sg_dtype_store_i64(y->dtype, y->data, i, isfinite(v) ? (int64_t)v : 0);
+            else
+                sg_dtype_store_f64(y->dtype, y->data, i, v);
         } else {
             int64_t v = ai[i];
             if (op == SG_OP_REDUCE_MEAN)
@@ -179,7 +235,11 @@ REF_KERNEL(sg_ref_arg_max)
     for (int32_t d = axis + 1; d < x->rank; d++)
         inner *= x->dims[d];
     if (len == 0 && outer * inner > 0)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "cannot take ArgMax over an empty axis");
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "cannot take %s over an empty axis",
+                             n->op == SG_OP_ARG_MIN ? "ArgMin" : "ArgMax");
+    /* ArgMin is ArgMax of the order reversed: the smallest, NaN first (as
+     * numpy's argmin). */
+    double sgn = n->op == SG_OP_ARG_MIN ? -1.0 : 1.0;
     bool fl = sg_dtype_is_float(x->dtype);
     int64_t *yd = y->data;
     for (int64_t o = 0; o < outer; o++)
@@ -187,9 +247,9 @@ REF_KERNEL(sg_ref_arg_max)
             int64_t base = o * len * inner + i, best = 0;
             if (fl) {
                 /* NaN counts as the largest value, as numpy's argmax. */
-                double bv = sg_dtype_load_f64(x->dtype, x->data, base);
+                double bv = sgn * sg_dtype_load_f64(x->dtype, x->data, base);
                 for (int64_t k = 1; k < len; k++) {
-                    double v = sg_dtype_load_f64(x->dtype, x->data, base + k * inner);
+                    double v = sgn * sg_dtype_load_f64(x->dtype, x->data, base + k * inner);
                     bool bnan = bv != bv, vnan = v != v;
                     bool better = bnan ? (last && vnan) : (vnan || v > bv || (last && v == bv));
                     if (better) {
@@ -199,9 +259,10 @@ REF_KERNEL(sg_ref_arg_max)
                 }
             } else {
                 int64_t bv = sg_dtype_load_i64(x->dtype, x->data, base);
+                bool min = n->op == SG_OP_ARG_MIN;
                 for (int64_t k = 1; k < len; k++) {
                     int64_t v = sg_dtype_load_i64(x->dtype, x->data, base + k * inner);
-                    if (v > bv || (last && v == bv)) {
+                    if ((min ? v < bv : v > bv) || (last && v == bv)) {
                         bv = v;
                         best = k;
                     }

@@ -134,6 +134,36 @@ static double un_ceil(double x, const unary_params *p)
     return ceil(x);
 }
 
+static double un_sin(double x, const unary_params *p)
+{
+    (void)p;
+    return sin(x);
+}
+
+static double un_cos(double x, const unary_params *p)
+{
+    (void)p;
+    return cos(x);
+}
+
+static double un_sign(double x, const unary_params *p)
+{
+    (void)p;
+    return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* 0 and NaN stay as they are */
+}
+
+static double un_round(double x, const unary_params *p)
+{
+    (void)p;
+    return nearbyint(x); /* halves to even, the default rounding mode (the spec's rule) */
+}
+
+static double un_mish(double x, const unary_params *p)
+{
+    /* x tanh(softplus(x)) */
+    return x * tanh(un_softplus(x, p));
+}
+
 static unary_f64_fn unary_float_fn(sg_op op)
 {
     switch (op) {
@@ -156,6 +186,11 @@ static unary_f64_fn unary_float_fn(sg_op op)
     case SG_OP_RECIPROCAL: return un_reciprocal;
     case SG_OP_FLOOR: return un_floor;
     case SG_OP_CEIL: return un_ceil;
+    case SG_OP_SIN: return un_sin;
+    case SG_OP_COS: return un_cos;
+    case SG_OP_SIGN: return un_sign;
+    case SG_OP_ROUND: return un_round;
+    case SG_OP_MISH: return un_mish;
     default: return NULL;
     }
 }
@@ -195,6 +230,7 @@ static bool unary_int(sg_op op, int64_t x, int64_t *y)
     case SG_OP_RELU: *y = x < 0 ? 0 : x; return true;
     case SG_OP_NEG: *y = ref_sub_wrap(0, x); return true;
     case SG_OP_ABS: *y = x < 0 ? ref_sub_wrap(0, x) : x; return true;
+    case SG_OP_SIGN: *y = x > 0 ? 1 : x < 0 ? -1 : 0; return true;
     default: return false;
     }
 }
@@ -208,6 +244,18 @@ REF_KERNEL(sg_ref_unary)
     SG_TRY(sg_ref_check_same_numel(n, x, y));
     int64_t count = sg_ref_numel(x);
 
+    if (n->op == SG_OP_IS_NAN || n->op == SG_OP_IS_INF) {
+        if (!sg_dtype_is_float(x->dtype))
+            return sg_ref_unsupported_dtype(n, x->dtype);
+        SG_TRY(sg_ref_check_dtype(n, y, SEGRT_DTYPE_BOOL, "output"));
+        bool neg = sg_attr_int(n, "detect_negative", 1) != 0, pos = sg_attr_int(n, "detect_positive", 1) != 0;
+        uint8_t *ys = y->data;
+        for (int64_t i = 0; i < count; i++) {
+            double v = sg_dtype_load_f64(x->dtype, x->data, i);
+            ys[i] = n->op == SG_OP_IS_NAN ? isnan(v) : isinf(v) && (v > 0 ? pos : neg);
+        }
+        return SEGRT_OK;
+    }
     if (n->op == SG_OP_NOT) {
         SG_TRY(sg_ref_check_dtype(n, x, SEGRT_DTYPE_BOOL, "input"));
         SG_TRY(sg_ref_check_dtype(n, y, SEGRT_DTYPE_BOOL, "output"));
