@@ -39,6 +39,7 @@ SG_UNARY(COS)
 SG_UNARY(SIGN)
 SG_UNARY(ROUND)
 SG_UNARY(MISH)
+SG_UNARY(SOFTSIGN)
 
 #undef SG_UNARY
 
@@ -191,6 +192,18 @@ sg_status sg_infer_LESS(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
 sg_status sg_infer_GREATER(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
 sg_status sg_infer_LESS_OR_EQUAL(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
 sg_status sg_infer_GREATER_OR_EQUAL(sg_graph *g, sg_node *n) { return infer_compare(g, n); }
+
+sg_status sg_infer_BIT_SHIFT(sg_graph *g, sg_node *n)
+{
+    const char *dir = sg_attr_string(n, "direction", "");
+    if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "direction is `%s`; must be LEFT or RIGHT", dir);
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    if (t != SEGRT_DTYPE_UNDEFINED && t != SEGRT_DTYPE_UINT8 && t != SEGRT_DTYPE_UINT16)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input `%s` is %s; BitShift takes unsigned integers",
+                             sg_iu_name(g, n, 0), segrt_dtype_name(t));
+    return infer_arith(g, n);
+}
 
 sg_status sg_infer_MOD(sg_graph *g, sg_node *n)
 {

@@ -29,6 +29,14 @@ sg_status sg_infer_CAST(sg_graph *g, sg_node *n)
     return sg_infer_set_output(g, n, 0, to, &x);
 }
 
+/* CastLike: input 0 as input 1's dtype (its values unused). */
+sg_status sg_infer_CAST_LIKE(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 1), &x);
+}
+
 sg_status sg_infer_SHAPE(sg_graph *g, sg_node *n)
 {
     sg_shape x;

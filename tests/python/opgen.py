@@ -630,6 +630,7 @@ UNARY = {
     "Sign": ("normal", (np.float32, np.float32, np.float64, np.int64, np.int32, np.int8)),
     "Round": ("halves", (np.float32, np.float32, np.float64, np.float16)),
     "Mish": ("wide", (np.float32, np.float32, np.float64)),
+    "Softsign": ("wide", (np.float32, np.float32, np.float64)),
 }
 
 
@@ -717,6 +718,7 @@ BINARY = {
     "LessOrEqual": (np.float32, np.int64, np.int32, np.float64),
     "GreaterOrEqual": (np.float32, np.int64, np.int32, np.float64),
     "Mod": (np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8),
+    "BitShift": (np.uint8, np.uint16),
 }
 
 
@@ -728,6 +730,9 @@ def binary_operands(rng, op, dtype, sa, sb):
     """Operand data for which every dtype stays in range and the result
     is well conditioned."""
     kind = np.dtype(dtype).kind
+    if op == "BitShift":  # shifts past the width give 0
+        bits = np.dtype(dtype).itemsize * 8
+        return small_ints(rng, sa, dtype, 0, 255), small_ints(rng, sb, dtype, 0, bits + 1)
     if op == "Mod":  # divisors away from 0, both signs
         if kind in "iu":
             lo = 0 if kind == "u" else -20
@@ -786,6 +791,8 @@ def gen_binary(rng):
     attrs = {}
     if op == "Mod":  # floats take fmod=1 only; integers either rule
         attrs["fmod"] = 1 if np.dtype(dtype).kind == "f" else pick(rng, [None, 0, 1])
+    if op == "BitShift":
+        attrs["direction"] = pick(rng, ["LEFT", "RIGHT"])
     g.output(g.op(op, [ia, ib], **attrs))
     return g.case()
 

@@ -82,6 +82,7 @@ static bool is_unary_elementwise(sg_op op)
     case SG_OP_TANH: case SG_OP_SOFTPLUS: case SG_OP_GELU: case SG_OP_ERF: case SG_OP_CLIP: case SG_OP_SQRT:
     case SG_OP_EXP: case SG_OP_LOG: case SG_OP_NEG: case SG_OP_ABS: case SG_OP_RECIPROCAL: case SG_OP_FLOOR:
     case SG_OP_CEIL: case SG_OP_SIN: case SG_OP_COS: case SG_OP_SIGN: case SG_OP_ROUND: case SG_OP_MISH:
+    case SG_OP_SOFTSIGN:
         return true;
     default:
         return false;

@@ -38,6 +38,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_MISH] = sg_ref_unary,
     [SG_OP_IS_NAN] = sg_ref_unary,
     [SG_OP_IS_INF] = sg_ref_unary,
+    [SG_OP_SOFTSIGN] = sg_ref_unary,
 
     [SG_OP_SOFTMAX] = sg_ref_softmax,
     [SG_OP_LOG_SOFTMAX] = sg_ref_softmax,
@@ -56,6 +57,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_GREATER_OR_EQUAL] = sg_ref_binary,
     [SG_OP_XOR] = sg_ref_binary,
     [SG_OP_MOD] = sg_ref_binary,
+    [SG_OP_BIT_SHIFT] = sg_ref_binary,
     [SG_OP_MIN] = sg_ref_variadic,
     [SG_OP_MAX] = sg_ref_variadic,
     [SG_OP_SUM] = sg_ref_variadic,
@@ -93,6 +95,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_TOP_K] = sg_ref_top_k,
 
     [SG_OP_CAST] = sg_ref_cast,
+    [SG_OP_CAST_LIKE] = sg_ref_cast, /* the output's dtype is the target's */
     [SG_OP_SHAPE] = sg_ref_shape,
     [SG_OP_SIZE] = sg_ref_size,
     [SG_OP_CONSTANT_OF_SHAPE] = sg_ref_constant_of_shape,

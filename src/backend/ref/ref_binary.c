@@ -97,6 +97,12 @@ static bool bin_i64(sg_op op, int64_t a, int64_t b, int64_t *r)
     case SG_OP_AND: *r = (a != 0) && (b != 0); return true;
     case SG_OP_OR: *r = (a != 0) || (b != 0); return true;
     case SG_OP_XOR: *r = (a != 0) != (b != 0); return true;
+    case SG_OP_BIT_SHIFT: /* unsigned operands; *r in: 1 for LEFT */
+        if (b < 0 || b >= 64)
+            *r = 0;
+        else
+            *r = *r ? (int64_t)((uint64_t)a << b) : (int64_t)((uint64_t)a >> b);
+        return true;
     case SG_OP_MOD:
         if (b == 0)
             return false;
@@ -168,6 +174,9 @@ REF_KERNEL(sg_ref_binary)
         SG_TRY(sg_ref_check_dtype(n, a, SEGRT_DTYPE_BOOL, "input"));
     SG_TRY(sg_ref_check_dtype(n, y, is_compare(op) || is_logic(op) ? SEGRT_DTYPE_BOOL : a->dtype, "output"));
     bool python_mod = op == SG_OP_MOD && sg_attr_int(n, "fmod", 0) == 0;
+    bool left = op == SG_OP_BIT_SHIFT && strcmp(sg_attr_string(n, "direction", ""), "LEFT") == 0;
+    if (op == SG_OP_BIT_SHIFT && (a->dtype != SEGRT_DTYPE_UINT8 && a->dtype != SEGRT_DTYPE_UINT16))
+        return sg_ref_unsupported_dtype(n, a->dtype);
     if (op == SG_OP_MOD && python_mod && sg_dtype_is_float(a->dtype))
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "fmod=0 on float inputs; floats need fmod=1");
     const sg_tensor *ops[2] = {a, b};
@@ -201,7 +210,7 @@ REF_KERNEL(sg_ref_binary)
             for (int64_t j = 0; j < bc.inner; j++) {
                 int64_t va = sg_dtype_load_i64(a->dtype, a->data, off[0] + j * sa);
                 int64_t vb = sg_dtype_load_i64(b->dtype, b->data, off[1] + j * sb);
-                int64_t v = python_mod; /* Mod's rule in, the result out */
+                int64_t v = op == SG_OP_MOD ? python_mod : left; /* Mod's rule or the shift's way in, the result out */
                 if (!bin_i64(op, va, vb, &v))
                     return div_zero(n);
                 sg_dtype_store_i64(y->dtype, y->data, yo + j, v);

@@ -164,6 +164,12 @@ static double un_mish(double x, const unary_params *p)
     return x * tanh(un_softplus(x, p));
 }
 
+static double un_softsign(double x, const unary_params *p)
+{
+    (void)p;
+    return x / (1.0 + fabs(x));
+}
+
 static unary_f64_fn unary_float_fn(sg_op op)
 {
     switch (op) {
@@ -191,6 +197,7 @@ static unary_f64_fn unary_float_fn(sg_op op)
     case SG_OP_SIGN: return un_sign;
     case SG_OP_ROUND: return un_round;
     case SG_OP_MISH: return un_mish;
+    case SG_OP_SOFTSIGN: return un_softsign;
     default: return NULL;
     }
 }
