@@ -1,5 +1,6 @@
-/* Shape inference for shape, type and constant operators: Cast, Shape,
- * Size, ConstantOfShape, Range, Constant, Identity and Dropout. */
+/* Shape inference for shape, type and constant operators: Cast, CastLike,
+ * QuantizeLinear, DequantizeLinear, Shape, Size, ConstantOfShape, Range,
+ * Constant, Identity and Dropout. */
 #include "graph/infer_util.h"
 
 #include <math.h>
@@ -34,6 +35,65 @@ sg_status sg_infer_CAST_LIKE(sg_graph *g, sg_node *n)
 {
     sg_shape x;
     SG_TRY(sg_iu_shape(g, n, 0, &x));
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 1), &x);
+}
+
+/* The quantisers' scale (and zero point): a scalar, one value per index
+ * of `axis`, or (block_size, opset 21) the input's shape with `axis`
+ * divided into blocks. */
+static sg_status quant_params(sg_graph *g, sg_node *n, const sg_shape *x)
+{
+    int64_t bs = sg_attr_int(n, "block_size", 0);
+    if (bs < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "block_size is %lld", (long long)bs);
+    for (int32_t i = 1; i <= 2; i++) {
+        if (!sg_iu_has_input(n, i))
+            continue;
+        sg_shape s;
+        SG_TRY(sg_iu_shape(g, n, i, &s));
+        if (bs > 0) {
+            if (s.rank >= 0 && x->rank >= 0 && s.rank != x->rank)
+                return sg_node_error(n, SEGRT_ERROR_SHAPE, "`%s` has rank %d; blocked, it has the input's %d",
+                                     sg_iu_name(g, n, i), s.rank, x->rank);
+            continue;
+        }
+        if (s.rank > 1)
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "`%s` has rank %d; a scale or zero point is a scalar or 1-D",
+                                 sg_iu_name(g, n, i), s.rank);
+        if (s.rank == 1 && x->rank >= 0) {
+            int32_t axis;
+            SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 1), x->rank, &axis));
+            if (s.d[0].size >= 0 && x->d[axis].size >= 0 && s.d[0].size != x->d[axis].size && s.d[0].size != 1)
+                return sg_node_error(n, SEGRT_ERROR_SHAPE, "`%s` has %lld values for an axis of %lld",
+                                     sg_iu_name(g, n, i), (long long)s.d[0].size, (long long)x->d[axis].size);
+        }
+    }
+    return SEGRT_OK;
+}
+
+sg_status sg_infer_QUANTIZE_LINEAR(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(quant_params(g, n, &x));
+    sg_dtype t = SEGRT_DTYPE_UINT8;
+    const sg_attr *od = sg_attr_find(n, "output_dtype");
+    if (sg_iu_has_input(n, 2))
+        t = sg_iu_dtype(g, n, 2);
+    else if (od && od->kind == SG_ATTR_INT && od->i != 0)
+        SG_TRY(supported_dtype(n, od->i, "`output_dtype`", &t));
+    if (t != SEGRT_DTYPE_UNDEFINED && t != SEGRT_DTYPE_UINT8 && t != SEGRT_DTYPE_INT8 && t != SEGRT_DTYPE_UINT16 &&
+        t != SEGRT_DTYPE_INT16)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "quantising to %s (segrt: 8- and 16-bit integers)",
+                             segrt_dtype_name(t));
+    return sg_infer_set_output(g, n, 0, t, &x);
+}
+
+sg_status sg_infer_DEQUANTIZE_LINEAR(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(quant_params(g, n, &x));
     return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 1), &x);
 }
 

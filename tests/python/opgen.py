@@ -2144,6 +2144,36 @@ def gen_topk(rng):
     return g.case()
 
 
+@family("quant", 20)
+def gen_quant(rng):
+    """QuantizeLinear and DequantizeLinear, a scale per tensor or per axis."""
+    op = pick(rng, ["QuantizeLinear", "DequantizeLinear"])
+    g = Graph(rng, int(pick(rng, [13, 19, 21])))
+    rank = int(rng.integers(1, 5))
+    xs = dims(rng, rank, 1, 5)
+    axis = int(rng.integers(-rank, rank))
+    per_axis = rng.random() < 0.5
+    n = xs[axis] if per_axis else 1
+    scale = rng.uniform(0.01, 0.5, n).astype(np.float32)
+    qtype = pick(rng, [np.uint8, np.int8])
+    lo, hi = (0, 255) if qtype == np.uint8 else (-128, 127)
+    zp = rng.integers(lo // 2, hi // 2 + 1, n).astype(qtype)
+    shape = [n] if per_axis else []
+    ins = []
+    if op == "QuantizeLinear":
+        x = values(rng, xs, np.float32, scale=40.0)
+        ins = [g.input(x), g.const(scale.reshape(shape), "scale")]
+    else:
+        x = rng.integers(lo, hi + 1, xs).astype(qtype)
+        ins = [g.input(x), g.const(scale.reshape(shape), "scale")]
+    if rng.random() < 0.8 or op == "DequantizeLinear" and qtype == np.int8:
+        ins.append(g.const(zp.reshape(shape), "zero_point"))
+    elif op == "QuantizeLinear" and qtype == np.int8:
+        qtype = np.uint8  # no zero point: uint8
+    g.output(g.op(op, ins, axis=axis if per_axis else None))
+    return g.case()
+
+
 # ---------------------------------------------------------------------------
 # NaN and infinity: IEEE flow-through, compared by position
 

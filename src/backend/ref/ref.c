@@ -96,6 +96,8 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
 
     [SG_OP_CAST] = sg_ref_cast,
     [SG_OP_CAST_LIKE] = sg_ref_cast, /* the output's dtype is the target's */
+    [SG_OP_QUANTIZE_LINEAR] = sg_ref_quantize_linear,
+    [SG_OP_DEQUANTIZE_LINEAR] = sg_ref_dequantize_linear,
     [SG_OP_SHAPE] = sg_ref_shape,
     [SG_OP_SIZE] = sg_ref_size,
     [SG_OP_CONSTANT_OF_SHAPE] = sg_ref_constant_of_shape,

@@ -52,6 +52,8 @@ REF_KERNEL(sg_ref_cum_sum);
 REF_KERNEL(sg_ref_trilu);
 REF_KERNEL(sg_ref_one_hot);
 REF_KERNEL(sg_ref_top_k);
+REF_KERNEL(sg_ref_quantize_linear);
+REF_KERNEL(sg_ref_dequantize_linear);
 REF_KERNEL(sg_ref_depth_to_space);
 REF_KERNEL(sg_ref_space_to_depth);
 REF_KERNEL(sg_ref_cast);
