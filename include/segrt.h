@@ -139,7 +139,7 @@ typedef struct segrt_model segrt_model;
 
 /* Loads an ONNX model file. External data files are resolved relative to
  * the model's folder; absolute paths and paths that leave the folder are
- * rejected. Operators, opsets (13 to 21 of the default domain) and dtypes
+ * rejected. Operators, opsets (13 to 23 of the default domain) and dtypes
  * are validated here, so an unsupported model fails at load with the node
  * named. On success *out owns the model; release it with
  * segrt_model_destroy.

@@ -154,6 +154,25 @@ static sg_status check_ln_param(const sg_graph *g, const sg_node *n, int32_t i, 
         sg_iu_name(g, n, 0), sg_shape_format(g, x, b, sizeof b));
 }
 
+/* RMSNormalization (opset 23): LayerNormalization without the mean and
+ * the bias, one output. */
+sg_status sg_infer_RMS_NORMALIZATION(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_same_dtype(g, n, 0, 1));
+    int64_t stash = sg_attr_int(n, "stash_type", SEGRT_DTYPE_FLOAT32);
+    if (stash < 0 || stash > 64 || !sg_dtype_is_float((sg_dtype)stash))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "stash_type %lld is not a floating-point type",
+                             (long long)stash);
+    if (x.rank >= 0) {
+        int32_t axis;
+        SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), x.rank, &axis));
+        SG_TRY(check_ln_param(g, n, 1, &x, axis));
+    }
+    return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &x);
+}
+
 sg_status sg_infer_LAYER_NORMALIZATION(sg_graph *g, sg_node *n)
 {
     sg_shape x;

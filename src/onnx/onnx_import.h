@@ -8,7 +8,7 @@
 
 /* The default-domain opsets segrt implements. */
 #define SG_ONNX_OPSET_MIN 13
-#define SG_ONNX_OPSET_MAX 21
+#define SG_ONNX_OPSET_MAX 23
 
 /* Parses a serialized ModelProto into a new graph with nodes in topological
  * order, shapes inferred as far as the model allows. base_dir is the folder

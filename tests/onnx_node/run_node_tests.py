@@ -42,7 +42,7 @@ TABLE = REPO / "docs" / "onnx_node_tests.md"
 REGENERATE = ".venv/bin/python tests/onnx_node/run_node_tests.py --segrt build/segrt --table docs/onnx_node_tests.md"
 
 # The default-domain opsets segrt imports (SG_ONNX_OPSET_MIN/MAX).
-OPSET_MIN, OPSET_MAX = 13, 21
+OPSET_MIN, OPSET_MAX = 13, 23
 
 # ONNX element types segrt has (TensorProto enum values).
 SUPPORTED_DTYPES = {
@@ -327,9 +327,9 @@ def _first_line(text: str, limit: int = 160) -> str:
 def at_supported_opset(model: onnx.ModelProto) -> tuple[onnx.ModelProto | None, str | None]:
     """The model at an opset segrt imports, or (None, why not).
 
-    A model stamped above 21 runs at 21 when every node's operator has a
-    schema there and the checker (with shape inference) accepts the model at
-    21; models below 13 are out of range.
+    A model stamped above OPSET_MAX runs at OPSET_MAX when every node's operator has a
+    schema there and the checker (with shape inference) accepts the model
+    there; models below OPSET_MIN are out of range.
     """
     v = default_opset(model)
     if v is None:

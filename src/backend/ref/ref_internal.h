@@ -28,6 +28,7 @@ REF_KERNEL(sg_ref_batch_normalization);
 REF_KERNEL(sg_ref_instance_normalization);
 REF_KERNEL(sg_ref_group_normalization);
 REF_KERNEL(sg_ref_layer_normalization);
+REF_KERNEL(sg_ref_rms_normalization);
 REF_KERNEL(sg_ref_unary);
 REF_KERNEL(sg_ref_clip);
 REF_KERNEL(sg_ref_binary);
