@@ -1,4 +1,4 @@
-/* Shape inference for Resize and the deprecated Upsample. */
+/* Shape inference for Resize, the deprecated Upsample and GridSample. */
 #include "graph/infer_util.h"
 
 #include <math.h>
@@ -186,5 +186,31 @@ sg_status sg_infer_UPSAMPLE(sg_graph *g, sg_node *n)
                              count, x.rank);
     for (int32_t i = 0; i < x.rank; i++)
         SG_TRY(scaled_dim(n, x.d[i], scales[i], &out.d[i]));
+    return sg_infer_set_output(g, n, 0, t, &out);
+}
+
+/* GridSample: N x C x spatial sampled at a grid of N x outputs x r (r the
+ * spatial rank): N x C x outputs. */
+sg_status sg_infer_GRID_SAMPLE(sg_graph *g, sg_node *n)
+{
+    sg_shape x, grid;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    SG_TRY(sg_iu_shape(g, n, 1, &grid));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    sg_shape out = sg_shape_unknown();
+    if (x.rank >= 0 && x.rank < 3)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "input `%s` has rank %d; GridSample wants N x C x spatial",
+                             sg_iu_name(g, n, 0), x.rank);
+    if (x.rank >= 0 && grid.rank >= 0 &&
+        (grid.rank != x.rank || (grid.d[grid.rank - 1].size >= 0 && grid.d[grid.rank - 1].size != x.rank - 2)))
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "grid `%s` must be N x outputs x %d for input `%s` of rank %d",
+                             sg_iu_name(g, n, 1), x.rank - 2, sg_iu_name(g, n, 0), x.rank);
+    if (x.rank < 0 || grid.rank < 0)
+        return sg_infer_set_output(g, n, 0, t, &out);
+    out = sg_iu_unknown_dims(x.rank);
+    out.d[0] = x.d[0];
+    out.d[1] = x.d[1];
+    for (int32_t d = 2; d < x.rank; d++)
+        out.d[d] = grid.d[d - 1];
     return sg_infer_set_output(g, n, 0, t, &out);
 }

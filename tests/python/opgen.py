@@ -2144,6 +2144,33 @@ def gen_topk(rng):
     return g.case()
 
 
+@family("grid_sample", 30)
+def gen_grid_sample(rng):
+    """2-D at opset 16 (bilinear, bicubic) and 2-D or 3-D at opset 20
+    (linear, cubic), every padding, both align_corners; grids reaching
+    past the borders so that the padding shows."""
+    nd = 2 if rng.random() < 0.6 else 3
+    opset = 16 if nd == 2 and rng.random() < 0.4 else int(pick(rng, [20, 21]))
+    modes = ["bilinear", "nearest", "bicubic"] if opset < 20 else (
+        ["linear", "nearest", "cubic"] if nd == 2 else ["linear", "nearest"])
+    # onnxruntime has no float64 kernel at opset 16.
+    dtype = np.float32 if opset < 20 else pick(rng, (np.float32, np.float32, np.float64))
+    g = Graph(rng, opset)
+    xs = [int(rng.integers(1, 3)), int(rng.integers(1, 4))] + [int(rng.integers(1, 6)) for _ in range(nd)]
+    outs = [int(rng.integers(1, 5)) for _ in range(nd)]
+    grid = rng.uniform(-1.3, 1.3, [xs[0]] + outs + [nd]).astype(dtype)
+    mode, padding = pick(rng, modes + [None]), pick(rng, ["zeros", "border", "reflection", None])
+    g.output(g.op("GridSample", [g.input(values(rng, xs, dtype)), g.input(grid, "grid")], mode=mode,
+                  padding_mode=padding, align_corners=pick(rng, [0, 1, None])))
+    if mode in ("cubic", "bicubic") and padding in ("border", "reflection"):
+        # The spec's reference clamps or reflects the location, then each
+        # tap; onnxruntime's cubic kernel pads its taps otherwise. The
+        # reference knows the opset-20 names only.
+        return g.alt("onnxruntime's cubic GridSample pads the taps unlike the spec's reference",
+                     oracle="reference", mode="cubic")
+    return g.case()
+
+
 @family("quant", 20)
 def gen_quant(rng):
     """QuantizeLinear and DequantizeLinear, a scale per tensor or per axis."""

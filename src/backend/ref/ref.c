@@ -71,6 +71,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_GLOBAL_MAX_POOL] = sg_ref_global_max_pool,
     [SG_OP_RESIZE] = sg_ref_resize,
     [SG_OP_UPSAMPLE] = sg_ref_upsample,
+    [SG_OP_GRID_SAMPLE] = sg_ref_grid_sample,
 
     [SG_OP_CONCAT] = sg_ref_concat,
     [SG_OP_SPLIT] = sg_ref_split,
