@@ -18,11 +18,41 @@
  * (If/Loop bodies); 64 leaves ample room and bounds protobuf-c's recursion. */
 #define SG_PB_MAX_DEPTH 64
 
+/* Model-local functions are inlined: each call's body becomes nodes of
+ * the graph, its formal inputs and outputs the call's, its other values
+ * and its nodes' names under a prefix of the call's own, its attribute
+ * references the call's attributes. A call inside a body nests a context. */
+#define SG_FN_MAX_DEPTH 32
+/* The most nodes inlining may make: a body calling itself's bodies can
+ * grow a small file exponentially. */
+#define SG_FN_MAX_NODES (1 << 22)
+
+typedef struct fn_ctx {
+    const Onnx__FunctionProto *fn; /* NULL: the main graph */
+    const struct fn_ctx *parent;
+    const Onnx__NodeProto *call; /* the node calling fn, in parent's names */
+    char *prefix;
+} fn_ctx;
+
+/* A node of the graph once functions are inlined: a node proto and the
+ * context its names and attribute references are read in. */
+typedef struct flat_node {
+    const Onnx__NodeProto *np;
+    const fn_ctx *ctx;
+} flat_node;
+
 typedef struct importer {
     sg_graph *g;
     const char *base_dir;
     sg_strmap names; /* tensor name -> value index */
     sg_strmap syms;  /* symbolic dim name -> symbol index */
+    const Onnx__ModelProto *m;
+    flat_node *nodes;
+    size_t n_nodes, cap_nodes;
+    fn_ctx **ctxs;
+    size_t n_ctxs;
+    char **strs; /* names made for inlined bodies, freed with the importer */
+    size_t n_strs, cap_strs;
 } importer;
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
@@ -254,6 +284,173 @@ static sg_status value_info_type(importer *im, const Onnx__ValueInfoProto *vi, s
 /* ------------------------------------------------------------------------ */
 /* Nodes                                                                     */
 
+/* A string the importer keeps until it is freed; NULL when out of memory. */
+static char *keep_str(importer *im, char *s)
+{
+    if (!s)
+        return NULL;
+    if (im->n_strs == im->cap_strs) {
+        size_t nc = im->cap_strs ? 2 * im->cap_strs : 64;
+        char **p = realloc(im->strs, nc * sizeof *p);
+        if (!p) {
+            free(s);
+            return NULL;
+        }
+        im->strs = p;
+        im->cap_strs = nc;
+    }
+    im->strs[im->n_strs++] = s;
+    return s;
+}
+
+/* Value `name` of a node in ctx as the graph names it: a formal input or
+ * output of the function is the call's (named in the parent context), any
+ * other value gets the call's prefix; "" stays "" (omitted). NULL when out
+ * of memory. */
+static const char *map_name(importer *im, const fn_ctx *ctx, const char *name)
+{
+    if (!ctx->fn || !name[0])
+        return name;
+    const Onnx__FunctionProto *fn = ctx->fn;
+    for (size_t i = 0; i < fn->n_input; i++)
+        if (strcmp(str_or_empty(fn->input[i]), name) == 0)
+            return i < ctx->call->n_input ? map_name(im, ctx->parent, str_or_empty(ctx->call->input[i])) : "";
+    for (size_t i = 0; i < fn->n_output; i++)
+        if (strcmp(str_or_empty(fn->output[i]), name) == 0)
+            return i < ctx->call->n_output ? map_name(im, ctx->parent, str_or_empty(ctx->call->output[i])) : "";
+    size_t a = strlen(ctx->prefix), b = strlen(name);
+    char *s = malloc(a + b + 1);
+    if (s) {
+        memcpy(s, ctx->prefix, a);
+        memcpy(s + a, name, b + 1);
+    }
+    return keep_str(im, s);
+}
+
+/* The attribute a reference `ref` of a body in ctx stands for: the
+ * calling node's attribute of that name (itself resolved where the call
+ * is in a body), or NULL where the call has none (the attribute is then
+ * absent: this protobuf's functions carry no defaults). */
+static const Onnx__AttributeProto *resolve_ref(const fn_ctx *ctx, const char *ref)
+{
+    if (!ctx->fn)
+        return NULL;
+    for (size_t i = 0; i < ctx->call->n_attribute; i++) {
+        const Onnx__AttributeProto *a = ctx->call->attribute[i];
+        if (strcmp(str_or_empty(a->name), ref) == 0)
+            return a->ref_attr_name && a->ref_attr_name[0] ? resolve_ref(ctx->parent, a->ref_attr_name) : a;
+    }
+    return NULL;
+}
+
+/* The model-local function a node calls, or NULL. An operator of the
+ * default domain segrt has is never a function call. */
+static const Onnx__FunctionProto *function_of(const Onnx__ModelProto *m, const Onnx__NodeProto *np)
+{
+    const char *domain = str_or_empty(np->domain), *op = str_or_empty(np->op_type);
+    if (is_default_domain(domain) && sg_op_lookup(op) != SG_OP_COUNT)
+        return NULL;
+    for (size_t i = 0; i < m->n_functions; i++) {
+        const Onnx__FunctionProto *f = m->functions[i];
+        if (strcmp(str_or_empty(f->name), op) == 0 &&
+            (strcmp(str_or_empty(f->domain), domain) == 0 ||
+             (is_default_domain(f->domain) && is_default_domain(domain))))
+            return f;
+    }
+    return NULL;
+}
+
+/* The nodes of a body (or the main graph) in ctx, calls inlined, onto the
+ * importer's flat list. */
+static sg_status flatten(importer *im, Onnx__NodeProto *const *nodes, size_t n, const fn_ctx *ctx, int depth)
+{
+    for (size_t i = 0; i < n; i++) {
+        const Onnx__NodeProto *np = nodes[i];
+        const Onnx__FunctionProto *fn = function_of(im->m, np);
+        if (fn) {
+            if (depth >= SG_FN_MAX_DEPTH)
+                return sg_error(SEGRT_ERROR_INVALID_MODEL, "function `%s` calls functions more than %d deep",
+                                str_or_empty(fn->name), SG_FN_MAX_DEPTH);
+            fn_ctx **cs = realloc(im->ctxs, (im->n_ctxs + 1) * sizeof *cs);
+            if (!cs)
+                return SEGRT_ERROR_OUT_OF_MEMORY;
+            im->ctxs = cs;
+            fn_ctx *c = calloc(1, sizeof *c);
+            if (!c)
+                return SEGRT_ERROR_OUT_OF_MEMORY;
+            im->ctxs[im->n_ctxs++] = c;
+            c->fn = fn;
+            c->parent = ctx;
+            c->call = np;
+            const char *call = np->name && np->name[0] ? np->name : str_or_empty(np->op_type);
+            size_t len = strlen(ctx->prefix ? ctx->prefix : "") + strlen(call) + 32;
+            if (!(c->prefix = malloc(len)))
+                return SEGRT_ERROR_OUT_OF_MEMORY;
+            /* The call's number keeps two calls of one name apart. */
+            snprintf(c->prefix, len, "%s%s#%zu/", ctx->prefix ? ctx->prefix : "", call, im->n_ctxs);
+            SG_TRY(flatten(im, fn->node, fn->n_node, c, depth + 1));
+            continue;
+        }
+        if (im->n_nodes == im->cap_nodes) {
+            if (im->n_nodes >= SG_FN_MAX_NODES)
+                return sg_error(SEGRT_ERROR_INVALID_MODEL, "the graph has more than %d nodes once its functions "
+                                "are inlined", SG_FN_MAX_NODES);
+            size_t nc = im->cap_nodes ? 2 * im->cap_nodes : 256;
+            flat_node *p = realloc(im->nodes, nc * sizeof *p);
+            if (!p)
+                return SEGRT_ERROR_OUT_OF_MEMORY;
+            im->nodes = p;
+            im->cap_nodes = nc;
+        }
+        im->nodes[im->n_nodes++] = (flat_node){np, ctx};
+    }
+    return SEGRT_OK;
+}
+
+static void importer_free_flat(importer *im)
+{
+    for (size_t i = 0; i < im->n_ctxs; i++) {
+        free(im->ctxs[i]->prefix);
+        free(im->ctxs[i]);
+    }
+    for (size_t i = 0; i < im->n_strs; i++)
+        free(im->strs[i]);
+    free(im->ctxs);
+    free(im->strs);
+    free(im->nodes);
+}
+
+/* Attribute a of a node in ctx into d: a reference to the calling
+ * function's attribute is resolved first (its value under a's name);
+ * *absent when the call has none. */
+static sg_status attr_convert(const importer *im, const Onnx__AttributeProto *a, sg_attr *d,
+                              const char *node);
+
+static sg_status attr_convert_in(const importer *im, const fn_ctx *ctx, const Onnx__AttributeProto *a, sg_attr *d,
+                                 const char *node, bool *absent)
+{
+    *absent = false;
+    if (!(a->ref_attr_name && a->ref_attr_name[0]))
+        return attr_convert(im, a, d, node);
+    const Onnx__AttributeProto *v = resolve_ref(ctx, a->ref_attr_name);
+    if (!v) {
+        if (!ctx->fn)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL,
+                            "node `%s`: attribute `%s` refers to a function attribute outside a function", node,
+                            str_or_empty(a->name));
+        *absent = true;
+        return SEGRT_OK;
+    }
+    SG_TRY(attr_convert(im, v, d, node));
+    /* The value of the call's attribute under this node's name. */
+    char *name = sg_strdup(str_or_empty(a->name));
+    if (!name)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    free(d->name);
+    d->name = name;
+    return SEGRT_OK;
+}
+
 static sg_status attr_convert(const importer *im, const Onnx__AttributeProto *a, sg_attr *d,
                               const char *node)
 {
@@ -326,8 +523,10 @@ static sg_status attr_convert(const importer *im, const Onnx__AttributeProto *a,
     }
 }
 
-static sg_status node_convert(importer *im, const Onnx__NodeProto *np, int32_t index)
+static sg_status node_convert(importer *im, const flat_node *fnode, int32_t index)
 {
+    const Onnx__NodeProto *np = fnode->np;
+    const fn_ctx *ctx = fnode->ctx;
     const char *op_type = str_or_empty(np->op_type);
     const char *domain = str_or_empty(np->domain);
     char generated[96];
@@ -336,6 +535,8 @@ static sg_status node_convert(importer *im, const Onnx__NodeProto *np, int32_t i
         snprintf(generated, sizeof generated, "%.48s_%d", op_type[0] ? op_type : "node", index);
         name = generated;
     }
+    if (ctx->fn && !(name = map_name(im, ctx, name)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
     sg_op op = is_default_domain(domain) ? sg_op_lookup(op_type) : SG_OP_COUNT;
     if (op == SG_OP_COUNT)
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
@@ -346,7 +547,9 @@ static sg_status node_convert(importer *im, const Onnx__NodeProto *np, int32_t i
     sg_node *n;
     SG_TRY(sg_graph_add_node(im->g, op, name, (int32_t)np->n_input, (int32_t)np->n_output, &n));
     for (size_t i = 0; i < np->n_output; i++) {
-        const char *out = str_or_empty(np->output[i]);
+        const char *out = map_name(im, ctx, str_or_empty(np->output[i]));
+        if (!out)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
         if (!out[0])
             continue; /* an omitted optional output */
         int32_t v;
@@ -366,19 +569,28 @@ static sg_status node_convert(importer *im, const Onnx__NodeProto *np, int32_t i
         sg_strmap seen;
         sg_strmap_init(&seen);
         sg_status s = SEGRT_OK;
-        for (size_t i = 0; i < np->n_attribute && s == SEGRT_OK; i++) {
-            nn->n_attrs = (int32_t)i + 1; /* so cleanup frees the partly converted one */
-            s = attr_convert(im, np->attribute[i], &nn->attrs[i], name);
+        for (size_t i = 0, at = 0; i < np->n_attribute && s == SEGRT_OK; i++) {
+            nn->n_attrs = (int32_t)at + 1; /* so cleanup frees the partly converted one */
+            bool absent;
+            s = attr_convert_in(im, ctx, np->attribute[i], &nn->attrs[at], name, &absent);
+            if (s == SEGRT_OK && absent) { /* a reference the call leaves unset: no attribute */
+                free(nn->attrs[at].name);
+                memset(&nn->attrs[at], 0, sizeof nn->attrs[at]);
+                nn->n_attrs = (int32_t)at;
+                continue;
+            }
             bool twice = false;
             if (s == SEGRT_OK && np->n_attribute > 16) {
-                twice = sg_strmap_get(&seen, nn->attrs[i].name) >= 0;
+                twice = sg_strmap_get(&seen, nn->attrs[at].name) >= 0;
                 if (!twice)
-                    s = sg_strmap_put(&seen, nn->attrs[i].name, (int32_t)i);
+                    s = sg_strmap_put(&seen, nn->attrs[at].name, (int32_t)at);
             }
-            for (size_t k = 0; s == SEGRT_OK && np->n_attribute <= 16 && k < i && !twice; k++)
-                twice = strcmp(nn->attrs[k].name, nn->attrs[i].name) == 0;
+            for (size_t k = 0; s == SEGRT_OK && np->n_attribute <= 16 && k < at && !twice; k++)
+                twice = strcmp(nn->attrs[k].name, nn->attrs[at].name) == 0;
             if (twice)
-                s = sg_error(SEGRT_ERROR_INVALID_MODEL, "node `%s` has attribute `%s` twice", name, nn->attrs[i].name);
+                s = sg_error(SEGRT_ERROR_INVALID_MODEL, "node `%s` has attribute `%s` twice", name,
+                             nn->attrs[at].name);
+            at++;
         }
         sg_strmap_free(&seen);
         return s;
@@ -388,11 +600,14 @@ static sg_status node_convert(importer *im, const Onnx__NodeProto *np, int32_t i
 
 /* Node inputs are resolved after every node's outputs exist, because some
  * exporters write nodes out of order (sg_graph_toposort fixes the order). */
-static sg_status node_link_inputs(importer *im, const Onnx__NodeProto *np, int32_t node_index)
+static sg_status node_link_inputs(importer *im, const flat_node *fnode, int32_t node_index)
 {
+    const Onnx__NodeProto *np = fnode->np;
     sg_node *n = &im->g->nodes[node_index];
     for (size_t i = 0; i < np->n_input; i++) {
-        const char *in = str_or_empty(np->input[i]);
+        const char *in = map_name(im, fnode->ctx, str_or_empty(np->input[i]));
+        if (!in)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
         if (!in[0])
             continue; /* an omitted optional input */
         int32_t v = sg_strmap_get(&im->names, in);
@@ -486,10 +701,14 @@ static sg_status graph_convert(importer *im, const Onnx__ModelProto *m)
         SG_TRY(value_info_type(im, vi, &g->values[v]));
         SG_TRY(sg_graph_add_input(g, v));
     }
-    for (size_t i = 0; i < gp->n_node; i++)
-        SG_TRY(node_convert(im, gp->node[i], (int32_t)i));
-    for (size_t i = 0; i < gp->n_node; i++)
-        SG_TRY(node_link_inputs(im, gp->node[i], (int32_t)i));
+    static const fn_ctx top = {0};
+    SG_TRY(flatten(im, gp->node, gp->n_node, &top, 0));
+    if (im->n_nodes > (size_t)INT32_MAX / 4)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "the graph is too large");
+    for (size_t i = 0; i < im->n_nodes; i++)
+        SG_TRY(node_convert(im, &im->nodes[i], (int32_t)i));
+    for (size_t i = 0; i < im->n_nodes; i++)
+        SG_TRY(node_link_inputs(im, &im->nodes[i], (int32_t)i));
     if (gp->n_output == 0)
         return sg_error(SEGRT_ERROR_INVALID_MODEL, "the graph has no outputs");
     for (size_t i = 0; i < gp->n_output; i++) {
@@ -535,6 +754,7 @@ sg_status sg_onnx_import(const void *data, size_t size, const char *base_dir, co
     }
     importer im = {0};
     im.base_dir = base_dir;
+    im.m = m;
     sg_strmap_init(&im.names);
     sg_strmap_init(&im.syms);
     s = sg_graph_new(&im.g);
@@ -545,6 +765,7 @@ sg_status sg_onnx_import(const void *data, size_t size, const char *base_dir, co
     }
     sg_strmap_free(&im.names);
     sg_strmap_free(&im.syms);
+    importer_free_flat(&im);
     onnx__model_proto__free_unpacked(m, NULL);
     if (s != SEGRT_OK) {
         sg_graph_free(im.g);
