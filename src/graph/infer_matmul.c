@@ -325,3 +325,87 @@ sg_status sg_infer_EINSUM(sg_graph *g, sg_node *n)
     }
     return sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &out);
 }
+
+/* A product of two dims, unknown where either is. */
+static sg_dim dim_mul(sg_dim a, sg_dim b)
+{
+    return a.size >= 0 && b.size >= 0 ? sg_dim_of(a.size * b.size) : sg_dim_unknown();
+}
+
+static sg_dim dim_add(sg_dim a, sg_dim b)
+{
+    return a.size >= 0 && b.size >= 0 ? sg_dim_of(a.size + b.size) : sg_dim_unknown();
+}
+
+/* Attention (opset 23): Y, present_key, present_value, qk_matmul_output. */
+sg_status sg_infer_ATTENTION(sg_graph *g, sg_node *n)
+{
+    sg_shape q, k, v, pk;
+    SG_TRY(sg_iu_shape(g, n, 0, &q));
+    SG_TRY(sg_iu_shape(g, n, 1, &k));
+    SG_TRY(sg_iu_shape(g, n, 2, &v));
+    SG_TRY(sg_iu_same_dtype(g, n, 0, 1));
+    SG_TRY(sg_iu_same_dtype(g, n, 0, 2));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    if (sg_iu_has_input(n, 4) != sg_iu_has_input(n, 5))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "past_key and past_value come together");
+    sg_shape y = sg_shape_unknown(), present_k = sg_shape_unknown(), present_v = sg_shape_unknown(),
+             qk = sg_shape_unknown();
+    if (q.rank >= 0 && q.rank != 3 && q.rank != 4)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "Q `%s` has rank %d; Attention takes 3-D or 4-D inputs",
+                             sg_iu_name(g, n, 0), q.rank);
+    if (q.rank >= 0 && ((k.rank >= 0 && k.rank != q.rank) || (v.rank >= 0 && v.rank != q.rank)))
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "Q, K and V must have one rank");
+    if (q.rank >= 0 && k.rank >= 0 && v.rank >= 0) {
+        int64_t hq = sg_attr_int(n, "q_num_heads", 0), hkv = sg_attr_int(n, "kv_num_heads", 0);
+        sg_dim B = q.d[0], Hq, Hkv, Sq, Skv, D, Dv;
+        if (q.rank == 3) {
+            if (hq < 1 || hkv < 1)
+                return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "3-D inputs need q_num_heads and kv_num_heads");
+            Hq = sg_dim_of(hq);
+            Hkv = sg_dim_of(hkv);
+            Sq = q.d[1];
+            Skv = k.d[1];
+            D = q.d[2].size >= 0 ? sg_dim_of(q.d[2].size / hq) : sg_dim_unknown();
+            Dv = v.d[2].size >= 0 ? sg_dim_of(v.d[2].size / hkv) : sg_dim_unknown();
+        } else {
+            Hq = q.d[1];
+            Hkv = k.d[1];
+            Sq = q.d[2];
+            Skv = k.d[2];
+            D = q.d[3];
+            Dv = v.d[3];
+        }
+        sg_dim T = Skv;
+        if (sg_iu_has_input(n, 4)) {
+            SG_TRY(sg_iu_shape(g, n, 4, &pk));
+            T = pk.rank == 4 ? dim_add(pk.d[2], Skv) : sg_dim_unknown();
+        }
+        y = sg_iu_unknown_dims(q.rank);
+        y.d[0] = B;
+        if (q.rank == 3) {
+            y.d[1] = Sq;
+            y.d[2] = dim_mul(Hq, Dv);
+        } else {
+            y.d[1] = Hq;
+            y.d[2] = Sq;
+            y.d[3] = Dv;
+        }
+        present_k = sg_iu_unknown_dims(4);
+        present_k.d[0] = B;
+        present_k.d[1] = Hkv;
+        present_k.d[2] = T;
+        present_k.d[3] = D;
+        present_v = present_k;
+        present_v.d[3] = Dv;
+        qk = sg_iu_unknown_dims(4);
+        qk.d[0] = B;
+        qk.d[1] = Hq;
+        qk.d[2] = Sq;
+        qk.d[3] = T;
+    }
+    SG_TRY(sg_infer_set_output(g, n, 0, t, &y));
+    SG_TRY(sg_infer_set_output(g, n, 1, t, &present_k));
+    SG_TRY(sg_infer_set_output(g, n, 2, t, &present_v));
+    return sg_infer_set_output(g, n, 3, t, &qk);
+}

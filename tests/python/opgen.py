@@ -2171,6 +2171,54 @@ def gen_grid_sample(rng):
     return g.case()
 
 
+@family("attention", 30)
+def gen_attention(rng):
+    """Attention (opset 23): 3-D or 4-D, as many or fewer key/value heads,
+    a boolean or additive mask or a causal one, a cache, softcap, scale."""
+    g = Graph(rng, 23)
+    three = rng.random() < 0.4
+    B, Sq, Skv, D = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 6)), int(rng.integers(1, 5))
+    hkv = int(rng.integers(1, 3))
+    hq = hkv * int(rng.integers(1, 3))
+    dv = int(rng.integers(1, 5))
+    if three:
+        q = values(rng, [B, Sq, hq * D], np.float32)
+        k = values(rng, [B, Skv, hkv * D], np.float32)
+        v = values(rng, [B, Skv, hkv * dv], np.float32)
+    else:
+        q = values(rng, [B, hq, Sq, D], np.float32)
+        k = values(rng, [B, hkv, Skv, D], np.float32)
+        v = values(rng, [B, hkv, Skv, dv], np.float32)
+    ins = [g.input(q, "q"), g.input(k, "k"), g.input(v, "v")]
+    past = int(rng.integers(1, 4)) if rng.random() < 0.3 else 0
+    T = Skv + past
+    causal = rng.random() < 0.3
+    if rng.random() < 0.4 and not causal:
+        shape = [Sq, T] if rng.random() < 0.5 else [1, hq if rng.random() < 0.5 else 1, Sq, T]
+        if rng.random() < 0.5:
+            m = rng.random(shape) < 0.8
+            m[..., 0] = True  # no row wholly masked
+        else:
+            m = values(rng, shape, np.float32)
+        ins.append(g.input(m, "mask"))
+    elif past:
+        ins.append("")
+    if past:
+        ins.append(g.input(values(rng, [B, hkv, past, D], np.float32), "past_key"))
+        ins.append(g.input(values(rng, [B, hkv, past, dv], np.float32), "past_value"))
+    attrs = dict(is_causal=1 if causal else None,
+                 scale=float(np.float32(rng.uniform(0.2, 1.0))) if rng.random() < 0.3 else None,
+                 softcap=float(np.float32(rng.uniform(1.0, 5.0))) if rng.random() < 0.3 else None)
+    if three:
+        attrs.update(q_num_heads=hq, kv_num_heads=hkv)
+    outs = g.op("Attention", ins, n_out=3 if past else 1, **attrs)
+    g.output(*(outs if past else [outs]))
+    # onnxruntime 1.32 departs from the spec's reference here (grouped
+    # heads: the reference tiles the key/value heads, query head h reading
+    # h mod kv_num_heads; its softcap and masks): judged by the reference.
+    return g.case(oracle="reference", why="onnxruntime's Attention departs from the spec's reference")
+
+
 @family("quant", 20)
 def gen_quant(rng):
     """QuantizeLinear and DequantizeLinear, a scale per tensor or per axis."""

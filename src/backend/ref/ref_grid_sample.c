@@ -124,13 +124,14 @@ REF_KERNEL(sg_ref_grid_sample)
     memset(&j, 0, sizeof j);
     j.nd = nd;
     j.x = x;
-    j.mode = strcmp(mode, "nearest") == 0                                        ? GS_NEAREST
+    j.mode = strcmp(mode, "nearest") == 0                                   ? GS_NEAREST
              : strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0 ? GS_LINEAR
              : strcmp(mode, "cubic") == 0 || strcmp(mode, "bicubic") == 0   ? GS_CUBIC
-                                                                              : -1;
-    j.pad = strcmp(pad, "zeros") == 0 ? GS_ZEROS : strcmp(pad, "border") == 0 ? GS_BORDER
-            : strcmp(pad, "reflection") == 0                                  ? GS_REFLECTION
-                                                                              : -1;
+                                                                            : -1;
+    j.pad = strcmp(pad, "zeros") == 0        ? GS_ZEROS
+            : strcmp(pad, "border") == 0     ? GS_BORDER
+            : strcmp(pad, "reflection") == 0 ? GS_REFLECTION
+                                             : -1;
     if (j.mode < 0 || j.pad < 0)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` or padding_mode `%s` is not one GridSample has",
                              mode, pad);

@@ -55,6 +55,7 @@ REF_KERNEL(sg_ref_one_hot);
 REF_KERNEL(sg_ref_top_k);
 REF_KERNEL(sg_ref_quantize_linear);
 REF_KERNEL(sg_ref_grid_sample);
+REF_KERNEL(sg_ref_attention);
 REF_KERNEL(sg_ref_dequantize_linear);
 REF_KERNEL(sg_ref_depth_to_space);
 REF_KERNEL(sg_ref_space_to_depth);

@@ -11,8 +11,8 @@
 
 /* Where element i of x finds its scale and zero point. */
 typedef struct quant_map {
-    int64_t inner, len;   /* per axis: the axis's stride and length (len 1: one scale) */
-    int64_t block;        /* blocked: the block's length along the axis (0: not blocked) */
+    int64_t inner, len; /* per axis: the axis's stride and length (len 1: one scale) */
+    int64_t block;      /* blocked: the block's length along the axis (0: not blocked) */
     int32_t axis, rank;
     int64_t xdims[SEGRT_MAX_RANK], sstrides[SEGRT_MAX_RANK];
 } quant_map;
@@ -41,8 +41,10 @@ static sg_status quant_layout(const sg_node *n, const sg_tensor *x, const sg_ten
         for (int32_t d = 0; ok && d < x->rank; d++)
             ok = scale->dims[d] == (d == m->axis ? (x->dims[d] + bs - 1) / bs : x->dims[d]);
         if (!ok || (zp && (zp->rank != scale->rank || sg_ref_numel(zp) != sg_ref_numel(scale))))
-            return sg_node_error(n, SEGRT_ERROR_SHAPE, "blocks of %lld: the scale and zero point must have the "
-                                 "input's dims, axis %d divided into blocks", (long long)bs, m->axis);
+            return sg_node_error(n, SEGRT_ERROR_SHAPE,
+                                 "blocks of %lld: the scale and zero point must have the "
+                                 "input's dims, axis %d divided into blocks",
+                                 (long long)bs, m->axis);
         m->block = bs;
         m->rank = x->rank;
         memcpy(m->xdims, x->dims, sizeof(int64_t) * (size_t)x->rank);
@@ -82,11 +84,20 @@ REF_KERNEL(sg_ref_quantize_linear)
         SG_TRY(sg_ref_check_dtype(n, y, zp->dtype, "output"));
     double lo, hi;
     switch (y->dtype) {
-    case SEGRT_DTYPE_UINT8: lo = 0, hi = 255; break;
-    case SEGRT_DTYPE_INT8: lo = -128, hi = 127; break;
-    case SEGRT_DTYPE_UINT16: lo = 0, hi = 65535; break;
-    case SEGRT_DTYPE_INT16: lo = -32768, hi = 32767; break;
-    default: return sg_ref_unsupported_dtype(n, y->dtype);
+    case SEGRT_DTYPE_UINT8:
+        lo = 0, hi = 255;
+        break;
+    case SEGRT_DTYPE_INT8:
+        lo = -128, hi = 127;
+        break;
+    case SEGRT_DTYPE_UINT16:
+        lo = 0, hi = 65535;
+        break;
+    case SEGRT_DTYPE_INT16:
+        lo = -32768, hi = 32767;
+        break;
+    default:
+        return sg_ref_unsupported_dtype(n, y->dtype);
     }
     quant_map m;
     SG_TRY(quant_layout(n, x, scale, zp, &m));

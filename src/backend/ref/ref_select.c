@@ -165,8 +165,7 @@ REF_KERNEL(sg_ref_gather_nd)
                              (long long)k, (long long)b, x->rank);
     for (int64_t d = 0; d < b; d++)
         if (ti->dims[d] != x->dims[d])
-            return sg_node_error(n, SEGRT_ERROR_SHAPE, "batch dim %lld differs between data and indices",
-                                 (long long)d);
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "batch dim %lld differs between data and indices", (long long)d);
     int64_t want[SEGRT_MAX_RANK];
     int32_t wr = 0;
     for (int32_t d = 0; d < ti->rank - 1; d++)
