@@ -835,6 +835,28 @@ static void let_go(void *user) { reader_go(user); }
  * segrt itself broke, which no later case would escape. */
 static bool stops_job(sg_status s) { return s == SEGRT_ERROR_DEVICE || s == SEGRT_ERROR_INTERNAL; }
 
+/* A case's run ended with s (started at t0; `windows` and `write` the
+ * job's times): its output committed or discarded, its times and state
+ * set. */
+static sg_status case_end(one_case *c, sg_output *out, sg_status s, double t0, double windows, double write)
+{
+    double t1 = now_s();
+    c->seconds_windows = windows;
+    c->seconds_write = write;
+    c->seconds_run = t1 - t0 - write;
+    if (s == SEGRT_OK) {
+        s = sg_output_commit(out);
+        out = NULL;
+    }
+    sg_output_discard(out);
+    c->seconds_write += now_s() - t1;
+    if (s == SEGRT_OK)
+        c->state = SEGRT_CASE_DONE;
+    else
+        case_failed(c, sg_last_error());
+    return s;
+}
+
 /* Runs case i over its volume read (r, taken). */
 static sg_status run_case(cases_job *cj, sg_window_job *wj, size_t i, case_read *r, reader *rd, bool ahead_asked)
 {
@@ -869,21 +891,7 @@ static sg_status run_case(cases_job *cj, sg_window_job *wj, size_t i, case_read 
     r->image.data = NULL;
     if (ahead_asked)
         reader_go(rd); /* whatever became of this case, the next one is read */
-    double t1 = now_s();
-    c->seconds_windows = wr.seconds;
-    c->seconds_write = more.seconds_write;
-    c->seconds_run = t1 - t0 - more.seconds_write;
-    if (s == SEGRT_OK) {
-        s = sg_output_commit(out);
-        out = NULL;
-    }
-    sg_output_discard(out);
-    c->seconds_write += now_s() - t1;
-    if (s == SEGRT_OK)
-        c->state = SEGRT_CASE_DONE;
-    else
-        case_failed(c, sg_last_error());
-    return s;
+    return case_end(c, out, s, t0, wr.seconds, more.seconds_write);
 }
 
 /* Runs slide case i: the window job reads the slide itself. */
@@ -903,21 +911,7 @@ static sg_status run_slide_case(cases_job *cj, sg_window_job *wj, size_t i)
         c->dims[1] = wr.image.dims[2];
         c->dims[2] = wr.image.dims[3];
     }
-    double t1 = now_s();
-    c->seconds_windows = wr.seconds;
-    c->seconds_write = write;
-    c->seconds_run = t1 - t0 - write;
-    if (s == SEGRT_OK) {
-        s = sg_output_commit(out);
-        out = NULL;
-    }
-    sg_output_discard(out);
-    c->seconds_write += now_s() - t1;
-    if (s == SEGRT_OK)
-        c->state = SEGRT_CASE_DONE;
-    else
-        case_failed(c, sg_last_error());
-    return s;
+    return case_end(c, out, s, t0, wr.seconds, write);
 }
 
 /* Options checked, outputs' folder too; the cases listed. */

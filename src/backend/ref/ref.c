@@ -8,7 +8,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_INSTANCE_NORMALIZATION] = sg_ref_instance_normalization,
     [SG_OP_GROUP_NORMALIZATION] = sg_ref_group_normalization,
     [SG_OP_LAYER_NORMALIZATION] = sg_ref_layer_normalization,
-    [SG_OP_RMS_NORMALIZATION] = sg_ref_rms_normalization,
+    [SG_OP_RMS_NORMALIZATION] = sg_ref_layer_normalization,
 
     [SG_OP_RELU] = sg_ref_unary,
     [SG_OP_LEAKY_RELU] = sg_ref_unary,

@@ -179,15 +179,8 @@ REF_KERNEL(sg_ref_scatter_nd)
     SG_TRY(sg_ref_check_dtype(n, u, x->dtype, "updates"));
     if (ti->dtype != SEGRT_DTYPE_INT64 && ti->dtype != SEGRT_DTYPE_INT32)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "indices must be int64");
-    const char *red = sg_attr_string(n, "reduction", "none");
-    sg_op rop = strcmp(red, "none") == 0  ? SG_OP_COUNT
-                : strcmp(red, "add") == 0 ? SG_OP_ADD
-                : strcmp(red, "mul") == 0 ? SG_OP_MUL
-                : strcmp(red, "max") == 0 ? SG_OP_MAX
-                : strcmp(red, "min") == 0 ? SG_OP_MIN
-                                          : SG_OP_IDENTITY;
-    if (rop == SG_OP_IDENTITY)
-        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "reduction \"%s\" is not supported", red);
+    sg_op rop;
+    SG_TRY(sg_ref_scatter_reduction(n, &rop));
     if (ti->rank < 1)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "indices must have rank >= 1");
     int64_t k = ti->dims[ti->rank - 1];
@@ -220,7 +213,6 @@ REF_KERNEL(sg_ref_scatter_nd)
     }
     if (y->data != x->data && sg_ref_numel(x) > 0)
         memmove(y->data, x->data, sg_tensor_bytes(x));
-    bool fl = sg_dtype_is_float(x->dtype);
     for (int64_t t = 0; t < tuples; t++) {
         int64_t off = 0;
         for (int64_t j = 0; j < k; j++) {
@@ -232,26 +224,8 @@ REF_KERNEL(sg_ref_scatter_nd)
                    (const char *)u->data + (size_t)(t * slice) * es, (size_t)slice * es);
             continue;
         }
-        for (int64_t i = 0; i < slice; i++) {
-            int64_t yi = off + i, ui = t * slice + i;
-            if (fl) {
-                double a = sg_dtype_load_f64(y->dtype, y->data, yi);
-                double b = sg_dtype_load_f64(u->dtype, u->data, ui);
-                double r = rop == SG_OP_ADD   ? a + b
-                           : rop == SG_OP_MUL ? a * b
-                           : rop == SG_OP_MAX ? ref_max_nan(a, b)
-                                              : ref_min_nan(a, b);
-                sg_dtype_store_f64(y->dtype, y->data, yi, r);
-            } else {
-                int64_t a = sg_dtype_load_i64(y->dtype, y->data, yi);
-                int64_t b = sg_dtype_load_i64(u->dtype, u->data, ui);
-                int64_t r = rop == SG_OP_ADD   ? ref_add_wrap(a, b)
-                            : rop == SG_OP_MUL ? ref_mul_wrap(a, b)
-                            : rop == SG_OP_MAX ? (a > b ? a : b)
-                                               : (a < b ? a : b);
-                sg_dtype_store_i64(y->dtype, y->data, yi, r);
-            }
-        }
+        for (int64_t i = 0; i < slice; i++)
+            sg_ref_scatter_combine(y, off + i, u, t * slice + i, rop);
     }
     return SEGRT_OK;
 }

@@ -28,7 +28,6 @@ REF_KERNEL(sg_ref_batch_normalization);
 REF_KERNEL(sg_ref_instance_normalization);
 REF_KERNEL(sg_ref_group_normalization);
 REF_KERNEL(sg_ref_layer_normalization);
-REF_KERNEL(sg_ref_rms_normalization);
 REF_KERNEL(sg_ref_unary);
 REF_KERNEL(sg_ref_clip);
 REF_KERNEL(sg_ref_binary);
@@ -121,6 +120,16 @@ sg_status sg_ref_axis(const sg_node *n, int64_t axis, int32_t rank, int32_t *out
 
 /* Row-major strides of dims, in elements. */
 void sg_ref_strides(const int64_t *dims, int32_t rank, int64_t *strides);
+
+/* A scatter's `reduction` attribute (ScatterND, ScatterElements): the op
+ * it combines with (SG_OP_ADD, MUL, MAX, MIN), SG_OP_COUNT for none;
+ * UNSUPPORTED naming another. */
+sg_status sg_ref_scatter_reduction(const sg_node *n, sg_op *out);
+
+/* y[yi] combined with u[ui] by rop (one of sg_ref_scatter_reduction's,
+ * not COUNT): floats in double, max and min passing NaN on; integers in
+ * int64 with wrap-around. */
+void sg_ref_scatter_combine(sg_tensor *y, int64_t yi, const sg_tensor *u, int64_t ui, sg_op rop);
 
 /* Broadcasting ------------------------------------------------------------ */
 

@@ -206,45 +206,9 @@ static sg_status broadcast_map(const sg_node *n, const int64_t *dims, int32_t ra
     return SEGRT_OK;
 }
 
-/* RMSNormalization: x / sqrt(mean(x^2) + epsilon) * scale over the axes
- * from `axis` on. */
-REF_KERNEL(sg_ref_rms_normalization)
-{
-    const sg_tensor *x, *scale;
-    sg_tensor *y;
-    SG_TRY(sg_ref_need_in(n, in, n_in, 0, &x));
-    SG_TRY(sg_ref_need_in(n, in, n_in, 1, &scale));
-    SG_TRY(sg_ref_need_out(n, out, n_out, 0, &y));
-    if (!sg_dtype_is_float(x->dtype) || !sg_dtype_is_float(scale->dtype))
-        return sg_ref_unsupported_dtype(n, x->dtype);
-    SG_TRY(sg_ref_check_out_dims(n, y, x->dims, x->rank));
-    SG_TRY(sg_ref_check_dtype(n, y, x->dtype, "output"));
-    if (x->rank < 1)
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 1");
-    int32_t axis = 0;
-    SG_TRY(sg_ref_axis(n, sg_attr_int(n, "axis", -1), x->rank, &axis));
-    double eps = sg_attr_float(n, "epsilon", 1e-5f);
-    int64_t outer = 1, inner = 1;
-    for (int32_t i = 0; i < axis; i++)
-        outer *= x->dims[i];
-    for (int32_t i = axis; i < x->rank; i++)
-        inner *= x->dims[i];
-    int64_t *map = NULL;
-    SG_TRY(broadcast_map(n, x->dims + axis, x->rank - axis, scale, inner, &map));
-    for (int64_t o = 0; o < outer; o++) {
-        double ss = 0;
-        for (int64_t i = 0; i < inner; i++) {
-            double v = ld(x, o * inner + i);
-            ss += v * v;
-        }
-        double inv = 1.0 / sqrt(ss / (double)(inner ? inner : 1) + eps);
-        for (int64_t i = 0; i < inner; i++)
-            sg_dtype_store_f64(y->dtype, y->data, o * inner + i, ld(x, o * inner + i) * inv * ld(scale, map[i]));
-    }
-    free(map);
-    return SEGRT_OK;
-}
-
+/* LayerNormalization, and RMSNormalization (opset 23) as its form without
+ * the mean, the bias and the statistics outputs: x / sqrt(mean(x^2) +
+ * epsilon) * scale over the axes from `axis` on. */
 REF_KERNEL(sg_ref_layer_normalization)
 {
     const sg_tensor *x, *scale, *bias;
@@ -255,6 +219,9 @@ REF_KERNEL(sg_ref_layer_normalization)
     SG_TRY(sg_ref_need_out(n, out, n_out, 0, &y));
     SG_TRY(sg_ref_opt_out(n, out, n_out, 1, &mean_out));
     SG_TRY(sg_ref_opt_out(n, out, n_out, 2, &inv_out));
+    bool rms = n->op == SG_OP_RMS_NORMALIZATION;
+    if (rms && (bias || mean_out || inv_out))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "RMSNormalization has two inputs and one output");
     if (!sg_dtype_is_float(x->dtype))
         return sg_ref_unsupported_dtype(n, x->dtype);
     SG_TRY(sg_ref_check_out_dims(n, y, x->dims, x->rank));
@@ -286,8 +253,14 @@ REF_KERNEL(sg_ref_layer_normalization)
             s = broadcast_map(n, x->dims + axis, x->rank - axis, params[k], inner, &maps[k]);
     }
     for (int64_t o = 0; o < outer && s == SEGRT_OK; o++) {
-        double mean, var;
-        moments(x, o * inner, inner, &mean, &var);
+        double mean = 0, var = 0;
+        if (rms) {
+            for (int64_t i = 0; i < inner; i++)
+                var += ld(x, o * inner + i) * ld(x, o * inner + i);
+            var = inner ? var / (double)inner : NAN;
+        } else {
+            moments(x, o * inner, inner, &mean, &var);
+        }
         double inv = 1.0 / sqrt(var + eps);
         for (int64_t i = 0; i < inner; i++) {
             double v = (ld(x, o * inner + i) - mean) * inv * ld(scale, maps[0][i]);

@@ -79,21 +79,6 @@ REF_KERNEL(sg_ref_gather_elements)
     return SEGRT_OK;
 }
 
-/* The reduction a scatter combines with: SG_OP_COUNT for none. */
-static sg_status scatter_reduction(const sg_node *n, sg_op *out)
-{
-    const char *red = sg_attr_string(n, "reduction", "none");
-    *out = strcmp(red, "none") == 0  ? SG_OP_COUNT
-           : strcmp(red, "add") == 0 ? SG_OP_ADD
-           : strcmp(red, "mul") == 0 ? SG_OP_MUL
-           : strcmp(red, "max") == 0 ? SG_OP_MAX
-           : strcmp(red, "min") == 0 ? SG_OP_MIN
-                                     : SG_OP_IDENTITY;
-    if (*out == SG_OP_IDENTITY)
-        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "reduction \"%s\" is not supported", red);
-    return SEGRT_OK;
-}
-
 REF_KERNEL(sg_ref_scatter_elements)
 {
     const sg_tensor *x, *ti, *u;
@@ -112,7 +97,7 @@ REF_KERNEL(sg_ref_scatter_elements)
     if (!same)
         return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices and updates must have one shape, of the data's rank");
     sg_op rop;
-    SG_TRY(scatter_reduction(n, &rop));
+    SG_TRY(sg_ref_scatter_reduction(n, &rop));
     int32_t axis;
     SG_TRY(sg_ref_axis(n, sg_attr_int(n, "axis", 0), x->rank, &axis));
     for (int32_t d = 0; d < x->rank; d++)
@@ -125,23 +110,12 @@ REF_KERNEL(sg_ref_scatter_elements)
     int64_t xs[SEGRT_MAX_RANK], count = sg_ref_numel(ti);
     sg_ref_strides(x->dims, x->rank, xs);
     size_t es = segrt_dtype_size(x->dtype);
-    bool fl = sg_dtype_is_float(x->dtype);
     for (int64_t i = 0; i < count; i++) {
         int64_t o = offset_with(ti->dims, xs, x->rank, i, axis, idx[i]);
-        if (rop == SG_OP_COUNT) {
+        if (rop == SG_OP_COUNT)
             ref_copy_elem((char *)y->data + (size_t)o * es, (const char *)u->data + (size_t)i * es, es);
-        } else if (fl) {
-            double a = sg_dtype_load_f64(y->dtype, y->data, o), b = sg_dtype_load_f64(u->dtype, u->data, i);
-            double r = rop == SG_OP_ADD ? a + b : rop == SG_OP_MUL ? a * b : rop == SG_OP_MAX ? fmax(a, b) : fmin(a, b);
-            sg_dtype_store_f64(y->dtype, y->data, o, r);
-        } else {
-            int64_t a = sg_dtype_load_i64(y->dtype, y->data, o), b = sg_dtype_load_i64(u->dtype, u->data, i);
-            int64_t r = rop == SG_OP_ADD   ? ref_add_wrap(a, b)
-                        : rop == SG_OP_MUL ? ref_mul_wrap(a, b)
-                        : rop == SG_OP_MAX ? (a > b ? a : b)
-                                           : (a < b ? a : b);
-            sg_dtype_store_i64(y->dtype, y->data, o, r);
-        }
+        else
+            sg_ref_scatter_combine(y, o, u, i, rop);
     }
     free(idx);
     return SEGRT_OK;

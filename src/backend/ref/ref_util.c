@@ -319,3 +319,36 @@ void sg_ref_strided_copy(void *dst, const void *src, size_t esize, int32_t rank,
         }
     }
 }
+
+sg_status sg_ref_scatter_reduction(const sg_node *n, sg_op *out)
+{
+    const char *red = sg_attr_string(n, "reduction", "none");
+    *out = strcmp(red, "none") == 0  ? SG_OP_COUNT
+           : strcmp(red, "add") == 0 ? SG_OP_ADD
+           : strcmp(red, "mul") == 0 ? SG_OP_MUL
+           : strcmp(red, "max") == 0 ? SG_OP_MAX
+           : strcmp(red, "min") == 0 ? SG_OP_MIN
+                                     : SG_OP_IDENTITY;
+    if (*out == SG_OP_IDENTITY)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "reduction \"%s\" is not supported", red);
+    return SEGRT_OK;
+}
+
+void sg_ref_scatter_combine(sg_tensor *y, int64_t yi, const sg_tensor *u, int64_t ui, sg_op rop)
+{
+    if (sg_dtype_is_float(y->dtype)) {
+        double a = sg_dtype_load_f64(y->dtype, y->data, yi), b = sg_dtype_load_f64(u->dtype, u->data, ui);
+        double r = rop == SG_OP_ADD   ? a + b
+                   : rop == SG_OP_MUL ? a * b
+                   : rop == SG_OP_MAX ? ref_max_nan(a, b)
+                                      : ref_min_nan(a, b);
+        sg_dtype_store_f64(y->dtype, y->data, yi, r);
+        return;
+    }
+    int64_t a = sg_dtype_load_i64(y->dtype, y->data, yi), b = sg_dtype_load_i64(u->dtype, u->data, ui);
+    int64_t r = rop == SG_OP_ADD   ? ref_add_wrap(a, b)
+                : rop == SG_OP_MUL ? ref_mul_wrap(a, b)
+                : rop == SG_OP_MAX ? (a > b ? a : b)
+                                   : (a < b ? a : b);
+    sg_dtype_store_i64(y->dtype, y->data, yi, r);
+}
