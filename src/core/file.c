@@ -113,6 +113,12 @@ void sg_unmap_file(sg_mapped_file *m)
         memset(m, 0, sizeof *m);
 }
 
+void sg_map_will_read(const sg_mapped_file *m)
+{
+    if (m && m->size)
+        madvise((void *)(uintptr_t)m->data, m->size, MADV_SEQUENTIAL | MADV_WILLNEED);
+}
+
 /* Output files (file.h) ---------------------------------------------------------- */
 
 /* The outputs open in this process, for sg_output_abandon_all, which runs

@@ -38,6 +38,9 @@ typedef struct sg_mapped_file {
  * sg_unmap_file takes a zeroed or already unmapped file too. */
 sg_status sg_map_file(const char *path, uint64_t max_bytes, const char *limit, sg_mapped_file *out);
 void sg_unmap_file(sg_mapped_file *m);
+/* Tells the kernel that the whole mapping will be read, in order: it
+ * reads ahead and maps pages in larger runs (a parser's pass over a model). */
+void sg_map_will_read(const sg_mapped_file *m);
 
 /* Output files: written whole or not at all, and never redirected.
  *

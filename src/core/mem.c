@@ -108,6 +108,20 @@ sg_status sg_blob_new(size_t size, bool zero, sg_blob **out)
     return SEGRT_OK;
 }
 
+sg_status sg_blob_adopt(void *data, size_t size, sg_blob **out)
+{
+    if (((uintptr_t)data & 63) != 0)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sg_blob_adopt: %p is not 64-byte aligned", data);
+    sg_blob *b = sg_malloc(sizeof *b);
+    if (!b)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    atomic_init(&b->refs, 1);
+    b->size = size;
+    b->data = data;
+    *out = b;
+    return SEGRT_OK;
+}
+
 sg_blob *sg_blob_ref(sg_blob *b)
 {
     if (b)

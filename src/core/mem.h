@@ -40,6 +40,10 @@ typedef struct sg_blob sg_blob;
 
 /* A new blob of size bytes, uninitialised (zeroed when zero is true). */
 sg_status sg_blob_new(size_t size, bool zero, sg_blob **out);
+/* A blob over data that the caller allocated with malloc or aligned_alloc
+ * (its address a multiple of 64, as sg_blob_new's are): the blob frees it.
+ * On failure data is still the caller's. */
+sg_status sg_blob_adopt(void *data, size_t size, sg_blob **out);
 sg_blob *sg_blob_ref(sg_blob *b);
 void sg_blob_unref(sg_blob *b);
 void *sg_blob_data(const sg_blob *b);
