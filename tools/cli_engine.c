@@ -28,14 +28,16 @@ static bool parse_device(const char *d, cli_engine_opts *o)
     }
     if (strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0) {
         o->device = SEGRT_DEVICE_CUDA;
-        return true;
+    } else {
+        if (strncmp(d, "cuda:", 5) == 0)
+            d += 5;
+        if (!cli_parse_int(d, &idx) || idx > 1 << 20)
+            return false;
+        o->device = SEGRT_DEVICE_CUDA;
+        o->device_index = (int32_t)idx;
     }
-    if (strncmp(d, "cuda:", 5) == 0)
-        d += 5;
-    if (!cli_parse_int(d, &idx) || idx > 1 << 20)
-        return false;
-    o->device = SEGRT_DEVICE_CUDA;
-    o->device_index = (int32_t)idx;
+    /* CUDA comes up while the model is parsed. */
+    segrt_cuda_prepare(o->device_index);
     return true;
 }
 

@@ -1646,6 +1646,8 @@ static PyObject *mod_build(PyObject *mod, PyObject *args)
     if (s == SEGRT_OK && !pyerr) {
         const char *p = PyBytes_AsString(path), *cd = cache ? PyBytes_AsString(cache) : NULL;
         PyThreadState *ts_ = PyEval_SaveThread();
+        if (kind == SEGRT_DEVICE_CUDA) /* CUDA comes up while the model is parsed */
+            segrt_cuda_prepare(index);
         segrt_model *model = NULL;
         s = segrt_model_load(p, &model);
         if (s == SEGRT_OK)

@@ -15,6 +15,8 @@ segrt_status segrt_cuda_device_count(int32_t *out)
     return SEGRT_OK;
 }
 
+void segrt_cuda_prepare(int32_t device) { (void)device; }
+
 segrt_status segrt_cuda_device_info(int32_t index, segrt_device_info *out)
 {
     (void)out;

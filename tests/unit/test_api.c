@@ -39,6 +39,38 @@ static void test_null_arguments(void)
     CHECK(segrt_cuda_device_info(n, &di) == SEGRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* segrt_cuda_prepare: the first call with a device index starts the
+ * thread (a device that does not exist included: the thread finds none),
+ * later calls and negative indices do nothing, and callers of the device
+ * API on several threads meanwhile wait for it and agree. */
+static void *count_devices(void *arg)
+{
+    int32_t *n = arg;
+    if (segrt_cuda_device_count(n) != SEGRT_OK)
+        *n = -1;
+    return NULL;
+}
+
+static void test_cuda_prepare(void)
+{
+    segrt_cuda_prepare(-1);
+    segrt_cuda_prepare(4096);
+    segrt_cuda_prepare(0);
+    pthread_t t[4];
+    int32_t n[4] = {-2, -2, -2, -2};
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&t[i], NULL, count_devices, &n[i]) == 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    int32_t want = -1;
+    CHECK(segrt_cuda_device_count(&want) == SEGRT_OK && want >= 0 && want < 4096);
+    for (int i = 0; i < 4; i++)
+        CHECK(n[i] == want);
+    segrt_device_info di;
+    CHECK(segrt_cuda_device_info(4096, &di) == SEGRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(segrt_last_error(), "4096") != NULL);
+}
+
 /* The disabled-kernels option: names to bits and back in the switches'
  * order, spaces and empty names ignored, an unknown name refused with the
  * name and the valid ones, leaving the option as it was. */
@@ -199,6 +231,7 @@ static void test_tiny_model(void)
 
 int main(void)
 {
+    test_cuda_prepare(); /* first: before anything else brings CUDA up */
     test_null_arguments();
     test_errors_are_per_thread();
     test_disabled_kernels();

@@ -2,10 +2,13 @@
 // for choosing a device at build time.
 #include "segrt.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -14,10 +17,70 @@ extern "C" {
 // rather than including the C header into C++.
 segrt_status sg_error(segrt_status status, const char *fmt, ...);
 
+// --- bringing CUDA up ahead of the first plan ------------------------------
+//
+// A run's start on an H200 was about 0.35 s of CUDA before its first
+// kernel: the driver's initialisation, the device's primary context, and
+// cuDNN and cuBLASLt loading their kernels, one after the other and after
+// the model was parsed. segrt_cuda_prepare does them on a thread of its own
+// while the caller parses; every CUDA entry of the library waits for that
+// thread first (prepared()), so nothing runs beside it, and a process that
+// exits first waits for it at exit.
+
+static pthread_mutex_t prep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t prep_thread;
+static int prep_state; // 0 never started, 1 running, 2 joined
+static int prep_device;
+
+static void *prepare_main(void *arg)
+{
+    (void)arg;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) == cudaSuccess && prep_device < n && cudaSetDevice(prep_device) == cudaSuccess &&
+        cudaFree(0) == cudaSuccess) {
+        cudnnHandle_t h = NULL;
+        if (cudnnCreate(&h) == CUDNN_STATUS_SUCCESS)
+            cudnnDestroy(h);
+        cublasLtHandle_t lt = NULL;
+        if (cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS)
+            cublasLtDestroy(lt);
+    }
+    (void)cudaGetLastError(); // a failure is the later call's to report
+    return NULL;
+}
+
+static void prepared(void)
+{
+    pthread_mutex_lock(&prep_lock);
+    if (prep_state == 1) {
+        pthread_join(prep_thread, NULL);
+        prep_state = 2;
+    }
+    pthread_mutex_unlock(&prep_lock);
+}
+
+static void prepared_at_exit(void) { prepared(); }
+
+void segrt_cuda_prepare(int32_t device)
+{
+    pthread_mutex_lock(&prep_lock);
+    if (prep_state == 0 && device >= 0) {
+        prep_device = device;
+        if (pthread_create(&prep_thread, NULL, prepare_main, NULL) == 0) {
+            prep_state = 1;
+            atexit(prepared_at_exit);
+        } else {
+            prep_state = 2; // no thread: the first plan brings CUDA up itself
+        }
+    }
+    pthread_mutex_unlock(&prep_lock);
+}
+
 segrt_status segrt_cuda_device_count(int32_t *out)
 {
     if (!out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_cuda_device_count: out is NULL");
+    prepared();
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     // No driver or no GPU is a normal machine, not an error.
