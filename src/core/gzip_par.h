@@ -15,7 +15,7 @@
  * that finds them all taken waits for the oldest and writes it out. With
  * 0 workers the caller deflates each block itself.
  *
- * Needs zlib (built with NIfTI support, SEGRT_HAVE_ZLIB); without it
+ * Needs zlib (SEGRT_HAVE_ZLIB, which every build has); without it
  * sg_gzip_par_new fails with UNSUPPORTED. */
 #ifndef SG_CORE_GZIP_PAR_H
 #define SG_CORE_GZIP_PAR_H

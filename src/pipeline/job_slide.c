@@ -12,6 +12,7 @@
 #include "pipeline/tissue.h"
 
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,7 +423,8 @@ void sg_slide_job_set_norm(sg_slide_job *j, const sg_window_norm *norm)
 const char *sg_slide_job_decoder(const sg_slide_job *j, char *buf, size_t cap)
 {
     if (j->gpu)
-        snprintf(buf, cap, "%lld JPEG tiles decoded on the device", (long long)sg_slide_gpu_tiles_decoded(j->gpu));
+        snprintf(buf, cap, "%lld JPEG tiles decoded on the device by %s", (long long)sg_slide_gpu_tiles_decoded(j->gpu),
+                 sg_slide_gpu_engine(j->gpu));
     else
         snprintf(buf, cap, "read through OpenSlide on %d thread%s (%s)", (int)j->n_threads, j->n_threads == 1 ? "" : "s",
                  j->gpu_failed ? j->gpu_why
@@ -556,7 +558,13 @@ uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows)
      * writer (at most a pinned buffer's worth each, 8 MiB). */
     uint64_t band = (uint64_t)SLIDE_AHEAD_BYTES > 3 * 4 * 16 * (uint64_t)j->W ? (uint64_t)SLIDE_AHEAD_BYTES
                                                                               : 3 * 4 * 16 * (uint64_t)j->W;
-    return box + mid + (uint64_t)j->n_threads * ((uint64_t)32 << 20) + band + SLIDE_WRITE_QUEUE * ((uint64_t)8 << 20);
+    /* ... and the pyramid writer's: a row of 512^2 tiles of each level
+     * (twice level 0's in all), that row deflated, and a tile for each
+     * encoding thread (labels of at most 2 bytes). */
+    uint64_t tile = 512 * 512 * 2, across = (uint64_t)j->W / 512 + 1;
+    uint64_t writer = 2 * across * tile + across * (tile + tile / 1000 + 64) + (uint64_t)omp_get_max_threads() * tile;
+    return box + mid + (uint64_t)j->n_threads * ((uint64_t)32 << 20) + band + SLIDE_WRITE_QUEUE * ((uint64_t)8 << 20) +
+           writer;
 }
 
 double sg_slide_job_scale(const sg_slide_job *j)
