@@ -201,6 +201,9 @@ typedef struct sg_window_ops {
      * batch that does not decode. */
     sg_status (*jpeg_decode)(sg_backend_jpeg *d, sg_backend_stream *stream, int32_t count, const uint8_t *const *data,
                              const size_t *bytes, bool ycbcr, uint8_t *const *planes, size_t pitch);
+    /* Which of the device's decoders took the last batch, in words for a
+     * report ("nvJPEG's hardware decoder"; a fallback says why). */
+    const char *(*jpeg_engine)(const sg_backend_jpeg *d);
     /* 8-bit planes to float32 rows, resampled by area:
      * dst[c * dst_cstride + (i - row0) * dst_pitch + x] = sum over k, l of
      * rows.w[i][k] * cols.w[x][l] * src[c * src_plane + ((rows.first[i] + k)

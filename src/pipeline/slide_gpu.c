@@ -169,6 +169,11 @@ int64_t sg_slide_gpu_tiles_decoded(const sg_slide_gpu *g)
     return g ? g->decoded : 0;
 }
 
+const char *sg_slide_gpu_engine(const sg_slide_gpu *g)
+{
+    return g && g->ops->jpeg_engine ? g->ops->jpeg_engine(g->dec) : "";
+}
+
 /* Tile row ty into its slot of the ring, on stream. */
 static sg_status decode_tile_row(sg_slide_gpu *g, int64_t ty, sg_backend_stream *stream)
 {

@@ -34,8 +34,9 @@ sg_status sg_slide_gpu_open(const sg_window_ops *ops, const sg_slide_tiles *tile
 sg_status sg_slide_gpu_rows(sg_slide_gpu *g, int64_t r0, int64_t r1, float *dst, int64_t channel_stride,
                             sg_backend_stream *stream);
 
-/* Tiles decoded so far. */
+/* Tiles decoded so far, and by which decoder (jpeg_engine's words). */
 int64_t sg_slide_gpu_tiles_decoded(const sg_slide_gpu *g);
+const char *sg_slide_gpu_engine(const sg_slide_gpu *g);
 
 /* Waits for its work on the device and frees it; NULL is fine. */
 void sg_slide_gpu_close(sg_slide_gpu *g);

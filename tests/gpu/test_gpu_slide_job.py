@@ -134,7 +134,7 @@ def test_jpeg_tiles_decoded_on_device_match_openslide(jpeg_slide, tmp_path, mpp,
         a, b = tmp_path / f"gpu{channel}.tif", tmp_path / f"cpu{channel}.tif"
         common = ["--mpp", mpp, "--tissue", "none", "--raw-input"]
         pa = run(model, path, "-o", a, *common, "--sw-batch", "8", *GPU)
-        assert "JPEG tiles decoded on the device" in pa.stdout + pa.stderr, pa.stdout + pa.stderr
+        assert "JPEG tiles decoded on the device by nvJPEG" in pa.stdout + pa.stderr, pa.stdout + pa.stderr
         run(model, path, "-o", b, *common, "--device", "cpu")
         va, vb = mask(a)[0].astype(int), mask(b)[0].astype(int)
         assert va.shape == vb.shape == ref.shape[:2]

@@ -135,6 +135,7 @@ sg_status sg_cuda_jpeg_create(sg_backend_jpeg **out);
 void sg_cuda_jpeg_destroy(sg_backend_jpeg *d);
 sg_status sg_cuda_jpeg_decode(sg_backend_jpeg *d, sg_backend_stream *stream, int32_t count, const uint8_t *const *data,
                               const size_t *bytes, bool ycbcr, uint8_t *const *planes, size_t pitch);
+const char *sg_cuda_jpeg_engine(const sg_backend_jpeg *d);
 
 /* The volume operations of the CUDA backend (cuda_volume.c), the
  * sg_cuda_backend's `volume`. */

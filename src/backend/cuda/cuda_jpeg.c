@@ -89,6 +89,7 @@ struct sg_backend_jpeg {
     nvj_engine hw, any; /* the hardware back end, and the default one where it fails */
     nvj_image *images;
     int32_t cap;
+    char engine[160]; /* which took the last batch (jpeg_engine) */
 };
 
 static void engine_free(nvj_engine *e)
@@ -144,6 +145,8 @@ sg_status sg_cuda_jpeg_create(sg_backend_jpeg **out)
         free(d);
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "nvJPEG does not start on this device");
     }
+    snprintf(d->engine, sizeof d->engine, "%s", d->hw.h ? "nvJPEG's hardware decoder" :
+             "nvJPEG on CUDA cores (its hardware decoder does not start on this device)");
     *out = d;
     return SEGRT_OK;
 }
@@ -182,9 +185,12 @@ sg_status sg_cuda_jpeg_decode(sg_backend_jpeg *d, sg_backend_stream *stream, int
     /* The hardware takes baseline streams only; a batch it refuses goes to
      * the default back end, and so does every later one. */
     if (d->hw.h && !d->hw.failed) {
-        if (engine_decode(&d->hw, s, count, data, bytes, format, d->images) == 0)
+        nvj_status hs = engine_decode(&d->hw, s, count, data, bytes, format, d->images);
+        if (hs == 0)
             return SEGRT_OK;
         d->hw.failed = true;
+        snprintf(d->engine, sizeof d->engine,
+                 "nvJPEG on CUDA cores (its hardware decoder refused a batch of %d tiles: status %d)", (int)count, hs);
     }
     if (!engine_make(&d->any, NVJ_BACKEND_DEFAULT))
         return sg_error(SEGRT_ERROR_DEVICE, "nvJPEG: the default back end does not start");
@@ -194,3 +200,5 @@ sg_status sg_cuda_jpeg_decode(sg_backend_jpeg *d, sg_backend_stream *stream, int
                         (int)count, st);
     return SEGRT_OK;
 }
+
+const char *sg_cuda_jpeg_engine(const sg_backend_jpeg *d) { return d ? d->engine : ""; }

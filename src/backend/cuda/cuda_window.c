@@ -279,5 +279,6 @@ const sg_window_ops sg_cuda_window_ops = {
     .jpeg_create = sg_cuda_jpeg_create,
     .jpeg_destroy = sg_cuda_jpeg_destroy,
     .jpeg_decode = sg_cuda_jpeg_decode,
+    .jpeg_engine = sg_cuda_jpeg_engine,
     .area_u8 = win_area_u8,
 };
