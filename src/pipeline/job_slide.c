@@ -391,7 +391,15 @@ static sg_status slide_rows_read_device(sg_sw_image *im, const sg_window_ops *op
             return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s", j->gpu_why);
         }
     }
-    return sg_slide_gpu_rows(j->gpu, r0, r1, dst, channel_stride, stream);
+    sg_status s = sg_slide_gpu_rows(j->gpu, r0, r1, dst, channel_stride, stream);
+    if (s == SEGRT_ERROR_UNSUPPORTED) { /* its decoder did not start (no nvJPEG): OpenSlide reads */
+        j->gpu_failed = true;
+        snprintf(j->gpu_why, sizeof j->gpu_why, "%s", sg_last_error());
+        sg_slide_gpu_close(j->gpu);
+        j->gpu = NULL;
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s", j->gpu_why);
+    }
+    return s;
 }
 
 /* The level's JPEG tiles, where the device may decode them: the rows'

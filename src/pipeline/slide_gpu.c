@@ -1,29 +1,42 @@
 /* A slide level's rows made on the device (slide_gpu.h).
  *
- * The ring holds K tile rows of the level, decoded whole (edge tiles
- * too), as three 8-bit planes of K * tile_h rows of across * tile_w
- * bytes: level row y at y mod (K * tile_h). A call walks its grid rows in
- * steps whose level rows span at most K tile rows, decodes the tile rows
- * the step lacks (one batch a tile row, so that the decoder keeps one
- * batch size) and resamples the step's rows; everything is on the one
- * stream, so a slot is decoded into only after the kernels that read its
- * previous tile row. The compressed tiles are read into one of two pinned
- * buffers while the other's batch may still be decoding. */
+ * A decoder thread of the reader's own reads the level's tile rows in
+ * order (pread, one tile row a batch, so that nvJPEG keeps one batch
+ * size) and decodes them on a stream of its own into a ring of KT tile
+ * rows (three 8-bit planes of KT * tile_h rows of across * tile_w bytes:
+ * level row y at y mod (KT * tile_h)), up to AHEAD tile rows past what
+ * the caller's step needs. The caller's thread only resamples: a call
+ * walks its grid rows in steps whose level rows span at most K tile rows,
+ * waits for those tile rows to be decoded (the host for the thread to
+ * have enqueued them, its stream for their decode events), resamples on
+ * its stream, and records a read event on each slot it read. The thread
+ * decodes into a slot only once the caller has moved past the slot's
+ * tile row (its stream waiting for that read event). So nvJPEG's host
+ * work (about 30 us a tile with the hardware decoder), the file reads and
+ * the decoder's start-up leave the job's thread, which feeds the
+ * networks.
+ *
+ * A call that jumps (back before the ring's rows, or past what is
+ * decoded) restarts the thread at the new row. */
 #include "pipeline/slide_gpu.h"
 
 #include "core/mem.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The most grid rows one resampling launch takes (the kernel's grid). */
 #define GPU_MAX_STEP_ROWS 65535
+/* Tile rows decoded ahead of the caller's step. */
+#define GPU_AHEAD 4
 
 struct sg_slide_gpu {
     const sg_window_ops *ops;
     const sg_slide_tiles *tiles;
     sg_slide_tiles_info ti;
-    sg_backend_jpeg *dec;
+    int32_t device;
     int64_t H, W;
     /* Host copies of the rows' extents (for the tile rows a step needs). */
     int64_t *row_first;
@@ -33,42 +46,159 @@ struct sg_slide_gpu {
     sg_window_axis rows, cols;
     sg_window_norm norm;
     uint8_t *ring;
-    int64_t K, ring_rows, pitch, plane;
-    int64_t t_lo, t_hi; /* tile rows [t_lo, t_hi) are in the ring (or on their way) */
-    /* Pinned buffers for a tile row's streams, and the batch's arrays. */
+    int64_t K, KT, ring_rows, pitch, plane;
+    /* Per slot: decoded (on the thread's stream), read (on the caller's). */
+    sg_backend_event **ev_dec, **ev_read;
+    sg_backend_event *ev_done;
+    /* The thread's: its stream, decoder, pinned buffers for a tile row's
+     * streams (two: one fills while the other's batch may still decode)
+     * and the batch's arrays. */
+    sg_backend_stream *stream;
+    sg_backend_jpeg *dec;
     uint8_t *host[2];
-    sg_backend_event *ev[2], *ev_done;
+    sg_backend_event *ev_host[2];
     int32_t next;
     const uint8_t **data;
     size_t *bytes;
     uint8_t **planes;
+    /* Shared under mu. The thread decodes tile row dec_hi next, while
+     * dec_hi < lo + KT (and below the level's tile rows); restart asks it
+     * to continue from restart_at instead (it answers by setting started
+     * to the request's number). */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool thread_on, stop, restart;
+    uint64_t restarts, started;
+    int64_t restart_at, dec_hi, lo;
     int64_t decoded;
+    sg_status failed;
+    char why[512];
     bool used;
 };
+
+/* The thread's error, for the caller to raise. */
+static void thread_fail(sg_slide_gpu *g, sg_status s)
+{
+    pthread_mutex_lock(&g->mu);
+    if (g->failed == SEGRT_OK) {
+        g->failed = s;
+        snprintf(g->why, sizeof g->why, "%s", sg_last_error());
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Tile row ty into its slot of the ring, on the thread's stream. */
+static sg_status decode_tile_row(sg_slide_gpu *g, int64_t ty)
+{
+    const sg_window_ops *ops = g->ops;
+    int32_t k = g->next;
+    g->next ^= 1;
+    SG_TRY(ops->event_synchronize(g->ev_host[k])); /* its last batch has decoded */
+    int64_t across = g->ti.across, th = g->ti.tile_h, tw = g->ti.tile_w, slot = ty % g->KT;
+    uint8_t *base = g->ring + slot * th * g->pitch;
+    for (int64_t tx = 0; tx < across; tx++) {
+        uint8_t *dst = g->host[k] + (size_t)tx * g->ti.max_bytes;
+        SG_TRY(sg_slide_tiles_read(g->tiles, ty, tx, dst, &g->bytes[tx]));
+        g->data[tx] = dst;
+        for (int c = 0; c < 3; c++)
+            g->planes[3 * tx + c] = base + c * g->plane + tx * tw;
+    }
+    /* The slot's last reads (of tile row ty - KT) are done before it is
+     * overwritten. */
+    SG_TRY(ops->stream_wait(g->stream, g->ev_read[slot]));
+    SG_TRY(ops->jpeg_decode(g->dec, g->stream, (int32_t)across, g->data, g->bytes, g->ti.ycbcr, g->planes,
+                            (size_t)g->pitch));
+    SG_TRY(ops->event_record(g->ev_host[k], g->stream));
+    return ops->event_record(g->ev_dec[slot], g->stream);
+}
+
+static void *decoder_main(void *arg)
+{
+    sg_slide_gpu *g = arg;
+    sg_backend_jpeg *dec = NULL;
+    sg_status s = g->ops->device_set(g->device);
+    if (s == SEGRT_OK)
+        s = g->ops->jpeg_create(&dec);
+    if (s != SEGRT_OK) {
+        thread_fail(g, s);
+        return NULL;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->dec = dec;
+    for (;;) {
+        if (g->restart) {
+            g->restart = false;
+            g->dec_hi = g->restart_at;
+            g->started = g->restarts;
+            pthread_cond_broadcast(&g->cv);
+        }
+        if (g->stop || g->failed != SEGRT_OK)
+            break;
+        int64_t ty = g->dec_hi;
+        if (ty >= g->ti.down || ty >= g->lo + g->KT) {
+            pthread_cond_wait(&g->cv, &g->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&g->mu);
+        s = decode_tile_row(g, ty);
+        pthread_mutex_lock(&g->mu);
+        if (s != SEGRT_OK) {
+            if (g->failed == SEGRT_OK) {
+                g->failed = s;
+                snprintf(g->why, sizeof g->why, "%s", sg_last_error());
+            }
+            pthread_cond_broadcast(&g->cv);
+            break;
+        }
+        g->decoded += g->ti.across;
+        if (!g->restart) /* a restart asked meanwhile discards this row */
+            g->dec_hi = ty + 1;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
 
 void sg_slide_gpu_close(sg_slide_gpu *g)
 {
     if (!g)
         return;
     const sg_window_ops *ops = g->ops;
-    if (g->used) {
-        /* Nothing may be freed under the device's feet (a job that failed
-         * midway leaves work enqueued). */
-        for (int k = 0; k < 2; k++)
-            if (g->ev[k])
-                ops->event_synchronize(g->ev[k]);
-        if (g->ev_done)
-            ops->event_synchronize(g->ev_done);
-        sg_error_clear();
+    if (g->thread_on) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = true;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(g->thread, NULL);
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->cv);
     }
+    /* Nothing may be freed under the device's feet (a job that failed
+     * midway leaves work enqueued). */
+    if (g->stream)
+        ops->stream_synchronize(g->stream);
+    if (g->used && g->ev_done)
+        ops->event_synchronize(g->ev_done);
+    sg_error_clear();
     for (int k = 0; k < 2; k++) {
-        ops->event_destroy(g->ev[k]);
+        ops->event_destroy(g->ev_host[k]);
         ops->host_free(g->host[k]);
     }
+    for (int64_t s = 0; g->ev_dec && s < g->KT; s++) {
+        ops->event_destroy(g->ev_dec[s]);
+        ops->event_destroy(g->ev_read[s]);
+    }
     ops->event_destroy(g->ev_done);
-    ops->jpeg_destroy(g->dec);
+    if (g->dec) /* made on the thread's device; destroyed there too */
+        ops->jpeg_destroy(g->dec);
+    if (g->stream)
+        ops->stream_destroy(g->stream);
     ops->device_free(g->ring);
     ops->device_free(g->d_axes);
+    free(g->ev_dec);
+    free(g->ev_read);
     free(g->row_first);
     free(g->row_count);
     free(g->data);
@@ -107,9 +237,7 @@ static size_t axis_bytes(const sg_slide_axis *a)
 static sg_status gpu_setup(sg_slide_gpu *g, const sg_slide_axis *rows, const sg_slide_axis *cols)
 {
     const sg_window_ops *ops = g->ops;
-    int32_t device;
-    SG_TRY(ops->device_get(&device));
-    SG_TRY(ops->jpeg_create(&g->dec));
+    SG_TRY(ops->device_get(&g->device));
     g->H = rows->n;
     g->W = cols->n;
     if (!(g->row_first = malloc(sizeof(int64_t) * (size_t)g->H)) ||
@@ -118,27 +246,48 @@ static sg_status gpu_setup(sg_slide_gpu *g, const sg_slide_axis *rows, const sg_
     memcpy(g->row_first, rows->first, sizeof(int64_t) * (size_t)g->H);
     memcpy(g->row_count, rows->count, sizeof(int32_t) * (size_t)g->H);
     size_t at = 0, need = axis_bytes(rows) + axis_bytes(cols);
-    SG_TRY(ops->device_alloc(device, need, &g->d_axes));
+    SG_TRY(ops->device_alloc(g->device, need, &g->d_axes));
     SG_TRY(put_axis(ops, g->d_axes, &at, rows, &g->rows));
     SG_TRY(put_axis(ops, g->d_axes, &at, cols, &g->cols));
     /* A grid row's level rows (span at most) may straddle a tile row's
-     * edge; two more tile rows let a step take many grid rows. */
+     * edge; two more tile rows let a step take many grid rows, and the
+     * thread decodes GPU_AHEAD more. */
     g->K = (rows->span + g->ti.tile_h - 1) / g->ti.tile_h + 2;
-    g->ring_rows = g->K * g->ti.tile_h;
+    g->KT = g->K + GPU_AHEAD;
+    g->ring_rows = g->KT * g->ti.tile_h;
     g->pitch = g->ti.across * g->ti.tile_w;
     g->plane = g->ring_rows * g->pitch;
-    SG_TRY(ops->device_alloc(device, (size_t)(3 * g->plane), (void **)&g->ring));
+    SG_TRY(ops->device_alloc(g->device, (size_t)(3 * g->plane), (void **)&g->ring));
     size_t per_row = (size_t)g->ti.across * g->ti.max_bytes;
     for (int k = 0; k < 2; k++) {
         SG_TRY(ops->host_alloc(per_row, (void **)&g->host[k]));
-        SG_TRY(ops->event_create(&g->ev[k]));
+        SG_TRY(ops->event_create(&g->ev_host[k]));
+    }
+    if (!(g->ev_dec = calloc((size_t)g->KT, sizeof *g->ev_dec)) ||
+        !(g->ev_read = calloc((size_t)g->KT, sizeof *g->ev_read)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a slide's %lld ring slots", (long long)g->KT);
+    for (int64_t s = 0; s < g->KT; s++) {
+        SG_TRY(ops->event_create(&g->ev_dec[s]));
+        SG_TRY(ops->event_create(&g->ev_read[s]));
     }
     SG_TRY(ops->event_create(&g->ev_done));
+    SG_TRY(ops->stream_create(&g->stream));
     size_t n = (size_t)g->ti.across;
     if (!(g->data = malloc(sizeof *g->data * n)) || !(g->bytes = malloc(sizeof *g->bytes * n)) ||
         !(g->planes = malloc(sizeof *g->planes * 3 * n)))
         return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a tile row's %zu tiles", n);
-    g->t_lo = g->t_hi = 0;
+    if (pthread_mutex_init(&g->mu, NULL) != 0)
+        return sg_error(SEGRT_ERROR_INTERNAL, "a slide's decoder: no mutex");
+    if (pthread_cond_init(&g->cv, NULL) != 0) {
+        pthread_mutex_destroy(&g->mu);
+        return sg_error(SEGRT_ERROR_INTERNAL, "a slide's decoder: no condition variable");
+    }
+    if (pthread_create(&g->thread, NULL, decoder_main, g) != 0) {
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+        return sg_error(SEGRT_ERROR_INTERNAL, "a slide's decoder thread does not start");
+    }
+    g->thread_on = true;
     return SEGRT_OK;
 }
 
@@ -166,35 +315,44 @@ sg_status sg_slide_gpu_open(const sg_window_ops *ops, const sg_slide_tiles *tile
 
 int64_t sg_slide_gpu_tiles_decoded(const sg_slide_gpu *g)
 {
-    return g ? g->decoded : 0;
+    if (!g)
+        return 0;
+    pthread_mutex_lock((pthread_mutex_t *)&g->mu);
+    int64_t n = g->decoded;
+    pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
+    return n;
 }
 
 const char *sg_slide_gpu_engine(const sg_slide_gpu *g)
 {
-    return g && g->ops->jpeg_engine ? g->ops->jpeg_engine(g->dec) : "";
+    if (!g || !g->ops->jpeg_engine)
+        return "";
+    pthread_mutex_lock((pthread_mutex_t *)&g->mu);
+    const char *e = g->dec ? g->ops->jpeg_engine(g->dec) : "";
+    pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
+    return e;
 }
 
-/* Tile row ty into its slot of the ring, on stream. */
-static sg_status decode_tile_row(sg_slide_gpu *g, int64_t ty, sg_backend_stream *stream)
+/* Waits until tile rows [lo, hi) are enqueued for decoding, with lo the
+ * lowest the caller still reads; restarts the thread at lo where the ring
+ * does not hold it and it is not next. Under g->mu. */
+static sg_status await_rows(sg_slide_gpu *g, int64_t lo, int64_t hi)
 {
-    const sg_window_ops *ops = g->ops;
-    int32_t k = g->next;
-    g->next ^= 1;
-    SG_TRY(ops->event_synchronize(g->ev[k])); /* its last batch has decoded */
-    int64_t across = g->ti.across, th = g->ti.tile_h, tw = g->ti.tile_w;
-    uint8_t *slot = g->ring + (ty % g->K) * th * g->pitch;
-    for (int64_t tx = 0; tx < across; tx++) {
-        uint8_t *dst = g->host[k] + (size_t)tx * g->ti.max_bytes;
-        SG_TRY(sg_slide_tiles_read(g->tiles, ty, tx, dst, &g->bytes[tx]));
-        g->data[tx] = dst;
-        for (int c = 0; c < 3; c++)
-            g->planes[3 * tx + c] = slot + c * g->plane + tx * tw;
+    if (lo < g->lo || lo > g->dec_hi) {
+        g->restart = true;
+        g->restart_at = lo;
+        uint64_t ask = ++g->restarts;
+        g->lo = lo;
+        pthread_cond_broadcast(&g->cv);
+        while (g->started != ask && g->failed == SEGRT_OK)
+            pthread_cond_wait(&g->cv, &g->mu);
+    } else if (lo > g->lo) {
+        g->lo = lo; /* slots below it may take new rows */
+        pthread_cond_broadcast(&g->cv);
     }
-    SG_TRY(
-        ops->jpeg_decode(g->dec, stream, (int32_t)across, g->data, g->bytes, g->ti.ycbcr, g->planes, (size_t)g->pitch));
-    SG_TRY(ops->event_record(g->ev[k], stream));
-    g->decoded += across;
-    return SEGRT_OK;
+    while (g->dec_hi < hi && g->failed == SEGRT_OK)
+        pthread_cond_wait(&g->cv, &g->mu);
+    return g->failed == SEGRT_OK ? SEGRT_OK : sg_error(g->failed, "%s", g->why);
 }
 
 sg_status sg_slide_gpu_rows(sg_slide_gpu *g, int64_t r0, int64_t r1, float *dst, int64_t channel_stride,
@@ -203,6 +361,7 @@ sg_status sg_slide_gpu_rows(sg_slide_gpu *g, int64_t r0, int64_t r1, float *dst,
     if (r0 < 0 || r1 > g->H || r1 < r0)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "slide rows [%lld, %lld) of %lld", (long long)r0, (long long)r1,
                         (long long)g->H);
+    const sg_window_ops *ops = g->ops;
     g->used = true;
     int64_t th = g->ti.tile_h;
     for (int64_t i = r0; i < r1;) {
@@ -218,14 +377,19 @@ sg_status sg_slide_gpu_rows(sg_slide_gpu *g, int64_t r0, int64_t r1, float *dst,
             return sg_error(SEGRT_ERROR_INTERNAL, "slide row %lld spans more than %lld tile rows", (long long)i,
                             (long long)g->K);
         ty_end = ty_end < g->ti.down ? ty_end : g->ti.down;
-        if (ty_lo < g->t_lo || ty_lo > g->t_hi)
-            g->t_lo = g->t_hi = ty_lo; /* a jump: the ring starts afresh */
-        g->t_lo = ty_lo;
-        for (; g->t_hi < ty_end; g->t_hi++)
-            SG_TRY(decode_tile_row(g, g->t_hi, stream));
-        SG_TRY(g->ops->area_u8(stream, g->ring, g->pitch, g->plane, g->ring_rows, 3, &g->rows, i, e - i, &g->cols, g->W,
-                               &g->norm, dst + (i - r0) * g->W, g->W, channel_stride));
+        pthread_mutex_lock(&g->mu);
+        sg_status s = await_rows(g, ty_lo, ty_end);
+        pthread_mutex_unlock(&g->mu);
+        SG_TRY(s);
+        for (int64_t t = ty_lo; t < ty_end; t++)
+            SG_TRY(ops->stream_wait(stream, g->ev_dec[t % g->KT]));
+        SG_TRY(ops->area_u8(stream, g->ring, g->pitch, g->plane, g->ring_rows, 3, &g->rows, i, e - i, &g->cols, g->W,
+                            &g->norm, dst + (i - r0) * g->W, g->W, channel_stride));
+        /* Recorded before the thread may reuse these slots: it does so
+         * only once a later call's lo has passed their rows. */
+        for (int64_t t = ty_lo; t < ty_end; t++)
+            SG_TRY(ops->event_record(g->ev_read[t % g->KT], stream));
         i = e;
     }
-    return g->ops->event_record(g->ev_done, stream);
+    return ops->event_record(g->ev_done, stream);
 }

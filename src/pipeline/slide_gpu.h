@@ -1,7 +1,8 @@
 /* A slide level's rows made on the device (the slide job's read_device,
  * job_slide.c): the level's JPEG tiles (io/slide.h's sg_slide_tiles) read
  * from the file, decoded on the device a tile row at a time into a ring
- * of 8-bit planes (backend_window.h's jpeg_decode), and shrunk by area
+ * of 8-bit planes (backend_window.h's jpeg_decode) by a thread of the
+ * reader's own, ahead of the caller, and shrunk by area
  * into the float32 rows the window job reads (area_u8): what the host
  * path does with OpenSlide's pixels and area weights, without them ever
  * being on the host. */
@@ -24,7 +25,9 @@ typedef struct sg_slide_axis {
 
 /* Rows of `tiles`' level over the grid of the axes, normalised by norm,
  * on the device of ops (the calling thread's current one); the axes are
- * copied. UNSUPPORTED where the device cannot decode JPEG (no nvJPEG). */
+ * copied. Its thread starts decoding at once. Where the device cannot
+ * decode JPEG (no nvJPEG) the first sg_slide_gpu_rows fails with
+ * UNSUPPORTED. */
 sg_status sg_slide_gpu_open(const sg_window_ops *ops, const sg_slide_tiles *tiles, const sg_slide_axis *rows,
                             const sg_slide_axis *cols, const sg_window_norm *norm, sg_slide_gpu **out);
 

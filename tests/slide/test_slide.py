@@ -413,6 +413,26 @@ def test_jpeg_tiles_as_complete_streams(tmp_path, compression):
         assert got.shape == (128, 128, 3) and d.max() <= 1, (r, c, d.max())
 
 
+@needs_openslide
+@pytest.mark.parametrize("compression,factor", [("pil", 1), ("pil-tables", 2), ("pil-rgb", 1)])
+def test_device_reader_ring(tmp_path, compression, factor):
+    """The device reader's decoder thread, ring and steps (pipeline/
+    slide_gpu.c) on a host stand-in for the device (segrt_slide's ring):
+    rows asked in pieces, forwards in order, then backwards and past what is
+    decoded (each a restart of the thread), then all at once, equal the rows
+    made from the tiles directly; a pass in order decodes each tile once."""
+    path = tmp_path / "s.svs"
+    slide_synth.write_svs(str(path), height=1000, width=1200, tile=112, factors=(4,), label=False, macro=False,
+                          compression=compression)
+    n = (1000 + factor - 1) // factor
+    once = run("--slide", path, "ring", 0, factor, f"0:{n // 3}", f"{n // 3}:{n // 3 + 1}", f"{n // 3 + 1}:{n}")
+    r = json.loads(once.stdout)
+    assert r == {"rows": n, "tiles": 9 * 11, "engine": "the host stand-in"}, r
+    jumps = ["0:40", f"{n - 30}:{n}", "10:20", f"{n // 2}:{n // 2 + 7}", "5:6", f"0:{n}"]
+    r = json.loads(run("--slide", path, "ring", 0, factor, *jumps).stdout)
+    assert r["rows"] == 40 + 30 + 10 + 7 + 1 + n and r["tiles"] > 9 * 11, r
+
+
 def test_jpeg_tiles_of_other_levels_are_refused(tmp_path):
     """A level of deflated tiles is not the JPEG decoder's: UNSUPPORTED with
     the reason (the job then reads it through OpenSlide); a tile whose frame
