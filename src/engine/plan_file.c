@@ -283,8 +283,9 @@ static sg_status check_machine(const char *path, const sg_backend *b, const char
     }
     if (n)
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
-                        "%s: the plan was built for another machine (%s); rebuild it with "
-                        "`segrt build`",
+                        "%s: the plan was built for another machine (%s); a plan runs only where it was built: "
+                        "build one here from the ONNX model (`segrt build MODEL.onnx -o PLAN`, with the same "
+                        "options), or run the .onnx itself, which the plan cache builds once per machine",
                         path, diff);
     return SEGRT_OK;
 }

@@ -215,6 +215,8 @@ static void test_bad_files(void)
         write_all(bad, data, n);
         refused(bad, SEGRT_ERROR_UNSUPPORTED, "segrt version");
         CHECK(strstr(segrt_last_error(), "segrt version") != NULL);
+        /* ... and says what to do about it. */
+        CHECK(strstr(segrt_last_error(), "segrt build MODEL.onnx -o PLAN") != NULL);
     }
     free(data);
     write_all(bad, "SEGRTPLN", 8);
