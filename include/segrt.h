@@ -351,10 +351,15 @@ SEGRT_API segrt_status segrt_engine_input(const segrt_engine *engine, size_t ind
 SEGRT_API segrt_status segrt_engine_output(const segrt_engine *engine, size_t index,
                                            segrt_tensor_desc *out);
 
-/* Given input dtypes and dims (data is not read), writes each output's
- * dtype, rank and dims so that the caller can allocate them. Errors:
- * INVALID_ARGUMENT (count, dtype, rank or dims that do not fit an input:
- * the message names it with expected and given dims), SHAPE. */
+/* Given input dtypes and dims, writes each output's dtype, rank and dims
+ * so that the caller can allocate them. The inputs' data is not read,
+ * except where an output's shape depends on the inputs' values (NonZero):
+ * then, when every input's data is given in host memory, the graph is
+ * evaluated on the host to learn it (as a run would: the model runs twice).
+ * Errors: INVALID_ARGUMENT (count, dtype, rank or dims that do not fit an
+ * input: the message names it with expected and given dims), SHAPE (also
+ * a value-dependent shape whose inputs' data is not given), or the
+ * evaluation's. */
 SEGRT_API segrt_status segrt_engine_output_shapes(const segrt_engine *engine, size_t n_inputs,
                                                   const segrt_tensor *inputs, size_t n_outputs,
                                                   segrt_tensor *outputs);

@@ -196,6 +196,24 @@ static void fill_output_shape(const sg_value *v, segrt_tensor *t)
         t->dims[d] = v->shape.d[d].size;
 }
 
+/* Evaluates g (specialized for the inputs' dims) on the inputs' data, on
+ * the host: their data bound as constants, constant folding running the
+ * reference kernels and inferring each shape as it goes. */
+static sg_status interpret(sg_graph *g, const segrt_tensor *inputs, int64_t max_bytes)
+{
+    sg_status s = SEGRT_OK;
+    for (int32_t i = 0; i < g->n_inputs && s == SEGRT_OK; i++) {
+        sg_value *v = &g->values[g->inputs[i]];
+        sg_tensor t = sg_value_tensor(v);
+        size_t bytes = sg_tensor_bytes(&t);
+        s = sg_blob_new(bytes, false, &v->data);
+        if (s == SEGRT_OK && bytes)
+            memcpy(sg_blob_data(v->data), inputs[i].data, bytes);
+    }
+    sg_fold_options fold = {sg_backend_host_eval(), max_bytes, true, true, NULL};
+    return s == SEGRT_OK ? sg_pass_fold_constants(g, &fold, NULL) : s;
+}
+
 segrt_status segrt_engine_output_shapes(const segrt_engine *engine, size_t n_inputs,
                                         const segrt_tensor *inputs, size_t n_outputs,
                                         segrt_tensor *outputs)
@@ -207,12 +225,30 @@ segrt_status segrt_engine_output_shapes(const segrt_engine *engine, size_t n_inp
                         engine->g->path, engine->g->n_outputs, n_outputs);
     sg_graph *g = NULL;
     SG_TRY(specialize(engine, n_inputs, inputs, &g));
+    /* Outputs whose shapes depend on the inputs' values (NonZero): the
+     * graph evaluated on the inputs' data, where the caller gave it in
+     * host memory. */
+    bool dynamic = false, fed = true;
+    for (size_t j = 0; j < n_outputs; j++)
+        dynamic |= !sg_shape_is_static(&g->values[g->outputs[j]].shape);
+    for (size_t i = 0; i < n_inputs; i++)
+        fed &= inputs[i].data != NULL && inputs[i].memory == SEGRT_MEMORY_HOST;
+    if (dynamic && fed) {
+        sg_status s = interpret(g, inputs, engine->interpret_max_bytes);
+        if (s != SEGRT_OK) {
+            if (strncmp(sg_last_error(), g->path, strlen(g->path)) != 0)
+                s = sg_error_prefix(s, "%s: ", g->path);
+            sg_graph_free(g);
+            return s;
+        }
+    }
     for (size_t j = 0; j < n_outputs; j++) {
         const sg_value *v = &g->values[g->outputs[j]];
         if (!sg_shape_is_static(&v->shape)) {
             char buf[256];
             sg_status s = sg_error(SEGRT_ERROR_SHAPE,
-                                   "%s: output `%s` has shape %s, which depends on input data",
+                                   "%s: output `%s` has shape %s, which depends on input data (give the inputs' "
+                                   "data, in host memory, to learn it)",
                                    g->path, v->name, sg_shape_format(g, &v->shape, buf, sizeof buf));
             sg_graph_free(g);
             return s;
@@ -291,18 +327,7 @@ static sg_status check_outputs(const sg_graph *g, size_t n_outputs, const segrt_
 static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t n_outputs,
                                  segrt_tensor *outputs, int64_t max_bytes)
 {
-    sg_status s = SEGRT_OK;
-    for (int32_t i = 0; i < g->n_inputs && s == SEGRT_OK; i++) {
-        sg_value *v = &g->values[g->inputs[i]];
-        sg_tensor t = sg_value_tensor(v);
-        size_t bytes = sg_tensor_bytes(&t);
-        s = sg_blob_new(bytes, false, &v->data);
-        if (s == SEGRT_OK && bytes)
-            memcpy(sg_blob_data(v->data), inputs[i].data, bytes);
-    }
-    sg_fold_options fold = {sg_backend_host_eval(), max_bytes, true, true, NULL};
-    if (s == SEGRT_OK)
-        s = sg_pass_fold_constants(g, &fold, NULL);
+    sg_status s = interpret(g, inputs, max_bytes);
     if (s == SEGRT_OK)
         s = check_outputs(g, n_outputs, outputs, false);
     for (size_t j = 0; j < n_outputs && s == SEGRT_OK; j++) {

@@ -1,6 +1,6 @@
 /* Shape inference for indexing and replicating operators: Expand, Tile,
  * Gather, ScatterND, DepthToSpace, SpaceToDepth, GatherElements,
- * ScatterElements, GatherND, CumSum, Trilu, OneHot and TopK. */
+ * ScatterElements, GatherND, CumSum, Trilu, OneHot, TopK and NonZero. */
 #include "graph/infer_util.h"
 
 #include <string.h>
@@ -381,4 +381,29 @@ sg_status sg_infer_TOP_K(sg_graph *g, sg_node *n)
     }
     SG_TRY(sg_infer_set_output(g, n, 0, t, &out));
     return sg_infer_set_output(g, n, 1, SEGRT_DTYPE_INT64, &out);
+}
+
+/* NonZero: int64 [rank, count], the count known only where the input is
+ * (a constant, or the interpreter's value): a model that takes it from an
+ * input has shapes that depend on its values. A scalar counts as rank 1,
+ * as numpy's nonzero takes it. */
+sg_status sg_infer_NON_ZERO(sg_graph *g, sg_node *n)
+{
+    sg_shape x;
+    SG_TRY(sg_iu_shape(g, n, 0, &x));
+    sg_shape out = sg_iu_unknown_dims(2);
+    if (x.rank >= 0)
+        out.d[0] = sg_dim_of(x.rank > 0 ? x.rank : 1);
+    const sg_value *v = sg_infer_input(g, n, 0);
+    if (v && v->data && sg_shape_is_static(&x)) {
+        sg_dtype t = v->dtype;
+        int64_t numel = 1, count = 0;
+        for (int32_t i = 0; i < x.rank; i++)
+            numel *= x.d[i].size;
+        const void *d = sg_blob_data(v->data);
+        for (int64_t i = 0; i < numel; i++)
+            count += sg_dtype_is_float(t) ? sg_dtype_load_f64(t, d, i) != 0.0 : sg_dtype_load_i64(t, d, i) != 0;
+        out.d[1] = sg_dim_of(count);
+    }
+    return sg_infer_set_output(g, n, 0, SEGRT_DTYPE_INT64, &out);
 }

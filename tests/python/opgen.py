@@ -2103,6 +2103,23 @@ def gen_trilu(rng):
     return g.case()
 
 
+@family("nonzero", 12)
+def gen_nonzero(rng):
+    """The count depends on the input's values: from a model input the CPU
+    engine interprets the graph; from a constant it folds at build."""
+    dtype = pick(rng, (np.float32, np.float64, np.int64, np.int32, np.uint8))
+    g = Graph(rng, int(pick(rng, [13, 17, 21])))
+    xs = dims(rng, int(rng.integers(1, 5)), 1, 5)  # (numpy 2 refuses a scalar's nonzero)
+    x = (values(rng, xs, dtype) * (rng.random(xs) < 0.5)).astype(dtype)
+    if rng.random() < 0.3:
+        x.reshape(-1)[:] = 0  # none at all: a 0-wide output
+    src = g.const(x, "x") if rng.random() < 0.3 else g.input(x, "x")
+    y = g.op("NonZero", [src])
+    g.known_types[y] = (np.int64, [x.ndim, int(np.count_nonzero(x))])
+    g.output(y)
+    return g.case()
+
+
 @family("onehot", 15)
 def gen_onehot(rng):
     """Against numpy: onnxruntime has OneHot kernels for a few type

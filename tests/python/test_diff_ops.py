@@ -20,7 +20,8 @@ FAMILIES = [
     "concat", "split", "slice", "pad", "reshape", "transpose", "flatten", "squeeze",
     "unsqueeze", "expand", "tile", "gather", "depth_space", "scatter_nd",
     "cast", "shape_ops", "reduce", "reduce_empty", "argmax", "matmul", "gemm", "einsum", "resize",
-    "gather_elements", "scatter_elements", "gather_nd", "cumsum", "trilu", "onehot", "topk", "quant", "grid_sample", "attention",
+    "gather_elements", "scatter_elements", "gather_nd", "cumsum", "trilu", "onehot", "topk", "nonzero", "quant", "grid_sample",
+    "attention",
 ]
 CASES = opgen.case_ids(FAMILIES)
 

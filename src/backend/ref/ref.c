@@ -95,6 +95,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_TRILU] = sg_ref_trilu,
     [SG_OP_ONE_HOT] = sg_ref_one_hot,
     [SG_OP_TOP_K] = sg_ref_top_k,
+    [SG_OP_NON_ZERO] = sg_ref_non_zero,
 
     [SG_OP_CAST] = sg_ref_cast,
     [SG_OP_CAST_LIKE] = sg_ref_cast, /* the output's dtype is the target's */

@@ -52,6 +52,7 @@ REF_KERNEL(sg_ref_cum_sum);
 REF_KERNEL(sg_ref_trilu);
 REF_KERNEL(sg_ref_one_hot);
 REF_KERNEL(sg_ref_top_k);
+REF_KERNEL(sg_ref_non_zero);
 REF_KERNEL(sg_ref_quantize_linear);
 REF_KERNEL(sg_ref_grid_sample);
 REF_KERNEL(sg_ref_attention);

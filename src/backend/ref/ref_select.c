@@ -1,7 +1,7 @@
 /* Element-wise gathers and scatters along an axis (GatherElements,
  * ScatterElements), tuple gathers (GatherND), running sums (CumSum),
  * triangles (Trilu), one-hot encoding (OneHot) and the k largest or
- * smallest (TopK).
+ * smallest (TopK), and the indices of the nonzero elements (NonZero).
  *
  * Indices are checked before anything is written, so a bad one leaves no
  * partial output. Values move as their bytes (gathers, Trilu, TopK) or
@@ -380,5 +380,37 @@ REF_KERNEL(sg_ref_top_k)
             }
         }
     free(items);
+    return SEGRT_OK;
+}
+
+/* The indices of the nonzero elements, dimension by dimension, in
+ * row-major order (numpy's nonzero; NaN is nonzero, -0.0 zero). */
+REF_KERNEL(sg_ref_non_zero)
+{
+    const sg_tensor *x;
+    sg_tensor *y;
+    SG_TRY(sg_ref_need_in(n, in, n_in, 0, &x));
+    SG_TRY(sg_ref_need_out(n, out, n_out, 0, &y));
+    SG_TRY(sg_ref_check_dtype(n, y, SEGRT_DTYPE_INT64, "output"));
+    int32_t R = x->rank > 0 ? x->rank : 1;
+    int64_t numel = sg_ref_numel(x), count = 0;
+    bool fl = sg_dtype_is_float(x->dtype);
+    for (int64_t i = 0; i < numel; i++)
+        count += fl ? sg_dtype_load_f64(x->dtype, x->data, i) != 0.0 : sg_dtype_load_i64(x->dtype, x->data, i) != 0;
+    int64_t want[2] = {R, count};
+    SG_TRY(sg_ref_check_out_dims(n, y, want, 2));
+    int64_t *o = y->data;
+    for (int64_t i = 0, k = 0; i < numel; i++) {
+        if (fl ? sg_dtype_load_f64(x->dtype, x->data, i) == 0.0 : sg_dtype_load_i64(x->dtype, x->data, i) == 0)
+            continue;
+        int64_t rest = i;
+        for (int32_t d = x->rank - 1; d >= 0; d--) {
+            o[d * count + k] = rest % x->dims[d];
+            rest /= x->dims[d];
+        }
+        if (x->rank == 0)
+            o[k] = 0;
+        k++;
+    }
     return SEGRT_OK;
 }
