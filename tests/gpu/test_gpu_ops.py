@@ -23,9 +23,13 @@ Cases: at most 12 per family (SEGRT_GPU_SCALE multiplies), a deterministic
 spread over opgen.case_ids; SEGRT_DIFF_SEED=<seed> reruns chosen ones, as in
 tests/python. A summary of the worst margins per precision is printed at the
 end (pytest -s), and every case's figures go to $SEGRT_GPU_REPORT."""
+import re
+
+import numpy as np
 import pytest
 
 import opgen
+import segrt_capi as sc
 from gpu_judge import Tally, judge, pick_cases
 from test_diff_ops import FAMILIES
 
@@ -43,10 +47,40 @@ def summary():
     TALLY.print_summary("GPU op cases", PRECISIONS)
 
 
+# Families whose operators the CUDA backend has no kernel for yet (issue
+# 41): a case's CUDA build must refuse the operator by name, or (where the
+# build folds it away, its inputs constant) pass the comparisons as any
+# case does. NonZero's shapes depend on its input's values, which no CUDA
+# plan compiles (--allow-cpu-fallback interprets).
+CUDA_PENDING = {
+    "gather_elements": "GatherElements", "scatter_elements": "ScatterElements", "gather_nd": "GatherND",
+    "cumsum": "CumSum", "trilu": "Trilu", "onehot": "OneHot", "topk": "TopK", "quant": "QuantizeLinear|DequantizeLinear",
+    "grid_sample": "GridSample", "attention": "Attention", "nonzero": "depend on input values",
+}
+
+
+def refused_on_cuda(case, label, head, names):
+    """True when the CUDA build refuses the case naming what it lacks;
+    False when it runs it (the caller judges the outputs)."""
+    feeds = {k: np.asarray(v) for k, v in case.feeds.items()}
+    model = sc.Model.from_bytes(case.model, name=f"{label}.onnx")
+    try:
+        with sc.BuildOptions(shapes={k: v.shape for k, v in feeds.items()}, device="cuda") as o, \
+                sc.Engine.build(model, o) as e, e.context() as ctx:
+            ctx.run(feeds)
+    except sc.SegrtError as err:
+        assert err.unsupported and re.search(names, err.message), f"{head}\n{err}"
+        return True
+    return False
+
+
 @pytest.mark.parametrize("family,seed", CASES, ids=[f"{f}-{s}" for f, s in CASES])
 def test_gpu_op(family, seed):
     label = f"{family}-{seed}"
     case = opgen.make_case(family, seed)
+    if family in CUDA_PENDING and refused_on_cuda(case, label, f"{label}: {family} is CUDA_PENDING",
+                                                  CUDA_PENDING[family]):
+        return
     head = (f"{label} (opset {case.model.opset_import[0].version}); rerun with "
             f"SEGRT_DIFF_SEED={seed} pytest tests/gpu/test_gpu_ops.py\n{opgen.describe(case.model, case.feeds)}")
     judge(case, label, head, PRECISIONS, HALF_PSNR_DB, TALLY, "gpu_op", "test_diff_ops.py")

@@ -167,6 +167,18 @@ sg_status cuda_build_unary(sg_cuda_plan *p, const sg_node *n)
     case SG_OP_FLOOR: mp.op = SGK_FLOOR; break;
     case SG_OP_CEIL: mp.op = SGK_CEIL; break;
     case SG_OP_NOT: mp.op = SGK_NOT; break;
+    case SG_OP_SIN: mp.op = SGK_SIN; break;
+    case SG_OP_COS: mp.op = SGK_COS; break;
+    case SG_OP_ROUND: mp.op = SGK_ROUND; break;
+    case SG_OP_SIGN: mp.op = SGK_SIGN; break;
+    case SG_OP_SOFTSIGN: mp.op = SGK_SOFTSIGN; break;
+    case SG_OP_MISH: mp.op = SGK_MISH; break;
+    case SG_OP_IS_NAN: mp.op = SGK_IS_NAN; break;
+    case SG_OP_IS_INF:
+        mp.op = SGK_IS_INF;
+        mp.alpha = sg_attr_int(n, "detect_negative", 1) != 0 ? 1.0f : 0.0f;
+        mp.beta = sg_attr_int(n, "detect_positive", 1) != 0 ? 1.0f : 0.0f;
+        break;
     default: return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "not a unary operator");
     }
     if (n->n_inputs < 1 || n->inputs[0] < 0)
@@ -176,7 +188,7 @@ sg_status cuda_build_unary(sg_cuda_plan *p, const sg_node *n)
     sg_dtype xdt = p->g->values[n->inputs[0]].dtype;
     bool ok = n->op == SG_OP_NOT ? xdt == SEGRT_DTYPE_BOOL
               : sg_dtype_is_integer(xdt)
-                  ? (n->op == SG_OP_RELU || n->op == SG_OP_NEG || n->op == SG_OP_ABS)
+                  ? (n->op == SG_OP_RELU || n->op == SG_OP_NEG || n->op == SG_OP_ABS || n->op == SG_OP_SIGN)
                   : sg_dtype_is_float(xdt);
     if (!ok)
         return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s inputs are not supported", segrt_dtype_name(xdt));
@@ -228,8 +240,30 @@ sg_status cuda_build_binary(sg_cuda_plan *p, const sg_node *n)
     case SG_OP_GREATER: mp.op = SGK_GREATER; break;
     case SG_OP_AND: mp.op = SGK_AND; break;
     case SG_OP_OR: mp.op = SGK_OR; break;
+    case SG_OP_LESS_OR_EQUAL: mp.op = SGK_LESS_EQUAL; break;
+    case SG_OP_GREATER_OR_EQUAL: mp.op = SGK_GREATER_EQUAL; break;
+    case SG_OP_XOR: mp.op = SGK_XOR; break;
+    case SG_OP_MOD:
+        mp.op = SGK_MOD;
+        mp.alpha = sg_attr_int(n, "fmod", 0) != 0 ? 1.0f : 0.0f;
+        break;
+    case SG_OP_BIT_SHIFT: {
+        const char *dir = sg_attr_string(n, "direction", "");
+        if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "direction must be LEFT or RIGHT, not `%s`", dir);
+        mp.op = SGK_BIT_SHIFT;
+        mp.alpha = strcmp(dir, "LEFT") == 0 ? 1.0f : 0.0f;
+        break;
+    }
     default: return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "not a binary operator");
     }
+    /* Mod on floats is C's remainder only (the spec's fmod=1); BitShift on
+     * unsigned integers only. */
+    sg_dtype adt = n->n_inputs > 0 && n->inputs[0] >= 0 ? p->g->values[n->inputs[0]].dtype : SEGRT_DTYPE_UNDEFINED;
+    if (n->op == SG_OP_MOD && sg_dtype_is_float(adt) && mp.alpha == 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "Mod of floats needs fmod=1");
+    if (n->op == SG_OP_BIT_SHIFT && !sg_dtype_is_integer(adt))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "BitShift of %s is not supported", segrt_dtype_name(adt));
     int32_t in[2], y;
     SG_TRY(input(p, n, 0, &in[0]));
     SG_TRY(input(p, n, 1, &in[1]));

@@ -80,6 +80,14 @@ typedef enum sgk_map_op {
     SGK_CEIL,
     SGK_NOT,         /* bool */
     SGK_AFFINE,      /* in * alpha + beta */
+    SGK_SIN,
+    SGK_COS,
+    SGK_ROUND,       /* half to even */
+    SGK_SIGN,
+    SGK_SOFTSIGN,
+    SGK_MISH,
+    SGK_IS_NAN,      /* bool out */
+    SGK_IS_INF,      /* bool out; alpha: detect_negative, beta: detect_positive */
     /* two inputs */
     SGK_ADD,
     SGK_SUB,
@@ -91,6 +99,11 @@ typedef enum sgk_map_op {
     SGK_GREATER,
     SGK_AND,
     SGK_OR,
+    SGK_LESS_EQUAL,
+    SGK_GREATER_EQUAL,
+    SGK_XOR,
+    SGK_MOD,         /* alpha: fmod (C's remainder) or 0 (the divisor's sign) */
+    SGK_BIT_SHIFT,   /* alpha: 1 left, 0 right; unsigned operands */
     SGK_PRELU,       /* in_0 < 0 ? in_0 * in_1 : in_0 */
     /* two to SGK_MAP_MAX_IN inputs, folded left to right */
     SGK_MIN,

@@ -158,6 +158,14 @@ __device__ __forceinline__ T map_fp_op(int32_t op, float alpha_f, float beta_f, 
     case SGK_CEIL: return ceil(v);
     case SGK_NOT: return v != 0 ? (T)0 : (T)1;
     case SGK_AFFINE: return v * alpha + beta;
+    case SGK_SIN: return sin(v);
+    case SGK_COS: return cos(v);
+    case SGK_ROUND: return rint(v); // to nearest, ties to even
+    case SGK_SIGN: return v > 0 ? (T)1 : v < 0 ? (T)-1 : v; // 0 and NaN as they are
+    case SGK_SOFTSIGN: return v / ((T)1 + fabs(v));
+    case SGK_MISH: return v * tanh(v > 0 ? v + log1p(exp(-v)) : log1p(exp(v))); // softplus as SGK_SOFTPLUS
+    case SGK_IS_NAN: return isnan(v) ? (T)1 : (T)0;
+    case SGK_IS_INF: return isinf(v) && ((v < 0 && alpha != 0) || (v > 0 && beta != 0)) ? (T)1 : (T)0;
     case SGK_ADD: return v + x[1];
     case SGK_SUB: return v - x[1];
     case SGK_MUL: return v * x[1];
@@ -168,6 +176,10 @@ __device__ __forceinline__ T map_fp_op(int32_t op, float alpha_f, float beta_f, 
     case SGK_GREATER: return v > x[1] ? (T)1 : (T)0;
     case SGK_AND: return (v != 0 && x[1] != 0) ? (T)1 : (T)0;
     case SGK_OR: return (v != 0 || x[1] != 0) ? (T)1 : (T)0;
+    case SGK_LESS_EQUAL: return v <= x[1] ? (T)1 : (T)0;
+    case SGK_GREATER_EQUAL: return v >= x[1] ? (T)1 : (T)0;
+    case SGK_XOR: return ((v != 0) != (x[1] != 0)) ? (T)1 : (T)0;
+    case SGK_MOD: return fmod(v, x[1]); // floats take fmod=1 only
     case SGK_PRELU: return v < 0 ? v * x[1] : v;
     case SGK_MIN:
     case SGK_MAX:
@@ -241,6 +253,7 @@ __host__ __device__ __forceinline__ bool int_op(int32_t op)
     case SGK_COPY: case SGK_RELU: case SGK_NEG: case SGK_ABS: case SGK_NOT:
     case SGK_ADD: case SGK_SUB: case SGK_MUL: case SGK_DIV: case SGK_POW:
     case SGK_EQUAL: case SGK_LESS: case SGK_GREATER: case SGK_AND: case SGK_OR:
+    case SGK_LESS_EQUAL: case SGK_GREATER_EQUAL: case SGK_XOR: case SGK_SIGN: case SGK_MOD: case SGK_BIT_SHIFT:
     case SGK_PRELU: case SGK_MIN: case SGK_MAX: case SGK_SUM: case SGK_MEAN:
     case SGK_WHERE: case SGK_FMA:
         return true;
@@ -272,6 +285,25 @@ __device__ __forceinline__ int64_t map_int(const map_args &a, const int64_t *x)
     case SGK_GREATER: return v > x[1];
     case SGK_AND: return v != 0 && x[1] != 0;
     case SGK_OR: return v != 0 || x[1] != 0;
+    case SGK_LESS_EQUAL: return v <= x[1];
+    case SGK_GREATER_EQUAL: return v >= x[1];
+    case SGK_XOR: return (v != 0) != (x[1] != 0);
+    case SGK_SIGN: return v > 0 ? 1 : v < 0 ? -1 : 0;
+    case SGK_MOD: {
+        // By zero (an error in the reference) 0; by -1 always 0 (C's
+        // INT64_MIN % -1 is undefined). fmod 0: the divisor's sign.
+        if (x[1] == 0 || x[1] == -1)
+            return 0;
+        int64_t r = v % x[1];
+        return a.alpha == 0 && r != 0 && ((r < 0) != (x[1] < 0)) ? r + x[1] : r;
+    }
+    case SGK_BIT_SHIFT: {
+        // Unsigned operands (uint8, uint16) as int64; the store narrows, so
+        // bits shifted past the width are gone; 64 or more gives 0.
+        if (x[1] < 0 || x[1] >= 64)
+            return 0;
+        return a.alpha != 0 ? (int64_t)((uint64_t)v << x[1]) : (int64_t)((uint64_t)v >> x[1]);
+    }
     case SGK_PRELU: return v < 0 ? mul_w(v, x[1]) : v;
     case SGK_MIN:
     case SGK_MAX:
