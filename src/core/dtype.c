@@ -220,3 +220,8 @@ void sg_dtype_to_f32(sg_dtype t, const void *src, float *dst, int64_t n)
     }
 #undef SG_TO_F32
 }
+
+bool sg_dtype_is_nonzero(sg_dtype t, const void *data, int64_t i)
+{
+    return sg_dtype_is_float(t) ? sg_dtype_load_f64(t, data, i) != 0.0 : sg_dtype_load_i64(t, data, i) != 0;
+}

@@ -25,6 +25,9 @@ int64_t sg_dtype_load_i64(sg_dtype t, const void *data, int64_t i);
 /* Stores v into element i, converting as ONNX Cast does (floats to ints
  * truncate toward zero; to bool: v != 0). */
 void sg_dtype_store_f64(sg_dtype t, void *data, int64_t i, double v);
+/* Whether element i is not zero, as ONNX's casts to bool decide (NaN is
+ * nonzero, -0.0 zero). */
+bool sg_dtype_is_nonzero(sg_dtype t, const void *data, int64_t i);
 void sg_dtype_store_i64(sg_dtype t, void *data, int64_t i, int64_t v);
 /* n elements of type t as float32, each as (float)sg_dtype_load_f64 gives
  * it, by loops typed outside the element loop (a volume's voxels). */

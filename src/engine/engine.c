@@ -234,10 +234,8 @@ segrt_status segrt_engine_output_shapes(const segrt_engine *engine, size_t n_inp
     for (size_t i = 0; i < n_inputs; i++)
         fed &= inputs[i].data != NULL && inputs[i].memory == SEGRT_MEMORY_HOST;
     if (dynamic && fed) {
-        sg_status s = interpret(g, inputs, engine->interpret_max_bytes);
+        sg_status s = with_path(interpret(g, inputs, engine->interpret_max_bytes), g);
         if (s != SEGRT_OK) {
-            if (strncmp(sg_last_error(), g->path, strlen(g->path)) != 0)
-                s = sg_error_prefix(s, "%s: ", g->path);
             sg_graph_free(g);
             return s;
         }
@@ -337,8 +335,7 @@ static sg_status run_interpreted(sg_graph *g, const segrt_tensor *inputs, size_t
         else if (sg_blob_size(v->data))
             memcpy(outputs[j].data, sg_blob_data(v->data), sg_blob_size(v->data));
     }
-    if (s != SEGRT_OK && strncmp(sg_last_error(), g->path, strlen(g->path)) != 0)
-        s = sg_error_prefix(s, "%s: ", g->path);
+    s = with_path(s, g);
     sg_graph_free(g);
     return s;
 }

@@ -396,13 +396,11 @@ sg_status sg_infer_NON_ZERO(sg_graph *g, sg_node *n)
         out.d[0] = sg_dim_of(x.rank > 0 ? x.rank : 1);
     const sg_value *v = sg_infer_input(g, n, 0);
     if (v && v->data && sg_shape_is_static(&x)) {
-        sg_dtype t = v->dtype;
         int64_t numel = 1, count = 0;
         for (int32_t i = 0; i < x.rank; i++)
             numel *= x.d[i].size;
-        const void *d = sg_blob_data(v->data);
         for (int64_t i = 0; i < numel; i++)
-            count += sg_dtype_is_float(t) ? sg_dtype_load_f64(t, d, i) != 0.0 : sg_dtype_load_i64(t, d, i) != 0;
+            count += sg_dtype_is_nonzero(v->dtype, sg_blob_data(v->data), i);
         out.d[1] = sg_dim_of(count);
     }
     return sg_infer_set_output(g, n, 0, SEGRT_DTYPE_INT64, &out);

@@ -199,7 +199,8 @@ static sg_status tensor_convert(const importer *im, const Onnx__TensorProto *t, 
                             name, have, (long long)numel);
     }
     sg_blob *b;
-    if (take && !external && t->has_raw_data && bytes && sg_blob_adopt(t->raw_data.data, bytes, &b) == SEGRT_OK) {
+    if (take && !external && t->has_raw_data && bytes && ((uintptr_t)t->raw_data.data & 63) == 0) {
+        SG_TRY(sg_blob_adopt(t->raw_data.data, bytes, &b));
         take->raw_data.data = NULL; /* the blob frees it now, not free_unpacked */
         take->raw_data.len = 0;
         take->has_raw_data = 0;
@@ -207,7 +208,6 @@ static sg_status tensor_convert(const importer *im, const Onnx__TensorProto *t, 
         *out = b;
         return SEGRT_OK;
     }
-    sg_error_clear();
     SG_TRY(sg_blob_new(bytes, false, &b));
     sg_status s = SEGRT_OK;
     if (external)

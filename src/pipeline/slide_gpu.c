@@ -191,7 +191,7 @@ void sg_slide_gpu_close(sg_slide_gpu *g)
         ops->event_destroy(g->ev_read[s]);
     }
     ops->event_destroy(g->ev_done);
-    if (g->dec) /* made on the thread's device; destroyed there too */
+    if (g->dec) /* the thread's, which has ended */
         ops->jpeg_destroy(g->dec);
     if (g->stream)
         ops->stream_destroy(g->stream);

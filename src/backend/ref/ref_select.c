@@ -394,14 +394,13 @@ REF_KERNEL(sg_ref_non_zero)
     SG_TRY(sg_ref_check_dtype(n, y, SEGRT_DTYPE_INT64, "output"));
     int32_t R = x->rank > 0 ? x->rank : 1;
     int64_t numel = sg_ref_numel(x), count = 0;
-    bool fl = sg_dtype_is_float(x->dtype);
     for (int64_t i = 0; i < numel; i++)
-        count += fl ? sg_dtype_load_f64(x->dtype, x->data, i) != 0.0 : sg_dtype_load_i64(x->dtype, x->data, i) != 0;
+        count += sg_dtype_is_nonzero(x->dtype, x->data, i);
     int64_t want[2] = {R, count};
     SG_TRY(sg_ref_check_out_dims(n, y, want, 2));
     int64_t *o = y->data;
     for (int64_t i = 0, k = 0; i < numel; i++) {
-        if (fl ? sg_dtype_load_f64(x->dtype, x->data, i) == 0.0 : sg_dtype_load_i64(x->dtype, x->data, i) == 0)
+        if (!sg_dtype_is_nonzero(x->dtype, x->data, i))
             continue;
         int64_t rest = i;
         for (int32_t d = x->rank - 1; d >= 0; d--) {
