@@ -1,5 +1,5 @@
-/* Builders for the reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin,
- * ArgMax, GlobalAveragePool, GlobalMaxPool) and Softmax/LogSoftmax.
+/* Builders for the reductions (the Reduce* operators, ArgMax, ArgMin,
+ * GlobalAveragePool, GlobalMaxPool) and Softmax/LogSoftmax.
  *
  * The reduction kernel works on keepdims-shaped views. Where the graph
  * drops the reduced dims, the step's output tensor has the graph's dims
@@ -121,6 +121,22 @@ static sg_status reduce_step(sg_cuda_plan *p, const sg_node *n, const reduce_par
 
 static bool float_dtype(sg_dtype t) { return sg_dtype_is_float(t); }
 
+static sgk_reduce_op reduce_op_of(sg_op op)
+{
+    switch (op) {
+    case SG_OP_REDUCE_MEAN: return SGK_REDUCE_MEAN;
+    case SG_OP_REDUCE_SUM: return SGK_REDUCE_SUM;
+    case SG_OP_REDUCE_MAX: return SGK_REDUCE_MAX;
+    case SG_OP_REDUCE_MIN: return SGK_REDUCE_MIN;
+    case SG_OP_REDUCE_PROD: return SGK_REDUCE_PROD;
+    case SG_OP_REDUCE_L1: return SGK_REDUCE_L1;
+    case SG_OP_REDUCE_L2: return SGK_REDUCE_L2;
+    case SG_OP_REDUCE_SUM_SQUARE: return SGK_REDUCE_SUM_SQUARE;
+    case SG_OP_REDUCE_LOG_SUM: return SGK_REDUCE_LOG_SUM;
+    default: return SGK_REDUCE_LOG_SUM_EXP;
+    }
+}
+
 sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
 {
     if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
@@ -143,7 +159,8 @@ sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
         for (int32_t d = 2; d < rank; d++)
             rp.reduced[d] = true;
         break;
-    case SG_OP_ARG_MAX: {
+    case SG_OP_ARG_MAX:
+    case SG_OP_ARG_MIN: {
         if (rank < 1)
             return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 1");
         if (!float_dtype(xt) && !sg_dtype_is_integer(xt) && xt != SEGRT_DTYPE_BOOL)
@@ -157,8 +174,9 @@ sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
             if (d != axis)
                 others *= xv->shape.d[d].size;
         if (xv->shape.d[axis].size == 0 && others > 0)
-            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "cannot take ArgMax over an empty axis");
-        rp.op = SGK_REDUCE_ARGMAX;
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "cannot take %s over an empty axis",
+                                 sg_op_name(n->op));
+        rp.op = n->op == SG_OP_ARG_MAX ? SGK_REDUCE_ARGMAX : SGK_REDUCE_ARGMIN;
         rp.select_last = sg_attr_int(n, "select_last_index", 0) != 0;
         rp.reduced[axis] = true;
         keep = sg_attr_int(n, "keepdims", 1) != 0;
@@ -167,7 +185,13 @@ sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
     case SG_OP_REDUCE_MEAN:
     case SG_OP_REDUCE_SUM:
     case SG_OP_REDUCE_MAX:
-    case SG_OP_REDUCE_MIN: {
+    case SG_OP_REDUCE_MIN:
+    case SG_OP_REDUCE_PROD:
+    case SG_OP_REDUCE_L1:
+    case SG_OP_REDUCE_L2:
+    case SG_OP_REDUCE_SUM_SQUARE:
+    case SG_OP_REDUCE_LOG_SUM:
+    case SG_OP_REDUCE_LOG_SUM_EXP: {
         bool minmax = n->op == SG_OP_REDUCE_MAX || n->op == SG_OP_REDUCE_MIN;
         /* ReduceMax/Min take bool from opset 20: any and all. */
         if (!float_dtype(xt) && !sg_dtype_is_integer(xt) && !(minmax && xt == SEGRT_DTYPE_BOOL))
@@ -177,7 +201,14 @@ sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
         SG_TRY(read_axes(p, n, axes, &count));
         if (count < 0)
             return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "axes computed at run time");
-        if (count == 0 && sg_attr_int(n, "noop_with_empty_axes", 0) != 0) {
+        rp.op = reduce_op_of(n->op);
+        /* No axes with noop_with_empty_axes: the input itself, or for the
+         * reductions that map their elements, each element's image (a
+         * reduction over no dims). */
+        bool maps = rp.op != SGK_REDUCE_MEAN && rp.op != SGK_REDUCE_SUM && rp.op != SGK_REDUCE_MAX &&
+                    rp.op != SGK_REDUCE_MIN && rp.op != SGK_REDUCE_PROD;
+        bool noop = count == 0 && sg_attr_int(n, "noop_with_empty_axes", 0) != 0;
+        if (noop && !maps) {
             int32_t x, y;
             SG_TRY(cuda_value_as(p, n->inputs[0], SEGRT_DTYPE_UNDEFINED, CUDA_LAYOUT_ANY, &x));
             SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, x), &y));
@@ -186,16 +217,12 @@ sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n)
             return cuda_step_new(p, n, "segrt copy", copy_run, args, 2, 1, NULL, NULL, &st);
         }
         for (int32_t d = 0; d < rank; d++)
-            rp.reduced[d] = count == 0;
+            rp.reduced[d] = count == 0 && !noop;
         for (int32_t i = 0; i < count; i++) {
             int32_t a;
             SG_TRY(sg_infer_axis(n, axes[i], rank, &a));
             rp.reduced[a] = true;
         }
-        rp.op = n->op == SG_OP_REDUCE_MEAN  ? SGK_REDUCE_MEAN
-                : n->op == SG_OP_REDUCE_SUM ? SGK_REDUCE_SUM
-                : n->op == SG_OP_REDUCE_MAX ? SGK_REDUCE_MAX
-                                            : SGK_REDUCE_MIN;
         keep = sg_attr_int(n, "keepdims", 1) != 0;
         break;
     }

@@ -195,14 +195,27 @@ segrt_status sgk_einsum(cudaStream_t stream, const sgk_einsum_params *p, const s
 /* Reductions ----------------------------------------------------------------
  * out has in's rank, with size 1 along reduced dims (keepdims form; the
  * caller views it without them where the graph drops them). A reduction
- * over no elements gives the ONNX identity (0 for sum and mean's sum, -inf
- * for max, +inf for min). Max and min propagate NaN. */
+ * over no elements gives the ONNX identity (0 for the sums, 1 for the
+ * product, -inf for max and the logarithms, +inf for min). Max and min
+ * propagate NaN. Integer sums and products wrap, as the reference's; the
+ * square root and logarithms of integers are computed in double and
+ * truncated (a non-finite result stores 0). With no reduced dims, out is
+ * each element's image (|x|, x^2, log x...). */
 typedef enum sgk_reduce_op {
     SGK_REDUCE_SUM,
     SGK_REDUCE_MEAN,
     SGK_REDUCE_MAX,
     SGK_REDUCE_MIN,
-    SGK_REDUCE_ARGMAX /* one reduced dim; out is int64; ties: first index, or last with select_last */
+    SGK_REDUCE_PROD,
+    SGK_REDUCE_L1,         /* sum of |x| */
+    SGK_REDUCE_L2,         /* sqrt of the sum of x^2 */
+    SGK_REDUCE_SUM_SQUARE, /* sum of x^2 */
+    SGK_REDUCE_LOG_SUM,    /* log of the sum */
+    SGK_REDUCE_LOG_SUM_EXP, /* log of the sum of exp(x), accumulated in double as the reference */
+    /* One reduced dim; out is int64; ties: first index, or last with
+     * select_last. NaN ranks above every number for both (numpy). */
+    SGK_REDUCE_ARGMAX,
+    SGK_REDUCE_ARGMIN
 } sgk_reduce_op;
 
 /* Long reductions with few outputs (a global pool of one sample) are split

@@ -1,5 +1,5 @@
-// Reductions (ReduceSum/Mean/Max/Min, ArgMax, the global pools) and
-// Softmax/LogSoftmax over strided views.
+// Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp,
+// ArgMax/ArgMin, the global pools) and Softmax/LogSoftmax over strided views.
 //
 // A reduction is planned on the host: the input's dims split into reduced
 // and kept ones, each list ordered by stride (innermost last) and merged
@@ -25,8 +25,8 @@
 
 // Reductions ------------------------------------------------------------------------
 
-// A partial result: a value and, for ArgMax, the index it was found at
-// (-1: none yet).
+// A partial result: a value and, for ArgMax and ArgMin, the index it was
+// found at (-1: none yet).
 template <typename T>
 struct racc {
     T v;
@@ -43,34 +43,81 @@ template <> __device__ __forceinline__ double highest<double>() { return INFINIT
 template <> __device__ __forceinline__ ll highest<ll>() { return LLONG_MAX; }
 
 template <typename T> __device__ __forceinline__ T add(T a, T b) { return a + b; }
-// Integer sums wrap, as the reference's do, without signed overflow.
+template <typename T> __device__ __forceinline__ T mul(T a, T b) { return a * b; }
+template <typename T> __device__ __forceinline__ T abs_(T v) { return v < 0 ? -v : v; }
+// Integer sums and products wrap, as the reference's do, without signed
+// overflow.
 template <> __device__ __forceinline__ ll add<ll>(ll a, ll b)
 {
     return (ll)((unsigned long long)a + (unsigned long long)b);
+}
+template <> __device__ __forceinline__ ll mul<ll>(ll a, ll b)
+{
+    return (ll)((unsigned long long)a * (unsigned long long)b);
+}
+template <> __device__ __forceinline__ ll abs_<ll>(ll v) { return v < 0 ? (ll)(0ull - (unsigned long long)v) : v; }
+template <> __device__ __forceinline__ float abs_<float>(float v) { return fabsf(v); }
+template <> __device__ __forceinline__ double abs_<double>(double v) { return fabs(v); }
+
+// The square root, logarithm and exponential of the accumulator type; the
+// builder never asks them of an integer accumulator (those reductions run
+// in double), so ll's are never called.
+__device__ __forceinline__ float sqrt_(float v) { return sqrtf(v); }
+__device__ __forceinline__ double sqrt_(double v) { return sqrt(v); }
+__device__ __forceinline__ ll sqrt_(ll v) { return v; }
+__device__ __forceinline__ float log_(float v) { return logf(v); }
+__device__ __forceinline__ double log_(double v) { return log(v); }
+__device__ __forceinline__ ll log_(ll v) { return v; }
+__device__ __forceinline__ float exp_(float v) { return expf(v); }
+__device__ __forceinline__ double exp_(double v) { return exp(v); }
+__device__ __forceinline__ ll exp_(ll v) { return v; }
+__device__ __forceinline__ bool finite_(float v) { return isfinite(v); }
+__device__ __forceinline__ bool finite_(double v) { return isfinite(v); }
+__device__ __forceinline__ bool finite_(ll) { return true; }
+
+__host__ __device__ __forceinline__ bool is_arg(sgk_reduce_op op)
+{
+    return op == SGK_REDUCE_ARGMAX || op == SGK_REDUCE_ARGMIN;
 }
 
 template <typename T>
 __device__ __forceinline__ racc<T> acc_init(sgk_reduce_op op)
 {
     racc<T> a;
-    a.i = op == SGK_REDUCE_ARGMAX ? -1 : 0;
-    a.v = op == SGK_REDUCE_MAX ? lowest<T>() : op == SGK_REDUCE_MIN ? highest<T>() : (T)0;
+    a.i = is_arg(op) ? -1 : 0;
+    a.v = op == SGK_REDUCE_MAX ? lowest<T>() : op == SGK_REDUCE_MIN ? highest<T>() : op == SGK_REDUCE_PROD ? (T)1 : (T)0;
     return a;
 }
 
-// Combines a (covering earlier elements) with b. Max and min keep a NaN
-// as the reference's (a > b || a != a) ? a : b does. ArgMax ranks NaN above
-// every number (numpy) and breaks ties by index, first or last; as the
-// index decides ties, the order of combination does not matter.
+// What an element contributes: its image under op's map (|x|, x^2, e^x)
+// or itself.
+template <typename T>
+__device__ __forceinline__ T element(sgk_reduce_op op, T v)
+{
+    switch (op) {
+    case SGK_REDUCE_L1: return abs_<T>(v);
+    case SGK_REDUCE_L2:
+    case SGK_REDUCE_SUM_SQUARE: return mul<T>(v, v);
+    case SGK_REDUCE_LOG_SUM_EXP: return exp_(v);
+    default: return v;
+    }
+}
+
+// Combines a (covering earlier elements) with b (values already mapped by
+// element()). Max and min keep a NaN as the reference's (a > b || a != a)
+// ? a : b does. ArgMax and ArgMin rank NaN above every number (numpy's
+// argmax and argmin both find the first NaN) and break ties by index,
+// first or last; as the index decides ties, the order of combination does
+// not matter.
 template <typename T>
 __device__ __forceinline__ racc<T> combine(sgk_reduce_op op, bool last, racc<T> a, racc<T> b)
 {
     switch (op) {
-    case SGK_REDUCE_SUM:
-    case SGK_REDUCE_MEAN: a.v = add<T>(a.v, b.v); return a;
     case SGK_REDUCE_MAX: return (a.v > b.v || a.v != a.v) ? a : b;
     case SGK_REDUCE_MIN: return (a.v < b.v || a.v != a.v) ? a : b;
-    default: {
+    case SGK_REDUCE_PROD: a.v = mul<T>(a.v, b.v); return a;
+    case SGK_REDUCE_ARGMAX:
+    case SGK_REDUCE_ARGMIN: {
         if (b.i < 0)
             return a;
         if (a.i < 0)
@@ -79,9 +126,10 @@ __device__ __forceinline__ racc<T> combine(sgk_reduce_op op, bool last, racc<T> 
         bool tie = (an && bn) || (!an && !bn && a.v == b.v);
         if (tie)
             return (last ? b.i > a.i : b.i < a.i) ? b : a;
-        bool b_wins = bn || (!an && b.v > a.v);
+        bool b_wins = bn || (!an && (op == SGK_REDUCE_ARGMAX ? b.v > a.v : b.v < a.v));
         return b_wins ? b : a;
     }
+    default: a.v = add<T>(a.v, b.v); return a; // the sums
     }
 }
 
@@ -130,13 +178,19 @@ __device__ __forceinline__ void finish(const rio &io, const rgeom &g, ll m, racc
 {
     ll off[NSTR];
     dl_offsets(g.kept, 2, m, off);
-    if (io.op == SGK_REDUCE_ARGMAX) {
+    if (is_arg(io.op)) {
         st<ll>(io.y, io.yt, off[1], a.i < 0 ? 0 : a.i);
         return;
     }
     T v = a.v;
     if (io.op == SGK_REDUCE_MEAN)
         v = v / (T)g.L;
+    else if (io.op == SGK_REDUCE_L2)
+        v = sqrt_(v);
+    else if (io.op == SGK_REDUCE_LOG_SUM || io.op == SGK_REDUCE_LOG_SUM_EXP)
+        v = log_(v);
+    if (!is_float(io.yt) && !finite_(v)) // log 0 into an integer: 0, as the reference
+        v = (T)0;
     st<T>(io.y, io.yt, off[1], v);
 }
 
@@ -164,7 +218,7 @@ __device__ __forceinline__ racc<T> reduce_span(const rio &io, const rgeom &g, ll
         T v[RED_BATCH];
 #pragma unroll
         for (int u = 0; u < RED_BATCH; u++)
-            v[u] = ldr<XT, T>(io.x, io.xt, base + red_offset(g, r + u * step));
+            v[u] = element<T>(io.op, ldr<XT, T>(io.x, io.xt, base + red_offset(g, r + u * step)));
 #pragma unroll
         for (int u = 0; u < RED_BATCH; u++) {
             racc<T> b;
@@ -175,7 +229,7 @@ __device__ __forceinline__ racc<T> reduce_span(const rio &io, const rgeom &g, ll
     }
     for (; r < r1; r += step) {
         racc<T> b;
-        b.v = ldr<XT, T>(io.x, io.xt, base + red_offset(g, r));
+        b.v = element<T>(io.op, ldr<XT, T>(io.x, io.xt, base + red_offset(g, r)));
         b.i = r;
         a = combine<T>(io.op, io.last, a, b);
     }
@@ -282,15 +336,22 @@ __global__ void reduce_fill(void *y, segrt_dtype yt, dimlist l, ll count, bool a
     }
 }
 
-// Accumulation type of an input dtype: 0 float, 1 double, 2 int64.
-static int acc_kind(segrt_dtype t)
+// Accumulation type of a reduction: 0 float, 1 double, 2 int64. The
+// square root and logarithms of integers are taken in double, as the
+// reference; so is LogSumExp of any input, whose exponentials would
+// overflow float from e^89.
+static int acc_kind(sgk_reduce_op op, segrt_dtype t)
 {
-    return t == SEGRT_DTYPE_FLOAT64 ? 1 : is_float(t) ? 0 : 2;
+    if (op == SGK_REDUCE_LOG_SUM_EXP || t == SEGRT_DTYPE_FLOAT64)
+        return 1;
+    if (is_float(t))
+        return 0;
+    return op == SGK_REDUCE_L2 || op == SGK_REDUCE_LOG_SUM ? 1 : 2;
 }
 
-static size_t acc_size(segrt_dtype t)
+static size_t acc_size(sgk_reduce_op op, segrt_dtype t)
 {
-    switch (acc_kind(t)) {
+    switch (acc_kind(op, t)) {
     case 0: return sizeof(racc<float>);
     case 1: return sizeof(racc<double>);
     default: return sizeof(racc<ll>);
@@ -366,12 +427,11 @@ static bool reduce_plan(const sgk_view *out, const sgk_view *in, bool split, rge
 
 extern "C" size_t sgk_reduce_scratch(sgk_reduce_op op, const sgk_view *out, const sgk_view *in)
 {
-    (void)op;
     rgeom g;
     const char *msg = NULL;
     if (!reduce_plan(out, in, true, &g, &msg) || g.S <= 1)
         return 0;
-    return (size_t)g.S * (size_t)g.M * acc_size(in->dtype);
+    return (size_t)g.S * (size_t)g.M * acc_size(op, in->dtype);
 }
 
 template <int XT, typename T>
@@ -432,9 +492,16 @@ static segrt_status reduce_empty(cudaStream_t stream, sgk_reduce_op op, const sg
         l.s[0][l.n++] = out->strides[d];
     }
     ll count = dl_count(&l);
-    bool fl = is_float(xt) && op != SGK_REDUCE_ARGMAX;
-    double fv = op == SGK_REDUCE_MAX ? -INFINITY : op == SGK_REDUCE_MIN ? INFINITY : op == SGK_REDUCE_MEAN ? NAN : 0.0;
-    ll iv = op == SGK_REDUCE_MAX ? int_lowest(xt) : op == SGK_REDUCE_MIN ? int_highest(xt) : 0;
+    bool fl = (is_float(xt) || acc_kind(op, xt) == 1) && !is_arg(op);
+    bool logs = op == SGK_REDUCE_LOG_SUM || op == SGK_REDUCE_LOG_SUM_EXP;
+    double fv = op == SGK_REDUCE_MAX || logs ? -INFINITY
+                : op == SGK_REDUCE_MIN       ? INFINITY
+                : op == SGK_REDUCE_MEAN      ? NAN
+                : op == SGK_REDUCE_PROD      ? 1.0
+                                             : 0.0;
+    if (logs && !is_float(out->dtype))
+        fv = 0.0; // log 0 into an integer, as finish()
+    ll iv = op == SGK_REDUCE_MAX ? int_lowest(xt) : op == SGK_REDUCE_MIN ? int_highest(xt) : op == SGK_REDUCE_PROD ? 1 : 0;
     ll blocks = ceil_div(count, 256);
     blocks = blocks > 4096 ? 4096 : blocks;
     reduce_fill<<<(unsigned)blocks, 256, 0, stream>>>(out->data, out->dtype, l, count, fl, fv, iv);
@@ -452,14 +519,15 @@ extern "C" segrt_status sgk_reduce(cudaStream_t stream, sgk_reduce_op op, const 
         return SEGRT_OK;
     if (g.L == 0)
         return reduce_empty(stream, op, out, in->dtype);
-    if (op == SGK_REDUCE_ARGMAX && g.red.n > 1)
-        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_reduce: ArgMax over more than one dim");
+    if (is_arg(op) && g.red.n > 1)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_reduce: ArgMax/ArgMin over more than one dim");
     rio io = {in->data, in->dtype, out->data, out->dtype, op, select_last};
+    if (acc_kind(op, in->dtype) == 1)
+        return reduce_launch<0, double>(stream, io, g, scratch);
     switch (in->dtype) {
     case SEGRT_DTYPE_FLOAT16: return reduce_launch<SEGRT_DTYPE_FLOAT16, float>(stream, io, g, scratch);
     case SEGRT_DTYPE_BFLOAT16: return reduce_launch<SEGRT_DTYPE_BFLOAT16, float>(stream, io, g, scratch);
     case SEGRT_DTYPE_FLOAT32: return reduce_launch<SEGRT_DTYPE_FLOAT32, float>(stream, io, g, scratch);
-    case SEGRT_DTYPE_FLOAT64: return reduce_launch<0, double>(stream, io, g, scratch);
     default: return reduce_launch<0, ll>(stream, io, g, scratch);
     }
 }
@@ -479,12 +547,6 @@ struct smgeom {
     bool log_form;
 };
 
-template <typename T> __device__ __forceinline__ T exp_(T v);
-template <> __device__ __forceinline__ float exp_<float>(float v) { return expf(v); }
-template <> __device__ __forceinline__ double exp_<double>(double v) { return exp(v); }
-template <typename T> __device__ __forceinline__ T log_(T v);
-template <> __device__ __forceinline__ float log_<float>(float v) { return logf(v); }
-template <> __device__ __forceinline__ double log_<double>(double v) { return log(v); }
 
 template <typename T> __device__ __forceinline__ T max_nan(T a, T b) { return (a > b || a != a) ? a : b; }
 
@@ -501,11 +563,11 @@ __global__ void softmax_thread(const void *x, segrt_dtype xt, void *y, segrt_dty
             mx = max_nan<T>(mx, ld<T>(x, xt, off[0] + k * g.xs));
         T sum = 0;
         for (ll k = 0; k < g.L; k++)
-            sum += exp_<T>(ld<T>(x, xt, off[0] + k * g.xs) - mx);
-        T lsum = log_<T>(sum);
+            sum += exp_(ld<T>(x, xt, off[0] + k * g.xs) - mx);
+        T lsum = log_(sum);
         for (ll k = 0; k < g.L; k++) {
             T d = ld<T>(x, xt, off[0] + k * g.xs) - mx;
-            st<T>(y, yt, off[1] + k * g.ys, g.log_form ? d - lsum : exp_<T>(d) / sum);
+            st<T>(y, yt, off[1] + k * g.ys, g.log_form ? d - lsum : exp_(d) / sum);
         }
     }
 }
@@ -553,12 +615,12 @@ __global__ void softmax_group(const void *x, segrt_dtype xt, void *y, segrt_dtyp
     mx = group_reduce<T>(mx, true, width, sh);
     T sum = 0;
     for (ll k = lane; k < L; k += width)
-        sum += exp_<T>(ld<T>(x, xt, off[0] + k * g.xs) - mx);
+        sum += exp_(ld<T>(x, xt, off[0] + k * g.xs) - mx);
     sum = group_reduce<T>(sum, false, width, sh);
-    T lsum = log_<T>(sum);
+    T lsum = log_(sum);
     for (ll k = lane; k < L; k += width) {
         T d = ld<T>(x, xt, off[0] + k * g.xs) - mx;
-        st<T>(y, yt, off[1] + k * g.ys, g.log_form ? d - lsum : exp_<T>(d) / sum);
+        st<T>(y, yt, off[1] + k * g.ys, g.log_form ? d - lsum : exp_(d) / sum);
     }
 }
 
