@@ -299,6 +299,18 @@ SEGRT_API segrt_status segrt_build_options_set_autotune(segrt_build_options *opt
  * lists the valid ones; opts is unchanged). */
 SEGRT_API segrt_status segrt_build_options_set_disabled_kernels(segrt_build_options *opts, const char *list);
 
+/* Builds CUDA plans as for an older GPU: only the kernels a GPU of that
+ * compute capability may run are chosen (sm_90a's warpgroup kernels on
+ * 9.0 only, the mma.sync ones from 8.0, bfloat16 from 8.0), so that one
+ * GPU runs the test suite and benchmarks as an Ampere or Turing card
+ * would plan them; cuDNN and cuBLASLt still choose their own engines for
+ * the GPU present. arch: "sm_80", "80" or "8.0" (7.5 to 12.x); NULL or ""
+ * plans for the GPU itself (the default). Part of the plan key. A target
+ * newer than the GPU fails the build with INVALID_ARGUMENT. Errors:
+ * INVALID_ARGUMENT (not a compute capability segrt supports; opts is
+ * unchanged). */
+SEGRT_API segrt_status segrt_build_options_set_target_arch(segrt_build_options *opts, const char *arch);
+
 /* Returns a new model: input shapes bound from opts (NULL: none bound;
  * unbound dims stay symbolic), shapes and dtypes inferred, and the graph
  * simplified: constants folded, Identity and Dropout removed, no-op

@@ -95,6 +95,12 @@ int cli_engine_option(cli_engine_opts *o, int argc, char **argv, int *i)
             return -1;
         }
         o->disabled_kernels = argv[++*i];
+    } else if (strcmp(a, "--target-arch") == 0) {
+        if (!has_value) {
+            cli_usage_error("--target-arch wants a compute capability (sm_80, sm_75, 8.6...)");
+            return -1;
+        }
+        o->target_arch = argv[++*i];
     } else if (strcmp(a, "--no-cache") == 0) {
         o->no_cache = true;
     } else if (strcmp(a, "--cache-dir") == 0) {
@@ -127,7 +133,8 @@ int cli_engine_options(const cli_engine_opts *o, segrt_build_options **out)
         (s = segrt_build_options_set_allow_cpu_fallback(opts, o->allow_cpu_fallback)) != SEGRT_OK ||
         (o->workspace && (s = segrt_build_options_set_workspace(opts, o->workspace)) != SEGRT_OK) ||
         (o->autotune >= 0 && (s = segrt_build_options_set_autotune(opts, (int32_t)o->autotune)) != SEGRT_OK) ||
-        (s = segrt_build_options_set_disabled_kernels(opts, o->disabled_kernels)) != SEGRT_OK) {
+        (s = segrt_build_options_set_disabled_kernels(opts, o->disabled_kernels)) != SEGRT_OK ||
+        (s = segrt_build_options_set_target_arch(opts, o->target_arch)) != SEGRT_OK) {
         segrt_build_options_destroy(opts);
         return cli_fail(s);
     }
@@ -164,6 +171,7 @@ int cli_engine_check_cpu(const cli_engine_opts *o)
                             : o->workspace ? "--workspace"
                             : o->autotune >= 0 ? "--autotune"
                             : o->disabled_kernels ? "--disable-kernels"
+                            : o->target_arch ? "--target-arch"
                             : o->no_cache ? "--no-cache"
                             : o->cache_dir ? "--cache-dir"
                                            : NULL;
@@ -211,10 +219,10 @@ int cli_engine_build(const segrt_model *model, const segrt_build_options *opts, 
 int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out)
 {
     if (o->precision_set || o->n_shapes || o->fp32_ops || o->allow_cpu_fallback || o->workspace ||
-        o->autotune >= 0 || o->disabled_kernels)
+        o->autotune >= 0 || o->disabled_kernels || o->target_arch)
         return cli_usage_error("%s: a plan file keeps the options it was built with; "
                                "--precision, --shape, --fp32-ops, --allow-cpu-fallback, --workspace, "
-                               "--autotune and --disable-kernels apply to `segrt build`",
+                               "--autotune, --disable-kernels and --target-arch apply to `segrt build`",
                                path);
     segrt_status s = segrt_engine_load(path, o->device_index, out);
     if (s != SEGRT_OK)

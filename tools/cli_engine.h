@@ -19,6 +19,7 @@ typedef struct cli_engine_opts {
     size_t workspace;       /* 0: the library's default */
     int64_t autotune;       /* cuDNN configurations timed per convolution; -1: the library's default */
     const char *disabled_kernels; /* --disable-kernels, as given; NULL: none */
+    const char *target_arch;      /* --target-arch, as given; NULL: the GPU's own */
     bool no_cache;
     const char *cache_dir;
     int64_t threads;
@@ -38,6 +39,7 @@ typedef struct cli_engine_opts {
     "                            (default 8; 0: cuDNN's first choice, same plan every build)\n"  \
     "  --disable-kernels LIST    CUDA kernels and fusions not to use, for comparisons\n"          \
     "                            (comma-separated: wgmma,up-fold,graphs...; see the README)\n"  \
+    "  --target-arch sm_XY       plan as for an older GPU (sm_80, sm_75...): its kernels only\n"  \
     "  --no-cache                do not use the plan cache ($XDG_CACHE_HOME/segrt)\n"             \
     "  --cache-dir DIR           keep cached plans in DIR\n"                                      \
     "  --threads N               CPU threads (0: all cores)\n"

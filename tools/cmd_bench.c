@@ -68,7 +68,7 @@ static const char bench_usage[] =
     "                  that ran each (oneDNN's implementation, or segrt's); with\n"
     "                  --batch-sweep, of the last batch\n"
     "engine options as for segrt run: --fp32-ops, --allow-cpu-fallback, --workspace,\n"
-    "--autotune, --disable-kernels, --no-cache, --cache-dir.\n";
+    "--autotune, --disable-kernels, --target-arch, --no-cache, --cache-dir.\n";
 
 #define MAX_IO 64
 #define MAX_SWEEP 64

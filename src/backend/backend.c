@@ -30,3 +30,32 @@ sg_eval_lookup sg_backend_host_eval(void)
 {
     return sg_cpu_backend.eval;
 }
+
+bool sg_cuda_code_in(const char *list, int cc, int *code_cc, bool *code_a)
+{
+    /* The CUDA runtime's rule: machine code sm_XY runs on capability X.Z
+     * for Z >= Y (sm_XYa on X.Y only), the highest such first; else PTX
+     * compute_XY for XY <= cc, just-in-time compiled. */
+    int best_sass = 0, best_ptx = 0;
+    bool best_a = false;
+    for (const char *s = list; *s;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        int v = 0, n = 0;
+        if (len > 3 && strncmp(s, "sm_", 3) == 0 && sscanf(s + 3, "%d%n", &v, &n) == 1) {
+            bool a = s[3 + n] == 'a';
+            bool runs = a ? v == cc : v / 10 == cc / 10 && v % 10 <= cc % 10;
+            if (runs && v >= best_sass) {
+                best_a = a || (v == best_sass && best_a);
+                best_sass = v;
+            }
+        } else if (len > 8 && strncmp(s, "compute_", 8) == 0 && sscanf(s + 8, "%d%n", &v, &n) == 1 &&
+                   s[8 + n] != 'a' && v <= cc && v > best_ptx) {
+            best_ptx = v;
+        }
+        s = e ? e + 1 : s + len;
+    }
+    *code_cc = best_sass ? best_sass : best_ptx;
+    *code_a = best_sass && best_a;
+    return *code_cc != 0;
+}

@@ -57,6 +57,7 @@ typedef struct sg_backend_options {
     size_t workspace; /* 0: the default */
     int32_t autotune; /* < 0: the default */
     uint32_t disabled_kernels; /* SG_KERNEL_BIT()s of kernel_switches.h the build may not use */
+    int32_t target_cc;         /* compute capability to plan for (10 * major + minor); 0: the device's */
     const sg_shape_binding *shapes;
     int32_t n_shapes;
 } sg_backend_options;
@@ -176,5 +177,12 @@ const sg_backend *sg_backend_named(const char *name);
 /* The host evaluator constant folding uses where no backend is chosen yet
  * (model-level optimization): the CPU backend's. */
 sg_eval_lookup sg_backend_host_eval(void);
+
+/* Of the CUDA code a libsegrt holds (list: comma-separated sm_XY, sm_XYa
+ * and compute_XY, as CMake's SEGRT_CUDA_CODE), the one the CUDA runtime
+ * runs on compute capability cc (10 * major + minor): *code_cc its
+ * architecture, *code_a whether it is the sm_XYa form. false: none runs
+ * there. */
+bool sg_cuda_code_in(const char *list, int cc, int *code_cc, bool *code_a);
 
 #endif

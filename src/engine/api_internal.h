@@ -21,6 +21,7 @@ struct segrt_build_options {
     size_t workspace;
     int32_t autotune; /* < 0: SG_DEFAULT_AUTOTUNE */
     uint32_t disabled_kernels; /* SG_KERNEL_BIT of each switch of backend/kernel_switches.h turned off */
+    int32_t target_cc;         /* compute capability planned for, as 10 * major + minor; 0: the GPU's own */
 };
 
 /* Applies the shape bindings of opts (may be NULL) to g, ranged ones at

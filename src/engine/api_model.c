@@ -320,6 +320,38 @@ segrt_status segrt_build_options_set_disabled_kernels(segrt_build_options *opts,
     return SEGRT_OK;
 }
 
+segrt_status segrt_build_options_set_target_arch(segrt_build_options *opts, const char *arch)
+{
+    CHECK_ARG(opts, "opts must not be NULL");
+    if (!arch || !*arch) {
+        opts->target_cc = 0;
+        return SEGRT_OK;
+    }
+    const char *a = strncmp(arch, "sm_", 3) == 0 ? arch + 3 : arch;
+    int major = 0, minor = 0, len = 0;
+    bool ok = false;
+    if (*a < '0' || *a > '9') /* sscanf would skip spaces and take a sign */
+        ok = false;
+    else if (strchr(a, '.'))
+        ok = sscanf(a, "%d.%d%n", &major, &minor, &len) == 2 && minor >= 0 && minor <= 9;
+    else if (sscanf(a, "%d%n", &major, &len) == 1 && major >= 10) {
+        minor = major % 10;
+        major /= 10;
+        ok = true;
+    }
+    /* sm_90a and the like: the same capability, its architecture-specific
+     * features the plan uses where the GPU is that one. */
+    if (ok && a[len] == 'a')
+        len++;
+    int cc = 10 * major + minor;
+    if (!ok || a[len] != '\0' || cc < 75 || major > 12)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: `%s` is not a compute capability segrt supports (sm_75 to sm_12x, e.g. sm_80 or 8.6)",
+                        __func__, arch);
+    opts->target_cc = cc;
+    return SEGRT_OK;
+}
+
 segrt_status segrt_build_options_set_threads(segrt_build_options *opts, int32_t threads)
 {
     CHECK_ARG(opts, "opts must not be NULL");
@@ -405,6 +437,7 @@ void sg_options_backend(const segrt_build_options *opts, sg_backend_options *out
     out->workspace = opts->workspace;
     out->autotune = opts->autotune;
     out->disabled_kernels = opts->disabled_kernels;
+    out->target_cc = opts->target_cc;
     out->shapes = opts->shapes;
     out->n_shapes = opts->n_shapes;
 }

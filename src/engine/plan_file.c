@@ -135,6 +135,9 @@ static void options_text(sg_wbuf *w, const segrt_build_options *o)
     sg_disabled_kernels_text(o->disabled_kernels, off, sizeof off);
     snprintf(line, sizeof line, "disabled_kernels=%s\n", off);
     put_text(w, line);
+    /* Planned as for an older GPU (--target-arch); 0: the GPU's own. */
+    snprintf(line, sizeof line, "target_arch=%d\n", (int)o->target_cc);
+    put_text(w, line);
     for (int32_t i = 0; i < o->n_shapes; i++) {
         const sg_shape_binding *b = &o->shapes[i];
         snprintf(line, sizeof line, "shape=%s=", b->name);
@@ -317,6 +320,8 @@ static sg_status options_from_header(const char *text, segrt_device_kind kind, i
     header_get(text, "disabled_kernels", buf, sizeof buf);
     if (s == SEGRT_OK)
         s = segrt_build_options_set_disabled_kernels(o, buf);
+    int target = atoi(header_get(text, "target_arch", buf, sizeof buf));
+    o->target_cc = target >= 75 ? target : 0;
     /* shape=NAME=min:opt:maxx... lines */
     for (const char *l = text; s == SEGRT_OK && *l;) {
         const char *e = strchr(l, '\n');

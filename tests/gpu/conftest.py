@@ -43,7 +43,8 @@ segrt = _py_conftest.segrt
 models = _py_conftest.models
 require_models = _py_conftest.require_models
 
-import segrt_capi  # noqa: E402 - after the sys.path change
+import gpu_util  # noqa: E402 - after the sys.path change
+import segrt_capi  # noqa: E402
 
 
 def _gpu_state():
@@ -102,5 +103,21 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def gpu():
-    """Device 0's description; the tests that need the GPU take it."""
-    return segrt_capi.cuda_device_info(0)
+    """Device 0's description; the tests that need the GPU take it. Run
+    with SEGRT_TEST_TARGET_ARCH (the suite planned as an older GPU would
+    plan it), its compute capability is the target's, so that the tests of
+    kernels such a GPU lacks skip as they would there."""
+    d = segrt_capi.cuda_device_info(0)
+    if _py_conftest.TARGET_ARCH:
+        major, minor = gpu_util.target_cc(_py_conftest.TARGET_ARCH)
+        d = dict(d, compute_major=major, compute_minor=minor)
+    return d
+
+
+@pytest.fixture
+def mma_sync(gpu):
+    """The tests of segrt's mma.sync kernels (m16n8k16 products, cp.async):
+    compute capability 8.0 and later; an older GPU plans cuDNN instead."""
+    if (gpu["compute_major"], gpu["compute_minor"]) < (8, 0):
+        pytest.skip("segrt's mma.sync kernels need compute capability 8.0; "
+                    f"this run plans for {gpu['compute_major']}.{gpu['compute_minor']}")

@@ -8,7 +8,46 @@ import numpy as np
 
 from onnx_util import rel_l2  # tests/python, on sys.path through conftest.py
 
-__all__ = ["rel_l2", "psnr", "special_mismatch", "argmax_agreement", "report", "fmt_db"]
+__all__ = ["rel_l2", "psnr", "special_mismatch", "argmax_agreement", "report", "fmt_db", "target_cc", "planned_cc",
+           "BF16", "HALF", "need_bf16"]
+
+
+def target_cc(text):
+    """(major, minor) of a --target-arch spelling: sm_80, 80, 8.6, sm_90a."""
+    t = text[3:] if text.startswith("sm_") else text
+    t = t.rstrip("a")
+    if "." in t:
+        major, minor = t.split(".")
+        return int(major), int(minor)
+    return int(t) // 10, int(t) % 10
+
+
+def planned_cc():
+    """The compute capability the suite's plans are for: the target of
+    SEGRT_TEST_TARGET_ARCH (the suite run as an older GPU would plan it),
+    else device 0's (9.0 where no device answers)."""
+    t = os.environ.get("SEGRT_TEST_TARGET_ARCH")
+    if t:
+        return target_cc(t)
+    try:
+        import segrt_capi
+        d = segrt_capi.cuda_device_info(0)
+        return d["compute_major"], d["compute_minor"]
+    except Exception:  # no library or device: nothing of this runs
+        return 9, 0
+
+
+# bfloat16 plans need compute capability 8.0 (below it the build refuses
+# them by name): the half precisions a test compares there.
+BF16 = planned_cc() >= (8, 0)
+HALF = ("fp16", "bf16") if BF16 else ("fp16",)
+
+
+def need_bf16(precision):
+    """Skips a bf16 case where the plans are for a GPU without bfloat16."""
+    import pytest
+    if precision == "bf16" and not BF16:
+        pytest.skip("bfloat16 needs compute capability 8.0; this run plans for %d.%d" % planned_cc())
 
 
 def special_mismatch(got, ref):

@@ -50,6 +50,8 @@ from gpu_util import psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
 
+# mma.sync kernels: compute capability 8.0 and later (conftest.py).
+pytestmark = pytest.mark.usefixtures("mma_sync")
 IMPL = "segrt mma conv"
 
 

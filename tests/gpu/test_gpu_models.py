@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import run_segrt
-from gpu_util import argmax_agreement, fmt_db, psnr, rel_l2, report, special_mismatch
+from gpu_util import argmax_agreement, fmt_db, need_bf16, psnr, rel_l2, report, special_mismatch
 from test_models import MODEL_NAMES
 
 PRECISIONS = ["fp32", "tf32", "fp16", "bf16"]
@@ -39,6 +39,7 @@ CLASS_AXIS = 1
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_model_at_precision(models, tmp_path, name, precision):
+    need_bf16(precision)
     src, ref_path = models / f"{name}.in.npy", models / f"{name}.out.npy"
     if not (src.exists() and ref_path.exists()):
         pytest.fail(f"{name}: the reference pair {src.name}, {ref_path.name} is missing from {models}")

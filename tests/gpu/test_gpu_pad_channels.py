@@ -40,7 +40,7 @@ import pytest
 
 import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine, run_engine_without
-from gpu_util import fmt_db, psnr
+from gpu_util import fmt_db, need_bf16, psnr
 from test_gpu_small_conv import LAYER_PSNR_DB, Net, judge
 
 AB_PSNR_DB = 60.0
@@ -117,6 +117,7 @@ def small_input_cases():
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 @pytest.mark.parametrize("label,make", small_input_cases(), ids=[c[0] for c in small_input_cases()])
 def test_small_input_agrees_with_padded(gpu, label, make, precision):
+    need_bf16(precision)
     m, feeds = make()
     agrees(m, feeds, label, precision, "mma-small-input", "input as it is vs padded copy")
 

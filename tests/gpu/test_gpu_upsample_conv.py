@@ -35,6 +35,8 @@ from gpu_judge import bench_profile, run_engine, run_engine_without
 from gpu_util import rel_l2
 from test_gpu_small_conv import CHAIN_PSNR_DB, FP32_L2, LAYER_PSNR_DB, Net, judge, layer_model
 
+# mma.sync kernels: compute capability 8.0 and later (conftest.py).
+pytestmark = pytest.mark.usefixtures("mma_sync")
 IMPL = "segrt upsample conv"
 
 K2 = dict(kernel=[2, 2], strides=[2, 2])

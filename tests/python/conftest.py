@@ -17,9 +17,41 @@ MODELS = pathlib.Path(os.environ.get("SEGRT_MODELS") or ROOT / "build" / "test-m
 SANITIZED = os.environ.get("SEGRT_SANITIZED") == "1"
 
 
+# The GPU suite run as an older GPU would plan it (scripts/gpu-check.sh
+# archs): --target-arch given to every command that builds a CUDA engine
+# from an ONNX model, and to segrt_capi.BuildOptions.
+TARGET_ARCH = os.environ.get("SEGRT_TEST_TARGET_ARCH") or None
+
+
+def _is_plan_file(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == b"SEGRTPLN"
+    except OSError:
+        return False
+
+
+def with_target_arch(args):
+    """args with --target-arch TARGET_ARCH added where they build a CUDA
+    engine from a model: `run`, `bench` and `build` on an ONNX file with a
+    CUDA device (`build`'s default)."""
+    if not TARGET_ARCH or len(args) < 2 or args[0] not in ("run", "bench", "build") or "--target-arch" in args:
+        return args
+    device = "cuda" if args[0] == "build" else "cpu"
+    for i, a in enumerate(args[:-1]):
+        if a == "--device":
+            device = args[i + 1]
+    if not device.startswith("cuda") and not (args[0] == "build" and device.isdigit()):
+        return args
+    if _is_plan_file(args[1]):
+        return args
+    return [*args, "--target-arch", TARGET_ARCH]
+
+
 def run_segrt(*args, check=None, timeout=900):
     """Runs the segrt command; returns the CompletedProcess."""
-    p = subprocess.run([SEGRT, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    args = with_target_arch([*map(str, args)])
+    p = subprocess.run([SEGRT, *args], capture_output=True, text=True, timeout=timeout)
     if check is not None:
         assert p.returncode == check, f"exit {p.returncode}, stderr: {p.stderr}\nstdout: {p.stdout}"
     return p

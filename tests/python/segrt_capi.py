@@ -163,6 +163,7 @@ _SIGNATURES = {
     "segrt_build_options_set_workspace": (_S, [_P, _SZ]),
     "segrt_build_options_set_autotune": (_S, [_P, _I32]),
     "segrt_build_options_set_disabled_kernels": (_S, [_P, _STR]),
+    "segrt_build_options_set_target_arch": (_S, [_P, _STR]),
     "segrt_engine_build": (_S, [_P, _P, _PP]),
     "segrt_engine_destroy": (None, [_P]),
     "segrt_engine_input_count": (_SZ, [_P]),
@@ -413,11 +414,14 @@ class BuildOptions(_Handle):
     """segrt_build_options; keyword arguments call the setters:
     shapes={name: dims}, ranges={name: (min, opt, max)}, device="cuda:0",
     precision="fp16", fp32_ops="Softmax,Conv_3", allow_cpu_fallback=True,
-    threads=N, workspace=bytes, autotune=N, disabled_kernels="wgmma,up-fold"."""
+    threads=N, workspace=bytes, autotune=N, disabled_kernels="wgmma,up-fold",
+    target_arch="sm_80" (default: $SEGRT_TEST_TARGET_ARCH, with which the GPU
+    suite runs as an older GPU would plan it; see tests/gpu/conftest.py)."""
     _destroy = "segrt_build_options_destroy"
 
     def __init__(self, shapes=None, ranges=None, device=None, precision=None, fp32_ops=None,
-                 allow_cpu_fallback=None, threads=None, workspace=None, autotune=None, disabled_kernels=None):
+                 allow_cpu_fallback=None, threads=None, workspace=None, autotune=None, disabled_kernels=None,
+                 target_arch=None):
         p = ctypes.c_void_p()
         call("segrt_build_options_create", ctypes.byref(p))
         super().__init__(p.value)
@@ -441,6 +445,10 @@ class BuildOptions(_Handle):
             call("segrt_build_options_set_autotune", self.ptr, int(autotune))
         if disabled_kernels:  # kernels and fusions not used, for A/B comparisons ("": none)
             call("segrt_build_options_set_disabled_kernels", self.ptr, disabled_kernels.encode())
+        if target_arch is None:
+            target_arch = os.environ.get("SEGRT_TEST_TARGET_ARCH") or None
+        if target_arch:
+            call("segrt_build_options_set_target_arch", self.ptr, target_arch.encode())
 
     def set_shape(self, name, dims):
         rank, d = _dims(dims)

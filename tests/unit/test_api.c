@@ -1,5 +1,6 @@
 /* The public C API: argument checks, ownership, per-thread errors, and a
  * whole run of basicunet2d_tiny against its reference pair. */
+#include "backend/backend.h"
 #include "backend/kernel_switches.h"
 #include "engine/api_internal.h"
 #include "io/npy.h"
@@ -99,6 +100,66 @@ static void test_disabled_kernels(void)
     sg_disabled_kernels_text(0, text, sizeof text);
     CHECK(text[0] == '\0');
     segrt_build_options_destroy(o);
+}
+
+/* --target-arch: the spellings of a compute capability, 7.5 to 12.x, and
+ * clear refusals leaving the option as it was. */
+static void test_target_arch(void)
+{
+    segrt_build_options *o;
+    CHECK(segrt_build_options_create(&o) == SEGRT_OK);
+    CHECK(o->target_cc == 0);
+    static const struct {
+        const char *text;
+        int cc;
+    } ok[] = {{"sm_80", 80}, {"80", 80}, {"8.6", 86}, {"sm_90a", 90}, {"sm_75", 75}, {"120", 120}, {"12.1", 121}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        CHECK_MSG(segrt_build_options_set_target_arch(o, ok[i].text) == SEGRT_OK, "%s: %s", ok[i].text,
+                  segrt_last_error());
+        CHECK_MSG(o->target_cc == ok[i].cc, "%s: %d", ok[i].text, o->target_cc);
+    }
+    static const char *const bad[] = {"sm_70", "7.0", "sm_",   "abc", "8.",  "sm_80x", "13.0",
+                                      "8.10",  "-80", "sm_80 ", " 80", "+80", "8.-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_MSG(segrt_build_options_set_target_arch(o, bad[i]) == SEGRT_ERROR_INVALID_ARGUMENT, "%s", bad[i]);
+        CHECK_MSG(strstr(segrt_last_error(), bad[i]) && strstr(segrt_last_error(), "sm_75"), "%s",
+                  segrt_last_error());
+        CHECK(o->target_cc == 121);
+    }
+    CHECK(segrt_build_options_set_target_arch(o, NULL) == SEGRT_OK && o->target_cc == 0);
+    CHECK(segrt_build_options_set_target_arch(o, "sm_80") == SEGRT_OK && o->target_cc == 80);
+    CHECK(segrt_build_options_set_target_arch(o, "") == SEGRT_OK && o->target_cc == 0);
+    CHECK(segrt_build_options_set_target_arch(NULL, "sm_80") == SEGRT_ERROR_INVALID_ARGUMENT);
+    segrt_build_options_destroy(o);
+}
+
+/* Which of a fat binary's codes the CUDA runtime runs on a capability: the
+ * same major's highest machine code at or below it (sm_XYa on X.Y only),
+ * else the highest PTX at or below it, else none. */
+static void test_cuda_code(void)
+{
+    const char *fat = "sm_75,sm_80,sm_86,sm_89,sm_90a,sm_100,sm_120,compute_120";
+    const struct {
+        const char *list;
+        int cc, code;
+        bool a;
+    } cases[] = {
+        {fat, 75, 75, false},  {fat, 80, 80, false},  {fat, 86, 86, false},   {fat, 87, 86, false},
+        {fat, 89, 89, false},  {fat, 90, 90, true},   {fat, 100, 100, false}, {fat, 103, 100, false},
+        {fat, 120, 120, false}, {fat, 121, 120, false}, {fat, 130, 120, false}, /* the PTX, compiled at load */
+        {fat, 110, 0, false},  /* 11.x: no machine code of its major, PTX only for later GPUs */
+        {"sm_90a", 90, 90, true}, {"sm_90a", 80, 0, false}, {"sm_90a", 100, 0, false},
+        {"sm_90a,compute_90", 100, 90, false}, {"sm_80,compute_80", 90, 80, false}, {"sm_80", 86, 80, false},
+        {"sm_86", 80, 0, false}, {"compute_80", 75, 0, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int code = -1;
+        bool a = true;
+        bool found = sg_cuda_code_in(cases[i].list, cases[i].cc, &code, &a);
+        CHECK_MSG(found == (cases[i].code != 0) && code == cases[i].code && a == cases[i].a,
+                  "%s on %d: %d%s (want %d%s)", cases[i].list, cases[i].cc, code, a ? "a" : "", cases[i].code,
+                  cases[i].a ? "a" : "");
+    }
 }
 
 static void *thread_error(void *arg)
@@ -235,6 +296,8 @@ int main(void)
     test_null_arguments();
     test_errors_are_per_thread();
     test_disabled_kernels();
+    test_target_arch();
+    test_cuda_code();
     test_tiny_model();
     CHECK(strlen(segrt_version()) >= 5);
     return sg_test_finish("test_api");

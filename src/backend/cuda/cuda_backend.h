@@ -23,6 +23,7 @@ typedef struct sg_cuda_options {
     const char *fp32_ops;      /* comma-separated op types or node names kept in float32, or NULL */
     int32_t autotune;          /* cuDNN configurations timed per convolution; 0 or 1: heuristics' first */
     uint32_t disabled_kernels; /* kernels and fusions not used: SG_KERNEL_BIT of backend/kernel_switches.h */
+    int32_t target_cc;         /* compute capability to plan for (10 * major + minor); 0: the device's */
 } sg_cuda_options;
 
 typedef struct sg_cuda_weights sg_cuda_weights;

@@ -29,6 +29,7 @@ typedef struct gn_params {
     bool from_stats;    /* the producer wrote x's per-tile statistics, over grid */
     sgk_tile_grid grid;
     int32_t one_pass_sms; /* sgk_group_norm's: the device's SMs, or 0 */
+    int32_t one_pass_smem; /* ... and the shared memory a block may hold */
 } gn_params;
 
 /* args: x, scale, bias, the producer's per-tile statistics, ab: the
@@ -54,7 +55,7 @@ static sg_status gn_run(const cuda_step *s, cuda_run *r)
         return sgk_group_norm_partials(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act,
                                        gp->act_alpha, r->ptr[s->args[3]], &gp->grid, r->scratch);
     return sgk_group_norm(r->stream, &y, &x, scale.data, bias.data, gp->groups, gp->eps, gp->act, gp->act_alpha,
-                          gp->one_pass_sms, r->scratch);
+                          gp->one_pass_sms, gp->one_pass_smem, r->scratch);
 }
 
 /* Scale or bias (input i) as a float32 tensor of c values: a constant is
@@ -251,6 +252,7 @@ static sg_status build_group_norm(sg_cuda_plan *p, const sg_node *n)
      * norm-one-pass keeps the three. */
     if (!cuda_off(p, SG_KERNEL_NORM_ONE_PASS))
         SG_TRY(cuda_sm_count(p, &gp.one_pass_sms));
+    gp.one_pass_smem = p->smem_limit;
     /* A Relu or LeakyRelu that alone reads the result is applied before
      * the store: the activation is not written and read back. */
     int32_t out_value = n->outputs[0];

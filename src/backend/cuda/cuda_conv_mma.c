@@ -72,6 +72,7 @@ static sg_status mma_run(const cuda_step *s, cuda_run *r)
 static bool mma_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_mma_params *kp)
 {
     memset(kp, 0, sizeof *kp);
+    kp->smem_limit = p->smem_limit;
     const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
     const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
     int32_t rank = cuda_conv_desc_rank(d, 4, 5), nsp = rank - 2;
@@ -226,9 +227,9 @@ static bool mma_plan(const sg_cuda_plan *p, const sg_node *n, const sgk_view *x,
         !mma_geometry(p, n, kp) || (dn && dn->c_at != 0))
         return false;
     *io = math == CUDA_MATH_FP16 ? SEGRT_DTYPE_FLOAT16 : SEGRT_DTYPE_BFLOAT16;
-    /* Hopper's warpgroup products where the kernel's sm_90a code runs:
-     * compute capability 9.0 exactly. */
-    kp->wgmma = p->sm_major == 9 && p->sm_minor == 0 && !cuda_off(p, SG_KERNEL_WGMMA);
+    /* Hopper's warpgroup products where the kernel's sm_90a code runs
+     * (cuda_kernel_runs). */
+    kp->wgmma = !cuda_off(p, SG_KERNEL_WGMMA);
     kp->wg_groups = cuda_off(p, SG_KERNEL_WGMMA_SHARED) ? 1 : 0;
     kp->issue_late = !cuda_off(p, SG_KERNEL_WGMMA_ISSUE_LATE);
     if (dn) {

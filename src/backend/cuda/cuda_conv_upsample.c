@@ -73,6 +73,7 @@ static bool upsample_attrs(const cuda_conv_desc *d)
 static bool upsample_geometry(const sg_cuda_plan *p, const sg_node *n, sgk_conv_up_params *kp)
 {
     memset(kp, 0, sizeof *kp);
+    kp->smem_limit = p->smem_limit;
     const cuda_conv_desc *d = cuda_conv_desc_of(p, n);
     const int64_t *xd = d->xd, *wd = d->wd, *yd = d->yd;
     int32_t rank = cuda_conv_desc_rank(d, 3, 5), nsp = rank - 2;

@@ -302,6 +302,7 @@ static sg_status cuda_plan_build(const sg_graph *g, const sg_backend_options *o,
     ce->copts.fp32_ops = ce->fp32_ops;
     ce->copts.autotune = o->autotune < 0 ? CUDA_DEFAULT_AUTOTUNE : o->autotune;
     ce->copts.disabled_kernels = o->disabled_kernels;
+    ce->copts.target_cc = o->target_cc;
     if (s == SEGRT_OK)
         s = sg_cuda_weights_new(o->device, &ce->weights);
     int32_t rank[SG_MAX_IO_BACKEND];

@@ -222,7 +222,16 @@ struct sg_cuda_plan {
     sg_cuda_options opts;
     sg_cuda_weights *weights;/* shared with the engine and its other plans */
     int device;
+    /* The compute capability planned for: the GPU's, or the older one the
+     * build options' target_cc names. code_cc: the machine code (or PTX)
+     * of libsegrt the GPU runs (sg_cuda_code_in), code_a: its sm_XYa form. */
     int sm_major, sm_minor;
+    int code_cc;
+    bool code_a;
+    /* Shared memory a block may hold on the GPU planned for: the device's
+     * opt-in maximum, or less for an older target (smem_limit in the
+     * kernels' parameters). */
+    int32_t smem_limit;
     cuda_tensor *tensors;
     int32_t n_tensors, cap_tensors;
     cuda_step *steps;
@@ -399,9 +408,34 @@ sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out);
  * (segrt_build_options_set_disabled_kernels; backend/kernel_switches.h
  * says what each does). Part of the plan key, so a plan, and the CUDA
  * graph replaying it, keeps one choice. */
+/* Whether switchable kernel k runs on the capability the plan is for and
+ * in the code libsegrt holds for the GPU. Hopper's warpgroup products
+ * (wgmma) are sm_90a machine code: capability 9.0 exactly, with that code
+ * present. The mma.sync kernels (m16n8k16 products, cp.async) need 8.0;
+ * below it their code traps (k_mma.cuh). Every other kernel of segrt runs
+ * on every capability segrt builds for (7.5 and up). */
+static inline bool cuda_kernel_runs(const sg_cuda_plan *p, sg_kernel_switch k)
+{
+    int cc = 10 * p->sm_major + p->sm_minor;
+    switch (k) {
+    case SG_KERNEL_WGMMA:
+    case SG_KERNEL_WGMMA_SHARED:
+    case SG_KERNEL_WGMMA_ISSUE_LATE: return cc == 90 && p->code_cc == 90 && p->code_a;
+    case SG_KERNEL_MMA_CONV:
+    case SG_KERNEL_UP_K3:
+    case SG_KERNEL_UPSAMPLE_CONV: return cc >= 80 && p->code_cc >= 80;
+    default: return true;
+    }
+}
+
+/* Whether kernel or fusion k is off for this plan: turned off by the build
+ * options (segrt_build_options_set_disabled_kernels; backend/kernel_switches.h
+ * says what each does), or not runnable where the plan is for
+ * (cuda_kernel_runs). Part of the plan key, so a plan, and the CUDA graph
+ * replaying it, keeps one choice. */
 static inline bool cuda_off(const sg_cuda_plan *p, sg_kernel_switch k)
 {
-    return (p->opts.disabled_kernels & SG_KERNEL_BIT(k)) != 0;
+    return (p->opts.disabled_kernels & SG_KERNEL_BIT(k)) != 0 || !cuda_kernel_runs(p, k);
 }
 
 /* The Add that alone reads v, adding a tensor of v's shape and dtype

@@ -241,11 +241,13 @@ segrt_status sgk_softmax(cudaStream_t stream, const sgk_view *out, const sgk_vie
  * one_pass_sms: the device's multiprocessors, where an InstanceNorm over
  * a channels-last tensor may run as one kernel whose grid is all resident
  * at once (a cooperative launch; it reads x once), or 0 for the three
- * kernels always. */
+ * kernels always; one_pass_smem: the shared memory a block of it may hold
+ * on the plan's GPU (0: as much as the kernel would). */
 size_t sgk_group_norm_scratch(const sgk_view *x, int64_t groups);
 segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x,
                             const float *scale, const float *bias, int64_t groups, float eps,
-                            sgk_act act, float act_alpha, int32_t one_pass_sms, void *scratch);
+                            sgk_act act, float act_alpha, int32_t one_pass_sms, int32_t one_pass_smem,
+                            void *scratch);
 
 /* Tiles over the spatial dims of an [N, C, spatial...] tensor (1 to 3
  * spatial dims, aligned right: dims[0] is 1 in 2-D), the last fastest:

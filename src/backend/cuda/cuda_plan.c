@@ -828,13 +828,46 @@ static sg_status plan_init(sg_cuda_plan *p, const sg_graph *g)
     return SEGRT_OK;
 }
 
+#ifndef SEGRT_CUDA_CODE
+#error "CMake defines SEGRT_CUDA_CODE: the CUDA code libsegrt holds"
+#endif
+
 static sg_status build_handles(sg_cuda_plan *p)
 {
     CUDA_TRY(cudaSetDevice(p->device));
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, p->device));
-    p->sm_major = prop.major;
-    p->sm_minor = prop.minor;
+    int cc = 10 * prop.major + prop.minor;
+    if (!sg_cuda_code_in(SEGRT_CUDA_CODE, cc, &p->code_cc, &p->code_a))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "this libsegrt holds CUDA code for %s only, none of which runs on GPU %d (%s, compute "
+                        "capability %d.%d); rebuild it with that architecture in -DSEGRT_CUDA_ARCHS",
+                        SEGRT_CUDA_CODE, p->device, prop.name, prop.major, prop.minor);
+    int target = p->opts.target_cc;
+    if (target > cc)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "the target architecture sm_%d is newer than GPU %d (%s, compute capability %d.%d): a plan "
+                        "can be restricted to an older GPU's kernels only",
+                        target, p->device, prop.name, prop.major, prop.minor);
+    cc = target ? target : cc;
+    p->sm_major = cc / 10;
+    p->sm_minor = cc % 10;
+    p->smem_limit = (int32_t)prop.sharedMemPerBlockOptin;
+    if (target) {
+        /* The most shared memory a block may opt in to, by capability
+         * (CUDA's table of compute capabilities). */
+        int32_t most = cc < 80                      ? 64 * 1024
+                       : cc == 80 || cc == 87        ? 163 * 1024
+                       : cc / 10 == 9 || cc / 10 == 10 ? 227 * 1024
+                                                     : 99 * 1024;
+        p->smem_limit = most < p->smem_limit ? most : p->smem_limit;
+    }
+    /* cuDNN and cuBLASLt take bfloat16 from Ampere on, as do segrt's
+     * kernels (the mma.sync products). */
+    if (cc < 80 && p->opts.precision == SEGRT_PRECISION_BF16)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED,
+                        "bfloat16 needs compute capability 8.0 or later; the plan is for %d.%d (float16 runs there)",
+                        p->sm_major, p->sm_minor);
     CUDA_TRY(cudaStreamCreateWithFlags(&p->build_stream, cudaStreamNonBlocking));
     CUDNN_TRY(cudnnCreate(&p->build_cudnn));
     CUDNN_TRY(cudnnSetStream(p->build_cudnn, p->build_stream));

@@ -383,6 +383,31 @@ static inline int vec16_width(int32_t dt)
 
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+// Shared memory past 48 KB a block. The most a block may hold differs by
+// architecture (7.5: 64 KB, 8.0: 163, 8.6 and 8.9: 99, 9.0: 227, 12.x:
+// 99): a kernel's plan takes `limit` bytes (the plan's GPU: its
+// sgk_*_params' smem_limit; 0: no limit beyond the kernel's own) less the
+// kernel's static shared memory, and its launch opts in to this: the
+// kernel's most, or what the current device allows, the same value for
+// every launch on a device, so that concurrent launches of one kernel never
+// lower it under one another.
+static inline size_t smem_cap(size_t most, int32_t limit, size_t static_bytes)
+{
+    if (limit <= 0)
+        return most;
+    size_t room = (size_t)limit > static_bytes ? (size_t)limit - static_bytes : 0;
+    return room < most ? room : most;
+}
+
+static inline int smem_opt_in_bytes(int most, int static_bytes)
+{
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || optin <= 0)
+        return most;
+    return (int)smem_cap((size_t)most, optin, (size_t)static_bytes);
+}
+
 // Whether every position of 16-bit view v starts a run of contiguous
 // channels on a 16-byte boundary (16-byte loads of 8 channels): channels
 // contiguous, every other stride a multiple of 8, the data aligned (or

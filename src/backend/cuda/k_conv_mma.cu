@@ -155,7 +155,7 @@ static bool cm_plan(const sgk_conv_mma_params *p, const sgk_view *y, const sgk_v
                    (g->pro ? 2 * 3 * (size_t)p->C * 2 : 0); // two tiles' (mean, s, b), 16-bit
     // (Whether a layer runs here is decided at one tile group without the
     // statistics' sums, as before conv_wgmma took several groups.)
-    if (wbytes + group > CM_SMEM_MAX)
+    if (wbytes + group > smem_cap(CM_SMEM_MAX, p->smem_limit, (size_t)cm_static_smem(g->K, p->stats)))
         return false;
     size_t need = wbytes + group;
     if (g->wg) {

@@ -67,6 +67,7 @@ typedef struct sgk_conv_mma_params {
     sgk_act act;
     float act_alpha;
     int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
+    int32_t smem_limit; /* shared memory a block may hold on the plan's GPU (0: the kernel's most) */
     bool stats;        /* also write per-tile statistics of y (see above) */
     bool wgmma;        /* 2-D layers through Hopper's warpgroup products: the
                         * device is sm_90 (the kernel is built for sm_90a) */

@@ -568,11 +568,16 @@ struct cmargs {
     const float4 *ab;
 };
 
+// conv_mma's static shared memory (its statistics' sums).
+__host__ __device__ constexpr int cm_static_smem(int K, bool stats) { return stats ? 4 * cm_ssh_floats(K) : 8; }
+
 // Past 48 KB a kernel must opt in (a function attribute, not a stream
-// operation: allowed while a CUDA graph is captured).
-template <typename F> inline bool smem_opt_in(F kernel, int bytes = CM_SMEM_MAX)
+// operation: allowed while a CUDA graph is captured), to its most or the
+// device's (smem_opt_in_bytes).
+template <typename F> inline bool smem_opt_in(F kernel, int bytes = CM_SMEM_MAX, int static_bytes = 0)
 {
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                smem_opt_in_bytes(bytes, static_bytes)) == cudaSuccess;
 }
 
 // The launchers: conv_mma (k_conv_mma_sync.cu) and conv_wgmma

@@ -23,6 +23,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     conv_mma(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
              const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part, cmgeom g)
 {
+#if SG_MMA_SYNC
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<D3> S;
     constexpr int K = NT * 8;
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
     T *wsh = (T *)smem;                   // [tap][K][ldw]
     T *xsh0 = wsh + S::taps * K * ldw;    // two of [halo position][ldx]
     T *osh_own = xsh0 + 2 * S::halo * ldx; // the staging tile, where it has its own space
-    __shared__ __align__(8) float ssh[EPI == EPI_STATS ? cm_ssh_floats(K) : 2];
+    __shared__ __align__(8) float ssh[cm_static_smem(K, EPI == EPI_STATS) / 4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, t4 = lane & 3;
 
     // Four weights a load (C is a multiple of 16), several loads in flight.
@@ -115,12 +116,15 @@ __global__ void __launch_bounds__(CM_THREADS, CM_BLOCKS_PER_SM)
         tile_epilogue<XT, NT, D3, EPI, false>(g, acc, bz, tile, xsh, osh_own, ssh, threadIdx.x,
                                               [] { __syncthreads(); }, y, z, bias, part);
     }
+#else
+    __trap(); // never launched here (cuda_kernel_runs)
+#endif
 }
 
 template <int XT, int NT, bool D3, int KS, int EPI>
 segrt_status cm_launch_mma(cudaStream_t stream, unsigned grid, size_t smem, const cmargs &a, const cmgeom &g)
 {
-    if (!smem_opt_in(conv_mma<XT, NT, D3, KS, EPI>))
+    if (!smem_opt_in(conv_mma<XT, NT, D3, KS, EPI>, CM_SMEM_MAX, cm_static_smem(NT * 8, EPI == EPI_STATS)))
         return launched("conv_mma (shared memory)");
     conv_mma<XT, NT, D3, KS, EPI><<<grid, CM_THREADS, smem, stream>>>(a.x->data, a.y->data, a.w, a.bias,
                                                                         a.z ? a.z->data : NULL, a.part, g);

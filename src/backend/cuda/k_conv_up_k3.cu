@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(UK_THREADS, uk_min_blocks(KP))
     conv_up_k3(const void *__restrict__ x, void *__restrict__ y, const float *__restrict__ w,
                const float *__restrict__ bias, ukgeom g)
 {
+#if SG_MMA_SYNC
     typedef typename mma_elem<XT>::type T;
     typedef uk_box<NSP> B;
     constexpr int PH = 1 << NSP, NB = uk_nblocks(NSP, KP), NW = uk_base(NSP, KP, PH);
@@ -279,6 +280,9 @@ __global__ void __launch_bounds__(UK_THREADS, uk_min_blocks(KP))
         }
         __syncthreads(); // every warp is done with this tile before the issue two tiles on overwrites it
     }
+#else
+    __trap(); // never launched here (cuda_kernel_runs)
+#endif
 }
 
 static bool k3_dtype16(segrt_dtype t) { return t == SEGRT_DTYPE_FLOAT16 || t == SEGRT_DTYPE_BFLOAT16; }
@@ -299,7 +303,7 @@ static int k3_kp(const sgk_conv_up_k3_params *p)
 {
     const int ld = (p->C + 15) / 16 * 16 + 8;
     int kp = p->K <= 2 ? 2 : p->K <= 4 ? 4 : p->K <= 8 ? 8 : 16;
-    while (kp > 8 && k3_smem(p->n_spatial, kp, ld) > UK_SMEM_MAX)
+    while (kp > 8 && k3_smem(p->n_spatial, kp, ld) > smem_cap(UK_SMEM_MAX, p->smem_limit, 0))
         kp /= 2;
     return kp;
 }
@@ -342,7 +346,7 @@ static bool k3_plan(const sgk_conv_up_k3_params *p, const sgk_view *y, const sgk
     g->fpieces = fastdiv_make((uint32_t)(g->Cp / 8));
     g->K = p->K;
     g->kp = k3_kp(p);
-    if (k3_smem(nsp, g->kp, g->ld) > UK_SMEM_MAX)
+    if (k3_smem(nsp, g->kp, g->ld) > smem_cap(UK_SMEM_MAX, p->smem_limit, 0))
         return false;
     // The chunks of output channels are the grid's y, at most 65535.
     if ((g->K + g->kp - 1) / g->kp > 65535)
@@ -397,8 +401,8 @@ static segrt_status k3_launch(cudaStream_t stream, const sgk_conv_up_k3_params *
 {
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
-    if (cudaFuncSetAttribute(conv_up_k3<XT, NSP, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, UK_SMEM_MAX) !=
-        cudaSuccess)
+    if (cudaFuncSetAttribute(conv_up_k3<XT, NSP, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_opt_in_bytes(UK_SMEM_MAX, 0)) != cudaSuccess)
         return launched("conv_up_k3 (shared memory)");
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_up_k3<XT, NSP, KP>, UK_THREADS, smem) !=

@@ -46,6 +46,7 @@ typedef struct sgk_conv_up_k3_params {
     sgk_act act;
     float act_alpha;
     int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
+    int32_t smem_limit; /* shared memory a block may hold on the plan's GPU (0: the kernel's most) */
 } sgk_conv_up_k3_params;
 
 /* Whether the kernel takes the layer: views of the dtypes, dims (output

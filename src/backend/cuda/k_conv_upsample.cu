@@ -206,6 +206,7 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS_TC)
     conv_up_tc(const void *__restrict__ x, void *__restrict__ y, segrt_dtype yt, const float *__restrict__ w,
                const float *__restrict__ bias, const float4 *__restrict__ ab, upgeom g)
 {
+#if SG_MMA_SYNC
     typedef typename mma_elem<XT>::type T;
     constexpr bool FIXED = NF > 0;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -397,6 +398,9 @@ __global__ void __launch_bounds__(UP_THREADS, UP_MIN_BLOCKS_TC)
         }
     }
     cp_async_wait0(); // (none outstanding past the last tile, but a block leaves with its copies landed)
+#else
+    __trap(); // never launched here (cuda_kernel_runs)
+#endif
 }
 
 // Float32 inputs: CUDA cores, float32 products.
@@ -536,7 +540,7 @@ static bool up_plan(const sgk_conv_up_params *p, const sgk_view *y, const sgk_vi
     // The widest channel chunk whose weights fit beside the tile.
     int step = 8, most = tc ? 64 : 32;
     int Kc = (int)(p->K < most ? round_up(p->K, step) : most);
-    size_t need, most_smem = tc ? UP_SMEM_MAX_TC : UP_SMEM_MAX;
+    size_t need, most_smem = tc ? smem_cap(UP_SMEM_MAX_TC, p->smem_limit, 0) : UP_SMEM_MAX;
     while ((need = up_layout(g, tc, Kc)) > most_smem && Kc > step)
         Kc = (int)round_up(Kc / 2, step);
     if (need > most_smem)
@@ -572,7 +576,7 @@ static segrt_status launch_tc_k(cudaStream_t stream, dim3 grid, size_t smem, con
     // Past 48 KB a kernel must opt in (a function attribute, not a stream
     // operation: allowed while a CUDA graph is captured).
     if (cudaFuncSetAttribute(conv_up_tc<XT, NKS, NF, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             UP_SMEM_MAX_TC) != cudaSuccess)
+                             smem_opt_in_bytes(UP_SMEM_MAX_TC, 0)) != cudaSuccess)
         return launched("conv_up (shared memory)");
     conv_up_tc<XT, NKS, NF, NT>
         <<<grid, UP_THREADS, smem, stream>>>(x->data, y->data, y->dtype, w, bias, (const float4 *)ab, g);

@@ -35,6 +35,7 @@ typedef struct sgk_conv_up_params {
     int32_t K;         /* output channels */
     int32_t C;         /* input channels */
     int32_t sm_count;  /* the device's multiprocessors, for the grid (0: assume 132) */
+    int32_t smem_limit; /* shared memory a block may hold on the plan's GPU (0: the kernel's most) */
     bool prologue;     /* x is a normalisation's input, normalised as it is read (below) */
     sgk_act pro_act;   /* ... then activated: none, Relu or LeakyRelu of */
     float pro_alpha;   /* this slope */

@@ -122,6 +122,7 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                const float *__restrict__ bias, const void *__restrict__ z, float2 *__restrict__ part,
                const float4 *__restrict__ ab, cmgeom g)
 {
+#if SG_WGMMA
     typedef typename mma_elem<XT>::type T;
     typedef cm_shape<false> S;
     constexpr int K = NT * 8;
@@ -564,6 +565,9 @@ __global__ void __launch_bounds__(CM_THREADS *cm_wg_max(KS), 1)
                                                 UP ? (float *)(xsh + CM_TP * (K + 8)) : ssh, tid,
                                                 [wg] { wg_sync(wg); }, y, z, bias, part);
     }
+#else
+    __trap(); // sm_90a only; never launched elsewhere (cuda_kernel_runs)
+#endif
 }
 
 template <int XT, int NT, int KS, int EPI, int UP>

@@ -7,6 +7,18 @@
 
 #include "backend/cuda/k_common.cuh"
 
+// The m16n8k16 product and cp.async need compute capability 8.0. Below it
+// (sm_75's code in a fat binary) they trap, and the plan never chooses
+// their kernels there (cuda_kernel_runs in cuda_internal.h); the host pass
+// sees the real form, which it does not compile.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define SG_MMA_SYNC 1
+#define SG_MS_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define SG_MMA_SYNC 0
+#define SG_MS_ASM(...) __trap()
+#endif
+
 template <int XT> struct mma_elem {
     typedef __half type;
 };
@@ -28,12 +40,12 @@ template <int XT> __device__ __forceinline__ typename mma_elem<XT>::type mma_rou
 template <int XT> __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, const uint32_t *b)
 {
     if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        SG_MS_ASM("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                      "{%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        SG_MS_ASM("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                      "{%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -62,7 +74,7 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t *r, const void *row)
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
 {
     uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+    SG_MS_ASM("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
 
 // A 4-byte copy the same way (cp.async's smallest; .ca, the only
@@ -70,21 +82,21 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool vali
 __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid)
 {
     uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+    SG_MS_ASM("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { SG_MS_ASM("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most one committed group is still in flight. (The
 // "memory" clobbers keep the compiler from moving shared-memory loads of
 // the landed data above the wait, as it may across an asm without them.)
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait1() { SG_MS_ASM("cp.async.wait_group 1;\n" ::: "memory"); }
 // ... until none is.
-__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait0() { SG_MS_ASM("cp.async.wait_group 0;\n" ::: "memory"); }
 // ... until at most N are.
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    SG_MS_ASM("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Channels c and c + 1 of one output position at element yo of y (dtype

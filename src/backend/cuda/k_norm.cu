@@ -953,10 +953,11 @@ __global__ void __launch_bounds__(GNF_THREADS, 1)
     }
 }
 
-// The one pass's grid for x on sm_count multiprocessors (InstanceNorm,
-// channels-last, y as gnv_apply_cl writes it), or false.
+// The one pass's grid for x on sm_count multiprocessors with smem_limit
+// bytes of shared memory a block (InstanceNorm, channels-last, y as
+// gnv_apply_cl writes it), or false.
 static bool gnf_plan(const gngeom &g, const gnvec &v, const sgk_view *x, const sgk_view *y, int sm_count,
-                     gnfgeom *f, size_t *smem)
+                     int smem_limit, gnfgeom *f, size_t *smem)
 {
     if (sm_count < 1 || v.kind != GNV_CL || g.groups != g.C || !gnv_apply_ok(&v, &g, x, y))
         return false;
@@ -979,9 +980,10 @@ static bool gnf_plan(const gngeom &g, const gnvec &v, const sgk_view *x, const s
     f->P = (int)ceil_div(g.S, rpb);
     const size_t fixed = (size_t)g.C * sizeof(float4) + (size_t)GNF_WARPS * g.C * sizeof(mstat);
     const size_t row = (size_t)cv * 16;
-    if (fixed + row > GNF_SMEM_MAX)
+    const size_t most = smem_cap(GNF_SMEM_MAX, smem_limit, 0);
+    if (fixed + row > most)
         return false;
-    const size_t fit = (GNF_SMEM_MAX - fixed) / row;
+    const size_t fit = (most - fixed) / row;
     f->cache_rows = (int)(fit < (size_t)rpb ? fit : (size_t)rpb);
     *smem = fixed + (size_t)f->cache_rows * row;
     return true;
@@ -992,7 +994,8 @@ static segrt_status gnf_launch(cudaStream_t stream, const sgk_view *y, const sgk
                                const gnvec &v, const gnfgeom &f, size_t smem, const float *scale,
                                const float *bias, float eps, sgk_act act, float alpha, float2 *part)
 {
-    if (cudaFuncSetAttribute(gnf_cl<XT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(gnf_cl<XT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_opt_in_bytes(GNF_SMEM_MAX, 0)) != cudaSuccess)
         return launched("gnf_cl (shared memory)");
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(g.N * f.P));
@@ -1011,7 +1014,7 @@ static segrt_status gnf_launch(cudaStream_t stream, const sgk_view *y, const sgk
 
 extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const float *scale,
                                        const float *bias, int64_t groups, float eps, sgk_act act, float act_alpha,
-                                       int32_t one_pass_sms, void *scratch)
+                                       int32_t one_pass_sms, int32_t one_pass_smem, void *scratch)
 {
     if (!is_float(x->dtype) || !is_float(y->dtype) || y->rank != x->rank)
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_group_norm: unsupported views");
@@ -1032,7 +1035,7 @@ extern "C" segrt_status sgk_group_norm(cudaStream_t stream, const sgk_view *y, c
         v.kind = GNV_NONE;
     gnfgeom f;
     size_t fsmem;
-    if (gnf_plan(g, v, x, y, one_pass_sms, &f, &fsmem)) {
+    if (gnf_plan(g, v, x, y, one_pass_sms, one_pass_smem, &f, &fsmem)) {
         switch (x->dtype) {
         case SEGRT_DTYPE_FLOAT16:
             return gnf_launch<SEGRT_DTYPE_FLOAT16>(stream, y, x, g, v, f, fsmem, scale, bias, eps, act, act_alpha, part);
