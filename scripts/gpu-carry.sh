@@ -31,10 +31,14 @@ fi
 mkdir -p $stage/wheels
 python3 -m pip download --no-deps -q -d $stage/wheels onnx2torch==1.5.15 2>/dev/null ||
     cp /tmp/wheels/onnx2torch-*.whl $stage/wheels/ 2>/dev/null || echo "gpu-carry: no onnx2torch wheel (bench/gpu_vs_pytorch.py will not run)" >&2
-cp -L "$build/libsegrt.so.0" $stage/lib/
+# GPU_CARRY_CLI_ONLY=1: the segrt command alone (it links libsegrt
+# statically), without libsegrt.so and the Python package, which the tests
+# need and the benchmarks of `gpu-check.sh bench|archs|profile` do not: room
+# for the benchmark models within the device tool's 64 MiB.
+[ "${GPU_CARRY_CLI_ONLY:-0}" = 1 ] || cp -L "$build/libsegrt.so.0" $stage/lib/
 # The Python package staged by the build (SEGRT_PYTHON), for `gpu-check.sh
 # python`: its extension finds libsegrt.so.0 in lib/ through LD_LIBRARY_PATH.
-if [ -d "$build/python/segrt" ]; then
+if [ -d "$build/python/segrt" ] && [ "${GPU_CARRY_CLI_ONLY:-0}" != 1 ]; then
     mkdir -p $stage/python/segrt
     cp "$build"/python/segrt/*.py "$build"/python/segrt/*.pyi "$build"/python/segrt/py.typed \
         "$build"/python/segrt/_segrt.abi3.so $stage/python/segrt/
@@ -56,7 +60,8 @@ fi
 # GPU_CARRY_STRIP=1 drops symbol tables (a few MiB a binary) where the
 # archive would not fit the device tool's 64 MiB beside the tree.
 if [ "${GPU_CARRY_STRIP:-0}" = 1 ]; then
-    strip --strip-unneeded $stage/lib/libsegrt.so.0 && for b in $bins; do strip $stage/$b; done
+    { [ ! -f $stage/lib/libsegrt.so.0 ] || strip --strip-unneeded $stage/lib/libsegrt.so.0; } &&
+        for b in $bins; do strip $stage/$b; done
 fi
 # One xz archive: oneDNN alone is larger than the device tool carries raw.
 mkdir -p .carry

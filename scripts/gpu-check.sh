@@ -27,6 +27,9 @@
 #          scripts/gpu-check.sh train [extra flags]
 #          scripts/gpu-check.sh volume [extra pytest args]   (GPU_CARRY_TESTS="test_gpu_volume_ops segrt_prep")
 #          scripts/gpu-check.sh fuzz [RUNS_PER_JOB [SECONDS]]   (after scripts/fuzz-carry.sh)
+#          scripts/gpu-check.sh archs [TARGETS]   (the benchmark models planned natively and with
+#                                                  --target-arch each of TARGETS, default sm_80,sm_75)
+#          SEGRT_TEST_TARGET_ARCH=sm_80 scripts/gpu-check.sh tests ...   (the suite as an A100 plans it)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-gpu}
@@ -130,6 +133,28 @@ if [ "$what" = train ]; then
     step demo-train python3 "$root/demo/train.py" --out-dir "$out/demo" "$@"
     tail -n 25 "$out/demo-train.log"
     printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = archs ]; then
+    # What a user of an older GPU loses to the kernels it lacks: each
+    # benchmark model at its batch, fp16, planned for this GPU and as each
+    # target would plan it (--target-arch; cuDNN still picks engines for
+    # this GPU), in one call, rounds alternating so that clocks drift alike.
+    IFS=, read -r -a targets <<<"${1:-sm_80,sm_75}"
+    for spec in basicunet2d:16x3x512x512 unet3d_spleen:4x1x96x96x96; do
+        model=${spec%%:*} shape=${spec#*:}
+        for round in 1 2; do
+            for t in native "${targets[@]}"; do
+                extra=()
+                [ "$t" = native ] || extra=(--target-arch "$t")
+                log="$out/archs-$model-$t-$round.log"
+                "$SEGRT" bench "$BENCH_MODELS/$model.onnx" --shape "image=$shape" --device cuda --precision fp16 \
+                    --iters 30 --warmup 5 --no-cache "${extra[@]}" >"$log" 2>&1 || echo "FAIL $model $t" >>"$log"
+                printf '%-14s %-8s round %d  %s\n' "$model" "$t" "$round" "$(grep -E '^latency|FAIL' "$log" | head -1)"
+            done
+        done
+    done | tee "$out/archs.txt"
+    grep -q FAIL "$out/archs.txt" && exit 1
     exit 0
 fi
 if [ "$what" = profile ]; then
