@@ -886,23 +886,30 @@ static sg_status run_scatter_nd(const cuda_step *s, cuda_run *r)
     return sgk_scatter_nd(r->stream, &out, &idx, &upd, ss->reduction, r->err);
 }
 
+/* ScatterND's and ScatterElements' reduction attribute. */
+static sg_status scatter_reduction(const sg_node *n, sgk_scatter_reduce *out)
+{
+    const char *red = sg_attr_string(n, "reduction", "none");
+    if (strcmp(red, "none") == 0)
+        *out = SGK_SCATTER_NONE;
+    else if (strcmp(red, "add") == 0)
+        *out = SGK_SCATTER_ADD;
+    else if (strcmp(red, "mul") == 0)
+        *out = SGK_SCATTER_MUL;
+    else if (strcmp(red, "max") == 0)
+        *out = SGK_SCATTER_MAX;
+    else if (strcmp(red, "min") == 0)
+        *out = SGK_SCATTER_MIN;
+    else
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "reduction \"%s\" is not supported", red);
+    return SEGRT_OK;
+}
+
 sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n)
 {
     SG_TRY(need_output(n, 0));
-    const char *red = sg_attr_string(n, "reduction", "none");
     sgk_scatter_reduce reduction;
-    if (strcmp(red, "none") == 0)
-        reduction = SGK_SCATTER_NONE;
-    else if (strcmp(red, "add") == 0)
-        reduction = SGK_SCATTER_ADD;
-    else if (strcmp(red, "mul") == 0)
-        reduction = SGK_SCATTER_MUL;
-    else if (strcmp(red, "max") == 0)
-        reduction = SGK_SCATTER_MAX;
-    else if (strcmp(red, "min") == 0)
-        reduction = SGK_SCATTER_MIN;
-    else
-        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "reduction \"%s\" is not supported", red);
+    SG_TRY(scatter_reduction(n, &reduction));
     int32_t args[4];
     for (int32_t i = 0; i < 3; i++)
         SG_TRY(input(p, n, i, &args[i]));
@@ -916,6 +923,216 @@ sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n)
     ss->reduction = reduction;
     cuda_step *st;
     return cuda_step_new(p, n, "segrt scatter_nd", run_scatter_nd, args, 4, 1, ss, NULL, &st);
+}
+
+/* GatherElements, ScatterElements, CumSum, Trilu, OneHot ----------------------------------------- */
+
+/* What their run functions take: an axis, the scatters' reduction,
+ * CumSum's flags, Trilu's diagonal and side. */
+typedef struct select_step {
+    int32_t axis;
+    sgk_scatter_reduce reduction;
+    bool exclusive, reverse, upper;
+    int64_t k;
+} select_step;
+
+static sg_status select_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
+                                 const int32_t *args, int32_t n_args, const select_step *proto)
+{
+    select_step *ss = sg_malloc(sizeof *ss);
+    if (!ss)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *ss = *proto;
+    cuda_step *st;
+    return cuda_step_new(p, n, impl, fn, args, n_args, 1, ss, NULL, &st);
+}
+
+/* One integer of a constant input (CumSum's axis, Trilu's k), or
+ * UNSUPPORTED where it is computed at run time. */
+static sg_status const_int(const sg_cuda_plan *p, const sg_node *n, int32_t i, const char *what, int64_t *out)
+{
+    const sg_value *v = &p->g->values[n->inputs[i]];
+    int64_t numel;
+    if (!sg_shape_numel(&v->shape, &numel) || numel != 1 || !sg_dtype_is_integer(v->dtype))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "%s must be one integer", what);
+    if (!v->data)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s computed at run time", what);
+    *out = sg_dtype_load_i64(v->dtype, sg_blob_data(v->data), 0);
+    return SEGRT_OK;
+}
+
+static sg_status need_index_dtype(const sg_cuda_plan *p, const sg_node *n, int32_t t)
+{
+    sg_dtype d = p->tensors[t].dtype;
+    if (d != SEGRT_DTYPE_INT32 && d != SEGRT_DTYPE_INT64)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "indices must be int32 or int64");
+    return SEGRT_OK;
+}
+
+static sg_status run_gather_elements(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view data = cuda_view(r, s->args[0]), idx = cuda_view(r, s->args[1]), out = cuda_view(r, s->args[2]);
+    return sgk_gather_elements(r->stream, &out, &data, &idx, ss->axis, r->err);
+}
+
+sg_status cuda_build_gather_elements(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    int32_t args[3];
+    SG_TRY(input(p, n, 0, &args[0]));
+    SG_TRY(input(p, n, 1, &args[1]));
+    SG_TRY(need_index_dtype(p, n, args[1]));
+    int32_t rank = p->tensors[args[0]].rank;
+    if (rank < 1 || p->tensors[args[1]].rank != rank)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "indices and data must have the same rank (>= 1)");
+    select_step ss = {0};
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), rank, &ss.axis));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[2]));
+    return select_step_new(p, n, "segrt gather elements", run_gather_elements, args, 3, &ss);
+}
+
+static sg_status run_gather_nd(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view data = cuda_view(r, s->args[0]), idx = cuda_view(r, s->args[1]), out = cuda_view(r, s->args[2]);
+    return sgk_gather_nd(r->stream, &out, &data, &idx, ss->axis, r->err);
+}
+
+/* (select_step's axis holds batch_dims.) */
+sg_status cuda_build_gather_nd(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    int32_t args[3];
+    SG_TRY(input(p, n, 0, &args[0]));
+    SG_TRY(input(p, n, 1, &args[1]));
+    SG_TRY(need_index_dtype(p, n, args[1]));
+    const cuda_tensor *x = &p->tensors[args[0]], *it = &p->tensors[args[1]];
+    int64_t b = sg_attr_int(n, "batch_dims", 0), k = it->rank >= 1 ? it->dims[it->rank - 1] : 0;
+    if (it->rank < 1 || b < 0 || b >= it->rank || b >= x->rank || k < 1 || b + k > x->rank)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "index tuples of %lld with batch_dims %lld over rank %d",
+                             (long long)k, (long long)b, x->rank);
+    for (int64_t d = 0; d < b; d++)
+        if (it->dims[d] != x->dims[d])
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "batch dim %lld differs between data and indices", (long long)d);
+    select_step ss = {0};
+    ss.axis = (int32_t)b;
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[2]));
+    return select_step_new(p, n, "segrt gather nd", run_gather_nd, args, 3, &ss);
+}
+
+static sg_status run_scatter_elements(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view data = cuda_view(r, s->args[0]), idx = cuda_view(r, s->args[1]), upd = cuda_view(r, s->args[2]),
+             out = cuda_view(r, s->args[3]);
+    sgk_map_params mp;
+    memset(&mp, 0, sizeof mp);
+    mp.op = SGK_COPY;
+    SG_TRY(sgk_map(r->stream, &mp, &out, 1, &data));
+    return sgk_scatter_elements(r->stream, &out, &idx, &upd, ss->axis, ss->reduction, r->err);
+}
+
+sg_status cuda_build_scatter_elements(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    select_step ss = {0};
+    SG_TRY(scatter_reduction(n, &ss.reduction));
+    int32_t args[4];
+    for (int32_t i = 0; i < 3; i++)
+        SG_TRY(input(p, n, i, &args[i]));
+    SG_TRY(need_index_dtype(p, n, args[1]));
+    const cuda_tensor *x = &p->tensors[args[0]], *it = &p->tensors[args[1]], *u = &p->tensors[args[2]];
+    bool ok = x->rank >= 1 && it->rank == x->rank && u->rank == x->rank;
+    for (int32_t d = 0; ok && d < x->rank; d++)
+        ok = u->dims[d] == it->dims[d];
+    if (!ok)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices and updates must have one shape, of the data's rank");
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), x->rank, &ss.axis));
+    for (int32_t d = 0; d < x->rank; d++)
+        if (d != ss.axis && it->dims[d] > x->dims[d])
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices are larger than the data along axis %d", d);
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, args[0]), &args[3]));
+    return select_step_new(p, n, "segrt scatter elements", run_scatter_elements, args, 4, &ss);
+}
+
+static sg_status run_cumsum(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view x = cuda_view(r, s->args[0]), y = cuda_view(r, s->args[1]);
+    return sgk_cumsum(r->stream, &y, &x, ss->axis, ss->exclusive, ss->reverse);
+}
+
+sg_status cuda_build_cumsum(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    if (n->n_inputs < 2 || n->inputs[1] < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "needs an axis");
+    int32_t args[2];
+    SG_TRY(input(p, n, 0, &args[0]));
+    const cuda_tensor *x = &p->tensors[args[0]];
+    if (x->rank < 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 1");
+    if (!sg_dtype_is_float(x->dtype) && !sg_dtype_is_integer(x->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s input", segrt_dtype_name(x->dtype));
+    int64_t axis;
+    SG_TRY(const_int(p, n, 1, "axis", &axis));
+    select_step ss = {0};
+    SG_TRY(sg_infer_axis(n, axis, x->rank, &ss.axis));
+    ss.exclusive = sg_attr_int(n, "exclusive", 0) != 0;
+    ss.reverse = sg_attr_int(n, "reverse", 0) != 0;
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, args[0]), &args[1]));
+    return select_step_new(p, n, "segrt cumsum", run_cumsum, args, 2, &ss);
+}
+
+static sg_status run_trilu(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view x = cuda_view(r, s->args[0]), y = cuda_view(r, s->args[1]);
+    return sgk_trilu(r->stream, &y, &x, ss->k, ss->upper);
+}
+
+sg_status cuda_build_trilu(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    int32_t args[2];
+    SG_TRY(input(p, n, 0, &args[0]));
+    if (p->tensors[args[0]].rank < 2)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 2");
+    select_step ss = {0};
+    if (n->n_inputs > 1 && n->inputs[1] >= 0)
+        SG_TRY(const_int(p, n, 1, "k", &ss.k));
+    ss.upper = sg_attr_int(n, "upper", 1) != 0;
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), cuda_dense_layout(p, args[0]), &args[1]));
+    return select_step_new(p, n, "segrt trilu", run_trilu, args, 2, &ss);
+}
+
+static sg_status run_one_hot(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view idx = cuda_view(r, s->args[0]), values = cuda_view(r, s->args[1]), out = cuda_view(r, s->args[2]);
+    return sgk_one_hot(r->stream, &out, &idx, &values, ss->axis);
+}
+
+/* The depth is the output's extent along axis (shape inference read it
+ * from the constant input). */
+sg_status cuda_build_one_hot(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    int32_t args[3];
+    SG_TRY(input(p, n, 0, &args[0]));
+    SG_TRY(input(p, n, 2, &args[1]));
+    const cuda_tensor *it = &p->tensors[args[0]], *vt = &p->tensors[args[1]];
+    if (!sg_dtype_is_float(it->dtype) && !sg_dtype_is_integer(it->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s indices", segrt_dtype_name(it->dtype));
+    if (vt->rank != 1 || vt->dims[0] != 2)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "values must be two numbers [off, on]");
+    if (it->rank + 1 > SEGRT_MAX_RANK)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "output rank %d is too large", it->rank + 1);
+    select_step ss = {0};
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), it->rank + 1, &ss.axis));
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[2]));
+    return select_step_new(p, n, "segrt one hot", run_one_hot, args, 3, &ss);
 }
 
 /* Einsum ------------------------------------------------------------------------------------------- */

@@ -35,6 +35,12 @@ ONE_IMPL(expand_impls, "segrt expand", cuda_build_expand);
 ONE_IMPL(tile_impls, "segrt tile", cuda_build_tile);
 ONE_IMPL(gather_impls, "segrt gather", cuda_build_gather);
 ONE_IMPL(scatter_nd_impls, "segrt scatter nd", cuda_build_scatter_nd);
+ONE_IMPL(gather_elements_impls, "segrt gather elements", cuda_build_gather_elements);
+ONE_IMPL(gather_nd_impls, "segrt gather nd", cuda_build_gather_nd);
+ONE_IMPL(scatter_elements_impls, "segrt scatter elements", cuda_build_scatter_elements);
+ONE_IMPL(cumsum_impls, "segrt cumsum", cuda_build_cumsum);
+ONE_IMPL(trilu_impls, "segrt trilu", cuda_build_trilu);
+ONE_IMPL(one_hot_impls, "segrt one hot", cuda_build_one_hot);
 ONE_IMPL(depth_space_impls, "segrt depth space", cuda_build_depth_space);
 ONE_IMPL(cast_impls, "segrt cast", cuda_build_cast);
 ONE_IMPL(matmul_impls, "matmul", cuda_build_matmul);
@@ -123,6 +129,12 @@ static const cuda_impl *const op_impls[SG_OP_COUNT] = {
     [SG_OP_TILE] = tile_impls,
     [SG_OP_GATHER] = gather_impls,
     [SG_OP_SCATTER_ND] = scatter_nd_impls,
+    [SG_OP_GATHER_ELEMENTS] = gather_elements_impls,
+    [SG_OP_GATHER_ND] = gather_nd_impls,
+    [SG_OP_SCATTER_ELEMENTS] = scatter_elements_impls,
+    [SG_OP_CUM_SUM] = cumsum_impls,
+    [SG_OP_TRILU] = trilu_impls,
+    [SG_OP_ONE_HOT] = one_hot_impls,
     [SG_OP_DEPTH_TO_SPACE] = depth_space_impls,
     [SG_OP_SPACE_TO_DEPTH] = depth_space_impls,
     [SG_OP_CAST] = cast_impls,

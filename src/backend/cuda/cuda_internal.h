@@ -661,6 +661,12 @@ sg_status cuda_build_pad(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_depth_space(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_gather(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_gather_elements(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_gather_nd(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_scatter_elements(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_cumsum(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_trilu(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_one_hot(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_einsum(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_reduce.c: reductions, ArgMax, global pools, Softmax, LogSoftmax */
 sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n);

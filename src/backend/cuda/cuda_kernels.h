@@ -173,6 +173,40 @@ typedef enum sgk_scatter_reduce {
 segrt_status sgk_scatter_nd(cudaStream_t stream, const sgk_view *out, const sgk_view *indices,
                             const sgk_view *updates, sgk_scatter_reduce reduction, int *err);
 
+/* ONNX GatherElements: out (indices' dims) = data at each index along
+ * axis, the other coordinates the element's own. An index outside [-n, n)
+ * stores SGK_ERR_INDEX into err and writes 0 there. */
+segrt_status sgk_gather_elements(cudaStream_t stream, const sgk_view *out, const sgk_view *data,
+                                 const sgk_view *indices, int32_t axis, int *err);
+
+/* ONNX GatherND with batch_dims: out (indices.dims[:-1] + the data's dims
+ * after the tuple's) = the data slices the index tuples name. An index out
+ * of range stores SGK_ERR_INDEX into err and writes 0 there. */
+segrt_status sgk_gather_nd(cudaStream_t stream, const sgk_view *out, const sgk_view *data, const sgk_view *indices,
+                           int32_t batch_dims, int *err);
+
+/* ONNX ScatterElements into out, which the caller has filled with a copy
+ * of data: each update goes to its index along axis, in index order along
+ * each line (duplicates as the reference: last write wins, reductions in
+ * order). An index out of range is skipped and stores SGK_ERR_INDEX. */
+segrt_status sgk_scatter_elements(cudaStream_t stream, const sgk_view *out, const sgk_view *indices,
+                                  const sgk_view *updates, int32_t axis, sgk_scatter_reduce reduction, int *err);
+
+/* ONNX CumSum along axis (exclusive, reverse as the attributes), floats
+ * summed in double, integers in int64 wrapping; out may not alias in. */
+segrt_status sgk_cumsum(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int32_t axis, bool exclusive,
+                        bool reverse);
+
+/* ONNX Trilu over the last two dims: the elements with column - row >= k
+ * (upper) or <= k (lower) kept, the others 0. */
+segrt_status sgk_trilu(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int64_t k, bool upper);
+
+/* ONNX OneHot: out has indices' dims with the depth (out's extent along
+ * axis) inserted at axis; values is [off, on]. Float indices truncate; an
+ * index outside [-depth, depth) gives a row of off. */
+segrt_status sgk_one_hot(cudaStream_t stream, const sgk_view *out, const sgk_view *indices, const sgk_view *values,
+                         int32_t axis);
+
 /* Einsum, as a plain contraction: out[free letters] = sum over the other
  * letters of the product of the inputs. Each operand gives, for every one
  * of the n_letters letters, its stride (0 where the operand lacks it);

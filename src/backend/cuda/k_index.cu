@@ -1,5 +1,10 @@
 // Index-mapping kernels over strided views: Pad (and Tile, as wrap-mode
-// padding), Gather, ScatterND and a direct Einsum.
+// padding), Gather and GatherElements, ScatterND and ScatterElements,
+// CumSum, Trilu, OneHot and a direct Einsum.
+//
+// A walk operand need not be a tensor: its "offset" is any coordinate
+// expression linear in the dims (Trilu's column minus row, OneHot's depth
+// index), which the walk computes like any other.
 //
 // Each kernel walks its output (ScatterND: one slice of updates) in the
 // output's memory order, so writes are coalesced whatever the layout; the
@@ -342,6 +347,165 @@ __global__ void scatter_kernel(const scatter_args a)
     }
 }
 
+// GatherND ------------------------------------------------------------------------
+
+// Walk operands: 0 the output, 1 data (batch and slice dims), 2 the index
+// tuple's first element; the tuple's k values then move data along its
+// dims b .. b + k - 1.
+struct gather_nd_args {
+    walk w;
+    void *out;
+    const void *data, *indices;
+    int32_t out_dt, data_dt, idx_dt, k;
+    int64_t idx_last_str;
+    int64_t dims[SGK_MAX_RANK], strides[SGK_MAX_RANK]; // data's along the tuple
+    int *err;
+};
+
+__global__ void gather_nd_kernel(const gather_nd_args a)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.w.n; i += step) {
+        int64_t off[IX_MAX_OPS];
+        walk_offsets(a.w, i, off);
+        int64_t src = off[1];
+        bool ok = true;
+        for (int32_t j = 0; j < a.k; j++) {
+            int64_t e = off[2] + j * a.idx_last_str;
+            int64_t v = a.idx_dt == SEGRT_DTYPE_INT32 ? (int64_t)((const int32_t *)a.indices)[e]
+                                                      : ((const int64_t *)a.indices)[e];
+            ok &= v >= -a.dims[j] && v < a.dims[j];
+            src += (v < 0 ? v + a.dims[j] : v) * a.strides[j];
+        }
+        if (!ok) {
+            if (a.err)
+                atomicCAS(a.err, SGK_ERR_NONE, SGK_ERR_INDEX);
+            st_i64(a.out, off[0], a.out_dt, 0);
+            continue;
+        }
+        move_elem(a.out, off[0], a.out_dt, a.data, src, a.data_dt);
+    }
+}
+
+// Along an axis, one thread a line -----------------------------------------------
+//
+// ScatterElements and CumSum walk every dim but the axis (operand 0 the
+// output's offset, 1 and 2 the others'); each thread then runs along the
+// axis in order, so that duplicate indices resolve as the reference's loop
+// does and the running sum adds in its order.
+struct line_args {
+    walk w;
+    void *out;
+    const void *a, *b; // ScatterElements: indices, updates; CumSum: the input
+    int32_t out_dt, a_dt, b_dt, reduction;
+    int64_t len;                 // elements along the axis
+    int64_t out_str, a_str, b_str; // strides along it
+    int64_t out_dim;             // ScatterElements: the output's extent along it
+    bool exclusive, reverse;     // CumSum
+    int *err;
+};
+
+__global__ void scatter_elements_kernel(const line_args a)
+{
+    scatter_args s; // scatter_apply's fields
+    s.out = a.out;
+    s.updates = a.b;
+    s.out_dt = a.out_dt;
+    s.upd_dt = a.b_dt;
+    s.reduction = a.reduction;
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.w.n; i += step) {
+        int64_t off[IX_MAX_OPS];
+        walk_offsets(a.w, i, off);
+        for (int64_t j = 0; j < a.len; j++) {
+            int64_t e = off[1] + j * a.a_str;
+            int64_t v = a.a_dt == SEGRT_DTYPE_INT32 ? (int64_t)((const int32_t *)a.a)[e] : ((const int64_t *)a.a)[e];
+            if (v < -a.out_dim || v >= a.out_dim) {
+                if (a.err)
+                    atomicCAS(a.err, SGK_ERR_NONE, SGK_ERR_INDEX);
+                continue;
+            }
+            scatter_apply(s, off[0] + (v < 0 ? v + a.out_dim : v) * a.out_str, off[2] + j * a.b_str);
+        }
+    }
+}
+
+// Floats sum in double and integers in int64 with wrapping, as the
+// reference's.
+__global__ void cumsum_kernel(const line_args a)
+{
+    bool fl = is_float(a.a_dt);
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.w.n; i += step) {
+        int64_t off[IX_MAX_OPS];
+        walk_offsets(a.w, i, off);
+        double sf = 0;
+        uint64_t si = 0;
+        for (int64_t s = 0; s < a.len; s++) {
+            int64_t k = a.reverse ? a.len - 1 - s : s;
+            int64_t x = off[1] + k * a.a_str, y = off[0] + k * a.out_str;
+            if (fl) {
+                double v = ld_f64(a.a, x, a.a_dt);
+                if (!a.exclusive)
+                    sf += v;
+                st_f64(a.out, y, a.out_dt, sf);
+                if (a.exclusive)
+                    sf += v;
+            } else {
+                uint64_t v = (uint64_t)ld_i64(a.a, x, a.a_dt);
+                if (!a.exclusive)
+                    si += v;
+                st_i64(a.out, y, a.out_dt, (int64_t)si);
+                if (a.exclusive)
+                    si += v;
+            }
+        }
+    }
+}
+
+// Trilu and OneHot: each output element from one expression ------------------------
+
+// Trilu: operand 0 the output, 1 the input, 2 the column minus the row.
+// OneHot: 0 the output, 1 the indices (not moving along the depth axis), 2
+// the depth index.
+struct select_args {
+    walk w;
+    void *out;
+    const void *in, *values;
+    int32_t out_dt, in_dt, values_dt;
+    int64_t k;              // Trilu: the diagonal
+    bool upper;
+    int64_t depth;          // OneHot
+    int64_t values_stride;  // OneHot: values' element 1 at this offset
+};
+
+__global__ void trilu_kernel(const select_args a)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.w.n; i += step) {
+        int64_t off[IX_MAX_OPS];
+        walk_offsets(a.w, i, off);
+        bool keep = a.upper ? off[2] >= a.k : off[2] <= a.k;
+        if (keep)
+            move_elem(a.out, off[0], a.out_dt, a.in, off[1], a.in_dt);
+        else
+            st_i64(a.out, off[0], a.out_dt, 0);
+    }
+}
+
+// Float indices are truncated; one outside [-depth, depth) gives off values.
+__global__ void one_hot_kernel(const select_args a)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.w.n; i += step) {
+        int64_t off[IX_MAX_OPS];
+        walk_offsets(a.w, i, off);
+        int64_t v = is_float(a.in_dt) ? f2i(ld_f64(a.in, off[1], a.in_dt)) : ld_i64(a.in, off[1], a.in_dt);
+        v = v < 0 ? v + a.depth : v;
+        move_elem(a.out, off[0], a.out_dt, a.values, v == off[2] ? a.values_stride : 0, a.values_dt);
+    }
+}
+
 // Einsum ---------------------------------------------------------------------------
 
 // Walk operands: 0 the output, 1..n_in the inputs over the free letters;
@@ -601,6 +765,217 @@ extern "C" segrt_status sgk_scatter_nd(cudaStream_t stream, const sgk_view *out,
     a.err = err;
     scatter_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
     return launched("sgk_scatter_nd");
+}
+
+static bool index_dtype(segrt_dtype t) { return t == SEGRT_DTYPE_INT32 || t == SEGRT_DTYPE_INT64; }
+
+static bool same_dims(const sgk_view *a, const sgk_view *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+extern "C" segrt_status sgk_gather_elements(cudaStream_t stream, const sgk_view *out, const sgk_view *data,
+                                            const sgk_view *indices, int32_t axis, int *err)
+{
+    if (!view_ok(out) || !view_ok(data) || !view_ok(indices) || axis < 0 || axis >= data->rank ||
+        !same_dims(out, indices) || data->rank != indices->rank || !index_dtype(indices->dtype))
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_gather_elements: bad arguments");
+    int64_t st[3][SGK_MAX_RANK];
+    for (int32_t d = 0; d < out->rank; d++) {
+        st[0][d] = out->strides[d];
+        st[1][d] = d == axis ? 0 : data->strides[d];
+        st[2][d] = indices->strides[d];
+    }
+    gather_args a;
+    memset(&a, 0, sizeof a);
+    walk_init(&a.w, out->rank, out->dims, 3, st, true);
+    if (a.w.n == 0)
+        return SEGRT_OK;
+    a.out = out->data;
+    a.data = data->data;
+    a.indices = indices->data;
+    a.out_dt = out->dtype;
+    a.data_dt = data->dtype;
+    a.idx_dt = indices->dtype;
+    a.axis_dim = data->dims[axis];
+    a.axis_stride = data->strides[axis];
+    a.err = err;
+    gather_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_gather_elements");
+}
+
+// The lines of `over` (every dim but axis) for n_ops views of its rank.
+static void line_walk(line_args *a, const sgk_view *over, int32_t axis, int32_t n_ops, const sgk_view *const *v)
+{
+    int64_t dims[SGK_MAX_RANK], st[3][SGK_MAX_RANK];
+    for (int32_t d = 0; d < over->rank; d++) {
+        dims[d] = d == axis ? 1 : over->dims[d];
+        for (int32_t k = 0; k < n_ops; k++)
+            st[k][d] = v[k]->strides[d];
+    }
+    walk_init(&a->w, over->rank, dims, n_ops, st, true);
+}
+
+extern "C" segrt_status sgk_gather_nd(cudaStream_t stream, const sgk_view *out, const sgk_view *data,
+                                      const sgk_view *indices, int32_t batch_dims, int *err)
+{
+    int32_t ir = indices->rank, b = batch_dims;
+    int64_t k = ir >= 1 ? indices->dims[ir - 1] : 0;
+    bool ok = view_ok(out) && view_ok(data) && view_ok(indices) && index_dtype(indices->dtype) && ir >= 1 &&
+              b >= 0 && b < ir && k >= 1 && b + k <= data->rank && out->rank == ir - 1 + data->rank - b - (int32_t)k;
+    for (int32_t d = 0; ok && d < b; d++)
+        ok = indices->dims[d] == data->dims[d];
+    for (int32_t d = 0; ok && d < out->rank; d++)
+        ok = out->dims[d] == (d < ir - 1 ? indices->dims[d] : data->dims[b + k + d - (ir - 1)]);
+    if (!ok)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_gather_nd: bad arguments");
+    int64_t st[3][SGK_MAX_RANK];
+    for (int32_t d = 0; d < out->rank; d++) {
+        st[0][d] = out->strides[d];
+        st[1][d] = d < b ? data->strides[d] : d < ir - 1 ? 0 : data->strides[b + k + d - (ir - 1)];
+        st[2][d] = d < ir - 1 ? indices->strides[d] : 0;
+    }
+    gather_nd_args a;
+    memset(&a, 0, sizeof a);
+    walk_init(&a.w, out->rank, out->dims, 3, st, true);
+    if (a.w.n == 0)
+        return SEGRT_OK;
+    a.out = out->data;
+    a.data = data->data;
+    a.indices = indices->data;
+    a.out_dt = out->dtype;
+    a.data_dt = data->dtype;
+    a.idx_dt = indices->dtype;
+    a.k = (int32_t)k;
+    a.idx_last_str = indices->strides[ir - 1];
+    for (int32_t j = 0; j < (int32_t)k; j++) {
+        a.dims[j] = data->dims[b + j];
+        a.strides[j] = data->strides[b + j];
+    }
+    a.err = err;
+    gather_nd_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_gather_nd");
+}
+
+extern "C" segrt_status sgk_scatter_elements(cudaStream_t stream, const sgk_view *out, const sgk_view *indices,
+                                             const sgk_view *updates, int32_t axis, sgk_scatter_reduce reduction,
+                                             int *err)
+{
+    bool ok = view_ok(out) && view_ok(indices) && view_ok(updates) && axis >= 0 && axis < out->rank &&
+              out->rank == indices->rank && same_dims(indices, updates) && index_dtype(indices->dtype);
+    for (int32_t d = 0; ok && d < out->rank; d++)
+        ok = d == axis || indices->dims[d] <= out->dims[d];
+    if (!ok)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_scatter_elements: bad arguments");
+    line_args a;
+    memset(&a, 0, sizeof a);
+    const sgk_view *v[3] = {out, indices, updates};
+    line_walk(&a, indices, axis, 3, v);
+    a.len = indices->dims[axis];
+    if (a.w.n == 0 || a.len == 0)
+        return SEGRT_OK;
+    a.out = out->data;
+    a.a = indices->data;
+    a.b = updates->data;
+    a.out_dt = out->dtype;
+    a.a_dt = indices->dtype;
+    a.b_dt = updates->dtype;
+    a.reduction = reduction;
+    a.out_str = out->strides[axis];
+    a.a_str = indices->strides[axis];
+    a.b_str = updates->strides[axis];
+    a.out_dim = out->dims[axis];
+    a.err = err;
+    scatter_elements_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_scatter_elements");
+}
+
+extern "C" segrt_status sgk_cumsum(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int32_t axis,
+                                   bool exclusive, bool reverse)
+{
+    if (!view_ok(out) || !view_ok(in) || !same_dims(out, in) || axis < 0 || axis >= in->rank)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_cumsum: bad arguments");
+    line_args a;
+    memset(&a, 0, sizeof a);
+    const sgk_view *v[2] = {out, in};
+    line_walk(&a, in, axis, 2, v);
+    a.len = in->dims[axis];
+    if (a.w.n == 0 || a.len == 0)
+        return SEGRT_OK;
+    a.out = out->data;
+    a.a = in->data;
+    a.out_dt = out->dtype;
+    a.a_dt = in->dtype;
+    a.out_str = out->strides[axis];
+    a.a_str = in->strides[axis];
+    a.exclusive = exclusive;
+    a.reverse = reverse;
+    cumsum_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_cumsum");
+}
+
+extern "C" segrt_status sgk_trilu(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int64_t k, bool upper)
+{
+    if (!view_ok(out) || !view_ok(in) || !same_dims(out, in) || in->rank < 2)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_trilu: bad arguments");
+    int64_t st[3][SGK_MAX_RANK];
+    int32_t r = in->rank;
+    for (int32_t d = 0; d < r; d++) {
+        st[0][d] = out->strides[d];
+        st[1][d] = in->strides[d];
+        st[2][d] = d == r - 1 ? 1 : d == r - 2 ? -1 : 0; // column minus row
+    }
+    select_args a;
+    memset(&a, 0, sizeof a);
+    walk_init(&a.w, r, out->dims, 3, st, true);
+    if (a.w.n == 0)
+        return SEGRT_OK;
+    a.out = out->data;
+    a.in = in->data;
+    a.out_dt = out->dtype;
+    a.in_dt = in->dtype;
+    a.k = k;
+    a.upper = upper;
+    trilu_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_trilu");
+}
+
+extern "C" segrt_status sgk_one_hot(cudaStream_t stream, const sgk_view *out, const sgk_view *indices,
+                                    const sgk_view *values, int32_t axis)
+{
+    bool ok = view_ok(out) && view_ok(indices) && view_ok(values) && out->rank == indices->rank + 1 && axis >= 0 &&
+              axis < out->rank && values->rank == 1 && values->dims[0] == 2;
+    for (int32_t d = 0, j = 0; ok && d < out->rank; d++)
+        if (d != axis)
+            ok = out->dims[d] == indices->dims[j++];
+    if (!ok)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_one_hot: bad arguments");
+    int64_t st[3][SGK_MAX_RANK];
+    for (int32_t d = 0, j = 0; d < out->rank; d++) {
+        st[0][d] = out->strides[d];
+        st[1][d] = d == axis ? 0 : indices->strides[j++];
+        st[2][d] = d == axis ? 1 : 0; // the depth index
+    }
+    select_args a;
+    memset(&a, 0, sizeof a);
+    walk_init(&a.w, out->rank, out->dims, 3, st, true);
+    if (a.w.n == 0)
+        return SEGRT_OK;
+    a.out = out->data;
+    a.in = indices->data;
+    a.values = values->data;
+    a.out_dt = out->dtype;
+    a.in_dt = indices->dtype;
+    a.values_dt = values->dtype;
+    a.depth = out->dims[axis];
+    a.values_stride = values->strides[0];
+    one_hot_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_one_hot");
 }
 
 extern "C" segrt_status sgk_einsum(cudaStream_t stream, const sgk_einsum_params *p, const sgk_view *out)
