@@ -14,13 +14,15 @@ import pytest
 
 import opgen
 import segrt_capi as sc
-from gpu_util import HALF, fmt_db, psnr, rel_l2, report, special_mismatch
+from gpu_util import fmt_db, psnr, rel_l2, report, special_mismatch
+from gpu_util import half as half_precisions
 
 FP32_L2 = 1e-5
 TF32_L2 = 5e-3
 # Largest magnitude float16 holds is 65504; data beyond 6e4 (inputs or
 # outputs) cannot go through fp16 activations.
 HALF_RANGE = 6e4
+HALF = ("fp16", "bf16")
 
 
 def pick_cases(families, per_family):
@@ -81,7 +83,7 @@ def paths_agree(onnx_model, feeds, label, disabled, what, agree_db):
     and asserts that every output is finite and within agree_db[precision]
     dB PSNR of the other."""
     model = sc.Model.from_bytes(onnx_model, name=f"{label}.onnx")
-    for prec in HALF:
+    for prec in half_precisions():
         mine = run_engine(model, feeds, "cuda", prec)
         other = run_engine_without(model, feeds, "cuda", prec, disabled)
         for k, (a, b) in enumerate(zip(mine, other)):
@@ -194,7 +196,7 @@ def judge(case, label, head, precisions, half_psnr_db, tally, test, cpu_judged_b
             # data alone costs this case.
             rounded = {}
             if any(v.dtype == np.float32 for v in feeds.values()):
-                for prec in HALF:
+                for prec in half_precisions():
                     outs = ctx.run({k: round_to(v, prec) if v.dtype == np.float32 else v
                                     for k, v in feeds.items()})
                     rounded[prec] = [round_to(o, prec) if o.dtype == np.float32 else o for o in outs]

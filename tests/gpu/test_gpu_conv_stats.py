@@ -30,7 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine, run_engine_without
-from gpu_util import HALF, psnr
+from gpu_util import half, psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
 
@@ -113,7 +113,7 @@ def test_conv_stats_path_taken_and_agrees(gpu, label, tmp_path):
     assert not steps_on(off, CONV) and not steps_on(off, NORM) and not steps_on(off, "segrt norm stats only"), \
         f"{OFF} should leave the norm its pass:\n{off}"
     model_ = sc.Model.from_bytes(m, name=f"{label}.onnx")
-    for prec in HALF:
+    for prec in half():
         mine = run_engine(model_, feeds, "cuda", prec)
         own = run_engine_without(model_, feeds, "cuda", prec, OFF)
         v = psnr(mine[0], own[0])

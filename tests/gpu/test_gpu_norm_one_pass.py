@@ -25,7 +25,7 @@ import pytest
 
 import segrt_capi as sc
 from gpu_judge import run_engine, run_engine_without
-from gpu_util import HALF, fmt_db, psnr
+from gpu_util import half, fmt_db, psnr
 from test_gpu_small_conv import Net, judge
 
 # A chain through a norm: test_gpu_graphs.py's bounds (bf16 rounds every
@@ -72,7 +72,7 @@ def test_one_pass_agrees_with_three_kernels(gpu, spec):
     m, feeds = case_model(spec, seed=CASES.index(spec) + 31)
     model = sc.Model.from_bytes(m, name=f"{spec[0]}.onnx")
     differs = False
-    for prec in ("fp32", *HALF):
+    for prec in ("fp32", *half()):
         one = run_engine(model, feeds, "cuda", prec)
         three = run_engine_without(model, feeds, "cuda", prec, "norm-one-pass")
         for a, b in zip(one, three):

@@ -55,7 +55,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine, run_engine_without
-from gpu_util import HALF, fmt_db, psnr, rel_l2, special_mismatch
+from gpu_util import half, fmt_db, psnr, rel_l2, special_mismatch
 
 FP32_L2 = 1e-5
 LAYER_PSNR_DB = {"fp16": 45.0, "bf16": 45.0}
@@ -340,7 +340,7 @@ def judge(label, onnx_model, feeds, half_bounds):
     model = sc.Model.from_bytes(onnx_model, name=f"{label}.onnx")
     names = [o.name for o in onnx_model.graph.output]
     cpu = cpu_outputs(model, feeds)
-    gpu = {prec: run_engine(model, feeds, "cuda", prec) for prec in ("fp32", *HALF)}
+    gpu = {prec: run_engine(model, feeds, "cuda", prec) for prec in ("fp32", *half())}
     failures, lines = [], []
     for name, got, want in zip(names, gpu["fp32"], cpu):
         assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, want.shape)
@@ -349,7 +349,7 @@ def judge(label, onnx_model, feeds, half_bounds):
         lines.append(f"fp32 {name}: rel L2 {e:.3g}")
         if bad or not e <= FP32_L2:
             failures.append(f"fp32 {name}: rel L2 {e:.3g} (bound {FP32_L2:g}){'; ' + bad if bad else ''}")
-    for prec in HALF:
+    for prec in half():
         for name, got, want in zip(names, gpu[prec], gpu["fp32"]):
             v = psnr(got, want)
             lines.append(f"{prec} {name}: PSNR {fmt_db(v)}")

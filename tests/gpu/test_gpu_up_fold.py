@@ -28,7 +28,7 @@ in another order before the upsampled values are rounded."""
 import pytest
 
 from gpu_judge import bench_profile, paths_agree
-from gpu_util import HALF
+from gpu_util import half
 from test_gpu_conv_stats import model
 from test_gpu_small_conv import CHAIN_PSNR_DB, judge
 from test_gpu_upsample_conv import UNetNet, steps_on
@@ -72,7 +72,7 @@ def test_up_fold_accuracy(gpu, label):
 @pytest.mark.parametrize("label", [c[0] for c in ALL])
 def test_up_fold_path_taken_and_agrees(gpu, label, tmp_path):
     m, feeds = case(label)
-    for prec in HALF:
+    for prec in half():
         out = bench_profile(m, feeds, tmp_path, prec)
         assert len(steps_on(out, FOLDED)) == 1 and not steps_on(out, UP), \
             f"expected the upsampling folded into `{FOLDED}` at {prec}:\n{out}"

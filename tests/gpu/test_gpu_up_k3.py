@@ -27,7 +27,7 @@ import pytest
 
 import segrt_capi as sc
 from gpu_judge import bench_profile, run_engine_without
-from gpu_util import HALF, fmt_db, psnr
+from gpu_util import half, fmt_db, psnr
 from test_gpu_small_conv import CHAIN_PSNR_DB, Net, chain_spleen, judge
 from test_gpu_upsample_conv import steps_on
 
@@ -76,7 +76,7 @@ def path_taken_and_agrees(label, m, feeds, tmp_path):
     off = bench_profile(m, feeds, tmp_path, "fp16", OFF)
     assert not steps_on(off, IMPL), f"--disable-kernels up-k3 should leave the layer to the other paths:\n{off}"
     model = sc.Model.from_bytes(m, name=f"{label}.onnx")
-    for prec, bound in (("fp16", 60.0), ("bf16", 45.0))[:len(HALF)]:
+    for prec, bound in (("fp16", 60.0), ("bf16", 45.0))[:len(half())]:
         mine = run_engine_without(model, feeds, "cuda", prec, "")
         other = run_engine_without(model, feeds, "cuda", prec, OFF)
         for a, b in zip(mine, other):
