@@ -350,6 +350,90 @@ int decode(const char *path, const sg_dcm_header *h, void *dst, size_t bytes, in
     return SG_DCM_OK;
 }
 
+/* GDCM 3.0 reads the File Meta Information (group 0002 after the
+ * preamble's "DICM") with assertions, not errors, for what a damaged file
+ * holds: a tag, a 32-bit length or a value cut off by the end of the file,
+ * a sequence or an undefined length in the group. Debian builds them in,
+ * so such a file would end the process: the group's elements are walked
+ * here first, as GDCM will read them (explicit VR little endian), and a
+ * file that would trip one is refused with what is wrong. Empty: none. */
+std::string meta_problem(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return "";
+    const long long size = (long long)sb.st_size;
+    /* One that ends right after the preamble's "DICM" (132 bytes) or
+     * before trips is.good() there. */
+    if (size <= 132)
+        return "the file ends at its DICOM preamble (" + std::to_string(size) + " bytes)";
+    FILE *f = std::fopen(path, "rb");
+    if (!f)
+        return "";
+    unsigned char b[12];
+    std::string why;
+    if (std::fread(b, 1, 4, f) == 4 && std::fseek(f, 128, SEEK_SET) == 0 && std::fread(b, 1, 4, f) == 4 &&
+        std::memcmp(b, "DICM", 4) == 0) {
+        for (long long at = 132; why.empty();) {
+            if (at + 4 > size) {
+                why = "the file ends inside its meta information, at byte " + std::to_string(at);
+                break;
+            }
+            if (std::fseek(f, (long)at, SEEK_SET) != 0 || std::fread(b, 1, 6, f) < 4)
+                break;
+            unsigned group = b[0] | (unsigned)b[1] << 8;
+            if (group != 0x0002)
+                break; /* the data set: GDCM's own reading from here */
+            if (at + 6 > size)
+                break; /* GDCM stops on a VR it cannot read */
+            const char vr[3] = {(char)b[4], (char)b[5], 0};
+            static const char *const long_vrs[] = {"OB", "OD", "OF", "OL", "OV", "OW", "SQ",
+                                                   "SV", "UC", "UN", "UR", "UT", "UV"};
+            static const char *const short_vrs[] = {"AE", "AS", "AT", "CS", "DA", "DS", "DT", "FL", "FD",
+                                                    "IS", "LO", "LT", "PN", "SH", "SL", "SS", "ST", "TM",
+                                                    "UI", "UL", "US"};
+            bool is_long = false, known = false;
+            for (const char *v : long_vrs)
+                if (std::strcmp(v, vr) == 0)
+                    is_long = known = true;
+            for (const char *v : short_vrs)
+                if (std::strcmp(v, vr) == 0)
+                    known = true;
+            if (!known)
+                break; /* GDCM stops reading the group there */
+            if (std::strcmp(vr, "SQ") == 0) {
+                why = "its meta information holds a sequence";
+                break;
+            }
+            long long head = is_long ? 12 : 8, len;
+            if (at + head > size) {
+                why = "the file ends inside its meta information, at byte " + std::to_string(at);
+                break;
+            }
+            if (is_long) {
+                if (std::fseek(f, (long)(at + 8), SEEK_SET) != 0 || std::fread(b, 1, 4, f) != 4)
+                    break;
+                len = (long long)(b[0] | (unsigned)b[1] << 8 | (unsigned)b[2] << 16 | (unsigned long)b[3] << 24);
+                if (len == 0xffffffffLL) {
+                    why = "its meta information holds an element of undefined length";
+                    break;
+                }
+            } else {
+                if (std::fseek(f, (long)(at + 6), SEEK_SET) != 0 || std::fread(b, 1, 2, f) != 2)
+                    break;
+                len = b[0] | (long long)b[1] << 8;
+            }
+            if (at + head + len > size) {
+                why = "the file ends inside its meta information, at byte " + std::to_string(at);
+                break;
+            }
+            at += head + len;
+        }
+    }
+    std::fclose(f);
+    return why;
+}
+
 } // namespace
 
 extern "C" int sg_dcm_read_header(const char *path, sg_dcm_header *h, char *err, size_t cap)
@@ -357,12 +441,9 @@ extern "C" int sg_dcm_read_header(const char *path, sg_dcm_header *h, char *err,
     std::memset(h, 0, sizeof *h);
     h->frames = 1;
     h->slope = 1;
-    /* A file that ends right after its preamble's "DICM" (132 bytes) trips
-     * an assertion in GDCM's reader (3.0: is.good() once the meta header's
-     * reads have all failed), which would end the process: refused here. */
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= 132)
-        return fail(err, cap, "the file ends at its DICOM preamble (" + std::to_string(sb.st_size) + " bytes)");
+    const std::string why = meta_problem(path);
+    if (!why.empty())
+        return fail(err, cap, why);
     int rc;
     try {
         rc = read_header(path, h, err, cap);
@@ -795,6 +876,9 @@ int encode_seg(const sg_dcm_seg *s, uint8_t **out, size_t *size, char *err, size
 extern "C" int sg_dcm_read_study(const char *path, sg_dcm_study *out, char *err, size_t cap)
 {
     std::memset(out, 0, sizeof *out);
+    const std::string why = meta_problem(path);
+    if (!why.empty())
+        return fail(err, cap, why);
     try {
         return read_study(path, out, err, cap);
     } catch (const std::exception &e) {
