@@ -46,101 +46,87 @@ static void check_monotonic(const char *what, const bool *fits, bool *tighter)
         *tighter |= fits[N_LIMITS - 1] && !fits[i];
 }
 
-static void test_conv_mma(void)
+/* Whether each kernel takes a layer of n_spatial dims, C inputs and K
+ * outputs (float16, channels-last, 32 positions a side; the ConvTransposes
+ * from 16) under a limit. */
+typedef bool (*fits_fn)(int32_t nsp, int64_t C, int32_t K, int32_t limit);
+
+static bool mma_fits(int32_t nsp, int64_t C, int32_t K, int32_t limit)
 {
-    bool tighter = false, any = false;
-    for (int32_t nsp = 2; nsp <= 3; nsp++)
-        for (int64_t C = 16; C <= 256; C += 16)
-            for (int32_t K = 8; K <= (nsp == 3 ? 16 : 32); K *= 2) {
-                const int64_t sp[3] = {32, 32, 32};
-                sgk_view x = view_cl(SEGRT_DTYPE_FLOAT16, C, nsp, sp), y = view_cl(SEGRT_DTYPE_FLOAT16, K, nsp, sp);
-                bool fits[N_LIMITS];
-                for (int i = 0; i < N_LIMITS; i++) {
-                    sgk_conv_mma_params p;
-                    memset(&p, 0, sizeof p);
-                    p.n_spatial = nsp;
-                    p.C = (int32_t)C;
-                    p.K = K;
-                    p.sm_count = 132;
-                    p.smem_limit = limits[i];
-                    fits[i] = sgk_conv_mma_fits(&p, &y, &x, NULL, NULL);
-                    /* The statistics' sums are static shared memory: they
-                     * take from the same limit. */
-                    p.stats = true;
-                    CHECK_MSG(!sgk_conv_mma_fits(&p, &y, &x, NULL, NULL) || fits[i],
-                              "mma %dd C %lld K %d: fits with statistics but not without", nsp, (long long)C, K);
-                }
-                char what[64];
-                snprintf(what, sizeof what, "mma %dd C %lld K %d", nsp, (long long)C, K);
-                check_monotonic(what, fits, &tighter);
-                any |= fits[N_LIMITS - 1];
-            }
-    CHECK_MSG(any, "the mma kernel takes none of the layers");
-    CHECK_MSG(tighter, "no limit turned away a layer the mma kernel takes at its most");
+    const int64_t sp[3] = {32, 32, 32};
+    sgk_view x = view_cl(SEGRT_DTYPE_FLOAT16, C, nsp, sp), y = view_cl(SEGRT_DTYPE_FLOAT16, K, nsp, sp);
+    sgk_conv_mma_params p;
+    memset(&p, 0, sizeof p);
+    p.n_spatial = nsp;
+    p.C = (int32_t)C;
+    p.K = K;
+    p.sm_count = 132;
+    p.smem_limit = limit;
+    bool fits = sgk_conv_mma_fits(&p, &y, &x, NULL, NULL);
+    /* The statistics' sums are static shared memory: they take from the
+     * same limit. */
+    p.stats = true;
+    CHECK_MSG(!sgk_conv_mma_fits(&p, &y, &x, NULL, NULL) || fits,
+              "mma %dd C %lld K %d: fits with statistics but not without", nsp, (long long)C, K);
+    return fits;
 }
 
-static void test_conv_up_k3(void)
+static bool up_k3_fits(int32_t nsp, int64_t C, int32_t K, int32_t limit)
 {
-    bool tighter = false, any = false;
-    for (int32_t nsp = 2; nsp <= 3; nsp++)
-        for (int64_t C = 8; C <= 64; C += 8)
-            for (int32_t K = 2; K <= 64; K *= 2) {
-                const int64_t sp[3] = {16, 16, 16}, up[3] = {32, 32, 32};
-                sgk_view x = view_cl(SEGRT_DTYPE_FLOAT16, C, nsp, sp), y = view_cl(SEGRT_DTYPE_FLOAT16, K, nsp, up);
-                bool fits[N_LIMITS];
-                for (int i = 0; i < N_LIMITS; i++) {
-                    sgk_conv_up_k3_params p;
-                    memset(&p, 0, sizeof p);
-                    p.n_spatial = nsp;
-                    p.C = (int32_t)C;
-                    p.K = K;
-                    p.sm_count = 132;
-                    p.smem_limit = limits[i];
-                    fits[i] = sgk_conv_up_k3_fits(&p, &y, &x);
-                }
-                char what[64];
-                snprintf(what, sizeof what, "up-k3 %dd C %lld K %d", nsp, (long long)C, K);
-                check_monotonic(what, fits, &tighter);
-                any |= fits[N_LIMITS - 1];
-            }
-    CHECK_MSG(any, "the k3 ConvTranspose kernel takes none of the layers");
-    CHECK_MSG(tighter, "no limit turned away a layer the k3 ConvTranspose kernel takes at its most");
+    const int64_t sp[3] = {16, 16, 16}, up[3] = {32, 32, 32};
+    sgk_view x = view_cl(SEGRT_DTYPE_FLOAT16, C, nsp, sp), y = view_cl(SEGRT_DTYPE_FLOAT16, K, nsp, up);
+    sgk_conv_up_k3_params p;
+    memset(&p, 0, sizeof p);
+    p.n_spatial = nsp;
+    p.C = (int32_t)C;
+    p.K = K;
+    p.sm_count = 132;
+    p.smem_limit = limit;
+    return sgk_conv_up_k3_fits(&p, &y, &x);
 }
 
-static void test_conv_upsample(void)
+static bool upsample_fits(int32_t nsp, int64_t C, int32_t K, int32_t limit)
+{
+    const int64_t sp[3] = {16, 16, 16}, up[3] = {32, 32, 32};
+    sgk_view x = view_cl(SEGRT_DTYPE_FLOAT16, C, nsp, sp), y = view_cl(SEGRT_DTYPE_FLOAT16, K, nsp, up);
+    sgk_conv_up_params p;
+    memset(&p, 0, sizeof p);
+    p.n_spatial = nsp;
+    for (int32_t d = 0; d < nsp; d++)
+        p.kernel[d] = 2;
+    p.C = (int32_t)C;
+    p.K = K;
+    p.sm_count = 132;
+    p.smem_limit = limit;
+    return sgk_conv_up_fits(&p, &y, &x);
+}
+
+/* Every layer of C in [c_step, c_max] by c_step and K in [k_min, k_max]
+ * by doubling (3-D: K at most k_max_3d), 2-D and 3-D: the kernel takes
+ * some of them, and some limit turns away a layer it takes at its most. */
+static void sweep(const char *kernel, fits_fn fits_at, int64_t c_step, int64_t c_max, int32_t k_min, int32_t k_max,
+                  int32_t k_max_3d)
 {
     bool tighter = false, any = false;
     for (int32_t nsp = 2; nsp <= 3; nsp++)
-        for (int64_t C = 8; C <= 64; C += 8)
-            for (int32_t K = 8; K <= 256; K *= 2) {
-                const int64_t sp[3] = {16, 16, 16}, up[3] = {32, 32, 32};
-                sgk_view x = view_cl(SEGRT_DTYPE_FLOAT16, C, nsp, sp), y = view_cl(SEGRT_DTYPE_FLOAT16, K, nsp, up);
+        for (int64_t C = c_step; C <= c_max; C += c_step)
+            for (int32_t K = k_min; K <= (nsp == 3 ? k_max_3d : k_max); K *= 2) {
                 bool fits[N_LIMITS];
-                for (int i = 0; i < N_LIMITS; i++) {
-                    sgk_conv_up_params p;
-                    memset(&p, 0, sizeof p);
-                    p.n_spatial = nsp;
-                    for (int32_t d = 0; d < nsp; d++)
-                        p.kernel[d] = 2;
-                    p.C = (int32_t)C;
-                    p.K = K;
-                    p.sm_count = 132;
-                    p.smem_limit = limits[i];
-                    fits[i] = sgk_conv_up_fits(&p, &y, &x);
-                }
+                for (int i = 0; i < N_LIMITS; i++)
+                    fits[i] = fits_at(nsp, C, K, limits[i]);
                 char what[64];
-                snprintf(what, sizeof what, "upsample %dd C %lld K %d", nsp, (long long)C, K);
+                snprintf(what, sizeof what, "%s %dd C %lld K %d", kernel, nsp, (long long)C, K);
                 check_monotonic(what, fits, &tighter);
                 any |= fits[N_LIMITS - 1];
             }
-    CHECK_MSG(any, "the upsampling kernel takes none of the layers");
-    CHECK_MSG(tighter, "no limit turned away a layer the upsampling kernel takes at its most");
+    CHECK_MSG(any, "the %s kernel takes none of the layers", kernel);
+    CHECK_MSG(tighter, "no limit turned away a layer the %s kernel takes at its most", kernel);
 }
 
 int main(void)
 {
-    test_conv_mma();
-    test_conv_up_k3();
-    test_conv_upsample();
+    sweep("mma", mma_fits, 16, 256, 8, 32, 16);
+    sweep("up-k3", up_k3_fits, 8, 64, 2, 64, 64);
+    sweep("upsample", upsample_fits, 8, 64, 8, 256, 256);
     return sg_test_finish("test_cuda_limits");
 }
