@@ -28,6 +28,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -468,6 +469,14 @@ extern "C" void sg_dcm_header_free(sg_dcm_header *h)
     h->frame_position = h->frame_orientation = h->frame_rescale = h->frame_offsets = nullptr;
 }
 
+/* The decoding child's CPU time limit: 2 s, plus a second per 4 MiB of
+ * pixels (JPEG 2000 through OpenJPEG, the slowest codec GDCM uses, decodes
+ * tens of MiB a second on one core). */
+static rlim_t decode_cpu_seconds(size_t bytes)
+{
+    return 2 + (rlim_t)(bytes >> 22);
+}
+
 /* What a decoding child leaves for its parent, ahead of the pixels. */
 struct decode_result {
     int rc;
@@ -483,7 +492,10 @@ struct decode_result {
  * in a child process, into memory shared with this one: a GDCM abort ends
  * the child alone and is reported as the file's error, and its messages go
  * nowhere. The cost is a fork per file decoded (the source keeps the last
- * files decoded). */
+ * files decoded). Some codecs also loop forever on a corrupt stream
+ * (CharLS on a JPEG-LS scan, found by fuzz_volume), so the child has a CPU
+ * time limit: far above what decoding the frame's bytes takes at the
+ * slowest codec's pace, yet a few seconds for a small file. */
 extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst, size_t bytes, int32_t *planar,
                              char photometric[SG_DCM_TEXT], char *err, size_t cap)
 {
@@ -504,8 +516,11 @@ extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst
         /* The child: default signal dispositions (a fuzzer's or sanitizer's
          * handlers would report GDCM's abort as this process's), stderr
          * to /dev/null, and _exit (no atexit handlers, no leak checks). */
-        for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL})
+        for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU})
             std::signal(sig, SIG_DFL);
+        const rlim_t seconds = decode_cpu_seconds(bytes);
+        const struct rlimit cpu = {seconds, seconds + 1};
+        setrlimit(RLIMIT_CPU, &cpu);
         int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null >= 0)
             dup2(null, 2);
@@ -525,11 +540,18 @@ extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst
     }
     int rc;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        rc = fail(err, cap,
-                  WIFSIGNALED(status) ? "GDCM failed on the pixel data (its decoder ended on signal " +
-                                            std::to_string(WTERMSIG(status)) + ")"
-                                      : std::string("GDCM failed on the pixel data (its decoder exited with status ") +
-                                            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+        if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGXCPU || WTERMSIG(status) == SIGKILL))
+            rc = fail(err, cap,
+                      "GDCM's decoder did not finish the pixel data in " +
+                          std::to_string((unsigned long long)decode_cpu_seconds(bytes)) +
+                          " s of CPU time (a corrupt compressed stream)");
+        else
+            rc = fail(err, cap,
+                      WIFSIGNALED(status)
+                          ? "GDCM failed on the pixel data (its decoder ended on signal " +
+                                std::to_string(WTERMSIG(status)) + ")"
+                          : std::string("GDCM failed on the pixel data (its decoder exited with status ") +
+                                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
     } else if (res->rc != SG_DCM_OK) {
         res->err[sizeof res->err - 1] = 0;
         rc = fail(err, cap, res->err);
