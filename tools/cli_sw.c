@@ -502,7 +502,10 @@ static int sw_run(sw_state *st, const char *model, const char *in, const char *o
     if (cli_sw_is_image_output(out)) {
         if (!so->output_set)
             so->sw.output = SEGRT_WINDOW_OUTPUT_LABELS;
-        if (so->sw.output != SEGRT_WINDOW_OUTPUT_LABELS)
+        /* (A whole slide's probabilities go to a .tif: the library knows
+         * a slide from other images.) */
+        if (so->sw.output != SEGRT_WINDOW_OUTPUT_LABELS &&
+            !(so->sw.output == SEGRT_WINDOW_OUTPUT_PROBS && cli_files_format(out) == CLI_TIFF))
             return cli_usage_error("%s: an image file takes a label map; write logits or probs to .npy", out);
     }
     bool image_file = cli_is_image_file(in);

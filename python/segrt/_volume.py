@@ -355,7 +355,7 @@ def run_slide(model: Union[PathLike, List[PathLike]], slide: PathLike, out: Path
               geojson: Optional[PathLike] = None, max_memory: Union[int, str, None] = None,
               max_host_memory: Union[int, str, None] = None, *, blend: str = "constant",
               sigma_scale: float = 0.125, activation: Optional[str] = None,
-              accumulator: str = "fp32") -> Dict[str, Any]:
+              accumulator: str = "fp32", output: str = "labels") -> Dict[str, Any]:
     """A whole-slide image through a 2-D model (an .onnx path, or a list
     of them: an ensemble), as `segrt run MODEL SLIDE -o OUT.tif` does it:
     the slide read at `mpp` microns per pixel (None: the model's segrt.mpp
@@ -367,7 +367,9 @@ def run_slide(model: Union[PathLike, List[PathLike]], slide: PathLike, out: Path
     GPU so that host memory stays bounded whatever the slide's size.
     `tissue_mask`, `thumbnail` (PNGs) and `geojson` (polygons QuPath
     imports, in level-0 pixels) are written where given. `threads`: the
-    slide's reader threads (and a CPU engine's).
+    slide's reader threads (and a CPU engine's). `output` "probs" writes
+    the classes' probabilities instead, a uint8 sample a class (round(255
+    p)); the thumbnail and polygons then show the most probable class.
 
     Returns ``shape`` (the grid the windows ran over, height and width),
     ``windows`` (of the grid), ``runs`` (windows the networks ran: fewer
@@ -375,9 +377,11 @@ def run_slide(model: Union[PathLike, List[PathLike]], slide: PathLike, out: Path
     ``read_seconds`` and ``write_seconds``."""
     if tissue not in ("otsu", "none"):
         raise ValueError(f"tissue: want 'otsu' or 'none', not {tissue!r}")
+    if output not in ("labels", "probs"):
+        raise ValueError(f"output: want 'labels' or 'probs', not {output!r}")
     paths = [os.fspath(p) for p in (model if isinstance(model, (list, tuple)) else [model])]
     cfg, auto, (kind, index, prec) = _file_job_cfg(2, roi, overlap, sw_batch, blend, sigma_scale, "constant", 0.0,
-                                                   "monai", "labels", activation, 0.5, None, max_memory,
+                                                   "monai", output, activation, 0.5, None, max_memory,
                                                    max_host_memory, accumulator, device, precision)
     extra = tuple(None if p is None else os.fspath(p) for p in (tissue_mask, thumbnail, geojson))
     return _segrt.slide_job(paths, (kind, index, prec, int(threads or 0)), os.fspath(slide), os.fspath(out), cfg,

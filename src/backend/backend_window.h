@@ -72,8 +72,8 @@ typedef struct sg_window_rows {
 
 typedef enum sg_window_final {
     SG_WINDOW_FINAL_VALUES = 0, /* acc / count: the blended logits */
-    SG_WINDOW_FINAL_SOFTMAX,    /* their softmax over classes */
-    SG_WINDOW_FINAL_SIGMOID,    /* their sigmoid */
+    SG_WINDOW_FINAL_SOFTMAX,    /* their softmax over classes: float32, or uint8 round(255 p) */
+    SG_WINDOW_FINAL_SIGMOID,    /* their sigmoid: float32, or uint8 as softmax */
     SG_WINDOW_FINAL_ARGMAX,     /* the first largest class, uint8 or uint16 */
     SG_WINDOW_FINAL_THRESHOLD   /* per class, sigmoid > threshold, uint8 */
 } sg_window_final;

@@ -53,9 +53,9 @@ static sg_status check_desc(const char *path, const sg_sink_desc *d, int kind)
     if (d->dtype != SEGRT_DTYPE_UINT8 && d->dtype != SEGRT_DTYPE_UINT16)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %s holds uint8 or uint16 samples, not %s", path,
                         kind == 1 ? "PNG" : "TIFF", segrt_dtype_name(d->dtype));
-    if (d->channels > 4)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %d channels; PNG and TIFF images have 1 to 4", path,
-                        (int)d->channels);
+    if (d->pyramid && d->classes ? d->channels > SG_SINK_MAX_CLASSES : d->channels > 4)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %d channels; PNG and TIFF images have 1 to 4%s", path,
+                        (int)d->channels, d->pyramid && d->classes ? " colours or up to 256 classes" : "");
     if (kind == 1 && d->n_dims == 3)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: a PNG holds one 2-D picture, not %lld pages; use .tif", path,
                         (long long)d->dims[0]);

@@ -27,15 +27,16 @@
  * - TIFF: 2-D or 3-D (pages), the same channels and dtypes, strip by strip
  *   (deflate, horizontal prediction, BigTIFF past 2 GiB of pixels): the
  *   bytes sg_image_write writes.
- * - Pyramidal TIFF (desc.pyramid, .tif/.tiff only; sink_slide.c): 2-D,
- *   1 to 4 channels of uint8 or uint16, tiled BigTIFF, deflate with
- *   horizontal prediction; level 0, then levels of half the width and
- *   height (rounding up) as the following directories (SubFileType
+ * - Pyramidal TIFF (desc.pyramid, .tif/.tiff only; sink_slide.c): 2-D, 1 to
+ *   4 channels (grey, grey+alpha, RGB, RGBA; with desc.classes up to
+ *   SG_SINK_MAX_CLASSES grey samples) of uint8 or uint16, tiled BigTIFF,
+ *   deflate with horizontal prediction; level 0, then levels of half the
+ *   width and height (rounding up) as the following directories (SubFileType
  *   reduced image) down to the first that fits in one tile, each with
- *   X/YResolution (centimetre) from mpp times 2^level where mpp is known.
- *   A level reduces each 2x2 block of the one before (fewer pixels on an
- *   odd edge): the mode for one channel (labels; ties to the smallest
- *   label), the mean rounded half up per channel for several. Reduced
+ *   X/YResolution (centimetre) from mpp times 2^level where mpp is known. A
+ *   level reduces each 2x2 block of the one before (fewer pixels on an odd
+ *   edge): the mode for one channel (labels; ties to the smallest label),
+ *   the mean rounded half up per channel for several or for classes. Reduced
  *   levels are built as rows arrive, in scratch outputs beside the
  *   destination (removed at commit or discard), and appended at commit.
  * - NIfTI (.nii, .nii.gz; sink_nifti.c): 2-D or 3-D, channels as the 4th
@@ -73,7 +74,13 @@ typedef struct sg_sink_desc {
     bool pyramid;
     int64_t tile[2];
     double mpp[2];
+    /* The channels are a class each (probabilities), not colours: a
+     * pyramid stores them as grey samples (MinIsBlack, the ones after the
+     * first unspecified extra samples), 1 to SG_SINK_MAX_CLASSES of them. */
+    bool classes;
 } sg_sink_desc;
+
+#define SG_SINK_MAX_CLASSES 256
 
 typedef struct sg_sink sg_sink;
 

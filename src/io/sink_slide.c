@@ -25,8 +25,9 @@
  *   label; the smallest rather than the top-left pixel's so that the result
  *   does not depend on where the block falls, and background (0) wins a
  *   2-2 tie against an object, so thin objects are not thickened;
- * - several channels (probabilities, an RGB overlay): the mean of each
- *   channel, rounded half up.
+ * - several channels (probabilities, an RGB overlay), or one channel of
+ *   class probabilities (sink.h's classes): the mean of each channel,
+ *   rounded half up.
  * Level k+1 is reduced from level k, not from level 0 (what a viewer shows
  * at each level is what the next level down reduces).
  *
@@ -69,6 +70,7 @@ struct sg_slide_writer {
     int n;             /* levels */
     uint32_t tw, th;   /* tile width and height */
     uint32_t channels; /* samples per pixel */
+    bool classes;      /* sink.h's: grey samples, reduced by their mean even when one */
     size_t es, px;     /* bytes of a sample, of a pixel */
     double mpp[2];     /* along height and width at level 0; 0: unknown */
     slide_level lv[SLIDE_MAX_LEVELS];
@@ -109,13 +111,14 @@ void sg_slide_writer_free(sg_slide_writer *w)
 static bool set_tags(const sg_slide_writer *w, TIFF *tif, int k)
 {
     const slide_level *l = &w->lv[k];
-    bool alpha = w->channels == 2 || w->channels == 4;
-    uint16_t extra[1] = {EXTRASAMPLE_UNASSALPHA};
+    bool alpha = !w->classes && (w->channels == 2 || w->channels == 4);
+    uint16_t extra[SG_SINK_MAX_CLASSES] = {EXTRASAMPLE_UNASSALPHA}; /* classes: EXTRASAMPLE_UNSPECIFIED (0) */
     bool ok = TIFFSetField(tif, TIFFTAG_SUBFILETYPE, (uint32_t)(k ? FILETYPE_REDUCEDIMAGE : 0)) &&
               TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, l->w) && TIFFSetField(tif, TIFFTAG_IMAGELENGTH, l->h) &&
               TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)(w->es * 8)) &&
               TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)w->channels) &&
-              TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, w->channels >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK) &&
+              TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
+                           w->channels >= 3 && !w->classes ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK) &&
               TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG) &&
               TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT, SAMPLEFORMAT_UINT) &&
               TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE) &&
@@ -126,7 +129,9 @@ static bool set_tags(const sg_slide_writer *w, TIFF *tif, int k)
                * GPU machine) */
               TIFFSetField(tif, TIFFTAG_ZIPQUALITY, 1) &&
               TIFFSetField(tif, TIFFTAG_TILEWIDTH, w->tw) && TIFFSetField(tif, TIFFTAG_TILELENGTH, w->th) &&
-              (!alpha || TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, (uint16_t)1, extra));
+              (!alpha || TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, (uint16_t)1, extra)) &&
+              (!w->classes || w->channels == 1 ||
+               TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, (uint16_t)(w->channels - 1), extra + 1));
     if (ok && w->mpp[0] > 0) {
         /* Pixels per centimetre: 10^4 um over the level's um per pixel,
          * level k being level 0 downsampled by 2^k. */
@@ -161,9 +166,9 @@ static sg_status check(const char *path, const sg_sink_desc *d, uint32_t *tw, ui
     if (d->dtype != SEGRT_DTYPE_UINT8 && d->dtype != SEGRT_DTYPE_UINT16)
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: a pyramidal TIFF holds uint8 or uint16 samples, not %s", path,
                         segrt_dtype_name(d->dtype));
-    if (d->channels < 1 || d->channels > 4)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %d channels; a pyramidal TIFF has 1 to 4", path,
-                        (int)d->channels);
+    if (d->channels < 1 || d->channels > (d->classes ? SG_SINK_MAX_CLASSES : 4))
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: %d channels; a pyramidal TIFF has 1 to 4 (or up to %d classes)",
+                        path, (int)d->channels, SG_SINK_MAX_CLASSES);
     int64_t t[2];
     for (int a = 0; a < 2; a++) {
         t[a] = d->tile[a] ? d->tile[a] : 512;
@@ -202,6 +207,7 @@ sg_status sg_slide_writer_open(sg_output *o, const sg_sink_desc *d, sg_slide_wri
     w->tw = tw;
     w->th = th;
     w->channels = (uint32_t)d->channels;
+    w->classes = d->classes;
     w->es = segrt_dtype_size(d->dtype);
     w->px = w->es * w->channels;
     w->mpp[0] = d->mpp[0];
@@ -369,8 +375,9 @@ static void put_sample(uint8_t *p, size_t es, uint32_t v)
 static void reduce(const sg_slide_writer *w, const uint8_t *a, const uint8_t *b, uint32_t sw, uint8_t *dst)
 {
     size_t es = w->es, C = w->channels;
+    bool labels = C == 1 && !w->classes;
     uint32_t x = 0;
-    if (C == 1 && es == 1 && b) {
+    if (labels && es == 1 && b) {
         /* A label map's blocks are mostly one label: those need no count. */
         for (; 2 * x + 1 < sw; x++) {
             uint8_t v = a[2 * x];
@@ -393,7 +400,7 @@ static void reduce(const sg_slide_writer *w, const uint8_t *a, const uint8_t *b,
                     v[n++] = sample(b + ((x0 + i) * C + c) * es, es);
             }
             uint32_t out;
-            if (C == 1) {
+            if (labels) {
                 out = mode_of(v, n);
             } else {
                 uint32_t sum = 0;

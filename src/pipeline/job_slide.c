@@ -161,6 +161,9 @@ struct sg_slide_job {
     /* The output. */
     sg_sink *sink;
     segrt_dtype out_dtype;
+    int32_t out_ch;    /* 1 (labels) or the classes of uint8 probabilities */
+    uint8_t *pack;     /* a band of probability planes packed for in-line writing */
+    size_t pack_cap;
     int64_t next_row;
     uint8_t *small;
     int64_t sh, sw;
@@ -554,7 +557,7 @@ sg_sw_image *sg_slide_job_rows(sg_slide_job *j)
     return &j->rows;
 }
 
-uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows)
+uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows, int32_t out_bytes)
 {
     /* Each thread's level box (3 bytes a pixel) and, when shrinking, its
      * rows after the vertical pass (3 floats a level column); OpenSlide's
@@ -562,14 +565,14 @@ uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows)
     double f = j->f < 1 ? 1 : j->f;
     uint64_t box = (uint64_t)(3.0 * ((double)rows * f + 2) * ((double)j->W * f + 2 * j->n_threads));
     uint64_t mid = j->f == 1.0 ? 0 : (uint64_t)(3.0 * 4.0 * (double)rows * ((double)j->W * f + 2 * j->n_threads));
-    /* ... and the band read ahead, and the labels' bands queued for the
+    /* ... and the band read ahead, and the result's bands queued for the
      * writer (at most a pinned buffer's worth each, 8 MiB). */
     uint64_t band = (uint64_t)SLIDE_AHEAD_BYTES > 3 * 4 * 16 * (uint64_t)j->W ? (uint64_t)SLIDE_AHEAD_BYTES
                                                                               : 3 * 4 * 16 * (uint64_t)j->W;
     /* ... and the pyramid writer's: a row of 512^2 tiles of each level
      * (twice level 0's in all), that row deflated, and a tile for each
-     * encoding thread (labels of at most 2 bytes). */
-    uint64_t tile = 512 * 512 * 2, across = (uint64_t)j->W / 512 + 1;
+     * encoding thread (out_bytes a pixel). */
+    uint64_t tile = 512 * 512 * (uint64_t)(out_bytes > 0 ? out_bytes : 1), across = (uint64_t)j->W / 512 + 1;
     uint64_t writer = 2 * across * tile + across * (tile + tile / 1000 + 64) + (uint64_t)omp_get_max_threads() * tile;
     return box + mid + (uint64_t)j->n_threads * ((uint64_t)32 << 20) + band + SLIDE_WRITE_QUEUE * ((uint64_t)8 << 20) +
            writer;
@@ -587,20 +590,23 @@ struct sg_source *sg_slide_job_source(sg_slide_job *j)
 
 static void *writer_main(void *arg);
 
-sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype labels, int64_t small_side)
+sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype labels, int32_t probs,
+                                   int64_t small_side)
 {
     sg_sink_desc d;
     memset(&d, 0, sizeof d);
-    d.dtype = labels;
+    d.dtype = probs > 0 ? SEGRT_DTYPE_UINT8 : labels;
     d.n_dims = 2;
-    d.channels = 1;
+    d.channels = probs > 0 ? probs : 1;
+    d.classes = probs > 0;
     d.dims[0] = 1;
     d.dims[1] = j->H;
     d.dims[2] = j->W;
     d.pyramid = true;
     d.mpp[0] = d.mpp[1] = j->mpp;
     SG_TRY(sg_sink_open_output(o, &d, &j->sink));
-    j->out_dtype = labels;
+    j->out_dtype = d.dtype;
+    j->out_ch = d.channels;
     j->next_row = 0;
     j->write_status = SEGRT_OK;
     j->q_head = j->q_count = 0;
@@ -625,8 +631,25 @@ static int64_t small_at(double step, int64_t i, int64_t n)
     return p < n ? p : n - 1;
 }
 
-/* Rows [r0, r1) of the labels into the pyramid and the small grid (the
- * writer thread's work, or the caller's in line). */
+/* Pixel `at` of a band's planes (plane elements apart) on the small
+ * grid: the label, or the most probable class (the first of the largest). */
+static uint8_t small_value(const struct sg_slide_job *j, const void *rows, int64_t at, int64_t plane)
+{
+    if (j->out_ch > 1) {
+        const uint8_t *p = rows;
+        int32_t best = 0;
+        for (int32_t c = 1; c < j->out_ch; c++)
+            if (p[c * plane + at] > p[best * plane + at])
+                best = c;
+        return (uint8_t)(best > 255 ? 255 : best);
+    }
+    int64_t v = j->out_dtype == SEGRT_DTYPE_UINT16 ? ((const uint16_t *)rows)[at] : ((const uint8_t *)rows)[at];
+    return (uint8_t)(v > 255 ? 255 : v);
+}
+
+/* Rows [r0, r1) of the result (its channels' planes one after another)
+ * into the pyramid and the small grid (the writer thread's work, or the
+ * caller's in line). */
 static sg_status write_band(struct sg_slide_job *j, int64_t r0, int64_t r1, const void *rows)
 {
     sg_box box = {{0, r0, 0}, {1, r1 - r0, j->W}};
@@ -640,12 +663,9 @@ static sg_status write_band(struct sg_slide_job *j, int64_t r0, int64_t r1, cons
                 break;
             if (y < r0)
                 continue;
-            for (int64_t x = 0; x < j->sw; x++) {
-                int64_t at = (y - r0) * j->W + small_at(j->s_step, x, j->W);
-                int64_t v =
-                    j->out_dtype == SEGRT_DTYPE_UINT16 ? ((const uint16_t *)rows)[at] : ((const uint8_t *)rows)[at];
-                j->small[i * j->sw + x] = (uint8_t)(v > 255 ? 255 : v);
-            }
+            for (int64_t x = 0; x < j->sw; x++)
+                j->small[i * j->sw + x] =
+                    small_value(j, rows, (y - r0) * j->W + small_at(j->s_step, x, j->W), (r1 - r0) * j->W);
         }
     }
     return SEGRT_OK;
@@ -712,18 +732,33 @@ static sg_status writer_wait(struct sg_slide_job *j, int32_t most)
     return s == SEGRT_OK ? s : sg_error(s, "%s", j->write_error);
 }
 
+/* The planes of rows (channel_stride elements apart) one after another
+ * in dst. */
+static void pack_planes(const struct sg_slide_job *j, uint8_t *dst, const void *rows, size_t plane_bytes,
+                        int64_t channel_stride)
+{
+    size_t stride = (size_t)channel_stride * segrt_dtype_size(j->out_dtype);
+    for (int32_t c = 0; c < j->out_ch; c++)
+        memcpy(dst + c * plane_bytes, (const uint8_t *)rows + c * stride, plane_bytes);
+}
+
 sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows, int64_t channel_stride)
 {
-    (void)channel_stride; /* one channel */
     struct sg_slide_job *j = user;
     if (!j->sink || n != 0 || r0 != j->next_row || r1 < r0 || r1 > j->H)
-        return sg_error(SEGRT_ERROR_INTERNAL, "%s: labels rows [%lld, %lld) out of order", j->path, (long long)r0,
+        return sg_error(SEGRT_ERROR_INTERNAL, "%s: result rows [%lld, %lld) out of order", j->path, (long long)r0,
                         (long long)r1);
     j->next_row = r1;
-    size_t bytes = (size_t)((r1 - r0) * j->W) * segrt_dtype_size(j->out_dtype);
+    size_t plane = (size_t)((r1 - r0) * j->W) * segrt_dtype_size(j->out_dtype), bytes = plane * (size_t)j->out_ch;
     if (!j->writer_on || (int64_t)bytes > SLIDE_WRITE_COPY_MAX) {
         SG_TRY(writer_wait(j, 0)); /* in order: what is queued first */
-        return write_band(j, r0, r1, rows);
+        if (j->out_ch == 1 || channel_stride == (r1 - r0) * j->W)
+            return write_band(j, r0, r1, rows);
+        if (!reserve((void **)&j->pack, &j->pack_cap, bytes))
+            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of probabilities", j->path,
+                            (long long)(r1 - r0));
+        pack_planes(j, j->pack, rows, plane, channel_stride);
+        return write_band(j, r0, r1, j->pack);
     }
     SG_TRY(writer_wait(j, SLIDE_WRITE_QUEUE - 1));
     pthread_mutex_lock(&j->mu);
@@ -732,9 +767,9 @@ sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, c
     /* Slot k is the caller's until counted in: the writer reads only the
      * counted ones. */
     if (!reserve((void **)&j->q[k].data, &j->q[k].cap, bytes))
-        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of labels", j->path,
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld rows of the result", j->path,
                         (long long)(r1 - r0));
-    memcpy(j->q[k].data, rows, bytes);
+    pack_planes(j, j->q[k].data, rows, plane, channel_stride);
     j->q[k].r0 = r0;
     j->q[k].r1 = r1;
     pthread_mutex_lock(&j->mu);
@@ -883,6 +918,7 @@ void sg_slide_job_close(sg_slide_job *j)
     sg_slide_tiles_close(j->tiles);
     for (int32_t k = 0; k < SLIDE_WRITE_QUEUE; k++)
         free(j->q[k].data);
+    free(j->pack);
     free(j->ahead.buf);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);

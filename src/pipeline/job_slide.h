@@ -62,8 +62,10 @@ const char *sg_slide_job_decoder(const sg_slide_job *j, char *buf, size_t cap);
 /* The rows of that image, RGB as 0..255 floats (the job normalises). */
 sg_sw_image *sg_slide_job_rows(sg_slide_job *j);
 
-/* Host bytes the reader holds at once beside its caller's buffers. */
-uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows);
+/* Host bytes the reader and the writer hold at once beside their
+ * caller's buffers, for a result of out_bytes a pixel (2 for labels, the
+ * classes for uint8 probabilities). */
+uint64_t sg_slide_job_held_bytes(const sg_slide_job *j, int64_t rows, int32_t out_bytes);
 
 /* Level-0 pixels per pixel of the grid the windows see. */
 double sg_slide_job_scale(const sg_slide_job *j);
@@ -71,15 +73,19 @@ double sg_slide_job_scale(const sg_slide_job *j);
 /* The slide's source (tissue detection and the thumbnail read it). */
 struct sg_source *sg_slide_job_source(sg_slide_job *j);
 
-/* The labels' output: a pyramidal tiled TIFF of the grid's size written
+/* The result's output: a pyramidal tiled TIFF of the grid's size written
  * into o (the caller's output, committed by it), with the grid's microns
- * per pixel; labels uint8 or uint16. Also keeps the labels sampled on a
- * small grid (at most `small_side` pixels a side; 0: none) for a
- * thumbnail and polygons. */
-sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype labels, int64_t small_side);
+ * per pixel: labels of dtype `labels` (uint8 or uint16), or with probs > 0
+ * that many classes' probabilities as uint8 samples of a pixel (sink.h's
+ * classes). Also keeps the labels (for probabilities the most probable
+ * class) sampled on a small grid (at most `small_side` pixels a side; 0:
+ * none) for a thumbnail and polygons. */
+sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype labels, int32_t probs,
+                                   int64_t small_side);
 
-/* Rows [r0, r1) of the labels, in order (sw_device.h's row_sink: user is
- * the job, n must be 0, one channel). */
+/* Rows [r0, r1) of the result, in order (sw_device.h's row_sink: user is
+ * the job, n must be 0; the channels' planes channel_stride elements
+ * apart). */
 sg_status sg_slide_job_put_rows(void *user, int64_t n, int64_t r0, int64_t r1, const void *rows,
                                 int64_t channel_stride);
 

@@ -659,7 +659,7 @@ static sg_status stream_read_device(sg_sw_image *im, const sg_window_ops *ops, i
  * only; a pyramid or samples the whole reader refuses are refused by it
  * as before; an overlay draws over the whole image's pixels. A file the
  * source does not open is left to the whole read and its messages. */
-static sg_status open_stream(job *st, bool overlay)
+static sg_status open_stream(job *st, bool overlay, int64_t classes)
 {
     /* (A volume is read whole, read_volume: opening it here would scan a
      * DICOM folder's headers once more for nothing.) */
@@ -680,7 +680,8 @@ static sg_status open_stream(job *st, bool overlay)
         }
         sg_slide_job_set_norm(st->slide, &dn);
         int64_t fill = (int64_t)(SW_PINNED_BYTES / (sizeof(float) * 3 * (size_t)st->image.dims[3]));
-        st->src_held = sg_slide_job_held_bytes(st->slide, fill > 1 ? fill : 1) +
+        int32_t out_bytes = st->sw.probs_u8 ? (int32_t)classes : 2;
+        st->src_held = sg_slide_job_held_bytes(st->slide, fill > 1 ? fill : 1, out_bytes) +
                        (uint64_t)(fill > 1 ? fill : 1) * 3 * (uint64_t)st->image.dims[3] * sizeof(float);
         st->sw.row_sink = sg_slide_job_put_rows;
         st->sw.row_sink_user = st->slide;
@@ -780,6 +781,13 @@ static sg_status check_result_fits(const job *st, const char *out, int64_t *clas
     *classes_out = classes;
     if (!is_image_output(out))
         return SEGRT_OK;
+    if (o->probs_u8) {
+        if (classes > SG_SINK_MAX_CLASSES)
+            return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                            "%s: a slide's probabilities are a sample a class, at most %d; this model has %lld", out,
+                            SG_SINK_MAX_CLASSES, (long long)classes);
+        return SEGRT_OK;
+    }
     if (st->image.dims[0] != 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: an image file holds the labels of one image; this job has %lld (write .npy)", out,
@@ -1372,7 +1380,14 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
                             d.name, shape.rank);
     }
     const char *out = sg_output_path(result);
-    if (is_image_output(out) && st->sw.output != SG_SW_OUTPUT_LABELS)
+    /* A slide's probabilities go to its pyramid as uint8, a class a sample. */
+    st->sw.probs_u8 = st->slide && st->sw.output == SG_SW_OUTPUT_PROBS;
+    if (st->slide && st->sw.output == SG_SW_OUTPUT_LOGITS)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "%s: a slide's result is its labels or its probabilities (uint8, a class a sample), not "
+                        "logits",
+                        out);
+    if (is_image_output(out) && st->sw.output != SG_SW_OUTPUT_LABELS && !st->sw.probs_u8)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                         "%s: an image file takes a label map; write logits or probs to .npy", out);
     if (sg_dicom_seg_name(out))
@@ -1433,7 +1448,7 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
     }
     int64_t classes = 0;
     SG_TRY(check_result_fits(st, out, &classes));
-    SG_TRY(open_stream(st, overlay != NULL));
+    SG_TRY(open_stream(st, overlay != NULL, classes));
     SG_TRY(check_host_memory(st, classes,
                              (st->streamed ? 0 : extra_bytes + prep_host_scratch(st, classes)) + st->held_elsewhere));
     if (st->checked)
@@ -1470,6 +1485,7 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
     }
     if (st->slide)
         SG_TRY(sg_slide_job_begin_output(st->slide, result, classes > 256 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8,
+                                         st->sw.probs_u8 ? (int32_t)classes : 0,
                                          jo->thumbnail_path || jo->geojson_path ? SLIDE_SMALL_SIDE : 0));
     double t0 = now_s();
     /* (A slide's rows go to its pyramid as they finish: a retry would

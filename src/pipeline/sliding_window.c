@@ -51,6 +51,9 @@ sg_status sg_sw_check_image(const sg_sw_options *o, int32_t rank, segrt_dtype dt
                         segrt_dtype_name(dtype));
     if (o->sw_batch < 1)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "a window batch of %d", o->sw_batch);
+    if (o->probs_u8 && (o->output != SG_SW_OUTPUT_PROBS || sg_sw_effective_activation(o) == SG_SW_ACTIVATION_NONE))
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
+                        "probabilities as uint8 are the probabilities output of a softmax or sigmoid");
     int64_t numel = 1;
     for (int32_t d = 0; d < rank; d++) {
         if (dims[d] < 1)
@@ -608,6 +611,21 @@ static void activate(sw_run *r, int64_t n_img, sg_sw_activation act)
     }
 }
 
+/* Probabilities (activate's) as uint8, each round(255 p) as the device's
+ * finalisation rounds it (to nearest, ties to even). */
+static sg_status make_probs_u8(sw_run *r, int64_t n_img, sg_tensor *out)
+{
+    size_t n = (size_t)(n_img * r->classes * r->image_numel);
+    uint8_t *q = malloc(n ? n : 1);
+    if (!q)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n; i++)
+        q[i] = (uint8_t)lrintf(fminf(fmaxf(r->acc[i], 0.0f), 1.0f) * 255.0f);
+    out->dtype = SEGRT_DTYPE_UINT8;
+    out->data = q;
+    return SEGRT_OK;
+}
+
 /* Labels from logits or probabilities: the first largest class (uint8, or
  * uint16 past 256 classes), or per class `> threshold` after a sigmoid. */
 static sg_status make_labels(sw_run *r, int64_t n_img, sg_sw_activation act, sg_tensor *out)
@@ -674,7 +692,8 @@ sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_
     uint64_t N = (uint64_t)dims[0], C = (uint64_t)dims[1], K = classes > 0 ? (uint64_t)classes : 1;
     uint64_t B = (uint64_t)(o->sw_batch > 0 ? o->sw_batch : 1);
     bool labels = o->output == SG_SW_OUTPUT_LABELS, sigmoid = sg_sw_effective_activation(o) == SG_SW_ACTIVATION_SIGMOID;
-    uint64_t out_ch = labels && !sigmoid ? 1 : K, esize = !labels ? 4 : (!sigmoid && K > 256 ? 2 : 1);
+    uint64_t out_ch = labels && !sigmoid ? 1 : K,
+             esize = o->probs_u8 ? 1 : !labels ? 4 : (!sigmoid && K > 256 ? 2 : 1);
     uint64_t image = N, result = N, acc = N, weights = padded, in_win = B, out_win = B;
     ok &= mul_u64(&image, C) && mul_u64(&image, numel) && mul_u64(&image, 4);
     ok &= mul_u64(&result, out_ch) && mul_u64(&result, numel) && mul_u64(&result, esize);
@@ -693,7 +712,7 @@ sg_status sg_sw_host_need_of(const sg_sw_options *o, const int64_t *dims, int64_
          * accumulators' memory. */
         need->accumulators = acc + weights;
         need->windows = 4 * (2 * in_win + 4 * out_win + roi);
-        need->result = labels ? result : 0;
+        need->result = labels || o->probs_u8 ? result : 0;
     }
     need->networks = networks;
     uint64_t parts[] = {need->image, need->accumulators, need->windows, need->result, need->networks};
@@ -859,6 +878,8 @@ sg_status sg_sliding_window(const sg_sw_model *models, int32_t n_models, const s
         memcpy(out->dims + 2, image->dims + 2, sizeof(int64_t) * (size_t)o->n_dims);
         if (o->output == SG_SW_OUTPUT_LABELS) {
             s = make_labels(&r, n_img, act, out);
+        } else if (o->probs_u8) {
+            s = make_probs_u8(&r, n_img, out);
         } else {
             out->dtype = SEGRT_DTYPE_FLOAT32;
             out->data = r.acc; /* the cropped result is at its front */

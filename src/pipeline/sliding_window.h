@@ -53,6 +53,10 @@ typedef struct sg_sw_options {
     sg_sw_output output;
     sg_sw_activation activation;
     float threshold;                  /* sigmoid labels */
+    /* SG_SW_OUTPUT_PROBS as uint8: each probability p as round(255 p)
+     * (a whole slide's probabilities: a quarter of float32's bytes, as
+     * many levels as a viewer shows). Needs a softmax or sigmoid. */
+    bool probs_u8;
     /* Mirroring test-time augmentation (nnU-Net's): bit d flips spatial
      * axis d. Each window is also run flipped along every non-empty
      * combination of those axes (fewer first, then in axis order), each

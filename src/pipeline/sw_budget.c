@@ -28,6 +28,8 @@ void sw_result_kind(sw_job *r)
         r->out.final = SG_WINDOW_FINAL_VALUES;
     } else {
         r->out.final = act == SG_SW_ACTIVATION_SIGMOID ? SG_WINDOW_FINAL_SIGMOID : SG_WINDOW_FINAL_SOFTMAX;
+        if (o->probs_u8)
+            r->out.out_dtype = SEGRT_DTYPE_UINT8;
     }
     r->out.out_esize = r->out.out_dtype == SEGRT_DTYPE_FLOAT32 ? 4 : r->out.out_dtype == SEGRT_DTYPE_UINT16 ? 2 : 1;
 }

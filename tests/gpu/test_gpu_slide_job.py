@@ -10,7 +10,9 @@ the ring of result rows to wrap many times:
   read as it is and at a level shrunk by area: equal everywhere;
 - a small trained-free convnet with overlapping Gaussian-blended windows
   (the device path's sums are the host path's within rounding): labels
-  equal on at least 99.99 % of pixels.
+  equal on at least 99.99 % of pixels;
+- the threshold model's probabilities (uint8, a class a sample) within
+  one step of the host path's.
 
 The slides are deflate-compressed SVS (slide_synth.py, compression="zlib"):
 the GPU machine's tifffile writes them without imagecodecs."""
@@ -99,6 +101,34 @@ def test_tissue_skipping_device_equals_host(tmp_path):
     np.testing.assert_array_equal(la, lb)
     assert (la == 0).mean() > 0.3 and (la == 1).any()
     assert "on the GPU" in pa.stdout and pa.returncode == pb.returncode == 0
+
+
+@pytest.mark.parametrize("accumulator", ["fp32", "fp16"])
+def test_probabilities_device_equal_host(tmp_path, accumulator):
+    """--output probs on the device path (the finalisation writes uint8
+    probabilities into the ring, the row sink packs the class planes for
+    the pyramid): the host path's values within one step of 255 (expf on
+    two processors; float16 sums round the logits), 0 for every class
+    where tissue detection skipped the windows, a pixel's classes summing
+    to 255 within rounding."""
+    E, H = slide_synth.EOSIN, slide_synth.HAEMATOXYLIN
+    path = tmp_path / "t.svs"
+    base = slide_synth.tissue_picture(4000, 1500, 5, blobs=[(800, 500, 500, 400, E), (3000, 1000, 600, 400, H)])
+    slide_synth.write_svs(str(path), 4000, 1500, 256, (4,), mpp=0.25, label=False, macro=False, base=base,
+                          compression="zlib")
+    model = threshold_model(tmp_path / "m.onnx", roi=128, overlap=0.25)
+    a, b = tmp_path / "gpu.tif", tmp_path / "cpu.tif"
+    common = ["--mpp", "0.5", "--output", "probs", "--blend", "gaussian"]
+    run(model, path, "-o", a, *common, "--sw-batch", "8", "--accumulator", accumulator, *GPU)
+    run(model, path, "-o", b, *common, "--device", "cpu")
+    ma, mb = mask(a), mask(b)
+    assert len(ma) == len(mb) and ma[0].shape == mb[0].shape == (2000, 750, 2) and ma[0].dtype == np.uint8
+    for la, lb in zip(ma, mb):
+        assert np.abs(la.astype(int) - lb).max() <= (1 if accumulator == "fp32" else 2)
+    bare = (mb[0] == 0).all(-1)
+    assert 0.3 < bare.mean() < 0.9 and (ma[0][bare] == 0).all()
+    total = ma[0][~bare].astype(int).sum(-1)
+    assert total.min() >= 254 and total.max() <= 256
 
 
 # --- JPEG tiles decoded on the device (slide_gpu.c, nvJPEG) ------------------

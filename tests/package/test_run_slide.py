@@ -38,6 +38,18 @@ def test_run_slide_equals_the_cli(svs, tmp_path):
     assert mask.shape == (350, 450) and set(np.unique(mask)) <= {0, 1}
 
 
+def test_run_slide_probabilities_equal_the_cli(svs, tmp_path):
+    model = slide_synth.threshold_model(tmp_path / "m.onnx", roi=128)
+    segrt.run_slide(model, svs, tmp_path / "py.tif", roi=128, mpp=1.0, tissue="none", output="probs")
+    run_segrt("run", model, svs, "-o", tmp_path / "cli.tif", "--mpp", "1.0", "--tissue", "none", "--output", "probs",
+              "--device", "cpu", "-q")
+    assert (tmp_path / "py.tif").read_bytes() == (tmp_path / "cli.tif").read_bytes()
+    probs = tifffile.imread(tmp_path / "py.tif")
+    assert probs.shape == (175, 225, 2) and probs.dtype == np.uint8
+    with pytest.raises(ValueError, match="output"):
+        segrt.run_slide(model, svs, tmp_path / "m.tif", roi=128, tissue="none", output="logits")
+
+
 def test_run_slide_errors(svs, tmp_path):
     model = slide_synth.threshold_model(tmp_path / "m.onnx", roi=128)
     with pytest.raises(segrt.InvalidArgumentError, match="pyramidal"):

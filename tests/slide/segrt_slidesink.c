@@ -3,6 +3,7 @@
  *
  *   segrt_slidesink OUT CHANNELS BITS HEIGHT WIDTH SLAB TILE_H TILE_W MPP_Y MPP_X SOURCE [discard]
  *
+ * CHANNELS with a trailing c ("7c") are classes (sink.h's desc.classes).
  * SOURCE is a raw file of planar samples (channels, height, width; native
  * byte order), read one slab of rows at a time, or gen:K for the labels
  * (x / 61 + 3 * (y / 47) + ((7 x + 13 y) % 29 == 0)) % K, made slab by
@@ -26,6 +27,7 @@ int main(int argc, char **argv)
     sg_sink_desc d;
     memset(&d, 0, sizeof d);
     d.channels = atoi(argv[2]);
+    d.classes = strchr(argv[2], 'c') != NULL;
     d.dtype = atoi(argv[3]) == 16 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8;
     d.n_dims = 2;
     d.dims[0] = 1;

@@ -150,6 +150,45 @@ def test_thumbnail(svs, tmp_path):
     assert np.abs(t[~bg] - base[~bg]).max(axis=-1).min() > 0
 
 
+def test_probabilities_as_uint8(svs, tmp_path):
+    """--output probs: the classes' softmax probabilities, a uint8 sample a
+    class (round(255 p)), level 1 read as it is; the reduced levels the
+    2x2 means; the thumbnail tinted by the most probable class."""
+    model = threshold_model(tmp_path / "m.onnx")
+    out, thumb = tmp_path / "probs.tif", tmp_path / "thumb.png"
+    run(model, svs, "-o", out, "--mpp", "1.0", "--tissue", "none", "--output", "probs", "--thumbnail", thumb)
+    levels, (xres, _) = read_mask(out)
+    red = level_rgb(svs, 1)[..., 0]
+    p1 = 1 / (1 + np.exp(0.5 - red / 255))
+    want = np.rint(np.stack([1 - p1, p1], -1) * 255)
+    got = levels[0]
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    diff = np.abs(got.astype(int) - want)
+    assert diff.max() <= 1 and (diff == 0).mean() > 0.999  # float32's expf against float64 at .5 ties
+    with tifffile.TiffFile(out) as t:
+        assert t.pages[0].photometric == tifffile.PHOTOMETRIC.MINISBLACK and t.pages[0].samplesperpixel == 2
+    for k in range(1, len(levels)):
+        a = levels[k - 1].astype(int)
+        h, w = a.shape[:2]
+        pad = np.zeros((h + h % 2, w + w % 2, 2), int)
+        n = np.zeros((h + h % 2, w + w % 2, 1), int)
+        pad[:h, :w], n[:h, :w] = a, 1
+        s = pad[0::2, 0::2] + pad[1::2, 0::2] + pad[0::2, 1::2] + pad[1::2, 1::2]
+        c = n[0::2, 0::2] + n[1::2, 0::2] + n[0::2, 1::2] + n[1::2, 1::2]
+        np.testing.assert_array_equal(levels[k], (s + c // 2) // c, err_msg=f"level {k}")
+    # The thumbnail: tinted where class 1 is the more probable, as the labels' thumbnail.
+    labels_out = tmp_path / "labels.tif"
+    run(model, svs, "-o", labels_out, "--mpp", "1.0", "--tissue", "none", "--thumbnail", tmp_path / "lt.png")
+    from PIL import Image
+    t = np.asarray(Image.open(thumb).convert("RGB"))
+    lt = np.asarray(Image.open(tmp_path / "lt.png").convert("RGB"))
+    tie = got[..., 0] == got[..., 1]  # the first class wins a tie of the rounded values
+    np.testing.assert_array_equal(t[~tie], lt[~tie])
+    # Logits are not a slide's output.
+    p = run(model, svs, "-o", tmp_path / "l.tif", "--mpp", "1.0", "--output", "logits", check=2)
+    assert "logits" in p.stderr and p.stderr.count("\n") == 1 and not (tmp_path / "l.tif").exists()
+
+
 def test_generic_pyramidal_tiff(tmp_path):
     """A tiled TIFF with a reduced level is a slide too (OpenSlide's generic
     TIFF); it says no um/px, so it runs at level 0."""

@@ -33,13 +33,14 @@ def run(out, shape, slab, tile=(0, 0), mpp=(0.0, 0.0), source=None, discard=Fals
                           preexec_fn=preexec)
 
 
-def write(tmp_path, planar, slab, tile=(0, 0), mpp=(0.0, 0.0), name="m.tif"):
-    """Writes planar (C, H, W) samples; returns the file's path."""
+def write(tmp_path, planar, slab, tile=(0, 0), mpp=(0.0, 0.0), name="m.tif", classes=False):
+    """Writes planar (C, H, W) samples (classes: as probabilities, sink.h's
+    desc.classes); returns the file's path."""
     raw = tmp_path / "in.raw"
     planar.tofile(raw)
     out = tmp_path / name
     c, h, w = planar.shape
-    p = run(out, (c, h, w, planar.dtype.itemsize * 8), slab, tile, mpp, raw)
+    p = run(out, (f"{c}c" if classes else c, h, w, planar.dtype.itemsize * 8), slab, tile, mpp, raw)
     assert p.returncode == 0, p.stderr
     raw.unlink()
     return out
@@ -74,9 +75,12 @@ def reduce_mean(a):
     return ((s + k // 2) // k).astype(a.dtype)
 
 
-def pyramid(level0, tile):
-    """Every level's expected pixels (as tifffile gives them: H, W or H, W, C)."""
+def pyramid(level0, tile, mean=False):
+    """Every level's expected pixels (as tifffile gives them: H, W or H, W,
+    C): a label map's modes, or (several channels, or mean) the means."""
     levels = [level0]
+    if level0.ndim == 2 and mean:
+        return [lv[..., 0] for lv in pyramid(level0[..., None], tile)]
     reduce = reduce_labels if level0.ndim == 2 else reduce_mean
     while levels[-1].shape[0] > tile[0] or levels[-1].shape[1] > tile[1]:
         levels.append(reduce(levels[-1]))
@@ -179,6 +183,27 @@ def test_channels(tmp_path, h, w, c, tile, slab):
     check_tiff(path, levels, tile, (0.2, 0.2))
     if c in (3, 4):
         check_openslide(path, levels, (0.2, 0.2), pixels=c == 3)
+
+
+@pytest.mark.parametrize("c,slab", [(1, 33), (2, 100), (3, 1), (7, 64)])
+def test_classes(tmp_path, c, slab):
+    """Class probabilities (desc.classes): grey samples, one a class, the
+    ones after the first unspecified extra samples (not RGB, not alpha),
+    every level the 2x2 means, even of one class."""
+    h, w = 389, 611
+    rng = np.random.default_rng(c)
+    planar = rng.integers(0, 256, (c, h, w), dtype=np.uint8)
+    planar[:, :, : w // 3] = planar[:, :, : w // 3] // 64 * 64  # runs of equal values and noise
+    path = write(tmp_path, planar, slab, (64, 128), (0.5, 0.5), classes=True)
+    levels = pyramid(planar[0] if c == 1 else np.moveaxis(planar, 0, -1), (64, 128), mean=True)
+    check_tiff(path, levels, (64, 128), (0.5, 0.5))
+    with tifffile.TiffFile(path) as t:
+        for page in t.pages:
+            assert page.photometric == tifffile.PHOTOMETRIC.MINISBLACK and page.samplesperpixel == c
+            assert tuple(page.extrasamples) == (tifffile.EXTRASAMPLE.UNSPECIFIED,) * (c - 1)
+    # Past 4 channels only as classes.
+    p = run(tmp_path / "x.tif", (5, 8, 8, 8), 8, source="gen:3")
+    assert p.returncode != 0 and "1 to 4" in p.stderr and not (tmp_path / "x.tif").exists()
 
 
 def gen(y0, y1, x0, x1, k):

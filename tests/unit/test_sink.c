@@ -116,7 +116,7 @@ static void reads_back(const char *path, const sg_sink_desc *d, const uint8_t *p
 
 static void npy_case(sg_dtype dt, int32_t n_dims, int32_t C, int64_t D, int64_t H, int64_t W)
 {
-    sg_sink_desc d = {dt, n_dims, C, {D, H, W}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}};
+    sg_sink_desc d = {dt, n_dims, C, {D, H, W}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false};
     size_t bytes = (size_t)(C * D * H * W) * segrt_dtype_size(dt);
     uint8_t *planar = pattern(bytes, C);
     if (dt == SEGRT_DTYPE_FLOAT32) /* finite floats */
@@ -155,7 +155,7 @@ static void interleave(const uint8_t *planar, sg_image *img)
 static void image_case(const char *ext, int32_t C, int32_t bits, int64_t D, int64_t H, int64_t W)
 {
     sg_dtype dt = bits == 16 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8;
-    sg_sink_desc d = {dt, D > 1 ? 3 : 2, C, {D, H, W}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}};
+    sg_sink_desc d = {dt, D > 1 ? 3 : 2, C, {D, H, W}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false};
     size_t bytes = (size_t)(C * D * H * W) * (size_t)(bits / 8);
     uint8_t *planar = pattern(bytes, bits);
     sg_image img = {(int32_t)W, (int32_t)H, (int32_t)D, C, bits, malloc(bytes)};
@@ -180,15 +180,15 @@ static void refusals(void)
     char path[256];
     snprintf(path, sizeof path, "%s", in_dir("r.png"));
     sg_sink *s = (sg_sink *)1;
-    sg_sink_desc rgb = {SEGRT_DTYPE_UINT8, 2, 3, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}};
+    sg_sink_desc rgb = {SEGRT_DTYPE_UINT8, 2, 3, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false};
     /* Formats and descriptions. */
     CHECK(sg_sink_open(in_dir("r.jpg"), &rgb, &s) == SEGRT_ERROR_UNSUPPORTED && s == NULL);
     CHECK(sg_sink_open(in_dir("r.bmp"), &rgb, &s) == SEGRT_ERROR_INVALID_ARGUMENT);
-    sg_sink_desc vol = {SEGRT_DTYPE_UINT8, 3, 1, {3, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
-                 flt = {SEGRT_DTYPE_FLOAT32, 2, 1, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
-                 five = {SEGRT_DTYPE_UINT8, 2, 5, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
-                 empty = {SEGRT_DTYPE_UINT8, 2, 1, {1, 0, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}},
-                 flat3 = {SEGRT_DTYPE_UINT8, 2, 1, {2, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}};
+    sg_sink_desc vol = {SEGRT_DTYPE_UINT8, 3, 1, {3, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false},
+                 flt = {SEGRT_DTYPE_FLOAT32, 2, 1, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false},
+                 five = {SEGRT_DTYPE_UINT8, 2, 5, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false},
+                 empty = {SEGRT_DTYPE_UINT8, 2, 1, {1, 0, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false},
+                 flat3 = {SEGRT_DTYPE_UINT8, 2, 1, {2, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false};
     CHECK(sg_sink_open(path, &vol, &s) == SEGRT_ERROR_UNSUPPORTED && strstr(segrt_last_error(), "r.png"));
     CHECK(sg_sink_open(in_dir("r.tif"), &flt, &s) == SEGRT_ERROR_UNSUPPORTED);
     CHECK(sg_sink_open(path, &five, &s) == SEGRT_ERROR_UNSUPPORTED);
@@ -208,7 +208,7 @@ static void refusals(void)
     CHECK(sg_sink_write(s, &over, buf) == SEGRT_ERROR_INVALID_ARGUMENT);
     CHECK(sg_sink_commit(s) == SEGRT_ERROR_INVALID_ARGUMENT && !exists(path));
     /* The same for TIFF and NPY, and a discard. */
-    sg_sink_desc grey = {SEGRT_DTYPE_UINT16, 2, 1, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}};
+    sg_sink_desc grey = {SEGRT_DTYPE_UINT16, 2, 1, {1, 10, 8}, {0, 0, 0}, {0}, false, {0, 0}, {0, 0}, false};
     CHECK(sg_sink_open(in_dir("r.tif"), &grey, &s) == SEGRT_OK && sg_sink_write(s, &first, buf) == SEGRT_OK &&
           sg_sink_commit(s) == SEGRT_ERROR_INVALID_ARGUMENT && !exists(in_dir("r.tif")));
     CHECK(sg_sink_open(in_dir("r.npy"), &grey, &s) == SEGRT_OK && sg_sink_write(s, &first, buf) == SEGRT_OK &&

@@ -473,13 +473,23 @@ template <typename T> __device__ __forceinline__ void finish_voxel(const final_a
     const auto sum = [&](ll k) { return acc_f(src[k * a.acc_cstride]); };
     float count = sum(a.classes);
     float *fd = (float *)a.dst;
+    // Probabilities as uint8 (dst_dtype uint8): round(255 p), ties to even
+    // as the host path's lrintf.
+    const bool u8 = a.dst_dtype == SEGRT_DTYPE_UINT8;
+    const auto put = [&](ll k, float p) {
+        if (u8)
+            ((uint8_t *)a.dst)[k * a.dst_cstride + out] =
+                (uint8_t)__float2int_rn(fminf(fmaxf(p, 0.0f), 1.0f) * 255.0f);
+        else
+            fd[k * a.dst_cstride + out] = p;
+    };
     if (count == 0.0f) { // no window that ran covers it (windows skipped): background, every value 0
         if (a.kind == SGK_WIN_FINAL_THRESHOLD)
             for (ll k = 0; k < a.classes; k++)
                 ((uint8_t *)a.dst)[k * a.dst_cstride + out] = 0;
         else if (a.kind == SGK_WIN_FINAL_VALUES || a.kind == SGK_WIN_FINAL_SIGMOID || a.kind == SGK_WIN_FINAL_SOFTMAX)
             for (ll k = 0; k < a.classes; k++)
-                fd[k * a.dst_cstride + out] = 0.0f;
+                put(k, 0.0f);
         else
             store_label(a, out, 0);
         return;
@@ -491,7 +501,7 @@ template <typename T> __device__ __forceinline__ void finish_voxel(const final_a
         break;
     case SGK_WIN_FINAL_SIGMOID:
         for (ll k = 0; k < a.classes; k++)
-            fd[k * a.dst_cstride + out] = 1.0f / (1.0f + expf(-(sum(k) / count)));
+            put(k, 1.0f / (1.0f + expf(-(sum(k) / count))));
         break;
     case SGK_WIN_FINAL_THRESHOLD:
         for (ll k = 0; k < a.classes; k++) {
@@ -506,7 +516,7 @@ template <typename T> __device__ __forceinline__ void finish_voxel(const final_a
         for (ll k = 0; k < a.classes; k++)
             total += expf(sum(k) / count - m);
         for (ll k = 0; k < a.classes; k++)
-            fd[k * a.dst_cstride + out] = expf(sum(k) / count - m) / total;
+            put(k, expf(sum(k) / count - m) / total);
         break;
     }
     default: { // argmax: the first largest

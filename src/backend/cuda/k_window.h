@@ -85,8 +85,8 @@ segrt_status sgk_win_accumulate(cudaStream_t stream, const sgk_win_geom *g, cons
 
 typedef enum sgk_win_final {
     SGK_WIN_FINAL_VALUES = 0,  /* acc / count: the blended logits */
-    SGK_WIN_FINAL_SOFTMAX,     /* their softmax over classes */
-    SGK_WIN_FINAL_SIGMOID,     /* their sigmoid */
+    SGK_WIN_FINAL_SOFTMAX,     /* their softmax over classes: float32, or uint8 round(255 p) */
+    SGK_WIN_FINAL_SIGMOID,     /* their sigmoid: float32, or uint8 as softmax */
     SGK_WIN_FINAL_ARGMAX,      /* the first largest class, uint8 or uint16 */
     SGK_WIN_FINAL_THRESHOLD    /* per class, sigmoid > threshold, uint8 */
 } sgk_win_final;
