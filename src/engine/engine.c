@@ -102,6 +102,9 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
     sg_status s = bind_options(b, opts, g);
     if (s == SEGRT_OK)
         s = sg_graph_optimize(g, sg_backend_host_eval());
+    for (int32_t i = 0; s == SEGRT_OK && i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == SG_OP_IF)
+            s = sg_if_not_folded(&g->nodes[i]);
     if (s == SEGRT_OK && !b)
         s = sg_error(SEGRT_ERROR_UNSUPPORTED, "this segrt was built without %s",
                      kind == SEGRT_DEVICE_CUDA ? "CUDA" : "a backend for this device");

@@ -105,6 +105,8 @@ uint64_t sg_graph_content_hash(const sg_graph *g)
                 h = hash_str(h, at->strings[k]);
             if (at->t_data)
                 h = hash_bytes(h, sg_blob_data(at->t_data), sg_blob_size(at->t_data));
+            if (at->graph) /* an If's branch */
+                h = mix(h, sg_graph_content_hash(at->graph));
         }
     }
     for (int32_t i = 0; i < g->n_inputs; i++)

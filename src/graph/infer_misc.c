@@ -343,3 +343,43 @@ sg_status sg_infer_DROPOUT(sg_graph *g, sg_node *n)
     SG_TRY(sg_infer_set_output(g, n, 0, sg_iu_dtype(g, n, 0), &x));
     return sg_infer_set_output(g, n, 1, SEGRT_DTYPE_BOOL, &x);
 }
+
+/* If: one boolean element decides; each output takes its dtype from the
+ * branches' declarations, and a shape where both declare the same (the
+ * fold pass, sg_pass_fold_if, replaces the node by a branch once the
+ * condition is a constant, and the branch's own nodes infer the rest). */
+sg_status sg_infer_IF(sg_graph *g, sg_node *n)
+{
+    SG_TRY(sg_iu_want_dtype(g, n, 0, SEGRT_DTYPE_BOOL));
+    sg_shape c;
+    SG_TRY(sg_iu_shape(g, n, 0, &c));
+    int64_t numel;
+    if (sg_shape_numel(&c, &numel) && numel != 1)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "condition `%s` has %lld elements; it must have one",
+                             sg_iu_name(g, n, 0), (long long)numel);
+    const sg_graph *br[2] = {NULL, NULL};
+    static const char *const names[2] = {"then_branch", "else_branch"};
+    for (int b = 0; b < 2; b++) {
+        const sg_attr *a = sg_attr_find(n, names[b]);
+        if (!a || a->kind != SG_ATTR_GRAPH || !a->graph)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "it has no graph attribute %s", names[b]);
+        br[b] = a->graph;
+        if (br[b]->n_outputs != n->n_outputs)
+            return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "its %s has %d outputs; the node has %d", names[b],
+                                 br[b]->n_outputs, n->n_outputs);
+    }
+    for (int32_t j = 0; j < n->n_outputs; j++) {
+        const sg_value *t = &br[0]->values[br[0]->outputs[j]], *e = &br[1]->values[br[1]->outputs[j]];
+        sg_dtype dt = t->dtype != SEGRT_DTYPE_UNDEFINED ? t->dtype : e->dtype;
+        sg_shape s = sg_shape_unknown();
+        if (sg_shape_is_static(&t->declared) && sg_shape_is_static(&e->declared) &&
+            t->declared.rank == e->declared.rank) {
+            s = t->declared;
+            for (int32_t d = 0; d < s.rank; d++)
+                if (t->declared.d[d].size != e->declared.d[d].size)
+                    s.d[d] = (sg_dim){SG_DIM_UNKNOWN, SG_NO_SYM};
+        }
+        SG_TRY(sg_infer_set_output(g, n, j, dt, &s));
+    }
+    return SEGRT_OK;
+}

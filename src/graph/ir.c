@@ -30,6 +30,7 @@ static void attr_free(sg_attr *a)
         free(a->strings[i]);
     free(a->strings);
     sg_blob_unref(a->t_data);
+    sg_graph_free(a->graph);
 }
 
 static void node_free(sg_node *n)
@@ -165,7 +166,7 @@ sg_status sg_graph_add_sym(sg_graph *g, const char *name, int32_t *out)
     return SEGRT_OK;
 }
 
-static sg_status attr_clone(const sg_attr *a, sg_attr *d)
+sg_status sg_attr_copy(const sg_attr *a, sg_attr *d)
 {
     memset(d, 0, sizeof *d);
     d->kind = a->kind;
@@ -198,6 +199,8 @@ static sg_status attr_clone(const sg_attr *a, sg_attr *d)
             if (!(d->strings[i] = sg_strdup(a->strings[i])))
                 return SEGRT_ERROR_OUT_OF_MEMORY;
     }
+    if (a->graph)
+        SG_TRY(sg_graph_clone(a->graph, &d->graph));
     return SEGRT_OK;
 }
 
@@ -241,7 +244,7 @@ static sg_status clone_into(const sg_graph *g, sg_graph *c)
                 return SEGRT_ERROR_OUT_OF_MEMORY;
             for (int32_t a = 0; a < n->n_attrs; a++) {
                 d->n_attrs = a + 1; /* counts the partly copied one for cleanup */
-                SG_TRY(attr_clone(&n->attrs[a], &d->attrs[a]));
+                SG_TRY(sg_attr_copy(&n->attrs[a], &d->attrs[a]));
             }
         }
     }

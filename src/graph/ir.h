@@ -59,8 +59,11 @@ typedef enum sg_attr_kind {
     SG_ATTR_INTS,
     SG_ATTR_FLOATS,
     SG_ATTR_STRINGS,
-    SG_ATTR_TENSOR
+    SG_ATTR_TENSOR,
+    SG_ATTR_GRAPH /* an If's branch: a graph of its own (sg_graph_branch) */
 } sg_attr_kind;
+
+struct sg_graph;
 
 typedef struct sg_attr {
     char *name;
@@ -77,6 +80,10 @@ typedef struct sg_attr {
     int32_t t_rank;
     int64_t t_dims[SEGRT_MAX_RANK];
     sg_blob *t_data;
+    /* GRAPH: owned. A branch has no inputs; the values its nodes read that
+     * nothing in it produces (no producer, no data) are the enclosing
+     * graph's values of the same names. */
+    struct sg_graph *graph;
 } sg_attr;
 
 typedef struct sg_node {
@@ -152,6 +159,10 @@ sg_status sg_graph_compact(sg_graph *g);
 
 /* Number of live nodes that read value v, plus one if it is a graph output. */
 int32_t *sg_graph_use_counts(const sg_graph *g);
+
+/* A deep copy of a into d (d's memory is overwritten; on failure what
+ * was copied is still d's to free with its node). */
+sg_status sg_attr_copy(const sg_attr *a, sg_attr *d);
 
 /* Attribute look-ups by name; NULL or the default when absent. */
 const sg_attr *sg_attr_find(const sg_node *n, const char *name);

@@ -21,9 +21,10 @@ sg_status sg_graph_optimize(sg_graph *g, sg_eval_lookup lookup)
     /* Each pass can expose work for the others (a removed Identity makes a
      * Shape foldable, a fold makes a Pad's pads constant); a handful of
      * rounds reaches the fixed point on every exporter's output seen. */
-    for (int round = 0; round < 8; round++) {
+    for (int round = 0; round < 16; round++) {
         int32_t changed = 0;
         SG_TRY(sg_pass_fold_constants(g, &fold, &changed));
+        SG_TRY(sg_pass_fold_if(g, &changed));
         SG_TRY(sg_pass_simplify(g, &changed));
         SG_TRY(sg_pass_fold_batchnorm(g, &changed));
         SG_TRY(sg_pass_dead_nodes(g, &changed));

@@ -43,6 +43,13 @@ sg_status sg_pass_simplify(sg_graph *g, int32_t *changed);
  * BatchNormalization). */
 sg_status sg_pass_fold_batchnorm(sg_graph *g, int32_t *changed);
 
+/* Replaces each If whose condition is a constant (one boolean) by the
+ * nodes of the branch it takes (pass_if.c). */
+sg_status sg_pass_fold_if(sg_graph *g, int32_t *changed);
+/* The error for an If left in a graph that is to run: its condition was
+ * not a constant when the plan was built. */
+sg_status sg_if_not_folded(const sg_node *n);
+
 /* Marks dead every node that no graph output depends on. */
 sg_status sg_pass_dead_nodes(sg_graph *g, int32_t *changed);
 

@@ -237,6 +237,8 @@ static sg_status attr_proto(exporter *ex, const sg_node *n, const sg_attr *a,
         SG_TRY(tensor_proto(ex, NULL, what, a->t_dtype, a->t_rank, a->t_dims, a->t_data, &p->t));
         break;
     }
+    case SG_ATTR_GRAPH: /* an If is folded before a plan is written (sg_pass_fold_if) */
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "graph attribute `%s`: a plan holds no branches", a->name);
     default:
         return sg_node_error(n, SEGRT_ERROR_INVALID_ARGUMENT, "attribute `%s` has unknown kind %d",
                              a->name, (int)a->kind);

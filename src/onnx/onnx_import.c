@@ -54,7 +54,13 @@ typedef struct importer {
     size_t n_ctxs;
     char **strs; /* names made for inlined bodies, freed with the importer */
     size_t n_strs, cap_strs;
+    /* An If's branch: a name nothing in it defines is the enclosing
+     * graph's value of that name (ir.h's SG_ATTR_GRAPH). */
+    bool branch;
 } importer;
+
+static sg_status branch_convert(const importer *outer, const Onnx__GraphProto *gp, const char *node,
+                                sg_graph **out);
 
 static bool is_default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
 
@@ -530,9 +536,15 @@ static sg_status attr_convert(const importer *im, const Onnx__AttributeProto *a,
         sg_status s = tensor_convert(im, a->t, NULL, name, &d->t_dtype, &d->t_rank, d->t_dims, &d->t_data);
         return s == SEGRT_OK ? s : sg_error_prefix(s, "node `%s`: attribute: ", node);
     }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+        d->kind = SG_ATTR_GRAPH;
+        if (!a->g)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "node `%s`: graph attribute `%s` is empty", node, name);
+        return branch_convert(im, a->g, node, &d->graph);
     default:
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
-                        "node `%s`: attribute `%s` is a graph, sparse tensor or type, which segrt does not support",
+                        "node `%s`: attribute `%s` is a list of graphs, a sparse tensor or a type, which segrt does "
+                        "not support",
                         node, name);
     }
 }
@@ -612,6 +624,48 @@ static sg_status node_convert(importer *im, const flat_node *fnode, int32_t inde
     return SEGRT_OK;
 }
 
+/* Value `name`, which a branch of node k reads from around it, as an
+ * input of node k (once). */
+static sg_status add_capture(importer *im, int32_t k, const char *name)
+{
+    int32_t v = sg_strmap_get(&im->names, name);
+    if (v < 0 && im->branch) /* from around this branch in turn */
+        SG_TRY(value_lookup_or_add(im, name, &v));
+    sg_node *n = &im->g->nodes[k];
+    if (v < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "a branch reads `%s`, which the graph does not have",
+                             name);
+    for (int32_t i = 1; i < n->n_inputs; i++)
+        if (n->inputs[i] == v)
+            return SEGRT_OK;
+    if (n->n_inputs >= 4096)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "its branches read more than 4096 values");
+    int32_t *in = realloc(n->inputs, sizeof(int32_t) * (size_t)(n->n_inputs + 1));
+    if (!in)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    in[n->n_inputs++] = v;
+    n->inputs = in;
+    return SEGRT_OK;
+}
+
+/* An If's branches read values from around them by name; ONNX leaves that
+ * implicit. They become the If's inputs after its condition, so that
+ * ordering, liveness and the passes see them (ops.def). */
+static sg_status link_captures(importer *im, int32_t k)
+{
+    if (im->g->nodes[k].n_inputs < 1)
+        return SEGRT_OK; /* no condition: inference names the problem */
+    for (int32_t a = 0; a < im->g->nodes[k].n_attrs; a++) {
+        const sg_graph *b = im->g->nodes[k].attrs[a].graph;
+        for (int32_t v = 0; b && v < b->n_values; v++) {
+            const sg_value *bv = &b->values[v];
+            if (bv->producer < 0 && !bv->data && !bv->is_input)
+                SG_TRY(add_capture(im, k, bv->name));
+        }
+    }
+    return SEGRT_OK;
+}
+
 /* Node inputs are resolved after every node's outputs exist, because some
  * exporters write nodes out of order (sg_graph_toposort fixes the order). */
 static sg_status node_link_inputs(importer *im, const flat_node *fnode, int32_t node_index)
@@ -625,6 +679,10 @@ static sg_status node_link_inputs(importer *im, const flat_node *fnode, int32_t 
         if (!in[0])
             continue; /* an omitted optional input */
         int32_t v = sg_strmap_get(&im->names, in);
+        if (v < 0 && im->branch) { /* the enclosing graph's */
+            SG_TRY(value_lookup_or_add(im, in, &v));
+            n = &im->g->nodes[node_index];
+        }
         if (v < 0)
             return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL,
                                  "input `%s` is neither a graph input, an initializer nor the output of a node",
@@ -634,7 +692,7 @@ static sg_status node_link_inputs(importer *im, const flat_node *fnode, int32_t 
     /* Trailing omitted inputs do not count towards the input count. */
     while (n->n_inputs > 0 && n->inputs[n->n_inputs - 1] < 0)
         n->n_inputs--;
-    return SEGRT_OK;
+    return n->op == SG_OP_IF ? link_captures(im, node_index) : SEGRT_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -661,6 +719,9 @@ static sg_status model_opset(const Onnx__ModelProto *m, int64_t *opset)
     return SEGRT_OK;
 }
 
+static sg_status initializers(importer *im, const Onnx__GraphProto *gp, bool take);
+static sg_status nodes_and_outputs(importer *im, const Onnx__GraphProto *gp);
+
 static sg_status graph_convert(importer *im, const Onnx__ModelProto *m)
 {
     const Onnx__GraphProto *gp = m->graph;
@@ -678,29 +739,7 @@ static sg_status graph_convert(importer *im, const Onnx__ModelProto *m)
     for (size_t i = 0; i < m->n_metadata_props; i++)
         SG_TRY(sg_graph_add_meta(g, str_or_empty(m->metadata_props[i]->key),
                                  str_or_empty(m->metadata_props[i]->value)));
-    if (gp->n_sparse_initializer)
-        return sg_error(SEGRT_ERROR_UNSUPPORTED, "sparse initializers are not supported");
-    if (gp->n_node > (size_t)INT32_MAX / 4 || gp->n_initializer > (size_t)INT32_MAX / 4)
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "the graph is too large");
-
-    for (size_t i = 0; i < gp->n_initializer; i++) {
-        Onnx__TensorProto *t = gp->initializer[i];
-        const char *name = str_or_empty(t->name);
-        if (!name[0])
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "initializer %zu has no name", i);
-        if (sg_strmap_get(&im->names, name) >= 0)
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "initializer `%s` is defined twice", name);
-        int32_t v;
-        SG_TRY(value_lookup_or_add(im, name, &v));
-        sg_value *val = &g->values[v];
-        int32_t rank;
-        int64_t dims[SEGRT_MAX_RANK];
-        SG_TRY(tensor_convert(im, t, t, name, &val->dtype, &rank, dims, &val->data));
-        val = &g->values[v];
-        val->shape = sg_shape_of_dims(dims, rank);
-        val->declared = val->shape;
-        val->is_initializer = true;
-    }
+    SG_TRY(initializers(im, gp, true));
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         const char *name = str_or_empty(vi->name);
@@ -715,6 +754,49 @@ static sg_status graph_convert(importer *im, const Onnx__ModelProto *m)
         SG_TRY(value_info_type(im, vi, &g->values[v]));
         SG_TRY(sg_graph_add_input(g, v));
     }
+    SG_TRY(nodes_and_outputs(im, gp));
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        if (g->values[g->inputs[i]].dtype == SEGRT_DTYPE_UNDEFINED)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "graph input `%s` has no element type",
+                            g->values[g->inputs[i]].name);
+    SG_TRY(sg_graph_toposort(g));
+    return sg_graph_infer(g);
+}
+
+/* gp's initializers as constant values (take: converted once, their raw
+ * data adopted where it can be: the main graph's). */
+static sg_status initializers(importer *im, const Onnx__GraphProto *gp, bool take)
+{
+    sg_graph *g = im->g;
+    if (gp->n_sparse_initializer)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "sparse initializers are not supported");
+    if (gp->n_node > (size_t)INT32_MAX / 4 || gp->n_initializer > (size_t)INT32_MAX / 4)
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "the graph is too large");
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        Onnx__TensorProto *t = gp->initializer[i];
+        const char *name = str_or_empty(t->name);
+        if (!name[0])
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "initializer %zu has no name", i);
+        if (sg_strmap_get(&im->names, name) >= 0)
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "initializer `%s` is defined twice", name);
+        int32_t v;
+        SG_TRY(value_lookup_or_add(im, name, &v));
+        sg_value *val = &g->values[v];
+        int32_t rank;
+        int64_t dims[SEGRT_MAX_RANK];
+        SG_TRY(tensor_convert(im, t, take ? t : NULL, name, &val->dtype, &rank, dims, &val->data));
+        val = &g->values[v];
+        val->shape = sg_shape_of_dims(dims, rank);
+        val->declared = val->shape;
+        val->is_initializer = true;
+    }
+    return SEGRT_OK;
+}
+
+/* gp's nodes (functions inlined) and its outputs. */
+static sg_status nodes_and_outputs(importer *im, const Onnx__GraphProto *gp)
+{
+    sg_graph *g = im->g;
     static const fn_ctx top = {0};
     SG_TRY(flatten(im, gp->node, gp->n_node, &top, 0));
     if (im->n_nodes > (size_t)INT32_MAX / 4)
@@ -729,6 +811,8 @@ static sg_status graph_convert(importer *im, const Onnx__ModelProto *m)
         const Onnx__ValueInfoProto *vi = gp->output[i];
         const char *name = str_or_empty(vi->name);
         int32_t v = sg_strmap_get(&im->names, name);
+        if (v < 0 && im->branch && name[0]) /* the enclosing graph's value, given as it is */
+            SG_TRY(value_lookup_or_add(im, name, &v));
         if (v < 0)
             return sg_error(SEGRT_ERROR_INVALID_MODEL, "graph output `%s` is not computed by any node", name);
         if (g->values[v].is_output)
@@ -741,12 +825,42 @@ static sg_status graph_convert(importer *im, const Onnx__ModelProto *m)
         }
         SG_TRY(sg_graph_add_output(g, v));
     }
-    for (int32_t i = 0; i < g->n_inputs; i++)
-        if (g->values[g->inputs[i]].dtype == SEGRT_DTYPE_UNDEFINED)
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "graph input `%s` has no element type",
-                            g->values[g->inputs[i]].name);
-    SG_TRY(sg_graph_toposort(g));
-    return sg_graph_infer(g);
+    return SEGRT_OK;
+}
+
+static sg_status branch_convert(const importer *outer, const Onnx__GraphProto *gp, const char *node,
+                                sg_graph **out)
+{
+    *out = NULL;
+    if (gp->n_input)
+        return sg_error(SEGRT_ERROR_UNSUPPORTED, "node `%s`: a graph attribute with %zu inputs (a loop's body); "
+                        "segrt takes an If's branches", node, gp->n_input);
+    importer sub = {0};
+    sub.base_dir = outer->base_dir;
+    sub.m = outer->m;
+    sub.branch = true;
+    sg_strmap_init(&sub.names);
+    sg_strmap_init(&sub.syms);
+    sg_status s = sg_graph_new(&sub.g);
+    if (s == SEGRT_OK) {
+        sub.g->opset = outer->g->opset;
+        free(sub.g->path);
+        sub.g->path = sg_strdup(outer->g->path);
+        s = sub.g->path ? initializers(&sub, gp, false) : SEGRT_ERROR_OUT_OF_MEMORY;
+    }
+    if (s == SEGRT_OK)
+        s = nodes_and_outputs(&sub, gp);
+    if (s == SEGRT_OK)
+        s = sg_graph_toposort(sub.g);
+    sg_strmap_free(&sub.names);
+    sg_strmap_free(&sub.syms);
+    importer_free_flat(&sub);
+    if (s != SEGRT_OK) {
+        sg_graph_free(sub.g);
+        return s;
+    }
+    *out = sub.g;
+    return SEGRT_OK;
 }
 
 /* protobuf-c's allocations: those of a page or more 64-byte aligned, so

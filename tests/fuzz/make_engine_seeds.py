@@ -150,6 +150,14 @@ def edges(out, rng):
         save(out / f"{name}.onnx", nodes, inputs, [out_info("y", 4)], inits, opset=18)
 
 
+def if_shape(out):
+    """An If on the input's height with an If inside a branch
+    (tests/python/test_if.py's model): fuzz_engine's bound dims take
+    either branch."""
+    import test_if
+    onnx.save(test_if.shape_model(), str(out / "net-if-shape.onnx"))
+
+
 def main():
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "seeds" / "engine"
     out.mkdir(parents=True, exist_ok=True)
@@ -161,7 +169,8 @@ def main():
     conv3d_norm(out, rng)
     value_shapes(out)
     edges(out, rng)
-    kept = 4 + 8
+    if_shape(out)
+    kept = 4 + 8 + 1
     for name, fam in sorted(opgen.FAMILIES.items()):
         if fam.gen is None:
             continue

@@ -71,6 +71,8 @@ static bool attr_eq(const sg_attr *a, const sg_attr *b)
         return a->t_dtype == b->t_dtype && a->t_rank == b->t_rank &&
                memcmp(a->t_dims, b->t_dims, sizeof(int64_t) * (size_t)a->t_rank) == 0 &&
                blob_eq(a->t_data, b->t_data);
+    case SG_ATTR_GRAPH: /* never exported: If is folded before a plan is written */
+        return false;
     }
     return false;
 }

@@ -126,6 +126,8 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_GEMM] = sg_ref_gemm,
     [SG_OP_EINSUM] = sg_ref_einsum,
     [SG_OP_ATTENTION] = sg_ref_attention,
+
+    [SG_OP_IF] = sg_ref_if,
 };
 
 sg_ref_kernel_fn sg_ref_kernel(sg_op op) { return (unsigned)op < SG_OP_COUNT ? table[op] : NULL; }

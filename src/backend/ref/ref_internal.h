@@ -65,6 +65,9 @@ REF_KERNEL(sg_ref_size);
 REF_KERNEL(sg_ref_constant_of_shape);
 REF_KERNEL(sg_ref_range);
 REF_KERNEL(sg_ref_constant);
+/* If: never run (sg_pass_fold_if replaces it where its condition is a
+ * constant); the error says so. */
+REF_KERNEL(sg_ref_if);
 REF_KERNEL(sg_ref_reduce);
 REF_KERNEL(sg_ref_arg_max);
 REF_KERNEL(sg_ref_mat_mul);
