@@ -1,6 +1,7 @@
 #include "graph/infer.h"
 #include "graph/passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool same_static_shape(const sg_shape *a, const sg_shape *b)
@@ -219,8 +220,36 @@ static bool redirect(sg_graph *g, readers *r, int32_t from, int32_t to)
     return true;
 }
 
+/* CastLike(x, like) is Cast(x, to = like's dtype) once that dtype is
+ * known (its values are never read): the backends then need Cast only. */
+static sg_status cast_like_to_cast(sg_graph *g, int32_t *changed)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        sg_node *n = &g->nodes[i];
+        if (n->dead || n->op != SG_OP_CAST_LIKE || n->n_inputs < 2 || n->inputs[1] < 0 ||
+            g->values[n->inputs[1]].dtype == SEGRT_DTYPE_UNDEFINED)
+            continue;
+        sg_attr *a = realloc(n->attrs, sizeof *a * (size_t)(n->n_attrs + 1));
+        if (!a)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        n->attrs = a;
+        memset(&a[n->n_attrs], 0, sizeof *a);
+        if (!(a[n->n_attrs].name = sg_strdup("to")))
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        a[n->n_attrs].kind = SG_ATTR_INT;
+        a[n->n_attrs].i = (int64_t)g->values[n->inputs[1]].dtype; /* segrt's dtypes are ONNX's numbers */
+        n->n_attrs++;
+        n->op = SG_OP_CAST;
+        n->n_inputs = 1;
+        if (changed)
+            (*changed)++;
+    }
+    return SEGRT_OK;
+}
+
 sg_status sg_pass_simplify(sg_graph *g, int32_t *changed)
 {
+    SG_TRY(cast_like_to_cast(g, changed));
     readers r = {0};
     SG_TRY(readers_init(g, &r));
     for (int32_t i = 0; i < g->n_nodes; i++) {

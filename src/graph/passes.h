@@ -35,7 +35,8 @@ sg_status sg_pass_fold_constants(sg_graph *g, const sg_fold_options *o, int32_t 
 /* Removes Identity and inference-mode Dropout, and operators that do
  * nothing for the bound shapes: Pad with zero pads, Reshape/Flatten/
  * Squeeze/Unsqueeze/Expand to the same shape, Cast to the same dtype,
- * Transpose by the identity, Slice of everything, Concat of one input. */
+ * Transpose by the identity, Slice of everything, Concat of one input.
+ * First, a CastLike whose target's dtype is known becomes a Cast. */
 sg_status sg_pass_simplify(sg_graph *g, int32_t *changed);
 
 /* Folds inference BatchNormalization into the Conv or ConvTranspose that

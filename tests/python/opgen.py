@@ -1535,6 +1535,20 @@ def gen_cast(rng):
     return g.case()
 
 
+@family("cast_like", 20)
+def gen_cast_like(rng):
+    """CastLike of a computed value (segrt's simplify pass makes it a Cast
+    to the target's dtype): the target a graph input or a constant, of any
+    shape (its values are never read)."""
+    src, dst = pick(rng, ALL_DTYPES), pick(rng, ALL_DTYPES)
+    g = Graph(rng, int(pick(rng, [15, 17, 19, 21])))
+    xs = dims(rng, int(rng.integers(0, 5)), 1, 6)
+    x = g.op("Identity", [g.input(cast_data(rng, xs, src, dst))])
+    like = values(rng, dims(rng, int(rng.integers(0, 3)), 1, 3), dst)
+    g.output(g.op("CastLike", [x, g.param(like, "like", p_input=0.5)]))
+    return g.case()
+
+
 # ---------------------------------------------------------------------------
 # reductions
 

@@ -19,7 +19,7 @@ FAMILIES = [
     "batch_norm", "instance_norm", "group_norm", "layer_norm", "softmax",
     "concat", "split", "slice", "pad", "reshape", "transpose", "flatten", "squeeze",
     "unsqueeze", "expand", "tile", "gather", "depth_space", "scatter_nd",
-    "cast", "shape_ops", "reduce", "reduce_empty", "argmax", "matmul", "gemm", "einsum", "resize",
+    "cast", "cast_like", "shape_ops", "reduce", "reduce_empty", "argmax", "matmul", "gemm", "einsum", "resize",
     "gather_elements", "scatter_elements", "gather_nd", "cumsum", "trilu", "onehot", "topk", "nonzero", "quant", "grid_sample",
     "attention",
 ]
