@@ -555,13 +555,17 @@ SEGRT_API segrt_status segrt_window_options_set_mirroring(segrt_window_options *
 
 /* The most device memory a windowed run on CUDA may hold: its buffers,
  * accumulators and result staging plus the contexts' activations,
- * workspaces and weights (0, the default: no limit). A budget too small
+ * workspaces and weights (0, the default: no limit). SEGRT_MAX_MEMORY_AUTO:
+ * what the device has free when the run plans its memory, plus what the
+ * run's contexts already hold there, less room for the card's other users
+ * (a display): the larger of 5 % of its memory and 256 MiB. A budget too small
  * for a window's rows of accumulators over the whole plane makes the run
  * go over the image in strips of axis 1, each window once, the sums
  * shared by neighbouring strips kept in pinned host memory between them
  * (the sums then add in another order: equal to the unbounded run's to
  * rounding, not bit for bit); one too small even for that, in thinner
  * slabs of rows, running windows once per slab they touch. */
+#define SEGRT_MAX_MEMORY_AUTO UINT64_MAX
 SEGRT_API segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uint64_t bytes);
 
 /* The element type of the device path's accumulators (the blended sums

@@ -109,9 +109,13 @@ int cli_sw_option(cli_sw_opts *o, int argc, char **argv, int *i)
         o->sw.auto_batch = o->auto_batch;
     } else if (strcmp(a, "--max-memory") == 0) {
         size_t bytes;
-        if (!v || !cli_parse_size(v, &bytes) || bytes == 0)
-            return cli_usage_error("--max-memory wants a size such as 2G or 1500M, not `%s`", v ? v : ""), -1;
-        o->sw.max_memory = bytes;
+        if (v && strcmp(v, "auto") == 0)
+            o->sw.max_memory = SEGRT_MAX_MEMORY_AUTO;
+        else if (!v || !cli_parse_size(v, &bytes) || bytes == 0)
+            return cli_usage_error("--max-memory wants a size such as 2G or 1500M, or auto, not `%s`", v ? v : ""),
+                   -1;
+        else
+            o->sw.max_memory = bytes;
     } else if (strcmp(a, "--max-host-memory") == 0) {
         size_t bytes;
         if (!v || !cli_parse_size(v, &bytes) || bytes == 0)

@@ -62,7 +62,8 @@ typedef struct cli_sw_opts {
     "  --overlap F[,F,F]         overlap of neighbouring windows, in [0, 1) (default 0.25)\n"         \
     "  --sw-batch N|auto         windows per run of the model (default 1; auto: the most that fit\n" \
     "                            the device's free memory or --max-memory, halved on running out)\n" \
-    "  --max-memory SIZE         CUDA: device memory the run may hold, networks included (e.g. 2G);\n" \
+    "  --max-memory SIZE|auto    CUDA: device memory the run may hold, networks included (e.g. 2G;\n" \
+    "                            auto: what is free less 5% of the device, at least 256 MiB);\n"    \
     "                            accumulators then go in strips (shared sums in host memory), or\n" \
     "                            thinner slabs of rows if they must\n"                              \
     "  --max-host-memory SIZE    host memory the job may hold: image, accumulators, result (default:\n" \

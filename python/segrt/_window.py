@@ -24,9 +24,14 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 Progress = Union[bool, None, Callable[[int, int], Any]]
 
 
+_AUTO = 2**64 - 1  # segrt.h's SEGRT_MAX_MEMORY_AUTO
+
+
 def _bytes(v: Union[int, str, None], what: str) -> int:
     if v is None:
         return 0
+    if what == "max_memory" and isinstance(v, str) and v.strip().lower() == "auto":
+        return _AUTO
     if isinstance(v, bool):
         raise TypeError(f"{what}: want bytes (an int, or a size such as '2G'), not {v!r}")
     if isinstance(v, int):
@@ -127,8 +132,9 @@ def sliding_window(engine_or_engines: Union[Engine, Iterable[Engine]], image: An
 
     `sw_batch`: windows per run of the network, or ``"auto"``: on CUDA the
     largest batch that fits the device's free memory or `max_memory`
-    (bytes, or ``"2G"``), halved and retried while a run runs out of
-    memory; 1 on the CPU. `accumulator`: the element type of the CUDA
+    (bytes, or ``"2G"``, or ``"auto"``: what the device has free less room
+    for its other users, 5 % of it and at least 256 MiB), halved and
+    retried while a run runs out of memory; 1 on the CPU. `accumulator`: the element type of the CUDA
     path's blended sums, ``"fp32"``, ``"fp16"`` or ``"bf16"``: half the
     accumulators' memory (many classes under `max_memory`) at 11 (8) bits
     a sum, so labels may change where two classes nearly tie; the CPU

@@ -143,7 +143,7 @@ segrt_status segrt_window_options_set_mirroring(segrt_window_options *opts, uint
 segrt_status segrt_window_options_set_max_memory(segrt_window_options *opts, uint64_t bytes)
 {
     CHECK_OPTS(opts);
-    opts->o.max_memory = (size_t)bytes;
+    opts->o.max_memory = bytes == SEGRT_MAX_MEMORY_AUTO ? SG_SW_MEMORY_AUTO : (size_t)bytes;
     return SEGRT_OK;
 }
 

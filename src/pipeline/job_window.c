@@ -103,7 +103,7 @@ static sg_status job_sw_options(const segrt_window_job_options *j, sg_sw_options
     o->activation = (sg_sw_activation)j->activation;
     o->threshold = j->threshold;
     o->tta_axes = j->mirror_axes;
-    o->max_memory = (size_t)j->max_memory;
+    o->max_memory = j->max_memory == SEGRT_MAX_MEMORY_AUTO ? SG_SW_MEMORY_AUTO : (size_t)j->max_memory;
     o->whole = j->whole_accumulators != 0;
     if (j->accumulator != SEGRT_DTYPE_UNDEFINED && j->accumulator != SEGRT_DTYPE_FLOAT32 &&
         j->accumulator != SEGRT_DTYPE_FLOAT16 && j->accumulator != SEGRT_DTYPE_BFLOAT16)

@@ -157,10 +157,11 @@ sg_status sg_sw_auto_batch(const sg_sw_options *opts, const sg_tensor *image, se
     per_window += 4u * (uint64_t)roi_numel * (uint64_t)(C + K * (1 + (flips > 1) + (n > 1)));
     fixed += 4u * (uint64_t)((K + 1) * rows * pad_plane) + 4u * (uint64_t)(C * 2 * rows * plane);
     uint64_t budget = o->max_memory;
-    if (!budget) {
+    if (!budget || budget == SG_SW_MEMORY_AUTO) {
         segrt_device_info di;
         SG_TRY(segrt_cuda_device_info(device, &di));
-        budget = di.free_memory_bytes + held;
+        budget = budget ? sg_sw_auto_budget(di.free_memory_bytes, di.total_memory_bytes, held)
+                        : di.free_memory_bytes + held;
     }
     budget = budget / 10 * 9; /* room for what the estimate misses */
     int64_t b = budget > fixed ? (int64_t)((budget - fixed) / (per_window ? per_window : 1)) : 1;
@@ -168,6 +169,13 @@ sg_status sg_sw_auto_batch(const sg_sw_options *opts, const sg_tensor *image, se
     b = b < 64 ? b : 64;
     *out = b < 1 ? 1 : (int32_t)b;
     return SEGRT_OK;
+}
+
+uint64_t sg_sw_auto_budget(uint64_t free_bytes, uint64_t total_bytes, uint64_t held_bytes)
+{
+    uint64_t room = total_bytes / 20 > ((uint64_t)256 << 20) ? total_bytes / 20 : (uint64_t)256 << 20;
+    uint64_t have = free_bytes + held_bytes < free_bytes ? UINT64_MAX : free_bytes + held_bytes;
+    return have > room ? have - room : 0;
 }
 
 /* Position p of the padded axis in an axis of n voxels padded by `begin`

@@ -64,9 +64,9 @@ typedef struct sg_sw_options {
     uint32_t tta_axes;
     /* The device path (sw_device.h): the most device memory the windows'
      * buffers, accumulators, staging and the contexts may hold together
-     * (0: no limit). Under a tight budget the accumulators are held for a
-     * slab of rows thinner than a window and windows run once per slab
-     * they touch. */
+     * (0: no limit; SG_SW_MEMORY_AUTO: what the device has). Under a tight
+     * budget the accumulators are held for a slab of rows thinner than a
+     * window and windows run once per slab they touch. */
     size_t max_memory;
     /* The device path's accumulators: SEGRT_DTYPE_FLOAT32 (or 0),
      * FLOAT16, BFLOAT16 (segrt_window_options_set_accumulator). */
@@ -147,6 +147,16 @@ void sg_sw_flips(uint32_t axes, int32_t n_dims, uint32_t *flips, int32_t *n);
 
 /* The activation an output kind applies when the options say "default". */
 sg_sw_activation sg_sw_effective_activation(const sg_sw_options *o);
+
+/* max_memory's "auto" (segrt.h's SEGRT_MAX_MEMORY_AUTO): what the device
+ * has free when the run plans its memory, plus what the job's contexts
+ * and kept buffers hold there already, less room for others on the card
+ * (a display, another process): sg_sw_auto_budget. */
+#define SG_SW_MEMORY_AUTO SIZE_MAX
+
+/* The "auto" budget: free + held less the larger of 5 % of the device's
+ * total and 256 MiB (0 where that leaves nothing). */
+uint64_t sg_sw_auto_budget(uint64_t free_bytes, uint64_t total_bytes, uint64_t held_bytes);
 
 /* MONAI's defaults: overlap 0.25, one window a run, constant blend, sigma
  * scale 0.125, constant padding with 0, MONAI's grid, logits. */

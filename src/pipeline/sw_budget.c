@@ -153,7 +153,7 @@ static bool choose_strips(sw_job *r, uint64_t fixed)
 {
     const sw_geometry *q = &r->geo;
     sw_strips *sp = &r->strips;
-    uint64_t budget = r->o->max_memory, es = r->acc.acc_esize;
+    uint64_t budget = r->budget, es = r->acc.acc_esize;
     /* A host image read through a ring of rows goes up again for every
      * strip (7 x 400 MiB took 0.9 s of host time on the GPU machine):
      * where the budget has room, the whole image stays on the device. */
@@ -183,11 +183,36 @@ static bool choose_strips(sw_job *r, uint64_t fixed)
     return false;
 }
 
+/* The options' budget, "auto" resolved against the device's memory now:
+ * what the contexts and the buffers kept from the last run hold is the
+ * job's too (not free, yet to be used). */
+static sg_status resolve_budget(sw_job *r)
+{
+    r->budget = r->o->max_memory;
+    if (r->budget != SG_SW_MEMORY_AUTO)
+        return SEGRT_OK;
+    segrt_device_info di;
+    SG_TRY(segrt_cuda_device_info(r->device, &di));
+    uint64_t held = sw_context_bytes(r);
+    const sg_sw_keep *k = r->mem.keep;
+    for (int32_t i = 0; k && i < k->n; i++)
+        if (k->block[i])
+            held += k->bytes[i];
+    r->budget = sg_sw_auto_budget(di.free_memory_bytes, di.total_memory_bytes, held);
+    if (!r->budget)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY,
+                        "sliding windows: CUDA device %d has %.1f MiB free of %.1f MiB, less than the room "
+                        "--max-memory auto leaves for others",
+                        (int)r->device, di.free_memory_bytes / 1048576.0, di.total_memory_bytes / 1048576.0);
+    return SEGRT_OK;
+}
+
 /* Sizes the accumulators (ring and passes), the image ring and the result
  * staging against the memory budget, then allocates everything. */
 sg_status sw_plan_memory(sw_job *r)
 {
     const sg_sw_options *o = r->o;
+    SG_TRY(resolve_budget(r));
     sw_geometry *q = &r->geo;
     sw_accum *a = &r->acc;
     sw_result *res = &r->out;
@@ -241,30 +266,30 @@ sg_status sw_plan_memory(sw_job *r)
         sp->rest *= q->g.padded[d];
     sp->per = q->g.n_dims > 1 ? q->g.n_starts[1] : 1;
     sp->max_cols = q->g.n_dims > 1 ? q->g.padded[1] : 1;
-    if (o->max_memory) {
+    if (r->budget) {
         uint64_t need = fixed + (uint64_t)a->ring_rows * (row_bytes + staged_row);
         /* Over the budget: strips of axis 1 where the result is made
          * whole on the device (a strip finishes a part of every row),
          * else thinner slabs of rows, their windows run once per slab. */
-        bool strips = need > o->max_memory && !o->whole && whole_result && q->g.n_dims > 1 &&
+        bool strips = need > r->budget && !o->whole && whole_result && q->g.n_dims > 1 &&
                       q->g.n_starts[1] > 1 && choose_strips(r, fixed);
         /* A budget the job cannot run in is a bad option, not a failure
          * of the run: INVALID_ARGUMENT, with the least that would do. */
-        if (need > o->max_memory && !strips) {
+        if (need > r->budget && !strips) {
             if (o->whole)
                 return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                                 "sliding windows: whole-image accumulators need %.1f MiB; the device-memory budget "
                                 "is %.1f MiB",
-                                need / 1048576.0, o->max_memory / 1048576.0);
+                                need / 1048576.0, r->budget / 1048576.0);
             uint64_t per_row = row_bytes + staged_row;
-            uint64_t room = fixed < o->max_memory ? o->max_memory - fixed : 0;
+            uint64_t room = fixed < r->budget ? r->budget - fixed : 0;
             int64_t rows = (int64_t)(room / per_row);
             if (rows < 1)
                 return sg_error(SEGRT_ERROR_INVALID_ARGUMENT,
                                 "sliding windows: a device-memory budget of %.1f MiB is less than one window "
                                 "needs: %.1f MiB (the networks, the window buffers%s %.1f MiB, one row of "
                                 "accumulators %.1f MiB)",
-                                o->max_memory / 1048576.0, (fixed + per_row) / 1048576.0,
+                                r->budget / 1048576.0, (fixed + per_row) / 1048576.0,
                                 whole_result ? " and the result" : res->sink ? " and the result's rows" : "",
                                 fixed / 1048576.0, per_row / 1048576.0);
             a->ring_rows = a->pass_rows = rows;

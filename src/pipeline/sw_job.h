@@ -184,6 +184,7 @@ typedef struct sw_job {
     const sg_sw_options *o;
     const sg_sw_model *models;
     int32_t n_models, device;
+    uint64_t budget; /* o's max_memory, "auto" resolved (sw_plan_memory); 0: none */
     bool enqueued;  /* network runs enqueued and not yet finished */
     int64_t *batch; /* window indices of a batch larger than run_image_pass's own array */
     uint8_t *keep;  /* per window of the grid: 1 runs (the options' keep_window); NULL: all run */

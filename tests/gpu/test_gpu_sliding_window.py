@@ -245,6 +245,22 @@ def test_budget_too_small_is_an_error(tmp_path, gpu):
     assert not (tmp_path / "o.npy").exists()
 
 
+def test_budget_auto_on_a_roomy_device(tmp_path, gpu):
+    """--max-memory auto resolves against the device's free memory: on a
+    device with room for the job the run is the unbounded one (one strip,
+    one pass, the same numbers), and it holds no more than the device had
+    free less the room auto leaves (5 % of it, at least 256 MiB)."""
+    case = BUDGET_CASES["2d-k20-o50-labels"]
+    models = models_for(tmp_path, case)
+    image = image_for(case)
+    ring, pr = run_gpu(tmp_path, case, models, image, tag="ring")
+    got, pa = run_gpu(tmp_path, case, models, image, "--max-memory", "auto", tag="auto")
+    sa = summary(pa)
+    assert sa["passes"] == 1 and strips_of(pa)[0] == 1, pa.stdout
+    assert np.array_equal(got, ring)
+    report({"test": "sw_budget_auto", "held_mib": sa["mib"]})
+
+
 def test_sw_batch_auto(tmp_path, gpu):
     case = SW((90, 70, 60), (32, 32, 32), k=3, overlap=0.5, kind="labels", seed=63)
     models = models_for(tmp_path, case)

@@ -43,6 +43,7 @@ def test_fp32_is_what_the_cpu_does(job):
 
 
 @pytest.mark.parametrize("opt,name", [(["--max-memory", "1G"], "--max-memory"),
+                                      (["--max-memory", "auto"], "--max-memory"),
                                       (["--accumulate", "whole"], "--accumulate"),
                                       (["--accumulate", "slabs"], "--accumulate"),
                                       (["--host-blend"], "--host-blend")])

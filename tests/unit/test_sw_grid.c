@@ -1,7 +1,9 @@
 /* Sliding-window geometry against MONAI's and nnU-Net's conventions
  * (../shared/notes/sliding_window.md): the documented examples, the jobs
  * of ../shared/notes/targets.md, coverage of every voxel on many sizes,
- * the importance map's values, and bad arguments. */
+ * the importance map's values, and bad arguments; and the device-memory
+ * budget --max-memory auto resolves to. */
+#include "pipeline/sliding_window.h"
 #include "pipeline/sw_grid.h"
 #include "testlib.h"
 
@@ -171,9 +173,30 @@ static void bad_arguments(void)
     sg_sw_grid_free(NULL);
 }
 
+/* --max-memory auto's budget (sliding_window.h): free plus what the job
+ * holds, less the larger of 5 % of the device and 256 MiB. */
+static void auto_budget(void)
+{
+    const uint64_t MiB = (uint64_t)1 << 20, GiB = (uint64_t)1 << 30;
+    /* An 8 GiB card with a display: 7 GiB free, 410 MiB left to others. */
+    CHECK(sg_sw_auto_budget(7 * GiB, 8 * GiB, 0) == 7 * GiB - 8 * GiB / 20);
+    /* What the job's contexts hold counts as the job's. */
+    CHECK(sg_sw_auto_budget(7 * GiB, 8 * GiB, GiB) == 8 * GiB - 8 * GiB / 20);
+    /* A small card: at least 256 MiB left. */
+    CHECK(sg_sw_auto_budget(3 * GiB, 4 * GiB, 0) == 3 * GiB - 256 * MiB);
+    /* Less free than the room: nothing (the run refuses). */
+    CHECK(sg_sw_auto_budget(100 * MiB, 4 * GiB, 0) == 0);
+    CHECK(sg_sw_auto_budget(0, 0, 0) == 0);
+    /* No overflow. */
+    CHECK(sg_sw_auto_budget(UINT64_MAX, UINT64_MAX, UINT64_MAX) == UINT64_MAX - UINT64_MAX / 20);
+    /* The public constant is the internal one. */
+    CHECK(SEGRT_MAX_MEMORY_AUTO == UINT64_MAX && SG_SW_MEMORY_AUTO == SIZE_MAX);
+}
+
 int main(void)
 {
     documented_examples();
+    auto_budget();
     targets_jobs();
     padding();
     coverage();
