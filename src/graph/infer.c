@@ -92,15 +92,14 @@ sg_status sg_infer_set_output(sg_graph *g, sg_node *n, int32_t j, sg_dtype dtype
                                      sg_shape_format(g, &s, b, sizeof b));
             if (dd->size >= 0 && s.d[i].size < 0)
                 s.d[i] = *dd;
-            if (dd->size < 0 && dd->sym >= 0) {
-                int64_t bound = g->sym_size[dd->sym];
-                if (s.d[i].size >= 0 && bound >= 0 && bound != s.d[i].size)
-                    return sg_node_error(
-                        n, SEGRT_ERROR_SHAPE, "output `%s` dim %d is `%s` = %lld but computes %lld",
-                        v->name, i, g->syms[dd->sym], (long long)bound, (long long)s.d[i].size);
-                if (s.d[i].size < 0 && s.d[i].sym < 0)
-                    s.d[i].sym = dd->sym;
-            }
+            /* A symbolic name is a name: where the computation gives the
+             * dim another size than the symbol's, the exporter named it
+             * wrongly (torch's TorchScript exporter declared an
+             * EfficientNet UNet's output height `n`, the batch's name,
+             * beside a dynamic batch), and the computed size stands, as in
+             * onnxruntime. */
+            if (dd->size < 0 && dd->sym >= 0 && s.d[i].size < 0 && s.d[i].sym < 0)
+                s.d[i].sym = dd->sym;
         }
     }
     if (v->dtype != SEGRT_DTYPE_UNDEFINED && dtype != SEGRT_DTYPE_UNDEFINED && v->dtype != dtype &&

@@ -1230,6 +1230,14 @@ static void test_graph(void)
     /* A declared output that contradicts the computation. */
     g->values[y[0]].declared = parse_shape(g, "N,12");
     FAILS(sg_graph_infer(g), SEGRT_ERROR_SHAPE);
+    /* A declared symbol that the computation gives another size is a
+     * wrong name (an exporter's), not a contradiction: the computed size
+     * stands once N is bound. */
+    g->values[y[0]].declared = parse_shape(g, "N,N");
+    g->sym_size[g->values[x].shape.d[0].sym] = 2;
+    g->values[x].shape.d[0].size = 2;
+    CHECK(sg_graph_infer(g) == SEGRT_OK);
+    SHAPE_IS(g, y[0], "2x10");
     sg_graph_free(g);
 }
 
