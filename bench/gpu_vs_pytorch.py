@@ -16,6 +16,8 @@ The PyTorch side is the ONNX file turned into a torch.fx module by onnx2torch
   compile  half_cl through torch.compile(mode="max-autotune", dynamic=False),
            compiled once per (model, batch); its first call is timed apart
            as compile_s. Run only at --compile-batches (default 4,16).
+  compile_default  the same with torch.compile's default mode (not run
+           unless asked for)
   segrt    segrt's engine (FP16 by default) through ctypes, fed the same
            FP32 NCHW device tensor, writing an FP32 NCHW device tensor
 
@@ -65,7 +67,8 @@ MODELS = {
     "basicunet2d_tiny": (1, 256, 256),
 }
 DEFAULT_BATCHES = {"basicunet2d": (1, 16), "unet3d_spleen": (1, 4), "basicunet2d_tiny": (1, 16)}
-ALL_MODES = ("eager32", "tf32", "half_cl", "amp", "compile", "segrt")
+ALL_MODES = ("eager32", "tf32", "half_cl", "amp", "compile", "compile_default", "segrt")
+COMPILE_MODES = ("compile", "compile_default")
 DEFAULT_MODES = ("eager32", "half_cl", "amp", "compile", "segrt")
 FLOP_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 
@@ -427,7 +430,7 @@ class Bench:
             case["reference_error"] = f"{type(e).__name__}: {e}"
             log(f"{name} b{batch}: FP32 reference FAILED {case['reference_error']}")
         for mode in self.a.modes:
-            if mode == "compile" and self.a.compile_batches and batch not in self.a.compile_batches:
+            if mode in COMPILE_MODES and self.a.compile_batches and batch not in self.a.compile_batches:
                 case["results"][mode] = {"status": "skipped", "why": f"batch {batch} not in --compile-batches"}
                 continue
             if mode != "segrt" and (cpu_module is None or ref is None):
@@ -450,7 +453,7 @@ class Bench:
                 r = {"status": "error", "error": f"{type(e).__name__}: {e}"}
                 log(f"{name} b{batch} {mode}: FAILED {r['error']}")
             finally:
-                if mode == "compile":
+                if mode in COMPILE_MODES:
                     torch._dynamo.reset()
             case["results"][mode] = r
             self.write()
@@ -494,8 +497,8 @@ class Bench:
             m = m.half().to(memory_format=cl)
             x = x32.half().contiguous(memory_format=cl)
         f, before = m, None
-        if mode == "compile":
-            f = torch.compile(m, mode="max-autotune", dynamic=False)
+        if mode in COMPILE_MODES:
+            f = torch.compile(m, mode="max-autotune" if mode == "compile" else "default", dynamic=False)
             # CUDA-graph trees: each call starts a new step, so an output
             # still referenced is never reused under us.
             before = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
@@ -506,7 +509,7 @@ class Bench:
             t0 = time.perf_counter()
             y = first_output(f(x))
             torch.cuda.synchronize()
-            out["compile_s" if mode == "compile" else "first_call_s"] = time.perf_counter() - t0
+            out["compile_s" if mode in COMPILE_MODES else "first_call_s"] = time.perf_counter() - t0
             # Cloned at once: a CUDA-graph output is overwritten by the next replay.
             y = y.float().contiguous()
             out["accuracy"] = accuracy(torch, y, ref)

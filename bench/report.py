@@ -37,6 +37,7 @@ MODE_NAMES = {
     "half_cl": "PyTorch eager FP16 channels-last",
     "amp": "PyTorch AMP FP16 channels-last",
     "compile": "torch.compile max-autotune FP16",
+    "compile_default": "torch.compile default FP16",
     "segrt": "segrt",
 }
 EAGER = ("eager32", "tf32", "half_cl", "amp")

@@ -21,6 +21,7 @@
 #   usage: scripts/gpu-check.sh [gpu|all|tests|bench|sw|profile|python] [extra pytest args for tests/gpu]
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
+#          scripts/gpu-check.sh corpus [NET,NET...]   (bench/corpus_vs_pytorch: check.py --device cuda, run.py)
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
 #          scripts/gpu-check.sh ab [ROUNDS]   (old build vs this one; GPU_CARRY_OLD for gpu-carry.sh)
 #          scripts/gpu-check.sh steps        (the old build's plans vs this one's, step by step)
@@ -73,6 +74,21 @@ if [ "$what" = torch ]; then
     step "torch-$model" python3 "$root/bench/gpu_vs_pytorch.py" --pythonpath /tmp/segrt-o2t --models "$BENCH_MODELS" \
         --models-list "$model" --batches "$batches" --out "$out/gpu_vs_pytorch-$model.json"
     tail -n 30 "$out/torch-$model.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = corpus ]; then
+    # bench/corpus_vs_pytorch: FP32 numbers against PyTorch on the GPU
+    # (check.py, the bench shapes), then the benchmark (run.py). monai and
+    # dynamic_network_architectures come from bench/volume_vs_monai's
+    # carried set b (carry.sh install b first, in the same lease).
+    nets=${1:-}
+    export PYTHONPATH=$root/bench/volume_vs_monai/.env/site:${PYTHONPATH:-}
+    step corpus-check python3 "$root/bench/corpus_vs_pytorch/check.py" --segrt "$SEGRT" --device cuda \
+        --exporters torchscript --json "$out/corpus_check.json" ${nets:+--nets "$nets"}
+    step corpus-bench python3 "$root/bench/corpus_vs_pytorch/run.py" --out "$out/corpus_vs_pytorch.json" \
+        ${nets:+--nets "$nets"}
+    tail -n 40 "$out/corpus-bench.log"
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
