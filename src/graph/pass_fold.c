@@ -40,6 +40,8 @@ static bool fold_shape_like(sg_graph *g, sg_node *n, sg_blob **out)
 static sg_status fold_node(sg_graph *g, sg_node *n, const sg_fold_options *o, bool *folded)
 {
     *folded = false;
+    if (n->op == SG_OP_IF) /* its branch replaces it (sg_pass_fold_if), whatever its inputs */
+        return SEGRT_OK;
     if (n->op == SG_OP_SHAPE || n->op == SG_OP_SIZE) {
         sg_blob *b;
         if (n->outputs[0] < 0 || !fold_shape_like(g, n, &b))

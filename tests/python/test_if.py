@@ -87,6 +87,27 @@ def test_branch_gives_an_outer_value_and_a_constant(tmp_path):
         opgen.check_case(opgen.Case(m, {"x": x}), tmp_path / str(flag), f"If cond={flag}", "pytest test_if.py")
 
 
+def test_every_input_constant(tmp_path):
+    """An If whose condition and every value its branches read are
+    constants, its outputs declared: the branch is spliced in (constant
+    folding must leave the If to the If pass), then folds."""
+    decl = [helper.make_tensor_value_info("z", F, [2, 2])]
+    then = branch("then", [helper.make_node("Add", ["c1", "c2"], ["z"])], decl, [const("c2", np.full((2, 2), 3.0))])
+    other = branch("else", [helper.make_node("Neg", ["c1"], ["z"])], decl)
+    for flag in (True, False):
+        nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+                 helper.make_node("Add", ["y", "x"], ["out"])]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 2])],
+                                  [helper.make_tensor_value_info("out", F, [2, 2])],
+                                  [numpy_helper.from_array(np.array(flag), "cond"),
+                                   const("c1", np.arange(4).reshape(2, 2))])
+        m = helper.make_model(graph, opset_imports=OPSET)
+        m.ir_version = 8
+        (tmp_path / str(flag)).mkdir()
+        x = np.ones((2, 2), np.float32)
+        opgen.check_case(opgen.Case(m, {"x": x}), tmp_path / str(flag), f"constant If {flag}", "pytest test_if.py")
+
+
 def test_condition_from_an_input_is_refused(tmp_path):
     out = [helper.make_tensor_value_info("y", F, None)]
     nodes = [helper.make_node("If", ["cond"], ["r"], name="choose",
