@@ -59,8 +59,8 @@ static sg_status rename_captures(sg_graph *b, char *const *old, char *const *new
 
 typedef struct splice {
     sg_graph *g;
-    sg_strmap names; /* every value name of g */
-    int32_t *map;    /* branch value -> g value */
+    sg_strmap names;   /* every value name of g */
+    int32_t *map;      /* branch value -> g value */
     char **old, **new; /* the branch's produced values' names, before and after */
     int32_t n_renamed;
 } splice;
