@@ -161,8 +161,8 @@ struct sg_slide_job {
     /* The output. */
     sg_sink *sink;
     segrt_dtype out_dtype;
-    int32_t out_ch;    /* 1 (labels) or the classes of uint8 probabilities */
-    uint8_t *pack;     /* a band of probability planes packed for in-line writing */
+    int32_t out_ch; /* 1 (labels) or the classes of uint8 probabilities */
+    uint8_t *pack;  /* a band of probability planes packed for in-line writing */
     size_t pack_cap;
     int64_t next_row;
     uint8_t *small;
@@ -591,7 +591,7 @@ struct sg_source *sg_slide_job_source(sg_slide_job *j)
 static void *writer_main(void *arg);
 
 sg_status sg_slide_job_begin_output(sg_slide_job *j, sg_output *o, segrt_dtype labels, int32_t probs,
-                                   int64_t small_side)
+                                    int64_t small_side)
 {
     sg_sink_desc d;
     memset(&d, 0, sizeof d);
