@@ -84,16 +84,24 @@ def test_convnet_blended_device_equals_host(tall, tmp_path):
     assert len(np.unique(la)) > 1
 
 
-def test_tissue_skipping_device_equals_host(tmp_path):
-    """Windows skipped over glass on the device path as on the host path:
-    the same windows run (the report's count), the same labels, 0 where
-    no window ran."""
+@pytest.fixture(scope="module")
+def tissue_slide(tmp_path_factory):
+    """A 4000 x 1500 slide, tissue in two blobs over glass, and the
+    threshold model with overlapping windows."""
+    d = tmp_path_factory.mktemp("tissue")
     E, H = slide_synth.EOSIN, slide_synth.HAEMATOXYLIN
-    path = tmp_path / "t.svs"
+    path = d / "t.svs"
     base = slide_synth.tissue_picture(4000, 1500, 5, blobs=[(800, 500, 500, 400, E), (3000, 1000, 600, 400, H)])
     slide_synth.write_svs(str(path), 4000, 1500, 256, (4,), mpp=0.25, label=False, macro=False, base=base,
                           compression="zlib")
-    model = threshold_model(tmp_path / "m.onnx", roi=128, overlap=0.25)
+    return path, threshold_model(d / "m.onnx", roi=128, overlap=0.25)
+
+
+def test_tissue_skipping_device_equals_host(tmp_path, tissue_slide):
+    """Windows skipped over glass on the device path as on the host path:
+    the same windows run (the report's count), the same labels, 0 where
+    no window ran."""
+    path, model = tissue_slide
     a, b = tmp_path / "gpu.tif", tmp_path / "cpu.tif"
     pa = run(model, path, "-o", a, "--mpp", "0.5", "--sw-batch", "8", *GPU)
     pb = run(model, path, "-o", b, "--mpp", "0.5", "--device", "cpu")
@@ -104,19 +112,14 @@ def test_tissue_skipping_device_equals_host(tmp_path):
 
 
 @pytest.mark.parametrize("accumulator", ["fp32", "fp16"])
-def test_probabilities_device_equal_host(tmp_path, accumulator):
+def test_probabilities_device_equal_host(tmp_path, tissue_slide, accumulator):
     """--output probs on the device path (the finalisation writes uint8
     probabilities into the ring, the row sink packs the class planes for
     the pyramid): the host path's values within one step of 255 (expf on
     two processors; float16 sums round the logits), 0 for every class
     where tissue detection skipped the windows, a pixel's classes summing
     to 255 within rounding."""
-    E, H = slide_synth.EOSIN, slide_synth.HAEMATOXYLIN
-    path = tmp_path / "t.svs"
-    base = slide_synth.tissue_picture(4000, 1500, 5, blobs=[(800, 500, 500, 400, E), (3000, 1000, 600, 400, H)])
-    slide_synth.write_svs(str(path), 4000, 1500, 256, (4,), mpp=0.25, label=False, macro=False, base=base,
-                          compression="zlib")
-    model = threshold_model(tmp_path / "m.onnx", roi=128, overlap=0.25)
+    path, model = tissue_slide
     a, b = tmp_path / "gpu.tif", tmp_path / "cpu.tif"
     common = ["--mpp", "0.5", "--output", "probs", "--blend", "gaussian"]
     run(model, path, "-o", a, *common, "--sw-batch", "8", "--accumulator", accumulator, *GPU)
