@@ -46,27 +46,22 @@ uint64_t sw_context_bytes(const sw_job *r)
     return b;
 }
 
-/* The most image rows any sw_batch consecutive windows of one image
- * read: batches never span two images here, and a pass's windows are a
- * run of consecutive ones. */
-static int64_t batch_span(const sw_job *r)
+/* The most image rows one batch reads (sg_sw_batch_span over the kept
+ * windows of strips of `per` axis-1 starts); the whole image where there
+ * is no memory to measure it. */
+static int64_t batch_span(const sw_job *r, int64_t per)
 {
-    const sg_sw_grid *g = &r->geo.g;
-    int64_t nw = g->n_windows, span = 0, start[SG_SW_MAX_DIMS];
-    int64_t *s0 = malloc(sizeof(int64_t) * (size_t)nw);
-    if (!s0)
-        return g->size[0];
-    for (int64_t w = 0; w < nw; w++) {
-        sg_sw_window_start(g, w, start);
-        s0[w] = start[0];
-    }
-    for (int64_t w = 0; w < nw; w++) { /* starts do not decrease: the first and last bound the batch */
-        int64_t last = w + r->geo.B - 1 < nw ? w + r->geo.B - 1 : nw - 1;
-        int64_t rows = s0[last] + g->roi[0] - s0[w];
-        span = rows > span ? rows : span;
-    }
-    free(s0);
-    return span;
+    int64_t span = sg_sw_batch_span(&r->geo.g, r->geo.B, r->keep, per);
+    return span >= 0 ? span : r->geo.g.size[0];
+}
+
+/* The image's ring of rows for batches over strips of `per` axis-1
+ * starts (0: one strip): a batch's rows and room to upload the next's
+ * ahead, at most the whole image. */
+static int64_t image_ring_rows(const sw_job *r, int64_t per)
+{
+    int64_t rows = batch_span(r, per) + r->geo.g.roi[0];
+    return rows < r->geo.g.size[0] ? rows : r->geo.g.size[0];
 }
 
 /* A host result (or the strips' shared sums) of `bytes`, to be freed
@@ -170,12 +165,22 @@ static bool choose_strips(sw_job *r, uint64_t fixed)
                 uint64_t seam = (uint64_t)(q->K + 1) * (uint64_t)q->g.padded[0] * (uint64_t)(seam_cols * sp->rest) * es;
                 if (fixed + ring + (on_device ? seam : 0) + (whole ? img_whole : 0) > budget)
                     continue;
+                /* A strip's batches span more rows: the image's ring grows
+                 * (measured only for a strip width that fits otherwise). */
+                int64_t img_rows = r->img.img_ring;
+                if (!whole && img_whole > 0) {
+                    img_rows = image_ring_rows(r, per);
+                    uint64_t more = img_rows > r->img.img_ring
+                                        ? (uint64_t)(q->C * (img_rows - r->img.img_ring) * q->img_plane) * sizeof(float)
+                                        : 0;
+                    if (fixed + ring + (on_device ? seam : 0) + more > budget)
+                        continue;
+                }
                 sp->max_cols = max_cols;
                 sp->seam_cols = seam_cols;
                 sp->seam_bytes = (size_t)seam;
                 sp->seam_on_device = on_device;
-                if (whole)
-                    r->img.img_ring = q->g.size[0];
+                r->img.img_ring = whole ? q->g.size[0] : img_rows;
                 return true;
             }
     sp->n = 1;
@@ -232,9 +237,7 @@ sg_status sw_plan_memory(sw_job *r)
         }
     /* The image rows one batch reads, and room to upload the next ahead. */
     if (!r->img.d_image) {
-        r->img.img_ring = batch_span(r) + roi0;
-        if (r->img.img_ring > q->g.size[0])
-            r->img.img_ring = q->g.size[0];
+        r->img.img_ring = image_ring_rows(r, 0);
         fixed += (uint64_t)(q->C * r->img.img_ring * q->img_plane) * f;
     }
     size_t result_bytes = (size_t)(q->n_img * res->out_ch * q->image_numel) * res->out_esize;

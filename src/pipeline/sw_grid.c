@@ -151,6 +151,39 @@ void sg_sw_window_start(const sg_sw_grid *g, int64_t w, int64_t *start)
     }
 }
 
+int64_t sg_sw_batch_span(const sg_sw_grid *g, int64_t B, const uint8_t *keep, int64_t per)
+{
+    int64_t nw = g->n_windows, n1 = g->n_dims > 1 ? g->n_starts[1] : 1, inner = 1, span = 0;
+    int64_t start[SG_SW_MAX_DIMS];
+    if (B < 1)
+        B = 1;
+    if (per <= 0 || per > n1)
+        per = n1;
+    for (int32_t d = 2; d < g->n_dims; d++)
+        inner *= g->n_starts[d];
+    int64_t n_strips = (n1 + per - 1) / per;
+    /* Per strip, the axis-0 starts of its last B windows (a circular
+     * list) and how many windows it has had. */
+    int64_t *last = malloc(sizeof(int64_t) * (size_t)(n_strips * B)),
+            *count = calloc((size_t)n_strips, sizeof(int64_t));
+    for (int64_t w = 0; last && count && w < nw; w++) {
+        if (keep && !keep[w])
+            continue;
+        int64_t j = (g->n_dims > 1 ? (w / inner) % n1 : 0) / per, *ring = last + j * B;
+        sg_sw_window_start(g, w, start);
+        ring[count[j] % B] = start[0];
+        count[j]++;
+        int64_t first = ring[count[j] < B ? 0 : count[j] % B]; /* B - 1 windows back, or the strip's first */
+        int64_t rows = start[0] + g->roi[0] - first;
+        span = rows > span ? rows : span;
+    }
+    if (!last || !count)
+        span = -1;
+    free(last);
+    free(count);
+    return span;
+}
+
 /* nnU-Net's compute_gaussian: scipy's gaussian_filter (truncate 4) of a
  * unit impulse at n // 2 per axis, divided by its peak and times 10, as
  * float16, whose zeros (underflow, or past 4 sigma) take the least

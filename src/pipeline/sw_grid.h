@@ -58,6 +58,17 @@ void sg_sw_grid_free(sg_sw_grid *g);
  * numbered with the last axis fastest, as MONAI enumerates them. */
 void sg_sw_window_start(const sg_sw_grid *g, int64_t w, int64_t *start);
 
+/* The most rows along axis 0 that B windows in a row read, among the
+ * windows batched together: those kept (keep[w] != 0; keep NULL: all) of
+ * one strip of `per` axis-1 starts (per <= 0: one strip), in increasing
+ * window order, whose axis-0 starts do not decrease. Any B in a row (a
+ * short first batch shifts where batches start). Kept windows over a
+ * slide's tissue, and one strip's windows, span more rows than B windows
+ * of the whole grid do: a ring of image rows sized by the whole grid
+ * overwrote rows that a batch still read. 0 where no window is kept, -1
+ * without memory to measure. */
+int64_t sg_sw_batch_span(const sg_sw_grid *g, int64_t B, const uint8_t *keep, int64_t per);
+
 /* The importance map over a window of roi (all > 0), float32, row-major
  * over the window's dims (roi[0] slowest). Gaussian: per axis
  * exp(-x^2 / (2 sigma^2)) for x = -(n-1)/2 .. (n-1)/2, sigma =

@@ -193,8 +193,41 @@ static void auto_budget(void)
     CHECK(SEGRT_MAX_MEMORY_AUTO == UINT64_MAX && SG_SW_MEMORY_AUTO == SIZE_MAX);
 }
 
+/* The rows B windows in a row read, as the image's ring of rows must hold
+ * them: 1000 x 416 with 128^2 windows at overlap 0.25 has row starts 0,
+ * 96, ..., 864, 872 and four column starts. */
+static void batch_span(void)
+{
+    sg_sw_grid g;
+    int64_t size[2] = {1000, 416}, roi[2] = {128, 128};
+    double ov[2] = {0.25, 0.25};
+    CHECK(sg_sw_grid_make(2, size, roi, ov, SG_SW_GRID_MONAI, &g) == SEGRT_OK);
+    CHECK(g.n_starts[0] == 11 && g.n_starts[1] == 4 && g.starts[0][10] == 872);
+    /* Eight windows of the whole grid from the second of a row: three rows
+     * of starts (the short first batch can start anywhere). */
+    CHECK(sg_sw_batch_span(&g, 8, NULL, 0) == 2 * 96 + 128);
+    CHECK(sg_sw_batch_span(&g, 1, NULL, 0) == 128);
+    /* Strips of two columns: eight windows reach over five rows of starts. */
+    CHECK(sg_sw_batch_span(&g, 8, NULL, 2) == 4 * 96 + 128);
+    /* Only the first column kept (tissue down one edge): eight rows. */
+    uint8_t *keep = calloc((size_t)g.n_windows, 1);
+    CHECK(keep != NULL);
+    for (int64_t w = 0; keep && w < g.n_windows; w += 4)
+        keep[w] = 1;
+    if (keep)
+        CHECK(sg_sw_batch_span(&g, 8, keep, 0) == 7 * 96 + 128);
+    /* Nothing kept: no rows. */
+    if (keep) {
+        memset(keep, 0, (size_t)g.n_windows);
+        CHECK(sg_sw_batch_span(&g, 8, keep, 0) == 0);
+    }
+    free(keep);
+    sg_sw_grid_free(&g);
+}
+
 int main(void)
 {
+    batch_span();
     documented_examples();
     auto_budget();
     targets_jobs();
