@@ -77,7 +77,7 @@ static sg_status grow_device(void **buf, size_t *have, size_t need, const char *
     cudaFree(*buf);
     *buf = NULL;
     *have = 0;
-    cudaError_t ce = cudaMalloc(buf, need ? need : 256);
+    cudaError_t ce = cudaMalloc(buf, cuda_padded_bytes(need));
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;

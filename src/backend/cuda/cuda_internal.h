@@ -404,6 +404,16 @@ bool cuda_output_geometry(const sg_cuda_plan *p, int32_t v, sg_dtype dt, cuda_la
  * be captured into a CUDA graph, where it should not ask). */
 sg_status cuda_sm_count(const sg_cuda_plan *p, int32_t *out);
 
+/* The bytes to allocate for a device buffer of `bytes` that cuDNN engines
+ * may read: 1 MiB more. Some engines read past the end of an input (on an
+ * H200 with cuDNN 9.19, compute-sanitizer showed a runtime-compiled FMA
+ * convolution of an EfficientNet layer reading 5 KB past a dense input).
+ * Inside the plan's arena such reads land in other activations; a buffer
+ * of the exact size, as the build's timing and checking runs had, can end
+ * at an unmapped page, and the read then kills the context ("an illegal
+ * memory access"). */
+static inline size_t cuda_padded_bytes(size_t bytes) { return bytes + ((size_t)1 << 20); }
+
 /* Whether the build options turned kernel or fusion k off
  * (segrt_build_options_set_disabled_kernels; backend/kernel_switches.h
  * says what each does). Part of the plan key, so a plan, and the CUDA

@@ -426,8 +426,8 @@ static sg_status time_candidates(cudnnHandle_t h, const cdg_tuning *t, const can
     bool ready = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
                  (ws == 0 || cudaMalloc(&workspace, (size_t)ws) == cudaSuccess);
     for (int32_t i = 0; ready && i < t->n; i++)
-        ready = cudaMalloc(&bufs[i], t->bytes[i] ? t->bytes[i] : 256) == cudaSuccess &&
-                cudaMemsetAsync(bufs[i], 0, t->bytes[i], t->stream) == cudaSuccess;
+        ready = cudaMalloc(&bufs[i], cuda_padded_bytes(t->bytes[i])) == cudaSuccess &&
+                cudaMemsetAsync(bufs[i], 0, cuda_padded_bytes(t->bytes[i]), t->stream) == cudaSuccess;
     sg_status s = SEGRT_OK;
     float best_ms = -1.0f;
     for (int32_t i = 0; ready && s == SEGRT_OK && i < cands->n; i++) {

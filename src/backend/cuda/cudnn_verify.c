@@ -137,12 +137,25 @@ sg_status cdg_same_results(cudnnHandle_t h, cudaStream_t stream, cudnnBackendDes
         return sg_error(SEGRT_ERROR_INTERNAL, "cuDNN plan comparison over %d tensors (1 to %d)", n, CDG_VERIFY_MAX);
     side sides[CDG_VERIFY_MAX];
     memset(sides, 0, sizeof sides);
-    size_t total = workspace > 0 ? (size_t)workspace : 0;
+    /* Every buffer as large as the largest tensor reaches, and room past
+     * that (cuda_padded_bytes): an engine that reads one tensor with
+     * another's strides then reads memory of this check, not past it. On
+     * an H200 with cuDNN 9.19 a fused convolution + bias + residual add
+     * whose output was a concatenation's slice (an EfficientNet UNet's
+     * skip) read its dense residual past its end, and an illegal memory
+     * access in a check kills the context the plan is built in. Inputs
+     * are random past their elements too, outputs the pattern, which
+     * same_output checks is kept. */
+    size_t biggest = 0, total = workspace > 0 ? (size_t)workspace : 0;
     for (int32_t i = 0; i < n; i++) {
         size_t es = elem_size(binds[i].ref.dtype);
-        sides[i].bytes[0] = (size_t)extent(&binds[i].ref) * es;
-        sides[i].bytes[1] = (size_t)(binds[i].cand_offset + extent(&binds[i].cand)) * es;
-        total += sides[i].bytes[0] + sides[i].bytes[1];
+        size_t r = (size_t)extent(&binds[i].ref) * es, c = (size_t)(binds[i].cand_offset + extent(&binds[i].cand)) * es;
+        biggest = r > biggest ? r : biggest;
+        biggest = c > biggest ? c : biggest;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        sides[i].bytes[0] = sides[i].bytes[1] = cuda_padded_bytes(biggest);
+        total += 2 * sides[i].bytes[0];
     }
     if (total > max_bytes)
         return SEGRT_OK; /* untried: too big to check at build */
