@@ -165,12 +165,19 @@ int cli_engine_check_cpu(const cli_engine_opts *o)
     if (o->precision_set && o->precision != SEGRT_PRECISION_FP32)
         return cli_usage_error("--precision %s applies to CUDA devices; the CPU computes in fp32 (add --device cuda)",
                                segrt_precision_name(o->precision));
-    /* Options of CUDA plans, each with the name the user typed. */
+    /* Options of CUDA plans, each with the name the user typed; of the
+     * kernel switches, composite-ops applies to every backend. */
+    bool cuda_switch = false;
+    for (const char *k = o->disabled_kernels; k && *k;) {
+        size_t len = strcspn(k, ",");
+        cuda_switch |= len > 0 && !(len == strlen("composite-ops") && strncmp(k, "composite-ops", len) == 0);
+        k += len + (k[len] == ',');
+    }
     const char *cuda_only = o->fp32_ops ? "--fp32-ops"
                             : o->allow_cpu_fallback ? "--allow-cpu-fallback"
                             : o->workspace ? "--workspace"
                             : o->autotune >= 0 ? "--autotune"
-                            : o->disabled_kernels ? "--disable-kernels"
+                            : cuda_switch ? "--disable-kernels (but composite-ops)"
                             : o->target_arch ? "--target-arch"
                             : o->no_cache ? "--no-cache"
                             : o->cache_dir ? "--cache-dir"

@@ -5,6 +5,7 @@
  * dtypes, ranks, output buffers) and graphs whose shapes depend on input
  * values are interpreted here, whatever the backend. */
 #include "engine/engine_internal.h"
+#include "backend/kernel_switches.h"
 #include "engine/engine_profile.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
@@ -57,6 +58,34 @@ static sg_status check_supported(const sg_backend *b, const sg_graph *g, const s
     return SEGRT_OK;
 }
 
+/* Lowers a composite node where the backend has no kernel of its own for
+ * it (asked without CPU fallback: the primitive operators run on the
+ * device, the fallback would not), or everywhere where the build turned
+ * the composite-ops switch off (how the CPU's differential tests run the
+ * lowered forms). */
+typedef struct lower_ctx {
+    const sg_backend *b;
+    sg_backend_options bo;
+} lower_ctx;
+
+static bool lower_here(const sg_graph *g, const sg_node *n, void *user)
+{
+    const lower_ctx *c = user;
+    if (c->bo.disabled_kernels & SG_KERNEL_BIT(SG_KERNEL_COMPOSITE_OPS))
+        return true;
+    const char *why = NULL;
+    return !c->b->supports(g, n, &c->bo, &why);
+}
+
+static sg_status lower_composites(const sg_backend *b, const segrt_build_options *opts, sg_graph *g)
+{
+    lower_ctx c = {b, {0}};
+    sg_options_backend(opts, &c.bo);
+    c.bo.allow_cpu_fallback = false;
+    int32_t changed = 0;
+    return sg_pass_lower(g, lower_here, &c, &changed);
+}
+
 /* An engine over g (taken: freed on failure too), compiled by b with opts. */
 static sg_status engine_new(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
                             size_t payload_bytes, uint64_t model_hash, bool check, segrt_engine **out)
@@ -105,6 +134,8 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
     for (int32_t i = 0; s == SEGRT_OK && i < g->n_nodes; i++)
         if (!g->nodes[i].dead && g->nodes[i].op == SG_OP_IF)
             s = sg_if_not_folded(&g->nodes[i]);
+    if (s == SEGRT_OK && b)
+        s = lower_composites(b, opts, g);
     if (s == SEGRT_OK && !b)
         s = sg_error(SEGRT_ERROR_UNSUPPORTED, "this segrt was built without %s",
                      kind == SEGRT_DEVICE_CUDA ? "CUDA" : "a backend for this device");

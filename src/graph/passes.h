@@ -54,6 +54,21 @@ sg_status sg_if_not_folded(const sg_node *n);
 /* Marks dead every node that no graph output depends on. */
 sg_status sg_pass_dead_nodes(sg_graph *g, int32_t *changed);
 
+/* The attribute sg_pass_lower gives the nodes it adds (an int, 1): a
+ * backend computes them in float32 whatever the plan's precision, as the
+ * reference kernels of the composite operators do. */
+#define SG_ATTR_FP32 "segrt_fp32"
+
+/* Whether op is one sg_pass_lower can write as primitive operators. */
+bool sg_op_is_composite(sg_op op);
+/* Replaces each composite node (RMSNormalization; QuantizeLinear and
+ * DequantizeLinear per tensor or per axis, 8- and 16-bit) for which
+ * lower(g, node, user) is true by the primitive operators the spec
+ * defines it with (pass_lower.c), then compacts, sorts and infers the
+ * graph; *changed counts them. Forms it does not lower stay as they are. */
+sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_node *n, void *user), void *user,
+                        int32_t *changed);
+
 /* Runs everything above to a fixed point, then compacts the graph. */
 sg_status sg_graph_optimize(sg_graph *g, sg_eval_lookup lookup);
 

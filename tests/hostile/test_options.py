@@ -38,6 +38,13 @@ def test_cuda_engine_options_on_the_cpu(job, cmd, opt, name):
     job.refused(cmd + opt + ["--device", "cpu"], 2, name, "CUDA")
 
 
+def test_composite_ops_switch_is_the_cpus_too(job):
+    """composite-ops lowers composite operators on any backend (the CPU's
+    tests use it); with a CUDA switch beside it the list is refused."""
+    job.succeeds(PLAIN + ["--disable-kernels", "composite-ops"], ["out.npy"])
+    job.refused(PLAIN + ["--disable-kernels", "composite-ops,wgmma"], 2, "--disable-kernels", "CUDA")
+
+
 def test_fp32_is_what_the_cpu_does(job):
     job.succeeds(SW + ["--precision", "fp32"], ["out.npy"])
 

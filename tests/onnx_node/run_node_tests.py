@@ -27,6 +27,7 @@ import os
 import pathlib
 import re
 import shutil
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -441,7 +442,7 @@ class Rejected(Exception):
 
 
 def run_data_set(segrt: str, model_path: pathlib.Path, model: onnx.ModelProto, work: pathlib.Path,
-                 inputs: list[pathlib.Path], outputs: list[pathlib.Path]) -> str | None:
+                 inputs: list[pathlib.Path], outputs: list[pathlib.Path], extra: tuple[str, ...] = ()) -> str | None:
     """Runs one data set; None when every output matches, else the failure.
 
     Raises Rejected when segrt exits 2 saying the model is not supported.
@@ -449,7 +450,7 @@ def run_data_set(segrt: str, model_path: pathlib.Path, model: onnx.ModelProto, w
     g = model.graph
     if len(inputs) != len(g.input) or len(outputs) != len(g.output):
         return f"data set has {len(inputs)} inputs and {len(outputs)} outputs, the model {len(g.input)} and {len(g.output)}"
-    args = [segrt, "run", str(model_path), "--quiet"]
+    args = [segrt, "run", str(model_path), "--quiet", *extra]
     for k, (vi, path) in enumerate(zip(g.input, inputs)):
         npy = work / f"in{k}.npy"
         # np.ascontiguousarray would turn a 0-d array into shape (1,).
@@ -477,7 +478,8 @@ def run_data_set(segrt: str, model_path: pathlib.Path, model: onnx.ModelProto, w
     return None
 
 
-def run_case(case: Case, segrt: str, work_root: pathlib.Path, known: dict[str, str]) -> Result:
+def run_case(case: Case, segrt: str, work_root: pathlib.Path, known: dict[str, str],
+             extra: tuple[str, ...] = ()) -> Result:
     def result(status, message=""):
         return Result(case.name, case.op, case.expansion, status, message)
 
@@ -499,7 +501,7 @@ def run_case(case: Case, segrt: str, work_root: pathlib.Path, known: dict[str, s
         failure = "the case has no data sets"
     for k, (inputs, outputs) in enumerate(sets):
         try:
-            failure = run_data_set(segrt, model_path, model, work, inputs, outputs)
+            failure = run_data_set(segrt, model_path, model, work, inputs, outputs, extra)
         except Rejected as e:
             failure = rejected = str(e)
         except Exception as e:  # noqa: BLE001 - e.g. an output file segrt did not write
@@ -523,13 +525,14 @@ def run_case(case: Case, segrt: str, work_root: pathlib.Path, known: dict[str, s
 
 
 def run_cases(cases: list[Case], segrt: str, known: dict[str, str] | None = None,
-              jobs: int | None = None) -> list[Result]:
-    """Runs cases in parallel (each is a process launch); results in case order."""
+              jobs: int | None = None, extra: tuple[str, ...] = ()) -> list[Result]:
+    """Runs cases in parallel (each is a process launch); results in case order.
+    extra: more `segrt run` arguments (build options) for every case."""
     known = read_known_failures() if known is None else known
     jobs = jobs or os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="segrt-node-run-") as tmp, \
             concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_case, c, segrt, pathlib.Path(tmp), known) for c in cases]
+        futures = [pool.submit(run_case, c, segrt, pathlib.Path(tmp), known, extra) for c in cases]
         return [f.result() for f in futures]
 
 
@@ -625,6 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("-k", dest="pattern", help="only cases whose name matches this regular expression")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case's result")
+    ap.add_argument("--segrt-args", default="", help="more `segrt run` arguments for every case, e.g. "
+                    "'--disable-kernels composite-ops' (the table is not written then)")
     args = ap.parse_args(argv)
 
     source = find_source(args.data)
@@ -636,13 +641,14 @@ def main(argv: list[str] | None = None) -> int:
     cases = load_cases(source)
     if args.pattern:
         cases = [c for c in cases if re.search(args.pattern, c.name)]
-    results = run_cases(cases, args.segrt, jobs=args.jobs)
+    extra = tuple(shlex.split(args.segrt_args))
+    results = run_cases(cases, args.segrt, jobs=args.jobs, extra=extra)
     for r in results:
         if args.verbose or r.status == FAILED:
             print(f"{r.status.upper():8} {r.name}: {r.message}" if r.message else f"{r.status.upper():8} {r.name}")
     if args.table:
-        if args.pattern:
-            print("not writing the table for a subset of the cases", file=sys.stderr)
+        if args.pattern or extra:
+            print("not writing the table for a subset of the cases or other options", file=sys.stderr)
         else:
             pathlib.Path(args.table).write_text(render_table(results, source))
     print(summary_line(results))

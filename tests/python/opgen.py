@@ -1191,6 +1191,28 @@ def gen_layer_norm(rng):
     return g.case()
 
 
+@family("rms_norm", 20)
+def gen_rms_norm(rng):
+    """RMSNormalization (opset 23): the axes from `axis` on, a scale that
+    broadcasts to them, activations large enough that their squares pass
+    float16's range (the CUDA backend computes the lowered form in
+    float32)."""
+    dtype = pick(rng, [np.float32, np.float32, np.float16])
+    g = Graph(rng, 23)
+    rank = int(rng.integers(1, 5))
+    xs = dims(rng, rank, 1, 6, max_numel=1000)
+    axis = int(rng.integers(0, rank))
+    norm = xs[axis:]
+    sshape = [1 if rng.random() < 0.25 else d for d in norm][int(rng.integers(0, len(norm) + 1))
+                                                            if rng.random() < 0.3 else 0:]
+    big = float(rng.choice([2.0, 2.0, 300.0])) if dtype == np.float32 else 2.0
+    x = values(rng, xs, dtype, scale=big)
+    eps = float(np.float32(rng.uniform(1e-6, 1e-2))) if rng.random() < 0.5 else None
+    g.output(g.op("RMSNormalization", [g.input(x), g.param(values(rng, sshape, dtype), "scale")],
+                  axis=axis_form(rng, axis, rank), epsilon=eps))
+    return g.case()
+
+
 # ---------------------------------------------------------------------------
 # softmax
 

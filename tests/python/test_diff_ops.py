@@ -16,7 +16,7 @@ import opgen
 FAMILIES = [
     "unary", "binary", "variadic", "prelu", "where", "nan_inf",
     "conv", "conv_transpose", "pool", "global_pool",
-    "batch_norm", "instance_norm", "group_norm", "layer_norm", "softmax",
+    "batch_norm", "instance_norm", "group_norm", "layer_norm", "rms_norm", "softmax",
     "concat", "split", "slice", "pad", "reshape", "transpose", "flatten", "squeeze",
     "unsqueeze", "expand", "tile", "gather", "depth_space", "scatter_nd",
     "cast", "cast_like", "shape_ops", "reduce", "reduce_empty", "argmax", "matmul", "gemm", "einsum", "resize",

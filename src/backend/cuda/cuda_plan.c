@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/ref/ref.h"
 #include "core/arena_pack.h"
+#include "graph/passes.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 
 bool cuda_node_fp32(const sg_cuda_plan *p, const sg_node *n)
 {
+    if (sg_attr_int(n, SG_ATTR_FP32, 0)) /* a composite operator's pieces (graph/pass_lower.c) */
+        return true;
     const char *list = p->opts.fp32_ops;
     if (!list || !*list)
         return false;

@@ -1,0 +1,362 @@
+/* Composite operators as the primitive ones the ONNX spec defines them
+ * by (passes.h, sg_pass_lower): RMSNormalization as Mul, ReduceMean, Add,
+ * Sqrt, Div and Mul; DequantizeLinear as Cast, Sub and Mul;
+ * QuantizeLinear as Div, Round, Add, Clip and Cast. A backend with no
+ * kernel of its own for one then runs it through kernels it has and that
+ * are tested on their own (the CUDA backend today), instead of refusing
+ * the model or sending the node to the CPU. The arithmetic is the
+ * reference kernels' in float32 (ref_norm.c, ref_quant.c), which compute
+ * in double and round once: results agree to float32 rounding.
+ *
+ * Lowered only where the pieces are exact or the forms are plain: a
+ * QuantizeLinear or DequantizeLinear with blocks, int32 data (float32
+ * cannot hold every difference) or a scale whose shape is not known is
+ * left as it is (a backend without the kernel refuses it, naming it). */
+#include "graph/infer.h"
+#include "graph/ir.h"
+#include "graph/passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lowering {
+    sg_graph *g;
+    const char *base; /* the lowered node's name: the new nodes' and values' prefix */
+    int32_t serial;
+} lowering;
+
+static sg_status new_value(lowering *L, sg_dtype dtype, int32_t *out)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s/lowered_%d", L->base, L->serial++);
+    SG_TRY(sg_graph_add_value(L->g, name, out));
+    L->g->values[*out].dtype = dtype;
+    L->g->values[*out].shape.rank = SG_RANK_UNKNOWN;
+    return SEGRT_OK;
+}
+
+/* A constant of `dtype` with `rank` dims (`numel` elements of `data`). */
+static sg_status new_const(lowering *L, sg_dtype dtype, int32_t rank, const int64_t *dims, const void *data,
+                           size_t bytes, int32_t *out)
+{
+    sg_blob *b;
+    SG_TRY(sg_blob_new(bytes, false, &b));
+    memcpy(sg_blob_data(b), data, bytes);
+    sg_status s = new_value(L, dtype, out);
+    if (s != SEGRT_OK) {
+        sg_blob_unref(b);
+        return s;
+    }
+    sg_value *v = &L->g->values[*out];
+    v->shape.rank = rank;
+    for (int32_t d = 0; d < rank; d++) {
+        v->shape.d[d].size = dims[d];
+        v->shape.d[d].sym = SG_NO_SYM;
+    }
+    v->declared = v->shape;
+    v->data = b;
+    return SEGRT_OK;
+}
+
+static sg_status scalar_f32(lowering *L, float x, int32_t *out)
+{
+    return new_const(L, SEGRT_DTYPE_FLOAT32, 0, NULL, &x, sizeof x, out);
+}
+
+static sg_status add_int_attr(sg_node *n, const char *name, int64_t value)
+{
+    sg_attr *a = realloc(n->attrs, sizeof *a * (size_t)(n->n_attrs + 1));
+    if (!a)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    n->attrs = a;
+    memset(&a[n->n_attrs], 0, sizeof *a);
+    if (!(a[n->n_attrs].name = sg_strdup(name)))
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    a[n->n_attrs].kind = SG_ATTR_INT;
+    a[n->n_attrs].i = value;
+    n->n_attrs++;
+    return SEGRT_OK;
+}
+
+/* A node op(inputs) writing value *out: a new value of `dtype`, or the
+ * given one where *out >= 0 (the lowered node's output). */
+static sg_status emit(lowering *L, sg_op op, const int32_t *inputs, int32_t n_inputs, sg_dtype dtype, int32_t *out,
+                      sg_node **node)
+{
+    if (*out < 0)
+        SG_TRY(new_value(L, dtype, out));
+    char name[512];
+    snprintf(name, sizeof name, "%s/lowered_%d", L->base, L->serial++);
+    sg_node *n;
+    SG_TRY(sg_graph_add_node(L->g, op, name, n_inputs, 1, &n));
+    memcpy(n->inputs, inputs, sizeof(int32_t) * (size_t)n_inputs);
+    n->outputs[0] = *out;
+    L->g->values[*out].producer = L->g->n_nodes - 1;
+    /* In float32 whatever the plan's precision (SG_ATTR_FP32): squares
+     * of activations overflow float16, and quantization's quotients must
+     * round as the reference's float32 ones do. */
+    SG_TRY(add_int_attr(n, SG_ATTR_FP32, 1));
+    if (node)
+        *node = n;
+    return SEGRT_OK;
+}
+
+static sg_status emit1(lowering *L, sg_op op, int32_t a, sg_dtype dtype, int32_t *out)
+{
+    return emit(L, op, &a, 1, dtype, out, NULL);
+}
+
+static sg_status emit2(lowering *L, sg_op op, int32_t a, int32_t b, sg_dtype dtype, int32_t *out)
+{
+    int32_t in[2] = {a, b};
+    return emit(L, op, in, 2, dtype, out, NULL);
+}
+
+/* v as `to` (v itself when it is already). */
+static sg_status cast(lowering *L, int32_t v, sg_dtype to, int32_t *out)
+{
+    if (L->g->values[v].dtype == to) {
+        *out = v;
+        return SEGRT_OK;
+    }
+    sg_node *n;
+    *out = -1;
+    SG_TRY(emit(L, SG_OP_CAST, &v, 1, to, out, &n));
+    return add_int_attr(n, "to", (int64_t)to); /* segrt's dtypes are ONNX's numbers */
+}
+
+/* RMSNormalization(X, scale): X / sqrt(mean(X^2 over axis..) + epsilon)
+ * * scale, in float32 (stash_type), the result cast to the output's type. */
+static sg_status lower_rms(lowering *L, const sg_node *n, bool *done)
+{
+    sg_graph *g = L->g;
+    const sg_value *x = &g->values[n->inputs[0]];
+    int32_t rank = x->shape.rank, y = n->outputs[0];
+    int64_t axis = sg_attr_int(n, "axis", -1);
+    if (rank < 1 || axis < -rank || axis >= rank || !sg_dtype_is_float(x->dtype) ||
+        sg_attr_int(n, "stash_type", SEGRT_DTYPE_FLOAT32) != SEGRT_DTYPE_FLOAT32 || y < 0)
+        return SEGRT_OK;
+    if (axis < 0)
+        axis += rank;
+    int64_t axes[SEGRT_MAX_RANK], n_axes = rank - axis;
+    for (int64_t i = 0; i < n_axes; i++)
+        axes[i] = axis + i;
+    sg_dtype out_dt = g->values[y].dtype, f = SEGRT_DTYPE_FLOAT32;
+    int32_t xs, sq = -1, ms = -1, ax, eps, ve = -1, rt = -1, nrm = -1, sc, prod = out_dt == f ? y : -1;
+    SG_TRY(cast(L, n->inputs[0], f, &xs));
+    SG_TRY(emit2(L, SG_OP_MUL, xs, xs, f, &sq));
+    SG_TRY(new_const(L, SEGRT_DTYPE_INT64, 1, &n_axes, axes, sizeof(int64_t) * (size_t)n_axes, &ax));
+    sg_node *mean;
+    int32_t mi[2] = {sq, ax};
+    SG_TRY(emit(L, SG_OP_REDUCE_MEAN, mi, 2, f, &ms, &mean));
+    SG_TRY(add_int_attr(mean, "keepdims", 1));
+    SG_TRY(scalar_f32(L, sg_attr_float(n, "epsilon", 1e-5f), &eps));
+    SG_TRY(emit2(L, SG_OP_ADD, ms, eps, f, &ve));
+    SG_TRY(emit1(L, SG_OP_SQRT, ve, f, &rt));
+    SG_TRY(emit2(L, SG_OP_DIV, xs, rt, f, &nrm));
+    SG_TRY(cast(L, n->inputs[1], f, &sc));
+    SG_TRY(emit2(L, SG_OP_MUL, nrm, sc, f, &prod));
+    if (prod != y) {
+        sg_node *c;
+        SG_TRY(emit(L, SG_OP_CAST, &prod, 1, out_dt, &y, &c));
+        SG_TRY(add_int_attr(c, "to", (int64_t)out_dt));
+    }
+    *done = true;
+    return SEGRT_OK;
+}
+
+/* A quantization's scale or zero point v as float32, shaped to broadcast
+ * against x along `axis` (a scalar, or one per index of it); false in
+ * *ok where v's shape is not one of those. */
+static sg_status per_axis(lowering *L, int32_t v, int32_t x_rank, int64_t axis, int64_t axis_len, int32_t *out,
+                          bool *ok)
+{
+    const sg_value *p = &L->g->values[v];
+    int64_t numel;
+    *ok = false;
+    if (!sg_shape_numel(&p->shape, &numel) || (numel != 1 && (p->shape.rank != 1 || numel != axis_len)))
+        return SEGRT_OK;
+    int32_t f;
+    SG_TRY(cast(L, v, SEGRT_DTYPE_FLOAT32, &f));
+    if (numel == 1 || axis == x_rank - 1) {
+        /* A scalar, or per index of the last axis: broadcasts as it is
+         * (a one-element 1-D tensor broadcasts too). */
+        *out = f;
+        *ok = true;
+        return SEGRT_OK;
+    }
+    int64_t dims[SEGRT_MAX_RANK], one = x_rank - axis;
+    dims[0] = axis_len;
+    for (int32_t d = 1; d < one; d++)
+        dims[d] = 1;
+    int32_t shape;
+    SG_TRY(new_const(L, SEGRT_DTYPE_INT64, 1, &one, dims, sizeof(int64_t) * (size_t)one, &shape));
+    *out = -1;
+    SG_TRY(emit2(L, SG_OP_RESHAPE, f, shape, SEGRT_DTYPE_FLOAT32, out));
+    *ok = true;
+    return SEGRT_OK;
+}
+
+static bool small_int(sg_dtype dt)
+{
+    return dt == SEGRT_DTYPE_UINT8 || dt == SEGRT_DTYPE_INT8 || dt == SEGRT_DTYPE_UINT16 || dt == SEGRT_DTYPE_INT16;
+}
+
+/* The scale's and zero point's broadcasting forms for node n (x its
+ * input 0); false in *ok where the node is not a plain per-tensor or
+ * per-axis one. */
+static sg_status quant_params(lowering *L, const sg_node *n, int32_t *scale, int32_t *zp, bool *ok)
+{
+    const sg_value *x = &L->g->values[n->inputs[0]];
+    int32_t rank = x->shape.rank;
+    int64_t axis = sg_attr_int(n, "axis", 1);
+    *ok = false;
+    *zp = -1;
+    if (sg_attr_int(n, "block_size", 0) != 0 || rank < 0 || (rank > 0 && (axis < -rank || axis >= rank)))
+        return SEGRT_OK;
+    if (axis < 0)
+        axis += rank;
+    int64_t len = rank > 0 ? x->shape.d[axis].size : 1;
+    const sg_value *s = &L->g->values[n->inputs[1]];
+    int64_t ns;
+    if (!sg_shape_numel(&s->shape, &ns) || (ns != 1 && (rank == 0 || len < 0)))
+        return SEGRT_OK;
+    SG_TRY(per_axis(L, n->inputs[1], rank, axis, len, scale, ok));
+    if (*ok && n->n_inputs > 2 && n->inputs[2] >= 0)
+        SG_TRY(per_axis(L, n->inputs[2], rank, axis, len, zp, ok));
+    return SEGRT_OK;
+}
+
+/* DequantizeLinear(x, scale, zero_point): (x - zero_point) * scale, the
+ * difference exact in float32 for 8- and 16-bit x. */
+static sg_status lower_dequantize(lowering *L, const sg_node *n, bool *done)
+{
+    sg_graph *g = L->g;
+    int32_t y = n->outputs[0];
+    if (y < 0 || !small_int(g->values[n->inputs[0]].dtype) || !sg_dtype_is_float(g->values[y].dtype))
+        return SEGRT_OK;
+    int32_t scale, zp, xf, d;
+    bool ok;
+    SG_TRY(quant_params(L, n, &scale, &zp, &ok));
+    if (!ok)
+        return SEGRT_OK; /* (what it added is read by nothing: dead) */
+    sg_dtype f = SEGRT_DTYPE_FLOAT32, out_dt = g->values[y].dtype;
+    SG_TRY(cast(L, n->inputs[0], f, &xf));
+    d = xf;
+    if (zp >= 0) {
+        d = -1;
+        SG_TRY(emit2(L, SG_OP_SUB, xf, zp, f, &d));
+    }
+    int32_t prod = out_dt == f ? y : -1;
+    SG_TRY(emit2(L, SG_OP_MUL, d, scale, f, &prod));
+    if (prod != y) {
+        sg_node *c;
+        SG_TRY(emit(L, SG_OP_CAST, &prod, 1, out_dt, &y, &c));
+        SG_TRY(add_int_attr(c, "to", (int64_t)out_dt));
+    }
+    *done = true;
+    return SEGRT_OK;
+}
+
+/* QuantizeLinear(x, scale, zero_point): saturate(round(x / scale) +
+ * zero_point), rounding half to even (Round), NaN to 0 as the reference
+ * kernel does, into an 8- or 16-bit integer. */
+static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
+{
+    sg_graph *g = L->g;
+    int32_t y = n->outputs[0];
+    if (y < 0 || !sg_dtype_is_float(g->values[n->inputs[0]].dtype))
+        return SEGRT_OK;
+    sg_dtype out_dt = g->values[y].dtype, f = SEGRT_DTYPE_FLOAT32;
+    float lo, hi;
+    switch (out_dt) {
+    case SEGRT_DTYPE_UINT8:
+        lo = 0, hi = 255;
+        break;
+    case SEGRT_DTYPE_INT8:
+        lo = -128, hi = 127;
+        break;
+    case SEGRT_DTYPE_UINT16:
+        lo = 0, hi = 65535;
+        break;
+    case SEGRT_DTYPE_INT16:
+        lo = -32768, hi = 32767;
+        break;
+    default:
+        return SEGRT_OK;
+    }
+    int32_t scale, zp, xf, q = -1, r = -1, lo_v, hi_v, c = -1, nan = -1, zero, w = -1;
+    bool ok;
+    SG_TRY(quant_params(L, n, &scale, &zp, &ok));
+    if (!ok)
+        return SEGRT_OK;
+    SG_TRY(cast(L, n->inputs[0], f, &xf));
+    SG_TRY(emit2(L, SG_OP_DIV, xf, scale, f, &q));
+    SG_TRY(emit1(L, SG_OP_ROUND, q, f, &r));
+    if (zp >= 0) {
+        int32_t s = -1;
+        SG_TRY(emit2(L, SG_OP_ADD, r, zp, f, &s));
+        r = s;
+    }
+    SG_TRY(scalar_f32(L, lo, &lo_v));
+    SG_TRY(scalar_f32(L, hi, &hi_v));
+    int32_t clip_in[3] = {r, lo_v, hi_v};
+    SG_TRY(emit(L, SG_OP_CLIP, clip_in, 3, f, &c, NULL));
+    SG_TRY(emit1(L, SG_OP_IS_NAN, c, SEGRT_DTYPE_BOOL, &nan));
+    SG_TRY(scalar_f32(L, 0.0f, &zero));
+    int32_t where_in[3] = {nan, zero, c};
+    SG_TRY(emit(L, SG_OP_WHERE, where_in, 3, f, &w, NULL));
+    sg_node *cn;
+    SG_TRY(emit(L, SG_OP_CAST, &w, 1, out_dt, &y, &cn));
+    SG_TRY(add_int_attr(cn, "to", (int64_t)out_dt));
+    *done = true;
+    return SEGRT_OK;
+}
+
+bool sg_op_is_composite(sg_op op)
+{
+    return op == SG_OP_RMS_NORMALIZATION || op == SG_OP_QUANTIZE_LINEAR || op == SG_OP_DEQUANTIZE_LINEAR;
+}
+
+sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_node *n, void *user), void *user,
+                        int32_t *changed)
+{
+    int32_t n0 = g->n_nodes, lowered = 0;
+    for (int32_t i = 0; i < n0; i++) {
+        if (g->nodes[i].dead || !sg_op_is_composite(g->nodes[i].op) || !lower(g, &g->nodes[i], user))
+            continue;
+        /* The node is copied: adding nodes moves the array. */
+        sg_node n = g->nodes[i];
+        char *base = sg_strdup(n.name && n.name[0] ? n.name : sg_op_name(n.op));
+        if (!base)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        lowering L = {g, base, 0};
+        bool done = false;
+        sg_status s = SEGRT_OK;
+        if (n.op == SG_OP_RMS_NORMALIZATION && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
+            s = lower_rms(&L, &n, &done);
+        else if (n.op == SG_OP_DEQUANTIZE_LINEAR && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
+            s = lower_dequantize(&L, &n, &done);
+        else if (n.op == SG_OP_QUANTIZE_LINEAR && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
+            s = lower_quantize(&L, &n, &done);
+        free(base);
+        SG_TRY(s);
+        if (done) {
+            sg_node *old = &g->nodes[i];
+            old->dead = true;
+            for (int32_t k = 0; k < old->n_outputs; k++)
+                old->outputs[k] = -1; /* the new nodes write them */
+            lowered++;
+        }
+    }
+    if (lowered) {
+        /* The output values are the new nodes' now: producers and order
+         * again, then shapes and dtypes of the new values. */
+        SG_TRY(sg_graph_compact(g));
+        SG_TRY(sg_graph_toposort(g));
+        SG_TRY(sg_graph_infer(g));
+    }
+    *changed += lowered;
+    return SEGRT_OK;
+}
