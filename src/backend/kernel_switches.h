@@ -37,8 +37,8 @@
     X(NORM_ONE_PASS, "norm-one-pass", "a norm's statistics and apply in one kernel: three kernels")                    \
     X(NORM_PROLOGUE, "norm-prologue", "a norm applied as its readers load it: the norm's own pass")                    \
     X(CUDNN_PLAN_JSON, "cudnn-plan-json", "cuDNN plans serialized into plan files: finalized at load")            \
-    X(COMPOSITE_OPS, "composite-ops", "RMSNormalization, Quantize/DequantizeLinear by their own kernels: as the "     \
-                                      "primitive operators they are defined by (graph/pass_lower.c)")
+    X(COMPOSITE_OPS, "composite-ops", "RMSNormalization, Quantize/DequantizeLinear, Attention by their own "         \
+                                      "kernels: as the primitive operators they are defined by (graph/pass_lower.c)")
 
 typedef enum sg_kernel_switch {
 #define SG_KERNEL_SWITCH_ENUM(id, name, what) SG_KERNEL_##id,

@@ -1,12 +1,14 @@
 /* Composite operators as the primitive ones the ONNX spec defines them
  * by (passes.h, sg_pass_lower): RMSNormalization as Mul, ReduceMean, Add,
  * Sqrt, Div and Mul; DequantizeLinear as Cast, Sub and Mul;
- * QuantizeLinear as Div, Round, Add, Clip and Cast. A backend with no
+ * QuantizeLinear as Div, Round, Add, Clip and Cast; Attention as MatMul,
+ * masks, Softmax and MatMul (its fused kernel is later work). A backend with no
  * kernel of its own for one then runs it through kernels it has and that
  * are tested on their own (the CUDA backend today), instead of refusing
  * the model or sending the node to the CPU. The arithmetic is the
- * reference kernels' in float32 (ref_norm.c, ref_quant.c), which compute
- * in double and round once: results agree to float32 rounding.
+ * reference kernels' in float32 (ref_norm.c, ref_quant.c,
+ * ref_attention.c), which compute in double and round once: results
+ * agree to float32 rounding.
  *
  * Lowered only where the pieces are exact or the forms are plain: a
  * QuantizeLinear or DequantizeLinear with blocks, int32 data (float32
@@ -16,6 +18,7 @@
 #include "graph/ir.h"
 #include "graph/passes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@ typedef struct lowering {
     sg_graph *g;
     const char *base; /* the lowered node's name: the new nodes' and values' prefix */
     int32_t serial;
+    bool fp32; /* the new nodes carry SG_ATTR_FP32 */
 } lowering;
 
 static sg_status new_value(lowering *L, sg_dtype dtype, int32_t *out)
@@ -95,8 +99,10 @@ static sg_status emit(lowering *L, sg_op op, const int32_t *inputs, int32_t n_in
     L->g->values[*out].producer = L->g->n_nodes - 1;
     /* In float32 whatever the plan's precision (SG_ATTR_FP32): squares
      * of activations overflow float16, and quantization's quotients must
-     * round as the reference's float32 ones do. */
-    SG_TRY(add_int_attr(n, SG_ATTR_FP32, 1));
+     * round as the reference's float32 ones do. (Attention's products are
+     * left to the precision, as PyTorch's autocast leaves them.) */
+    if (L->fp32)
+        SG_TRY(add_int_attr(n, SG_ATTR_FP32, 1));
     if (node)
         *node = n;
     return SEGRT_OK;
@@ -314,9 +320,215 @@ static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
     return SEGRT_OK;
 }
 
+static sg_status ints_const(lowering *L, const int64_t *v, int64_t n, int32_t *out)
+{
+    return new_const(L, SEGRT_DTYPE_INT64, 1, &n, v, sizeof(int64_t) * (size_t)n, out);
+}
+
+static sg_status transpose(lowering *L, int32_t v, const int64_t *perm, int64_t rank, sg_dtype dt, int32_t *out)
+{
+    sg_node *t;
+    *out = -1;
+    SG_TRY(emit(L, SG_OP_TRANSPOSE, &v, 1, dt, out, &t));
+    sg_attr *a = realloc(t->attrs, sizeof *a * (size_t)(t->n_attrs + 1));
+    if (!a)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    t->attrs = a;
+    memset(&a[t->n_attrs], 0, sizeof *a);
+    a[t->n_attrs].kind = SG_ATTR_INTS;
+    a[t->n_attrs].n = (int32_t)rank;
+    a[t->n_attrs].name = sg_strdup("perm");
+    a[t->n_attrs].ints = sg_malloc(sizeof(int64_t) * (size_t)rank);
+    t->n_attrs++; /* counted before the checks: the node frees what it holds */
+    if (!a[t->n_attrs - 1].name || !a[t->n_attrs - 1].ints)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    memcpy(a[t->n_attrs - 1].ints, perm, sizeof(int64_t) * (size_t)rank);
+    return SEGRT_OK;
+}
+
+/* A 3-D [B, S, heads * size] input as [B, heads, S, size]; a 4-D one as
+ * it is. */
+static sg_status heads_first(lowering *L, int32_t v, bool three, int64_t heads, sg_dtype dt, int32_t *out)
+{
+    if (!three) {
+        *out = v;
+        return SEGRT_OK;
+    }
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    int64_t dims[4] = {0, 0, heads, -1};
+    int32_t shape, r = -1;
+    SG_TRY(ints_const(L, dims, 4, &shape));
+    SG_TRY(emit2(L, SG_OP_RESHAPE, v, shape, dt, &r));
+    return transpose(L, r, perm, 4, dt, out);
+}
+
+/* Attention (opset 23) as the spec's reference computes it (and
+ * ref_attention.c): Q and K each times sqrt(scale), their product, plus
+ * the mask (a boolean one as 0 / -inf, its last axis padded to the keys
+ * with -inf) and the causal mask (-inf above the diagonal, upper-left
+ * aligned), softcap, Softmax over the keys, times V. Key/value heads are
+ * tiled for grouped queries (query head h reads head h mod kv_num_heads),
+ * the cache concatenated before the new keys (present_key/present_value
+ * are those). Left as it is: the QK product as an output, and a causal or
+ * short mask over lengths not known at build. */
+static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
+{
+    sg_graph *g = L->g;
+    int32_t qv = n->inputs[0], kv = n->inputs[1], vv = n->inputs[2];
+    int32_t mask = n->n_inputs > 3 ? n->inputs[3] : -1, pk = n->n_inputs > 4 ? n->inputs[4] : -1,
+            pv = n->n_inputs > 5 ? n->inputs[5] : -1;
+    if ((n->n_outputs > 3 && n->outputs[3] >= 0) || (pk < 0) != (pv < 0) || n->outputs[0] < 0)
+        return SEGRT_OK;
+    const sg_shape *qs = &g->values[qv].shape, *ks = &g->values[kv].shape;
+    sg_dtype dt = g->values[qv].dtype;
+    bool three = qs->rank == 3;
+    if (!sg_dtype_is_float(dt) || (qs->rank != 3 && qs->rank != 4) || ks->rank != qs->rank ||
+        g->values[vv].shape.rank != qs->rank || g->values[kv].dtype != dt || g->values[vv].dtype != dt)
+        return SEGRT_OK;
+    int64_t Hq = three ? sg_attr_int(n, "q_num_heads", 0) : qs->d[1].size;
+    int64_t Hkv = three ? sg_attr_int(n, "kv_num_heads", 0) : ks->d[1].size;
+    int64_t hidden = three ? qs->d[2].size : qs->d[3].size;
+    int64_t D = three ? (Hq > 0 && hidden > 0 ? hidden / Hq : -1) : hidden;
+    if (Hq < 1 || Hkv < 1 || Hq % Hkv || D < 1 || (three && hidden % Hq))
+        return SEGRT_OK;
+    int64_t Sq = qs->d[three ? 1 : 2].size, Skv = ks->d[three ? 1 : 2].size, P = 0;
+    if (pk >= 0) {
+        const sg_shape *ps = &g->values[pk].shape;
+        P = ps->rank == 4 ? ps->d[2].size : -1;
+    }
+    int64_t T = Skv >= 0 && P >= 0 ? P + Skv : -1;
+    bool causal = sg_attr_int(n, "is_causal", 0) != 0;
+    int64_t mlast = -1;
+    if (mask >= 0) {
+        const sg_shape *ms = &g->values[mask].shape;
+        sg_dtype mdt = g->values[mask].dtype;
+        if (ms->rank < 2 || ms->rank > 4 || (mdt != SEGRT_DTYPE_BOOL && !sg_dtype_is_float(mdt)))
+            return SEGRT_OK;
+        mlast = ms->d[ms->rank - 1].size;
+        if (mlast < 0 || T < 0 || mlast > T)
+            return SEGRT_OK; /* padding it needs the lengths */
+    }
+    if (causal && (Sq < 0 || T < 0 || Sq * T > ((int64_t)1 << 24)))
+        return SEGRT_OK;
+    double scale = sg_attr_find(n, "scale") ? sg_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)D);
+    float softcap = sg_attr_float(n, "softcap", 0.0f);
+
+    int32_t q4, k4, v4, sc, qsc = -1, ksc = -1, kt, scores = -1;
+    SG_TRY(heads_first(L, qv, three, Hq, dt, &q4));
+    SG_TRY(heads_first(L, kv, three, Hkv, dt, &k4));
+    SG_TRY(heads_first(L, vv, three, Hkv, dt, &v4));
+    if (pk >= 0) { /* the cache before the new keys and values: present_key/present_value */
+        int32_t kin[2] = {pk, k4}, vin[2] = {pv, v4}, kc = n->n_outputs > 1 ? n->outputs[1] : -1,
+                vc = n->n_outputs > 2 ? n->outputs[2] : -1;
+        sg_node *c;
+        SG_TRY(emit(L, SG_OP_CONCAT, kin, 2, dt, &kc, &c));
+        SG_TRY(add_int_attr(c, "axis", 2));
+        SG_TRY(emit(L, SG_OP_CONCAT, vin, 2, dt, &vc, &c));
+        SG_TRY(add_int_attr(c, "axis", 2));
+        k4 = kc;
+        v4 = vc;
+    } else if (n->n_outputs > 1 && (n->outputs[1] >= 0 || (n->n_outputs > 2 && n->outputs[2] >= 0))) {
+        /* present_* without a cache: the keys and values themselves */
+        int32_t kc = n->outputs[1], vc = n->n_outputs > 2 ? n->outputs[2] : -1;
+        if (kc >= 0)
+            SG_TRY(emit1(L, SG_OP_IDENTITY, k4, dt, &kc));
+        if (vc >= 0)
+            SG_TRY(emit1(L, SG_OP_IDENTITY, v4, dt, &vc));
+    }
+    if (Hq != Hkv) { /* grouped queries: head h reads key/value head h mod Hkv */
+        int64_t reps[4] = {1, Hq / Hkv, 1, 1};
+        int32_t r, kt2 = -1, vt2 = -1;
+        SG_TRY(ints_const(L, reps, 4, &r));
+        SG_TRY(emit2(L, SG_OP_TILE, k4, r, dt, &kt2));
+        SG_TRY(emit2(L, SG_OP_TILE, v4, r, dt, &vt2));
+        k4 = kt2;
+        v4 = vt2;
+    }
+    /* sqrt(scale) on each side, as the reference: the product stays in
+     * range where the plan computes in float16. */
+    SG_TRY(scalar_f32(L, (float)sqrt(scale), &sc));
+    int32_t scd;
+    SG_TRY(cast(L, sc, dt, &scd));
+    SG_TRY(emit2(L, SG_OP_MUL, q4, scd, dt, &qsc));
+    SG_TRY(emit2(L, SG_OP_MUL, k4, scd, dt, &ksc));
+    static const int64_t swap[4] = {0, 1, 3, 2};
+    SG_TRY(transpose(L, ksc, swap, 4, dt, &kt));
+    SG_TRY(emit2(L, SG_OP_MAT_MUL, qsc, kt, dt, &scores));
+    if (mask >= 0) {
+        int32_t bias = mask;
+        if (g->values[mask].dtype == SEGRT_DTYPE_BOOL) {
+            int32_t zero, ninf, w = -1;
+            SG_TRY(scalar_f32(L, 0.0f, &zero));
+            SG_TRY(scalar_f32(L, -INFINITY, &ninf));
+            int32_t zin, nin;
+            SG_TRY(cast(L, zero, dt, &zin));
+            SG_TRY(cast(L, ninf, dt, &nin));
+            int32_t win[3] = {mask, zin, nin};
+            SG_TRY(emit(L, SG_OP_WHERE, win, 3, dt, &w, NULL));
+            bias = w;
+        } else {
+            SG_TRY(cast(L, mask, dt, &bias));
+        }
+        if (mlast < T) { /* keys past the mask's: -inf */
+            int32_t mr = g->values[mask].shape.rank, pads, ninf, nin, padded = -1;
+            int64_t pv8[8] = {0};
+            pv8[2 * mr - 1] = T - mlast;
+            SG_TRY(ints_const(L, pv8, 2 * mr, &pads));
+            SG_TRY(scalar_f32(L, -INFINITY, &ninf));
+            SG_TRY(cast(L, ninf, dt, &nin));
+            int32_t pin[3] = {bias, pads, nin};
+            SG_TRY(emit(L, SG_OP_PAD, pin, 3, dt, &padded, NULL));
+            bias = padded;
+        }
+        int32_t sum = -1;
+        SG_TRY(emit2(L, SG_OP_ADD, scores, bias, dt, &sum));
+        scores = sum;
+    }
+    if (causal) { /* -inf where a key comes after the query (t > i) */
+        float *tri = sg_malloc(sizeof(float) * (size_t)(Sq * T));
+        if (!tri)
+            return SEGRT_ERROR_OUT_OF_MEMORY;
+        for (int64_t i = 0; i < Sq; i++)
+            for (int64_t t = 0; t < T; t++)
+                tri[i * T + t] = t > i ? -INFINITY : 0.0f;
+        int64_t td[2] = {Sq, T};
+        int32_t tv, tvd, sum = -1;
+        sg_status st = new_const(L, SEGRT_DTYPE_FLOAT32, 2, td, tri, sizeof(float) * (size_t)(Sq * T), &tv);
+        free(tri);
+        SG_TRY(st);
+        SG_TRY(cast(L, tv, dt, &tvd));
+        SG_TRY(emit2(L, SG_OP_ADD, scores, tvd, dt, &sum));
+        scores = sum;
+    }
+    if (softcap > 0) { /* softcap * tanh(scores / softcap) */
+        int32_t c, cd, d1 = -1, t1 = -1, m1 = -1;
+        SG_TRY(scalar_f32(L, softcap, &c));
+        SG_TRY(cast(L, c, dt, &cd));
+        SG_TRY(emit2(L, SG_OP_DIV, scores, cd, dt, &d1));
+        SG_TRY(emit1(L, SG_OP_TANH, d1, dt, &t1));
+        SG_TRY(emit2(L, SG_OP_MUL, t1, cd, dt, &m1));
+        scores = m1;
+    }
+    sg_node *sm;
+    int32_t probs = -1, y4 = three ? -1 : n->outputs[0];
+    SG_TRY(emit(L, SG_OP_SOFTMAX, &scores, 1, dt, &probs, &sm));
+    SG_TRY(add_int_attr(sm, "axis", -1));
+    SG_TRY(emit2(L, SG_OP_MAT_MUL, probs, v4, dt, &y4));
+    if (three) { /* [B, heads, S, size] back to [B, S, heads * size] */
+        static const int64_t perm[4] = {0, 2, 1, 3};
+        int64_t dims[3] = {0, 0, -1};
+        int32_t yt, shape, y = n->outputs[0];
+        SG_TRY(transpose(L, y4, perm, 4, dt, &yt));
+        SG_TRY(ints_const(L, dims, 3, &shape));
+        SG_TRY(emit2(L, SG_OP_RESHAPE, yt, shape, dt, &y));
+    }
+    *done = true;
+    return SEGRT_OK;
+}
+
 bool sg_op_is_composite(sg_op op)
 {
-    return op == SG_OP_RMS_NORMALIZATION || op == SG_OP_QUANTIZE_LINEAR || op == SG_OP_DEQUANTIZE_LINEAR;
+    return op == SG_OP_RMS_NORMALIZATION || op == SG_OP_ATTENTION || op == SG_OP_QUANTIZE_LINEAR || op == SG_OP_DEQUANTIZE_LINEAR;
 }
 
 sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_node *n, void *user), void *user,
@@ -331,7 +543,7 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
         char *base = sg_strdup(n.name && n.name[0] ? n.name : sg_op_name(n.op));
         if (!base)
             return SEGRT_ERROR_OUT_OF_MEMORY;
-        lowering L = {g, base, 0};
+        lowering L = {g, base, 0, n.op != SG_OP_ATTENTION};
         bool done = false;
         sg_status s = SEGRT_OK;
         if (n.op == SG_OP_RMS_NORMALIZATION && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
@@ -340,6 +552,9 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
             s = lower_dequantize(&L, &n, &done);
         else if (n.op == SG_OP_QUANTIZE_LINEAR && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
             s = lower_quantize(&L, &n, &done);
+        else if (n.op == SG_OP_ATTENTION && n.n_inputs >= 3 && n.inputs[0] >= 0 && n.inputs[1] >= 0 &&
+                 n.inputs[2] >= 0)
+            s = lower_attention(&L, &n, &done);
         free(base);
         SG_TRY(s);
         if (done) {

@@ -62,7 +62,8 @@ sg_status sg_pass_dead_nodes(sg_graph *g, int32_t *changed);
 /* Whether op is one sg_pass_lower can write as primitive operators. */
 bool sg_op_is_composite(sg_op op);
 /* Replaces each composite node (RMSNormalization; QuantizeLinear and
- * DequantizeLinear per tensor or per axis, 8- and 16-bit) for which
+ * DequantizeLinear per tensor or per axis, 8- and 16-bit; Attention
+ * without the QK product as an output) for which
  * lower(g, node, user) is true by the primitive operators the spec
  * defines it with (pass_lower.c), then compacts, sorts and infers the
  * graph; *changed counts them. Forms it does not lower stay as they are. */

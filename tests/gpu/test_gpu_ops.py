@@ -52,10 +52,11 @@ def summary():
 # build folds it away, its inputs constant) pass the comparisons as any
 # case does. NonZero's shapes depend on its input's values, which no CUDA
 # plan compiles (--allow-cpu-fallback interprets). (QuantizeLinear,
-# DequantizeLinear and RMSNormalization run lowered: graph/pass_lower.c.)
+# DequantizeLinear, RMSNormalization and Attention run lowered:
+# graph/pass_lower.c.)
 CUDA_PENDING = {
     "topk": "TopK",
-    "grid_sample": "GridSample", "attention": "Attention", "nonzero": "depend on input values",
+    "grid_sample": "GridSample", "nonzero": "depend on input values",
 }
 
 

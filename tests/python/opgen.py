@@ -397,9 +397,10 @@ def spatial_rank(rng):
 # running and comparing
 
 
-def segrt_outputs(model_path, feeds, out_names, tmp_path, threads=None):
-    """Runs segrt on the saved model; (CompletedProcess, outputs or None)."""
-    args = ["run", model_path] + (["--threads", threads] if threads else [])
+def segrt_outputs(model_path, feeds, out_names, tmp_path, threads=None, extra=()):
+    """Runs segrt on the saved model (extra: more `segrt run` arguments);
+    (CompletedProcess, outputs or None)."""
+    args = ["run", model_path] + (["--threads", threads] if threads else []) + list(extra)
     for name, arr in feeds.items():
         p = tmp_path / f"in_{name}.npy"
         np.save(p, arr)
@@ -505,8 +506,9 @@ def describe(model, feeds):
     return "\n".join(lines)
 
 
-def check_case(case, tmp_path, label, rerun):
-    """Runs the case in segrt and in the oracle, asserts they agree."""
+def check_case(case, tmp_path, label, rerun, extra=()):
+    """Runs the case in segrt (extra: more `segrt run` arguments) and in
+    the oracle, asserts they agree."""
     path = tmp_path / "model.onnx"
     onnx.save(case.model, str(path))
     out_names = [o.name for o in case.model.graph.output]
@@ -551,7 +553,7 @@ def check_case(case, tmp_path, label, rerun):
                                     ("inputs folded in (folded.onnx)", folded, {})):
         sub = tmp_path / ("run" if feeds else "fold")
         sub.mkdir(exist_ok=True)
-        proc, got = segrt_outputs(model_path, feeds, out_names, sub, case.threads)
+        proc, got = segrt_outputs(model_path, feeds, out_names, sub, case.threads, extra)
         if got is None:
             failures.append(f"segrt, {mode}: exit {proc.returncode}: {proc.stderr.strip()}")
             continue

@@ -4,8 +4,10 @@ today) runs. On the CPU `--disable-kernels composite-ops` lowers them
 too, so the lowered forms are checked here against onnxruntime and
 against segrt's own kernels: RMSNormalization, DequantizeLinear and
 QuantizeLinear per tensor and per axis, 8- and 16-bit, with and without
-zero points, ties, saturation and NaN. The ONNX node tests of the three
-operators run lowered as well (the same cases pass as with the kernels).
+zero points, ties, saturation and NaN; the differential suite's cases of
+those and of Attention (grouped heads, masks, causal, cache, softcap).
+The ONNX node tests of the four operators run lowered as well (the same
+cases pass as with the kernels).
 Forms the pass leaves alone (blocks, int32 data) must still run."""
 import pathlib
 import subprocess
@@ -20,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import SEGRT
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "onnx_node"))
+import opgen  # noqa: E402
 import run_node_tests as rnt  # noqa: E402
 
 LOWER = ["--disable-kernels", "composite-ops"]
@@ -48,11 +51,15 @@ def run(path, x, tmp_path, *extra):
 
 
 def lowered(path, x):
-    """Whether the CPU plan of the model runs the lowered nodes (their
-    steps are named NODE/lowered_K) and no step of the composite node."""
-    shape = "x".join(map(str, x.shape)) if x.ndim else "1"
-    p = subprocess.run([SEGRT, "bench", str(path), "--shape", f"x={shape}", "--iters", "1", "--warmup", "0",
-                        "--profile", *LOWER], capture_output=True, text=True, timeout=120)
+    """Whether the CPU plan of the model runs lowered nodes (their steps
+    are named NODE/lowered_K). x: the input x, or a dict of inputs."""
+    feeds = x if isinstance(x, dict) else {"x": x}
+    shapes = []
+    for name, a in feeds.items():
+        a = np.asarray(a)
+        shapes += ["--shape", f"{name}=" + ("x".join(map(str, a.shape)) if a.ndim else "1")]
+    p = subprocess.run([SEGRT, "bench", str(path), *shapes, "--iters", "1", "--warmup", "0", "--profile", *LOWER],
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return "/lowered_" in p.stdout
 
@@ -158,7 +165,21 @@ def test_forms_left_alone_still_run(tmp_path):
     assert not lowered(path, x)
 
 
-OPS = ("RMSNormalization", "QuantizeLinear", "DequantizeLinear")
+GENERATED = opgen.case_ids(["attention", "rms_norm", "quant"])
+
+
+@pytest.mark.parametrize("family,seed", GENERATED, ids=[f"{f}-{s}" for f, s in GENERATED])
+def test_generated_cases_lowered(tmp_path, family, seed):
+    """test_diff_ops.py's cases of the three families, lowered: the same
+    oracles and bounds (onnxruntime, or the spec's reference for
+    Attention), and the plan runs the lowered nodes."""
+    case = opgen.make_case(family, seed)
+    opgen.check_case(case, tmp_path, f"{family}-{seed} lowered",
+                     f"SEGRT_DIFF_SEED={seed} pytest test_lowered_ops.py", extra=LOWER)
+    assert lowered(tmp_path / "model.onnx", {k: np.asarray(v) for k, v in case.feeds.items()})
+
+
+OPS = ("RMSNormalization", "QuantizeLinear", "DequantizeLinear", "Attention")
 
 
 def test_node_cases_lowered():
@@ -171,6 +192,6 @@ def test_node_cases_lowered():
     plain = {r.name: r.status for r in rnt.run_cases(cases, SEGRT)}
     low = {r.name: (r.status, r.message) for r in rnt.run_cases(cases, SEGRT, extra=tuple(LOWER))}
     ran = [n for n, s in plain.items() if s == rnt.PASSED]
-    assert len(ran) >= 40
+    assert len(ran) >= 160
     bad = {n: low[n] for n in ran if low[n][0] != rnt.PASSED}
     assert not bad, bad
