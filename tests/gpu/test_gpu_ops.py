@@ -47,16 +47,14 @@ def summary():
     TALLY.print_summary("GPU op cases", PRECISIONS)
 
 
-# Families whose operators the CUDA backend has no kernel for yet (issue
-# 41): a case's CUDA build must refuse the operator by name, or (where the
-# build folds it away, its inputs constant) pass the comparisons as any
-# case does. NonZero's shapes depend on its input's values, which no CUDA
-# plan compiles (--allow-cpu-fallback interprets). (QuantizeLinear,
-# DequantizeLinear, RMSNormalization and Attention run lowered:
-# graph/pass_lower.c.)
+# Families a CUDA build must refuse by name, or (where the build folds the
+# operator away, its inputs constant) pass the comparisons as any case
+# does: NonZero's shapes depend on its input's values, which no CUDA plan
+# compiles (--allow-cpu-fallback interprets). (QuantizeLinear,
+# DequantizeLinear, RMSNormalization and Attention run lowered,
+# graph/pass_lower.c; TopK and GridSample have kernels, k_index.cu.)
 CUDA_PENDING = {
-    "topk": "TopK",
-    "grid_sample": "GridSample", "nonzero": "depend on input values",
+    "nonzero": "depend on input values",
 }
 
 

@@ -1107,6 +1107,104 @@ sg_status cuda_build_trilu(sg_cuda_plan *p, const sg_node *n)
     return select_step_new(p, n, "segrt trilu", run_trilu, args, 2, &ss);
 }
 
+static sg_status run_top_k(const cuda_step *s, cuda_run *r)
+{
+    const select_step *ss = s->params;
+    sgk_view x = cuda_view(r, s->args[0]), v = cuda_view(r, s->args[1]), i = cuda_view(r, s->args[2]);
+    return sgk_top_k(r->stream, &v, &i, &x, ss->axis, ss->k, ss->upper);
+}
+
+/* (select_step's upper holds largest; sorted=0 allows any order, the
+ * sorted one among them.) */
+sg_status cuda_build_top_k(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    SG_TRY(need_output(n, 1));
+    int32_t args[3];
+    SG_TRY(input(p, n, 0, &args[0]));
+    const cuda_tensor *x = &p->tensors[args[0]];
+    if (x->rank < 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "input must have rank >= 1");
+    if (!sg_dtype_is_float(x->dtype) && !sg_dtype_is_integer(x->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s input", segrt_dtype_name(x->dtype));
+    select_step ss = {0};
+    SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", -1), x->rank, &ss.axis));
+    SG_TRY(const_int(p, n, 1, "K", &ss.k));
+    int64_t len = x->dims[ss.axis];
+    if (ss.k < 0 || ss.k > len)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "K is %lld for an axis of %lld", (long long)ss.k,
+                             (long long)len);
+    if (len > SGK_TOPK_MAX_LEN)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "TopK over %lld elements (the device's kernel takes %d)",
+                             (long long)len, SGK_TOPK_MAX_LEN);
+    ss.upper = sg_attr_int(n, "largest", 1) != 0;
+    SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[1]));
+    SG_TRY(cuda_output_new(p, n, 1, SEGRT_DTYPE_INT64, CUDA_LAYOUT_PLAIN, &args[2]));
+    cuda_step *st;
+    select_step *copy = sg_malloc(sizeof *copy);
+    if (!copy)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *copy = ss;
+    return cuda_step_new(p, n, "segrt top k", run_top_k, args, 3, 2, copy, NULL, &st);
+}
+
+typedef struct gs_step {
+    sgk_gs_mode mode;
+    sgk_gs_pad pad;
+    bool align;
+} gs_step;
+
+static sg_status run_grid_sample(const cuda_step *s, cuda_run *r)
+{
+    const gs_step *gs = s->params;
+    sgk_view x = cuda_view(r, s->args[0]), grid = cuda_view(r, s->args[1]), y = cuda_view(r, s->args[2]);
+    return sgk_grid_sample(r->stream, &y, &x, &grid, gs->mode, gs->pad, gs->align);
+}
+
+sg_status cuda_build_grid_sample(sg_cuda_plan *p, const sg_node *n)
+{
+    SG_TRY(need_output(n, 0));
+    int32_t args[3];
+    SG_TRY(input(p, n, 0, &args[0]));
+    SG_TRY(input(p, n, 1, &args[1]));
+    const cuda_tensor *x = &p->tensors[args[0]], *grid = &p->tensors[args[1]];
+    int32_t nd = x->rank - 2;
+    if (!sg_dtype_is_float(x->dtype) || !sg_dtype_is_float(grid->dtype))
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%s input", segrt_dtype_name(x->dtype));
+    if (nd < 1 || nd > SGK_GS_MAX_DIMS)
+        return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "%d spatial dims (the device's kernel takes 1 to %d)", nd,
+                             SGK_GS_MAX_DIMS);
+    if (grid->rank != x->rank || grid->dims[grid->rank - 1] != nd || grid->dims[0] != x->dims[0])
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "the grid must be N x outputs x %d for an input of rank %d", nd,
+                             x->rank);
+    const char *mode = sg_attr_string(n, "mode", "linear"), *pad = sg_attr_string(n, "padding_mode", "zeros");
+    gs_step *gs = sg_calloc(1, sizeof *gs);
+    if (!gs)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    int m = strcmp(mode, "nearest") == 0                                   ? SGK_GS_NEAREST
+            : strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0 ? SGK_GS_LINEAR
+            : strcmp(mode, "cubic") == 0 || strcmp(mode, "bicubic") == 0   ? SGK_GS_CUBIC
+                                                                           : -1;
+    int q = strcmp(pad, "zeros") == 0        ? SGK_GS_ZEROS
+            : strcmp(pad, "border") == 0     ? SGK_GS_BORDER
+            : strcmp(pad, "reflection") == 0 ? SGK_GS_REFLECTION
+                                             : -1;
+    if (m < 0 || q < 0) {
+        free(gs);
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` or padding_mode `%s` is not one GridSample has",
+                             mode, pad);
+    }
+    gs->mode = (sgk_gs_mode)m;
+    gs->pad = (sgk_gs_pad)q;
+    gs->align = sg_attr_int(n, "align_corners", 0) != 0;
+    sg_status s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[2]);
+    cuda_step *st;
+    if (s == SEGRT_OK)
+        return cuda_step_new(p, n, "segrt grid sample", run_grid_sample, args, 3, 1, gs, NULL, &st);
+    free(gs);
+    return s;
+}
+
 static sg_status run_one_hot(const cuda_step *s, cuda_run *r)
 {
     const select_step *ss = s->params;

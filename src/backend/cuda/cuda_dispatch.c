@@ -40,6 +40,8 @@ ONE_IMPL(gather_nd_impls, "segrt gather nd", cuda_build_gather_nd);
 ONE_IMPL(scatter_elements_impls, "segrt scatter elements", cuda_build_scatter_elements);
 ONE_IMPL(cumsum_impls, "segrt cumsum", cuda_build_cumsum);
 ONE_IMPL(trilu_impls, "segrt trilu", cuda_build_trilu);
+ONE_IMPL(grid_sample_impls, "segrt grid sample", cuda_build_grid_sample);
+ONE_IMPL(top_k_impls, "segrt top k", cuda_build_top_k);
 ONE_IMPL(one_hot_impls, "segrt one hot", cuda_build_one_hot);
 ONE_IMPL(depth_space_impls, "segrt depth space", cuda_build_depth_space);
 ONE_IMPL(cast_impls, "segrt cast", cuda_build_cast);
@@ -134,6 +136,8 @@ static const cuda_impl *const op_impls[SG_OP_COUNT] = {
     [SG_OP_SCATTER_ELEMENTS] = scatter_elements_impls,
     [SG_OP_CUM_SUM] = cumsum_impls,
     [SG_OP_TRILU] = trilu_impls,
+    [SG_OP_GRID_SAMPLE] = grid_sample_impls,
+    [SG_OP_TOP_K] = top_k_impls,
     [SG_OP_ONE_HOT] = one_hot_impls,
     [SG_OP_DEPTH_TO_SPACE] = depth_space_impls,
     [SG_OP_SPACE_TO_DEPTH] = depth_space_impls,

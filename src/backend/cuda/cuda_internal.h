@@ -676,6 +676,8 @@ sg_status cuda_build_gather_nd(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_scatter_elements(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_cumsum(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_trilu(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_grid_sample(sg_cuda_plan *p, const sg_node *n);
+sg_status cuda_build_top_k(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_one_hot(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_einsum(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_reduce.c: reductions, ArgMax, global pools, Softmax, LogSoftmax */

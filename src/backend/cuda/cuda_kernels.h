@@ -197,6 +197,24 @@ segrt_status sgk_scatter_elements(cudaStream_t stream, const sgk_view *out, cons
 segrt_status sgk_cumsum(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int32_t axis, bool exclusive,
                         bool reverse);
 
+/* ONNX TopK along axis: the k first of each line in the order larger
+ * (largest) or smaller first, NaN beyond every number, ties by the smaller
+ * index, sorted; values moved as they are, indices int64 (or int32).
+ * Quadratic in the line's length (SGK_TOPK_MAX_LEN at most). */
+#define SGK_TOPK_MAX_LEN 16384
+segrt_status sgk_top_k(cudaStream_t stream, const sgk_view *values, const sgk_view *indices, const sgk_view *x,
+                       int32_t axis, int64_t k, bool largest);
+
+/* ONNX GridSample over 1 to 3 spatial dims: out is N x C x (the grid's
+ * spatial dims), grid N x (spatial) x nd, its last entry the last axis.
+ * Modes and paddings as the reference's (ref_grid_sample.c), computed in
+ * double; any strides. */
+#define SGK_GS_MAX_DIMS 3
+typedef enum sgk_gs_mode { SGK_GS_NEAREST, SGK_GS_LINEAR, SGK_GS_CUBIC } sgk_gs_mode;
+typedef enum sgk_gs_pad { SGK_GS_ZEROS, SGK_GS_BORDER, SGK_GS_REFLECTION } sgk_gs_pad;
+segrt_status sgk_grid_sample(cudaStream_t stream, const sgk_view *out, const sgk_view *x, const sgk_view *grid,
+                             sgk_gs_mode mode, sgk_gs_pad pad, bool align_corners);
+
 /* ONNX Trilu over the last two dims: the elements with column - row >= k
  * (upper) or <= k (lower) kept, the others 0. */
 segrt_status sgk_trilu(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int64_t k, bool upper);

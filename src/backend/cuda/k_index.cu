@@ -610,6 +610,186 @@ __global__ void einsum_kernel(const einsum_args a)
     }
 }
 
+// GridSample ----------------------------------------------------------------
+//
+// One thread an output element (n, c, point): the location from the grid
+// (its last entry is the last axis), clamped or reflected into the borders
+// (border, reflection), then the taps (1, 2 or 4 an axis), each outside
+// the input 0, clamped or reflected. In double, as the reference computes
+// it (ref_grid_sample.c), so that a nearest location's halves round as
+// its do.
+
+struct gs_args {
+    sgk_view out, x, grid;
+    int32_t nd, mode, pad;
+    bool align;
+    int64_t n, points;
+    double lo[SGK_GS_MAX_DIMS], hi[SGK_GS_MAX_DIMS];
+};
+
+__device__ double gs_reflect(double v, double lo, double hi)
+{
+    double range = hi - lo;
+    if (range <= 0)
+        return lo;
+    if (v < lo) {
+        double dx = lo - v;
+        int64_t k = (int64_t)(dx / range);
+        double r = dx - (double)k * range;
+        return k % 2 == 0 ? lo + r : hi - r;
+    }
+    if (v > hi) {
+        double dx = v - hi;
+        int64_t k = (int64_t)(dx / range);
+        double r = dx - (double)k * range;
+        return k % 2 == 0 ? hi - r : lo + r;
+    }
+    return v;
+}
+
+__device__ double gs_pixel(const gs_args &a, int64_t base, const int64_t *idx)
+{
+    int64_t off = base;
+    for (int32_t d = 0; d < a.nd; d++) {
+        int64_t i = idx[d], n = a.x.dims[2 + d];
+        if (i < 0 || i >= n) {
+            if (a.pad == SGK_GS_ZEROS)
+                return 0.0;
+            if (a.pad == SGK_GS_BORDER)
+                i = i < 0 ? 0 : n - 1;
+            else
+                i = (int64_t)gs_reflect((double)i, a.lo[d], a.hi[d]);
+            i = i < 0 ? 0 : i >= n ? n - 1 : i; // reflection of a 1-pixel axis
+        }
+        off += i * a.x.strides[2 + d];
+    }
+    return ld_f64(a.x.data, off, a.x.dtype);
+}
+
+__device__ void gs_cubic(double t, double *c)
+{
+    const double al = -0.75;
+    double x = fabs(t);
+    c[0] = ((al * (x + 1) - 5 * al) * (x + 1) + 8 * al) * (x + 1) - 4 * al;
+    c[1] = ((al + 2) * x - (al + 3)) * x * x + 1;
+    c[2] = ((al + 2) * (1 - x) - (al + 3)) * (1 - x) * (1 - x) + 1;
+    c[3] = ((al * (2 - x) - 5 * al) * (2 - x) + 8 * al) * (2 - x) - 4 * al;
+}
+
+__global__ void grid_sample_kernel(const gs_args a)
+{
+    int64_t C = a.x.dims[1], step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+        int64_t p = i % a.points, c = (i / a.points) % C, b = i / (a.points * C);
+        // The point's output coordinates (row-major over the output's spatial dims).
+        int64_t at[SGK_GS_MAX_DIMS], rest = p, goff = b * a.grid.strides[0], yoff = b * a.out.strides[0] +
+                                                                              c * a.out.strides[1];
+        for (int32_t d = a.nd - 1; d >= 0; d--) {
+            at[d] = rest % a.out.dims[2 + d];
+            rest /= a.out.dims[2 + d];
+            goff += at[d] * a.grid.strides[1 + d];
+            yoff += at[d] * a.out.strides[2 + d];
+        }
+        double v[SGK_GS_MAX_DIMS], f[SGK_GS_MAX_DIMS], w[SGK_GS_MAX_DIMS][4];
+        for (int32_t d = 0; d < a.nd; d++) {
+            double g = ld_f64(a.grid.data, goff + (a.nd - 1 - d) * a.grid.strides[a.nd + 1], a.grid.dtype);
+            double size = (double)a.x.dims[2 + d];
+            v[d] = a.align ? (g + 1) / 2 * (size - 1) : ((g + 1) * size - 1) / 2;
+            if (a.mode == SGK_GS_NEAREST)
+                v[d] = nearbyint(v[d]);
+            if (v[d] < a.lo[d] || v[d] > a.hi[d]) {
+                if (a.pad == SGK_GS_BORDER)
+                    v[d] = v[d] < 0 ? 0 : v[d] > size - 1 ? size - 1 : v[d];
+                else if (a.pad == SGK_GS_REFLECTION)
+                    v[d] = gs_reflect(v[d], a.lo[d], a.hi[d]);
+            }
+            f[d] = floor(v[d]);
+            double t = v[d] - f[d];
+            if (a.mode == SGK_GS_LINEAR) {
+                w[d][0] = 1 - t;
+                w[d][1] = t;
+            } else if (a.mode == SGK_GS_CUBIC) {
+                gs_cubic(t, w[d]);
+            }
+        }
+        int64_t base = b * a.x.strides[0] + c * a.x.strides[1], idx[SGK_GS_MAX_DIMS];
+        double r = 0;
+        if (a.mode == SGK_GS_NEAREST) {
+            for (int32_t d = 0; d < a.nd; d++)
+                idx[d] = (int64_t)v[d];
+            r = gs_pixel(a, base, idx);
+        } else {
+            // Every combination of taps: 2 or 4 an axis, the first axis slowest.
+            int32_t taps = a.mode == SGK_GS_LINEAR ? 2 : 4, first = a.mode == SGK_GS_LINEAR ? 0 : -1, total = 1;
+            for (int32_t d = 0; d < a.nd; d++)
+                total *= taps;
+            for (int32_t k = 0; k < total; k++) {
+                double weight = 1;
+                for (int32_t d = a.nd - 1, q = k; d >= 0; d--, q /= taps) {
+                    idx[d] = (int64_t)f[d] + first + q % taps;
+                    weight *= w[d][q % taps];
+                }
+                r += weight * gs_pixel(a, base, idx);
+            }
+        }
+        st_f64(a.out.data, yoff, a.out.dtype, r);
+    }
+}
+
+// TopK ----------------------------------------------------------------------
+//
+// One thread an input element: its place in the order is the number of
+// elements of its line that come before it (larger first for largest, NaN
+// beyond every number, ties by the smaller index: the reference's order,
+// ref_select.c); one with a place below K writes its value and index
+// there. Quadratic in the line's length, which the builder bounds.
+
+struct topk_args {
+    sgk_view x, values, indices;
+    int32_t axis;
+    int64_t k, n;
+    bool largest;
+};
+
+__device__ __forceinline__ bool topk_before(double a, int64_t ia, double b, int64_t ib, bool largest)
+{
+    bool an = a != a, bn = b != b;
+    if (an != bn)
+        return largest ? an : bn;
+    if (!an && a != b)
+        return largest ? a > b : a < b;
+    return ia < ib;
+}
+
+__global__ void topk_kernel(const topk_args a)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x, len = a.x.dims[a.axis], xs = a.x.strides[a.axis];
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < a.n; e += step) {
+        // Element e of x (row-major): its line's first element and its place on it.
+        int64_t rest = e, xoff = 0, voff = 0, ioff = 0, j = 0;
+        for (int32_t d = a.x.rank - 1; d >= 0; d--) {
+            int64_t c = rest % a.x.dims[d];
+            rest /= a.x.dims[d];
+            if (d == a.axis) {
+                j = c;
+                continue;
+            }
+            xoff += c * a.x.strides[d];
+            voff += c * a.values.strides[d];
+            ioff += c * a.indices.strides[d];
+        }
+        double v = ld_f64(a.x.data, xoff + j * xs, a.x.dtype);
+        int64_t place = 0;
+        for (int64_t m = 0; m < len && place < a.k; m++)
+            place += m != j && topk_before(ld_f64(a.x.data, xoff + m * xs, a.x.dtype), m, v, j, a.largest);
+        if (place < a.k) {
+            move_elem(a.values.data, voff + place * a.values.strides[a.axis], a.values.dtype, a.x.data, xoff + j * xs,
+                      a.x.dtype);
+            st_i64(a.indices.data, ioff + place * a.indices.strides[a.axis], a.indices.dtype, j);
+        }
+    }
+}
+
 bool view_ok(const sgk_view *v)
 {
     return v && v->rank >= 0 && v->rank <= SGK_MAX_RANK && dtype_bytes(v->dtype) != 0;
@@ -1016,4 +1196,62 @@ extern "C" segrt_status sgk_einsum(cudaStream_t stream, const sgk_einsum_params 
     }
     einsum_kernel<<<blocks_for(a.w.n), IX_THREADS, 0, stream>>>(a);
     return launched("sgk_einsum");
+}
+
+extern "C" segrt_status sgk_grid_sample(cudaStream_t stream, const sgk_view *out, const sgk_view *x, const sgk_view *grid,
+                                        sgk_gs_mode mode, sgk_gs_pad pad, bool align_corners)
+{
+    int32_t nd = x ? x->rank - 2 : 0;
+    bool ok = view_ok(out) && view_ok(x) && view_ok(grid) && nd >= 1 && nd <= SGK_GS_MAX_DIMS && out->rank == x->rank &&
+              grid->rank == x->rank && grid->dims[x->rank - 1] == nd && grid->dims[0] == x->dims[0] &&
+              out->dims[0] == x->dims[0] && out->dims[1] == x->dims[1];
+    for (int32_t d = 0; ok && d < nd; d++)
+        ok = out->dims[2 + d] == grid->dims[1 + d];
+    if (!ok)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_grid_sample: bad arguments");
+    gs_args a;
+    memset(&a, 0, sizeof a);
+    a.out = *out;
+    a.x = *x;
+    a.grid = *grid;
+    a.nd = nd;
+    a.mode = mode;
+    a.pad = pad;
+    a.align = align_corners;
+    a.points = 1;
+    for (int32_t d = 0; d < nd; d++) {
+        a.points *= out->dims[2 + d];
+        a.lo[d] = align_corners ? 0.0 : -0.5;
+        a.hi[d] = align_corners ? (double)(x->dims[2 + d] - 1) : (double)x->dims[2 + d] - 0.5;
+    }
+    a.n = out->dims[0] * out->dims[1] * a.points;
+    if (a.n == 0)
+        return SEGRT_OK;
+    grid_sample_kernel<<<blocks_for(a.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_grid_sample");
+}
+
+extern "C" segrt_status sgk_top_k(cudaStream_t stream, const sgk_view *values, const sgk_view *indices,
+                                  const sgk_view *x, int32_t axis, int64_t k, bool largest)
+{
+    bool ok = view_ok(values) && view_ok(indices) && view_ok(x) && axis >= 0 && axis < x->rank &&
+              values->rank == x->rank && indices->rank == x->rank && k >= 0 && k <= x->dims[axis] &&
+              !is_float(indices->dtype);
+    for (int32_t d = 0; ok && d < x->rank; d++)
+        ok = values->dims[d] == (d == axis ? k : x->dims[d]) && indices->dims[d] == values->dims[d];
+    if (!ok)
+        return sg_error(SEGRT_ERROR_INTERNAL, "sgk_top_k: bad arguments");
+    topk_args a;
+    memset(&a, 0, sizeof a);
+    a.x = *x;
+    a.values = *values;
+    a.indices = *indices;
+    a.axis = axis;
+    a.k = k;
+    a.largest = largest;
+    a.n = numel(x);
+    if (a.n == 0 || k == 0)
+        return SEGRT_OK;
+    topk_kernel<<<blocks_for(a.n), IX_THREADS, 0, stream>>>(a);
+    return launched("sgk_top_k");
 }
