@@ -225,3 +225,14 @@ bool sg_dtype_is_nonzero(sg_dtype t, const void *data, int64_t i)
 {
     return sg_dtype_is_float(t) ? sg_dtype_load_f64(t, data, i) != 0.0 : sg_dtype_load_i64(t, data, i) != 0;
 }
+
+bool sg_dtype_quant_range(sg_dtype t, double *lo, double *hi)
+{
+    switch (t) {
+    case SEGRT_DTYPE_UINT8: *lo = 0, *hi = 255; return true;
+    case SEGRT_DTYPE_INT8: *lo = -128, *hi = 127; return true;
+    case SEGRT_DTYPE_UINT16: *lo = 0, *hi = 65535; return true;
+    case SEGRT_DTYPE_INT16: *lo = -32768, *hi = 32767; return true;
+    default: return false;
+    }
+}

@@ -13,6 +13,9 @@ typedef segrt_dtype sg_dtype;
 bool sg_dtype_is_supported(sg_dtype t);
 bool sg_dtype_is_float(sg_dtype t); /* f16, bf16, f32, f64 */
 bool sg_dtype_is_integer(sg_dtype t);
+/* The range of a quantized type (QuantizeLinear's saturation): uint8,
+ * int8, uint16 and int16; false for any other type. */
+bool sg_dtype_quant_range(sg_dtype t, double *lo, double *hi);
 
 float sg_half_to_float(uint16_t h);
 uint16_t sg_float_to_half(float f);

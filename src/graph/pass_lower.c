@@ -206,7 +206,8 @@ static sg_status per_axis(lowering *L, int32_t v, int32_t x_rank, int64_t axis, 
 
 static bool small_int(sg_dtype dt)
 {
-    return dt == SEGRT_DTYPE_UINT8 || dt == SEGRT_DTYPE_INT8 || dt == SEGRT_DTYPE_UINT16 || dt == SEGRT_DTYPE_INT16;
+    double lo, hi;
+    return sg_dtype_quant_range(dt, &lo, &hi);
 }
 
 /* The scale's and zero point's broadcasting forms for node n (x its
@@ -275,23 +276,9 @@ static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
     if (y < 0 || !sg_dtype_is_float(g->values[n->inputs[0]].dtype))
         return SEGRT_OK;
     sg_dtype out_dt = g->values[y].dtype, f = SEGRT_DTYPE_FLOAT32;
-    float lo, hi;
-    switch (out_dt) {
-    case SEGRT_DTYPE_UINT8:
-        lo = 0, hi = 255;
-        break;
-    case SEGRT_DTYPE_INT8:
-        lo = -128, hi = 127;
-        break;
-    case SEGRT_DTYPE_UINT16:
-        lo = 0, hi = 65535;
-        break;
-    case SEGRT_DTYPE_INT16:
-        lo = -32768, hi = 32767;
-        break;
-    default:
+    double lo, hi;
+    if (!sg_dtype_quant_range(out_dt, &lo, &hi))
         return SEGRT_OK;
-    }
     int32_t scale, zp, xf, q = -1, r = -1, lo_v, hi_v, c = -1, nan = -1, zero, w = -1;
     bool ok;
     SG_TRY(quant_params(L, n, &scale, &zp, &ok));
@@ -305,8 +292,8 @@ static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
         SG_TRY(emit2(L, SG_OP_ADD, r, zp, f, &s));
         r = s;
     }
-    SG_TRY(scalar_f32(L, lo, &lo_v));
-    SG_TRY(scalar_f32(L, hi, &hi_v));
+    SG_TRY(scalar_f32(L, (float)lo, &lo_v));
+    SG_TRY(scalar_f32(L, (float)hi, &hi_v));
     int32_t clip_in[3] = {r, lo_v, hi_v};
     SG_TRY(emit(L, SG_OP_CLIP, clip_in, 3, f, &c, NULL));
     SG_TRY(emit1(L, SG_OP_IS_NAN, c, SEGRT_DTYPE_BOOL, &nan));

@@ -12,6 +12,7 @@
  * dense output), Tile and Pad (sgk_pad), DepthToSpace/SpaceToDepth (a COPY
  * between 6-D views), Gather, ScatterND and Einsum. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/grid_sample_math.h"
 #include "graph/einsum.h"
 #include "graph/infer.h"
 
@@ -1149,8 +1150,7 @@ sg_status cuda_build_top_k(sg_cuda_plan *p, const sg_node *n)
 }
 
 typedef struct gs_step {
-    sgk_gs_mode mode;
-    sgk_gs_pad pad;
+    int32_t mode, pad; /* backend/grid_sample_math.h's */
     bool align;
 } gs_step;
 
@@ -1178,24 +1178,15 @@ sg_status cuda_build_grid_sample(sg_cuda_plan *p, const sg_node *n)
         return sg_node_error(n, SEGRT_ERROR_SHAPE, "the grid must be N x outputs x %d for an input of rank %d", nd,
                              x->rank);
     const char *mode = sg_attr_string(n, "mode", "linear"), *pad = sg_attr_string(n, "padding_mode", "zeros");
+    int m = sg_gs_mode(mode), q = sg_gs_padding(pad);
+    if (m < 0 || q < 0)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` or padding_mode `%s` is not one GridSample has",
+                             mode, pad);
     gs_step *gs = sg_calloc(1, sizeof *gs);
     if (!gs)
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    int m = strcmp(mode, "nearest") == 0                                   ? SGK_GS_NEAREST
-            : strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0 ? SGK_GS_LINEAR
-            : strcmp(mode, "cubic") == 0 || strcmp(mode, "bicubic") == 0   ? SGK_GS_CUBIC
-                                                                           : -1;
-    int q = strcmp(pad, "zeros") == 0        ? SGK_GS_ZEROS
-            : strcmp(pad, "border") == 0     ? SGK_GS_BORDER
-            : strcmp(pad, "reflection") == 0 ? SGK_GS_REFLECTION
-                                             : -1;
-    if (m < 0 || q < 0) {
-        free(gs);
-        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` or padding_mode `%s` is not one GridSample has",
-                             mode, pad);
-    }
-    gs->mode = (sgk_gs_mode)m;
-    gs->pad = (sgk_gs_pad)q;
+    gs->mode = m;
+    gs->pad = q;
     gs->align = sg_attr_int(n, "align_corners", 0) != 0;
     sg_status s = cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[2]);
     cuda_step *st;

@@ -207,13 +207,11 @@ segrt_status sgk_top_k(cudaStream_t stream, const sgk_view *values, const sgk_vi
 
 /* ONNX GridSample over 1 to 3 spatial dims: out is N x C x (the grid's
  * spatial dims), grid N x (spatial) x nd, its last entry the last axis.
- * Modes and paddings as the reference's (ref_grid_sample.c), computed in
- * double; any strides. */
+ * mode and pad are backend/grid_sample_math.h's numbers; as the
+ * reference computes (ref_grid_sample.c), in double; any strides. */
 #define SGK_GS_MAX_DIMS 3
-typedef enum sgk_gs_mode { SGK_GS_NEAREST, SGK_GS_LINEAR, SGK_GS_CUBIC } sgk_gs_mode;
-typedef enum sgk_gs_pad { SGK_GS_ZEROS, SGK_GS_BORDER, SGK_GS_REFLECTION } sgk_gs_pad;
 segrt_status sgk_grid_sample(cudaStream_t stream, const sgk_view *out, const sgk_view *x, const sgk_view *grid,
-                             sgk_gs_mode mode, sgk_gs_pad pad, bool align_corners);
+                             int32_t mode, int32_t pad, bool align_corners);
 
 /* ONNX Trilu over the last two dims: the elements with column - row >= k
  * (upper) or <= k (lower) kept, the others 0. */

@@ -18,6 +18,7 @@
 // dim d is letter d); the others are summed. out_strides in the params is
 // informational: the output's own view gives its strides.
 #include "backend/cuda/k_common.cuh"
+#include "backend/grid_sample_math.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -627,53 +628,23 @@ struct gs_args {
     double lo[SGK_GS_MAX_DIMS], hi[SGK_GS_MAX_DIMS];
 };
 
-__device__ double gs_reflect(double v, double lo, double hi)
-{
-    double range = hi - lo;
-    if (range <= 0)
-        return lo;
-    if (v < lo) {
-        double dx = lo - v;
-        int64_t k = (int64_t)(dx / range);
-        double r = dx - (double)k * range;
-        return k % 2 == 0 ? lo + r : hi - r;
-    }
-    if (v > hi) {
-        double dx = v - hi;
-        int64_t k = (int64_t)(dx / range);
-        double r = dx - (double)k * range;
-        return k % 2 == 0 ? hi - r : lo + r;
-    }
-    return v;
-}
-
 __device__ double gs_pixel(const gs_args &a, int64_t base, const int64_t *idx)
 {
     int64_t off = base;
     for (int32_t d = 0; d < a.nd; d++) {
         int64_t i = idx[d], n = a.x.dims[2 + d];
         if (i < 0 || i >= n) {
-            if (a.pad == SGK_GS_ZEROS)
+            if (a.pad == SG_GS_ZEROS)
                 return 0.0;
-            if (a.pad == SGK_GS_BORDER)
+            if (a.pad == SG_GS_BORDER)
                 i = i < 0 ? 0 : n - 1;
             else
-                i = (int64_t)gs_reflect((double)i, a.lo[d], a.hi[d]);
+                i = (int64_t)sg_gs_reflect((double)i, a.lo[d], a.hi[d]);
             i = i < 0 ? 0 : i >= n ? n - 1 : i; // reflection of a 1-pixel axis
         }
         off += i * a.x.strides[2 + d];
     }
     return ld_f64(a.x.data, off, a.x.dtype);
-}
-
-__device__ void gs_cubic(double t, double *c)
-{
-    const double al = -0.75;
-    double x = fabs(t);
-    c[0] = ((al * (x + 1) - 5 * al) * (x + 1) + 8 * al) * (x + 1) - 4 * al;
-    c[1] = ((al + 2) * x - (al + 3)) * x * x + 1;
-    c[2] = ((al + 2) * (1 - x) - (al + 3)) * (1 - x) * (1 - x) + 1;
-    c[3] = ((al * (2 - x) - 5 * al) * (2 - x) + 8 * al) * (2 - x) - 4 * al;
 }
 
 __global__ void grid_sample_kernel(const gs_args a)
@@ -695,32 +666,32 @@ __global__ void grid_sample_kernel(const gs_args a)
             double g = ld_f64(a.grid.data, goff + (a.nd - 1 - d) * a.grid.strides[a.nd + 1], a.grid.dtype);
             double size = (double)a.x.dims[2 + d];
             v[d] = a.align ? (g + 1) / 2 * (size - 1) : ((g + 1) * size - 1) / 2;
-            if (a.mode == SGK_GS_NEAREST)
+            if (a.mode == SG_GS_NEAREST)
                 v[d] = nearbyint(v[d]);
             if (v[d] < a.lo[d] || v[d] > a.hi[d]) {
-                if (a.pad == SGK_GS_BORDER)
+                if (a.pad == SG_GS_BORDER)
                     v[d] = v[d] < 0 ? 0 : v[d] > size - 1 ? size - 1 : v[d];
-                else if (a.pad == SGK_GS_REFLECTION)
-                    v[d] = gs_reflect(v[d], a.lo[d], a.hi[d]);
+                else if (a.pad == SG_GS_REFLECTION)
+                    v[d] = sg_gs_reflect(v[d], a.lo[d], a.hi[d]);
             }
             f[d] = floor(v[d]);
             double t = v[d] - f[d];
-            if (a.mode == SGK_GS_LINEAR) {
+            if (a.mode == SG_GS_LINEAR) {
                 w[d][0] = 1 - t;
                 w[d][1] = t;
-            } else if (a.mode == SGK_GS_CUBIC) {
-                gs_cubic(t, w[d]);
+            } else if (a.mode == SG_GS_CUBIC) {
+                sg_gs_cubic(t, w[d]);
             }
         }
         int64_t base = b * a.x.strides[0] + c * a.x.strides[1], idx[SGK_GS_MAX_DIMS];
         double r = 0;
-        if (a.mode == SGK_GS_NEAREST) {
+        if (a.mode == SG_GS_NEAREST) {
             for (int32_t d = 0; d < a.nd; d++)
                 idx[d] = (int64_t)v[d];
             r = gs_pixel(a, base, idx);
         } else {
             // Every combination of taps: 2 or 4 an axis, the first axis slowest.
-            int32_t taps = a.mode == SGK_GS_LINEAR ? 2 : 4, first = a.mode == SGK_GS_LINEAR ? 0 : -1, total = 1;
+            int32_t taps = a.mode == SG_GS_LINEAR ? 2 : 4, first = a.mode == SG_GS_LINEAR ? 0 : -1, total = 1;
             for (int32_t d = 0; d < a.nd; d++)
                 total *= taps;
             for (int32_t k = 0; k < total; k++) {
@@ -1199,7 +1170,7 @@ extern "C" segrt_status sgk_einsum(cudaStream_t stream, const sgk_einsum_params 
 }
 
 extern "C" segrt_status sgk_grid_sample(cudaStream_t stream, const sgk_view *out, const sgk_view *x, const sgk_view *grid,
-                                        sgk_gs_mode mode, sgk_gs_pad pad, bool align_corners)
+                                        int32_t mode, int32_t pad, bool align_corners)
 {
     int32_t nd = x ? x->rank - 2 : 0;
     bool ok = view_ok(out) && view_ok(x) && view_ok(grid) && nd >= 1 && nd <= SGK_GS_MAX_DIMS && out->rank == x->rank &&

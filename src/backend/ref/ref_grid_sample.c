@@ -7,15 +7,13 @@
  * as the spec's reference does it step by step: a location outside the
  * borders is first clamped or reflected (border, reflection), then each
  * tap outside the input is 0, clamped or reflected. */
+#include "backend/grid_sample_math.h"
 #include "backend/ref/ref_internal.h"
 
 #include <math.h>
 #include <string.h>
 
 #define GS_MAX_DIMS (SEGRT_MAX_RANK - 2)
-
-enum { GS_NEAREST, GS_LINEAR, GS_CUBIC };
-enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
 
 typedef struct gs_job {
     int32_t nd;
@@ -26,27 +24,6 @@ typedef struct gs_job {
     int64_t base; /* the (n, c) plane's first element */
 } gs_job;
 
-/* Reflects v by the near border until it lies within [lo, hi]. */
-static double gs_reflect(double v, double lo, double hi)
-{
-    double range = hi - lo;
-    if (range <= 0)
-        return lo;
-    if (v < lo) {
-        double dx = lo - v;
-        int64_t n = (int64_t)(dx / range);
-        double r = dx - (double)n * range;
-        return n % 2 == 0 ? lo + r : hi - r;
-    }
-    if (v > hi) {
-        double dx = v - hi;
-        int64_t n = (int64_t)(dx / range);
-        double r = dx - (double)n * range;
-        return n % 2 == 0 ? hi - r : lo + r;
-    }
-    return v;
-}
-
 /* The input at integer coordinates idx, padded as the job says. */
 static double gs_pixel(const gs_job *j, const int64_t *idx)
 {
@@ -54,27 +31,17 @@ static double gs_pixel(const gs_job *j, const int64_t *idx)
     for (int32_t d = 0; d < j->nd; d++) {
         int64_t i = idx[d], n = j->dims[d];
         if (i < 0 || i >= n) {
-            if (j->pad == GS_ZEROS)
+            if (j->pad == SG_GS_ZEROS)
                 return 0.0;
-            if (j->pad == GS_BORDER)
+            if (j->pad == SG_GS_BORDER)
                 i = i < 0 ? 0 : n - 1;
             else
-                i = (int64_t)gs_reflect((double)i, j->lo[d], j->hi[d]);
+                i = (int64_t)sg_gs_reflect((double)i, j->lo[d], j->hi[d]);
             i = i < 0 ? 0 : i >= n ? n - 1 : i; /* reflection of a 1-pixel axis */
         }
         off += i * j->strides[d];
     }
     return sg_dtype_load_f64(j->x->dtype, j->x->data, off);
-}
-
-static void gs_cubic_coeffs(double t, double c[4])
-{
-    const double a = -0.75;
-    double x = fabs(t);
-    c[0] = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a;
-    c[1] = ((a + 2) * x - (a + 3)) * x * x + 1;
-    c[2] = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1;
-    c[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
 }
 
 /* The interpolation of axes d.. at the location v, the earlier axes' taps
@@ -84,7 +51,7 @@ static double gs_interp(const gs_job *j, const double *v, int64_t *idx, int32_t 
     if (d == j->nd)
         return gs_pixel(j, idx);
     double f = floor(v[d]), t = v[d] - f, sum = 0;
-    if (j->mode == GS_LINEAR) {
+    if (j->mode == SG_GS_LINEAR) {
         idx[d] = (int64_t)f;
         sum += (1 - t) * gs_interp(j, v, idx, d + 1);
         idx[d] = (int64_t)f + 1;
@@ -92,7 +59,7 @@ static double gs_interp(const gs_job *j, const double *v, int64_t *idx, int32_t 
         return sum;
     }
     double c[4];
-    gs_cubic_coeffs(t, c);
+    sg_gs_cubic(t, c);
     for (int k = 0; k < 4; k++) {
         idx[d] = (int64_t)f - 1 + k;
         sum += c[k] * gs_interp(j, v, idx, d + 1);
@@ -124,14 +91,8 @@ REF_KERNEL(sg_ref_grid_sample)
     memset(&j, 0, sizeof j);
     j.nd = nd;
     j.x = x;
-    j.mode = strcmp(mode, "nearest") == 0                                   ? GS_NEAREST
-             : strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0 ? GS_LINEAR
-             : strcmp(mode, "cubic") == 0 || strcmp(mode, "bicubic") == 0   ? GS_CUBIC
-                                                                            : -1;
-    j.pad = strcmp(pad, "zeros") == 0        ? GS_ZEROS
-            : strcmp(pad, "border") == 0     ? GS_BORDER
-            : strcmp(pad, "reflection") == 0 ? GS_REFLECTION
-                                             : -1;
+    j.mode = sg_gs_mode(mode);
+    j.pad = sg_gs_padding(pad);
     if (j.mode < 0 || j.pad < 0)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "mode `%s` or padding_mode `%s` is not one GridSample has",
                              mode, pad);
@@ -156,20 +117,20 @@ REF_KERNEL(sg_ref_grid_sample)
                 double g = sg_dtype_load_f64(grid->dtype, grid->data, (b * points + p) * nd + (nd - 1 - d));
                 double size = (double)j.dims[d];
                 v[d] = align ? (g + 1) / 2 * (size - 1) : ((g + 1) * size - 1) / 2;
-                if (j.mode == GS_NEAREST)
+                if (j.mode == SG_GS_NEAREST)
                     v[d] = nearbyint(v[d]);
                 if (v[d] < j.lo[d] || v[d] > j.hi[d]) {
-                    if (j.pad == GS_BORDER)
+                    if (j.pad == SG_GS_BORDER)
                         v[d] = v[d] < 0 ? 0 : v[d] > size - 1 ? size - 1 : v[d];
-                    else if (j.pad == GS_REFLECTION)
-                        v[d] = gs_reflect(v[d], j.lo[d], j.hi[d]);
+                    else if (j.pad == SG_GS_REFLECTION)
+                        v[d] = sg_gs_reflect(v[d], j.lo[d], j.hi[d]);
                 }
             }
             for (int64_t c = 0; c < C; c++) {
                 j.base = (b * C + c) * plane;
                 int64_t idx[GS_MAX_DIMS];
                 double r;
-                if (j.mode == GS_NEAREST) {
+                if (j.mode == SG_GS_NEAREST) {
                     for (int32_t d = 0; d < nd; d++)
                         idx[d] = (int64_t)v[d];
                     r = gs_pixel(&j, idx);

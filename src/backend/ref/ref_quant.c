@@ -83,22 +83,8 @@ REF_KERNEL(sg_ref_quantize_linear)
     if (zp)
         SG_TRY(sg_ref_check_dtype(n, y, zp->dtype, "output"));
     double lo, hi;
-    switch (y->dtype) {
-    case SEGRT_DTYPE_UINT8:
-        lo = 0, hi = 255;
-        break;
-    case SEGRT_DTYPE_INT8:
-        lo = -128, hi = 127;
-        break;
-    case SEGRT_DTYPE_UINT16:
-        lo = 0, hi = 65535;
-        break;
-    case SEGRT_DTYPE_INT16:
-        lo = -32768, hi = 32767;
-        break;
-    default:
+    if (!sg_dtype_quant_range(y->dtype, &lo, &hi))
         return sg_ref_unsupported_dtype(n, y->dtype);
-    }
     quant_map m;
     SG_TRY(quant_layout(n, x, scale, zp, &m));
     int64_t count = sg_ref_numel(x);
