@@ -242,6 +242,13 @@ static sg_status same_rank_indices(const sg_graph *g, const sg_node *n, const sg
     if (x->rank > 0) {
         int32_t axis;
         SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), x->rank, &axis));
+        /* Off the axis an index addresses the data at its own position. */
+        for (int32_t d = 0; idx->rank == x->rank && d < x->rank; d++)
+            if (d != axis && idx->d[d].size >= 0 && x->d[d].size >= 0 && idx->d[d].size > x->d[d].size)
+                return sg_node_error(n, SEGRT_ERROR_SHAPE,
+                                     "indices `%s` are larger than data `%s` along axis %d (%lld, %lld)",
+                                     sg_iu_name(g, n, 1), sg_iu_name(g, n, 0), d, (long long)idx->d[d].size,
+                                     (long long)x->d[d].size);
     }
     return SEGRT_OK;
 }

@@ -989,6 +989,9 @@ sg_status cuda_build_gather_elements(sg_cuda_plan *p, const sg_node *n)
         return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "indices and data must have the same rank (>= 1)");
     select_step ss = {0};
     SG_TRY(sg_infer_axis(n, sg_attr_int(n, "axis", 0), rank, &ss.axis));
+    for (int32_t d = 0; d < rank; d++)
+        if (d != ss.axis && p->tensors[args[1]].dims[d] > p->tensors[args[0]].dims[d])
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices are larger than the data along axis %d", d);
     SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[2]));
     return select_step_new(p, n, "segrt gather elements", run_gather_elements, args, 3, &ss);
 }

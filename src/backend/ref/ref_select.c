@@ -67,6 +67,9 @@ REF_KERNEL(sg_ref_gather_elements)
     SG_TRY(sg_ref_check_out_dims(n, y, ti->dims, ti->rank));
     int32_t axis;
     SG_TRY(sg_ref_axis(n, sg_attr_int(n, "axis", 0), x->rank, &axis));
+    for (int32_t d = 0; d < x->rank; d++)
+        if (d != axis && ti->dims[d] > x->dims[d])
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "indices are larger than the data along axis %d", d);
     int64_t *idx;
     SG_TRY(read_indices(n, ti, x->dims[axis], &idx));
     int64_t xs[SEGRT_MAX_RANK], count = sg_ref_numel(ti);
