@@ -14,6 +14,7 @@
  * QuantizeLinear or DequantizeLinear with blocks, int32 data (float32
  * cannot hold every difference) or a scale whose shape is not known is
  * left as it is (a backend without the kernel refuses it, naming it). */
+#include "graph/einsum.h"
 #include "graph/infer.h"
 #include "graph/ir.h"
 #include "graph/passes.h"
@@ -312,10 +313,10 @@ static sg_status ints_const(lowering *L, const int64_t *v, int64_t n, int32_t *o
     return new_const(L, SEGRT_DTYPE_INT64, 1, &n, v, sizeof(int64_t) * (size_t)n, out);
 }
 
+/* Transpose(v, perm) into *out (a new value where *out < 0). */
 static sg_status transpose(lowering *L, int32_t v, const int64_t *perm, int64_t rank, sg_dtype dt, int32_t *out)
 {
     sg_node *t;
-    *out = -1;
     SG_TRY(emit(L, SG_OP_TRANSPOSE, &v, 1, dt, out, &t));
     sg_attr *a = realloc(t->attrs, sizeof *a * (size_t)(t->n_attrs + 1));
     if (!a)
@@ -346,6 +347,7 @@ static sg_status heads_first(lowering *L, int32_t v, bool three, int64_t heads, 
     int32_t shape, r = -1;
     SG_TRY(ints_const(L, dims, 4, &shape));
     SG_TRY(emit2(L, SG_OP_RESHAPE, v, shape, dt, &r));
+    *out = -1;
     return transpose(L, r, perm, 4, dt, out);
 }
 
@@ -400,7 +402,7 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
     double scale = sg_attr_find(n, "scale") ? sg_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)D);
     float softcap = sg_attr_float(n, "softcap", 0.0f);
 
-    int32_t q4, k4, v4, sc, qsc = -1, ksc = -1, kt, scores = -1;
+    int32_t q4, k4, v4, sc, qsc = -1, ksc = -1, kt = -1, scores = -1;
     SG_TRY(heads_first(L, qv, three, Hq, dt, &q4));
     SG_TRY(heads_first(L, kv, three, Hkv, dt, &k4));
     SG_TRY(heads_first(L, vv, three, Hkv, dt, &v4));
@@ -504,7 +506,7 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
     if (three) { /* [B, heads, S, size] back to [B, S, heads * size] */
         static const int64_t perm[4] = {0, 2, 1, 3};
         int64_t dims[3] = {0, 0, -1};
-        int32_t yt, shape, y = n->outputs[0];
+        int32_t yt = -1, shape, y = n->outputs[0];
         SG_TRY(transpose(L, y4, perm, 4, dt, &yt));
         SG_TRY(ints_const(L, dims, 3, &shape));
         SG_TRY(emit2(L, SG_OP_RESHAPE, yt, shape, dt, &y));
@@ -518,30 +520,133 @@ bool sg_op_is_composite(sg_op op)
     return op == SG_OP_RMS_NORMALIZATION || op == SG_OP_ATTENTION || op == SG_OP_QUANTIZE_LINEAR || op == SG_OP_DEQUANTIZE_LINEAR;
 }
 
-sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_node *n, void *user), void *user,
-                        int32_t *changed)
+/* A two-operand Einsum whose letters are each a batch letter (both
+ * operands and the output), a row letter (the first and the output), a
+ * column letter (the second and the output) or a contracted one (both
+ * operands only), over static dims without diagonals or broadcasting:
+ * the operands transposed to [batch, rows, contracted] and [batch,
+ * contracted, columns], reshaped to three dims, one batched MatMul, and
+ * the product reshaped and transposed to the output's letters. What runs
+ * a MatMul well (cuBLASLt's batched products, oneDNN's) then runs it;
+ * identity transposes and reshapes go in the simplify pass. */
+static sg_status lower_einsum(lowering *L, const sg_node *n, bool *done)
+{
+    sg_graph *g = L->g;
+    if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
+        return SEGRT_OK;
+    int32_t rank[2];
+    int64_t dims[2][SEGRT_MAX_RANK];
+    sg_dtype dt = g->values[n->inputs[0]].dtype;
+    if ((dt != SEGRT_DTYPE_FLOAT32 && dt != SEGRT_DTYPE_FLOAT16 && dt != SEGRT_DTYPE_BFLOAT16) ||
+        g->values[n->inputs[1]].dtype != dt)
+        return SEGRT_OK;
+    for (int32_t i = 0; i < 2; i++) {
+        const sg_value *v = &g->values[n->inputs[i]];
+        rank[i] = v->shape.rank;
+        if (rank[i] < 0 || !sg_shape_dims(&v->shape, dims[i]))
+            return SEGRT_OK;
+    }
+    sg_einsum e;
+    if (sg_einsum_resolve(n, 2, rank, (const int64_t(*)[SEGRT_MAX_RANK])dims, &e) != SEGRT_OK) {
+        sg_error_clear(); /* the backend's build says what is wrong */
+        return SEGRT_OK;
+    }
+    /* Where each letter is: the operand dim (-1: absent), the output's (l < n_out). */
+    int32_t at[2][SG_EINSUM_MAX_LETTERS];
+    for (int32_t i = 0; i < 2; i++) {
+        for (int32_t l = 0; l < e.n_letters; l++)
+            at[i][l] = -1;
+        for (int32_t d = 0; d < rank[i]; d++) {
+            int32_t l = e.letter[i][d];
+            if (at[i][l] >= 0 || dims[i][d] != e.size[l] || e.size[l] < 1)
+                return SEGRT_OK; /* a diagonal, a broadcast dim, or nothing to multiply */
+            at[i][l] = d;
+        }
+    }
+    int32_t batch[SG_EINSUM_MAX_LETTERS], rows[SG_EINSUM_MAX_LETTERS], cols[SG_EINSUM_MAX_LETTERS],
+        sum[SG_EINSUM_MAX_LETTERS], nb = 0, nr = 0, nc = 0, nk = 0;
+    int64_t B = 1, M = 1, N = 1, K = 1;
+    for (int32_t l = 0; l < e.n_letters; l++) {
+        bool a = at[0][l] >= 0, b = at[1][l] >= 0, out = l < e.n_out;
+        if (a && b && out)
+            batch[nb++] = l, B *= e.size[l];
+        else if (a && !b && out)
+            rows[nr++] = l, M *= e.size[l];
+        else if (!a && b && out)
+            cols[nc++] = l, N *= e.size[l];
+        else if (a && b && !out)
+            sum[nk++] = l, K *= e.size[l];
+        else
+            return SEGRT_OK; /* summed over one operand only, or an output letter of neither */
+    }
+    int64_t perm_a[SEGRT_MAX_RANK], perm_b[SEGRT_MAX_RANK], perm_y[SEGRT_MAX_RANK], mid[SEGRT_MAX_RANK];
+    int32_t order[SG_EINSUM_MAX_LETTERS], no = 0; /* the product's letters: batch, rows, columns */
+    for (int32_t k = 0; k < nb; k++)
+        perm_a[k] = at[0][batch[k]], perm_b[k] = at[1][batch[k]], order[no++] = batch[k];
+    for (int32_t k = 0; k < nr; k++)
+        perm_a[nb + k] = at[0][rows[k]], order[no++] = rows[k];
+    for (int32_t k = 0; k < nk; k++)
+        perm_a[nb + nr + k] = at[0][sum[k]], perm_b[nb + k] = at[1][sum[k]];
+    for (int32_t k = 0; k < nc; k++)
+        perm_b[nb + nk + k] = at[1][cols[k]], order[no++] = cols[k];
+    for (int32_t k = 0; k < no; k++)
+        mid[k] = e.size[order[k]];
+    for (int32_t j = 0; j < e.n_out; j++) /* output dim j is letter j */
+        for (int32_t k = 0; k < no; k++)
+            if (order[k] == j)
+                perm_y[j] = k;
+    int32_t ta = -1, tb = -1, sa, sb, ra = -1, rb = -1, prod = -1, sy, ry = -1, y = n->outputs[0];
+    int64_t shape_a[3] = {B, M, K}, shape_b[3] = {B, K, N};
+    SG_TRY(transpose(L, n->inputs[0], perm_a, rank[0], dt, &ta));
+    SG_TRY(transpose(L, n->inputs[1], perm_b, rank[1], dt, &tb));
+    SG_TRY(ints_const(L, shape_a, 3, &sa));
+    SG_TRY(ints_const(L, shape_b, 3, &sb));
+    SG_TRY(emit2(L, SG_OP_RESHAPE, ta, sa, dt, &ra));
+    SG_TRY(emit2(L, SG_OP_RESHAPE, tb, sb, dt, &rb));
+    SG_TRY(emit2(L, SG_OP_MAT_MUL, ra, rb, dt, &prod));
+    SG_TRY(ints_const(L, mid, no, &sy));
+    SG_TRY(emit2(L, SG_OP_RESHAPE, prod, sy, dt, &ry));
+    SG_TRY(transpose(L, ry, perm_y, e.n_out, dt, &y));
+    *done = true;
+    return SEGRT_OK;
+}
+
+typedef sg_status (*lower_fn)(lowering *L, const sg_node *n, bool *done);
+
+/* The composite node's lowering (its required inputs present), or NULL. */
+static lower_fn composite_lowering(const sg_node *n)
+{
+    for (int32_t k = 0; k < 2; k++)
+        if (n->n_inputs <= k || n->inputs[k] < 0)
+            return NULL;
+    switch (n->op) {
+    case SG_OP_RMS_NORMALIZATION: return lower_rms;
+    case SG_OP_DEQUANTIZE_LINEAR: return lower_dequantize;
+    case SG_OP_QUANTIZE_LINEAR: return lower_quantize;
+    case SG_OP_ATTENTION: return n->n_inputs > 2 && n->inputs[2] >= 0 ? lower_attention : NULL;
+    default: return NULL;
+    }
+}
+
+/* Rewrites each live node of g for which pick gives a lowering; then,
+ * where anything was added (a lowering that gave up may have added what
+ * nothing reads), drops the dead, sorts and infers the graph. */
+static sg_status rewrite(sg_graph *g, lower_fn (*pick)(const sg_graph *g, const sg_node *n, void *user), void *user,
+                         int32_t *changed)
 {
     int32_t n0 = g->n_nodes, lowered = 0;
     for (int32_t i = 0; i < n0; i++) {
-        if (g->nodes[i].dead || !sg_op_is_composite(g->nodes[i].op) || !lower(g, &g->nodes[i], user))
+        lower_fn fn = g->nodes[i].dead ? NULL : pick(g, &g->nodes[i], user);
+        if (!fn)
             continue;
         /* The node is copied: adding nodes moves the array. */
         sg_node n = g->nodes[i];
         char *base = sg_strdup(n.name && n.name[0] ? n.name : sg_op_name(n.op));
         if (!base)
             return SEGRT_ERROR_OUT_OF_MEMORY;
-        lowering L = {g, base, 0, n.op != SG_OP_ATTENTION};
+        lowering L = {g, base, 0, n.op != SG_OP_ATTENTION && n.op != SG_OP_EINSUM};
         bool done = false;
-        sg_status s = SEGRT_OK;
-        if (n.op == SG_OP_RMS_NORMALIZATION && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
-            s = lower_rms(&L, &n, &done);
-        else if (n.op == SG_OP_DEQUANTIZE_LINEAR && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
-            s = lower_dequantize(&L, &n, &done);
-        else if (n.op == SG_OP_QUANTIZE_LINEAR && n.n_inputs >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0)
-            s = lower_quantize(&L, &n, &done);
-        else if (n.op == SG_OP_ATTENTION && n.n_inputs >= 3 && n.inputs[0] >= 0 && n.inputs[1] >= 0 &&
-                 n.inputs[2] >= 0)
-            s = lower_attention(&L, &n, &done);
+        sg_status s = fn(&L, &n, &done);
         free(base);
         SG_TRY(s);
         if (done) {
@@ -552,13 +657,46 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
             lowered++;
         }
     }
-    if (lowered) {
+    if (g->n_nodes != n0) {
         /* The output values are the new nodes' now: producers and order
          * again, then shapes and dtypes of the new values. */
+        int32_t dead = 0;
+        SG_TRY(sg_pass_dead_nodes(g, &dead));
         SG_TRY(sg_graph_compact(g));
         SG_TRY(sg_graph_toposort(g));
         SG_TRY(sg_graph_infer(g));
     }
     *changed += lowered;
     return SEGRT_OK;
+}
+
+typedef struct lower_pick {
+    bool (*lower)(const sg_graph *g, const sg_node *n, void *user);
+    void *user;
+} lower_pick;
+
+static lower_fn pick_composite(const sg_graph *g, const sg_node *n, void *user)
+{
+    const lower_pick *p = user;
+    lower_fn fn = composite_lowering(n);
+    return fn && p->lower(g, n, p->user) ? fn : NULL;
+}
+
+sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_node *n, void *user), void *user,
+                        int32_t *changed)
+{
+    lower_pick p = {lower, user};
+    return rewrite(g, pick_composite, &p, changed);
+}
+
+static lower_fn pick_einsum(const sg_graph *g, const sg_node *n, void *user)
+{
+    (void)g;
+    (void)user;
+    return n->op == SG_OP_EINSUM ? lower_einsum : NULL;
+}
+
+sg_status sg_pass_einsum_matmul(sg_graph *g, int32_t *changed)
+{
+    return rewrite(g, pick_einsum, NULL, changed);
 }

@@ -70,6 +70,11 @@ bool sg_op_is_composite(sg_op op);
 sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_node *n, void *user), void *user,
                         int32_t *changed);
 
+/* Writes each two-operand Einsum over static dims whose letters are batch,
+ * row, column or contracted ones as Transposes, Reshapes and one batched
+ * MatMul (pass_lower.c): the products every backend runs best. */
+sg_status sg_pass_einsum_matmul(sg_graph *g, int32_t *changed);
+
 /* Runs everything above to a fixed point, then compacts the graph. */
 sg_status sg_graph_optimize(sg_graph *g, sg_eval_lookup lookup);
 
