@@ -83,7 +83,10 @@ static sg_status lower_composites(const sg_backend *b, const segrt_build_options
     sg_options_backend(opts, &c.bo);
     c.bo.allow_cpu_fallback = false;
     int32_t changed = 0;
-    return sg_pass_lower(g, lower_here, &c, &changed);
+    SG_TRY(sg_pass_lower(g, lower_here, &c, &changed));
+    /* The lowered forms' constants (casts of scalars, shapes) fold, and
+     * no-op reshapes and transposes go, as in the rest of the graph. */
+    return changed ? sg_graph_optimize(g, sg_backend_host_eval()) : SEGRT_OK;
 }
 
 /* An engine over g (taken: freed on failure too), compiled by b with opts. */

@@ -69,18 +69,25 @@ static sg_status scalar_f32(lowering *L, float x, int32_t *out)
     return new_const(L, SEGRT_DTYPE_FLOAT32, 0, NULL, &x, sizeof x, out);
 }
 
-static sg_status add_int_attr(sg_node *n, const char *name, int64_t value)
+/* A new attribute `name` of node n (zeroed but for its name and kind),
+ * counted at once: the node frees whatever it holds. */
+static sg_status add_attr(sg_node *n, const char *name, sg_attr_kind kind, sg_attr **out)
 {
     sg_attr *a = realloc(n->attrs, sizeof *a * (size_t)(n->n_attrs + 1));
     if (!a)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     n->attrs = a;
-    memset(&a[n->n_attrs], 0, sizeof *a);
-    if (!(a[n->n_attrs].name = sg_strdup(name)))
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    a[n->n_attrs].kind = SG_ATTR_INT;
-    a[n->n_attrs].i = value;
-    n->n_attrs++;
+    *out = &a[n->n_attrs++];
+    memset(*out, 0, sizeof **out);
+    (*out)->kind = kind;
+    return ((*out)->name = sg_strdup(name)) ? SEGRT_OK : SEGRT_ERROR_OUT_OF_MEMORY;
+}
+
+static sg_status add_int_attr(sg_node *n, const char *name, int64_t value)
+{
+    sg_attr *a;
+    SG_TRY(add_attr(n, name, SG_ATTR_INT, &a));
+    a->i = value;
     return SEGRT_OK;
 }
 
@@ -120,17 +127,27 @@ static sg_status emit2(lowering *L, sg_op op, int32_t a, int32_t b, sg_dtype dty
     return emit(L, op, in, 2, dtype, out, NULL);
 }
 
-/* v as `to` (v itself when it is already). */
+/* v as `to` into *out (a new value where *out < 0; v itself where it is
+ * of that type already and no value is given). */
 static sg_status cast(lowering *L, int32_t v, sg_dtype to, int32_t *out)
 {
-    if (L->g->values[v].dtype == to) {
+    if (*out < 0 && L->g->values[v].dtype == to) {
         *out = v;
         return SEGRT_OK;
     }
     sg_node *n;
-    *out = -1;
     SG_TRY(emit(L, SG_OP_CAST, &v, 1, to, out, &n));
     return add_int_attr(n, "to", (int64_t)to); /* segrt's dtypes are ONNX's numbers */
+}
+
+/* The scalar x as a constant of type dt (a float32 one, cast where dt
+ * differs: the optimization after the lowering folds the Cast). */
+static sg_status scalar_as(lowering *L, float x, sg_dtype dt, int32_t *out)
+{
+    int32_t c;
+    SG_TRY(scalar_f32(L, x, &c));
+    *out = -1;
+    return cast(L, c, dt, out);
 }
 
 /* RMSNormalization(X, scale): X / sqrt(mean(X^2 over axis..) + epsilon)
@@ -150,7 +167,7 @@ static sg_status lower_rms(lowering *L, const sg_node *n, bool *done)
     for (int64_t i = 0; i < n_axes; i++)
         axes[i] = axis + i;
     sg_dtype out_dt = g->values[y].dtype, f = SEGRT_DTYPE_FLOAT32;
-    int32_t xs, sq = -1, ms = -1, ax, eps, ve = -1, rt = -1, nrm = -1, sc, prod = out_dt == f ? y : -1;
+    int32_t xs = -1, sq = -1, ms = -1, ax, eps, ve = -1, rt = -1, nrm = -1, sc = -1, prod = out_dt == f ? y : -1;
     SG_TRY(cast(L, n->inputs[0], f, &xs));
     SG_TRY(emit2(L, SG_OP_MUL, xs, xs, f, &sq));
     SG_TRY(new_const(L, SEGRT_DTYPE_INT64, 1, &n_axes, axes, sizeof(int64_t) * (size_t)n_axes, &ax));
@@ -164,11 +181,8 @@ static sg_status lower_rms(lowering *L, const sg_node *n, bool *done)
     SG_TRY(emit2(L, SG_OP_DIV, xs, rt, f, &nrm));
     SG_TRY(cast(L, n->inputs[1], f, &sc));
     SG_TRY(emit2(L, SG_OP_MUL, nrm, sc, f, &prod));
-    if (prod != y) {
-        sg_node *c;
-        SG_TRY(emit(L, SG_OP_CAST, &prod, 1, out_dt, &y, &c));
-        SG_TRY(add_int_attr(c, "to", (int64_t)out_dt));
-    }
+    if (prod != y)
+        SG_TRY(cast(L, prod, out_dt, &y));
     *done = true;
     return SEGRT_OK;
 }
@@ -184,7 +198,7 @@ static sg_status per_axis(lowering *L, int32_t v, int32_t x_rank, int64_t axis, 
     *ok = false;
     if (!sg_shape_numel(&p->shape, &numel) || (numel != 1 && (p->shape.rank != 1 || numel != axis_len)))
         return SEGRT_OK;
-    int32_t f;
+    int32_t f = -1;
     SG_TRY(cast(L, v, SEGRT_DTYPE_FLOAT32, &f));
     if (numel == 1 || axis == x_rank - 1) {
         /* A scalar, or per index of the last axis: broadcasts as it is
@@ -244,7 +258,7 @@ static sg_status lower_dequantize(lowering *L, const sg_node *n, bool *done)
     int32_t y = n->outputs[0];
     if (y < 0 || !small_int(g->values[n->inputs[0]].dtype) || !sg_dtype_is_float(g->values[y].dtype))
         return SEGRT_OK;
-    int32_t scale, zp, xf, d;
+    int32_t scale, zp, xf = -1, d;
     bool ok;
     SG_TRY(quant_params(L, n, &scale, &zp, &ok));
     if (!ok)
@@ -258,11 +272,8 @@ static sg_status lower_dequantize(lowering *L, const sg_node *n, bool *done)
     }
     int32_t prod = out_dt == f ? y : -1;
     SG_TRY(emit2(L, SG_OP_MUL, d, scale, f, &prod));
-    if (prod != y) {
-        sg_node *c;
-        SG_TRY(emit(L, SG_OP_CAST, &prod, 1, out_dt, &y, &c));
-        SG_TRY(add_int_attr(c, "to", (int64_t)out_dt));
-    }
+    if (prod != y)
+        SG_TRY(cast(L, prod, out_dt, &y));
     *done = true;
     return SEGRT_OK;
 }
@@ -280,7 +291,7 @@ static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
     double lo, hi;
     if (!sg_dtype_quant_range(out_dt, &lo, &hi))
         return SEGRT_OK;
-    int32_t scale, zp, xf, q = -1, r = -1, lo_v, hi_v, c = -1, nan = -1, zero, w = -1;
+    int32_t scale, zp, xf = -1, q = -1, r = -1, lo_v, hi_v, c = -1, nan = -1, zero, w = -1;
     bool ok;
     SG_TRY(quant_params(L, n, &scale, &zp, &ok));
     if (!ok)
@@ -301,9 +312,7 @@ static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
     SG_TRY(scalar_f32(L, 0.0f, &zero));
     int32_t where_in[3] = {nan, zero, c};
     SG_TRY(emit(L, SG_OP_WHERE, where_in, 3, f, &w, NULL));
-    sg_node *cn;
-    SG_TRY(emit(L, SG_OP_CAST, &w, 1, out_dt, &y, &cn));
-    SG_TRY(add_int_attr(cn, "to", (int64_t)out_dt));
+    SG_TRY(cast(L, w, out_dt, &y));
     *done = true;
     return SEGRT_OK;
 }
@@ -317,20 +326,13 @@ static sg_status ints_const(lowering *L, const int64_t *v, int64_t n, int32_t *o
 static sg_status transpose(lowering *L, int32_t v, const int64_t *perm, int64_t rank, sg_dtype dt, int32_t *out)
 {
     sg_node *t;
+    sg_attr *a;
     SG_TRY(emit(L, SG_OP_TRANSPOSE, &v, 1, dt, out, &t));
-    sg_attr *a = realloc(t->attrs, sizeof *a * (size_t)(t->n_attrs + 1));
-    if (!a)
+    SG_TRY(add_attr(t, "perm", SG_ATTR_INTS, &a));
+    if (!(a->ints = sg_malloc(sizeof(int64_t) * (size_t)(rank ? rank : 1))))
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    t->attrs = a;
-    memset(&a[t->n_attrs], 0, sizeof *a);
-    a[t->n_attrs].kind = SG_ATTR_INTS;
-    a[t->n_attrs].n = (int32_t)rank;
-    a[t->n_attrs].name = sg_strdup("perm");
-    a[t->n_attrs].ints = sg_malloc(sizeof(int64_t) * (size_t)rank);
-    t->n_attrs++; /* counted before the checks: the node frees what it holds */
-    if (!a[t->n_attrs - 1].name || !a[t->n_attrs - 1].ints)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    memcpy(a[t->n_attrs - 1].ints, perm, sizeof(int64_t) * (size_t)rank);
+    a->n = (int32_t)rank;
+    memcpy(a->ints, perm, sizeof(int64_t) * (size_t)rank);
     return SEGRT_OK;
 }
 
@@ -435,37 +437,29 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
     }
     /* sqrt(scale) on each side, as the reference: the product stays in
      * range where the plan computes in float16. */
-    SG_TRY(scalar_f32(L, (float)sqrt(scale), &sc));
-    int32_t scd;
-    SG_TRY(cast(L, sc, dt, &scd));
-    SG_TRY(emit2(L, SG_OP_MUL, q4, scd, dt, &qsc));
-    SG_TRY(emit2(L, SG_OP_MUL, k4, scd, dt, &ksc));
+    SG_TRY(scalar_as(L, (float)sqrt(scale), dt, &sc));
+    SG_TRY(emit2(L, SG_OP_MUL, q4, sc, dt, &qsc));
+    SG_TRY(emit2(L, SG_OP_MUL, k4, sc, dt, &ksc));
     static const int64_t swap[4] = {0, 1, 3, 2};
     SG_TRY(transpose(L, ksc, swap, 4, dt, &kt));
     SG_TRY(emit2(L, SG_OP_MAT_MUL, qsc, kt, dt, &scores));
     if (mask >= 0) {
-        int32_t bias = mask;
+        int32_t bias = -1, ninf;
+        SG_TRY(scalar_as(L, -INFINITY, dt, &ninf));
         if (g->values[mask].dtype == SEGRT_DTYPE_BOOL) {
-            int32_t zero, ninf, w = -1;
-            SG_TRY(scalar_f32(L, 0.0f, &zero));
-            SG_TRY(scalar_f32(L, -INFINITY, &ninf));
-            int32_t zin, nin;
-            SG_TRY(cast(L, zero, dt, &zin));
-            SG_TRY(cast(L, ninf, dt, &nin));
-            int32_t win[3] = {mask, zin, nin};
-            SG_TRY(emit(L, SG_OP_WHERE, win, 3, dt, &w, NULL));
-            bias = w;
+            int32_t zero;
+            SG_TRY(scalar_as(L, 0.0f, dt, &zero));
+            int32_t win[3] = {mask, zero, ninf};
+            SG_TRY(emit(L, SG_OP_WHERE, win, 3, dt, &bias, NULL));
         } else {
             SG_TRY(cast(L, mask, dt, &bias));
         }
         if (mlast < T) { /* keys past the mask's: -inf */
-            int32_t mr = g->values[mask].shape.rank, pads, ninf, nin, padded = -1;
+            int32_t mr = g->values[mask].shape.rank, pads, padded = -1;
             int64_t pv8[8] = {0};
             pv8[2 * mr - 1] = T - mlast;
             SG_TRY(ints_const(L, pv8, 2 * mr, &pads));
-            SG_TRY(scalar_f32(L, -INFINITY, &ninf));
-            SG_TRY(cast(L, ninf, dt, &nin));
-            int32_t pin[3] = {bias, pads, nin};
+            int32_t pin[3] = {bias, pads, ninf};
             SG_TRY(emit(L, SG_OP_PAD, pin, 3, dt, &padded, NULL));
             bias = padded;
         }
@@ -481,7 +475,7 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
             for (int64_t t = 0; t < T; t++)
                 tri[i * T + t] = t > i ? -INFINITY : 0.0f;
         int64_t td[2] = {Sq, T};
-        int32_t tv, tvd, sum = -1;
+        int32_t tv, tvd = -1, sum = -1;
         sg_status st = new_const(L, SEGRT_DTYPE_FLOAT32, 2, td, tri, sizeof(float) * (size_t)(Sq * T), &tv);
         free(tri);
         SG_TRY(st);
@@ -490,9 +484,8 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
         scores = sum;
     }
     if (softcap > 0) { /* softcap * tanh(scores / softcap) */
-        int32_t c, cd, d1 = -1, t1 = -1, m1 = -1;
-        SG_TRY(scalar_f32(L, softcap, &c));
-        SG_TRY(cast(L, c, dt, &cd));
+        int32_t cd, d1 = -1, t1 = -1, m1 = -1;
+        SG_TRY(scalar_as(L, softcap, dt, &cd));
         SG_TRY(emit2(L, SG_OP_DIV, scores, cd, dt, &d1));
         SG_TRY(emit1(L, SG_OP_TANH, d1, dt, &t1));
         SG_TRY(emit2(L, SG_OP_MUL, t1, cd, dt, &m1));
@@ -513,11 +506,6 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
     }
     *done = true;
     return SEGRT_OK;
-}
-
-bool sg_op_is_composite(sg_op op)
-{
-    return op == SG_OP_RMS_NORMALIZATION || op == SG_OP_ATTENTION || op == SG_OP_QUANTIZE_LINEAR || op == SG_OP_DEQUANTIZE_LINEAR;
 }
 
 /* A two-operand Einsum whose letters are each a batch letter (both

@@ -59,8 +59,6 @@ sg_status sg_pass_dead_nodes(sg_graph *g, int32_t *changed);
  * reference kernels of the composite operators do. */
 #define SG_ATTR_FP32 "segrt_fp32"
 
-/* Whether op is one sg_pass_lower can write as primitive operators. */
-bool sg_op_is_composite(sg_op op);
 /* Replaces each composite node (RMSNormalization; QuantizeLinear and
  * DequantizeLinear per tensor or per axis, 8- and 16-bit; Attention
  * without the QK product as an output) for which
