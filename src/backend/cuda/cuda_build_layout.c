@@ -933,19 +933,26 @@ sg_status cuda_build_scatter_nd(sg_cuda_plan *p, const sg_node *n)
 typedef struct select_step {
     int32_t axis;
     sgk_scatter_reduce reduction;
-    bool exclusive, reverse, upper;
+    bool exclusive, reverse, upper, largest;
     int64_t k;
 } select_step;
 
-static sg_status select_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
-                                 const int32_t *args, int32_t n_args, const select_step *proto)
+/* A step writing its last n_outputs args, with a copy of proto. */
+static sg_status select_step_outputs(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
+                                     const int32_t *args, int32_t n_args, int32_t n_outputs, const select_step *proto)
 {
     select_step *ss = sg_malloc(sizeof *ss);
     if (!ss)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *ss = *proto;
     cuda_step *st;
-    return cuda_step_new(p, n, impl, fn, args, n_args, 1, ss, NULL, &st);
+    return cuda_step_new(p, n, impl, fn, args, n_args, n_outputs, ss, NULL, &st);
+}
+
+static sg_status select_step_new(sg_cuda_plan *p, const sg_node *n, const char *impl, cuda_run_fn fn,
+                                 const int32_t *args, int32_t n_args, const select_step *proto)
+{
+    return select_step_outputs(p, n, impl, fn, args, n_args, 1, proto);
 }
 
 /* One integer of a constant input (CumSum's axis, Trilu's k), or
@@ -1115,11 +1122,10 @@ static sg_status run_top_k(const cuda_step *s, cuda_run *r)
 {
     const select_step *ss = s->params;
     sgk_view x = cuda_view(r, s->args[0]), v = cuda_view(r, s->args[1]), i = cuda_view(r, s->args[2]);
-    return sgk_top_k(r->stream, &v, &i, &x, ss->axis, ss->k, ss->upper);
+    return sgk_top_k(r->stream, &v, &i, &x, ss->axis, ss->k, ss->largest);
 }
 
-/* (select_step's upper holds largest; sorted=0 allows any order, the
- * sorted one among them.) */
+/* (sorted=0 allows any order, the sorted one among them.) */
 sg_status cuda_build_top_k(sg_cuda_plan *p, const sg_node *n)
 {
     SG_TRY(need_output(n, 0));
@@ -1141,15 +1147,10 @@ sg_status cuda_build_top_k(sg_cuda_plan *p, const sg_node *n)
     if (len > SGK_TOPK_MAX_LEN)
         return sg_node_error(n, SEGRT_ERROR_UNSUPPORTED, "TopK over %lld elements (the device's kernel takes %d)",
                              (long long)len, SGK_TOPK_MAX_LEN);
-    ss.upper = sg_attr_int(n, "largest", 1) != 0;
+    ss.largest = sg_attr_int(n, "largest", 1) != 0;
     SG_TRY(cuda_output_new(p, n, 0, cuda_out_dtype(p, n, n->outputs[0]), CUDA_LAYOUT_PLAIN, &args[1]));
     SG_TRY(cuda_output_new(p, n, 1, SEGRT_DTYPE_INT64, CUDA_LAYOUT_PLAIN, &args[2]));
-    cuda_step *st;
-    select_step *copy = sg_malloc(sizeof *copy);
-    if (!copy)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    *copy = ss;
-    return cuda_step_new(p, n, "segrt top k", run_top_k, args, 3, 2, copy, NULL, &st);
+    return select_step_outputs(p, n, "segrt top k", run_top_k, args, 3, 2, &ss);
 }
 
 typedef struct gs_step {
