@@ -172,13 +172,6 @@ static sg_status slide_read_region(sg_source *s, int32_t level, const sg_box *bo
 
 static const sg_source_ops slide_ops = {.read_region = slide_read_region, .close = slide_close};
 
-bool sg_slide_detect(const char *path)
-{
-    slide_init();
-    const char *v = openslide_detect_vendor(path);
-    return v && strcmp(v, "generic-tiff") != 0;
-}
-
 /* A property as a positive number, or 0 where absent or not one. */
 static double property_number(openslide_t *osr, const char *name)
 {
@@ -203,11 +196,11 @@ static uint64_t read_uint(const uint8_t *p, int n, bool le)
  * entry's count x type size before it reads the data, so an entry whose
  * data would not fit in the file (a corrupt count of billions) is refused
  * here. f is the open file of size bytes. */
-static sg_status check_tiff_entries(const sg_source *s, FILE *f, uint64_t size)
+static sg_status check_tiff_entries(const char *path, FILE *f, uint64_t size)
 {
     uint8_t head[16];
     if (fread(head, 1, 8, f) != 8)
-        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: truncated header", s->path);
+        return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: truncated header", path);
     bool le = head[0] == 'I';
     uint16_t magic = le ? (uint16_t)(head[2] | head[3] << 8) : (uint16_t)(head[2] << 8 | head[3]);
     bool big = magic == 43;
@@ -215,7 +208,7 @@ static sg_status check_tiff_entries(const sg_source *s, FILE *f, uint64_t size)
     uint64_t next;
     if (big) {
         if (fread(head + 8, 1, 8, f) != 8)
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: truncated header", s->path);
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: truncated header", path);
         next = RD(head + 8, 8);
     } else {
         next = RD(head + 4, 4);
@@ -225,74 +218,94 @@ static sg_status check_tiff_entries(const sg_source *s, FILE *f, uint64_t size)
     for (int dirs = 0; next != 0; dirs++) {
         if (dirs >= SLIDE_MAX_DIRS || next >= size || fseeko(f, (off_t)next, SEEK_SET) != 0)
             return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d at %llu is outside the file",
-                            s->path, dirs, (unsigned long long)next);
+                            path, dirs, (unsigned long long)next);
         uint8_t b[20];
         if (fread(b, 1, big ? 8 : 2, f) != (big ? 8u : 2u))
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", s->path, dirs);
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", path, dirs);
         uint64_t n = RD(b, big ? 8 : 2);
         if (n > size / entry)
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d has %llu entries", s->path, dirs,
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d has %llu entries", path, dirs,
                             (unsigned long long)n);
         for (uint64_t i = 0; i < n; i++) {
             if (fread(b, 1, entry, f) != entry)
-                return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", s->path, dirs);
+                return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", path, dirs);
             uint16_t type = (uint16_t)RD(b + 2, 2);
             uint64_t count = RD(b + 4, big ? 8 : 4);
             uint64_t bytes = type < sizeof type_size && type_size[type] ? type_size[type] : 1;
             if (count > size / bytes)
                 return sg_error(SEGRT_ERROR_INVALID_MODEL,
                                 "%s: bad TIFF: directory %d: tag %u has %llu values, more than the file holds",
-                                s->path, dirs, (unsigned)RD(b, 2), (unsigned long long)count);
+                                path, dirs, (unsigned)RD(b, 2), (unsigned long long)count);
             bytes *= count;
             uint64_t at = RD(b + (big ? 12 : 8), big ? 8 : 4);
             if (bytes > inline_max && (at > size || bytes > size - at))
                 return sg_error(SEGRT_ERROR_INVALID_MODEL,
                                 "%s: bad TIFF: directory %d: tag %u's %llu bytes lie past the end of the file",
-                                s->path, dirs, (unsigned)RD(b, 2), (unsigned long long)bytes);
+                                path, dirs, (unsigned)RD(b, 2), (unsigned long long)bytes);
         }
         if (fread(b, 1, big ? 8 : 4, f) != (big ? 8u : 4u))
-            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", s->path, dirs);
+            return sg_error(SEGRT_ERROR_INVALID_MODEL, "%s: bad TIFF: directory %d is truncated", path, dirs);
         next = RD(b, big ? 8 : 4);
     }
 #undef RD
     return SEGRT_OK;
 }
 
-/* Where path is a TIFF (any TIFF-based slide: Aperio, Hamamatsu NDPI,
- * Leica, Philips, Ventana, generic), its directories are checked with
- * segrt's own libtiff handle, allocations capped by the file's size,
- * before OpenSlide opens it: OpenSlide trusts a header's tile size and
- * aborts (g_malloc) on what a corrupt one asks for. Each directory: a
- * size, a tile of at most tile_cap bytes of ARGB, no more tiles than the
- * file could hold offsets for. Other files (MIRAX, Hamamatsu VMS) are left
- * to OpenSlide. */
-static sg_status check_tiff(const sg_source *s, const char *vendor, uint64_t tile_cap)
+/* Whether path is a TIFF, its size, and (where it is) its raw directory
+ * chain checked: this comes before anything of OpenSlide's touches the
+ * file, its vendor detection included, which already parses the TIFF. */
+static sg_status tiff_precheck(const char *path, bool *is_tiff, uint64_t *size)
 {
+    *is_tiff = false;
     int fd;
-    SG_TRY(sg_open_input(s->path, &fd));
+    SG_TRY(sg_open_input(path, &fd));
     uint8_t head[8];
     ssize_t n = read(fd, head, sizeof head);
     struct stat sb;
     int st_ok = fstat(fd, &sb);
-    if (n < 0 || st_ok != 0) {
-        int err = errno;
-        close(fd);
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
-    }
-    if (sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF) {
+    FILE *f = NULL;
+    if (n >= 0 && st_ok == 0 && sg_image_format_of_bytes(head, (size_t)n) != SG_IMAGE_TIFF) {
         close(fd);
         return SEGRT_OK;
     }
-    FILE *f = lseek(fd, 0, SEEK_SET) == 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) {
+    if (n < 0 || st_ok != 0 || lseek(fd, 0, SEEK_SET) != 0 || !(f = fdopen(fd, "rb"))) {
         int err = errno;
         close(fd);
-        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", s->path, strerror(err));
+        return sg_error(SEGRT_ERROR_IO, "%s: cannot read: %s", path, strerror(err));
     }
-    sg_status entries = check_tiff_entries(s, f, (uint64_t)sb.st_size);
+    *is_tiff = true;
+    *size = (uint64_t)sb.st_size;
+    sg_status st = check_tiff_entries(path, f, *size);
     fclose(f);
-    SG_TRY(entries);
-    tiff_job job = {.n = (uint64_t)sb.st_size};
+    return st;
+}
+
+bool sg_slide_detect(const char *path)
+{
+    slide_init();
+    /* A TIFF whose raw chain fails the check is not OpenSlide's to look
+     * at; the TIFF source reports what is wrong with it. */
+    bool is_tiff;
+    uint64_t size;
+    if (tiff_precheck(path, &is_tiff, &size) != SEGRT_OK) {
+        sg_error_clear();
+        return false;
+    }
+    const char *v = openslide_detect_vendor(path);
+    return v && strcmp(v, "generic-tiff") != 0;
+}
+
+/* A TIFF of size bytes (any TIFF-based slide: Aperio, Hamamatsu NDPI,
+ * Leica, Philips, Ventana, generic), its raw chain already checked by
+ * tiff_precheck, has its directories checked with segrt's own libtiff
+ * handle, allocations capped by the file's size, before OpenSlide opens
+ * it: OpenSlide trusts a header's tile size and aborts (g_malloc) on what
+ * a corrupt one asks for. Each directory: a size, a tile of at most
+ * tile_cap bytes of ARGB, no more tiles than the file could hold offsets
+ * for. */
+static sg_status check_tiff(const sg_source *s, const char *vendor, uint64_t tile_cap, uint64_t size)
+{
+    tiff_job job = {.n = size};
     uint64_t dir_cap = 4 * job.n < TIFF_LIB_MIN_ALLOC ? TIFF_LIB_MIN_ALLOC : 4 * job.n;
     TIFF *tif = sg_tiff_open_pass(&job, s->path, s->path, dir_cap);
     if (!tif)
@@ -371,8 +384,13 @@ sg_status sg_source_open_slide_in(sg_source *s)
     s->state = ss;
     slide_init();
     uint64_t cap = s->max_bytes < SG_IMAGE_MAX_BYTES ? s->max_bytes : SG_IMAGE_MAX_BYTES;
+    bool is_tiff;
+    uint64_t size = 0;
+    SG_TRY(tiff_precheck(s->path, &is_tiff, &size));
     const char *vendor = openslide_detect_vendor(s->path);
-    SG_TRY(check_tiff(s, vendor, cap < SLIDE_MAX_TILE_BYTES ? cap : SLIDE_MAX_TILE_BYTES));
+    /* Other files (MIRAX, Hamamatsu VMS) are left to OpenSlide. */
+    if (is_tiff)
+        SG_TRY(check_tiff(s, vendor, cap < SLIDE_MAX_TILE_BYTES ? cap : SLIDE_MAX_TILE_BYTES, size));
     ss->assoc_cap = cap < SLIDE_MAX_ASSOCIATED_BYTES ? cap : SLIDE_MAX_ASSOCIATED_BYTES;
     if (!(ss->osr = openslide_open(s->path)))
         return sg_error(SEGRT_ERROR_UNSUPPORTED, "%s: not a slide OpenSlide reads", s->path);
