@@ -18,142 +18,18 @@
 #include "graph/infer.h"
 #include "graph/ir.h"
 #include "graph/passes.h"
+#include "graph/rewrite.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct lowering {
-    sg_graph *g;
-    const char *base; /* the lowered node's name: the new nodes' and values' prefix */
-    int32_t serial;
-    bool fp32; /* the new nodes carry SG_ATTR_FP32 */
-} lowering;
-
-static sg_status new_value(lowering *L, sg_dtype dtype, int32_t *out)
-{
-    char name[512];
-    snprintf(name, sizeof name, "%s/lowered_%d", L->base, L->serial++);
-    SG_TRY(sg_graph_add_value(L->g, name, out));
-    L->g->values[*out].dtype = dtype;
-    L->g->values[*out].shape.rank = SG_RANK_UNKNOWN;
-    return SEGRT_OK;
-}
-
-/* A constant of `dtype` with `rank` dims (`numel` elements of `data`). */
-static sg_status new_const(lowering *L, sg_dtype dtype, int32_t rank, const int64_t *dims, const void *data,
-                           size_t bytes, int32_t *out)
-{
-    sg_blob *b;
-    SG_TRY(sg_blob_new(bytes, false, &b));
-    memcpy(sg_blob_data(b), data, bytes);
-    sg_status s = new_value(L, dtype, out);
-    if (s != SEGRT_OK) {
-        sg_blob_unref(b);
-        return s;
-    }
-    sg_value *v = &L->g->values[*out];
-    v->shape.rank = rank;
-    for (int32_t d = 0; d < rank; d++) {
-        v->shape.d[d].size = dims[d];
-        v->shape.d[d].sym = SG_NO_SYM;
-    }
-    v->declared = v->shape;
-    v->data = b;
-    return SEGRT_OK;
-}
-
-static sg_status scalar_f32(lowering *L, float x, int32_t *out)
-{
-    return new_const(L, SEGRT_DTYPE_FLOAT32, 0, NULL, &x, sizeof x, out);
-}
-
-/* A new attribute `name` of node n (zeroed but for its name and kind),
- * counted at once: the node frees whatever it holds. */
-static sg_status add_attr(sg_node *n, const char *name, sg_attr_kind kind, sg_attr **out)
-{
-    sg_attr *a = realloc(n->attrs, sizeof *a * (size_t)(n->n_attrs + 1));
-    if (!a)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    n->attrs = a;
-    *out = &a[n->n_attrs++];
-    memset(*out, 0, sizeof **out);
-    (*out)->kind = kind;
-    return ((*out)->name = sg_strdup(name)) ? SEGRT_OK : SEGRT_ERROR_OUT_OF_MEMORY;
-}
-
-static sg_status add_int_attr(sg_node *n, const char *name, int64_t value)
-{
-    sg_attr *a;
-    SG_TRY(add_attr(n, name, SG_ATTR_INT, &a));
-    a->i = value;
-    return SEGRT_OK;
-}
-
-/* A node op(inputs) writing value *out: a new value of `dtype`, or the
- * given one where *out >= 0 (the lowered node's output). */
-static sg_status emit(lowering *L, sg_op op, const int32_t *inputs, int32_t n_inputs, sg_dtype dtype, int32_t *out,
-                      sg_node **node)
-{
-    if (*out < 0)
-        SG_TRY(new_value(L, dtype, out));
-    char name[512];
-    snprintf(name, sizeof name, "%s/lowered_%d", L->base, L->serial++);
-    sg_node *n;
-    SG_TRY(sg_graph_add_node(L->g, op, name, n_inputs, 1, &n));
-    memcpy(n->inputs, inputs, sizeof(int32_t) * (size_t)n_inputs);
-    n->outputs[0] = *out;
-    L->g->values[*out].producer = L->g->n_nodes - 1;
-    /* In float32 whatever the plan's precision (SG_ATTR_FP32): squares
-     * of activations overflow float16, and quantization's quotients must
-     * round as the reference's float32 ones do. (Attention's products are
-     * left to the precision, as PyTorch's autocast leaves them.) */
-    if (L->fp32)
-        SG_TRY(add_int_attr(n, SG_ATTR_FP32, 1));
-    if (node)
-        *node = n;
-    return SEGRT_OK;
-}
-
-static sg_status emit1(lowering *L, sg_op op, int32_t a, sg_dtype dtype, int32_t *out)
-{
-    return emit(L, op, &a, 1, dtype, out, NULL);
-}
-
-static sg_status emit2(lowering *L, sg_op op, int32_t a, int32_t b, sg_dtype dtype, int32_t *out)
-{
-    int32_t in[2] = {a, b};
-    return emit(L, op, in, 2, dtype, out, NULL);
-}
-
-/* v as `to` into *out (a new value where *out < 0; v itself where it is
- * of that type already and no value is given). */
-static sg_status cast(lowering *L, int32_t v, sg_dtype to, int32_t *out)
-{
-    if (*out < 0 && L->g->values[v].dtype == to) {
-        *out = v;
-        return SEGRT_OK;
-    }
-    sg_node *n;
-    SG_TRY(emit(L, SG_OP_CAST, &v, 1, to, out, &n));
-    return add_int_attr(n, "to", (int64_t)to); /* segrt's dtypes are ONNX's numbers */
-}
-
-/* The scalar x as a constant of type dt (a float32 one, cast where dt
- * differs: the optimization after the lowering folds the Cast). */
-static sg_status scalar_as(lowering *L, float x, sg_dtype dt, int32_t *out)
-{
-    int32_t c;
-    SG_TRY(scalar_f32(L, x, &c));
-    *out = -1;
-    return cast(L, c, dt, out);
-}
-
 /* RMSNormalization(X, scale): X / sqrt(mean(X^2 over axis..) + epsilon)
  * * scale, in float32 (stash_type), the result cast to the output's type. */
-static sg_status lower_rms(lowering *L, const sg_node *n, bool *done)
+static sg_status lower_rms(sg_rw *L, const sg_node *n, bool *done)
 {
+    L->fp32 = true;
     sg_graph *g = L->g;
     const sg_value *x = &g->values[n->inputs[0]];
     int32_t rank = x->shape.rank, y = n->outputs[0];
@@ -168,21 +44,21 @@ static sg_status lower_rms(lowering *L, const sg_node *n, bool *done)
         axes[i] = axis + i;
     sg_dtype out_dt = g->values[y].dtype, f = SEGRT_DTYPE_FLOAT32;
     int32_t xs = -1, sq = -1, ms = -1, ax, eps, ve = -1, rt = -1, nrm = -1, sc = -1, prod = out_dt == f ? y : -1;
-    SG_TRY(cast(L, n->inputs[0], f, &xs));
-    SG_TRY(emit2(L, SG_OP_MUL, xs, xs, f, &sq));
-    SG_TRY(new_const(L, SEGRT_DTYPE_INT64, 1, &n_axes, axes, sizeof(int64_t) * (size_t)n_axes, &ax));
+    SG_TRY(sg_rw_cast(L, n->inputs[0], f, &xs));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MUL, xs, xs, f, &sq));
+    SG_TRY(sg_rw_const(L, SEGRT_DTYPE_INT64, 1, &n_axes, axes, sizeof(int64_t) * (size_t)n_axes, &ax));
     sg_node *mean;
     int32_t mi[2] = {sq, ax};
-    SG_TRY(emit(L, SG_OP_REDUCE_MEAN, mi, 2, f, &ms, &mean));
-    SG_TRY(add_int_attr(mean, "keepdims", 1));
-    SG_TRY(scalar_f32(L, sg_attr_float(n, "epsilon", 1e-5f), &eps));
-    SG_TRY(emit2(L, SG_OP_ADD, ms, eps, f, &ve));
-    SG_TRY(emit1(L, SG_OP_SQRT, ve, f, &rt));
-    SG_TRY(emit2(L, SG_OP_DIV, xs, rt, f, &nrm));
-    SG_TRY(cast(L, n->inputs[1], f, &sc));
-    SG_TRY(emit2(L, SG_OP_MUL, nrm, sc, f, &prod));
+    SG_TRY(sg_rw_emit(L, SG_OP_REDUCE_MEAN, mi, 2, f, &ms, &mean));
+    SG_TRY(sg_rw_add_int_attr(mean, "keepdims", 1));
+    SG_TRY(sg_rw_scalar_f32(L, sg_attr_float(n, "epsilon", 1e-5f), &eps));
+    SG_TRY(sg_rw_emit2(L, SG_OP_ADD, ms, eps, f, &ve));
+    SG_TRY(sg_rw_emit1(L, SG_OP_SQRT, ve, f, &rt));
+    SG_TRY(sg_rw_emit2(L, SG_OP_DIV, xs, rt, f, &nrm));
+    SG_TRY(sg_rw_cast(L, n->inputs[1], f, &sc));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MUL, nrm, sc, f, &prod));
     if (prod != y)
-        SG_TRY(cast(L, prod, out_dt, &y));
+        SG_TRY(sg_rw_cast(L, prod, out_dt, &y));
     *done = true;
     return SEGRT_OK;
 }
@@ -190,7 +66,7 @@ static sg_status lower_rms(lowering *L, const sg_node *n, bool *done)
 /* A quantization's scale or zero point v as float32, shaped to broadcast
  * against x along `axis` (a scalar, or one per index of it); false in
  * *ok where v's shape is not one of those. */
-static sg_status per_axis(lowering *L, int32_t v, int32_t x_rank, int64_t axis, int64_t axis_len, int32_t *out,
+static sg_status per_axis(sg_rw *L, int32_t v, int32_t x_rank, int64_t axis, int64_t axis_len, int32_t *out,
                           bool *ok)
 {
     const sg_value *p = &L->g->values[v];
@@ -199,7 +75,7 @@ static sg_status per_axis(lowering *L, int32_t v, int32_t x_rank, int64_t axis, 
     if (!sg_shape_numel(&p->shape, &numel) || (numel != 1 && (p->shape.rank != 1 || numel != axis_len)))
         return SEGRT_OK;
     int32_t f = -1;
-    SG_TRY(cast(L, v, SEGRT_DTYPE_FLOAT32, &f));
+    SG_TRY(sg_rw_cast(L, v, SEGRT_DTYPE_FLOAT32, &f));
     if (numel == 1 || axis == x_rank - 1) {
         /* A scalar, or per index of the last axis: broadcasts as it is
          * (a one-element 1-D tensor broadcasts too). */
@@ -212,9 +88,9 @@ static sg_status per_axis(lowering *L, int32_t v, int32_t x_rank, int64_t axis, 
     for (int32_t d = 1; d < one; d++)
         dims[d] = 1;
     int32_t shape;
-    SG_TRY(new_const(L, SEGRT_DTYPE_INT64, 1, &one, dims, sizeof(int64_t) * (size_t)one, &shape));
+    SG_TRY(sg_rw_const(L, SEGRT_DTYPE_INT64, 1, &one, dims, sizeof(int64_t) * (size_t)one, &shape));
     *out = -1;
-    SG_TRY(emit2(L, SG_OP_RESHAPE, f, shape, SEGRT_DTYPE_FLOAT32, out));
+    SG_TRY(sg_rw_emit2(L, SG_OP_RESHAPE, f, shape, SEGRT_DTYPE_FLOAT32, out));
     *ok = true;
     return SEGRT_OK;
 }
@@ -228,7 +104,7 @@ static bool small_int(sg_dtype dt)
 /* The scale's and zero point's broadcasting forms for node n (x its
  * input 0); false in *ok where the node is not a plain per-tensor or
  * per-axis one. */
-static sg_status quant_params(lowering *L, const sg_node *n, int32_t *scale, int32_t *zp, bool *ok)
+static sg_status quant_params(sg_rw *L, const sg_node *n, int32_t *scale, int32_t *zp, bool *ok)
 {
     const sg_value *x = &L->g->values[n->inputs[0]];
     int32_t rank = x->shape.rank;
@@ -252,8 +128,9 @@ static sg_status quant_params(lowering *L, const sg_node *n, int32_t *scale, int
 
 /* DequantizeLinear(x, scale, zero_point): (x - zero_point) * scale, the
  * difference exact in float32 for 8- and 16-bit x. */
-static sg_status lower_dequantize(lowering *L, const sg_node *n, bool *done)
+static sg_status lower_dequantize(sg_rw *L, const sg_node *n, bool *done)
 {
+    L->fp32 = true;
     sg_graph *g = L->g;
     int32_t y = n->outputs[0];
     if (y < 0 || !small_int(g->values[n->inputs[0]].dtype) || !sg_dtype_is_float(g->values[y].dtype))
@@ -264,16 +141,16 @@ static sg_status lower_dequantize(lowering *L, const sg_node *n, bool *done)
     if (!ok)
         return SEGRT_OK; /* (what it added is read by nothing: dead) */
     sg_dtype f = SEGRT_DTYPE_FLOAT32, out_dt = g->values[y].dtype;
-    SG_TRY(cast(L, n->inputs[0], f, &xf));
+    SG_TRY(sg_rw_cast(L, n->inputs[0], f, &xf));
     d = xf;
     if (zp >= 0) {
         d = -1;
-        SG_TRY(emit2(L, SG_OP_SUB, xf, zp, f, &d));
+        SG_TRY(sg_rw_emit2(L, SG_OP_SUB, xf, zp, f, &d));
     }
     int32_t prod = out_dt == f ? y : -1;
-    SG_TRY(emit2(L, SG_OP_MUL, d, scale, f, &prod));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MUL, d, scale, f, &prod));
     if (prod != y)
-        SG_TRY(cast(L, prod, out_dt, &y));
+        SG_TRY(sg_rw_cast(L, prod, out_dt, &y));
     *done = true;
     return SEGRT_OK;
 }
@@ -281,8 +158,9 @@ static sg_status lower_dequantize(lowering *L, const sg_node *n, bool *done)
 /* QuantizeLinear(x, scale, zero_point): saturate(round(x / scale) +
  * zero_point), rounding half to even (Round), NaN to 0 as the reference
  * kernel does, into an 8- or 16-bit integer. */
-static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
+static sg_status lower_quantize(sg_rw *L, const sg_node *n, bool *done)
 {
+    L->fp32 = true;
     sg_graph *g = L->g;
     int32_t y = n->outputs[0];
     if (y < 0 || !sg_dtype_is_float(g->values[n->inputs[0]].dtype))
@@ -296,49 +174,30 @@ static sg_status lower_quantize(lowering *L, const sg_node *n, bool *done)
     SG_TRY(quant_params(L, n, &scale, &zp, &ok));
     if (!ok)
         return SEGRT_OK;
-    SG_TRY(cast(L, n->inputs[0], f, &xf));
-    SG_TRY(emit2(L, SG_OP_DIV, xf, scale, f, &q));
-    SG_TRY(emit1(L, SG_OP_ROUND, q, f, &r));
+    SG_TRY(sg_rw_cast(L, n->inputs[0], f, &xf));
+    SG_TRY(sg_rw_emit2(L, SG_OP_DIV, xf, scale, f, &q));
+    SG_TRY(sg_rw_emit1(L, SG_OP_ROUND, q, f, &r));
     if (zp >= 0) {
         int32_t s = -1;
-        SG_TRY(emit2(L, SG_OP_ADD, r, zp, f, &s));
+        SG_TRY(sg_rw_emit2(L, SG_OP_ADD, r, zp, f, &s));
         r = s;
     }
-    SG_TRY(scalar_f32(L, (float)lo, &lo_v));
-    SG_TRY(scalar_f32(L, (float)hi, &hi_v));
+    SG_TRY(sg_rw_scalar_f32(L, (float)lo, &lo_v));
+    SG_TRY(sg_rw_scalar_f32(L, (float)hi, &hi_v));
     int32_t clip_in[3] = {r, lo_v, hi_v};
-    SG_TRY(emit(L, SG_OP_CLIP, clip_in, 3, f, &c, NULL));
-    SG_TRY(emit1(L, SG_OP_IS_NAN, c, SEGRT_DTYPE_BOOL, &nan));
-    SG_TRY(scalar_f32(L, 0.0f, &zero));
+    SG_TRY(sg_rw_emit(L, SG_OP_CLIP, clip_in, 3, f, &c, NULL));
+    SG_TRY(sg_rw_emit1(L, SG_OP_IS_NAN, c, SEGRT_DTYPE_BOOL, &nan));
+    SG_TRY(sg_rw_scalar_f32(L, 0.0f, &zero));
     int32_t where_in[3] = {nan, zero, c};
-    SG_TRY(emit(L, SG_OP_WHERE, where_in, 3, f, &w, NULL));
-    SG_TRY(cast(L, w, out_dt, &y));
+    SG_TRY(sg_rw_emit(L, SG_OP_WHERE, where_in, 3, f, &w, NULL));
+    SG_TRY(sg_rw_cast(L, w, out_dt, &y));
     *done = true;
-    return SEGRT_OK;
-}
-
-static sg_status ints_const(lowering *L, const int64_t *v, int64_t n, int32_t *out)
-{
-    return new_const(L, SEGRT_DTYPE_INT64, 1, &n, v, sizeof(int64_t) * (size_t)n, out);
-}
-
-/* Transpose(v, perm) into *out (a new value where *out < 0). */
-static sg_status transpose(lowering *L, int32_t v, const int64_t *perm, int64_t rank, sg_dtype dt, int32_t *out)
-{
-    sg_node *t;
-    sg_attr *a;
-    SG_TRY(emit(L, SG_OP_TRANSPOSE, &v, 1, dt, out, &t));
-    SG_TRY(add_attr(t, "perm", SG_ATTR_INTS, &a));
-    if (!(a->ints = sg_malloc(sizeof(int64_t) * (size_t)(rank ? rank : 1))))
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    a->n = (int32_t)rank;
-    memcpy(a->ints, perm, sizeof(int64_t) * (size_t)rank);
     return SEGRT_OK;
 }
 
 /* A 3-D [B, S, heads * size] input as [B, heads, S, size]; a 4-D one as
  * it is. */
-static sg_status heads_first(lowering *L, int32_t v, bool three, int64_t heads, sg_dtype dt, int32_t *out)
+static sg_status heads_first(sg_rw *L, int32_t v, bool three, int64_t heads, sg_dtype dt, int32_t *out)
 {
     if (!three) {
         *out = v;
@@ -347,10 +206,10 @@ static sg_status heads_first(lowering *L, int32_t v, bool three, int64_t heads, 
     static const int64_t perm[4] = {0, 2, 1, 3};
     int64_t dims[4] = {0, 0, heads, -1};
     int32_t shape, r = -1;
-    SG_TRY(ints_const(L, dims, 4, &shape));
-    SG_TRY(emit2(L, SG_OP_RESHAPE, v, shape, dt, &r));
+    SG_TRY(sg_rw_ints(L, dims, 4, &shape));
+    SG_TRY(sg_rw_emit2(L, SG_OP_RESHAPE, v, shape, dt, &r));
     *out = -1;
-    return transpose(L, r, perm, 4, dt, out);
+    return sg_rw_transpose(L, r, perm, 4, dt, out);
 }
 
 /* Attention (opset 23) as the spec's reference computes it (and
@@ -362,7 +221,7 @@ static sg_status heads_first(lowering *L, int32_t v, bool three, int64_t heads, 
  * the cache concatenated before the new keys (present_key/present_value
  * are those). Left as it is: the QK product as an output, and a causal or
  * short mask over lengths not known at build. */
-static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
+static sg_status lower_attention(sg_rw *L, const sg_node *n, bool *done)
 {
     sg_graph *g = L->g;
     int32_t qv = n->inputs[0], kv = n->inputs[1], vv = n->inputs[2];
@@ -412,59 +271,59 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
         int32_t kin[2] = {pk, k4}, vin[2] = {pv, v4}, kc = n->n_outputs > 1 ? n->outputs[1] : -1,
                 vc = n->n_outputs > 2 ? n->outputs[2] : -1;
         sg_node *c;
-        SG_TRY(emit(L, SG_OP_CONCAT, kin, 2, dt, &kc, &c));
-        SG_TRY(add_int_attr(c, "axis", 2));
-        SG_TRY(emit(L, SG_OP_CONCAT, vin, 2, dt, &vc, &c));
-        SG_TRY(add_int_attr(c, "axis", 2));
+        SG_TRY(sg_rw_emit(L, SG_OP_CONCAT, kin, 2, dt, &kc, &c));
+        SG_TRY(sg_rw_add_int_attr(c, "axis", 2));
+        SG_TRY(sg_rw_emit(L, SG_OP_CONCAT, vin, 2, dt, &vc, &c));
+        SG_TRY(sg_rw_add_int_attr(c, "axis", 2));
         k4 = kc;
         v4 = vc;
     } else if (n->n_outputs > 1 && (n->outputs[1] >= 0 || (n->n_outputs > 2 && n->outputs[2] >= 0))) {
         /* present_* without a cache: the keys and values themselves */
         int32_t kc = n->outputs[1], vc = n->n_outputs > 2 ? n->outputs[2] : -1;
         if (kc >= 0)
-            SG_TRY(emit1(L, SG_OP_IDENTITY, k4, dt, &kc));
+            SG_TRY(sg_rw_emit1(L, SG_OP_IDENTITY, k4, dt, &kc));
         if (vc >= 0)
-            SG_TRY(emit1(L, SG_OP_IDENTITY, v4, dt, &vc));
+            SG_TRY(sg_rw_emit1(L, SG_OP_IDENTITY, v4, dt, &vc));
     }
     if (Hq != Hkv) { /* grouped queries: head h reads key/value head h mod Hkv */
         int64_t reps[4] = {1, Hq / Hkv, 1, 1};
         int32_t r, kt2 = -1, vt2 = -1;
-        SG_TRY(ints_const(L, reps, 4, &r));
-        SG_TRY(emit2(L, SG_OP_TILE, k4, r, dt, &kt2));
-        SG_TRY(emit2(L, SG_OP_TILE, v4, r, dt, &vt2));
+        SG_TRY(sg_rw_ints(L, reps, 4, &r));
+        SG_TRY(sg_rw_emit2(L, SG_OP_TILE, k4, r, dt, &kt2));
+        SG_TRY(sg_rw_emit2(L, SG_OP_TILE, v4, r, dt, &vt2));
         k4 = kt2;
         v4 = vt2;
     }
     /* sqrt(scale) on each side, as the reference: the product stays in
      * range where the plan computes in float16. */
-    SG_TRY(scalar_as(L, (float)sqrt(scale), dt, &sc));
-    SG_TRY(emit2(L, SG_OP_MUL, q4, sc, dt, &qsc));
-    SG_TRY(emit2(L, SG_OP_MUL, k4, sc, dt, &ksc));
+    SG_TRY(sg_rw_scalar_as(L, (float)sqrt(scale), dt, &sc));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MUL, q4, sc, dt, &qsc));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MUL, k4, sc, dt, &ksc));
     static const int64_t swap[4] = {0, 1, 3, 2};
-    SG_TRY(transpose(L, ksc, swap, 4, dt, &kt));
-    SG_TRY(emit2(L, SG_OP_MAT_MUL, qsc, kt, dt, &scores));
+    SG_TRY(sg_rw_transpose(L, ksc, swap, 4, dt, &kt));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MAT_MUL, qsc, kt, dt, &scores));
     if (mask >= 0) {
         int32_t bias = -1, ninf;
-        SG_TRY(scalar_as(L, -INFINITY, dt, &ninf));
+        SG_TRY(sg_rw_scalar_as(L, -INFINITY, dt, &ninf));
         if (g->values[mask].dtype == SEGRT_DTYPE_BOOL) {
             int32_t zero;
-            SG_TRY(scalar_as(L, 0.0f, dt, &zero));
+            SG_TRY(sg_rw_scalar_as(L, 0.0f, dt, &zero));
             int32_t win[3] = {mask, zero, ninf};
-            SG_TRY(emit(L, SG_OP_WHERE, win, 3, dt, &bias, NULL));
+            SG_TRY(sg_rw_emit(L, SG_OP_WHERE, win, 3, dt, &bias, NULL));
         } else {
-            SG_TRY(cast(L, mask, dt, &bias));
+            SG_TRY(sg_rw_cast(L, mask, dt, &bias));
         }
         if (mlast < T) { /* keys past the mask's: -inf */
             int32_t mr = g->values[mask].shape.rank, pads, padded = -1;
             int64_t pv8[8] = {0};
             pv8[2 * mr - 1] = T - mlast;
-            SG_TRY(ints_const(L, pv8, 2 * mr, &pads));
+            SG_TRY(sg_rw_ints(L, pv8, 2 * mr, &pads));
             int32_t pin[3] = {bias, pads, ninf};
-            SG_TRY(emit(L, SG_OP_PAD, pin, 3, dt, &padded, NULL));
+            SG_TRY(sg_rw_emit(L, SG_OP_PAD, pin, 3, dt, &padded, NULL));
             bias = padded;
         }
         int32_t sum = -1;
-        SG_TRY(emit2(L, SG_OP_ADD, scores, bias, dt, &sum));
+        SG_TRY(sg_rw_emit2(L, SG_OP_ADD, scores, bias, dt, &sum));
         scores = sum;
     }
     if (causal) { /* -inf where a key comes after the query (t > i) */
@@ -476,33 +335,33 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
                 tri[i * T + t] = t > i ? -INFINITY : 0.0f;
         int64_t td[2] = {Sq, T};
         int32_t tv, tvd = -1, sum = -1;
-        sg_status st = new_const(L, SEGRT_DTYPE_FLOAT32, 2, td, tri, sizeof(float) * (size_t)(Sq * T), &tv);
+        sg_status st = sg_rw_const(L, SEGRT_DTYPE_FLOAT32, 2, td, tri, sizeof(float) * (size_t)(Sq * T), &tv);
         free(tri);
         SG_TRY(st);
-        SG_TRY(cast(L, tv, dt, &tvd));
-        SG_TRY(emit2(L, SG_OP_ADD, scores, tvd, dt, &sum));
+        SG_TRY(sg_rw_cast(L, tv, dt, &tvd));
+        SG_TRY(sg_rw_emit2(L, SG_OP_ADD, scores, tvd, dt, &sum));
         scores = sum;
     }
     if (softcap > 0) { /* softcap * tanh(scores / softcap) */
         int32_t cd, d1 = -1, t1 = -1, m1 = -1;
-        SG_TRY(scalar_as(L, softcap, dt, &cd));
-        SG_TRY(emit2(L, SG_OP_DIV, scores, cd, dt, &d1));
-        SG_TRY(emit1(L, SG_OP_TANH, d1, dt, &t1));
-        SG_TRY(emit2(L, SG_OP_MUL, t1, cd, dt, &m1));
+        SG_TRY(sg_rw_scalar_as(L, softcap, dt, &cd));
+        SG_TRY(sg_rw_emit2(L, SG_OP_DIV, scores, cd, dt, &d1));
+        SG_TRY(sg_rw_emit1(L, SG_OP_TANH, d1, dt, &t1));
+        SG_TRY(sg_rw_emit2(L, SG_OP_MUL, t1, cd, dt, &m1));
         scores = m1;
     }
     sg_node *sm;
     int32_t probs = -1, y4 = three ? -1 : n->outputs[0];
-    SG_TRY(emit(L, SG_OP_SOFTMAX, &scores, 1, dt, &probs, &sm));
-    SG_TRY(add_int_attr(sm, "axis", -1));
-    SG_TRY(emit2(L, SG_OP_MAT_MUL, probs, v4, dt, &y4));
+    SG_TRY(sg_rw_emit(L, SG_OP_SOFTMAX, &scores, 1, dt, &probs, &sm));
+    SG_TRY(sg_rw_add_int_attr(sm, "axis", -1));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MAT_MUL, probs, v4, dt, &y4));
     if (three) { /* [B, heads, S, size] back to [B, S, heads * size] */
         static const int64_t perm[4] = {0, 2, 1, 3};
         int64_t dims[3] = {0, 0, -1};
         int32_t yt = -1, shape, y = n->outputs[0];
-        SG_TRY(transpose(L, y4, perm, 4, dt, &yt));
-        SG_TRY(ints_const(L, dims, 3, &shape));
-        SG_TRY(emit2(L, SG_OP_RESHAPE, yt, shape, dt, &y));
+        SG_TRY(sg_rw_transpose(L, y4, perm, 4, dt, &yt));
+        SG_TRY(sg_rw_ints(L, dims, 3, &shape));
+        SG_TRY(sg_rw_emit2(L, SG_OP_RESHAPE, yt, shape, dt, &y));
     }
     *done = true;
     return SEGRT_OK;
@@ -517,7 +376,7 @@ static sg_status lower_attention(lowering *L, const sg_node *n, bool *done)
  * the product reshaped and transposed to the output's letters. What runs
  * a MatMul well (cuBLASLt's batched products, oneDNN's) then runs it;
  * identity transposes and reshapes go in the simplify pass. */
-static sg_status lower_einsum(lowering *L, const sg_node *n, bool *done)
+static sg_status lower_einsum(sg_rw *L, const sg_node *n, bool *done)
 {
     sg_graph *g = L->g;
     if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0)
@@ -585,24 +444,22 @@ static sg_status lower_einsum(lowering *L, const sg_node *n, bool *done)
                 perm_y[j] = k;
     int32_t ta = -1, tb = -1, sa, sb, ra = -1, rb = -1, prod = -1, sy, ry = -1, y = n->outputs[0];
     int64_t shape_a[3] = {B, M, K}, shape_b[3] = {B, K, N};
-    SG_TRY(transpose(L, n->inputs[0], perm_a, rank[0], dt, &ta));
-    SG_TRY(transpose(L, n->inputs[1], perm_b, rank[1], dt, &tb));
-    SG_TRY(ints_const(L, shape_a, 3, &sa));
-    SG_TRY(ints_const(L, shape_b, 3, &sb));
-    SG_TRY(emit2(L, SG_OP_RESHAPE, ta, sa, dt, &ra));
-    SG_TRY(emit2(L, SG_OP_RESHAPE, tb, sb, dt, &rb));
-    SG_TRY(emit2(L, SG_OP_MAT_MUL, ra, rb, dt, &prod));
-    SG_TRY(ints_const(L, mid, no, &sy));
-    SG_TRY(emit2(L, SG_OP_RESHAPE, prod, sy, dt, &ry));
-    SG_TRY(transpose(L, ry, perm_y, e.n_out, dt, &y));
+    SG_TRY(sg_rw_transpose(L, n->inputs[0], perm_a, rank[0], dt, &ta));
+    SG_TRY(sg_rw_transpose(L, n->inputs[1], perm_b, rank[1], dt, &tb));
+    SG_TRY(sg_rw_ints(L, shape_a, 3, &sa));
+    SG_TRY(sg_rw_ints(L, shape_b, 3, &sb));
+    SG_TRY(sg_rw_emit2(L, SG_OP_RESHAPE, ta, sa, dt, &ra));
+    SG_TRY(sg_rw_emit2(L, SG_OP_RESHAPE, tb, sb, dt, &rb));
+    SG_TRY(sg_rw_emit2(L, SG_OP_MAT_MUL, ra, rb, dt, &prod));
+    SG_TRY(sg_rw_ints(L, mid, no, &sy));
+    SG_TRY(sg_rw_emit2(L, SG_OP_RESHAPE, prod, sy, dt, &ry));
+    SG_TRY(sg_rw_transpose(L, ry, perm_y, e.n_out, dt, &y));
     *done = true;
     return SEGRT_OK;
 }
 
-typedef sg_status (*lower_fn)(lowering *L, const sg_node *n, bool *done);
-
-/* The composite node's lowering (its required inputs present), or NULL. */
-static lower_fn composite_lowering(const sg_node *n)
+/* The composite node's sg_rw (its required inputs present), or NULL. */
+static sg_rw_fn composite_lowering(const sg_node *n)
 {
     for (int32_t k = 0; k < 2; k++)
         if (n->n_inputs <= k || n->inputs[k] < 0)
@@ -616,57 +473,15 @@ static lower_fn composite_lowering(const sg_node *n)
     }
 }
 
-/* Rewrites each live node of g for which pick gives a lowering; then,
- * where anything was added (a lowering that gave up may have added what
- * nothing reads), drops the dead, sorts and infers the graph. */
-static sg_status rewrite(sg_graph *g, lower_fn (*pick)(const sg_graph *g, const sg_node *n, void *user), void *user,
-                         int32_t *changed)
-{
-    int32_t n0 = g->n_nodes, lowered = 0;
-    for (int32_t i = 0; i < n0; i++) {
-        lower_fn fn = g->nodes[i].dead ? NULL : pick(g, &g->nodes[i], user);
-        if (!fn)
-            continue;
-        /* The node is copied: adding nodes moves the array. */
-        sg_node n = g->nodes[i];
-        char *base = sg_strdup(n.name && n.name[0] ? n.name : sg_op_name(n.op));
-        if (!base)
-            return SEGRT_ERROR_OUT_OF_MEMORY;
-        lowering L = {g, base, 0, n.op != SG_OP_ATTENTION && n.op != SG_OP_EINSUM};
-        bool done = false;
-        sg_status s = fn(&L, &n, &done);
-        free(base);
-        SG_TRY(s);
-        if (done) {
-            sg_node *old = &g->nodes[i];
-            old->dead = true;
-            for (int32_t k = 0; k < old->n_outputs; k++)
-                old->outputs[k] = -1; /* the new nodes write them */
-            lowered++;
-        }
-    }
-    if (g->n_nodes != n0) {
-        /* The output values are the new nodes' now: producers and order
-         * again, then shapes and dtypes of the new values. */
-        int32_t dead = 0;
-        SG_TRY(sg_pass_dead_nodes(g, &dead));
-        SG_TRY(sg_graph_compact(g));
-        SG_TRY(sg_graph_toposort(g));
-        SG_TRY(sg_graph_infer(g));
-    }
-    *changed += lowered;
-    return SEGRT_OK;
-}
-
 typedef struct lower_pick {
     bool (*lower)(const sg_graph *g, const sg_node *n, void *user);
     void *user;
 } lower_pick;
 
-static lower_fn pick_composite(const sg_graph *g, const sg_node *n, void *user)
+static sg_rw_fn pick_composite(const sg_graph *g, const sg_node *n, void *user)
 {
     const lower_pick *p = user;
-    lower_fn fn = composite_lowering(n);
+    sg_rw_fn fn = composite_lowering(n);
     return fn && p->lower(g, n, p->user) ? fn : NULL;
 }
 
@@ -674,10 +489,10 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
                         int32_t *changed)
 {
     lower_pick p = {lower, user};
-    return rewrite(g, pick_composite, &p, changed);
+    return sg_rw_rewrite(g, "lowered", pick_composite, &p, changed);
 }
 
-static lower_fn pick_einsum(const sg_graph *g, const sg_node *n, void *user)
+static sg_rw_fn pick_einsum(const sg_graph *g, const sg_node *n, void *user)
 {
     (void)g;
     (void)user;
@@ -686,5 +501,5 @@ static lower_fn pick_einsum(const sg_graph *g, const sg_node *n, void *user)
 
 sg_status sg_pass_einsum_matmul(sg_graph *g, int32_t *changed)
 {
-    return rewrite(g, pick_einsum, NULL, changed);
+    return sg_rw_rewrite(g, "lowered", pick_einsum, NULL, changed);
 }

@@ -65,3 +65,29 @@ def test_einsum_as_matmul(tmp_path, equation, shapes, rewritten):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert ("/lowered_" in p.stdout) == rewritten, p.stdout
+
+
+def test_einsum_inside_the_graph(tmp_path):
+    """A rewritten Einsum whose result other nodes read (MONAI's SABlock:
+    q k^T, then a scale and a Softmax): its new nodes, added after those
+    readers, must survive the dead-node pass (they did not, and UNETR
+    failed to build)."""
+    path = tmp_path / "m.onnx"
+    shapes = [(2, 3, 5, 4), (2, 3, 6, 4)]
+    ins = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(s)) for i, s in enumerate(shapes)]
+    nodes = [helper.make_node("Einsum", ["x0", "x1"], ["s"], equation="blxd,blyd->blxy"),
+             helper.make_node("Relu", ["s"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    rng = np.random.default_rng(5)
+    feeds = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    want = ort.InferenceSession(str(path)).run(None, feeds)[0]
+    args = [SEGRT, "run", str(path), "--output", f"y={tmp_path / 'y.npy'}", "--quiet"]
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-5, atol=1e-6)
