@@ -166,18 +166,23 @@ int cli_engine_check_cpu(const cli_engine_opts *o)
         return cli_usage_error("--precision %s applies to CUDA devices; the CPU computes in fp32 (add --device cuda)",
                                segrt_precision_name(o->precision));
     /* Options of CUDA plans, each with the name the user typed; of the
-     * kernel switches, composite-ops applies to every backend. */
+     * kernel switches, the graph's (composite-ops, fused-attention) apply
+     * to every backend. */
+    static const char *const every_backend[] = {"composite-ops", "fused-attention"};
     bool cuda_switch = false;
     for (const char *k = o->disabled_kernels; k && *k;) {
         size_t len = strcspn(k, ",");
-        cuda_switch |= len > 0 && !(len == strlen("composite-ops") && strncmp(k, "composite-ops", len) == 0);
+        bool graph_switch = false;
+        for (size_t j = 0; j < sizeof every_backend / sizeof every_backend[0]; j++)
+            graph_switch |= len == strlen(every_backend[j]) && strncmp(k, every_backend[j], len) == 0;
+        cuda_switch |= len > 0 && !graph_switch;
         k += len + (k[len] == ',');
     }
     const char *cuda_only = o->fp32_ops ? "--fp32-ops"
                             : o->allow_cpu_fallback ? "--allow-cpu-fallback"
                             : o->workspace ? "--workspace"
                             : o->autotune >= 0 ? "--autotune"
-                            : cuda_switch ? "--disable-kernels (but composite-ops)"
+                            : cuda_switch ? "--disable-kernels (but composite-ops, fused-attention)"
                             : o->target_arch ? "--target-arch"
                             : o->no_cache ? "--no-cache"
                             : o->cache_dir ? "--cache-dir"

@@ -38,8 +38,8 @@ typedef struct cli_engine_opts {
     "  --autotune N              time N cuDNN configurations per convolution, keep the fastest\n" \
     "                            (default 8; 0: cuDNN's first choice, same plan every build)\n"  \
     "  --disable-kernels LIST    kernels and fusions not to use, for comparisons (CUDA's;\n"     \
-    "                            composite-ops on the CPU too; comma-separated: wgmma,\n"      \
-    "                            up-fold,graphs...; see the README)\n"                          \
+    "                            composite-ops, fused-attention on the CPU too; comma-\n"      \
+    "                            separated: wgmma,up-fold,graphs...; see the README)\n"         \
     "  --target-arch sm_XY       plan as for an older GPU (sm_80, sm_75...): its kernels only\n"  \
     "  --no-cache                do not use the plan cache ($XDG_CACHE_HOME/segrt)\n"             \
     "  --cache-dir DIR           keep cached plans in DIR\n"                                      \

@@ -38,7 +38,9 @@
     X(NORM_PROLOGUE, "norm-prologue", "a norm applied as its readers load it: the norm's own pass")                    \
     X(CUDNN_PLAN_JSON, "cudnn-plan-json", "cuDNN plans serialized into plan files: finalized at load")            \
     X(COMPOSITE_OPS, "composite-ops", "RMSNormalization, Quantize/DequantizeLinear, Attention by their own "         \
-                                      "kernels: as the primitive operators they are defined by (graph/pass_lower.c)")
+                                      "kernels: as the primitive operators they are defined by (graph/pass_lower.c)")  \
+    X(FUSED_ATTENTION, "fused-attention", "MatMul, Softmax, MatMul chains as one attention kernel "                    \
+                                          "(graph/pass_attention.c): as the chains they are")
 
 typedef enum sg_kernel_switch {
 #define SG_KERNEL_SWITCH_ENUM(id, name, what) SG_KERNEL_##id,

@@ -89,6 +89,23 @@ static sg_status lower_composites(const sg_backend *b, const segrt_build_options
     return changed ? sg_graph_optimize(g, sg_backend_host_eval()) : SEGRT_OK;
 }
 
+/* Attention chains as one node where the backend has a kernel of its own
+ * for it (asked without CPU fallback) and the build leaves the
+ * fused-attention switch on; then the constants it reshaped fold. */
+static sg_status fuse_attention(const sg_backend *b, const segrt_build_options *opts, sg_graph *g)
+{
+    sg_backend_options bo = {0};
+    sg_options_backend(opts, &bo);
+    bo.allow_cpu_fallback = false;
+    const sg_node probe = {.op = SG_OP_SDPA};
+    const char *why = NULL;
+    if ((bo.disabled_kernels & SG_KERNEL_BIT(SG_KERNEL_FUSED_ATTENTION)) || !b->supports(g, &probe, &bo, &why))
+        return SEGRT_OK;
+    int32_t changed = 0;
+    SG_TRY(sg_pass_fuse_attention(g, &changed));
+    return changed ? sg_graph_optimize(g, sg_backend_host_eval()) : SEGRT_OK;
+}
+
 /* An engine over g (taken: freed on failure too), compiled by b with opts. */
 static sg_status engine_new(const sg_backend *b, sg_graph *g, const segrt_build_options *opts, const void *payload,
                             size_t payload_bytes, uint64_t model_hash, bool check, segrt_engine **out)
@@ -139,6 +156,8 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
             s = sg_if_not_folded(&g->nodes[i]);
     if (s == SEGRT_OK && b)
         s = lower_composites(b, opts, g);
+    if (s == SEGRT_OK && b)
+        s = fuse_attention(b, opts, g);
     if (s == SEGRT_OK && !b)
         s = sg_error(SEGRT_ERROR_UNSUPPORTED, "this segrt was built without %s",
                      kind == SEGRT_DEVICE_CUDA ? "CUDA" : "a backend for this device");

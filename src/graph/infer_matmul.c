@@ -409,3 +409,60 @@ sg_status sg_infer_ATTENTION(sg_graph *g, sg_node *n)
     SG_TRY(sg_infer_set_output(g, n, 2, t, &present_v));
     return sg_infer_set_output(g, n, 3, t, &qk);
 }
+
+/* ScaledDotProductAttention (segrt's own, domain ai.segrt): Y = softmax(
+ * scale Q K^T + mask0 + mask1, last axis) V over the batch dims Q, K and V
+ * share (no broadcasting between them). Q is [..., S, D], K [..., L, D]
+ * ([..., D, L] where k_transposed is 1), V [..., L, Dv]; each optional
+ * additive mask, of Q's dtype, broadcasts (numpy's rule) to the scores'
+ * [..., S, L] without widening them; scale defaults to 1/sqrt(D); Y is
+ * [..., S, Dv]. */
+sg_status sg_infer_SDPA(sg_graph *g, sg_node *n)
+{
+    sg_shape q, k, v;
+    SG_TRY(sg_iu_shape(g, n, 0, &q));
+    SG_TRY(sg_iu_shape(g, n, 1, &k));
+    SG_TRY(sg_iu_shape(g, n, 2, &v));
+    for (int32_t i = 1; i < n->n_inputs; i++)
+        if (sg_iu_has_input(n, i))
+            SG_TRY(sg_iu_same_dtype(g, n, 0, i));
+    sg_dtype t = sg_iu_dtype(g, n, 0);
+    if (t != SEGRT_DTYPE_UNDEFINED && !sg_dtype_is_float(t))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "Q `%s` must be of a float dtype", sg_iu_name(g, n, 0));
+    int64_t kt = sg_attr_int(n, "k_transposed", 0);
+    if (kt != 0 && kt != 1)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "k_transposed must be 0 or 1");
+    if (!sg_iu_has_input(n, 1) || !sg_iu_has_input(n, 2))
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "Q, K and V are required");
+    sg_shape y = sg_shape_unknown();
+    if (q.rank >= 0 && k.rank >= 0 && v.rank >= 0) {
+        int32_t r = q.rank;
+        if (r < 2 || k.rank != r || v.rank != r)
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "Q, K and V must have one rank of at least 2");
+        for (int32_t d = 0; d < r - 2; d++)
+            if (dims_clash(q.d[d], k.d[d]) || dims_clash(q.d[d], v.d[d]))
+                return sg_node_error(n, SEGRT_ERROR_SHAPE, "Q, K and V must have the same batch dims");
+        sg_dim L = k.d[r - 2 + kt], D = k.d[r - 1 - kt];
+        if (dims_clash(q.d[r - 1], D) || dims_clash(v.d[r - 2], L))
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "K and V do not fit Q");
+        y = q;
+        y.d[r - 1] = v.d[r - 1];
+        for (int32_t m = 3; m < n->n_inputs; m++) {
+            sg_shape ms;
+            if (!sg_iu_has_input(n, m))
+                continue;
+            SG_TRY(sg_iu_shape(g, n, m, &ms));
+            if (ms.rank > r)
+                return sg_node_error(n, SEGRT_ERROR_SHAPE, "mask `%s` has more dims than the scores",
+                                     sg_iu_name(g, n, m));
+            for (int32_t d = 0; ms.rank > 0 && d < ms.rank; d++) {
+                int32_t at = r - ms.rank + d;
+                sg_dim want = at == r - 1 ? L : q.d[at];
+                if (ms.d[d].size >= 0 && ms.d[d].size != 1 && dims_clash(ms.d[d], want))
+                    return sg_node_error(n, SEGRT_ERROR_SHAPE, "mask `%s` does not broadcast to the scores",
+                                         sg_iu_name(g, n, m));
+            }
+        }
+    }
+    return sg_infer_set_output(g, n, 0, t, &y);
+}

@@ -25,3 +25,5 @@ sg_op sg_op_lookup(const char *op_type)
             return (sg_op)i;
     return SG_OP_COUNT;
 }
+
+bool sg_op_is_segrt(sg_op op) { return op == SG_OP_SDPA; }

@@ -2,6 +2,7 @@
 #ifndef SG_GRAPH_OPS_H
 #define SG_GRAPH_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SG_VARIADIC INT32_MAX
@@ -24,5 +25,13 @@ const char *sg_op_name(sg_op op);
 
 /* The operator of the default ONNX domain with this op_type, or SG_OP_COUNT. */
 sg_op sg_op_lookup(const char *op_type);
+
+/* The domain of segrt's own operators: what its passes make of several
+ * ONNX nodes, written to plan files (and accepted from models) under this
+ * domain, never under the default one. */
+#define SG_SEGRT_DOMAIN "ai.segrt"
+
+/* Whether op is one of segrt's own (domain SG_SEGRT_DOMAIN). */
+bool sg_op_is_segrt(sg_op op);
 
 #endif

@@ -73,6 +73,13 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
  * MatMul (pass_lower.c): the products every backend runs best. */
 sg_status sg_pass_einsum_matmul(sg_graph *g, int32_t *changed);
 
+/* Writes each chain of MatMul(Q, K^T), scalar scales, additive masks,
+ * Softmax over the last axis and MatMul(., V), with batch-only Reshapes
+ * between its steps, as one ScaledDotProductAttention node of segrt's
+ * (pass_attention.c): for a backend with a fused kernel for it, asked
+ * when a plan is built, not by sg_graph_optimize. */
+sg_status sg_pass_fuse_attention(sg_graph *g, int32_t *changed);
+
 /* Runs everything above to a fixed point, then compacts the graph. */
 sg_status sg_graph_optimize(sg_graph *g, sg_eval_lookup lookup);
 

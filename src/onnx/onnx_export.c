@@ -267,6 +267,8 @@ static sg_status node_proto(exporter *ex, const sg_node *n, Onnx__NodeProto **ou
         return SEGRT_ERROR_OUT_OF_MEMORY;
     p->name = n->name;
     p->op_type = mut(sg_op_name(n->op));
+    if (sg_op_is_segrt(n->op))
+        p->domain = mut(SG_SEGRT_DOMAIN);
     /* Trailing omitted inputs are left out, as the loader drops them. */
     int32_t n_in = n->n_inputs;
     while (n_in > 0 && n->inputs[n_in - 1] < 0)
@@ -391,8 +393,13 @@ static sg_status build_model(exporter *ex, Onnx__ModelProto *m)
 
     Onnx__GraphProto *gp = EX_NEW(ex, Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
     Onnx__OperatorSetIdProto *opset = EX_NEW(ex, Onnx__OperatorSetIdProto, ONNX__OPERATOR_SET_ID_PROTO__INIT);
-    Onnx__OperatorSetIdProto **opsets = ex_alloc(ex, 1, sizeof *opsets);
-    if (!gp || !opset || !opsets)
+    /* segrt's own operators' domain is imported where a node uses it. */
+    bool segrt_ops = false;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        segrt_ops |= !g->nodes[i].dead && sg_op_is_segrt(g->nodes[i].op);
+    Onnx__OperatorSetIdProto *own = EX_NEW(ex, Onnx__OperatorSetIdProto, ONNX__OPERATOR_SET_ID_PROTO__INIT);
+    Onnx__OperatorSetIdProto **opsets = ex_alloc(ex, 2, sizeof *opsets);
+    if (!gp || !opset || !own || !opsets)
         return SEGRT_ERROR_OUT_OF_MEMORY;
 
     /* IR version 4 dropped the rule that initializers be graph inputs; a
@@ -405,6 +412,12 @@ static sg_status build_model(exporter *ex, Onnx__ModelProto *m)
     opset->version = g->opset;
     opsets[0] = opset;
     m->n_opset_import = 1;
+    if (segrt_ops) {
+        own->domain = mut(SG_SEGRT_DOMAIN);
+        own->has_version = 1;
+        own->version = 1;
+        opsets[m->n_opset_import++] = own;
+    }
     m->opset_import = opsets;
     if (g->producer_name && g->producer_name[0]) {
         m->producer_name = g->producer_name;

@@ -368,7 +368,9 @@ static const Onnx__AttributeProto *resolve_ref(const fn_ctx *ctx, const char *re
 static const Onnx__FunctionProto *function_of(const Onnx__ModelProto *m, const Onnx__NodeProto *np)
 {
     const char *domain = str_or_empty(np->domain), *op = str_or_empty(np->op_type);
-    if (is_default_domain(domain) && sg_op_lookup(op) != SG_OP_COUNT)
+    sg_op known = sg_op_lookup(op);
+    if (known != SG_OP_COUNT && sg_op_is_segrt(known) == (strcmp(domain, SG_SEGRT_DOMAIN) == 0) &&
+        (is_default_domain(domain) || sg_op_is_segrt(known)))
         return NULL;
     for (size_t i = 0; i < m->n_functions; i++) {
         const Onnx__FunctionProto *f = m->functions[i];
@@ -563,7 +565,11 @@ static sg_status node_convert(importer *im, const flat_node *fnode, int32_t inde
     }
     if (ctx->fn && !(name = map_name(im, ctx, name)))
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    sg_op op = is_default_domain(domain) ? sg_op_lookup(op_type) : SG_OP_COUNT;
+    /* segrt's own operators only under their domain, ONNX's only under the default one. */
+    bool segrt = strcmp(domain, SG_SEGRT_DOMAIN) == 0;
+    sg_op op = is_default_domain(domain) || segrt ? sg_op_lookup(op_type) : SG_OP_COUNT;
+    if (op != SG_OP_COUNT && sg_op_is_segrt(op) != segrt)
+        op = SG_OP_COUNT;
     if (op == SG_OP_COUNT)
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
                         "node `%s` uses operator %s of domain '%s', which segrt does not support", name,

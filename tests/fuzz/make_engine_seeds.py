@@ -158,6 +158,21 @@ def if_shape(out):
     onnx.save(test_if.shape_model(), str(out / "net-if-shape.onnx"))
 
 
+def sdpa_op(out, rng):
+    """segrt's own ScaledDotProductAttention (domain ai.segrt), K given
+    transposed, a constant mask and one fed, both broadcast."""
+    vi = lambda n, s: helper.make_tensor_value_info(n, TP.FLOAT, s)  # noqa: E731
+    node = helper.make_node("ScaledDotProductAttention", ["q", "k", "v", "m0", "m1"], ["y"], domain="ai.segrt",
+                            k_transposed=1, scale=0.4)
+    g = helper.make_graph([node], "g", [vi("q", [2, 3, 5, 4]), vi("k", [2, 3, 4, 6]), vi("v", [2, 3, 6, 2]),
+                                        vi("m1", [2, 1, 5, 6])], [vi("y", None)],
+                          initializer=[init("m0", rng.standard_normal((3, 1, 6)).astype(np.float32))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.segrt", 1)],
+                          producer_name="segrt-fuzz")
+    m.ir_version = 8
+    onnx.save(m, str(out / "sdpa-op.onnx"))
+
+
 def main():
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "seeds" / "engine"
     out.mkdir(parents=True, exist_ok=True)
@@ -170,7 +185,8 @@ def main():
     value_shapes(out)
     edges(out, rng)
     if_shape(out)
-    kept = 4 + 8 + 1
+    sdpa_op(out, rng)
+    kept = 4 + 8 + 1 + 1
     for name, fam in sorted(opgen.FAMILIES.items()):
         if fam.gen is None:
             continue

@@ -2274,6 +2274,61 @@ def gen_attention(rng):
     return g.case(oracle="reference", why="onnxruntime's Attention departs from the spec's reference")
 
 
+@family("attention_chain", 40)
+def gen_attention_chain(rng):
+    """Attention as exporters write it, which segrt fuses into one node
+    (graph/pass_attention.c): MatMul(Q, K^T) with K^T from a Transpose or
+    given, scalar scales on Q or on the scores, additive masks that
+    broadcast, a Reshape that splits a batch dim around a mask (Swin's
+    shifted windows), Softmax, MatMul with V; and near misses the pass must
+    leave alone (a scale after a mask, a Softmax over another axis or read
+    twice)."""
+    dtype = pick(rng, [np.float32, np.float32, np.float32, np.float64])
+    g = Graph(rng, int(pick(rng, [13, 17, 21])))
+    nb = int(rng.integers(0, 4))
+    batch = dims(rng, nb, 1, 3)
+    split = nb >= 1 and rng.random() < 0.3
+    if split:
+        batch[0] = 2 * int(rng.integers(1, 3))
+    S, L, D, Dv = (int(rng.integers(1, 7)) for _ in range(4))
+    q = g.input(values(rng, batch + [S, D], dtype), "q")
+    if rng.random() < 0.3:
+        q = g.op("Mul", [q, g.const(np.asarray(rng.uniform(0.2, 1.5), dtype))])
+    if rng.random() < 0.6:
+        kt = g.op("Transpose", [g.input(values(rng, batch + [L, D], dtype), "k")],
+                  perm=list(range(nb)) + [nb + 1, nb])
+    else:
+        kt = g.input(values(rng, batch + [D, L], dtype), "kt")
+    s = g.op("MatMul", [q, kt])
+    full = batch + [S, L]
+
+    def mask(shape):
+        rank = int(rng.integers(1, len(shape) + 1))
+        m = [d if rng.random() < 0.6 else 1 for d in shape[len(shape) - rank:]]
+        return g.param(values(rng, m, dtype, scale=2.0), "m", p_input=0.3)
+
+    if rng.random() < 0.5:
+        s = g.op(pick(rng, ["Mul", "Div"]), [s, g.const(np.asarray(rng.uniform(0.3, 2.0), dtype))])
+    if rng.random() < 0.5:
+        s = g.op("Add", [s, mask(full)] if rng.random() < 0.7 else [mask(full), s])
+    if split:
+        fine = [2, batch[0] // 2] + full[1:]
+        s = g.op("Reshape", [s, g.const(np.array(fine, np.int64))])
+        s = g.op("Add", [s, mask(fine)])
+        s = g.op("Reshape", [s, g.const(np.array(full, np.int64))])
+    if rng.random() < 0.15:  # a scale after the masks: not fused
+        s = g.op("Mul", [s, g.const(np.asarray(0.5, dtype))])
+    axis = -1 if rng.random() < 0.85 else int(rng.integers(0, nb + 2))
+    p = g.op("Softmax", [s], axis=axis)
+    # V positive: the weighted sums do not cancel (a sum of terms near 1
+    # that cancels to 0.006 loses float32's digits in any order).
+    y = g.op("MatMul", [p, g.input(values(rng, batch + [L, Dv], dtype, lo=0.5, hi=1.5), "v")])
+    g.output(g.op("Relu", [y]) if rng.random() < 0.3 else y)
+    if rng.random() < 0.1:
+        g.output(p)
+    return g.case()
+
+
 @family("quant", 20)
 def gen_quant(rng):
     """QuantizeLinear and DequantizeLinear, a scale per tensor or per axis."""

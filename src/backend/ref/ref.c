@@ -126,6 +126,7 @@ static const sg_ref_kernel_fn table[SG_OP_COUNT] = {
     [SG_OP_GEMM] = sg_ref_gemm,
     [SG_OP_EINSUM] = sg_ref_einsum,
     [SG_OP_ATTENTION] = sg_ref_attention,
+    [SG_OP_SDPA] = sg_ref_sdpa,
 
     [SG_OP_IF] = sg_ref_if,
 };

@@ -198,3 +198,103 @@ REF_KERNEL(sg_ref_attention)
     free(raw);
     return SEGRT_OK;
 }
+
+/* The strides (in elements) at which a mask of `m`'s dims, broadcast
+ * (numpy's rule) to the r dims of `full`, is read: 0 along a dim it
+ * broadcasts over. False where it does not broadcast to them. */
+static bool mask_strides(const sg_tensor *m, const int64_t *full, int32_t r, int64_t *st)
+{
+    if (m->rank > r)
+        return false;
+    int64_t s = 1;
+    for (int32_t d = r - 1; d >= 0; d--) {
+        int32_t md = d - (r - m->rank);
+        int64_t size = md >= 0 ? m->dims[md] : 1;
+        if (size != 1 && size != full[d])
+            return false;
+        st[d] = size == 1 ? 0 : s;
+        s *= size;
+    }
+    return true;
+}
+
+/* segrt's ScaledDotProductAttention (graph/infer_matmul.c states it): in
+ * double, a query row at a time, the softmax as the Attention kernel's. */
+REF_KERNEL(sg_ref_sdpa)
+{
+    const sg_tensor *q, *k, *v, *mk[2];
+    sg_tensor *y;
+    SG_TRY(sg_ref_need_in(n, in, n_in, 0, &q));
+    SG_TRY(sg_ref_need_in(n, in, n_in, 1, &k));
+    SG_TRY(sg_ref_need_in(n, in, n_in, 2, &v));
+    SG_TRY(sg_ref_opt_in(n, in, n_in, 3, &mk[0]));
+    SG_TRY(sg_ref_opt_in(n, in, n_in, 4, &mk[1]));
+    SG_TRY(sg_ref_need_out(n, out, n_out, 0, &y));
+    if (!sg_dtype_is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return sg_node_error(n, SEGRT_ERROR_INVALID_MODEL, "Q, K and V must be of one float dtype");
+    int32_t r = q->rank;
+    bool kt = sg_attr_int(n, "k_transposed", 0) != 0;
+    if (r < 2 || k->rank != r || v->rank != r)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "Q, K and V must have one rank of at least 2");
+    int64_t nb = 1;
+    for (int32_t d = 0; d < r - 2; d++) {
+        if (k->dims[d] != q->dims[d] || v->dims[d] != q->dims[d])
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "Q, K and V must have the same batch dims");
+        nb *= q->dims[d];
+    }
+    int64_t S = q->dims[r - 2], D = q->dims[r - 1], L = k->dims[r - 2 + kt], Dv = v->dims[r - 1];
+    if (k->dims[r - 1 - kt] != D || v->dims[r - 2] != L)
+        return sg_node_error(n, SEGRT_ERROR_SHAPE, "K and V do not fit Q");
+    int64_t full[SEGRT_MAX_RANK], st[2][SEGRT_MAX_RANK];
+    memcpy(full, q->dims, sizeof(int64_t) * (size_t)r);
+    full[r - 1] = L;
+    for (int32_t m = 0; m < 2; m++)
+        if (mk[m] && (mk[m]->dtype != q->dtype || !mask_strides(mk[m], full, r, st[m])))
+            return sg_node_error(n, SEGRT_ERROR_SHAPE, "mask %d does not broadcast to the scores", m);
+    full[r - 1] = Dv;
+    SG_TRY(sg_ref_check_out_dims(n, y, full, r));
+    double scale = sg_attr_find(n, "scale") ? sg_attr_float(n, "scale", 1.0f) : 1.0 / sqrt((double)(D ? D : 1));
+    /* K's element (key t, dim d) of batch b, in either layout. */
+    int64_t kst_t = kt ? 1 : D, kst_d = kt ? L : 1;
+    double *row = malloc(sizeof(double) * (size_t)(L ? L : 1));
+    if (!row)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < nb; b++) {
+        /* The masks' offsets for this batch index. */
+        int64_t moff[2] = {0, 0}, rem = b;
+        for (int32_t d = r - 3; d >= 0; d--) {
+            int64_t idx = rem % q->dims[d];
+            rem /= q->dims[d];
+            for (int32_t m = 0; m < 2; m++)
+                moff[m] += mk[m] ? idx * st[m][d] : 0;
+        }
+        for (int64_t i = 0; i < S; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t t = 0; t < L; t++) {
+                double dot = 0;
+                for (int64_t d = 0; d < D; d++)
+                    dot += sg_dtype_load_f64(q->dtype, q->data, (b * S + i) * D + d) *
+                           sg_dtype_load_f64(k->dtype, k->data, b * L * D + t * kst_t + d * kst_d);
+                double s = dot * scale;
+                for (int32_t m = 0; m < 2; m++)
+                    if (mk[m])
+                        s += sg_dtype_load_f64(mk[m]->dtype, mk[m]->data,
+                                               moff[m] + i * st[m][r - 2] + t * st[m][r - 1]);
+                row[t] = s;
+                mx = s > mx || s != s ? s : mx;
+            }
+            for (int64_t t = 0; t < L; t++) {
+                row[t] = exp(row[t] - mx);
+                sum += row[t];
+            }
+            for (int64_t d = 0; d < Dv; d++) {
+                double acc = 0;
+                for (int64_t t = 0; t < L; t++)
+                    acc += row[t] / sum * sg_dtype_load_f64(v->dtype, v->data, (b * L + t) * Dv + d);
+                sg_dtype_store_f64(y->dtype, y->data, (b * S + i) * Dv + d, acc);
+            }
+        }
+    }
+    free(row);
+    return SEGRT_OK;
+}

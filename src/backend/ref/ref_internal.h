@@ -56,6 +56,7 @@ REF_KERNEL(sg_ref_non_zero);
 REF_KERNEL(sg_ref_quantize_linear);
 REF_KERNEL(sg_ref_grid_sample);
 REF_KERNEL(sg_ref_attention);
+REF_KERNEL(sg_ref_sdpa);
 REF_KERNEL(sg_ref_dequantize_linear);
 REF_KERNEL(sg_ref_depth_to_space);
 REF_KERNEL(sg_ref_space_to_depth);

@@ -1,0 +1,171 @@
+/* segrt's ScaledDotProductAttention (graph/infer_matmul.c) in float32 on
+ * the CPU: blocks of query rows of one batch index on each thread, their
+ * scores for every key in a buffer of the thread's (never the whole score
+ * tensor in memory, as the MatMul, Softmax, MatMul chain it replaces had),
+ * the softmax and the product with V over that buffer. The loops run along
+ * contiguous keys or value dims, so that the compiler vectorizes them
+ * without reassociating a sum. Other dtypes run on the reference kernel. */
+#include "backend/cpu/cpu_internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROWS 16 /* query rows a task takes */
+
+typedef struct sdpa_params {
+    int32_t nbd;                   /* batch dims */
+    int64_t batch[SEGRT_MAX_RANK]; /* their sizes */
+    int64_t nb, S, L, D, Dv;
+    bool kt; /* K given as K^T, [D, L] */
+    float scale;
+    int32_t n_masks;
+    int64_t mst[2][SEGRT_MAX_RANK + 2]; /* each mask's strides over batch dims, row, key (0: broadcast) */
+} sdpa_params;
+
+static sg_status sdpa_kernel(const cpu_step *s, sg_cpu_exec *e)
+{
+    const sdpa_params *pp = s->params;
+    const float *q = e->ptr[s->args[0].tensor], *k = e->ptr[s->args[1].tensor], *v = e->ptr[s->args[2].tensor];
+    const float *mk[2] = {NULL, NULL};
+    for (int32_t m = 0; m < pp->n_masks; m++)
+        mk[m] = e->ptr[s->args[3 + m].tensor];
+    float *y = e->ptr[s->args[s->n_args - 1].tensor];
+    const int64_t S = pp->S, L = pp->L, D = pp->D, Dv = pp->Dv, blocks = (S + ROWS - 1) / ROWS;
+    const int64_t tasks = pp->nb * blocks;
+    int failed = 0;
+#pragma omp parallel if (tasks > 1 && pp->nb * S * L * (D + Dv) >= CPU_PARALLEL_MIN) reduction(| : failed)
+    {
+        /* Per thread: K^T of the current batch index, the block's scores. */
+        float *kt = malloc(sizeof(float) * (size_t)(D * L + ROWS * L + 1));
+        int64_t kt_of = -1;
+        failed |= kt == NULL;
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < tasks; task++) {
+            if (!kt)
+                continue;
+            int64_t b = task / blocks, i0 = task % blocks * ROWS, rows = S - i0 < ROWS ? S - i0 : ROWS;
+            const float *kb = k + b * L * D, *vb = v + b * L * Dv, *qb = q + (b * S + i0) * D;
+            const float *ktb = kb; /* [D][L] */
+            if (!pp->kt) {
+                if (kt_of != b) {
+                    for (int64_t t = 0; t < L; t++)
+                        for (int64_t d = 0; d < D; d++)
+                            kt[d * L + t] = kb[t * D + d];
+                    kt_of = b;
+                }
+                ktb = kt;
+            }
+            float *sc = kt + D * L;
+            int64_t moff[2] = {0, 0}, rem = b;
+            for (int32_t d = pp->nbd - 1; d >= 0; d--) {
+                int64_t idx = rem % pp->batch[d];
+                rem /= pp->batch[d];
+                for (int32_t m = 0; m < pp->n_masks; m++)
+                    moff[m] += idx * pp->mst[m][d];
+            }
+            for (int64_t r = 0; r < rows; r++) {
+                float *row = sc + r * L;
+                for (int64_t t = 0; t < L; t++)
+                    row[t] = 0;
+                for (int64_t d = 0; d < D; d++) {
+                    float qd = qb[r * D + d];
+                    const float *kd = ktb + d * L;
+                    for (int64_t t = 0; t < L; t++)
+                        row[t] += qd * kd[t];
+                }
+                float mx = -INFINITY;
+                for (int64_t t = 0; t < L; t++)
+                    row[t] *= pp->scale;
+                for (int32_t m = 0; m < pp->n_masks; m++) {
+                    const int64_t *st = pp->mst[m];
+                    const float *mrow = mk[m] + moff[m] + (i0 + r) * st[pp->nbd];
+                    if (st[pp->nbd + 1])
+                        for (int64_t t = 0; t < L; t++)
+                            row[t] += mrow[t];
+                    else
+                        for (int64_t t = 0; t < L; t++)
+                            row[t] += mrow[0];
+                }
+                for (int64_t t = 0; t < L; t++)
+                    mx = row[t] > mx || row[t] != row[t] ? row[t] : mx;
+                float sum = 0;
+                for (int64_t t = 0; t < L; t++) {
+                    row[t] = expf(row[t] - mx);
+                    sum += row[t];
+                }
+                float *yr = y + (b * S + i0 + r) * Dv;
+                for (int64_t d = 0; d < Dv; d++)
+                    yr[d] = 0;
+                for (int64_t t = 0; t < L; t++) {
+                    float pt = row[t];
+                    const float *vt = vb + t * Dv;
+                    for (int64_t d = 0; d < Dv; d++)
+                        yr[d] += pt * vt[d];
+                }
+                float inv = 1 / sum;
+                for (int64_t d = 0; d < Dv; d++)
+                    yr[d] *= inv;
+            }
+        }
+        free(kt);
+    }
+    return failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
+}
+
+sg_status cpu_build_sdpa(sg_cpu_plan *p, int32_t i)
+{
+    const sg_node *n = &p->g->nodes[i];
+    const sg_graph *g = p->g;
+    int64_t qd[SEGRT_MAX_RANK], kd[SEGRT_MAX_RANK], vd[SEGRT_MAX_RANK];
+    int32_t r = g->values[n->inputs[0]].shape.rank;
+    if (n->n_inputs < 3 || n->outputs[0] < 0 || g->values[n->inputs[0]].dtype != SEGRT_DTYPE_FLOAT32 || r < 2 ||
+        !sg_shape_dims(&g->values[n->inputs[0]].shape, qd) || !sg_shape_dims(&g->values[n->inputs[1]].shape, kd) ||
+        !sg_shape_dims(&g->values[n->inputs[2]].shape, vd))
+        return SEGRT_ERROR_UNSUPPORTED;
+    sdpa_params *pp = sg_calloc(1, sizeof *pp);
+    if (!pp)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    pp->nbd = r - 2;
+    pp->nb = 1;
+    for (int32_t d = 0; d < r - 2; d++) {
+        pp->batch[d] = qd[d];
+        pp->nb *= qd[d];
+    }
+    pp->kt = sg_attr_int(n, "k_transposed", 0) != 0;
+    pp->S = qd[r - 2];
+    pp->D = qd[r - 1];
+    pp->L = kd[r - 2 + pp->kt];
+    pp->Dv = vd[r - 1];
+    pp->scale = sg_attr_find(n, "scale") ? sg_attr_float(n, "scale", 1.0f) : 1.0f / sqrtf((float)(pp->D ? pp->D : 1));
+    /* Masks: strides over the scores' dims, 0 along the broadcast ones
+     * (inference checked that they broadcast). */
+    for (int32_t m = 3; m < n->n_inputs && m < 5; m++) {
+        int64_t md[SEGRT_MAX_RANK];
+        const sg_value *mv = n->inputs[m] >= 0 ? &g->values[n->inputs[m]] : NULL;
+        if (!mv)
+            continue;
+        int32_t mr = mv->shape.rank;
+        if (mr < 0 || mr > r || !sg_shape_dims(&mv->shape, md)) {
+            free(pp);
+            return SEGRT_ERROR_UNSUPPORTED;
+        }
+        int64_t *st = pp->mst[pp->n_masks], stride = 1;
+        for (int32_t d = r - 1; d >= 0; d--) {
+            int32_t at = d - (r - mr);
+            int64_t size = at >= 0 ? md[at] : 1;
+            st[d] = size == 1 ? 0 : stride;
+            stride *= size;
+        }
+        pp->n_masks++;
+    }
+    if (pp->n_masks != (n->n_inputs > 3 && n->inputs[3] >= 0) + (n->n_inputs > 4 && n->inputs[4] >= 0) ||
+        (n->n_inputs > 4 && n->inputs[3] < 0)) {
+        free(pp);
+        return SEGRT_ERROR_UNSUPPORTED;
+    }
+    SG_TRY(cpu_reference_step(p, n, sdpa_kernel, pp));
+    p->steps[p->n_steps - 1].fallback = false; /* its own kernel, not the reference one */
+    return SEGRT_OK;
+}
