@@ -28,6 +28,7 @@ sg_status sg_graph_optimize(sg_graph *g, sg_eval_lookup lookup)
         SG_TRY(sg_pass_simplify(g, &changed));
         SG_TRY(sg_pass_fold_batchnorm(g, &changed));
         SG_TRY(sg_pass_einsum_matmul(g, &changed));
+        SG_TRY(sg_pass_fuse_gelu(g, &changed));
         SG_TRY(sg_pass_dead_nodes(g, &changed));
         SG_TRY(sg_graph_compact(g));
         if (!changed)

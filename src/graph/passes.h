@@ -73,6 +73,10 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
  * MatMul (pass_lower.c): the products every backend runs best. */
 sg_status sg_pass_einsum_matmul(sg_graph *g, int32_t *changed);
 
+/* Writes each x * 0.5 * (1 + Erf(x / sqrt(2))) (the Div or a Mul by
+ * 1/sqrt(2), the Muls in any order) as one Gelu node (pass_gelu.c). */
+sg_status sg_pass_fuse_gelu(sg_graph *g, int32_t *changed);
+
 /* Writes each chain of MatMul(Q, K^T), scalar scales, additive masks,
  * Softmax over the last axis and MatMul(., V), with batch-only Reshapes
  * between its steps, as one ScaledDotProductAttention node of segrt's

@@ -2274,6 +2274,37 @@ def gen_attention(rng):
     return g.case(oracle="reference", why="onnxruntime's Attention departs from the spec's reference")
 
 
+@family("gelu_chain", 30)
+def gen_gelu_chain(rng):
+    """GELU as exporters write it before opset 20, x * 0.5 * (1 + erf(x /
+    sqrt 2)), its Muls in each order, which segrt turns into one Gelu
+    (graph/pass_gelu.c); and near misses it must leave alone (another
+    constant, an intermediate read twice). No float64: onnxruntime has no
+    Erf for it and onnx.reference's is float32's."""
+    dtype = pick(rng, [np.float32, np.float32, np.float16])
+    g = Graph(rng, int(pick(rng, [13, 17, 18])))
+    x = g.input(values(rng, dims(rng, int(rng.integers(1, 5)), 1, 6), dtype, scale=2.0))
+    c = lambda v: g.const(np.asarray(v, dtype))  # noqa: E731
+    miss = rng.random() < 0.2
+    if rng.random() < 0.5:
+        t = g.op("Div", [x, c(np.sqrt(2.0) if not miss else 1.3)])
+    else:
+        t = g.op("Mul", [x, c(np.sqrt(0.5))] if rng.random() < 0.5 else [c(np.sqrt(0.5)), x])
+    e = g.op("Erf", [t])
+    a = g.op("Add", [e, c(1.0)] if rng.random() < 0.5 else [c(1.0), e])
+    form = int(rng.integers(0, 3))
+    if form == 0:
+        y = g.op("Mul", [g.op("Mul", [x, a]), c(0.5)])
+    elif form == 1:
+        y = g.op("Mul", [g.op("Mul", [a, c(0.5)]), x])
+    else:
+        y = g.op("Mul", [a, g.op("Mul", [x, c(0.5)])])
+    g.output(g.op("Relu", [y]) if rng.random() < 0.3 else y)
+    if rng.random() < 0.1:
+        g.output(a)
+    return g.case()
+
+
 @family("attention_chain", 40)
 def gen_attention_chain(rng):
     """Attention as exporters write it, which segrt fuses into one node

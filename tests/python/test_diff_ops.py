@@ -21,7 +21,7 @@ FAMILIES = [
     "unsqueeze", "expand", "tile", "gather", "depth_space", "scatter_nd",
     "cast", "cast_like", "shape_ops", "reduce", "reduce_empty", "argmax", "matmul", "gemm", "einsum", "resize",
     "gather_elements", "scatter_elements", "gather_nd", "cumsum", "trilu", "onehot", "topk", "nonzero", "quant", "grid_sample",
-    "attention", "attention_chain",
+    "attention", "attention_chain", "gelu_chain",
 ]
 CASES = opgen.case_ids(FAMILIES)
 
