@@ -1,8 +1,10 @@
 /* InstanceNormalization and GroupNormalization on the CPU, in plain,
  * channel-blocked or channels-last layouts (whatever the producing
  * convolution chose), with a following ReLU or LeakyReLU fused: two reads and
- * one write of the activation. oneDNN has neither. */
+ * one write of the activation. oneDNN has neither. And LayerNormalization
+ * in float32 (at the end). */
 #include "backend/cpu/cpu_internal.h"
+#include "graph/infer.h"
 
 #include <assert.h>
 #include <math.h>
@@ -351,4 +353,85 @@ sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t i)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     *params = ip;
     return cpu_kernel_step(p, n, inorm_kernel, params, in, 3, &p->tensors[x].md, out_value, NULL);
+}
+
+/* LayerNormalization in float32 over the axes from `axis` on, scale and
+ * bias of exactly those dims (the form exporters write; others, and a
+ * request for Mean or InvStdDev, go to the reference kernel): rows in
+ * parallel, whatever the leading dims (a transformer's batch of 1 was one
+ * thread on the reference kernel), statistics in double. */
+typedef struct lnorm_params {
+    int64_t rows, inner;
+    float eps;
+    bool bias;
+} lnorm_params;
+
+static sg_status lnorm_kernel(const cpu_step *s, sg_cpu_exec *e)
+{
+    const lnorm_params *lp = s->params;
+    const float *x = e->ptr[s->args[0].tensor], *gamma = e->ptr[s->args[1].tensor];
+    const float *beta = lp->bias ? e->ptr[s->args[2].tensor] : NULL;
+    float *y = e->ptr[s->args[s->n_args - 1].tensor];
+    const int64_t C = lp->inner;
+#pragma omp parallel for schedule(static) if (lp->rows * C >= CPU_PARALLEL_MIN)
+    for (int64_t r = 0; r < lp->rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        double sum = 0, sq = 0;
+        for (int64_t c = 0; c < C; c++)
+            sum += xr[c];
+        double mean = sum / (double)C;
+        for (int64_t c = 0; c < C; c++) {
+            double d = xr[c] - mean;
+            sq += d * d;
+        }
+        float m = (float)mean, inv = (float)(1.0 / sqrt(sq / (double)C + lp->eps));
+        if (beta)
+            for (int64_t c = 0; c < C; c++)
+                yr[c] = (xr[c] - m) * inv * gamma[c] + beta[c];
+        else
+            for (int64_t c = 0; c < C; c++)
+                yr[c] = (xr[c] - m) * inv * gamma[c];
+    }
+    return SEGRT_OK;
+}
+
+sg_status cpu_build_layer_norm(sg_cpu_plan *p, int32_t i)
+{
+    const sg_node *n = &p->g->nodes[i];
+    const sg_graph *g = p->g;
+    for (int32_t k = 1; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0)
+            return SEGRT_ERROR_UNSUPPORTED;
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
+        return SEGRT_ERROR_UNSUPPORTED;
+    const sg_value *x = &g->values[n->inputs[0]];
+    int64_t xd[SEGRT_MAX_RANK];
+    int32_t rank = x->shape.rank, axis;
+    if (x->dtype != SEGRT_DTYPE_FLOAT32 || rank < 1 || !sg_shape_dims(&x->shape, xd))
+        return SEGRT_ERROR_UNSUPPORTED;
+    if (sg_infer_axis(n, sg_attr_int(n, "axis", -1), rank, &axis) != SEGRT_OK) {
+        sg_error_clear();
+        return SEGRT_ERROR_UNSUPPORTED;
+    }
+    lnorm_params lp = {1, 1, sg_attr_float(n, "epsilon", 1e-5f), n->n_inputs > 2 && n->inputs[2] >= 0};
+    for (int32_t d = 0; d < rank; d++)
+        *(d < axis ? &lp.rows : &lp.inner) *= xd[d];
+    /* Scale and bias: float32, exactly the normalized dims. */
+    for (int32_t k = 1; k < (lp.bias ? 3 : 2); k++) {
+        const sg_value *v = &g->values[n->inputs[k]];
+        int64_t vd[SEGRT_MAX_RANK];
+        if (v->dtype != SEGRT_DTYPE_FLOAT32 || v->shape.rank != rank - axis || !sg_shape_dims(&v->shape, vd) ||
+            memcmp(vd, xd + axis, sizeof(int64_t) * (size_t)(rank - axis)) != 0)
+            return SEGRT_ERROR_UNSUPPORTED;
+    }
+    if (lp.inner < 1)
+        return SEGRT_ERROR_UNSUPPORTED;
+    lnorm_params *params = sg_malloc(sizeof *params);
+    if (!params)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    *params = lp;
+    SG_TRY(cpu_reference_step(p, n, lnorm_kernel, params));
+    p->steps[p->n_steps - 1].fallback = false; /* its own kernel, not the reference one */
+    return SEGRT_OK;
 }
