@@ -346,14 +346,7 @@ static sg_status fuse(sg_rw *L, const sg_node *n, bool *done)
     return SEGRT_OK;
 }
 
-static sg_rw_fn pick_attention(const sg_graph *g, const sg_node *n, void *user)
-{
-    (void)g;
-    (void)user;
-    return n->op == SG_OP_MAT_MUL ? fuse : NULL;
-}
-
 sg_status sg_pass_fuse_attention(sg_graph *g, int32_t *changed)
 {
-    return sg_rw_rewrite(g, "fused", pick_attention, NULL, changed);
+    return sg_rw_rewrite_op(g, "fused", SG_OP_MAT_MUL, fuse, changed);
 }

@@ -492,14 +492,7 @@ sg_status sg_pass_lower(sg_graph *g, bool (*lower)(const sg_graph *g, const sg_n
     return sg_rw_rewrite(g, "lowered", pick_composite, &p, changed);
 }
 
-static sg_rw_fn pick_einsum(const sg_graph *g, const sg_node *n, void *user)
-{
-    (void)g;
-    (void)user;
-    return n->op == SG_OP_EINSUM ? lower_einsum : NULL;
-}
-
 sg_status sg_pass_einsum_matmul(sg_graph *g, int32_t *changed)
 {
-    return sg_rw_rewrite(g, "lowered", pick_einsum, NULL, changed);
+    return sg_rw_rewrite_op(g, "lowered", SG_OP_EINSUM, lower_einsum, changed);
 }

@@ -190,3 +190,21 @@ sg_status sg_rw_rewrite(sg_graph *g, const char *tag, sg_rw_fn (*pick)(const sg_
     *changed += lowered;
     return SEGRT_OK;
 }
+
+typedef struct op_pick {
+    sg_op op;
+    sg_rw_fn fn;
+} op_pick;
+
+static sg_rw_fn pick_op(const sg_graph *g, const sg_node *n, void *user)
+{
+    (void)g;
+    const op_pick *p = user;
+    return n->op == p->op ? p->fn : NULL;
+}
+
+sg_status sg_rw_rewrite_op(sg_graph *g, const char *tag, sg_op op, sg_rw_fn fn, int32_t *changed)
+{
+    op_pick p = {op, fn};
+    return sg_rw_rewrite(g, tag, pick_op, &p, changed);
+}

@@ -54,4 +54,7 @@ typedef sg_status (*sg_rw_fn)(sg_rw *L, const sg_node *n, bool *done);
 sg_status sg_rw_rewrite(sg_graph *g, const char *tag, sg_rw_fn (*pick)(const sg_graph *g, const sg_node *n, void *user),
                         void *user, int32_t *changed);
 
+/* sg_rw_rewrite with fn for every live node of op. */
+sg_status sg_rw_rewrite_op(sg_graph *g, const char *tag, sg_op op, sg_rw_fn fn, int32_t *changed);
+
 #endif

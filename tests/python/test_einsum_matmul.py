@@ -42,6 +42,17 @@ def model(path, equation, shapes):
     onnx.save(m, path)
 
 
+def run(tmp_path, path, feeds):
+    """segrt's output y of the model at path on feeds."""
+    args = [SEGRT, "run", str(path), "--output", f"y={tmp_path / 'y.npy'}", "--quiet"]
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return np.load(tmp_path / "y.npy")
+
+
 @pytest.mark.parametrize("equation,shapes,rewritten", CASES, ids=[c[0] for c in CASES])
 def test_einsum_as_matmul(tmp_path, equation, shapes, rewritten):
     path = tmp_path / "m.onnx"
@@ -49,13 +60,7 @@ def test_einsum_as_matmul(tmp_path, equation, shapes, rewritten):
     rng = np.random.default_rng(4)
     feeds = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
     want = ort.InferenceSession(str(path)).run(None, feeds)[0]
-    args = [SEGRT, "run", str(path), "--output", f"y={tmp_path / 'y.npy'}", "--quiet"]
-    for k, v in feeds.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    got = np.load(tmp_path / "y.npy")
+    got = run(tmp_path, path, feeds)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     shape_args = []
@@ -84,10 +89,4 @@ def test_einsum_inside_the_graph(tmp_path):
     rng = np.random.default_rng(5)
     feeds = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
     want = ort.InferenceSession(str(path)).run(None, feeds)[0]
-    args = [SEGRT, "run", str(path), "--output", f"y={tmp_path / 'y.npy'}", "--quiet"]
-    for k, v in feeds.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run(tmp_path, path, feeds), want, rtol=1e-5, atol=1e-6)
