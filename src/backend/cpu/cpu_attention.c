@@ -90,9 +90,13 @@ static sg_status sdpa_kernel(const cpu_step *s, sg_cpu_exec *e)
                 }
                 for (int64_t t = 0; t < L; t++)
                     mx = row[t] > mx || row[t] != row[t] ? row[t] : mx;
+                /* A weight below float's normal range is 0: it changes no
+                 * sum, and subnormal products (a masked key's e^-100) take
+                 * the CPU a hundred cycles each. */
                 float sum = 0;
                 for (int64_t t = 0; t < L; t++) {
-                    row[t] = expf(row[t] - mx);
+                    float z = row[t] - mx;
+                    row[t] = z < -87.0f ? 0.0f : expf(z);
                     sum += row[t];
                 }
                 float *yr = y + (b * S + i0 + r) * Dv;
