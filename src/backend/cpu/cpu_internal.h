@@ -212,6 +212,7 @@ sg_status cpu_build_resize(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_transpose(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_sdpa(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_layer_norm(sg_cpu_plan *p, int32_t node);
+sg_status cpu_build_softmax(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_rows(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_instance_norm(sg_cpu_plan *p, int32_t node);
 sg_status cpu_build_deconv_gemm(sg_cpu_plan *p, int32_t node);

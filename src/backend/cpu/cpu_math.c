@@ -2,8 +2,9 @@
  * Sub, Mul and Div with numpy broadcasting of one operand (IEEE operations,
  * so NaN and Inf flow as the spec's formulas say), MatMul, and Resize in
  * linear half-pixel mode (the one resampling whose coordinates oneDNN
- * computes as ONNX does). Max, Min, Softmax and LogSoftmax stay on the
- * reference kernels: oneDNN's lose NaN (Softmax of a row with NaN gave 0). */
+ * computes as ONNX does). Max and Min stay on the reference kernels, and
+ * Softmax and LogSoftmax have segrt's (cpu_softmax.c): oneDNN's lose NaN
+ * (Softmax of a row with NaN gave 0). */
 #include "backend/cpu/cpu_internal.h"
 
 #include <string.h>

@@ -492,6 +492,8 @@ static sg_status build_node(sg_cpu_plan *p, int32_t i)
     case SG_OP_TRANSPOSE: s = cpu_build_transpose(p, i); break;
     case SG_OP_SDPA: s = cpu_build_sdpa(p, i); break;
     case SG_OP_LAYER_NORMALIZATION: s = cpu_build_layer_norm(p, i); break;
+    case SG_OP_SOFTMAX:
+    case SG_OP_LOG_SOFTMAX: s = cpu_build_softmax(p, i); break;
     case SG_OP_INSTANCE_NORMALIZATION:
     case SG_OP_GROUP_NORMALIZATION: s = cpu_build_instance_norm(p, i); break;
     default: s = cpu_build_eltwise(p, i); break;
