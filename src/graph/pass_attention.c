@@ -262,6 +262,13 @@ static sg_status reshape_to(sg_rw *L, int32_t v, const int64_t *dims, int32_t ra
 static sg_status fuse(sg_rw *L, const sg_node *n, bool *done)
 {
     sg_graph *g = L->g;
+    /* Only a MatMul whose first operand a Softmax makes (through Reshapes)
+     * counts the graph's uses: the others cannot end a chain. */
+    const sg_node *p = n->n_inputs == 2 ? producer(g, n->inputs[0]) : NULL;
+    while (p && p->op == SG_OP_RESHAPE)
+        p = producer(g, p->inputs[0]);
+    if (!p || p->op != SG_OP_SOFTMAX)
+        return SEGRT_OK;
     int32_t *uses = sg_graph_use_counts(g);
     if (!uses)
         return SEGRT_ERROR_OUT_OF_MEMORY;

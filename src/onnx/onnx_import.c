@@ -363,14 +363,21 @@ static const Onnx__AttributeProto *resolve_ref(const fn_ctx *ctx, const char *re
     return NULL;
 }
 
-/* The model-local function a node calls, or NULL. An operator of the
- * default domain segrt has is never a function call. */
+/* segrt's operator for op_type of domain, or SG_OP_COUNT: ONNX's only
+ * under the default domain, segrt's own only under theirs. */
+static sg_op known_op(const char *domain, const char *op_type)
+{
+    bool segrt = strcmp(domain, SG_SEGRT_DOMAIN) == 0;
+    sg_op op = is_default_domain(domain) || segrt ? sg_op_lookup(op_type) : SG_OP_COUNT;
+    return op != SG_OP_COUNT && sg_op_is_segrt(op) == segrt ? op : SG_OP_COUNT;
+}
+
+/* The model-local function a node calls, or NULL. An operator segrt has
+ * is never a function call. */
 static const Onnx__FunctionProto *function_of(const Onnx__ModelProto *m, const Onnx__NodeProto *np)
 {
     const char *domain = str_or_empty(np->domain), *op = str_or_empty(np->op_type);
-    sg_op known = sg_op_lookup(op);
-    if (known != SG_OP_COUNT && sg_op_is_segrt(known) == (strcmp(domain, SG_SEGRT_DOMAIN) == 0) &&
-        (is_default_domain(domain) || sg_op_is_segrt(known)))
+    if (known_op(domain, op) != SG_OP_COUNT)
         return NULL;
     for (size_t i = 0; i < m->n_functions; i++) {
         const Onnx__FunctionProto *f = m->functions[i];
@@ -565,11 +572,7 @@ static sg_status node_convert(importer *im, const flat_node *fnode, int32_t inde
     }
     if (ctx->fn && !(name = map_name(im, ctx, name)))
         return SEGRT_ERROR_OUT_OF_MEMORY;
-    /* segrt's own operators only under their domain, ONNX's only under the default one. */
-    bool segrt = strcmp(domain, SG_SEGRT_DOMAIN) == 0;
-    sg_op op = is_default_domain(domain) || segrt ? sg_op_lookup(op_type) : SG_OP_COUNT;
-    if (op != SG_OP_COUNT && sg_op_is_segrt(op) != segrt)
-        op = SG_OP_COUNT;
+    sg_op op = known_op(domain, op_type);
     if (op == SG_OP_COUNT)
         return sg_error(SEGRT_ERROR_UNSUPPORTED,
                         "node `%s` uses operator %s of domain '%s', which segrt does not support", name,

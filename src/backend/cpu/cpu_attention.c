@@ -6,10 +6,10 @@
  * contiguous keys or value dims, so that the compiler vectorizes them
  * without reassociating a sum. Other dtypes run on the reference kernel. */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/sdpa_math.h"
 
 #include <math.h>
 #include <omp.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define ROWS 16 /* query rows a task takes */
@@ -21,7 +21,9 @@ typedef struct sdpa_params {
     bool kt; /* K given as K^T, [D, L] */
     float scale;
     int32_t n_masks;
-    int64_t mst[2][SEGRT_MAX_RANK + 2]; /* each mask's strides over batch dims, row, key (0: broadcast) */
+    int64_t mst[2][SEGRT_MAX_RANK]; /* each mask's strides over batch dims, row, key (0: broadcast) */
+    int64_t per_thread;             /* floats of the kernel scratch a thread takes: K^T, the block's scores */
+    int32_t threads;                /* the team's size at most, as many parts as the scratch has */
 } sdpa_params;
 
 static sg_status sdpa_kernel(const cpu_step *s, sg_cpu_exec *e)
@@ -34,17 +36,13 @@ static sg_status sdpa_kernel(const cpu_step *s, sg_cpu_exec *e)
     float *y = e->ptr[s->args[s->n_args - 1].tensor];
     const int64_t S = pp->S, L = pp->L, D = pp->D, Dv = pp->Dv, blocks = (S + ROWS - 1) / ROWS;
     const int64_t tasks = pp->nb * blocks;
-    int failed = 0;
-#pragma omp parallel if (tasks > 1 && pp->nb * S * L * (D + Dv) >= CPU_PARALLEL_MIN) reduction(| : failed)
+#pragma omp parallel num_threads(pp->threads) if (tasks > 1 && pp->nb * S * L * (D + Dv) >= CPU_PARALLEL_MIN)
     {
-        /* Per thread: K^T of the current batch index, the block's scores. */
-        float *kt = malloc(sizeof(float) * (size_t)(D * L + ROWS * L + 1));
+        /* The thread's part of the scratch: K^T of the current batch index, the block's scores. */
+        float *kt = (float *)e->kscratch + omp_get_thread_num() * pp->per_thread;
         int64_t kt_of = -1;
-        failed |= kt == NULL;
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < tasks; task++) {
-            if (!kt)
-                continue;
             int64_t b = task / blocks, i0 = task % blocks * ROWS, rows = S - i0 < ROWS ? S - i0 : ROWS;
             const float *kb = k + b * L * D, *vb = v + b * L * Dv, *qb = q + (b * S + i0) * D;
             const float *ktb = kb; /* [D][L] */
@@ -58,13 +56,9 @@ static sg_status sdpa_kernel(const cpu_step *s, sg_cpu_exec *e)
                 ktb = kt;
             }
             float *sc = kt + D * L;
-            int64_t moff[2] = {0, 0}, rem = b;
-            for (int32_t d = pp->nbd - 1; d >= 0; d--) {
-                int64_t idx = rem % pp->batch[d];
-                rem /= pp->batch[d];
-                for (int32_t m = 0; m < pp->n_masks; m++)
-                    moff[m] += idx * pp->mst[m][d];
-            }
+            int64_t moff[2];
+            for (int32_t m = 0; m < pp->n_masks; m++)
+                moff[m] = sg_sdpa_batch_offset(pp->batch, pp->nbd, b, pp->mst[m]);
             for (int64_t r = 0; r < rows; r++) {
                 float *row = sc + r * L;
                 for (int64_t t = 0; t < L; t++)
@@ -113,9 +107,8 @@ static sg_status sdpa_kernel(const cpu_step *s, sg_cpu_exec *e)
                     yr[d] *= inv;
             }
         }
-        free(kt);
     }
-    return failed ? SEGRT_ERROR_OUT_OF_MEMORY : SEGRT_OK;
+    return SEGRT_OK;
 }
 
 sg_status cpu_build_sdpa(sg_cpu_plan *p, int32_t i)
@@ -124,52 +117,37 @@ sg_status cpu_build_sdpa(sg_cpu_plan *p, int32_t i)
     const sg_graph *g = p->g;
     int64_t qd[SEGRT_MAX_RANK], kd[SEGRT_MAX_RANK], vd[SEGRT_MAX_RANK];
     int32_t r = g->values[n->inputs[0]].shape.rank;
+    /* Masks as inputs 3 and 4 in order (the kernel takes the present ones from 3 on). */
+    bool m3 = n->n_inputs > 3 && n->inputs[3] >= 0, m4 = n->n_inputs > 4 && n->inputs[4] >= 0;
     if (n->n_inputs < 3 || n->outputs[0] < 0 || g->values[n->inputs[0]].dtype != SEGRT_DTYPE_FLOAT32 || r < 2 ||
-        !sg_shape_dims(&g->values[n->inputs[0]].shape, qd) || !sg_shape_dims(&g->values[n->inputs[1]].shape, kd) ||
-        !sg_shape_dims(&g->values[n->inputs[2]].shape, vd))
+        (m4 && !m3) || !sg_shape_dims(&g->values[n->inputs[0]].shape, qd) ||
+        !sg_shape_dims(&g->values[n->inputs[1]].shape, kd) || !sg_shape_dims(&g->values[n->inputs[2]].shape, vd))
         return SEGRT_ERROR_UNSUPPORTED;
-    sdpa_params *pp = sg_calloc(1, sizeof *pp);
-    if (!pp)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    pp->nbd = r - 2;
-    pp->nb = 1;
+    sdpa_params pp = {.nbd = r - 2, .nb = 1, .kt = sg_attr_int(n, "k_transposed", 0) != 0};
     for (int32_t d = 0; d < r - 2; d++) {
-        pp->batch[d] = qd[d];
-        pp->nb *= qd[d];
+        pp.batch[d] = qd[d];
+        pp.nb *= qd[d];
     }
-    pp->kt = sg_attr_int(n, "k_transposed", 0) != 0;
-    pp->S = qd[r - 2];
-    pp->D = qd[r - 1];
-    pp->L = kd[r - 2 + pp->kt];
-    pp->Dv = vd[r - 1];
-    pp->scale = sg_attr_find(n, "scale") ? sg_attr_float(n, "scale", 1.0f) : 1.0f / sqrtf((float)(pp->D ? pp->D : 1));
-    /* Masks: strides over the scores' dims, 0 along the broadcast ones
-     * (inference checked that they broadcast). */
-    for (int32_t m = 3; m < n->n_inputs && m < 5; m++) {
+    pp.S = qd[r - 2];
+    pp.D = qd[r - 1];
+    pp.L = kd[r - 2 + pp.kt];
+    pp.Dv = vd[r - 1];
+    pp.scale = sg_attr_find(n, "scale") ? sg_attr_float(n, "scale", 1.0f) : 1.0f / sqrtf((float)(pp.D ? pp.D : 1));
+    int64_t full[SEGRT_MAX_RANK];
+    memcpy(full, qd, sizeof(int64_t) * (size_t)r);
+    full[r - 1] = pp.L;
+    for (int32_t m = 3; m < 3 + m3 + m4; m++) {
+        const sg_value *mv = &g->values[n->inputs[m]];
         int64_t md[SEGRT_MAX_RANK];
-        const sg_value *mv = n->inputs[m] >= 0 ? &g->values[n->inputs[m]] : NULL;
-        if (!mv)
-            continue;
-        int32_t mr = mv->shape.rank;
-        if (mr < 0 || mr > r || !sg_shape_dims(&mv->shape, md)) {
-            free(pp);
+        if (mv->shape.rank < 0 || !sg_shape_dims(&mv->shape, md) ||
+            !sg_sdpa_mask_strides(md, mv->shape.rank, full, r, pp.mst[pp.n_masks++]))
             return SEGRT_ERROR_UNSUPPORTED;
-        }
-        int64_t *st = pp->mst[pp->n_masks], stride = 1;
-        for (int32_t d = r - 1; d >= 0; d--) {
-            int32_t at = d - (r - mr);
-            int64_t size = at >= 0 ? md[at] : 1;
-            st[d] = size == 1 ? 0 : stride;
-            stride *= size;
-        }
-        pp->n_masks++;
     }
-    if (pp->n_masks != (n->n_inputs > 3 && n->inputs[3] >= 0) + (n->n_inputs > 4 && n->inputs[4] >= 0) ||
-        (n->n_inputs > 4 && n->inputs[3] < 0)) {
-        free(pp);
-        return SEGRT_ERROR_UNSUPPORTED;
-    }
-    SG_TRY(cpu_reference_step(p, n, sdpa_kernel, pp));
-    p->steps[p->n_steps - 1].fallback = false; /* its own kernel, not the reference one */
-    return SEGRT_OK;
+    /* Each thread's scratch, as many as a run's team may have. */
+    pp.threads = p->threads > 0 ? p->threads : omp_get_num_procs();
+    pp.per_thread = (pp.D * pp.L + ROWS * pp.L + 15) / 16 * 16;
+    size_t scratch = sizeof(float) * (size_t)(pp.per_thread * pp.threads);
+    if (scratch > p->kscratch_bytes)
+        p->kscratch_bytes = scratch;
+    return cpu_own_step(p, n, sdpa_kernel, &pp, sizeof pp);
 }

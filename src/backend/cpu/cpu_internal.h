@@ -153,6 +153,9 @@ sg_status cpu_primitive_step(sg_cpu_plan *p, const sg_node *n, dnnl_primitive_de
  * over n's inputs converted to plain layout and new plain outputs: how
  * reference kernels run. */
 sg_status cpu_reference_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, void *params);
+/* The same for one of segrt's own kernels on plain tensors (params: size
+ * bytes, copied). */
+sg_status cpu_own_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, const void *params, size_t size);
 /* New plain arena tensors for every present output of n, which become its
  * values; out[k] is -1 for an omitted output. */
 sg_status cpu_plain_outputs(sg_cpu_plan *p, const sg_node *n, int32_t *out);

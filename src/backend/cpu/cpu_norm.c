@@ -427,11 +427,5 @@ sg_status cpu_build_layer_norm(sg_cpu_plan *p, int32_t i)
     }
     if (lp.inner < 1)
         return SEGRT_ERROR_UNSUPPORTED;
-    lnorm_params *params = sg_malloc(sizeof *params);
-    if (!params)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    *params = lp;
-    SG_TRY(cpu_reference_step(p, n, lnorm_kernel, params));
-    p->steps[p->n_steps - 1].fallback = false; /* its own kernel, not the reference one */
-    return SEGRT_OK;
+    return cpu_own_step(p, n, lnorm_kernel, &lp, sizeof lp);
 }

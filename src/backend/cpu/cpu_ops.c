@@ -382,6 +382,17 @@ sg_status cpu_reference_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn ker
     return SEGRT_OK;
 }
 
+sg_status cpu_own_step(sg_cpu_plan *p, const sg_node *n, cpu_kernel_fn kernel, const void *params, size_t size)
+{
+    void *copy = sg_malloc(size);
+    if (!copy)
+        return SEGRT_ERROR_OUT_OF_MEMORY;
+    memcpy(copy, params, size);
+    SG_TRY(cpu_reference_step(p, n, kernel, copy));
+    p->steps[p->n_steps - 1].fallback = false; /* segrt's own kernel: profiles say "segrt" */
+    return SEGRT_OK;
+}
+
 sg_status cpu_build_fallback(sg_cpu_plan *p, int32_t i)
 {
     const sg_node *n = &p->g->nodes[i];

@@ -97,11 +97,5 @@ sg_status cpu_build_softmax(sg_cpu_plan *p, int32_t i)
     for (int32_t d = 0; d < x->shape.rank; d++)
         if (d != axis)
             *(d < axis ? &sp.outer : &sp.inner) *= dims[d];
-    softmax_params *params = sg_malloc(sizeof *params);
-    if (!params)
-        return SEGRT_ERROR_OUT_OF_MEMORY;
-    *params = sp;
-    SG_TRY(cpu_reference_step(p, n, softmax_kernel, params));
-    p->steps[p->n_steps - 1].fallback = false; /* its own kernel, not the reference one */
-    return SEGRT_OK;
+    return cpu_own_step(p, n, softmax_kernel, &sp, sizeof sp);
 }

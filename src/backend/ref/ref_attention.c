@@ -10,6 +10,7 @@
  * Q and K each scaled by sqrt(scale), the product, + bias, softcap,
  * softmax, times V. */
 #include "backend/ref/ref_internal.h"
+#include "backend/sdpa_math.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -199,25 +200,6 @@ REF_KERNEL(sg_ref_attention)
     return SEGRT_OK;
 }
 
-/* The strides (in elements) at which a mask of `m`'s dims, broadcast
- * (numpy's rule) to the r dims of `full`, is read: 0 along a dim it
- * broadcasts over. False where it does not broadcast to them. */
-static bool mask_strides(const sg_tensor *m, const int64_t *full, int32_t r, int64_t *st)
-{
-    if (m->rank > r)
-        return false;
-    int64_t s = 1;
-    for (int32_t d = r - 1; d >= 0; d--) {
-        int32_t md = d - (r - m->rank);
-        int64_t size = md >= 0 ? m->dims[md] : 1;
-        if (size != 1 && size != full[d])
-            return false;
-        st[d] = size == 1 ? 0 : s;
-        s *= size;
-    }
-    return true;
-}
-
 /* segrt's ScaledDotProductAttention (graph/infer_matmul.c states it): in
  * double, a query row at a time, the softmax as the Attention kernel's. */
 REF_KERNEL(sg_ref_sdpa)
@@ -249,7 +231,7 @@ REF_KERNEL(sg_ref_sdpa)
     memcpy(full, q->dims, sizeof(int64_t) * (size_t)r);
     full[r - 1] = L;
     for (int32_t m = 0; m < 2; m++)
-        if (mk[m] && (mk[m]->dtype != q->dtype || !mask_strides(mk[m], full, r, st[m])))
+        if (mk[m] && (mk[m]->dtype != q->dtype || !sg_sdpa_mask_strides(mk[m]->dims, mk[m]->rank, full, r, st[m])))
             return sg_node_error(n, SEGRT_ERROR_SHAPE, "mask %d does not broadcast to the scores", m);
     full[r - 1] = Dv;
     SG_TRY(sg_ref_check_out_dims(n, y, full, r));
@@ -260,14 +242,9 @@ REF_KERNEL(sg_ref_sdpa)
     if (!row)
         return SEGRT_ERROR_OUT_OF_MEMORY;
     for (int64_t b = 0; b < nb; b++) {
-        /* The masks' offsets for this batch index. */
-        int64_t moff[2] = {0, 0}, rem = b;
-        for (int32_t d = r - 3; d >= 0; d--) {
-            int64_t idx = rem % q->dims[d];
-            rem /= q->dims[d];
-            for (int32_t m = 0; m < 2; m++)
-                moff[m] += mk[m] ? idx * st[m][d] : 0;
-        }
+        int64_t moff[2];
+        for (int32_t m = 0; m < 2; m++)
+            moff[m] = mk[m] ? sg_sdpa_batch_offset(q->dims, r - 2, b, st[m]) : 0;
         for (int64_t i = 0; i < S; i++) {
             double mx = -INFINITY, sum = 0;
             for (int64_t t = 0; t < L; t++) {
@@ -287,10 +264,12 @@ REF_KERNEL(sg_ref_sdpa)
                 row[t] = exp(row[t] - mx);
                 sum += row[t];
             }
+            for (int64_t t = 0; t < L; t++)
+                row[t] /= sum;
             for (int64_t d = 0; d < Dv; d++) {
                 double acc = 0;
                 for (int64_t t = 0; t < L; t++)
-                    acc += row[t] / sum * sg_dtype_load_f64(v->dtype, v->data, (b * L + t) * Dv + d);
+                    acc += row[t] * sg_dtype_load_f64(v->dtype, v->data, (b * L + t) * Dv + d);
                 sg_dtype_store_f64(y->dtype, y->data, (b * S + i) * Dv + d, acc);
             }
         }
