@@ -40,7 +40,9 @@
     X(COMPOSITE_OPS, "composite-ops", "RMSNormalization, Quantize/DequantizeLinear, Attention by their own "         \
                                       "kernels: as the primitive operators they are defined by (graph/pass_lower.c)")  \
     X(FUSED_ATTENTION, "fused-attention", "MatMul, Softmax, MatMul chains as one attention kernel "                    \
-                                          "(graph/pass_attention.c): as the chains they are")
+                                          "(graph/pass_attention.c): as the chains they are")                \
+    X(MMA_ATTENTION, "mma-attention", "segrt's tensor-core attention kernel (float16, bfloat16): its float32-math "    \
+                                      "one")
 
 typedef enum sg_kernel_switch {
 #define SG_KERNEL_SWITCH_ENUM(id, name, what) SG_KERNEL_##id,

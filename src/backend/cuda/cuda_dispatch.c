@@ -48,6 +48,7 @@ ONE_IMPL(cast_impls, "segrt cast", cuda_build_cast);
 ONE_IMPL(matmul_impls, "matmul", cuda_build_matmul);
 ONE_IMPL(gemm_impls, "gemm", cuda_build_gemm);
 ONE_IMPL(einsum_impls, "einsum", cuda_build_einsum);
+ONE_IMPL(sdpa_impls, "segrt attention", cuda_build_sdpa);
 
 /* Each op's list; NULL for ops folded at build (Shape, Size, Range,
  * ConstantOfShape, Constant) and those the GPU does not run. */
@@ -157,6 +158,7 @@ static const cuda_impl *const op_impls[SG_OP_COUNT] = {
     [SG_OP_MAT_MUL] = matmul_impls,
     [SG_OP_GEMM] = gemm_impls,
     [SG_OP_EINSUM] = einsum_impls,
+    [SG_OP_SDPA] = sdpa_impls,
 };
 
 const cuda_impl *cuda_impls_of(const sg_node *n)

@@ -13,10 +13,12 @@
  *     u32 weights, each: u32 n + value name, u32 n + tag, u64 n + bytes */
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/kernel_switches.h"
 #include "backend/ref/ref.h"
 #include "core/bytes.h"
 #include "core/strmap.h"
 #include "graph/infer.h"
+#include "graph/passes.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -83,8 +85,11 @@ static bool cuda_supports(const sg_graph *g, const sg_node *n, const sg_backend_
     return false;
 }
 
-/* g with the inputs bound to dims[i] (rank[i]), inferred and optimized. */
-static sg_status specialize(const sg_graph *g, const int32_t *rank, int64_t (*dims)[SEGRT_MAX_RANK], sg_graph **out)
+/* g with the inputs bound to dims[i] (rank[i]), inferred and optimized;
+ * its attention chains fused unless opts turn that off (the engine fused
+ * them where the model's shapes were known; here their dims are). */
+static sg_status specialize(const sg_graph *g, const sg_cuda_options *opts, const int32_t *rank,
+                            int64_t (*dims)[SEGRT_MAX_RANK], sg_graph **out)
 {
     sg_graph *s = NULL;
     SG_TRY(sg_graph_clone(g, &s));
@@ -94,6 +99,11 @@ static sg_status specialize(const sg_graph *g, const int32_t *rank, int64_t (*di
     if (st == SEGRT_OK)
         st = sg_graph_infer(s);
     if (st == SEGRT_OK)
+        st = sg_graph_optimize(s, ref_lookup);
+    int32_t fused = 0;
+    if (st == SEGRT_OK && !(opts->disabled_kernels & SG_KERNEL_BIT(SG_KERNEL_FUSED_ATTENTION)))
+        st = sg_pass_fuse_attention(s, &fused);
+    if (st == SEGRT_OK && fused)
         st = sg_graph_optimize(s, ref_lookup);
     if (st != SEGRT_OK) {
         sg_graph_free(s);
@@ -160,7 +170,7 @@ static sg_status add_plan(sg_cuda_engine *ce, const int32_t *rank, int64_t (*dim
                           const plan_seed *seed, sg_cuda_plan **out, sg_graph **interpret)
 {
     sg_graph *s = NULL;
-    SG_TRY(specialize(ce->g, rank, dims, &s));
+    SG_TRY(specialize(ce->g, &ce->copts, rank, dims, &s));
     if (!sg_graph_is_static(s)) {
         if (interpret && ce->copts.allow_cpu_fallback) {
             *interpret = s;

@@ -433,7 +433,8 @@ static inline bool cuda_kernel_runs(const sg_cuda_plan *p, sg_kernel_switch k)
     case SG_KERNEL_WGMMA_ISSUE_LATE: return cc == 90 && p->code_cc == 90 && p->code_a;
     case SG_KERNEL_MMA_CONV:
     case SG_KERNEL_UP_K3:
-    case SG_KERNEL_UPSAMPLE_CONV: return cc >= 80 && p->code_cc >= 80;
+    case SG_KERNEL_UPSAMPLE_CONV:
+    case SG_KERNEL_MMA_ATTENTION: return cc >= 80 && p->code_cc >= 80;
     default: return true;
     }
 }
@@ -683,6 +684,8 @@ sg_status cuda_build_einsum(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_reduce.c: reductions, ArgMax, global pools, Softmax, LogSoftmax */
 sg_status cuda_build_reduce(sg_cuda_plan *p, const sg_node *n);
 sg_status cuda_build_softmax(sg_cuda_plan *p, const sg_node *n);
+/* cuda_build_attention.c: segrt's ScaledDotProductAttention */
+sg_status cuda_build_sdpa(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_norm.c: Instance-, Group-, LayerNormalization (with a following ReLU/LeakyRelu fused) */
 sg_status cuda_build_norm(sg_cuda_plan *p, const sg_node *n);
 /* cuda_build_pool.c: MaxPool, AveragePool; Resize, Upsample */

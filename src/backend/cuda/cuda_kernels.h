@@ -280,6 +280,20 @@ segrt_status sgk_reduce(cudaStream_t stream, sgk_reduce_op op, const sgk_view *o
 segrt_status sgk_softmax(cudaStream_t stream, const sgk_view *out, const sgk_view *in, int32_t axis,
                          bool log);
 
+/* segrt's ScaledDotProductAttention (graph/infer_matmul.c, k_attention.cu):
+ * y = softmax(scale q k^T + masks) v over the last two dims, flash-style
+ * (the scores never in memory). q [batch..., S, D], k [batch..., L, D] (the
+ * caller swaps a k_transposed view's last two dims), v [batch..., L, Dv],
+ * y [batch..., S, Dv], one rank, the same batch dims, any strides; q, k, v
+ * and the n_masks <= 2 masks of one float dtype, the masks views of the
+ * scores' dims with stride 0 where they broadcast; y of any float dtype.
+ * mma: the tensor-core kernel where it takes the case (sgk_sdpa_mma_takes;
+ * the caller has checked compute capability 8.0), else float32 math
+ * (float64 for float64), any D and Dv. */
+bool sgk_sdpa_mma_takes(segrt_dtype dt, int64_t D, int64_t Dv);
+segrt_status sgk_sdpa(cudaStream_t stream, const sgk_view *y, const sgk_view *q, const sgk_view *k,
+                      const sgk_view *v, const sgk_view *masks, int32_t n_masks, float scale, bool mma);
+
 /* Normalisation ---------------------------------------------------------------
  * Group normalisation over x viewed as [N, C, spatial...]: for each sample
  * and each of `groups` groups of C/groups channels, mean and variance over
