@@ -82,12 +82,20 @@ if [ "$what" = corpus ]; then
     # (check.py, the bench shapes), then the benchmark (run.py). monai and
     # dynamic_network_architectures come from bench/volume_vs_monai's
     # carried set b (carry.sh install b first, in the same lease).
+    # Or wheels carried in .carry/wheels-corpus (pip download --no-deps
+    # monai dynamic-network-architectures). CORPUS_CHECK=0 skips check.py;
+    # CORPUS_MODES (run.py --modes, e.g. half_cl,amp,segrt,segrt:fused-attention)
+    # and CORPUS_ITERS narrow the benchmark.
     nets=${1:-}
-    export PYTHONPATH=$root/bench/volume_vs_monai/.env/site:${PYTHONPATH:-}
-    step corpus-check python3 "$root/bench/corpus_vs_pytorch/check.py" --segrt "$SEGRT" --device cuda \
-        --exporters torchscript --json "$out/corpus_check.json" ${nets:+--nets "$nets"}
+    site=$root/bench/volume_vs_monai/.env/site
+    if ls "$root"/.carry/wheels-corpus/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-deps --target "$site" "$root"/.carry/wheels-corpus/*.whl >/dev/null 2>&1
+    fi
+    export PYTHONPATH=$site:${PYTHONPATH:-}
+    [ "${CORPUS_CHECK:-1}" = 0 ] || step corpus-check python3 "$root/bench/corpus_vs_pytorch/check.py" \
+        --segrt "$SEGRT" --device cuda --exporters torchscript --json "$out/corpus_check.json" ${nets:+--nets "$nets"}
     step corpus-bench python3 "$root/bench/corpus_vs_pytorch/run.py" --out "$out/corpus_vs_pytorch.json" \
-        ${nets:+--nets "$nets"}
+        ${nets:+--nets "$nets"} ${CORPUS_MODES:+--modes "$CORPUS_MODES"} ${CORPUS_ITERS:+--iters "$CORPUS_ITERS"}
     tail -n 40 "$out/corpus-bench.log"
     printf '%s\n' "${rows[@]}"
     exit 0
