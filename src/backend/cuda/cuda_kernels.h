@@ -429,6 +429,10 @@ typedef struct sgk_resize_params {
 
 segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params *p, const sgk_view *y,
                         const sgk_view *x);
+/* Whether sgk_resize takes the vector kernel for these views (channels-last
+ * float16/bfloat16/float32, linear or nearest, 1 to 3 dims resized,
+ * 16-byte vectors): host-only, for tests. */
+bool sgk_resize_vec_fits(const sgk_resize_params *p, const sgk_view *y, const sgk_view *x);
 
 /* Channel padding (k_pad.cu) ----------------------------------------------
  * y, dense channels-last [N, Cp, spatial...] of float16 or bfloat16 with

@@ -39,6 +39,7 @@ struct sdpa_args {
     ll S, L, D, Dv;
     ll row_blocks; // blocks along S per batch index
     float scale;
+    bool m_pair[MAX_MASKS]; // 16-bit mask m's keys in pairs: contiguous, even offsets, 4-byte aligned
 };
 
 // The element offsets of batch index b in every operand.
@@ -63,16 +64,8 @@ __device__ __forceinline__ batch_offsets offsets_of(const sdpa_args &a, ll b)
     return o;
 }
 
-// The sum of the masks at (row, key) of the batch index at offsets o.
-template <int XT> __device__ __forceinline__ float mask_sum(const sdpa_args &a, const batch_offsets &o, ll row, ll key)
-{
-    float x = 0;
-#pragma unroll
-    for (int m = 0; m < MAX_MASKS; m++)
-        if (m < a.n_masks)
-            x += ldr<XT, float>(a.m[m], (segrt_dtype)XT, o.m[m] + row * a.m_row[m] + key * a.m_col[m]);
-    return x;
-}
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 __device__ __forceinline__ float quad_max(float x)
 {
@@ -87,6 +80,15 @@ __device__ __forceinline__ float quad_sum(float x)
 }
 
 // Tensor cores ----------------------------------------------------------------------------
+
+// Two consecutive 16-bit elements (4-byte aligned) as float32.
+template <int XT> __device__ __forceinline__ float2 load_pair(const void *p)
+{
+    if constexpr (XT == SEGRT_DTYPE_BFLOAT16)
+        return __bfloat1622float2(*static_cast<const __nv_bfloat162 *>(p));
+    else
+        return __half22float2(*static_cast<const __half2 *>(p));
+}
 
 template <int XT> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
 {
@@ -162,6 +164,13 @@ __global__ void __launch_bounds__(128) sdpa_mma(const sdpa_args a, bool vq, bool
     const ll row[2] = {r0 + wr + g, r0 + wr + g + 8};
     const float sl = a.scale * LOG2E;
     const unsigned short *vh = reinterpret_cast<const unsigned short *>(vs);
+    // The masks' rows of rows g and g + 8 (read only for rows before S).
+    const T *mrow[MAX_MASKS][2];
+#pragma unroll
+    for (int m = 0; m < MAX_MASKS; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            mrow[m][h] = m < a.n_masks ? static_cast<const T *>(a.m[m]) + off.m[m] + row[h] * a.m_row[m] : nullptr;
     for (ll k0 = 0; k0 < a.L; k0 += BN) {
         __syncthreads();
         load_tile16<BN, DP, P>(ks, k, a.k_row, a.k_col, k0, a.L, a.D, vk);
@@ -184,15 +193,34 @@ __global__ void __launch_bounds__(128) sdpa_mma(const sdpa_args a, bool vq, bool
 #pragma unroll
         for (int n = 0; n < BN / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                ll key = k0 + 8 * n + 2 * t + (e & 1), r = row[e >> 1];
-                float x = s[n][e] * sl;
-                if (key >= a.L)
-                    x = -INFINITY;
-                else if (a.n_masks && r < a.S)
-                    x += mask_sum<XT>(a, off, r, key) * LOG2E;
-                s[n][e] = x;
-                tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
+            for (int h = 0; h < 2; h++) {
+                // Keys key and key + 1 of row h: the masks read in pairs
+                // where they lie so.
+                const ll key = k0 + 8 * n + 2 * t;
+                float m0 = 0, m1 = 0;
+                if (a.n_masks && row[h] < a.S) {
+#pragma unroll
+                    for (int m = 0; m < MAX_MASKS; m++) {
+                        if (m >= a.n_masks)
+                            break;
+                        const T *mp = mrow[m][h];
+                        if (a.m_pair[m] && key + 1 < a.L) {
+                            float2 f = load_pair<XT>(mp + key);
+                            m0 += f.x;
+                            m1 += f.y;
+                        } else {
+                            if (key < a.L)
+                                m0 += to_float(mp[key * a.m_col[m]]);
+                            if (key + 1 < a.L)
+                                m1 += to_float(mp[(key + 1) * a.m_col[m]]);
+                        }
+                    }
+                }
+                float x0 = key < a.L ? s[n][2 * h] * sl + m0 * LOG2E : -INFINITY;
+                float x1 = key + 1 < a.L ? s[n][2 * h + 1] * sl + m1 * LOG2E : -INFINITY;
+                s[n][2 * h] = x0;
+                s[n][2 * h + 1] = x1;
+                tmax[h] = fmaxf(tmax[h], fmaxf(x0, x1));
             }
         float corr[2];
 #pragma unroll
@@ -480,6 +508,10 @@ extern "C" segrt_status sgk_sdpa(cudaStream_t stream, const sgk_view *y, const s
             a.mb[m][d] = mv->strides[d];
         a.m_row[m] = mv->strides[r - 2];
         a.m_col[m] = mv->strides[r - 1];
+        bool pair = mv->strides[r - 1] == 1 && ((uintptr_t)mv->data & 3) == 0 && dtype_bytes(mv->dtype) == 2;
+        for (int d = 0; d < r - 1; d++)
+            pair &= mv->strides[d] % 2 == 0;
+        a.m_pair[m] = pair;
     }
     a.q = q->data;
     a.k = k->data;

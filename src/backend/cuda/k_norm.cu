@@ -1448,6 +1448,92 @@ __global__ void layer_norm_rows(lnio io, lngeom g, int width)
     }
 }
 
+// The usual LayerNorm (a transformer's, over its embedding: one contiguous
+// dim of L <= 1024 elements of float16, bfloat16 or float32, float32 scale
+// and bias): a row in the registers of G lanes (8, 16 or a warp: several
+// rows a warp where L is small), E elements a lane at lane + G e, so that
+// the row is read once and each load is coalesced; mean and variance over
+// the registers, as layer_norm_rows computes them (two passes), then the
+// store. Rows past R in a warp only take part in the shuffles.
+template <int XT, int G, int E> __global__ void __launch_bounds__(256) layer_norm_regs(lnio io, lngeom g)
+{
+    const int lane = threadIdx.x % G;
+    const ll row = (ll)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
+    const bool live = row < g.R;
+    ll ob[NSTR] = {0, 0, 0, 0};
+    if (live)
+        dl_offsets(g.outer, 4, row, ob);
+    const ll L = g.L, ss = g.inner.s[2][0], bs = g.inner.s[3][0];
+    float v[E], sum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        ll j = lane + (ll)G * e;
+        v[e] = live && j < L ? ldr<XT, float>(io.x, (segrt_dtype)XT, ob[0] + j) : 0.0f;
+        sum += v[e];
+    }
+#pragma unroll
+    for (int d = G / 2; d > 0; d >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    const float mean = sum / (float)L;
+    float q = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        float d = v[e] - mean;
+        if (lane + (ll)G * e < L)
+            q += d * d;
+    }
+#pragma unroll
+    for (int d = G / 2; d > 0; d >>= 1)
+        q += __shfl_xor_sync(0xffffffffu, q, d);
+    const float inv = 1.0f / sqrtf(q / (float)L + g.eps);
+    if (!live)
+        return;
+    const float *scale = static_cast<const float *>(io.scale), *bias = static_cast<const float *>(io.bias);
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        ll j = lane + (ll)G * e;
+        if (j >= L)
+            continue;
+        float y = (v[e] - mean) * inv * scale[j * ss];
+        if (bias)
+            y += bias[j * bs];
+        stt<XT>(io.y, io.yt, ob[1] + j, y);
+    }
+    if (lane == 0) {
+        if (io.mean)
+            st<float>(io.mean, io.mt, ob[2], mean);
+        if (io.inv)
+            st<float>(io.inv, io.it, ob[3], inv);
+    }
+}
+
+template <int XT, int G, int E> static void ln_regs_launch(cudaStream_t stream, const lnio &io, const lngeom &g)
+{
+    ll blocks = ceil_div(g.R, 256 / G);
+    layer_norm_regs<XT, G, E><<<(unsigned)blocks, 256, 0, stream>>>(io, g);
+}
+
+// Whether layer_norm_regs takes the case; its launch where it does.
+template <int XT> static bool ln_regs(cudaStream_t stream, const lnio &io, const lngeom &g)
+{
+    ll L = g.L;
+    if (L <= 32)
+        ln_regs_launch<XT, 8, 4>(stream, io, g);
+    else if (L <= 64)
+        ln_regs_launch<XT, 16, 4>(stream, io, g);
+    else if (L <= 128)
+        ln_regs_launch<XT, 32, 4>(stream, io, g);
+    else if (L <= 256)
+        ln_regs_launch<XT, 32, 8>(stream, io, g);
+    else if (L <= 512)
+        ln_regs_launch<XT, 32, 16>(stream, io, g);
+    else if (L <= 1024)
+        ln_regs_launch<XT, 32, 32>(stream, io, g);
+    else
+        return false;
+    return true;
+}
+
 extern "C" segrt_status sgk_layer_norm(cudaStream_t stream, const sgk_view *y, const sgk_view *mean,
                                        const sgk_view *inv_std, const sgk_view *x, const sgk_view *scale,
                                        const sgk_view *bias, int32_t axis, float eps)
@@ -1487,6 +1573,22 @@ extern "C" segrt_status sgk_layer_norm(cudaStream_t stream, const sgk_view *y, c
     // writes them.
     lnio io = {x->data, x->dtype, y->data, y->dtype, mean->data, inv_std->data, mean->dtype, inv_std->dtype,
                scale->data, bias->data, scale->dtype, bias->dtype};
+    // The register kernel: one inner dim, contiguous in x and y, of the
+    // activations' dtype on both sides; float32 scale and bias.
+    bool regs = g.L >= 1 && g.inner.n == 1 && g.inner.s[0][0] == 1 && g.inner.s[1][0] == 1 && x->dtype == y->dtype &&
+                scale->dtype == SEGRT_DTYPE_FLOAT32 && (!bias->data || bias->dtype == SEGRT_DTYPE_FLOAT32) &&
+                g.R < ((ll)1 << 40);
+    if (regs) {
+        bool taken = false;
+        switch (x->dtype) {
+        case SEGRT_DTYPE_FLOAT16: taken = ln_regs<SEGRT_DTYPE_FLOAT16>(stream, io, g); break;
+        case SEGRT_DTYPE_BFLOAT16: taken = ln_regs<SEGRT_DTYPE_BFLOAT16>(stream, io, g); break;
+        case SEGRT_DTYPE_FLOAT32: taken = ln_regs<SEGRT_DTYPE_FLOAT32>(stream, io, g); break;
+        default: break;
+        }
+        if (taken)
+            return launched("layer_norm_regs");
+    }
     int width = g.L > 4096 && g.R < 2048 ? 256 : 32;
     ll blocks = ceil_div(g.R, 256 / width);
     layer_norm_rows<<<(unsigned)blocks, 256, 0, stream>>>(io, g, width);

@@ -37,6 +37,8 @@ struct rsgeom {
     bool small;               // every index fits the 32-bit path
     bool raw;                 // nearest between equal dtypes: copy the element's bytes
     int esize;
+    int nmd;                  // the dims that are not identities, in dim order (the vector path's)
+    int md[SGK_MAX_RANK];
     sgk_resize_params p;
 };
 
@@ -302,6 +304,110 @@ __global__ void __launch_bounds__(256, 2) resize_kernel(const void *x, segrt_dty
     }
 }
 
+// The channels-last case of float16, bfloat16 and float32 (the upsampling
+// of decoders and segmentation heads): a work item is one 16-byte vector of
+// channels at one output position, read and written as such, and the NS
+// dims that are not identities (1 to 3) take their taps into registers
+// (the general kernel's per-item arrays of taps are indexed at run time,
+// so they live in local memory). Linear and nearest modes: at most two taps
+// a dim. The arithmetic is the general kernel's, in its order: the same
+// bits.
+template <int XT, int NS> __global__ void __launch_bounds__(256) resize_vec_kernel(const void *x, void *y, rsgeom g)
+{
+    constexpr int V = V16<XT>();
+    const int es = dtype_bytes(XT);
+    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < g.work; i += (ll)gridDim.x * blockDim.x) {
+        ll co[SGK_MAX_RANK];
+        for (int d = 0; d < g.rank; d++)
+            co[d] = 0;
+        unsigned rest = (unsigned)i;
+        unsigned q = fastdiv_div(rest, g.fnv);
+        co[g.vdim] = (ll)(rest - q * g.fnv.d) * V;
+        rest = q;
+        for (int k = 0; k < g.nd; k++) {
+            unsigned r = fastdiv_div(rest, g.fd[k]);
+            co[g.order[k]] = rest - r * g.fd[k].d;
+            rest = r;
+        }
+        ll yo = 0, base = 0;
+        for (int d = 0; d < g.rank; d++) {
+            yo += co[d] * g.ys[d];
+            if (g.ident[d])
+                base += co[d] * g.xs[d];
+        }
+        ll off0[NS], off1[NS];
+        float w0[NS], w1[NS];
+        bool two[NS];
+#pragma unroll
+        for (int m = 0; m < NS; m++) {
+            int d = g.md[m];
+            taps t;
+            make_taps(g.p, d, co[d], g.xd[d], g.yd[d], &t);
+            two[m] = t.count > 1;
+            off0[m] = t.idx[0] * g.xs[d];
+            off1[m] = two[m] ? t.idx[1] * g.xs[d] : off0[m];
+            w0[m] = (float)t.w[0];
+            w1[m] = (float)t.w[1];
+        }
+        float acc[V];
+#pragma unroll
+        for (int u = 0; u < V; u++)
+            acc[u] = 0;
+        // Combinations with the first dim's tap slowest, as the general kernel.
+#pragma unroll
+        for (int c = 0; c < (1 << NS); c++) {
+            bool skip = false;
+            float w = 1;
+            ll off = base;
+#pragma unroll
+            for (int m = 0; m < NS; m++) {
+                bool hi = (c >> (NS - 1 - m)) & 1;
+                skip |= hi && !two[m];
+                off += hi ? off1[m] : off0[m];
+                if (two[m])
+                    w *= hi ? w1[m] : w0[m];
+            }
+            if (skip)
+                continue;
+            float v[V];
+            vec16_unpack<XT>(*reinterpret_cast<const uint4 *>(static_cast<const char *>(x) + off * es), v);
+#pragma unroll
+            for (int u = 0; u < V; u++)
+                acc[u] += w * v[u];
+        }
+        *reinterpret_cast<uint4 *>(static_cast<char *>(y) + yo * es) = vec16_pack<XT>(acc);
+    }
+}
+
+// Whether the vector kernel takes the resize: channels-last (a contiguous
+// identity dim innermost) float16/bfloat16/float32 on both sides, linear or
+// nearest, 1 to 3 dims resized, 16-byte aligned vectors everywhere.
+static bool vec_path(const sgk_resize_params *p, const sgk_view *y, const sgk_view *x, const rsgeom &g)
+{
+    int w = vec16_width(x->dtype);
+    if (w == 0 || x->dtype != y->dtype || g.vdim < 0 || !g.small || g.nmd < 1 || g.nmd > 3 ||
+        (p->mode != SGK_RESIZE_LINEAR && p->mode != SGK_RESIZE_NEAREST) || p->coord == SGK_COORD_TF_CROP_AND_RESIZE)
+        return false;
+    if (x->strides[g.vdim] != 1 || y->strides[g.vdim] != 1 || y->dims[g.vdim] % w != 0 || !aligned16(x->data) ||
+        !aligned16(y->data))
+        return false;
+    for (int d = 0; d < g.rank; d++)
+        if (d != g.vdim && ((x->dims[d] > 1 && x->strides[d] % w != 0) || (y->dims[d] > 1 && y->strides[d] % w != 0)))
+            return false;
+    return true;
+}
+
+template <int XT> static void resize_vec_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, rsgeom g)
+{
+    ll blocks = ceil_div(g.work, 256);
+    blocks = blocks > (1 << 20) ? (1 << 20) : blocks;
+    switch (g.nmd) {
+    case 1: resize_vec_kernel<XT, 1><<<(unsigned)blocks, 256, 0, stream>>>(x->data, y->data, g); break;
+    case 2: resize_vec_kernel<XT, 2><<<(unsigned)blocks, 256, 0, stream>>>(x->data, y->data, g); break;
+    default: resize_vec_kernel<XT, 3><<<(unsigned)blocks, 256, 0, stream>>>(x->data, y->data, g); break;
+    }
+}
+
 template <int XT, typename T>
 static void resize_launch(cudaStream_t stream, const sgk_view *y, const sgk_view *x, const rsgeom &g, int v)
 {
@@ -320,14 +426,16 @@ static void resize_launch(cudaStream_t stream, const sgk_view *y, const sgk_view
     }
 }
 
-extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params *p, const sgk_view *y,
-                                   const sgk_view *x)
+// The work's geometry of resizing x into y (*empty: nothing to do), and the
+// channels per item of the general kernel (*v).
+static segrt_status resize_geom(const sgk_resize_params *p, const sgk_view *y, const sgk_view *x, rsgeom &g, int *v,
+                                bool *empty)
 {
+    *empty = false;
     if (x->rank != y->rank)
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_resize: ranks differ (%d, %d)", x->rank, y->rank);
     if (p->mode != SGK_RESIZE_NEAREST && (!is_float(x->dtype) || !is_float(y->dtype)))
         return sg_error(SEGRT_ERROR_INTERNAL, "sgk_resize: linear and cubic modes take float dtypes only");
-    rsgeom g;
     memset(&g, 0, sizeof g);
     g.rank = x->rank;
     g.p = *p;
@@ -339,8 +447,10 @@ extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params 
         g.ys[d] = y->strides[d];
         total *= y->dims[d];
     }
-    if (total == 0)
+    if (total == 0) {
+        *empty = true;
         return SEGRT_OK;
+    }
     for (int d = 0; d < g.rank; d++)
         if (x->dims[d] == 0)
             return sg_error(SEGRT_ERROR_INTERNAL, "sgk_resize: empty input");
@@ -371,12 +481,12 @@ extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params 
         }
     // The innermost dim, when the transform leaves it alone (channels of a
     // channels-last tensor), is walked V elements per thread.
-    int v = 1;
+    *v = 1;
     g.vdim = -1;
     if (np > 0 && g.ident[perm[0]] && y->dims[perm[0]] >= 4) {
         g.vdim = perm[0];
-        v = y->dims[perm[0]] >= 8 ? 8 : 4;
-        g.nv = ceil_div(y->dims[perm[0]], v);
+        *v = y->dims[perm[0]] >= 8 ? 8 : 4;
+        g.nv = ceil_div(y->dims[perm[0]], *v);
     }
     g.nd = 0;
     for (int i = g.vdim >= 0 ? 1 : 0; i < np; i++)
@@ -391,6 +501,45 @@ extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params 
     }
     g.raw = x->dtype == y->dtype;
     g.esize = (int)segrt_dtype_size(x->dtype);
+    for (int d = 0; d < g.rank; d++)
+        if (!g.ident[d])
+            g.md[g.nmd++] = d;
+    return SEGRT_OK;
+}
+
+extern "C" bool sgk_resize_vec_fits(const sgk_resize_params *p, const sgk_view *y, const sgk_view *x)
+{
+    rsgeom g;
+    int v;
+    bool empty;
+    return resize_geom(p, y, x, g, &v, &empty) == SEGRT_OK && !empty && vec_path(p, y, x, g);
+}
+
+extern "C" segrt_status sgk_resize(cudaStream_t stream, const sgk_resize_params *p, const sgk_view *y,
+                                   const sgk_view *x)
+{
+    rsgeom g;
+    int v;
+    bool empty;
+    segrt_status st = resize_geom(p, y, x, g, &v, &empty);
+    if (st != SEGRT_OK || empty)
+        return st;
+    ll total = 1;
+    for (int d = 0; d < y->rank; d++)
+        total *= y->dims[d];
+    if (vec_path(p, y, x, g)) {
+        // Work items of a whole vector: the channel chunks recounted.
+        int w = vec16_width(x->dtype);
+        g.nv = y->dims[g.vdim] / w;
+        g.fnv = fastdiv_make((unsigned)g.nv);
+        g.work = total / y->dims[g.vdim] * g.nv;
+        switch (x->dtype) {
+        case SEGRT_DTYPE_FLOAT16: resize_vec_launch<SEGRT_DTYPE_FLOAT16>(stream, y, x, g); break;
+        case SEGRT_DTYPE_BFLOAT16: resize_vec_launch<SEGRT_DTYPE_BFLOAT16>(stream, y, x, g); break;
+        default: resize_vec_launch<SEGRT_DTYPE_FLOAT32>(stream, y, x, g); break;
+        }
+        return launched("resize_vec_kernel");
+    }
     switch (x->dtype) {
     case SEGRT_DTYPE_FLOAT16: resize_launch<SEGRT_DTYPE_FLOAT16, float>(stream, y, x, g, v); break;
     case SEGRT_DTYPE_BFLOAT16: resize_launch<SEGRT_DTYPE_BFLOAT16, float>(stream, y, x, g, v); break;
