@@ -45,6 +45,40 @@ static bool const_input_all_one(const sg_graph *g, const sg_node *n, int32_t i)
     return true;
 }
 
+/* True when every element of constant input i is exactly 1.0 (absent or
+ * empty counts). */
+static bool const_input_all_unit(const sg_graph *g, const sg_node *n, int32_t i)
+{
+    const sg_value *v = sg_infer_input(g, n, i);
+    if (!v)
+        return true;
+    int64_t numel;
+    if (!v->data || !sg_shape_numel(&v->shape, &numel))
+        return false;
+    const void *d = sg_blob_data(v->data);
+    for (int64_t k = 0; k < numel; k++)
+        if (sg_dtype_load_f64(v->dtype, d, k) != 1.0)
+            return false;
+    return true;
+}
+
+/* A Resize to its input's own dims at scale 1: every
+ * coordinate transform maps each output coordinate onto the input's same
+ * one exactly (x + 0.5 and x * (n - 1) are exact in float below 2^22), so
+ * every mode reads that one sample alone. Not tf_crop_and_resize, whose
+ * region of interest moves them. Sizes equal to the input's dims give
+ * scale 1 under every aspect-ratio policy. */
+static bool resize_is_identity(const sg_graph *g, const sg_node *n, const sg_value *x, const sg_value *y)
+{
+    if (!same_static_shape(&x->shape, &y->shape))
+        return false;
+    for (int32_t d = 0; d < x->shape.rank; d++)
+        if (x->shape.d[d].size >= ((int64_t)1 << 22))
+            return false;
+    const char *coord = sg_attr_string(n, "coordinate_transformation_mode", "half_pixel");
+    return strcmp(coord, "tf_crop_and_resize") != 0 && const_input_all_unit(g, n, 2);
+}
+
 /* Who reads what, kept up to date as the pass rewires the graph, so that a
  * removal costs the readers it moves rather than a scan of the graph (the
  * scans made the pass quadratic: 20,000 no-ops in a chain took 3 s). Every
@@ -170,6 +204,8 @@ static bool is_noop(const sg_graph *g, const readers *r, const sg_node *n)
         return const_input_all_one(g, n, 4) && same_static_shape(&x->shape, &y->shape);
     case SG_OP_CONCAT:
         return n->n_inputs == 1;
+    case SG_OP_RESIZE:
+        return resize_is_identity(g, n, x, y);
     default:
         return false;
     }
