@@ -23,7 +23,6 @@
 
 namespace {
 
-constexpr float LOG2E = 1.4426950408889634f;
 constexpr int MAX_MASKS = 2;
 
 struct sdpa_args {
@@ -64,6 +63,13 @@ __device__ __forceinline__ batch_offsets offsets_of(const sdpa_args &a, ll b)
     return o;
 }
 
+// Tensor cores ----------------------------------------------------------------------------
+
+// Below compute capability 8.0 the tensor-core kernel compiles to nothing
+// (k_mma.cuh), and so do the helpers only it uses.
+#if SG_MMA_SYNC
+constexpr float LOG2E = 1.4426950408889634f;
+
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
@@ -78,8 +84,6 @@ __device__ __forceinline__ float quad_sum(float x)
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
-
-// Tensor cores ----------------------------------------------------------------------------
 
 // Two consecutive 16-bit elements (4-byte aligned) as float32.
 template <int XT> __device__ __forceinline__ float2 load_pair(const void *p)
@@ -126,6 +130,8 @@ __device__ __forceinline__ void load_tile16(T *dst, const T *src, ll rs, ll cs, 
         d[r * P + j] = row0 + r < n_rows && j < n_cols ? s[(row0 + r) * rs + j * cs] : (unsigned short)0;
     }
 }
+
+#endif
 
 template <int XT, int DP, int BN>
 __global__ void __launch_bounds__(128) sdpa_mma(const sdpa_args a, bool vq, bool vk, bool vv)
