@@ -14,8 +14,10 @@ static bool same_static_shape(const sg_shape *a, const sg_shape *b)
     return true;
 }
 
-/* True when every element of constant input i is zero (absent counts). */
-static bool const_input_all_zero(const sg_graph *g, const sg_node *n, int32_t i)
+/* True when every element of constant input i equals want (an absent or
+ * empty input counts: Dropout's ratio, Pad's pads, Slice's steps, Resize's
+ * scales). */
+static bool const_input_all(const sg_graph *g, const sg_node *n, int32_t i, double want)
 {
     const sg_value *v = sg_infer_input(g, n, i);
     if (!v)
@@ -25,39 +27,7 @@ static bool const_input_all_zero(const sg_graph *g, const sg_node *n, int32_t i)
         return false;
     const void *d = sg_blob_data(v->data);
     for (int64_t k = 0; k < numel; k++)
-        if (sg_dtype_load_f64(v->dtype, d, k) != 0)
-            return false;
-    return true;
-}
-
-static bool const_input_all_one(const sg_graph *g, const sg_node *n, int32_t i)
-{
-    const sg_value *v = sg_infer_input(g, n, i);
-    if (!v)
-        return true;
-    int64_t numel;
-    if (!v->data || !sg_shape_numel(&v->shape, &numel))
-        return false;
-    const void *d = sg_blob_data(v->data);
-    for (int64_t k = 0; k < numel; k++)
-        if (sg_dtype_load_i64(v->dtype, d, k) != 1)
-            return false;
-    return true;
-}
-
-/* True when every element of constant input i is exactly 1.0 (absent or
- * empty counts). */
-static bool const_input_all_unit(const sg_graph *g, const sg_node *n, int32_t i)
-{
-    const sg_value *v = sg_infer_input(g, n, i);
-    if (!v)
-        return true;
-    int64_t numel;
-    if (!v->data || !sg_shape_numel(&v->shape, &numel))
-        return false;
-    const void *d = sg_blob_data(v->data);
-    for (int64_t k = 0; k < numel; k++)
-        if (sg_dtype_load_f64(v->dtype, d, k) != 1.0)
+        if (sg_dtype_load_f64(v->dtype, d, k) != want)
             return false;
     return true;
 }
@@ -76,7 +46,7 @@ static bool resize_is_identity(const sg_graph *g, const sg_node *n, const sg_val
         if (x->shape.d[d].size >= ((int64_t)1 << 22))
             return false;
     const char *coord = sg_attr_string(n, "coordinate_transformation_mode", "half_pixel");
-    return strcmp(coord, "tf_crop_and_resize") != 0 && const_input_all_unit(g, n, 2);
+    return strcmp(coord, "tf_crop_and_resize") != 0 && const_input_all(g, n, 2, 1.0);
 }
 
 /* Who reads what, kept up to date as the pass rewires the graph, so that a
@@ -177,10 +147,10 @@ static bool is_noop(const sg_graph *g, const readers *r, const sg_node *n)
     case SG_OP_DROPOUT:
         /* Inference: Dropout is the identity unless training_mode is a
          * constant true; its mask output must be unread for it to go. */
-        return const_input_all_zero(g, n, 2) &&
+        return const_input_all(g, n, 2, 0.0) &&
                (n->n_outputs < 2 || n->outputs[1] < 0 || !value_is_read(g, r, n->outputs[1]));
     case SG_OP_PAD:
-        return const_input_all_zero(g, n, 1) && same_static_shape(&x->shape, &y->shape);
+        return const_input_all(g, n, 1, 0.0) && same_static_shape(&x->shape, &y->shape);
     case SG_OP_RESHAPE:
     case SG_OP_FLATTEN:
     case SG_OP_SQUEEZE:
@@ -201,7 +171,7 @@ static bool is_noop(const sg_graph *g, const readers *r, const sg_node *n)
         return true;
     }
     case SG_OP_SLICE:
-        return const_input_all_one(g, n, 4) && same_static_shape(&x->shape, &y->shape);
+        return const_input_all(g, n, 4, 1.0) && same_static_shape(&x->shape, &y->shape);
     case SG_OP_CONCAT:
         return n->n_inputs == 1;
     case SG_OP_RESIZE:
