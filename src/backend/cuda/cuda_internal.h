@@ -272,6 +272,8 @@ struct sg_cuda_plan {
     int32_t *deferred_next;  /* per deferred entry: the previous one of the same value, or -1 */
     int32_t cap_deferred_next;
     sg_strmap given_keys;    /* while building: given's choice keys -> index (the first of a key) */
+    struct cudnn_conv_seen *cudnn_seen; /* while building: cuDNN choices by convolution graph (cudnn_conv.c) */
+    int32_t n_cudnn_seen, cap_cudnn_seen;
     bool has_fallback;
     /* Valid while the plan is built (NULL afterwards): handles for
      * searching and checking cuDNN/cuBLASLt configurations. */
@@ -615,6 +617,8 @@ bool cuda_reads_only_as_x(const sg_cuda_plan *p, const sg_node *n, sg_op op, int
 
 /* Choices: the record stored under (node name, tag), or NULL. */
 const cuda_choice *cuda_choice_find(const sg_cuda_plan *p, const char *node, const char *tag);
+/* Frees what cudnn_conv.c remembered of its searches (p->cudnn_seen). */
+void cuda_cudnn_seen_free(sg_cuda_plan *p);
 sg_status cuda_choice_put(sg_cuda_plan *p, const char *node, const char *tag, const void *data, size_t size);
 
 /* Broadcast view: tensor t's view (at run time) seen with out's rank and

@@ -923,6 +923,7 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
     if (s == SEGRT_OK)
         count_step_bytes(p);
     free_handles(p);
+    cuda_cudnn_seen_free(p); /* the searches are over */
     p->given = NULL;
     sg_strmap_free(&p->given_keys); /* it borrowed given's keys */
     cudaSetDevice(prev_dev);
@@ -959,6 +960,7 @@ void sg_cuda_plan_free(sg_cuda_plan *p)
     free(p->reader_at);
     free(p->readers);
     sg_strmap_free(&p->given_keys);
+    cuda_cudnn_seen_free(p);
     free(p->steps);
     free(p->touch_serial);
     free(p->touch_next);

@@ -393,6 +393,100 @@ static slice_record slice_ask(const conv_spec *cs, int64_t offset)
     return r;
 }
 
+/* Choices already made in this build, by graph --------------------------------------
+ * A network repeats its convolutions: a residual encoder's stage is four
+ * to six identical blocks, a transformer's stages repeat their layers.
+ * The same graph gets the same answer, so it is searched (and timed) once
+ * a build; only the node's own record differs. */
+struct cudnn_conv_seen {
+    conv_spec spec;
+    cdg_choice choice;
+    char *json; /* the chosen plan serialized, or NULL */
+    size_t json_len;
+};
+
+void cuda_cudnn_seen_free(sg_cuda_plan *p)
+{
+    for (int32_t i = 0; i < p->n_cudnn_seen; i++)
+        free(p->cudnn_seen[i].json);
+    free(p->cudnn_seen);
+    p->cudnn_seen = NULL;
+    p->n_cudnn_seen = p->cap_cudnn_seen = 0;
+}
+
+/* A copy of json (NULL stays NULL) into *out. */
+static sg_status json_copy(const char *json, size_t len, char **out)
+{
+    *out = NULL;
+    if (!json)
+        return SEGRT_OK;
+    if (!(*out = malloc(len)))
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for a %zu-byte cuDNN plan", len);
+    memcpy(*out, json, len);
+    return SEGRT_OK;
+}
+
+static bool tensor_same(const cdg_tensor *a, const cdg_tensor *b)
+{
+    if (a->uid != b->uid || a->dtype != b->dtype || a->rank != b->rank || a->is_virtual != b->is_virtual)
+        return false;
+    for (int32_t i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i] || a->strides[i] != b->strides[i])
+            return false;
+    return true;
+}
+
+static bool spec_same(const conv_spec *a, const conv_spec *b)
+{
+    const cdg_conv_geom *ga = &a->geom, *gb = &b->geom;
+    if (a->dgrad != b->dgrad || a->rank != b->rank || ga->nsp != gb->nsp || a->channels != b->channels ||
+        a->has_bias != b->has_bias || a->act != b->act || a->act_alpha != b->act_alpha || a->residual != b->residual ||
+        a->out != b->out || a->filter.no_tensor_core != b->filter.no_tensor_core ||
+        a->filter.max_workspace != b->filter.max_workspace)
+        return false;
+    for (int32_t i = 0; i < ga->nsp; i++)
+        if (ga->pre[i] != gb->pre[i] || ga->post[i] != gb->post[i] || ga->stride[i] != gb->stride[i] ||
+            ga->dil[i] != gb->dil[i])
+            return false;
+    return tensor_same(&a->x, &b->x) && tensor_same(&a->w, &b->w) && tensor_same(&a->y, &b->y) &&
+           tensor_same(&a->z, &b->z);
+}
+
+static const struct cudnn_conv_seen *seen_find(const sg_cuda_plan *p, const conv_spec *cs)
+{
+    for (int32_t i = 0; i < p->n_cudnn_seen; i++)
+        if (spec_same(&p->cudnn_seen[i].spec, cs))
+            return &p->cudnn_seen[i];
+    return NULL;
+}
+
+static sg_status seen_add(sg_cuda_plan *p, const conv_spec *cs, const cdg_choice *c, const char *json, size_t json_len)
+{
+    if (p->n_cudnn_seen == p->cap_cudnn_seen) {
+        int32_t cap = p->cap_cudnn_seen ? 2 * p->cap_cudnn_seen : 32;
+        struct cudnn_conv_seen *n = realloc(p->cudnn_seen, (size_t)cap * sizeof *n);
+        if (!n)
+            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "no memory for %d cuDNN choices", cap);
+        p->cudnn_seen = n;
+        p->cap_cudnn_seen = cap;
+    }
+    struct cudnn_conv_seen *e = &p->cudnn_seen[p->n_cudnn_seen];
+    SG_TRY(json_copy(json, json_len, &e->json));
+    e->spec = *cs;
+    e->choice = *c;
+    e->json_len = json_len;
+    p->n_cudnn_seen++;
+    return SEGRT_OK;
+}
+
+/* The serialized plan the search made for this graph and choice, or NULL
+ * (a graph restrided since, or a choice from a plan file). */
+static const struct cudnn_conv_seen *seen_plan(const sg_cuda_plan *p, const conv_spec *cs, const cdg_choice *c)
+{
+    const struct cudnn_conv_seen *e = seen_find(p, cs);
+    return e && e->json && memcmp(&e->choice, c, sizeof *c) == 0 ? e : NULL;
+}
+
 /* Finalizes the recorded engine over `spec` and over the step's own
  * descriptions and runs both on random data (cdg_same_results). */
 static sg_status slice_check(sg_cuda_plan *p, const cuda_step *s, const conv_spec *spec, int32_t t, int64_t offset,
@@ -407,8 +501,16 @@ static sg_status slice_check(sg_cuda_plan *p, const cuda_step *s, const conv_spe
     bool ok = true;
     char why[600];
     sg_status st = SEGRT_OK;
+    /* The dense plan as the search serialized it, where it did: restoring
+     * it skips a runtime-fusion engine's compilation. */
+    const struct cudnn_conv_seen *seen = seen_plan(p, &cp->spec, &cp->choice);
     for (int32_t w = 0; w < 2 && st == SEGRT_OK && ok; w++) {
         const conv_spec *cs = w ? spec : &cp->spec;
+        if (!w && seen) {
+            st = cdg_plan_from_json(&pool, p->build_cudnn, seen->json, seen->json_len, &plan[w], &ws[w], &ok, why,
+                                    sizeof why);
+            continue;
+        }
         st = conv_graph(&pool, p->build_cudnn, cs, cp->choice.variant, &graph[w], &ok, why, sizeof why);
         if (st == SEGRT_OK && ok)
             st = cdg_plan_from_choice(&pool, p->build_cudnn, graph[w], &cp->choice, &plan[w], &ws[w], &ok, why,
@@ -494,6 +596,7 @@ static sg_status conv_build_done(sg_cuda_plan *p, cuda_step *s)
     char tag[32];
     snprintf(tag, sizeof tag, "%s-json", cp->tag);
     const cuda_choice *given = cuda_choice_find(p, s->node->name, tag);
+    const struct cudnn_conv_seen *seen;
     if (given) {
         if (given->size < 1)
             return sg_node_error(s->node, SEGRT_ERROR_INVALID_ARGUMENT, "the plan file's cuDNN plan is empty");
@@ -501,6 +604,9 @@ static sg_status conv_build_done(sg_cuda_plan *p, cuda_step *s)
             return SEGRT_ERROR_OUT_OF_MEMORY;
         memcpy(cp->json, given->data, given->size);
         cp->json_len = given->size;
+    } else if ((seen = seen_plan(p, &cp->spec, &cp->choice))) { /* as the search left it: no second finalize */
+        SG_TRY(json_copy(seen->json, seen->json_len, &cp->json));
+        cp->json_len = seen->json_len;
     } else {
         cdg_pool pool;
         pool.n = 0;
@@ -753,8 +859,8 @@ static void tuning_of(const sg_cuda_plan *p, const conv_spec *cs, int32_t varian
 }
 
 /* Searches one variant with the build handle. */
-static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, int32_t variant,
-                             cdg_choice *out, bool *found, char *why, size_t why_cap)
+static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, int32_t variant, cdg_choice *out,
+                             bool *found, char **json, size_t *json_len, char *why, size_t why_cap)
 {
     cdg_pool pool;
     pool.n = 0;
@@ -765,7 +871,7 @@ static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     tuning_of(p, cs, variant, &tune);
     sg_status s = conv_graph(&pool, p->build_cudnn, cs, variant, &graph, &ok, why, why_cap);
     if (s == SEGRT_OK && ok)
-        s = cdg_search(p->build_cudnn, graph, &cs->filter, &tune, out, found, why, why_cap);
+        s = cdg_search(p->build_cudnn, graph, &cs->filter, &tune, out, found, json, json_len, why, why_cap);
     cdg_pool_clear(&pool);
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "node `%s` (%s): engine search (%s): ", n->name, sg_op_name(n->op),
@@ -775,8 +881,9 @@ static sg_status try_variant(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     return SEGRT_OK;
 }
 
-/* The choice for this node: the plan file's, or a search over the
- * variants, fused ones first. */
+/* The choice for this node: the plan file's, one made for the same graph
+ * earlier in this build, or a search over the variants, fused ones
+ * first. */
 static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec *cs, const char *tag,
                              cdg_choice *out)
 {
@@ -808,6 +915,11 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
          * compilation per fused convolution). */
         return SEGRT_OK;
     }
+    const struct cudnn_conv_seen *seen = seen_find(p, cs);
+    if (seen) {
+        *out = seen->choice;
+        return SEGRT_OK;
+    }
     int32_t variants[5], nv = 0;
     bool io_bias = cs->has_bias && cs->x.dtype != CUDNN_DATA_FLOAT;
     if (!cs->dgrad && cs->residual) {
@@ -829,9 +941,14 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     for (int32_t i = 0; i < nv; i++) {
         bool found = false;
         why[i][0] = '\0';
-        SG_TRY(try_variant(p, n, cs, variants[i], out, &found, why[i], sizeof why[i]));
-        if (found)
-            return SEGRT_OK;
+        char *json = NULL;
+        size_t json_len = 0;
+        SG_TRY(try_variant(p, n, cs, variants[i], out, &found, &json, &json_len, why[i], sizeof why[i]));
+        if (!found)
+            continue;
+        sg_status s = seen_add(p, cs, out, json, json_len);
+        free(json);
+        return s;
     }
     char msg[3600];
     size_t len = 0;

@@ -3,9 +3,12 @@
  * recorded engine configuration. See cudnn_graph.h. */
 #include "backend/cuda/cudnn_graph.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Heuristics can list hundreds of configurations in FALLBACK mode; each
  * failing one costs a finalize (a runtime compilation for fusion
@@ -320,12 +323,123 @@ static void cands_clear(cand_list *cands)
     cands->n = 0;
 }
 
-/* One heuristics mode; descriptors in pool (the caller clears it). With
- * cands, every fitting configuration goes there until it is full;
- * otherwise the first one is taken. */
+/* One configuration tried on a thread of its own (search_mode): what
+ * try_config reads and what it found. */
+typedef struct cfg_job {
+    cudnnHandle_t h;
+    cudnnBackendDescriptor_t graph, cfg;
+    const cdg_filter *f;
+    int device;
+    cdg_pool pool; /* the configuration's descriptors, its plan's among them */
+    cdg_choice c;
+    cudnnBackendDescriptor_t plan;
+    bool taken;
+    search_stats st;
+    sg_status s;
+    char err[512]; /* the thread's message when s fails */
+} cfg_job;
+
+static void cfg_job_run(cfg_job *j)
+{
+    j->s = try_config(&j->pool, j->h, j->graph, j->cfg, j->f, &j->c, &j->taken, &j->st, &j->plan);
+    if (j->s != SEGRT_OK)
+        snprintf(j->err, sizeof j->err, "%s", sg_last_error());
+}
+
+static void *cfg_job_main(void *arg)
+{
+    cfg_job *j = arg;
+    cudaError_t e = cudaSetDevice(j->device);
+    if (e != cudaSuccess) {
+        j->s = SEGRT_ERROR_DEVICE;
+        snprintf(j->err, sizeof j->err, "cudaSetDevice(%d) on a cuDNN search thread: %s", j->device,
+                 cudaGetErrorString(e));
+        return NULL;
+    }
+    cfg_job_run(j);
+    return NULL;
+}
+
+/* Threads that finalize configurations at once while tuning. A finalize
+ * is host work (a runtime-fusion engine compiles its kernel there) and
+ * most of a build's time; cuDNN builds plans of one graph and handle from
+ * several threads (the frontend's build_plan_at_index is meant for that),
+ * and they overlap at least in part (docs/perf.md). */
+static int32_t search_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > CDG_TUNE_MAX_CANDIDATES ? CDG_TUNE_MAX_CANDIDATES : (int32_t)n;
+}
+
+/* Tries cfgs[0..n) at once (on threads beyond the first; in line where a
+ * thread will not start) and takes what fits, in ranking order, into
+ * cands while it has room. */
+static sg_status try_configs(cfg_job *jobs, int32_t n, cudnnBackendDescriptor_t *cfgs, search_stats *st,
+                             cand_list *cands)
+{
+    pthread_t th[CDG_TUNE_MAX_CANDIDATES];
+    bool started[CDG_TUNE_MAX_CANDIDATES] = {false};
+    for (int32_t j = 0; j < n; j++) {
+        jobs[j].cfg = cfgs[j];
+        jobs[j].pool.n = 0;
+        jobs[j].plan = NULL;
+        jobs[j].taken = false;
+        memset(&jobs[j].st, 0, sizeof jobs[j].st);
+        jobs[j].s = SEGRT_OK;
+        jobs[j].err[0] = '\0';
+    }
+    for (int32_t j = 1; j < n; j++)
+        started[j] = pthread_create(&th[j], NULL, cfg_job_main, &jobs[j]) == 0;
+    cfg_job_run(&jobs[0]);
+    for (int32_t j = 1; j < n; j++) {
+        if (started[j])
+            pthread_join(th[j], NULL);
+        else
+            cfg_job_run(&jobs[j]);
+    }
+    sg_status s = SEGRT_OK;
+    for (int32_t j = 0; j < n; j++) {
+        cfg_job *jb = &jobs[j];
+        st->tried += jb->st.tried;
+        st->by_notes += jb->st.by_notes;
+        st->by_workspace += jb->st.by_workspace;
+        st->not_final += jb->st.not_final;
+        if (jb->st.last[0])
+            memcpy(st->last, jb->st.last, sizeof st->last);
+        if (jb->s != SEGRT_OK && s == SEGRT_OK)
+            s = sg_error(jb->s, "%s", jb->err);
+        if (s == SEGRT_OK && jb->taken && cands->n < cands->cap) {
+            cands->c[cands->n] = jb->c;
+            cands->plan[cands->n] = jb->plan;
+            cands->pool[cands->n++] = jb->pool; /* the candidate owns its descriptors now */
+            jb->pool.n = 0;
+        }
+        cdg_pool_clear(&jb->pool);
+    }
+    return s;
+}
+
+/* When heuristics' best takes longer than this (seconds) to finalize,
+ * only a quarter of the candidates asked for are finalized besides it:
+ * the engines that compile slowly (plainunet_2d's ConvTransposes, 3-4 s
+ * each eight at a time) rarely beat heuristics' best by much, while
+ * cheap ones often rank their fastest sixth or eighth (docs/perf.md). */
+#define SLOW_FINALIZE_S 0.25
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One heuristics mode; descriptors in pool (the caller clears it). Every
+ * fitting configuration goes into cands until it is full: heuristics'
+ * best alone, then as many at a time as there are places left and
+ * threads to run them. *found: cands has one. */
 static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescriptor_t graph,
-                             cudnnBackendHeurMode_t mode, const cdg_filter *f, cdg_choice *out, bool *found,
-                             search_stats *st, cand_list *cands)
+                             cudnnBackendHeurMode_t mode, const cdg_filter *f, bool *found, search_stats *st,
+                             cand_list *cands)
 {
     cudnnBackendDescriptor_t heur;
     SG_TRY(cdg_new(pool, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
@@ -349,27 +463,37 @@ static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescri
     int64_t got = 0;
     CUDNN_TRY(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                        &got, cfgs));
-    for (int64_t i = 0; i < got && i < count && !*found; i++) {
-        cdg_pool one;
-        cdg_pool *cand = cands ? &cands->pool[cands->n] : &one;
-        cand->n = 0;
-        bool taken = false;
-        cudnnBackendDescriptor_t plan = NULL;
-        sg_status s = try_config(cand, h, graph, cfgs[i], f, out, &taken, st, cands ? &plan : NULL);
-        if (s != SEGRT_OK || !taken || !cands)
-            cdg_pool_clear(cand);
-        SG_TRY(s);
-        if (taken && cands) {
-            cands->c[cands->n] = *out;
-            cands->plan[cands->n++] = plan;
-            *found = cands->n >= cands->cap;
-        } else {
-            *found = taken;
-        }
+    if (got > count)
+        got = count;
+    int32_t threads = cands->cap > 1 ? search_threads() : 1;
+    cfg_job *jobs = calloc((size_t)threads, sizeof *jobs); /* a descriptor set each: not for the stack */
+    if (!jobs)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "cuDNN engine search: no memory for %d configurations", threads);
+    int device = 0;
+    cudaGetDevice(&device);
+    for (int32_t j = 0; j < threads; j++) {
+        jobs[j].h = h;
+        jobs[j].graph = graph;
+        jobs[j].f = f;
+        jobs[j].device = device;
     }
-    if (cands && cands->n > 0)
-        *found = true;
-    return SEGRT_OK;
+    sg_status s = SEGRT_OK;
+    for (int64_t i = 0; i < got && cands->n < cands->cap && s == SEGRT_OK;) {
+        /* Heuristics' best alone first: what its finalize costs decides
+         * how many others are worth finalizing. */
+        int64_t batch = cands->n ? cands->cap - cands->n : 1;
+        batch = batch < threads ? batch : threads;
+        batch = batch < got - i ? batch : got - i;
+        bool first = cands->n == 0;
+        double t0 = now_s();
+        s = try_configs(jobs, (int32_t)batch, &cfgs[i], st, cands);
+        if (first && cands->n > 0 && now_s() - t0 > SLOW_FINALIZE_S && cands->cap > 1 + cands->cap / 4)
+            cands->cap = 1 + cands->cap / 4;
+        i += batch;
+    }
+    free(jobs);
+    *found = cands->n > 0;
+    return s;
 }
 
 /* Milliseconds of one run of a candidate's plan (median of a few after
@@ -409,11 +533,12 @@ static sg_status time_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, const
     return SEGRT_OK;
 }
 
-/* Times the candidates on zero-filled buffers; *best is the fastest, or
- * the first when none could be timed (no memory for the buffers, say). */
-static sg_status time_candidates(cudnnHandle_t h, const cdg_tuning *t, const cand_list *cands, cdg_choice *best)
+/* Times the candidates on zero-filled buffers; *best is the index of the
+ * fastest, or 0 when none could be timed (no memory for the buffers,
+ * say). */
+static sg_status time_candidates(cudnnHandle_t h, const cdg_tuning *t, const cand_list *cands, int32_t *best)
 {
-    *best = cands->c[0];
+    *best = 0;
     if (cands->n < 2 || t->n > CDG_TUNE_MAX_TENSORS)
         return SEGRT_OK;
     void *bufs[CDG_TUNE_MAX_TENSORS] = {0};
@@ -435,7 +560,7 @@ static sg_status time_candidates(cudnnHandle_t h, const cdg_tuning *t, const can
         s = time_plan(h, cands->plan[i], t, bufs, workspace, ev, &ms);
         if (s == SEGRT_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
             best_ms = ms;
-            *best = cands->c[i];
+            *best = i;
         }
     }
     cudaStreamSynchronize(t->stream);
@@ -450,35 +575,43 @@ static sg_status time_candidates(cudnnHandle_t h, const cdg_tuning *t, const can
 }
 
 sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_filter *f, const cdg_tuning *t,
-                     cdg_choice *out, bool *found, char *why, size_t why_cap)
+                     cdg_choice *out, bool *found, char **json, size_t *json_len, char *why, size_t why_cap)
 {
     static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     search_stats st;
     memset(&st, 0, sizeof st);
     *found = false;
-    bool tune = t && t->candidates > 1;
-    cand_list *cands = NULL; /* 16 pools of descriptors: too big for the stack */
-    if (tune) {
-        if (!(cands = malloc(sizeof *cands)))
-            return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "cuDNN engine search: no memory for the candidates");
-        cands->n = 0;
-        cands->cap = t->candidates < CDG_TUNE_MAX_CANDIDATES ? t->candidates : CDG_TUNE_MAX_CANDIDATES;
+    if (json) {
+        *json = NULL;
+        *json_len = 0;
     }
+    bool tune = t && t->candidates > 1;
+    cand_list *cands = malloc(sizeof *cands); /* 16 pools of descriptors: too big for the stack */
+    if (!cands)
+        return sg_error(SEGRT_ERROR_OUT_OF_MEMORY, "cuDNN engine search: no memory for the candidates");
+    cands->n = 0;
+    cands->cap = !tune ? 1 : t->candidates < CDG_TUNE_MAX_CANDIDATES ? t->candidates : CDG_TUNE_MAX_CANDIDATES;
     sg_status s = SEGRT_OK;
     for (int32_t m = 0; m < 2 && !*found && s == SEGRT_OK; m++) {
         cdg_pool pool;
         pool.n = 0;
         /* Only heuristics A's ranking is worth timing; FALLBACK is the
          * last resort and its first fit is taken. */
-        s = search_mode(&pool, h, graph, modes[m], f, out, found, &st, m == 0 ? cands : NULL);
+        if (m > 0)
+            cands->cap = 1;
+        s = search_mode(&pool, h, graph, modes[m], f, found, &st, cands);
         cdg_pool_clear(&pool);
     }
-    if (s == SEGRT_OK && cands && cands->n > 0)
-        s = time_candidates(h, t, cands, out);
-    if (cands) {
-        cands_clear(cands);
-        free(cands);
+    int32_t best = 0;
+    if (s == SEGRT_OK && tune && cands->n > 1)
+        s = time_candidates(h, t, cands, &best);
+    if (s == SEGRT_OK && cands->n > 0) {
+        *out = cands->c[best];
+        if (json)
+            s = cdg_plan_json(cands->plan[best], json, json_len);
     }
+    cands_clear(cands);
+    free(cands);
     SG_TRY(s);
     if (!*found && why && why_cap)
         snprintf(why, why_cap,

@@ -111,9 +111,11 @@ typedef struct cdg_tuning {
  * best-ranked one is taken; with it, up to `candidates` of mode A's are
  * run on zero-filled buffers and the fastest is taken (a configuration
  * that fails to run is skipped). *found is false when none fits (*why
- * says how many were tried and why they were refused). */
+ * says how many were tried and why they were refused). With json, the
+ * chosen plan serialized as cdg_plan_json does it (NULL where it is not
+ * serializable; the caller frees it). */
 sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_filter *f, const cdg_tuning *t,
-                     cdg_choice *out, bool *found, char *why, size_t why_cap);
+                     cdg_choice *out, bool *found, char **json, size_t *json_len, char *why, size_t why_cap);
 
 /* The execution plan of a recorded choice over the finalized graph, its
  * descriptors owned by pool. *ok is false (with *why) when it does not
