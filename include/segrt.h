@@ -428,6 +428,34 @@ typedef struct segrt_engine_info {
 
 SEGRT_API segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info *out);
 
+/* Where an engine's build went, for finding what makes one slow: wall
+ * seconds (they vary from build to build) of the whole build or plan
+ * load, of the graph passes, and of the backend's plans (CUDA: every
+ * plan compiled so far, the profile's opt and max shapes at build, other
+ * shapes on their first run), the nodes whose plan steps took longest
+ * to make, and for CUDA the cuDNN engine searches. Thread-safe. */
+#define SEGRT_BUILD_REPORT_NODES 8
+
+typedef struct segrt_build_node_time {
+    char node[128]; /* the node's name (cut to fit) */
+    char op[32];    /* its operator */
+    double seconds;
+} segrt_build_node_time;
+
+typedef struct segrt_build_report {
+    double total_seconds;   /* segrt_engine_build or segrt_engine_load, whole */
+    double graph_seconds;   /* the graph passes: folding, simplification, fusion */
+    double backend_seconds; /* the backend's plans */
+    int32_t n_slowest;
+    segrt_build_node_time slowest[SEGRT_BUILD_REPORT_NODES]; /* slowest first */
+    int32_t cudnn_searches;  /* CUDA: convolution graphs searched */
+    int32_t cudnn_reused;    /* convolutions that took an identical earlier one's choice */
+    int32_t cudnn_finalized; /* candidate plans finalized by the searches */
+    double cudnn_seconds;    /* in the searches: finalizing and timing candidates */
+} segrt_build_report;
+
+SEGRT_API segrt_status segrt_engine_build_report(const segrt_engine *engine, segrt_build_report *out);
+
 /* FLOPs of one run of the engine for inputs of these dims (in the
  * engine's input order; data is not read), counted as segrt_model_flops
  * counts them on the engine's graph with these shapes bound: for engines

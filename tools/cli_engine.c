@@ -253,3 +253,23 @@ int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out
     }
     return CLI_OK;
 }
+
+void cli_print_build_report(FILE *f, const segrt_engine *engine)
+{
+    segrt_build_report r;
+    if (segrt_engine_build_report(engine, &r) != SEGRT_OK)
+        return;
+    fprintf(f, "build %.2f s: graph passes %.2f s, plans %.2f s\n", r.total_seconds, r.graph_seconds,
+            r.backend_seconds);
+    if (r.cudnn_searches || r.cudnn_reused)
+        fprintf(f, "  cuDNN: %d convolution graphs searched in %.2f s (%d candidate plans finalized), %d "
+                   "convolutions took an identical earlier one's choice\n",
+                r.cudnn_searches, r.cudnn_seconds, r.cudnn_finalized, r.cudnn_reused);
+    if (r.n_slowest > 0) {
+        fprintf(f, "  slowest to build:");
+        for (int32_t i = 0; i < r.n_slowest && i < 5; i++)
+            fprintf(f, "%s %s (%s) %.3f s", i ? "," : "", r.slowest[i].node, r.slowest[i].op, r.slowest[i].seconds);
+        fputc('\n', f);
+    }
+}
+

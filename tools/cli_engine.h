@@ -64,5 +64,8 @@ int cli_engine_build(const segrt_model *model, const segrt_build_options *opts, 
                      segrt_engine **out, bool *cache_hit);
 /* Loads a plan file onto the options' CUDA device. */
 int cli_plan_load(const char *path, const cli_engine_opts *o, segrt_engine **out);
+/* Where the engine's build went (segrt_engine_build_report), in two or
+ * three lines on f: the parts, cuDNN's searches, the slowest nodes. */
+void cli_print_build_report(FILE *f, const segrt_engine *engine);
 
 #endif

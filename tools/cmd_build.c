@@ -87,6 +87,7 @@ int cmd_build(int argc, char **argv)
                out, where, segrt_precision_name(info.precision), info.steps,
                info.fallback_steps, info.weight_bytes / 1048576.0, info.arena_bytes / 1048576.0,
                info.workspace_bytes / 1048576.0, now_s() - t0);
+        cli_print_build_report(stdout, engine);
     }
     segrt_engine_destroy(engine);
     segrt_build_options_destroy(opts);

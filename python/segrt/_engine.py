@@ -239,6 +239,16 @@ class Engine:
         plans (segrt_engine_info)."""
         return self._c._info()
 
+    @property
+    def build_report(self) -> Dict[str, Any]:
+        """Where the build (or plan load) went, in wall seconds that vary
+        from build to build: total_seconds, graph_seconds (the graph
+        passes), backend_seconds (the plans, CUDA's later shapes
+        included), slowest (up to 8 (node, op, seconds), slowest first),
+        and for CUDA cudnn_searches, cudnn_reused, cudnn_finalized and
+        cudnn_seconds (segrt_engine_build_report)."""
+        return self._c._build_report()
+
     # --- running -------------------------------------------------------------
 
     def __call__(self, *inputs: Any, out: Any = None) -> Any:

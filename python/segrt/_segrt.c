@@ -1217,6 +1217,32 @@ static PyObject *engine_info(PyObject *self, PyObject *unused)
                          "fallback_steps", (int)i.fallback_steps, "plans", (int)i.plans);
 }
 
+static PyObject *engine_build_report(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    EngineObject *e = (EngineObject *)self;
+    if (engine_pin(e) < 0)
+        return NULL;
+    segrt_build_report r;
+    segrt_status s = segrt_engine_build_report(e->engine, &r);
+    engine_unpin(e);
+    if (s != SEGRT_OK)
+        return raise_status(s);
+    PyObject *slowest = PyList_New(0);
+    for (int32_t i = 0; slowest && i < r.n_slowest; i++) {
+        PyObject *t = Py_BuildValue("(ssd)", r.slowest[i].node, r.slowest[i].op, r.slowest[i].seconds);
+        if (!t || PyList_Append(slowest, t) < 0)
+            Py_CLEAR(slowest);
+        Py_XDECREF(t);
+    }
+    if (!slowest)
+        return NULL;
+    return Py_BuildValue("{s:d,s:d,s:d,s:N,s:i,s:i,s:i,s:d}", "total_seconds", r.total_seconds, "graph_seconds",
+                         r.graph_seconds, "backend_seconds", r.backend_seconds, "slowest", slowest, "cudnn_searches",
+                         (int)r.cudnn_searches, "cudnn_reused", (int)r.cudnn_reused, "cudnn_finalized",
+                         (int)r.cudnn_finalized, "cudnn_seconds", r.cudnn_seconds);
+}
+
 static PyObject *engine_save(PyObject *self, PyObject *arg)
 {
     EngineObject *e = (EngineObject *)self;
@@ -1572,6 +1598,7 @@ static PyObject *engine_get_closed(PyObject *self, void *c)
 static PyMethodDef engine_methods[] = {
     {"_io", engine_io, METH_NOARGS, "(inputs, outputs): (name, dtype, dims, dim names) each"},
     {"_info", engine_info, METH_NOARGS, "segrt_engine_info as a dict"},
+    {"_build_report", engine_build_report, METH_NOARGS, "segrt_engine_build_report as a dict"},
     {"save", engine_save, METH_O, "save(path): writes the plan file"},
     {"_output_shapes", engine_output_shapes, METH_O, "((dtype, dims), ...) of the inputs -> of the outputs"},
     {"_run", (PyCFunction)(void (*)(void))engine_run, METH_FASTCALL, "_run(inputs, outs, alloc) -> outputs"},

@@ -1,7 +1,9 @@
 /* The backends of this build, by device kind and by name. */
 #include "backend/backend.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const sg_backend *const backends[] = {
     &sg_cpu_backend,
@@ -58,4 +60,39 @@ bool sg_cuda_code_in(const char *list, int cc, int *code_cc, bool *code_a)
     *code_cc = best_sass ? best_sass : best_ptx;
     *code_a = best_sass && best_a;
     return *code_cc != 0;
+}
+
+double sg_now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void sg_report_node(segrt_build_report *r, const char *node, const char *op, double seconds)
+{
+    int32_t n = r->n_slowest, at = n;
+    while (at > 0 && r->slowest[at - 1].seconds < seconds)
+        at--;
+    if (at >= SEGRT_BUILD_REPORT_NODES)
+        return;
+    if (n == SEGRT_BUILD_REPORT_NODES)
+        n--; /* the last one drops out */
+    memmove(&r->slowest[at + 1], &r->slowest[at], (size_t)(n - at) * sizeof r->slowest[0]);
+    segrt_build_node_time *e = &r->slowest[at];
+    snprintf(e->node, sizeof e->node, "%s", node ? node : "");
+    snprintf(e->op, sizeof e->op, "%s", op ? op : "");
+    e->seconds = seconds;
+    r->n_slowest = n + 1;
+}
+
+void sg_report_add(segrt_build_report *into, const segrt_build_report *r)
+{
+    into->backend_seconds += r->backend_seconds;
+    into->cudnn_searches += r->cudnn_searches;
+    into->cudnn_reused += r->cudnn_reused;
+    into->cudnn_finalized += r->cudnn_finalized;
+    into->cudnn_seconds += r->cudnn_seconds;
+    for (int32_t i = 0; i < r->n_slowest; i++)
+        sg_report_node(into, r->slowest[i].node, r->slowest[i].op, r->slowest[i].seconds);
 }

@@ -102,6 +102,9 @@ typedef struct sg_backend {
     void (*plan_free)(sg_backend_plan *p);
     /* Fills the numbers of segrt_engine_info (out is zeroed). */
     void (*plan_describe)(sg_backend_plan *p, segrt_engine_info *out);
+    /* Optional: what the backend knows of its plans' build (the slowest
+     * nodes; backend_seconds where it builds plans after plan_build). */
+    void (*plan_report)(sg_backend_plan *p, segrt_build_report *out);
     /* Optional: whether every input is bound to a range of shapes that holds
      * these inputs' dims (a run at them is expected). NULL: never. */
     bool (*plan_in_profile)(const sg_backend_plan *p, size_t n_inputs, const segrt_tensor *inputs);
@@ -184,5 +187,13 @@ sg_eval_lookup sg_backend_host_eval(void);
  * architecture, *code_a whether it is the sm_XYa form. false: none runs
  * there. */
 bool sg_cuda_code_in(const char *list, int cc, int *code_cc, bool *code_a);
+
+/* Build reports (segrt_engine_build_report): seconds on a monotonic clock;
+ * a node's build time into r's slowest list where it belongs (kept
+ * slowest first, SEGRT_BUILD_REPORT_NODES long); and one report's
+ * counts, seconds and slowest nodes added into another's. */
+double sg_now_seconds(void);
+void sg_report_node(segrt_build_report *r, const char *node, const char *op, double seconds);
+void sg_report_add(segrt_build_report *into, const segrt_build_report *r);
 
 #endif

@@ -123,8 +123,10 @@ static sg_status engine_new(const sg_backend *b, sg_graph *g, const segrt_build_
     sg_options_backend(e->opts, &bo);
     if (s == SEGRT_OK && check)
         s = check_supported(b, g, &bo);
+    double t0 = sg_now_seconds();
     if (s == SEGRT_OK)
         s = with_path(b->plan_build(g, &bo, payload, payload_bytes, &e->plan), g);
+    e->backend_seconds = sg_now_seconds() - t0;
     if (s != SEGRT_OK) {
         segrt_engine_destroy(e);
         return s;
@@ -144,6 +146,7 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
 {
     if (!model || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build: model and out must not be NULL");
+    double t0 = sg_now_seconds();
     segrt_device_kind kind = opts ? opts->device : SEGRT_DEVICE_CPU;
     const sg_backend *b = sg_backend_for(kind);
     sg_graph *g = NULL;
@@ -165,7 +168,11 @@ segrt_status segrt_engine_build(const segrt_model *model, const segrt_build_opti
         sg_graph_free(g);
         return sg_error_prefix(s, "%s: ", model->g->path);
     }
-    return engine_new(b, g, opts, NULL, 0, sg_graph_content_hash(model->g), true, out);
+    double t1 = sg_now_seconds();
+    SG_TRY(engine_new(b, g, opts, NULL, 0, sg_graph_content_hash(model->g), true, out));
+    (*out)->graph_seconds = t1 - t0;
+    (*out)->total_seconds = sg_now_seconds() - t0;
+    return SEGRT_OK;
 }
 
 void sg_engine_set_interpret_limit(segrt_engine *e, int64_t bytes) { e->interpret_max_bytes = bytes; }
@@ -522,5 +529,19 @@ segrt_status segrt_engine_get_info(const segrt_engine *engine, segrt_engine_info
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_get_info: NULL argument");
     memset(out, 0, sizeof *out);
     engine->backend->plan_describe(engine->plan, out);
+    return SEGRT_OK;
+}
+
+segrt_status segrt_engine_build_report(const segrt_engine *engine, segrt_build_report *out)
+{
+    if (!engine || !out)
+        return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_build_report: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->backend_seconds = engine->backend_seconds;
+    if (engine->backend->plan_report)
+        engine->backend->plan_report(engine->plan, out);
+    out->graph_seconds = engine->graph_seconds;
+    /* A plan built after the engine (CUDA: another shape) adds to both. */
+    out->total_seconds = engine->total_seconds + (out->backend_seconds - engine->backend_seconds);
     return SEGRT_OK;
 }

@@ -17,6 +17,9 @@ struct segrt_engine {
     segrt_build_options *opts;   /* a copy of the options built with, for plan keys */
     uint64_t model_hash;         /* the source model's content hash, for plan keys */
     int64_t interpret_max_bytes; /* the interpreter path's largest intermediate (0: no limit) */
+    double total_seconds;        /* the build or load, whole (segrt_engine_build_report) */
+    double graph_seconds;        /* its graph passes */
+    double backend_seconds;      /* its plan_build */
 };
 
 struct segrt_context {

@@ -395,6 +395,7 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
 {
     if (!path || !out)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_engine_load: path and out must not be NULL");
+    double t0 = sg_now_seconds();
     /* Mapped: the payload is hashed and parsed in place, and what the
      * engine keeps it copies. */
     sg_mapped_file map;
@@ -464,6 +465,8 @@ segrt_status segrt_engine_load(const char *path, int32_t device, segrt_engine **
     segrt_build_options_destroy(opts);
     free(header);
     sg_unmap_file(&map);
+    if (s == SEGRT_OK)
+        (*out)->total_seconds = sg_now_seconds() - t0;
     return s;
 }
 

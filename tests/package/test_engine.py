@@ -99,6 +99,34 @@ def test_plan_files(models, tmp_path):
             loaded(x[:1])
 
 
+def test_build_report(models, tmp_path):
+    """Where a build (or a plan load) went: parts no longer than the whole,
+    the slowest nodes the model's (or the passes') in order, no cuDNN on
+    the CPU. Seconds are wall time: their order and sums are judged, never
+    their size."""
+    path = models / "basicunet2d_tiny.onnx"
+    x = np.load(models / "basicunet2d_tiny.in.npy")
+    plan = tmp_path / "tiny.plan"
+    ops = {n.name: n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+    with segrt.Engine.build(path, plan, shapes={"image": x.shape}) as e:
+        r = e.build_report
+    assert set(r) == {"total_seconds", "graph_seconds", "backend_seconds", "slowest", "cudnn_searches",
+                      "cudnn_reused", "cudnn_finalized", "cudnn_seconds"}
+    assert r["total_seconds"] > 0 and 0 <= r["graph_seconds"] and 0 < r["backend_seconds"]
+    assert r["graph_seconds"] + r["backend_seconds"] <= r["total_seconds"]
+    slow = r["slowest"]
+    assert 1 <= len(slow) <= 8
+    assert [s for _, _, s in slow] == sorted((s for _, _, s in slow), reverse=True)
+    assert sum(s for _, _, s in slow) <= r["backend_seconds"]
+    assert all(ops[n] == op for n, op, _ in slow if n in ops) and any(n in ops for n, _, _ in slow)
+    assert (r["cudnn_searches"], r["cudnn_reused"], r["cudnn_finalized"], r["cudnn_seconds"]) == (0, 0, 0, 0)
+    with segrt.Engine(plan) as loaded:
+        lr = loaded.build_report
+    # A CPU plan is its graph: loading it builds the plan again, without the passes.
+    assert lr["graph_seconds"] == 0 and 0 < lr["backend_seconds"] <= lr["total_seconds"]
+    assert lr["slowest"] and [s for _, _, s in lr["slowest"]] == sorted((s for _, _, s in lr["slowest"]), reverse=True)
+
+
 def test_shape_ranges(models):
     path = models / "basicunet2d_tiny.onnx"
     # The CPU binds a range at its opt dims (CUDA compiles a plan per shape

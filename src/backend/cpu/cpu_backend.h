@@ -21,6 +21,8 @@ typedef struct sg_cpu_exec sg_cpu_exec;
  * edges; the rest run on reference kernels in plain layout. */
 sg_status sg_cpu_plan_build(const sg_graph *g, int32_t threads, sg_cpu_plan **out);
 void sg_cpu_plan_free(sg_cpu_plan *p);
+/* The slowest nodes of p's build (segrt_build_report). */
+const segrt_build_report *sg_cpu_plan_report(const sg_cpu_plan *p);
 
 /* Bytes of activation memory one exec allocates (the memory plan's peak). */
 size_t sg_cpu_plan_arena_bytes(const sg_cpu_plan *p);

@@ -76,6 +76,12 @@ static void cpu_plan_free(sg_backend_plan *p)
     free(p);
 }
 
+static void cpu_plan_report(sg_backend_plan *p, segrt_build_report *out)
+{
+    if (p->plan) /* a graph with symbolic dims builds its plans at run time, unreported */
+        sg_report_add(out, sg_cpu_plan_report(p->plan));
+}
+
 static void cpu_plan_describe(sg_backend_plan *p, segrt_engine_info *out)
 {
     out->device = SEGRT_DEVICE_CPU;
@@ -248,6 +254,7 @@ const sg_backend sg_cpu_backend = {
     .plan_build = cpu_plan_build,
     .plan_free = cpu_plan_free,
     .plan_describe = cpu_plan_describe,
+    .plan_report = cpu_plan_report,
     .plan_in_profile = NULL,
     .payload_save = NULL,
     .identity = NULL,

@@ -68,6 +68,7 @@ struct cpu_step {
 
 struct sg_cpu_plan {
     sg_graph *g;            /* private copy: reference steps point at its nodes */
+    segrt_build_report report; /* the slowest nodes to build */
     dnnl_engine_t engine;
     int32_t threads;
     cpu_tensor *tensors;

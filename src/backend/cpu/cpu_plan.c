@@ -1,6 +1,7 @@
 /* Building a CPU plan: one pass over the graph choosing an implementation
  * per node, layout conversions where producer and consumer disagree, then a
  * lifetime-based memory plan for the activation arena. */
+#include "backend/backend.h"
 #include "backend/cpu/cpu_internal.h"
 #include "core/freelist.h"
 
@@ -668,8 +669,11 @@ sg_status sg_cpu_plan_build(const sg_graph *g, int32_t threads, sg_cpu_plan **ou
     if (s == SEGRT_OK)
         s = bind_graph_values(p);
     for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
-        if (!p->g->nodes[i].dead && !p->fused[i])
+        if (!p->g->nodes[i].dead && !p->fused[i]) {
+            double t0 = sg_now_seconds();
             s = build_node(p, i);
+            sg_report_node(&p->report, p->g->nodes[i].name, sg_op_name(p->g->nodes[i].op), sg_now_seconds() - t0);
+        }
     p->cur = NULL;
     if (s == SEGRT_OK)
         s = bind_outputs(p);
@@ -682,6 +686,8 @@ sg_status sg_cpu_plan_build(const sg_graph *g, int32_t threads, sg_cpu_plan **ou
     *out = p;
     return SEGRT_OK;
 }
+
+const segrt_build_report *sg_cpu_plan_report(const sg_cpu_plan *p) { return &p->report; }
 
 void sg_cpu_plan_free(sg_cpu_plan *p)
 {

@@ -55,6 +55,8 @@ typedef struct sg_cuda_plan_info {
 } sg_cuda_plan_info;
 void sg_cuda_plan_get_info(const sg_cuda_plan *p, sg_cuda_plan_info *out);
 const sg_graph *sg_cuda_plan_graph(const sg_cuda_plan *p);
+/* Its build: the slowest nodes and the cuDNN searches (segrt_build_report). */
+const segrt_build_report *sg_cuda_plan_report(const sg_cuda_plan *p);
 
 /* Per-layer choices of a plan, for plan files: count, and each one's key
  * and bytes. sg_cuda_plan_choices_new builds an empty holder a loader

@@ -37,6 +37,8 @@ typedef struct sg_cuda_engine {
     pthread_mutex_t lock; /* guards plans and the weight store's growth */
     sg_cuda_plan **plans;
     int32_t n_plans, cap_plans;
+    segrt_build_report report; /* the plans' builds (backend_seconds: of those after plan_build) */
+    bool built;                /* plan_build has returned: later plans are built on a run */
 } sg_cuda_engine;
 
 /* What a plan file's payload supplies: per-layer choices and converted
@@ -169,6 +171,7 @@ static sg_status seed_weights(sg_cuda_engine *ce, const sg_graph *g, const plan_
 static sg_status add_plan(sg_cuda_engine *ce, const int32_t *rank, int64_t (*dims)[SEGRT_MAX_RANK],
                           const plan_seed *seed, sg_cuda_plan **out, sg_graph **interpret)
 {
+    double t0 = sg_now_seconds();
     sg_graph *s = NULL;
     SG_TRY(specialize(ce->g, &ce->copts, rank, dims, &s));
     if (!sg_graph_is_static(s)) {
@@ -202,6 +205,9 @@ static sg_status add_plan(sg_cuda_engine *ce, const int32_t *rank, int64_t (*dim
         return st;
     }
     ce->plans[ce->n_plans++] = p;
+    sg_report_add(&ce->report, sg_cuda_plan_report(p));
+    if (ce->built)
+        ce->report.backend_seconds += sg_now_seconds() - t0;
     *out = p;
     return SEGRT_OK;
 }
@@ -340,6 +346,7 @@ static sg_status cuda_plan_build(const sg_graph *g, const sg_backend_options *o,
         cuda_plan_free((sg_backend_plan *)ce);
         return s;
     }
+    ce->built = true;
     *out = (sg_backend_plan *)ce;
     return SEGRT_OK;
 }
@@ -428,6 +435,14 @@ static bool cuda_plan_in_profile(const sg_backend_plan *bp, size_t n_inputs, con
             return false;
     }
     return true;
+}
+
+static void cuda_plan_report(sg_backend_plan *bp, segrt_build_report *out)
+{
+    sg_cuda_engine *ce = engine_of(bp);
+    pthread_mutex_lock(&ce->lock);
+    sg_report_add(out, &ce->report);
+    pthread_mutex_unlock(&ce->lock);
 }
 
 static void cuda_plan_describe(sg_backend_plan *bp, segrt_engine_info *out)
@@ -611,6 +626,7 @@ const sg_backend sg_cuda_backend = {
     .plan_build = cuda_plan_build,
     .plan_free = cuda_plan_free,
     .plan_describe = cuda_plan_describe,
+    .plan_report = cuda_plan_report,
     .plan_in_profile = cuda_plan_in_profile,
     .payload_save = cuda_payload_save,
     .identity = cuda_identity,

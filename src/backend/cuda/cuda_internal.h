@@ -273,6 +273,7 @@ struct sg_cuda_plan {
     int32_t cap_deferred_next;
     sg_strmap given_keys;    /* while building: given's choice keys -> index (the first of a key) */
     struct cudnn_conv_seen *cudnn_seen; /* while building: cuDNN choices by convolution graph (cudnn_conv.c) */
+    segrt_build_report report; /* the build's slowest nodes and cuDNN searches */
     int32_t n_cudnn_seen, cap_cudnn_seen;
     bool has_fallback;
     /* Valid while the plan is built (NULL afterwards): handles for

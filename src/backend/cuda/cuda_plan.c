@@ -911,8 +911,11 @@ sg_status sg_cuda_plan_build(const sg_graph *g, const sg_cuda_options *opts, sg_
     if (s == SEGRT_OK)
         s = cuda_fusion_pass(p);
     for (int32_t i = 0; s == SEGRT_OK && i < p->g->n_nodes; i++)
-        if (!p->g->nodes[i].dead && !p->fused[i])
+        if (!p->g->nodes[i].dead && !p->fused[i]) {
+            double t0 = sg_now_seconds();
             s = build_node(p, i);
+            sg_report_node(&p->report, p->g->nodes[i].name, sg_op_name(p->g->nodes[i].op), sg_now_seconds() - t0);
+        }
     if (s == SEGRT_OK)
         s = build_outputs(p);
     for (int32_t i = 0; s == SEGRT_OK && i < p->n_steps; i++)
@@ -991,3 +994,5 @@ void sg_cuda_plan_get_info(const sg_cuda_plan *p, sg_cuda_plan_info *out)
 }
 
 const sg_graph *sg_cuda_plan_graph(const sg_cuda_plan *p) { return p->g; }
+
+const segrt_build_report *sg_cuda_plan_report(const sg_cuda_plan *p) { return &p->report; }

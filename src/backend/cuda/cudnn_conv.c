@@ -835,10 +835,11 @@ static size_t cdg_bytes(const cdg_tensor *t, cudnnDataType_t dt)
 }
 
 /* The tensors a variant's graph binds, for timing its configurations. */
-static void tuning_of(const sg_cuda_plan *p, const conv_spec *cs, int32_t variant, cdg_tuning *t)
+static void tuning_of(sg_cuda_plan *p, const conv_spec *cs, int32_t variant, cdg_tuning *t)
 {
     memset(t, 0, sizeof *t);
     t->candidates = p->opts.autotune;
+    t->finalized = &p->report.cudnn_finalized;
     t->stream = p->build_stream;
     t->uids[t->n] = UID_X;
     t->bytes[t->n++] = cdg_bytes(&cs->x, cs->x.dtype);
@@ -918,8 +919,11 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
     const struct cudnn_conv_seen *seen = seen_find(p, cs);
     if (seen) {
         *out = seen->choice;
+        p->report.cudnn_reused++;
         return SEGRT_OK;
     }
+    p->report.cudnn_searches++;
+    double t0 = sg_now_seconds();
     int32_t variants[5], nv = 0;
     bool io_bias = cs->has_bias && cs->x.dtype != CUDNN_DATA_FLOAT;
     if (!cs->dgrad && cs->residual) {
@@ -948,8 +952,10 @@ static sg_status conv_choose(sg_cuda_plan *p, const sg_node *n, const conv_spec 
             continue;
         sg_status s = seen_add(p, cs, out, json, json_len);
         free(json);
+        p->report.cudnn_seconds += sg_now_seconds() - t0;
         return s;
     }
+    p->report.cudnn_seconds += sg_now_seconds() - t0;
     char msg[3600];
     size_t len = 0;
     msg[0] = '\0';

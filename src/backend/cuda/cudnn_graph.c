@@ -176,7 +176,7 @@ sg_status cdg_graph(cdg_pool *pool, cudnnHandle_t h, const cudnnBackendDescripto
 
 /* Counts of what the search refused, for the message when nothing fits. */
 typedef struct search_stats {
-    int32_t tried, by_notes, by_workspace, not_final;
+    int32_t tried, by_notes, by_workspace, not_final, finalized;
     char last[512];
 } search_stats;
 
@@ -286,6 +286,7 @@ static sg_status try_config(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescrip
     c.version = CDG_CHOICE_VERSION;
     c.cudnn_version = (uint32_t)cudnnGetVersion();
     SG_TRY(read_config(cfg, engine, &c));
+    st->finalized++;
     cudnnBackendDescriptor_t p = NULL;
     bool ok = false;
     char why[400];
@@ -404,6 +405,7 @@ static sg_status try_configs(cfg_job *jobs, int32_t n, cudnnBackendDescriptor_t 
         st->by_notes += jb->st.by_notes;
         st->by_workspace += jb->st.by_workspace;
         st->not_final += jb->st.not_final;
+        st->finalized += jb->st.finalized;
         if (jb->st.last[0])
             memcpy(st->last, jb->st.last, sizeof st->last);
         if (jb->s != SEGRT_OK && s == SEGRT_OK)
@@ -612,6 +614,8 @@ sg_status cdg_search(cudnnHandle_t h, cudnnBackendDescriptor_t graph, const cdg_
     }
     cands_clear(cands);
     free(cands);
+    if (t && t->finalized)
+        *t->finalized += st.finalized;
     SG_TRY(s);
     if (!*found && why && why_cap)
         snprintf(why, why_cap,

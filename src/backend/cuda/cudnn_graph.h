@@ -99,6 +99,7 @@ typedef struct cdg_filter {
 
 typedef struct cdg_tuning {
     int32_t candidates;   /* configurations to time; <= 1: the best-ranked one that fits */
+    int32_t *finalized;   /* when not NULL: += the execution plans the search finalized */
     cudaStream_t stream;  /* h's stream */
     int32_t n;
     int64_t uids[CDG_TUNE_MAX_TENSORS];
