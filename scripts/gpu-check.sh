@@ -22,6 +22,8 @@
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh corpus [NET,NET...]   (bench/corpus_vs_pytorch: check.py --device cuda, run.py)
+#          scripts/gpu-check.sh corpus-build [NET,NET...]   (bench/corpus_vs_pytorch/build_time.py: fresh builds,
+#                                                            where their time goes)
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
 #          scripts/gpu-check.sh ab [ROUNDS]   (old build vs this one; GPU_CARRY_OLD for gpu-carry.sh)
 #          scripts/gpu-check.sh steps        (the old build's plans vs this one's, step by step)
@@ -77,7 +79,7 @@ if [ "$what" = torch ]; then
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
-if [ "$what" = corpus ]; then
+if [ "$what" = corpus ] || [ "$what" = corpus-build ]; then
     # bench/corpus_vs_pytorch: FP32 numbers against PyTorch on the GPU
     # (check.py, the bench shapes), then the benchmark (run.py). monai and
     # dynamic_network_architectures come from bench/volume_vs_monai's
@@ -92,6 +94,13 @@ if [ "$what" = corpus ]; then
         python3 -m pip install -q --no-deps --target "$site" "$root"/.carry/wheels-corpus/*.whl >/dev/null 2>&1
     fi
     export PYTHONPATH=$site:${PYTHONPATH:-}
+    if [ "$what" = corpus-build ]; then
+        step corpus-build python3 "$root/bench/corpus_vs_pytorch/build_time.py" --segrt "$SEGRT" \
+            --json "$out/corpus_build_time.json" ${nets:+--nets "$nets"}
+        tail -n 40 "$out/corpus-build.log"
+        printf '%s\n' "${rows[@]}"
+        exit 0
+    fi
     [ "${CORPUS_CHECK:-1}" = 0 ] || step corpus-check python3 "$root/bench/corpus_vs_pytorch/check.py" \
         --segrt "$SEGRT" --device cuda --exporters torchscript --json "$out/corpus_check.json" ${nets:+--nets "$nets"}
     step corpus-bench python3 "$root/bench/corpus_vs_pytorch/run.py" --out "$out/corpus_vs_pytorch.json" \

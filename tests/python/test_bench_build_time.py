@@ -1,0 +1,31 @@
+"""bench/corpus_vs_pytorch/build_time.py reads `segrt build`'s report: its
+parse() against what the CLI prints for a CPU build (the parts and the
+slowest nodes; a CPU build has no cuDNN line), so a change of the printed
+form breaks this test rather than the benchmark on the GPU machine."""
+import importlib.util
+import pathlib
+
+from conftest import run_segrt
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_build_time():
+    spec = importlib.util.spec_from_file_location("build_time", ROOT / "bench" / "corpus_vs_pytorch" / "build_time.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_parse_reads_the_cli_report(models, tmp_path):
+    bt = load_build_time()
+    p = run_segrt("build", models / "basicunet2d_tiny.onnx", "-o", tmp_path / "t.plan", "--device", "cpu",
+                  "--shape", "image=1x1x64x64", check=0)
+    got = bt.parse(p.stdout)
+    assert {"total_s", "graph_s", "plans_s", "slowest"} <= set(got), (got, p.stdout)
+    assert got["total_s"] > 0 and got["plans_s"] <= got["total_s"] + 0.011
+    assert "(Conv)" in got["slowest"], got["slowest"]
+    assert "cudnn_searches" not in got
+    line = ("  cuDNN: 22 convolution graphs searched in 25.22 s (120 candidate plans finalized), 27 convolutions "
+            "took an identical earlier one's choice")
+    assert bt.parse(line) == {"cudnn_searches": 22, "cudnn_s": 25.22, "cudnn_finalized": 120, "cudnn_reused": 27}
