@@ -2,12 +2,12 @@
  * convolution graph is made of, the engine search and the rebuild of a
  * recorded engine configuration. See cudnn_graph.h. */
 #include "backend/cuda/cudnn_graph.h"
+#include "backend/backend.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Heuristics can list hundreds of configurations in FALLBACK mode; each
@@ -428,13 +428,6 @@ static sg_status try_configs(cfg_job *jobs, int32_t n, cudnnBackendDescriptor_t 
  * cheap ones often rank their fastest sixth or eighth (docs/perf.md). */
 #define SLOW_FINALIZE_S 0.25
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* One heuristics mode; descriptors in pool (the caller clears it). Every
  * fitting configuration goes into cands until it is full: heuristics'
  * best alone, then as many at a time as there are places left and
@@ -487,9 +480,9 @@ static sg_status search_mode(cdg_pool *pool, cudnnHandle_t h, cudnnBackendDescri
         batch = batch < threads ? batch : threads;
         batch = batch < got - i ? batch : got - i;
         bool first = cands->n == 0;
-        double t0 = now_s();
+        double t0 = sg_now_seconds();
         s = try_configs(jobs, (int32_t)batch, &cfgs[i], st, cands);
-        if (first && cands->n > 0 && now_s() - t0 > SLOW_FINALIZE_S && cands->cap > 1 + cands->cap / 4)
+        if (first && cands->n > 0 && sg_now_seconds() - t0 > SLOW_FINALIZE_S && cands->cap > 1 + cands->cap / 4)
             cands->cap = 1 + cands->cap / 4;
         i += batch;
     }
