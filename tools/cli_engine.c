@@ -272,4 +272,3 @@ void cli_print_build_report(FILE *f, const segrt_engine *engine)
         fputc('\n', f);
     }
 }
-
