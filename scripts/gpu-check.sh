@@ -95,8 +95,10 @@ if [ "$what" = corpus ] || [ "$what" = corpus-build ]; then
     fi
     export PYTHONPATH=$site:${PYTHONPATH:-}
     if [ "$what" = corpus-build ]; then
+        # CORPUS_BUILD_OFF=SWITCH[,SWITCH]: each network built with them disabled too (A/B).
         step corpus-build python3 "$root/bench/corpus_vs_pytorch/build_time.py" --segrt "$SEGRT" \
-            --json "$out/corpus_build_time.json" ${nets:+--nets "$nets"}
+            --json "$out/corpus_build_time.json" ${nets:+--nets "$nets"} \
+            ${CORPUS_BUILD_OFF:+--disable-kernels "" --disable-kernels "$CORPUS_BUILD_OFF"}
         tail -n 40 "$out/corpus-build.log"
         printf '%s\n' "${rows[@]}"
         exit 0

@@ -50,6 +50,9 @@ def main() -> int:
     ap.add_argument("--segrt", required=True)
     ap.add_argument("--nets", default=",".join(corpus.NETWORKS))
     ap.add_argument("--autotune", type=int, default=None)
+    ap.add_argument("--disable-kernels", action="append", default=None, metavar="LIST",
+                    help="build each network with `segrt build --disable-kernels LIST` too (repeatable; an empty "
+                         "LIST is the default build, which runs first unless only other lists are given)")
     ap.add_argument("--work", default="/tmp/segrt-corpus-bench")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
@@ -61,22 +64,28 @@ def main() -> int:
     rows = []
     for name in names:
         shape = "x".join(map(str, corpus.NETWORKS[name].bench_shape))
-        cmd = [a.segrt, "build", str(work / f"{name}.onnx"), "-o", str(work / f"{name}.plan"), "--device", "cuda",
-               "--precision", "fp16", "--shape", f"x={shape}"]
-        if a.autotune is not None:
-            cmd += ["--autotune", str(a.autotune)]
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        row = {"model": name, "shape": shape, "wall_s": time.perf_counter() - t0, "rc": p.returncode}
-        row.update(parse(p.stdout))
-        if p.returncode:
-            row["error"] = p.stderr.strip()[-500:]
-        rows.append(row)
-        print(f"{name} {shape}: " + (f"build {row['total_s']:.1f} s (process {row['wall_s']:.1f} s), cuDNN "
-                                     f"{row.get('cudnn_s', 0):.1f} s over {row.get('cudnn_searches', 0)} searches, "
-                                     f"{row.get('cudnn_finalized', 0)} finalized; slowest: {row.get('slowest', '')}"
-                                     if "total_s" in row else f"failed: {row.get('error', '')}"), flush=True)
-    over = [r["model"] for r in rows if r.get("total_s", 1e9) > TARGET_S]
+        for off in a.disable_kernels or [""]:
+            cmd = [a.segrt, "build", str(work / f"{name}.onnx"), "-o", str(work / f"{name}.plan"), "--device",
+                   "cuda", "--precision", "fp16", "--shape", f"x={shape}"]
+            if a.autotune is not None:
+                cmd += ["--autotune", str(a.autotune)]
+            if off:
+                cmd += ["--disable-kernels", off]
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            row = {"model": name, "shape": shape, "disabled": off, "wall_s": time.perf_counter() - t0,
+                   "rc": p.returncode}
+            row.update(parse(p.stdout))
+            if p.returncode:
+                row["error"] = p.stderr.strip()[-500:]
+            rows.append(row)
+            print(f"{name} {shape}{' without ' + off if off else ''}: "
+                  + (f"build {row['total_s']:.1f} s (process {row['wall_s']:.1f} s), cuDNN "
+                     f"{row.get('cudnn_s', 0):.1f} s over {row.get('cudnn_searches', 0)} searches, "
+                     f"{row.get('cudnn_finalized', 0)} finalized; slowest: {row.get('slowest', '')}"
+                     if "total_s" in row else f"failed: {row.get('error', '')}"), flush=True)
+    over = [r["model"] + (f" (without {r['disabled']})" if r["disabled"] else "") for r in rows
+            if r.get("total_s", 1e9) > TARGET_S]
     print(f"over {TARGET_S:.0f} s: {', '.join(over) if over else 'none'}")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({"autotune": a.autotune, "rows": rows}, indent=1))
