@@ -35,7 +35,24 @@ class Net:
 
 def _monai():
     from monai.networks import nets
+    if hasattr(nets.resnet.ResNet, "_downsample_basic_block"):
+        nets.resnet.ResNet._downsample_basic_block = _shortcut_a
     return nets
+
+
+def _shortcut_a(self, x, planes, stride, spatial_dims=3):
+    """MONAI's ResNet shortcut "A" (a stride-s average pool of kernel 1,
+    then zero channels up to `planes`), which its ResNet-18/34 use, without
+    the `out.data` MONAI concatenates: TorchScript's exporter records
+    `.data` as a constant, the pooled export input, so the exported graph
+    reproduced the network only at the input it was traced with (4 % rel.
+    L2 at any other; FlexibleUNet-ResNet-34 at 36.9 dB in every precision,
+    docs/perf.md 2026-12-01). Without gradients `.data` changes nothing;
+    MONAI's ResNets built here get this method instead of theirs."""
+    f = torch.nn.functional
+    out = {1: f.avg_pool1d, 2: f.avg_pool2d, 3: f.avg_pool3d}[spatial_dims](x, kernel_size=1, stride=stride)
+    zeros = torch.zeros(out.size(0), planes - out.size(1), *out.shape[2:], dtype=out.dtype, device=out.device)
+    return torch.cat([out, zeros], dim=1)
 
 
 def _dna():
