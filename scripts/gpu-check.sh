@@ -22,6 +22,7 @@
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh corpus [NET,NET...]   (bench/corpus_vs_pytorch: check.py --device cuda, run.py)
+#          scripts/gpu-check.sh layers NET [fp16,tf32,fp32]   (layers.py: where a network's numbers depart)
 #          scripts/gpu-check.sh corpus-build [NET,NET...]   (bench/corpus_vs_pytorch/build_time.py: fresh builds,
 #                                                            where their time goes)
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
@@ -76,6 +77,17 @@ if [ "$what" = torch ]; then
     step "torch-$model" python3 "$root/bench/gpu_vs_pytorch.py" --pythonpath /tmp/segrt-o2t --models "$BENCH_MODELS" \
         --models-list "$model" --batches "$batches" --out "$out/gpu_vs_pytorch-$model.json"
     tail -n 30 "$out/torch-$model.log"
+    printf '%s\n' "${rows[@]}"
+    exit 0
+fi
+if [ "$what" = layers ]; then
+    # bench/corpus_vs_pytorch/layers.py: a corpus network's intermediate
+    # values, segrt CUDA at each precision against onnxruntime FP32.
+    site=$root/bench/volume_vs_monai/.env/site
+    python3 -m pip install -q --no-deps --target "$site" "$root"/.carry/wheels-corpus/*.whl >/dev/null 2>&1
+    export PYTHONPATH=$site:${PYTHONPATH:-}
+    step "layers-$1" python3 "$root/bench/corpus_vs_pytorch/layers.py" --net "$1" --precision "${2:-fp16,tf32,fp32}"
+    grep -v -i warning "$out/layers-$1.log" | tail -n 150
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
