@@ -2,23 +2,11 @@
 parse() against what the CLI prints for a CPU build (the parts and the
 slowest nodes; a CPU build has no cuDNN line), so a change of the printed
 form breaks this test rather than the benchmark on the GPU machine."""
-import importlib.util
-import pathlib
-
-from conftest import run_segrt
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_build_time():
-    spec = importlib.util.spec_from_file_location("build_time", ROOT / "bench" / "corpus_vs_pytorch" / "build_time.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from conftest import load_bench, run_segrt
 
 
 def test_parse_reads_the_cli_report(models, tmp_path):
-    bt = load_build_time()
+    bt = load_bench("corpus_vs_pytorch/build_time.py")
     p = run_segrt("build", models / "basicunet2d_tiny.onnx", "-o", tmp_path / "t.plan", "--device", "cpu",
                   "--shape", "image=1x1x64x64", check=0)
     got = bt.parse(p.stdout)

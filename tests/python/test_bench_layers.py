@@ -4,27 +4,16 @@ output (once, in graph order, after the model's own), and the widened
 model runs on segrt's CPU engine with each added value equal to
 onnxruntime's and the original output unchanged, so the tool's
 comparison on the GPU machine reads what it says it reads."""
-import importlib.util
-import pathlib
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
-from conftest import run_segrt
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_layers():
-    spec = importlib.util.spec_from_file_location("layers", ROOT / "bench" / "corpus_vs_pytorch" / "layers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from conftest import load_bench, run_segrt
 
 
 def test_with_outputs_adds_each_value_once_and_runs(models, tmp_path):
-    lay = load_layers()
+    lay = load_bench("corpus_vs_pytorch/layers.py")
     src = models / "basicunet2d_tiny.onnx"
     g = onnx.load(str(src))
     relus = [n.output[0] for n in g.graph.node if n.op_type == "LeakyRelu"]
