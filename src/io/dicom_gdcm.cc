@@ -2,6 +2,7 @@
 // entry point catches every exception and turns it into SG_DCM_ERROR with
 // a one-line message; nothing here prints (GDCM's warnings are off).
 #include "io/dicom_gdcm.h"
+#include "core/child.h"
 
 #include <gdcmDataSet.h>
 #include <gdcmFile.h>
@@ -477,6 +478,12 @@ static rlim_t decode_cpu_seconds(size_t bytes)
     return 2 + (rlim_t)(bytes >> 22);
 }
 
+/* A decoding child asleep this long without using CPU is taken for one
+ * blocked on a lock it inherited (sg_child_wait), killed, and the decode
+ * started again, up to DECODE_ATTEMPTS times in all. */
+#define DECODE_STUCK_S 10.0
+#define DECODE_ATTEMPTS 3
+
 /* What a decoding child leaves for its parent, ahead of the pixels. */
 struct decode_result {
     int rc;
@@ -495,7 +502,9 @@ struct decode_result {
  * files decoded). Some codecs also loop forever on a corrupt stream
  * (CharLS on a JPEG-LS scan, found by fuzz_volume), so the child has a CPU
  * time limit: far above what decoding the frame's bytes takes at the
- * slowest codec's pace, yet a few seconds for a small file. */
+ * slowest codec's pace, yet a few seconds for a small file. A child that
+ * sleeps instead, on a lock another of this process's threads held at
+ * the fork, is killed and the decode forked again (sg_child_wait). */
 extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst, size_t bytes, int32_t *planar,
                              char photometric[SG_DCM_TEXT], char *err, size_t cap)
 {
@@ -505,38 +514,55 @@ extern "C" int sg_dcm_decode(const char *path, const sg_dcm_header *h, void *dst
         return fail(err, cap, "no memory to decode the pixel data");
     decode_result *res = static_cast<decode_result *>(shared);
     char *pixels = static_cast<char *>(shared) + sizeof(decode_result);
-    res->rc = SG_DCM_ERROR;
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        munmap(shared, total);
-        return fail(err, cap, std::string("cannot start the decoder: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-        /* The child: default signal dispositions (a fuzzer's or sanitizer's
-         * handlers would report GDCM's abort as this process's), stderr
-         * to /dev/null, and _exit (no atexit handlers, no leak checks). */
-        for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU})
-            std::signal(sig, SIG_DFL);
-        const rlim_t seconds = decode_cpu_seconds(bytes);
-        const struct rlimit cpu = {seconds, seconds + 1};
-        setrlimit(RLIMIT_CPU, &cpu);
-        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (null >= 0)
-            dup2(null, 2);
-        int rc;
-        try {
-            rc = decode(path, h, pixels, bytes, &res->planar, res->photometric, res->err, sizeof res->err);
-        } catch (const std::exception &e) {
-            rc = fail(res->err, sizeof res->err, std::string("GDCM: ") + e.what());
-        } catch (...) {
-            rc = fail(res->err, sizeof res->err, "GDCM failed decoding the pixel data");
-        }
-        res->rc = rc;
-        _exit(0);
-    }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    bool stuck = false;
+    for (int attempt = 0; attempt < DECODE_ATTEMPTS && (attempt == 0 || stuck); attempt++) {
+        res->rc = SG_DCM_ERROR;
+        std::fflush(nullptr);
+        pid_t pid = fork();
+        if (pid < 0) {
+            munmap(shared, total);
+            return fail(err, cap, std::string("cannot start the decoder: ") + std::strerror(errno));
+        }
+        if (pid == 0) {
+            /* The child: default signal dispositions (a fuzzer's or sanitizer's
+             * handlers would report GDCM's abort as this process's), stderr
+             * to /dev/null, and _exit (no atexit handlers, no leak checks). */
+            for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGXCPU})
+                std::signal(sig, SIG_DFL);
+            const rlim_t seconds = decode_cpu_seconds(bytes);
+            const struct rlimit cpu = {seconds, seconds + 1};
+            setrlimit(RLIMIT_CPU, &cpu);
+            int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+            if (null >= 0)
+                dup2(null, 2);
+            int rc;
+            try {
+                rc = decode(path, h, pixels, bytes, &res->planar, res->photometric, res->err, sizeof res->err);
+            } catch (const std::exception &e) {
+                rc = fail(res->err, sizeof res->err, std::string("GDCM: ") + e.what());
+            } catch (...) {
+                rc = fail(res->err, sizeof res->err, "GDCM failed decoding the pixel data");
+            }
+            res->rc = rc;
+            _exit(0);
+        }
+        if (sg_child_wait(pid, DECODE_STUCK_S, &status, &stuck) != 0) {
+            if (errno != ECHILD) {
+                int e = errno;
+                kill(pid, SIGKILL);
+                waitpid(pid, nullptr, 0);
+                munmap(shared, total);
+                return fail(err, cap, std::string("cannot wait for the decoder: ") + std::strerror(e));
+            }
+            status = 0; /* reaped already (SIGCHLD ignored): what it left in res says how it went */
+        }
+    }
+    if (stuck) {
+        munmap(shared, total);
+        return fail(err, cap,
+                    "GDCM's decoder stopped (asleep, using no CPU, " + std::to_string((int)DECODE_STUCK_S) +
+                        " s) " + std::to_string(DECODE_ATTEMPTS) + " times");
     }
     int rc;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

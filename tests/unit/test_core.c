@@ -1,8 +1,10 @@
 /* Core: dtypes and conversions, checked arithmetic, blobs, the string map,
- * the first-fit free list, arena packing, error messages, the copy team. */
+ * the first-fit free list, arena packing, error messages, the copy team,
+ * waiting for a child process. */
+#include "core/arena_pack.h"
+#include "core/child.h"
 #include "core/copy_team.h"
 #include "core/dtype.h"
-#include "core/arena_pack.h"
 #include "core/freelist.h"
 #include "core/mem.h"
 #include "core/strmap.h"
@@ -10,9 +12,12 @@
 #include "testlib.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static void test_half(void)
 {
@@ -323,6 +328,49 @@ static void test_arena_pack(void)
     CHECK(sg_arena_pack(0, NULL, NULL, NULL, NULL, 0, NULL, &peak) == SEGRT_OK && peak == 0);
 }
 
+/* A child's CPU seconds so far. */
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* sg_child_wait: an exit is reported as it was; a child asleep for good
+ * (as one blocked on an inherited lock is) is killed as stuck; one that
+ * computes the whole time is not, however long past stuck_seconds it runs. */
+static void test_child_wait(void)
+{
+    int status = 0;
+    bool stuck = true;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(3);
+    CHECK(pid > 0 && sg_child_wait(pid, 0.4, &status, &stuck) == 0);
+    CHECK(!stuck && WIFEXITED(status) && WEXITSTATUS(status) == 3);
+
+    pid = fork();
+    if (pid == 0) {
+        double t0 = cpu_seconds();
+        volatile unsigned long sum = 0;
+        while (cpu_seconds() - t0 < 1.5)
+            for (unsigned long i = 0; i < 100000; i++)
+                sum += i;
+        _exit(0);
+    }
+    CHECK(pid > 0 && sg_child_wait(pid, 0.4, &status, &stuck) == 0);
+    CHECK(!stuck && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    if (access("/proc/self/stat", R_OK) != 0)
+        return; /* no /proc: the wait is a plain one, and this child would never end */
+    pid = fork();
+    if (pid == 0)
+        for (;;)
+            pause();
+    CHECK(pid > 0 && sg_child_wait(pid, 0.4, &status, &stuck) == 0);
+    CHECK(stuck && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 int main(void)
 {
     test_half();
@@ -334,5 +382,6 @@ int main(void)
     test_errors();
     test_copy_team();
     test_copy_team_handoffs();
+    test_child_wait();
     return sg_test_finish("test_core");
 }
