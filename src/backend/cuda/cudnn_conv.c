@@ -1064,6 +1064,12 @@ sg_status cuda_build_conv_cudnn(sg_cuda_plan *p, const sg_node *n, bool dgrad)
     cs.filter.max_workspace = p->opts.workspace_limit > (size_t)INT64_MAX ? INT64_MAX
                                                                           : (int64_t)p->opts.workspace_limit;
     int32_t act_node = cuda_conv_activation(p, n, &cs.act, &cs.act_alpha);
+    /* cuDNN's RELU_FWD with a lower slope above 1 gives max(x, slope x),
+     * not the LeakyRelu (tests/gpu/test_gpu_act_slopes.py: a slope of 1.5
+     * fused here was off by 40 %; MONAI's PReLU slopes may be above 1).
+     * Such an activation stays a step of its own. */
+    if (act_node >= 0 && cs.act == SGK_ACT_LEAKY_RELU && !(cs.act_alpha <= 1.0f))
+        act_node = -1;
     if (act_node < 0)
         cs.act = SGK_ACT_NONE;
     int32_t act_value = act_node >= 0 ? p->g->nodes[act_node].outputs[0] : n->outputs[0];

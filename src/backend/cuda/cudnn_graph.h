@@ -58,7 +58,8 @@ sg_status cdg_conv_op(cdg_pool *pool, bool dgrad, cudnnBackendDescriptor_t conv,
                       cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *out);
 
 /* A pointwise operation y = mode(x[, b]) in float math. For RELU_FWD a
- * slope other than 0 makes it a leaky ReLU. b may be NULL. */
+ * slope other than 0 makes it a leaky ReLU, for slopes up to 1 only (cuDNN
+ * 9.19 computes max(x, slope x)). b may be NULL. */
 sg_status cdg_pointwise_op(cdg_pool *pool, cudnnPointwiseMode_t mode, double relu_slope,
                            cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y,
                            cudnnBackendDescriptor_t *out);
