@@ -22,7 +22,7 @@
 #          scripts/gpu-check.sh tests tests/gpu/test_gpu_models.py ... [extra pytest args]
 #          scripts/gpu-check.sh torch basicunet2d 1,16
 #          scripts/gpu-check.sh corpus [NET,NET...]   (bench/corpus_vs_pytorch: check.py --device cuda, run.py)
-#          scripts/gpu-check.sh layers NET [fp16,tf32,fp32]   (layers.py: where a network's numbers depart)
+#          scripts/gpu-check.sh layers NET [fp16,tf32,fp32 [layers.py flags]]   (where a network's numbers depart)
 #          scripts/gpu-check.sh corpus-build [NET,NET...]   (bench/corpus_vs_pytorch/build_time.py: fresh builds,
 #                                                            where their time goes)
 #          scripts/gpu-check.sh swbench 2d,3d 4 [extra flags]
@@ -86,7 +86,7 @@ if [ "$what" = layers ]; then
     site=$root/bench/volume_vs_monai/.env/site
     python3 -m pip install -q --no-deps --target "$site" "$root"/.carry/wheels-corpus/*.whl >/dev/null 2>&1
     export PYTHONPATH=$site:${PYTHONPATH:-}
-    step "layers-$1" python3 "$root/bench/corpus_vs_pytorch/layers.py" --net "$1" --precision "${2:-fp16,tf32,fp32}"
+    step "layers-$1" python3 "$root/bench/corpus_vs_pytorch/layers.py" --net "$1" --precision "${2:-fp16,tf32,fp32}" "${@:3}"
     grep -v -i warning "$out/layers-$1.log" | tail -n 150
     printf '%s\n' "${rows[@]}"
     exit 0
@@ -97,7 +97,7 @@ if [ "$what" = corpus ] || [ "$what" = corpus-build ]; then
     # dynamic_network_architectures come from bench/volume_vs_monai's
     # carried set b (carry.sh install b first, in the same lease).
     # Or wheels carried in .carry/wheels-corpus (pip download --no-deps
-    # monai dynamic-network-architectures). CORPUS_CHECK=0 skips check.py;
+    # monai dynamic-network-architectures). CORPUS_CHECK=0 skips check.py, CORPUS_BENCH=0 run.py;
     # CORPUS_MODES (run.py --modes, e.g. half_cl,amp,segrt,segrt:fused-attention)
     # and CORPUS_ITERS narrow the benchmark.
     nets=${1:-}
@@ -117,9 +117,10 @@ if [ "$what" = corpus ] || [ "$what" = corpus-build ]; then
     fi
     [ "${CORPUS_CHECK:-1}" = 0 ] || step corpus-check python3 "$root/bench/corpus_vs_pytorch/check.py" \
         --segrt "$SEGRT" --device cuda --exporters torchscript --json "$out/corpus_check.json" ${nets:+--nets "$nets"}
-    step corpus-bench python3 "$root/bench/corpus_vs_pytorch/run.py" --out "$out/corpus_vs_pytorch.json" \
-        ${nets:+--nets "$nets"} ${CORPUS_MODES:+--modes "$CORPUS_MODES"} ${CORPUS_ITERS:+--iters "$CORPUS_ITERS"}
-    tail -n 40 "$out/corpus-bench.log"
+    [ "${CORPUS_BENCH:-1}" = 0 ] || step corpus-bench python3 "$root/bench/corpus_vs_pytorch/run.py" \
+        --out "$out/corpus_vs_pytorch.json" ${nets:+--nets "$nets"} ${CORPUS_MODES:+--modes "$CORPUS_MODES"} \
+        ${CORPUS_ITERS:+--iters "$CORPUS_ITERS"}
+    [ "${CORPUS_BENCH:-1}" = 0 ] && tail -n 25 "$out/corpus-check.log" || tail -n 40 "$out/corpus-bench.log"
     printf '%s\n' "${rows[@]}"
     exit 0
 fi
