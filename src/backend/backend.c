@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 static const sg_backend *const backends[] = {
     &sg_cpu_backend,
@@ -60,13 +59,6 @@ bool sg_cuda_code_in(const char *list, int cc, int *code_cc, bool *code_a)
     *code_cc = best_sass ? best_sass : best_ptx;
     *code_a = best_sass && best_a;
     return *code_cc != 0;
-}
-
-double sg_now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 void sg_report_node(segrt_build_report *r, const char *node, const char *op, double seconds)

@@ -19,6 +19,7 @@
 #ifndef SG_BACKEND_H
 #define SG_BACKEND_H
 
+#include "core/clock.h"
 #include "graph/ir.h"
 #include "graph/passes.h"
 
@@ -188,11 +189,10 @@ sg_eval_lookup sg_backend_host_eval(void);
  * there. */
 bool sg_cuda_code_in(const char *list, int cc, int *code_cc, bool *code_a);
 
-/* Build reports (segrt_engine_build_report): seconds on a monotonic clock;
- * a node's build time into r's slowest list where it belongs (kept
- * slowest first, SEGRT_BUILD_REPORT_NODES long); and one report's
- * counts, seconds and slowest nodes added into another's. */
-double sg_now_seconds(void);
+/* Build reports (segrt_engine_build_report), timed by sg_now_seconds
+ * (core/clock.h): a node's build time into r's slowest list where it
+ * belongs (kept slowest first, SEGRT_BUILD_REPORT_NODES long); and one
+ * report's counts, seconds and slowest nodes added into another's. */
 void sg_report_node(segrt_build_report *r, const char *node, const char *op, double seconds);
 void sg_report_add(segrt_build_report *into, const segrt_build_report *r);
 

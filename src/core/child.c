@@ -1,5 +1,6 @@
 /* sg_child_wait: see child.h. */
 #include "core/child.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,13 +14,6 @@
 
 /* How often the child's state is read, seconds (at most). */
 #define SAMPLE_S 0.25
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The child's scheduler state and CPU time (user + system, in clock
  * ticks) from /proc/PID/stat; false where it cannot be read. */
@@ -62,7 +56,7 @@ int sg_child_wait(pid_t pid, double stuck_seconds, int *status, bool *stuck)
     int rc = 0;
     long nap_ns = 50000; /* without a pidfd: 50 us, doubling up to 10 ms */
     double interval = stuck_seconds / 4 < SAMPLE_S ? stuck_seconds / 4 : SAMPLE_S;
-    double t = now_seconds(), next = t + interval, since = t;
+    double t = sg_now_seconds(), next = t + interval, since = t;
     unsigned long long last = 0;
     bool seen = false;
     for (;;) {
@@ -73,7 +67,7 @@ int sg_child_wait(pid_t pid, double stuck_seconds, int *status, bool *stuck)
             rc = -1;
             break;
         }
-        double left = next - now_seconds();
+        double left = next - sg_now_seconds();
         if (fd >= 0) {
             struct pollfd p = {fd, POLLIN, 0};
             poll(&p, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
@@ -82,7 +76,7 @@ int sg_child_wait(pid_t pid, double stuck_seconds, int *status, bool *stuck)
             nanosleep(&ts, NULL);
             nap_ns = nap_ns < 10000000 ? 2 * nap_ns : nap_ns;
         }
-        t = now_seconds();
+        t = sg_now_seconds();
         if (t < next)
             continue;
         next = t + interval;

@@ -1,5 +1,6 @@
 #include "core/copy_team.h"
 
+#include "core/clock.h"
 #include "core/mem.h"
 
 #include <pthread.h>
@@ -9,7 +10,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TEAM_MAX 8
@@ -21,7 +21,7 @@
  * 1 MiB copy takes, so they stay awake through a burst and sleep once it
  * is over. The caller spins for
  * the workers' parts (they end together). */
-#define TEAM_SPIN_NS 200000L
+#define TEAM_SPIN_S 200e-6
 
 typedef struct team_worker {
     struct sg_copy_team *t;
@@ -66,13 +66,6 @@ static inline void spin_step(int i)
         sched_yield();
 }
 
-static long elapsed_ns(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)(t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
-}
-
 /* Part i of `parts` of a copy, split at 64-byte boundaries. */
 static void copy_part(char *dst, const char *src, size_t bytes, int i, int parts)
 {
@@ -89,17 +82,16 @@ static bool posted(sg_copy_team *t, uint_fast64_t seen)
     return atomic_load(&t->generation) != seen || atomic_load(&t->stop);
 }
 
-/* Waits for a job after `seen`: watching for TEAM_SPIN_NS, then asleep.
+/* Waits for a job after `seen`: watching for TEAM_SPIN_S, then asleep.
  * The sleeper count and the generation are both sequentially consistent:
  * either the caller sees this worker's count and wakes it under the
  * mutex, or this worker's check under the mutex sees the new job. */
 static void await_job(sg_copy_team *t, uint_fast64_t seen)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = sg_now_seconds();
     for (int i = 1; !posted(t, seen); i++) {
         spin_step(i);
-        if (i % 64 == 0 && elapsed_ns(&t0) > TEAM_SPIN_NS) {
+        if (i % 64 == 0 && sg_now_seconds() - t0 > TEAM_SPIN_S) {
             pthread_mutex_lock(&t->mu);
             atomic_fetch_add(&t->sleepers, 1);
             while (!posted(t, seen))

@@ -17,6 +17,7 @@
  * by row (nothing read ahead: a slide is never held whole), and the
  * engines stay from slide to slide as the window does not change. */
 #include "core/api_file.h"
+#include "core/clock.h"
 #include "core/file.h"
 #include "core/mem.h"
 #include "core/status.h"
@@ -34,18 +35,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define CASE_ERROR_CAP 1024
 #define DICOM_SCAN_DEPTH 16
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static char *dup_str(const char *s)
 {
@@ -516,7 +509,7 @@ static void keep_notice(void *user, const char *line)
 /* A case's read, headers then samples; wait_go between them (the thread). */
 static void read_case(reader *rd, const one_case *c, case_read *r, bool wait_go)
 {
-    double t0 = now_s();
+    double t0 = sg_now_seconds();
     segrt_window_job_options jo = *rd->jo;
     jo.notice = keep_notice;
     jo.notice_user = r;
@@ -535,11 +528,11 @@ static void read_case(reader *rd, const one_case *c, case_read *r, bool wait_go)
         pthread_mutex_unlock(&rd->mu);
         if (quit)
             return;
-        t0 = now_s(); /* the wait is the main thread's, not the read's */
+        t0 = sg_now_seconds(); /* the wait is the main thread's, not the read's */
     }
     if (s == SEGRT_OK && (s = case_samples(c, &jo, &info, &r->image, &r->where)) != SEGRT_OK)
         read_failed(r, s);
-    r->seconds += now_s() - t0;
+    r->seconds += sg_now_seconds() - t0;
 }
 
 static void *reader_main(void *arg)
@@ -732,7 +725,7 @@ static void write_summary_to(FILE *f, const cases_job *cj, const segrt_cases_rep
             "\n  ],\n  \"totals\": {\"cases\": %zu, \"done\": %zu, \"skipped\": %zu, \"failed\": %zu, "
             "\"pending\": %zu, \"seconds\": ",
             r->cases, r->done, r->skipped, r->failed, pending);
-    json_num(f, now_s() - cj->t0);
+    json_num(f, sg_now_seconds() - cj->t0);
     fputs("}\n}\n", f);
 }
 
@@ -840,7 +833,7 @@ static bool stops_job(sg_status s) { return s == SEGRT_ERROR_DEVICE || s == SEGR
  * set. */
 static sg_status case_end(one_case *c, sg_output *out, sg_status s, double t0, double windows, double write)
 {
-    double t1 = now_s();
+    double t1 = sg_now_seconds();
     c->seconds_windows = windows;
     c->seconds_write = write;
     c->seconds_run = t1 - t0 - write;
@@ -849,7 +842,7 @@ static sg_status case_end(one_case *c, sg_output *out, sg_status s, double t0, d
         out = NULL;
     }
     sg_output_discard(out);
-    c->seconds_write += now_s() - t1;
+    c->seconds_write += sg_now_seconds() - t1;
     if (s == SEGRT_OK)
         c->state = SEGRT_CASE_DONE;
     else
@@ -864,7 +857,7 @@ static sg_status run_case(cases_job *cj, sg_window_job *wj, size_t i, case_read 
     sg_output *out = NULL;
     sg_status s = sg_output_open(c->output, &out);
     uint64_t ahead = ahead_asked ? reader_header(rd) : 0;
-    double t0 = now_s();
+    double t0 = sg_now_seconds();
     sg_window_run_more more;
     memset(&more, 0, sizeof more);
     more.held_elsewhere = ahead;
@@ -900,7 +893,7 @@ static sg_status run_slide_case(cases_job *cj, sg_window_job *wj, size_t i)
     one_case *c = &cj->cases.c[i];
     sg_output *out = NULL;
     sg_status s = sg_output_open(c->output, &out);
-    double t0 = now_s(), write = 0;
+    double t0 = sg_now_seconds(), write = 0;
     segrt_window_job_report wr;
     memset(&wr, 0, sizeof wr);
     if (s == SEGRT_OK)
@@ -988,7 +981,7 @@ static sg_status cases_loop(cases_job *cj, sg_window_job *wj, reader *rd, bool p
             SG_TRY(count_case(cj, i, r));
             continue;
         }
-        double t0 = now_s();
+        double t0 = sg_now_seconds();
         if (c->slide) {
             c->listed = true;
             tell(cj, i); /* STARTED */
@@ -997,7 +990,7 @@ static sg_status cases_loop(cases_job *cj, sg_window_job *wj, reader *rd, bool p
                 stop = s;
                 stopped = i;
             }
-            c->seconds_total = now_s() - t0;
+            c->seconds_total = sg_now_seconds() - t0;
             SG_TRY(count_case(cj, i, r));
             continue;
         }
@@ -1005,7 +998,7 @@ static sg_status cases_loop(cases_job *cj, sg_window_job *wj, reader *rd, bool p
         memset(&cr, 0, sizeof cr);
         if (asked == i) {
             reader_take(rd, &cr);
-            c->seconds_wait = now_s() - t0;
+            c->seconds_wait = sg_now_seconds() - t0;
         } else {
             read_case(rd, c, &cr, false);
         }
@@ -1040,7 +1033,7 @@ static sg_status cases_loop(cases_job *cj, sg_window_job *wj, reader *rd, bool p
             }
         }
         free(cr.image.data);
-        c->seconds_total = now_s() - t0;
+        c->seconds_total = sg_now_seconds() - t0;
         SG_TRY(count_case(cj, i, r));
     }
     if (asked < l->n) { /* stopped with a read under way: drop it */
@@ -1064,7 +1057,7 @@ segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *con
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "segrt_cases_run: options, models and cases must not be NULL");
     cases_job cj;
     memset(&cj, 0, sizeof cj);
-    cj.t0 = now_s();
+    cj.t0 = sg_now_seconds();
     cj.jo = o;
     sg_window_job *wj = NULL;
     sg_status s = cases_setup(&cj, c);
@@ -1100,7 +1093,7 @@ segrt_status segrt_cases_run(const segrt_window_job_options *o, segrt_model *con
         pthread_mutex_destroy(&rd.mu);
     }
     sg_window_job_free(wj);
-    r->seconds = now_s() - cj.t0;
+    r->seconds = sg_now_seconds() - cj.t0;
     if (s == SEGRT_OK) {
         sg_status w = write_summary(&cj, r);
         if (w != SEGRT_OK)

@@ -15,8 +15,10 @@
  * accumulators hold the whole image anyway), PNG and JPEG (decoded
  * forward only), an overlay (drawn over the whole image's pixels), and
  * arrays the source does not take (N > 1, 1-D). */
+#include "pipeline/job_window.h"
 #include "backend/backend.h"
 #include "core/api_file.h"
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "core/mem.h"
 #include "io/api_volume.h"
@@ -26,7 +28,6 @@
 #include "io/sink.h"
 #include "io/source.h"
 #include "pipeline/job_slide.h"
-#include "pipeline/job_window.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"
@@ -39,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #define JOB_MAX_MODELS 64
 #define META_MAX_VALUES 16
@@ -479,21 +479,14 @@ static void prep_free_device(segrt_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void *read_ahead_main(void *arg)
 {
     read_ahead *ra = arg;
-    double t0 = now_s();
+    double t0 = sg_now_seconds();
     ra->status = read_volume(ra->path, ra->jo, &ra->vol, &ra->where);
     if (ra->status != SEGRT_OK)
         snprintf(ra->error, sizeof ra->error, "%s", sg_last_error());
-    ra->seconds = now_s() - t0;
+    ra->seconds = sg_now_seconds() - t0;
     return NULL;
 }
 
@@ -587,9 +580,9 @@ static sg_status build_members_now(job *st)
 
 static sg_status build_members(job *st)
 {
-    double t0 = now_s();
+    double t0 = sg_now_seconds();
     sg_status s = build_members_now(st);
-    st->parts.build += now_s() - t0;
+    st->parts.build += sg_now_seconds() - t0;
     return s;
 }
 /* Whether the engines built for an earlier image take this one's window
@@ -1181,9 +1174,9 @@ static sg_status prep_forward(job *st)
     } else if (st->ahead.started) {
         SG_TRY(read_ahead_take(&st->ahead, &vol, &st->where, &st->parts.read));
     } else {
-        double t0 = now_s();
+        double t0 = sg_now_seconds();
         SG_TRY(read_volume(st->in, st->jo, &vol, &st->where));
-        st->parts.read += now_s() - t0;
+        st->parts.read += sg_now_seconds() - t0;
     }
     if (vol.rank != 5 || vol.dims[1] != in->channels || vol.dims[2] != dims[0] || vol.dims[3] != dims[1] ||
         vol.dims[4] != dims[2]) {
@@ -1191,10 +1184,10 @@ static sg_status prep_forward(job *st)
         return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     }
     segrt_tensor img;
-    double t0 = now_s();
+    double t0 = sg_now_seconds();
     s = sg_prep_forward(st->prep, vol.data, &img);
     free(vol.data);
-    st->parts.prep += now_s() - t0;
+    st->parts.prep += sg_now_seconds() - t0;
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s: ", st->in);
     int64_t before[SEGRT_MAX_RANK], after[SEGRT_MAX_RANK];
@@ -1459,20 +1452,20 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         if (st->ahead.started) {
             SG_TRY(read_ahead_take(&st->ahead, &st->image, &st->where, &st->parts.read));
         } else {
-            double tr = now_s();
+            double tr = sg_now_seconds();
             SG_TRY(st->given.data ? take_given(st) : read_volume(st->in, jo, &st->image, &st->where));
-            st->parts.read += now_s() - tr;
+            st->parts.read += sg_now_seconds() - tr;
         }
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     } else if (st->slide && !st->streamed) {
-        double tr = now_s();
+        double tr = sg_now_seconds();
         SG_TRY(read_slide_whole(st));
-        st->parts.read += now_s() - tr;
+        st->parts.read += sg_now_seconds() - tr;
     } else if (!st->streamed) {
-        double tr = now_s();
+        double tr = sg_now_seconds();
         SG_TRY(read_image(st->in, st->model[0], st->path[0], jo->raw_input != 0, &st->image, &st->pixels));
-        st->parts.read += now_s() - tr;
+        st->parts.read += sg_now_seconds() - tr;
         if (st->image.rank != shape.rank || memcmp(st->image.dims, shape.dims, sizeof(int64_t) * (size_t)shape.rank))
             return sg_error(SEGRT_ERROR_INVALID_ARGUMENT, "%s: the file changed while segrt read it", st->in);
     }
@@ -1487,7 +1480,7 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         SG_TRY(sg_slide_job_begin_output(st->slide, result, classes > 256 ? SEGRT_DTYPE_UINT16 : SEGRT_DTYPE_UINT8,
                                          st->sw.probs_u8 ? (int32_t)classes : 0,
                                          jo->thumbnail_path || jo->geojson_path ? SLIDE_SMALL_SIDE : 0));
-    double t0 = now_s();
+    double t0 = sg_now_seconds();
     /* (A slide's rows go to its pyramid as they finish: a retry would
      * write them twice.) */
     while ((s = run_windows(st, &stats, &on_device)) == SEGRT_ERROR_OUT_OF_MEMORY && jo->auto_batch &&
@@ -1500,13 +1493,13 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         }
         st->sw.sw_batch /= 2;
         SG_TRY(build_members(st));
-        t0 = now_s();
+        t0 = sg_now_seconds();
     }
-    double tb = now_s();
+    double tb = sg_now_seconds();
     st->parts.windows = tb - t0;
     if (s == SEGRT_OK && st->prep) {
         s = prep_back(st);
-        st->parts.back = now_s() - tb;
+        st->parts.back = sg_now_seconds() - tb;
     }
     if (s != SEGRT_OK)
         return sg_error_prefix(s, "%s over %s: ", st->path[0], st->in);
@@ -1526,11 +1519,11 @@ static sg_status job_run_body(job *st, sg_output *result, sg_output *overlay, se
         }
     }
     bool write_failed = false;
-    double tw = now_s();
+    double tw = sg_now_seconds();
     s = st->slide ? write_slide(st, &write_failed) : write_result(result, &st->result, st, &write_failed);
     if (s == SEGRT_OK && overlay)
         s = write_overlay(overlay, &st->pixels, &st->result, &write_failed);
-    st->seconds_write = now_s() - tw;
+    st->seconds_write = sg_now_seconds() - tw;
     st->parts.write = st->seconds_write;
     r->parts = st->parts;
     r->write_failed = write_failed;

@@ -214,9 +214,9 @@ static sg_status finish_rows(sw_job *r, const sw_strip *st, int64_t n, int64_t a
         for (int64_t x = lo; x < hi;) {
             int64_t at = x % ring, len = hi - x < ring - at ? hi - x : ring - at;
             if (res->dl_image < n || x + len - res->dl_row > ring) {
-                double t0 = sw_now();
+                double t0 = sg_now_seconds();
                 SG_TRY(ops->stream_synchronize(r->st.s));
-                r->stat.t_wait += sw_now() - t0;
+                r->stat.t_wait += sg_now_seconds() - t0;
                 SG_TRY(sw_download_through(r, n, x));
             }
             sg_window_rows dst = {(uint8_t *)res->d_result + (size_t)(at * q->img_plane) * res->out_esize,
@@ -333,9 +333,9 @@ static sg_status run_image_pass(sw_job *r, const sw_strip *st, int64_t n, int64_
         int32_t si = (int32_t)(r->stat.batches % SW_IN_FLIGHT);
         if (r->stat.batches >= SW_IN_FLIGHT) {
             sw_populate_while_busy(r, slot);
-            double t0 = sw_now();
+            double t0 = sg_now_seconds();
             SG_TRY(ops->event_synchronize(slot));
-            r->stat.t_wait += sw_now() - t0;
+            r->stat.t_wait += sg_now_seconds() - t0;
             if (r->out.progressive)
                 SG_TRY(sw_download_through(r, r->out.fin_image[si], r->out.fin_row[si]));
         }
@@ -343,15 +343,15 @@ static sg_status run_image_pass(sw_job *r, const sw_strip *st, int64_t n, int64_
         for (int64_t b = 0; b < got; b++)
             batch[b] = n * nw + (list ? list[first + b] : w_lo + first + b);
         if (!r->img.d_image) {
-            double t0 = sw_now();
+            double t0 = sg_now_seconds();
             SG_TRY(sw_ensure_batch_rows(r, batch, got));
-            r->stat.t_upload += sw_now() - t0;
+            r->stat.t_upload += sg_now_seconds() - t0;
         }
         SG_TRY(predict_batch(r, batch, got));
         if (!r->img.d_image) {
-            double t0 = sw_now();
+            double t0 = sg_now_seconds();
             SG_TRY(sw_upload_ahead(r));
-            r->stat.t_upload += sw_now() - t0;
+            r->stat.t_upload += sg_now_seconds() - t0;
         }
         /* Windows accumulate in runs between the rows they finish: one
          * launch a run (of up to SG_WINDOW_BATCH), every window of a run
@@ -479,7 +479,7 @@ static sg_status check_image(const sg_sw_options *o, const segrt_tensor *image, 
 
 static sg_status run_all(sw_job *r)
 {
-    double t_start = sw_now();
+    double t_start = sg_now_seconds();
     const sw_geometry *q = &r->geo;
     int64_t rows0 = q->g.padded[0], pass = r->acc.pass_rows;
     r->stat.total_runs = 0;
@@ -502,9 +502,9 @@ static sg_status run_all(sw_job *r)
                 SG_TRY(run_image_pass(r, &st, n, pa, pb));
             }
         }
-    double t0 = sw_now();
+    double t0 = sg_now_seconds();
     SG_TRY(r->ops->stream_synchronize(r->st.s));
-    r->stat.t_wait += sw_now() - t0;
+    r->stat.t_wait += sg_now_seconds() - t0;
     if (r->out.progressive)
         SG_TRY(sw_download_through(r, q->n_img, 0));
     /* Every run is done (the blending waited for each); what remains is
@@ -512,7 +512,7 @@ static sg_status run_all(sw_job *r)
     for (int32_t m = 0; m < r->n_models; m++)
         SG_TRY(sg_context_finish(r->models[m].ctx));
     r->enqueued = false;
-    r->stat.t_total = sw_now() - t_start;
+    r->stat.t_total = sg_now_seconds() - t_start;
     return SEGRT_OK;
 }
 
@@ -570,9 +570,9 @@ static sg_status device_run(const sg_sw_model *models, int32_t n_models, const s
         r.img.d_image = image->data;
     else
         r.img.h_image = reader;
-    double t0 = sw_now();
+    double t0 = sg_now_seconds();
     sg_status s = prepare(&r, image);
-    r.stat.t_setup = sw_now() - t0;
+    r.stat.t_setup = sg_now_seconds() - t0;
     if (s == SEGRT_OK)
         s = run_all(&r);
     if (s == SEGRT_OK) {

@@ -128,7 +128,7 @@ static sg_status download_rows(sw_job *r, int64_t n, int64_t a, int64_t b)
  * final on the device (images finish in order, rows in order). */
 sg_status sw_download_through(sw_job *r, int64_t n, int64_t row)
 {
-    double t0 = sw_now();
+    double t0 = sg_now_seconds();
     sw_result *res = &r->out;
     for (; res->dl_image < n; res->dl_image++, res->dl_row = 0)
         SG_TRY(download_rows(r, res->dl_image, res->dl_row, r->geo.g.size[0]));
@@ -136,6 +136,6 @@ sg_status sw_download_through(sw_job *r, int64_t n, int64_t row)
         SG_TRY(download_rows(r, n, res->dl_row, row));
         res->dl_row = row;
     }
-    r->stat.t_download += sw_now() - t0;
+    r->stat.t_download += sg_now_seconds() - t0;
     return SEGRT_OK;
 }

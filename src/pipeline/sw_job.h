@@ -16,6 +16,7 @@
 #define SG_PIPELINE_SW_JOB_H
 
 #include "backend/backend_window.h"
+#include "core/clock.h"
 #include "core/copy_team.h"
 #include "pipeline/sw_device.h"
 #include "pipeline/sw_image.h"
@@ -220,8 +221,6 @@ struct sg_sw_keep {
     int64_t w_roi[SG_SW_MAX_DIMS];
     double w_sigma;
 };
-
-double sw_now(void);
 
 /* sw_keep.c */
 sg_status sw_dev_alloc(sw_job *r, size_t bytes, const char *what, void **out);

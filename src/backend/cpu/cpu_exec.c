@@ -2,19 +2,12 @@
  * caller's buffers bound for the duration of a run, steps in order. */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/ref/ref.h"
+#include "core/clock.h"
 #include "core/sort.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 sg_status sg_cpu_exec_profile(sg_cpu_exec *e, bool on)
 {
@@ -189,7 +182,7 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
     omp_set_num_threads(p->threads > 0 ? p->threads : omp_get_num_procs());
     for (int32_t i = 0; i < p->n_steps; i++) {
         const cpu_step *s = &p->steps[i];
-        double t0 = e->step_ms ? now_ms() : 0;
+        double t0 = e->step_ms ? (1e3 * sg_now_seconds()) : 0;
         sg_status st;
         if (s->prim) {
             dnnl_exec_arg_t args[CPU_MAX_ARGS + 1];
@@ -209,7 +202,7 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
         if (st != SEGRT_OK)
             return st;
         if (e->step_ms) /* CPU primitives run synchronously: the clock sees them */
-            e->step_ms[i] += now_ms() - t0;
+            e->step_ms[i] += (1e3 * sg_now_seconds()) - t0;
     }
     DNNL_TRY(dnnl_stream_wait(e->stream));
     if (e->step_ms)
