@@ -99,7 +99,7 @@ if [ "$what" = corpus ] || [ "$what" = corpus-build ]; then
     # Or wheels carried in .carry/wheels-corpus (pip download --no-deps
     # monai dynamic-network-architectures). CORPUS_CHECK=0 skips check.py, CORPUS_BENCH=0 run.py;
     # CORPUS_MODES (run.py --modes, e.g. half_cl,amp,segrt,segrt:fused-attention)
-    # and CORPUS_ITERS narrow the benchmark.
+    # and CORPUS_ITERS narrow the benchmark; CORPUS_PRECISION (bf16) is segrt's precision there.
     nets=${1:-}
     site=$root/bench/volume_vs_monai/.env/site
     if ls "$root"/.carry/wheels-corpus/*.whl >/dev/null 2>&1; then
@@ -119,7 +119,7 @@ if [ "$what" = corpus ] || [ "$what" = corpus-build ]; then
         --segrt "$SEGRT" --device cuda --exporters torchscript --json "$out/corpus_check.json" ${nets:+--nets "$nets"}
     [ "${CORPUS_BENCH:-1}" = 0 ] || step corpus-bench python3 "$root/bench/corpus_vs_pytorch/run.py" \
         --out "$out/corpus_vs_pytorch.json" ${nets:+--nets "$nets"} ${CORPUS_MODES:+--modes "$CORPUS_MODES"} \
-        ${CORPUS_ITERS:+--iters "$CORPUS_ITERS"}
+        ${CORPUS_ITERS:+--iters "$CORPUS_ITERS"} ${CORPUS_PRECISION:+--precision "$CORPUS_PRECISION"}
     [ "${CORPUS_BENCH:-1}" = 0 ] && tail -n 25 "$out/corpus-check.log" || tail -n 40 "$out/corpus-bench.log"
     printf '%s\n' "${rows[@]}"
     exit 0
