@@ -15,7 +15,6 @@
  * accumulators hold the whole image anyway), PNG and JPEG (decoded
  * forward only), an overlay (drawn over the whole image's pixels), and
  * arrays the source does not take (N > 1, 1-D). */
-#include "pipeline/job_window.h"
 #include "backend/backend.h"
 #include "core/api_file.h"
 #include "core/clock.h"
@@ -28,6 +27,7 @@
 #include "io/sink.h"
 #include "io/source.h"
 #include "pipeline/job_slide.h"
+#include "pipeline/job_window.h"
 #include "pipeline/overlay.h"
 #include "pipeline/sliding_window.h"
 #include "pipeline/sw_device.h"

@@ -182,7 +182,7 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
     omp_set_num_threads(p->threads > 0 ? p->threads : omp_get_num_procs());
     for (int32_t i = 0; i < p->n_steps; i++) {
         const cpu_step *s = &p->steps[i];
-        double t0 = e->step_ms ? (1e3 * sg_now_seconds()) : 0;
+        double t0 = e->step_ms ? sg_now_seconds() : 0;
         sg_status st;
         if (s->prim) {
             dnnl_exec_arg_t args[CPU_MAX_ARGS + 1];
@@ -202,7 +202,7 @@ sg_status sg_cpu_exec_run(sg_cpu_exec *e, const sg_tensor *inputs, sg_tensor *ou
         if (st != SEGRT_OK)
             return st;
         if (e->step_ms) /* CPU primitives run synchronously: the clock sees them */
-            e->step_ms[i] += (1e3 * sg_now_seconds()) - t0;
+            e->step_ms[i] += 1e3 * (sg_now_seconds() - t0);
     }
     DNNL_TRY(dnnl_stream_wait(e->stream));
     if (e->step_ms)
